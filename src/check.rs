@@ -1,0 +1,306 @@
+//! `robots-proxy check`: test a robots.txt against URLs offline.
+//!
+//! Two forms:
+//!
+//! * one robots.txt file, one agent, URLs on the command line: one line per URL, exit status 0
+//!   when every URL is allowed, 1 when any is disallowed, 2 on a usage or input error;
+//! * `--jsonl`: JSON lines on standard input, one answer line per input line, in order, for
+//!   auditing large URL lists.
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::robots::{normalize, ProductToken, Reason, RobotsTxt, Verdict};
+
+/// What can go wrong in `check`, each naming the problem.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The robots.txt file could not be read.
+    #[error("cannot read robots.txt file {path}: {source}")]
+    ReadRobots {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A URL could not be parsed as an absolute URL.
+    #[error("{url:?} is not an absolute URL: {reason}")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// Writing the answer failed.
+    #[error("cannot write output: {0}")]
+    Output(#[from] io::Error),
+}
+
+/// The outcome of a `check` run, as an exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Every URL was allowed (exit 0).
+    AllAllowed,
+    /// At least one URL was disallowed (exit 1).
+    SomeDisallowed,
+}
+
+/// The path and query of an absolute URL, as matched against robots.txt rules.
+///
+/// Dot-segments are resolved and percent-encoding is normalised, exactly as the proxy does
+/// before it decides and forwards.
+pub fn path_of_url(url: &str) -> Result<String, CheckError> {
+    let parsed = url::Url::parse(url.trim())
+        .map_err(|e| CheckError::BadUrl { url: url.to_owned(), reason: e.to_string() })?;
+    if parsed.cannot_be_a_base() || !parsed.has_host() {
+        return Err(CheckError::BadUrl {
+            url: url.to_owned(),
+            reason: "it has no host and path".to_owned(),
+        });
+    }
+    let mut target = parsed.path().to_owned();
+    if let Some(q) = parsed.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    Ok(normalize::normalize_request_path(&target))
+}
+
+/// Reads a robots.txt file.
+pub fn read_robots(path: &Path) -> Result<RobotsTxt, CheckError> {
+    let body = std::fs::read(path)
+        .map_err(|source| CheckError::ReadRobots { path: path.to_owned(), source })?;
+    Ok(RobotsTxt::parse(&body))
+}
+
+/// Checks `urls` against `robots` for `agent` and writes one line per URL.
+///
+/// Every URL is parsed before anything is written, so a bad URL is an input error with no
+/// partial answer.
+pub fn check_urls(
+    robots: &RobotsTxt,
+    agent: Option<&ProductToken>,
+    urls: &[String],
+    explain: bool,
+    out: &mut dyn Write,
+) -> Result<Outcome, CheckError> {
+    let paths = urls.iter().map(|u| path_of_url(u)).collect::<Result<Vec<_>, _>>()?;
+    let mut outcome = Outcome::AllAllowed;
+    if explain {
+        let token = agent.map_or("(none: only `*` groups apply)".to_owned(), |t| t.to_string());
+        writeln!(out, "product token: {token}")?;
+        let groups = robots.groups_for(agent);
+        if groups.is_empty() {
+            writeln!(out, "groups applied: none (no group for this token and no `*` group)")?;
+        }
+        for g in groups {
+            let agents: Vec<String> = g
+                .user_agents()
+                .iter()
+                .map(|u| format!("line {}: {}", u.line(), u.value()))
+                .collect();
+            writeln!(out, "group applied: user-agent {}", agents.join(", "))?;
+            if let Some(d) = g.crawl_delay() {
+                writeln!(out, "  crawl-delay: {}s (line {})", d.seconds(), d.line())?;
+            }
+        }
+        for s in robots.sitemaps() {
+            writeln!(out, "sitemap: {} (line {})", s.url(), s.line())?;
+        }
+    }
+    for (url, path) in urls.iter().zip(&paths) {
+        let d = robots.decide(agent, path);
+        let word = match d.verdict() {
+            Verdict::Allow => "allowed",
+            Verdict::Disallow => {
+                outcome = Outcome::SomeDisallowed;
+                "disallowed"
+            }
+        };
+        let why = match d.reason() {
+            Reason::Rule(rule) => format!("line {}: {}", rule.line(), rule),
+            Reason::NoRuleMatched => "no rule matched".to_owned(),
+            Reason::NoGroupApplies => "no group applies".to_owned(),
+            Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
+        };
+        writeln!(out, "{word:<10} {url}  ({why})")?;
+        if explain {
+            let matching = robots.matching_rules(agent, path);
+            if matching.is_empty() {
+                writeln!(out, "  matching rules: none")?;
+            }
+            for rule in matching {
+                writeln!(
+                    out,
+                    "  matches line {}: {} ({} octets)",
+                    rule.line(),
+                    rule,
+                    rule.pattern().len()
+                )?;
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// One input line of `check --jsonl`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonlRequest {
+    robots: Option<String>,
+    robots_file: Option<PathBuf>,
+    agent: Option<String>,
+    url: String,
+}
+
+/// Keeps compiled robots.txt bodies between lines, since audits repeat the same few files.
+#[derive(Default)]
+struct RobotsMemo {
+    bodies: HashMap<String, Arc<RobotsTxt>>,
+    files: HashMap<PathBuf, Arc<RobotsTxt>>,
+}
+
+impl RobotsMemo {
+    const MAX_ENTRIES: usize = 4096;
+
+    fn body(&mut self, body: String) -> Arc<RobotsTxt> {
+        if let Some(r) = self.bodies.get(&body) {
+            return r.clone();
+        }
+        if self.bodies.len() >= Self::MAX_ENTRIES {
+            self.bodies.clear();
+        }
+        let r = Arc::new(RobotsTxt::parse(body.as_bytes()));
+        self.bodies.insert(body, r.clone());
+        r
+    }
+
+    fn file(&mut self, path: PathBuf) -> Result<Arc<RobotsTxt>, CheckError> {
+        if let Some(r) = self.files.get(&path) {
+            return Ok(r.clone());
+        }
+        if self.files.len() >= Self::MAX_ENTRIES {
+            self.files.clear();
+        }
+        let r = Arc::new(read_robots(&path)?);
+        self.files.insert(path, r.clone());
+        Ok(r)
+    }
+}
+
+/// Runs `check --jsonl`: reads requests from `input`, writes one answer per line to `out`.
+///
+/// Returns how many lines were answered and how many of them were errors.
+pub fn check_jsonl(input: &mut dyn BufRead, out: &mut dyn Write) -> io::Result<(u64, u64)> {
+    let mut memo = RobotsMemo::default();
+    let mut line = Vec::new();
+    let mut answered = 0u64;
+    let mut errors = 0u64;
+    let mut tokens: HashMap<String, Option<ProductToken>> = HashMap::new();
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        }
+        answered += 1;
+        match answer_one(&line, &mut memo, &mut tokens) {
+            Ok((allowed, rule)) => {
+                let (line_no, pattern) = match rule {
+                    Some((n, p)) => (n.to_string(), serde_json::to_string(&p)?),
+                    None => ("null".to_owned(), "null".to_owned()),
+                };
+                writeln!(out, "{{\"allowed\":{allowed},\"line\":{line_no},\"rule\":{pattern}}}")?;
+            }
+            Err(message) => {
+                errors += 1;
+                writeln!(out, "{{\"error\":{}}}", serde_json::to_string(&message)?)?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok((answered, errors))
+}
+
+fn answer_one(
+    line: &[u8],
+    memo: &mut RobotsMemo,
+    tokens: &mut HashMap<String, Option<ProductToken>>,
+) -> Result<(bool, Option<(u32, String)>), String> {
+    let req: JsonlRequest = serde_json::from_slice(line).map_err(|e| {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            "empty line: expected a JSON object".to_owned()
+        } else {
+            format!("invalid request: {e}")
+        }
+    })?;
+    let robots = match (req.robots, req.robots_file) {
+        (Some(body), None) => memo.body(body),
+        (None, Some(path)) => memo.file(path).map_err(|e| e.to_string())?,
+        (Some(_), Some(_)) => {
+            return Err("give either \"robots\" or \"robots_file\", not both".into())
+        }
+        (None, None) => return Err("missing field \"robots\" (or \"robots_file\")".into()),
+    };
+    let agent_text = req.agent.ok_or("missing field \"agent\"")?;
+    let agent = tokens
+        .entry(agent_text)
+        .or_insert_with_key(|a| ProductToken::from_token_or_user_agent(a))
+        .clone();
+    let path = path_of_url(&req.url).map_err(|e| e.to_string())?;
+    let d = robots.decide(agent.as_ref(), &path);
+    Ok((d.is_allowed(), d.rule().map(|r| (r.line(), r.pattern().to_owned()))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonl_answers_every_line_in_order() {
+        let input = concat!(
+            r#"{"robots":"User-agent: *\nDisallow: /private\n","agent":"ExampleBot","url":"https://example.com/private/x"}"#,
+            "\n",
+            r#"{"robots":"User-agent: *\nDisallow: /private\n","agent":"curl/8.5.0","url":"https://example.com/ok"}"#,
+            "\n",
+            "not json\n",
+            r#"{"robots":"","agent":"x","url":"not a url"}"#,
+            "\n",
+            r#"{"robots_file":"/nonexistent/robots.txt","agent":"x","url":"https://a.test/"}"#,
+            "\n",
+        );
+        let mut out = Vec::new();
+        let (n, errors) = check_jsonl(&mut input.as_bytes(), &mut out).unwrap();
+        assert_eq!((n, errors), (5, 3));
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0], serde_json::json!({"allowed": false, "line": 2, "rule": "/private"}));
+        assert_eq!(lines[1], serde_json::json!({"allowed": true, "line": null, "rule": null}));
+        assert!(lines[2]["error"].as_str().unwrap().contains("invalid request"));
+        assert!(lines[3]["error"].as_str().unwrap().contains("not an absolute URL"));
+        assert!(lines[4]["error"].as_str().unwrap().contains("/nonexistent/robots.txt"));
+    }
+
+    #[test]
+    fn url_paths_are_normalised() {
+        assert_eq!(path_of_url("http://a.test").unwrap(), "/");
+        assert_eq!(path_of_url("http://a.test/a/../b?x=1#f").unwrap(), "/b?x=1");
+        assert_eq!(path_of_url("http://a.test/%70rivate").unwrap(), "/private");
+        assert!(path_of_url("mailto:x@y").is_err());
+        assert!(path_of_url("/relative").is_err());
+    }
+}

@@ -1,0 +1,252 @@
+//! Percent-encoding normalisation of robots.txt patterns and URL paths.
+//!
+//! RFC 9309 §2.2.2 compares patterns and paths octet by octet after bringing both into one form.
+//! The project's decision (`shared/spec/README.md`, "Matching a URL"):
+//!
+//! * non-ASCII and reserved octets compare in percent-encoded form (UTF-8);
+//! * `%XX` of an unreserved character (`A-Z a-z 0-9 - . _ ~`) compares equal to the character;
+//! * hex case does not matter.
+//!
+//! The canonical form produced here therefore:
+//!
+//! * keeps unreserved and reserved (RFC 3986 §2.2) characters as they are;
+//! * decodes `%XX` when it encodes an unreserved character, and upper-cases the hex otherwise;
+//! * encodes every other octet (controls, space, `"<>\^`{|}`, non-ASCII, a `%` that does not
+//!   start a valid escape) as `%XX`.
+//!
+//! The form is idempotent and always ASCII. The same function serves patterns and paths: `*` and
+//! `$` are reserved characters, so they survive unchanged and keep their meaning in patterns.
+//!
+//! [`normalize_request_path`] goes further for the proxy: it also removes dot-segments and
+//! repeated slashes, because the path that is checked must be the path that is sent.
+
+/// What a byte is to RFC 3986, for the purpose of normalisation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// `A-Z a-z 0-9 - . _ ~`
+    Unreserved,
+    /// `: / ? # [ ] @ ! $ & ' ( ) * + , ; =`
+    Reserved,
+    /// `%`
+    Percent,
+    /// Everything else: always written as `%XX`.
+    Other,
+}
+
+const fn class_table() -> [Class; 256] {
+    let mut t = [Class::Other; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_alphanumeric() || c == b'-' || c == b'.' || c == b'_' || c == b'~' {
+            Class::Unreserved
+        } else if matches!(
+            c,
+            b':' | b'/'
+                | b'?'
+                | b'#'
+                | b'['
+                | b']'
+                | b'@'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+        ) {
+            Class::Reserved
+        } else if c == b'%' {
+            Class::Percent
+        } else {
+            Class::Other
+        };
+        b += 1;
+    }
+    t
+}
+
+static CLASS: [Class; 256] = class_table();
+
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn push_escaped(out: &mut Vec<u8>, b: u8) {
+    out.push(b'%');
+    out.push(HEX_UPPER[usize::from(b >> 4)]);
+    out.push(HEX_UPPER[usize::from(b & 0x0f)]);
+}
+
+/// Whether `input` is already in canonical form, so that a caller can skip the copy.
+///
+/// Conservative: any `%` makes it answer `false`.
+pub fn is_canonical(input: &[u8]) -> bool {
+    input.iter().all(|&b| matches!(CLASS[usize::from(b)], Class::Unreserved | Class::Reserved))
+}
+
+/// Appends the canonical form of `input` to `out` (see the module documentation).
+pub fn normalize_into(input: &[u8], out: &mut Vec<u8>) {
+    out.reserve(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        let b = input[i];
+        match CLASS[usize::from(b)] {
+            Class::Unreserved | Class::Reserved => out.push(b),
+            Class::Other => push_escaped(out, b),
+            Class::Percent => {
+                let hi = input.get(i + 1).copied().and_then(hex_value);
+                let lo = input.get(i + 2).copied().and_then(hex_value);
+                match (hi, lo) {
+                    (Some(hi), Some(lo)) => {
+                        let decoded = (hi << 4) | lo;
+                        if CLASS[usize::from(decoded)] == Class::Unreserved {
+                            out.push(decoded);
+                        } else {
+                            push_escaped(out, decoded);
+                        }
+                        i += 2;
+                    }
+                    // A `%` that starts no escape stands for itself: `%25`.
+                    _ => push_escaped(out, b'%'),
+                }
+            }
+        }
+        i += 1;
+    }
+}
+
+/// The canonical form of `input` as a string (always ASCII).
+pub fn normalize(input: &[u8]) -> String {
+    let mut out = Vec::with_capacity(input.len() + 8);
+    normalize_into(input, &mut out);
+    // The canonical form is ASCII by construction: every byte >= 0x80 is escaped.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Normalises the path and query of a request-target for both matching and forwarding.
+///
+/// `path_and_query` is what follows the authority in the request-target (`/a/b?c`), possibly
+/// empty. The result:
+///
+/// * starts with `/` (an empty path becomes `/`);
+/// * is in the canonical percent-encoded form of [`normalize`], so `%2e%2e` and `%70rivate` are
+///   seen as `..` and `private`;
+/// * has its dot-segments removed (RFC 3986 §5.2.4): `/a/../private` is `/private`;
+/// * has runs of `/` in the path folded into one: `//private` is `/private`;
+/// * keeps the query (after the first `?`) as it is, apart from percent-encoding normalisation,
+///   and drops any fragment.
+///
+/// A proxy must send the result upstream, not the original: otherwise the origin could resolve
+/// the path differently from the rule that allowed it.
+pub fn normalize_request_path(path_and_query: &str) -> String {
+    let raw = path_and_query.split('#').next().unwrap_or("");
+    let (path, query) = match raw.find('?') {
+        Some(q) => (&raw[..q], Some(&raw[q + 1..])),
+        None => (raw, None),
+    };
+    let mut canon = Vec::with_capacity(path.len() + 1);
+    normalize_into(path.as_bytes(), &mut canon);
+    let canon = String::from_utf8(canon).unwrap_or_default();
+    let mut out = remove_dot_segments(&canon);
+    if let Some(q) = query {
+        out.push('?');
+        let mut qb = Vec::with_capacity(q.len());
+        normalize_into(q.as_bytes(), &mut qb);
+        out.push_str(std::str::from_utf8(&qb).unwrap_or_default());
+    }
+    out
+}
+
+/// RFC 3986 §5.2.4 on an absolute path, plus folding of empty segments (`//`).
+fn remove_dot_segments(path: &str) -> String {
+    let mut segments: Vec<&str> = Vec::new();
+    let mut trailing_slash = false;
+    for seg in path.split('/') {
+        trailing_slash = false;
+        match seg {
+            "" => trailing_slash = true,
+            "." => trailing_slash = true,
+            ".." => {
+                segments.pop();
+                trailing_slash = true;
+            }
+            s => segments.push(s),
+        }
+    }
+    let mut out = String::with_capacity(path.len() + 1);
+    for s in &segments {
+        out.push('/');
+        out.push_str(s);
+    }
+    if trailing_slash || segments.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc_9309_percent_encoding_table() {
+        // RFC 9309 §2.2.2, the table of equivalent forms.
+        assert_eq!(normalize(b"/foo/bar?baz=quz"), normalize(b"/foo/bar?baz=quz"));
+        assert_eq!(normalize("/foo/bar/ツ".as_bytes()), "/foo/bar/%E3%83%84");
+        assert_eq!(normalize(b"/foo/bar/%E3%83%84"), "/foo/bar/%E3%83%84");
+        assert_eq!(normalize(b"/foo/bar/%e3%83%84"), "/foo/bar/%E3%83%84");
+        assert_eq!(normalize(b"/foo/bar/%62%61%7A"), "/foo/bar/baz");
+        // Reserved characters keep their encoded and literal forms apart.
+        assert_eq!(normalize(b"/a%2Fb"), "/a%2Fb");
+        assert_ne!(normalize(b"/a%2Fb"), normalize(b"/a/b"));
+        assert_eq!(normalize(b"/a%2fb"), "/a%2Fb");
+    }
+
+    #[test]
+    fn other_octets_are_escaped() {
+        assert_eq!(normalize(b"/a b"), "/a%20b");
+        assert_eq!(normalize(b"/a%"), "/a%25");
+        assert_eq!(normalize(b"/a%zz"), "/a%25zz");
+        assert_eq!(normalize(b"/\xff"), "/%FF");
+        assert_eq!(normalize(b"/*.php$"), "/*.php$");
+    }
+
+    #[test]
+    fn canonical_is_idempotent_on_examples() {
+        for s in ["/a%2", "/%25", "/%%41", "/%7e%7E", "/ü?x=ä", "/%2e%2E/x"] {
+            let once = normalize(s.as_bytes());
+            assert_eq!(normalize(once.as_bytes()), once, "{s}");
+        }
+    }
+
+    #[test]
+    fn request_paths_cannot_hide_from_rules() {
+        assert_eq!(normalize_request_path("/a/../private"), "/private");
+        assert_eq!(normalize_request_path("/a/%2e%2e/private"), "/private");
+        assert_eq!(normalize_request_path("/%2E%2E/private"), "/private");
+        assert_eq!(normalize_request_path("//private"), "/private");
+        assert_eq!(normalize_request_path("/./private"), "/private");
+        assert_eq!(normalize_request_path("/%70rivate"), "/private");
+        assert_eq!(normalize_request_path("/private/"), "/private/");
+        assert_eq!(normalize_request_path("/private/."), "/private/");
+        assert_eq!(normalize_request_path("/a/b/.."), "/a/");
+        assert_eq!(normalize_request_path(""), "/");
+        assert_eq!(normalize_request_path("/../.."), "/");
+        assert_eq!(normalize_request_path("/x?a=/../b"), "/x?a=/../b");
+        assert_eq!(normalize_request_path("/x#frag"), "/x");
+        assert_eq!(normalize_request_path("/x?q=%7e"), "/x?q=~");
+    }
+}

@@ -1,0 +1,236 @@
+//! Turning a robots.txt body into lines, key/value pairs and groups.
+//!
+//! The parser is lenient in the way Google's open-source parser is (RFC 9309 §2.2 asks crawlers
+//! to be "liberal in what they accept"): it never fails, it skips what it cannot read, and it
+//! accepts the common misspellings of field names. What it produces is a flat list of groups and
+//! rules with their line numbers; compiling them for matching is [`super::RobotsTxt`]'s job.
+
+/// Longest line Google's parser reads; longer lines are cut to this many bytes and the rest of
+/// the line is ignored (Google: `kMaxLineLen = 2083 * 8`, one byte kept for the terminator).
+pub const MAX_LINE_BYTES: usize = 2083 * 8 - 1;
+
+/// What a line says, once its field name has been recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    Allow,
+    ContentSignal,
+    ContentUsage,
+    CrawlDelay,
+    Disallow,
+    Sitemap,
+    UserAgent,
+    Unknown,
+}
+
+/// One `field: value` line, borrowed from the body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Line<'a> {
+    pub(crate) number: u32,
+    pub(crate) field: Field,
+    pub(crate) value: &'a [u8],
+}
+
+/// Skips a leading UTF-8 byte order mark, or the part of one that is there (Google skips a
+/// partial BOM too).
+pub(crate) fn skip_bom(body: &[u8]) -> &[u8] {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let n = body.iter().zip(BOM).take_while(|(a, b)| a == b).count();
+    &body[n..]
+}
+
+/// Iterates over the physical lines of `body` with their 1-based numbers. A line ends at CR, LF
+/// or CRLF; the last line need not end at all.
+pub(crate) fn physical_lines(body: &[u8]) -> impl Iterator<Item = (u32, &[u8])> {
+    let mut rest = body;
+    let mut number: u32 = 0;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        number = number.saturating_add(1);
+        let end = memchr::memchr2(b'\n', b'\r', rest).unwrap_or(rest.len());
+        let line = &rest[..end];
+        let mut next = end;
+        if next < rest.len() {
+            next += if rest[next] == b'\r' && rest.get(next + 1) == Some(&b'\n') { 2 } else { 1 };
+        }
+        rest = &rest[next..];
+        Some((number, line))
+    })
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\x0b' | b'\x0c' | b'\r' | b'\n')
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if is_space(*first) {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = s {
+        if is_space(*last) {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+/// Splits one physical line into key and value, or `None` if the line holds no directive.
+///
+/// `key : value # comment`, with whitespace allowed around each part. As in Google's parser, a
+/// missing colon is accepted when the line holds exactly two whitespace-separated words
+/// (`disallow /x`).
+pub(crate) fn key_value(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let line = &line[..line.len().min(MAX_LINE_BYTES)];
+    let line = match memchr::memchr(b'#', line) {
+        Some(hash) => &line[..hash],
+        None => line,
+    };
+    let line = trim(line);
+    if line.is_empty() {
+        return None;
+    }
+    let (key, value) = match memchr::memchr(b':', line) {
+        Some(colon) => (&line[..colon], &line[colon + 1..]),
+        None => {
+            let space = line.iter().position(|&b| b == b' ' || b == b'\t')?;
+            let value = trim(&line[space..]);
+            if value.iter().any(|&b| b == b' ' || b == b'\t') {
+                return None;
+            }
+            (&line[..space], value)
+        }
+    };
+    let key = trim(key);
+    if key.is_empty() {
+        return None;
+    }
+    Some((key, trim(value)))
+}
+
+fn starts_with_ignore_case(s: &[u8], prefix: &str) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
+/// Recognises a field name, with the misspellings Google accepts.
+pub(crate) fn field_of(key: &[u8]) -> Field {
+    let any = |names: &[&str]| names.iter().any(|n| starts_with_ignore_case(key, n));
+    if any(&["user-agent", "useragent", "user agent", "user_agent"]) {
+        Field::UserAgent
+    } else if any(&["allow"]) {
+        Field::Allow
+    } else if any(&["disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw"]) {
+        Field::Disallow
+    } else if any(&["sitemap", "site-map"]) {
+        Field::Sitemap
+    } else if any(&["crawl-delay", "crawl_delay", "crawldelay", "crawl delay"]) {
+        Field::CrawlDelay
+    } else if any(&["content-usage"]) {
+        Field::ContentUsage
+    } else if any(&["content-signal"]) {
+        Field::ContentSignal
+    } else {
+        Field::Unknown
+    }
+}
+
+/// Iterates over the directive lines of a body that has already been cut to the size limit.
+pub(crate) fn lines(body: &[u8]) -> impl Iterator<Item = Line<'_>> {
+    physical_lines(skip_bom(body)).filter_map(|(number, raw)| {
+        let (key, value) = key_value(raw)?;
+        Some(Line { number, field: field_of(key), value })
+    })
+}
+
+/// What a `user-agent` value names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AgentName {
+    /// `*`: the group for every crawler without a group of its own.
+    Any,
+    /// A product token, lower-cased: the longest prefix of the value made of letters, `_` and
+    /// `-` (so `Googlebot/2.1` and `googlebot*` both name `googlebot`). May be empty, in which
+    /// case the line names no crawler.
+    Token(Box<[u8]>),
+}
+
+/// Reads a `user-agent` value the way Google does.
+pub(crate) fn agent_name(value: &[u8]) -> AgentName {
+    if value.first() == Some(&b'*') && value.get(1).is_none_or(|&b| is_space(b)) {
+        return AgentName::Any;
+    }
+    let end = value
+        .iter()
+        .position(|&b| !(b.is_ascii_alphabetic() || b == b'_' || b == b'-'))
+        .unwrap_or(value.len());
+    AgentName::Token(value[..end].to_ascii_lowercase().into_boxed_slice())
+}
+
+/// Reads a `crawl-delay` value: a non-negative decimal number of seconds.
+pub(crate) fn crawl_delay_seconds(value: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(value).ok()?;
+    let seconds: f64 = text.trim().parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then_some(seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_endings_are_counted_alike() {
+        let nums = |b: &[u8]| physical_lines(b).map(|(n, l)| (n, l.to_vec())).collect::<Vec<_>>();
+        let expect =
+            vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"".to_vec()), (4, b"c".to_vec())];
+        assert_eq!(nums(b"a\nb\n\nc"), expect);
+        assert_eq!(nums(b"a\r\nb\r\n\r\nc\r\n"), expect);
+        assert_eq!(nums(b"a\rb\r\rc\r"), expect);
+        assert_eq!(nums(b"a\r\nb\r\n\rc\n"), expect);
+    }
+
+    #[test]
+    fn key_value_forms() {
+        assert_eq!(key_value(b"  Disallow :  /x  # c"), Some((&b"Disallow"[..], &b"/x"[..])));
+        assert_eq!(key_value(b"disallow /x"), Some((&b"disallow"[..], &b"/x"[..])));
+        assert_eq!(key_value(b"disallow /x /y"), None);
+        assert_eq!(key_value(b"# only a comment"), None);
+        assert_eq!(key_value(b": /x"), None);
+        assert_eq!(key_value(b"disallow:"), Some((&b"disallow"[..], &b""[..])));
+        assert_eq!(key_value(b"allow: /a:b"), Some((&b"allow"[..], &b"/a:b"[..])));
+    }
+
+    #[test]
+    fn misspelled_fields() {
+        for k in ["disalow", "dissallow", "dissalow", "diasllow", "disallaw", "DISALLOW"] {
+            assert_eq!(field_of(k.as_bytes()), Field::Disallow, "{k}");
+        }
+        for k in ["useragent", "user agent", "User-Agent"] {
+            assert_eq!(field_of(k.as_bytes()), Field::UserAgent, "{k}");
+        }
+        assert_eq!(field_of(b"site-map"), Field::Sitemap);
+        assert_eq!(field_of(b"foo"), Field::Unknown);
+    }
+
+    #[test]
+    fn agent_names() {
+        assert_eq!(agent_name(b"*"), AgentName::Any);
+        assert_eq!(agent_name(b"* "), AgentName::Any);
+        assert_eq!(agent_name(b"Googlebot/2.1"), AgentName::Token(b"googlebot".to_vec().into()));
+        assert_eq!(agent_name(b"googlebot*"), AgentName::Token(b"googlebot".to_vec().into()));
+        assert_eq!(agent_name(b"Foo Bar"), AgentName::Token(b"foo".to_vec().into()));
+        assert_eq!(agent_name(b"*bot"), AgentName::Token(b"".to_vec().into()));
+    }
+
+    #[test]
+    fn bom_whole_or_partial() {
+        assert_eq!(skip_bom(b"\xEF\xBB\xBFa"), b"a");
+        assert_eq!(skip_bom(b"\xEF\xBBa"), b"a");
+        assert_eq!(skip_bom(b"\xEFa"), b"a");
+        assert_eq!(skip_bom(b"a"), b"a");
+    }
+}

@@ -1,0 +1,166 @@
+//! Matching one normalised path against one normalised robots.txt pattern.
+//!
+//! RFC 9309 §2.2.3: `*` stands for any sequence of characters (including none) and a final `$`
+//! anchors the pattern at the end of the path. Everything else is a literal prefix match. A `$`
+//! anywhere but at the end is an ordinary character, as in Google's matcher.
+//!
+//! The algorithm is greedy and linear in practice: the pattern is split at `*` into literal
+//! segments; the first must be a prefix of the path, each following one is placed at its
+//! leftmost occurrence after the previous, and an anchored last segment must end the path.
+//! Leftmost placement is always safe for `*`-only globs, so there is no backtracking and no
+//! pathological blow-up (`/*a*a*a*a*b` against a long path costs one scan per segment).
+
+/// The parts of a pattern that matching needs, computed once when the file is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PatternShape {
+    /// Length of the literal prefix, up to the first `*` (or the whole body).
+    pub(crate) prefix_len: u32,
+    /// Length of the body: the pattern without a final `$`.
+    pub(crate) body_len: u32,
+    /// Whether the pattern ends in `$`.
+    pub(crate) anchored: bool,
+}
+
+impl PatternShape {
+    pub(crate) fn of(pattern: &[u8]) -> Self {
+        let anchored = pattern.last() == Some(&b'$');
+        let body_len = pattern.len() - usize::from(anchored);
+        let prefix_len = memchr::memchr(b'*', &pattern[..body_len]).unwrap_or(body_len);
+        PatternShape { prefix_len: prefix_len as u32, body_len: body_len as u32, anchored }
+    }
+}
+
+/// Whether `path` matches `pattern`, both in canonical form.
+pub(crate) fn matches(pattern: &[u8], shape: PatternShape, path: &[u8]) -> bool {
+    let prefix = &pattern[..shape.prefix_len as usize];
+    path.starts_with(prefix)
+        && matches_rest(
+            &pattern[shape.prefix_len as usize..shape.body_len as usize],
+            shape.anchored,
+            &path[prefix.len()..],
+        )
+}
+
+/// Matches what follows the literal prefix. `rest` is empty or starts with `*`.
+pub(crate) fn matches_rest(rest: &[u8], anchored: bool, path: &[u8]) -> bool {
+    if rest.is_empty() {
+        return !anchored || path.is_empty();
+    }
+    // A trailing `*` swallows whatever an anchor would have demanded.
+    let anchored = anchored && rest.last() != Some(&b'*');
+    let mut segments = rest.split(|&b| b == b'*').filter(|s| !s.is_empty()).peekable();
+    let mut pos = 0usize;
+    while let Some(seg) = segments.next() {
+        if anchored && segments.peek().is_none() {
+            return path.len() >= pos + seg.len() && path.ends_with(seg);
+        }
+        match find(&path[pos..], seg) {
+            Some(at) => pos += at + seg.len(),
+            None => return false,
+        }
+    }
+    // Only stars, or every segment placed: the rest of the path is covered by a star.
+    true
+}
+
+/// Leftmost occurrence of `needle` (non-empty) in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.len() > haystack.len() {
+        return None;
+    }
+    if needle.len() == 1 {
+        return memchr::memchr(needle[0], haystack);
+    }
+    let first = needle[0];
+    let last_start = haystack.len() - needle.len();
+    let mut from = 0;
+    while from <= last_start {
+        let at = from + memchr::memchr(first, &haystack[from..=last_start])?;
+        if &haystack[at..at + needle.len()] == needle {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(pattern: &str, path: &str) -> bool {
+        matches(pattern.as_bytes(), PatternShape::of(pattern.as_bytes()), path.as_bytes())
+    }
+
+    #[test]
+    fn google_path_examples() {
+        // "/fish"
+        for p in ["/fish", "/fish.html", "/fish/salmon.html", "/fishheads", "/fishheads/yummy.html"]
+        {
+            assert!(m("/fish", p), "{p}");
+        }
+        for p in ["/Fish.asp", "/catfish", "/?id=fish", "/desert/fish"] {
+            assert!(!m("/fish", p), "{p}");
+        }
+        // "/fish*" is the same as "/fish"
+        for p in ["/fish", "/fish.html", "/fish/salmon.html", "/fishheads"] {
+            assert!(m("/fish*", p), "{p}");
+        }
+        assert!(!m("/fish*", "/catfish"));
+        // "/fish/"
+        for p in ["/fish/", "/fish/?id=anything", "/fish/salmon.htm"] {
+            assert!(m("/fish/", p), "{p}");
+        }
+        for p in ["/fish", "/fish.html", "/animals/fish/", "/Fish/Salmon.asp"] {
+            assert!(!m("/fish/", p), "{p}");
+        }
+        // "/*.php"
+        for p in [
+            "/index.php",
+            "/filename.php",
+            "/folder/filename.php",
+            "/folder/filename.php?parameters",
+            "/folder/any.php.file.html",
+            "/filename.php/",
+        ] {
+            assert!(m("/*.php", p), "{p}");
+        }
+        for p in ["/", "/windows.PHP"] {
+            assert!(!m("/*.php", p), "{p}");
+        }
+        // "/*.php$"
+        for p in ["/filename.php", "/folder/filename.php"] {
+            assert!(m("/*.php$", p), "{p}");
+        }
+        for p in ["/filename.php?parameters", "/filename.php/", "/filename.php5", "/windows.PHP"] {
+            assert!(!m("/*.php$", p), "{p}");
+        }
+        // "/fish*.php"
+        for p in ["/fish.php", "/fishheads/catfish.php?parameters"] {
+            assert!(m("/fish*.php", p), "{p}");
+        }
+        assert!(!m("/fish*.php", "/Fish.PHP"));
+    }
+
+    #[test]
+    fn several_positions_could_match() {
+        assert!(m("/*ab", "/aab"));
+        assert!(m("/*/admin/", "/a/b/admin/x"));
+        assert!(m("/*a*a*b", "/xaxaxb"));
+        assert!(!m("/*a*a*b", "/xaxb"));
+        assert!(m("/a*$", "/a/anything"));
+        assert!(m("*", "/anything"));
+        assert!(m("/$", "/"));
+        assert!(!m("/$", "/x"));
+        assert!(m("/a$b", "/a$b/c"));
+        assert!(m("/*x$", "/xx"));
+        assert!(!m("/*xy$", "/xy/"));
+        assert!(m("/*xy$", "/xyxy"));
+    }
+
+    #[test]
+    fn no_blow_up() {
+        let path = format!("/{}", "a".repeat(2000));
+        assert!(!m("/*a*a*a*a*a*a*a*a*b", &path));
+    }
+}

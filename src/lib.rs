@@ -2,10 +2,33 @@
 //!
 //! The crate is layered so that the data path stays short and visible:
 //!
+//! ```text
+//! client ──▶ proxy (listener, forwarding)
+//!               │ asks
+//!               ▼
+//!            policy (product token, decision, audit record)
+//!               │ asks
+//!               ▼
+//!            cache (one fetch per authority, RFC 9309 status & lifetime rules) ──▶ fetcher
+//!               │ holds
+//!               ▼
+//!            robots (parse once, compiled matcher; pure, no I/O)
+//! ```
+//!
 //! * [`robots`]: the robots.txt engine. Pure: parse once, decide many times, no I/O.
 //! * [`check`]: the offline `robots-proxy check` command built on the engine.
+//! * [`authority`]: the key robots.txt is cached under.
+//! * [`cache`]: the robots cache and its fetcher.
+//! * [`audit`]: the audit log of blocked requests.
+//! * [`config`]: layered configuration.
+//! * [`clock`]: time behind a seam, for tests.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod audit;
+pub mod authority;
+pub mod cache;
 pub mod check;
+pub mod clock;
+pub mod config;
 pub mod robots;

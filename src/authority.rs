@@ -1,0 +1,238 @@
+//! The authority a robots.txt belongs to: scheme, host and port (RFC 9309 §2.3).
+//!
+//! `https://example.com` and `https://example.com:443` are the same authority;
+//! `http://example.com` and `https://example.com:8181` are not. IDN hosts and their punycode form
+//! are the same. Hosts are lower-cased and lose a trailing dot.
+
+use std::fmt;
+
+/// `http` or `https`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Scheme {
+    /// Plain HTTP, default port 80.
+    Http,
+    /// HTTP over TLS, default port 443.
+    Https,
+}
+
+impl Scheme {
+    /// The default port.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+
+    /// `"http"` or `"https"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
+/// Why a request-target has no usable authority.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthorityError {
+    /// The URI has no scheme, or one the proxy does not handle.
+    #[error("unsupported scheme {0:?}: only http and https URLs can be proxied")]
+    Scheme(String),
+    /// The URI has no host.
+    #[error("the URL has no host")]
+    MissingHost,
+    /// The host is not a valid domain name or IP address.
+    #[error("invalid host {0:?}")]
+    Host(String),
+    /// The port is not a number in 1..=65535.
+    #[error("invalid port {0:?}")]
+    Port(String),
+}
+
+/// A normalised origin: the key of the robots cache.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Authority {
+    scheme: Scheme,
+    /// Lower-cased ASCII (punycode) host without a trailing dot; IPv6 without brackets.
+    host: Box<str>,
+    port: u16,
+}
+
+impl Authority {
+    /// Builds an authority from its parts, normalising the host.
+    pub fn new(scheme: Scheme, host: &str, port: u16) -> Result<Self, AuthorityError> {
+        if port == 0 {
+            return Err(AuthorityError::Port("0".to_owned()));
+        }
+        Ok(Authority { scheme, host: normalize_host(host)?.into(), port })
+    }
+
+    /// The authority of an absolute-form request-target (`http://host:port/path`).
+    pub fn from_uri(uri: &http::Uri) -> Result<Self, AuthorityError> {
+        let scheme = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") => Scheme::Http,
+            Some(s) if s.eq_ignore_ascii_case("https") => Scheme::Https,
+            Some(s) => return Err(AuthorityError::Scheme(s.to_owned())),
+            None => return Err(AuthorityError::Scheme(String::new())),
+        };
+        let authority = uri.authority().ok_or(AuthorityError::MissingHost)?;
+        if authority.as_str().contains('@') {
+            return Err(AuthorityError::Host(authority.as_str().to_owned()));
+        }
+        Self::from_host_port(scheme, authority.as_str())
+    }
+
+    /// Parses `host[:port]` (as in a CONNECT request-target) for `scheme`.
+    pub fn from_host_port(scheme: Scheme, host_port: &str) -> Result<Self, AuthorityError> {
+        let (host, port) = split_host_port(host_port)?;
+        let port = match port {
+            None => scheme.default_port(),
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or_else(|| AuthorityError::Port(p.to_owned()))?,
+        };
+        Self::new(scheme, host, port)
+    }
+
+    /// The scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The normalised host (IPv6 without brackets).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port, defaults filled in.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `host:port` as it goes in a `Host` header: brackets around IPv6, default port left out.
+    pub fn host_header(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.to_string()
+        };
+        if self.port == self.scheme.default_port() {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+
+    /// The URL of this authority's robots.txt.
+    pub fn robots_url(&self) -> String {
+        format!("{self}/robots.txt")
+    }
+}
+
+impl fmt::Display for Authority {
+    /// `scheme://host[:port]`, the port left out when it is the default.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme.as_str(), self.host_header())
+    }
+}
+
+fn split_host_port(s: &str) -> Result<(&str, Option<&str>), AuthorityError> {
+    if s.is_empty() {
+        return Err(AuthorityError::MissingHost);
+    }
+    if let Some(rest) = s.strip_prefix('[') {
+        let close = rest.find(']').ok_or_else(|| AuthorityError::Host(s.to_owned()))?;
+        let host = &rest[..close];
+        let after = &rest[close + 1..];
+        return match after.strip_prefix(':') {
+            Some(port) => Ok((host, Some(port))),
+            None if after.is_empty() => Ok((host, None)),
+            None => Err(AuthorityError::Host(s.to_owned())),
+        };
+    }
+    match s.rsplit_once(':') {
+        Some((host, port)) => Ok((host, Some(port))),
+        None => Ok((s, None)),
+    }
+}
+
+fn normalize_host(host: &str) -> Result<String, AuthorityError> {
+    if host.is_empty() {
+        return Err(AuthorityError::MissingHost);
+    }
+    if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+        return Ok(ip.to_string());
+    }
+    let trimmed = host.strip_suffix('.').unwrap_or(host);
+    if trimmed.is_empty() || trimmed.contains(['/', '?', '#', '@', ' ', '\\', ':']) {
+        return Err(AuthorityError::Host(host.to_owned()));
+    }
+    let ascii =
+        idna::domain_to_ascii(trimmed).map_err(|_| AuthorityError::Host(host.to_owned()))?;
+    if ascii.is_empty() {
+        return Err(AuthorityError::Host(host.to_owned()));
+    }
+    Ok(ascii)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(s: &str) -> Result<Authority, AuthorityError> {
+        Authority::from_uri(&s.parse::<http::Uri>().unwrap())
+    }
+
+    #[test]
+    fn default_ports_fold() {
+        assert_eq!(
+            auth("https://Example.COM/x").unwrap(),
+            auth("https://example.com:443/").unwrap()
+        );
+        assert_eq!(auth("http://example.com./").unwrap(), auth("http://example.com:80").unwrap());
+        assert_ne!(auth("http://example.com/").unwrap(), auth("https://example.com/").unwrap());
+        assert_ne!(
+            auth("https://example.com/").unwrap(),
+            auth("https://example.com:8181/").unwrap()
+        );
+        assert_eq!(
+            auth("https://example.com:8181/").unwrap().robots_url(),
+            "https://example.com:8181/robots.txt"
+        );
+        assert_eq!(
+            auth("http://EXAMPLE.com:80/a").unwrap().robots_url(),
+            "http://example.com/robots.txt"
+        );
+    }
+
+    #[test]
+    fn idn_and_punycode_are_one_authority() {
+        let a = Authority::new(Scheme::Https, "bücher.example", 443).unwrap();
+        let b = auth("https://xn--bcher-kva.example/").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.host(), "xn--bcher-kva.example");
+    }
+
+    #[test]
+    fn ip_literals() {
+        let v6 = auth("http://[::1]:8080/").unwrap();
+        assert_eq!(v6.host(), "::1");
+        assert_eq!(v6.host_header(), "[::1]:8080");
+        assert_eq!(auth("http://127.0.0.1:80/").unwrap().host_header(), "127.0.0.1");
+    }
+
+    #[test]
+    fn bad_authorities() {
+        assert!(matches!(auth("ftp://a.test/"), Err(AuthorityError::Scheme(_))));
+        assert!(matches!(auth("/relative"), Err(AuthorityError::Scheme(_))));
+        assert!(matches!(auth("http://a.test:0/"), Err(AuthorityError::Port(_))));
+        assert!(Authority::from_host_port(Scheme::Https, "a.test:99999").is_err());
+        assert!(Authority::from_host_port(Scheme::Https, "a.test:x").is_err());
+        assert!(Authority::from_host_port(Scheme::Https, "").is_err());
+    }
+}

@@ -19,6 +19,8 @@
 //! * [`check`]: the offline `robots-proxy check` command built on the engine.
 //! * [`authority`]: the key robots.txt is cached under.
 //! * [`cache`]: the robots cache and its fetcher.
+//! * [`proxy`]: the listener and forwarding.
+//! * [`policy`]: product token and decision.
 //! * [`audit`]: the audit log of blocked requests.
 //! * [`config`]: layered configuration.
 //! * [`clock`]: time behind a seam, for tests.
@@ -31,4 +33,6 @@ pub mod cache;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod policy;
+pub mod proxy;
 pub mod robots;

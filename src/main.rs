@@ -24,6 +24,18 @@ enum Command {
     /// Exit status: 0 when every URL is allowed, 1 when any is disallowed, 2 on a usage or input
     /// error.
     Check(CheckArgs),
+    /// Run the proxy.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on (overrides `proxy.listen`).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// Configuration file (TOML). Without one, built-in defaults apply.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -53,6 +65,64 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => run_check(args),
+        Command::Serve(args) => match serve::run(args.config, args.listen) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("robots-proxy serve: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+mod serve {
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use anyhow::Context;
+    use figment::providers::{Env, Format, Serialized, Toml};
+    use figment::Figment;
+
+    use robots_proxy::audit::AuditLog;
+    use robots_proxy::cache::RobotsCache;
+    use robots_proxy::clock::{Clock, SystemClock};
+    use robots_proxy::config::Config;
+    use robots_proxy::proxy::Proxy;
+
+    pub(crate) fn run(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = &config {
+            if !path.exists() {
+                anyhow::bail!("configuration file {} does not exist", path.display());
+            }
+            figment = figment.merge(Toml::file(path));
+        }
+        figment = figment.merge(Env::prefixed("ROBOTS_PROXY_").split("__"));
+        let mut config: Config = figment.extract().context("invalid configuration")?;
+        if let Some(listen) = listen {
+            config.proxy.listen = listen;
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        runtime.block_on(async move {
+            let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+            let cache = Arc::new(RobotsCache::new(config.robots.clone(), clock.clone()));
+            let audit_path = config.state_dir.join(&config.audit.path);
+            let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
+                .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
+            let proxy = Proxy::new(&config, cache, audit.clone(), clock)?;
+            let listener = tokio::net::TcpListener::bind(config.proxy.listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", config.proxy.listen))?;
+            eprintln!("robots-proxy listening on {}", config.proxy.listen);
+            let shutdown = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            proxy.serve(listener, shutdown, Duration::from_secs(30)).await;
+            audit.flush().await?;
+            Ok(())
+        })
     }
 }
 

@@ -1,0 +1,213 @@
+//! Forwarding an allowed request to its origin and the response back, bodies streamed.
+//!
+//! What a forward proxy must change on the way (RFC 9110 §7.6, RFC 9112 §3.2.2), and nothing
+//! more:
+//!
+//! * hop-by-hop headers are removed in both directions: `Connection` and every header it names,
+//!   `Proxy-Connection`, `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
+//!   `Proxy-Authorization` and `Proxy-Authenticate`;
+//! * `Via` is added (RFC 9110 §7.6.3); no `X-Forwarded-For`, which would leak client addresses;
+//! * `Host` is replaced by the authority of the request-target (RFC 9112 §3.2.2: "A proxy that
+//!   forwards such a request MUST generate a new Host field value based on the received
+//!   target URI rather than forward the received Host field value"), so a request for an
+//!   allowed site cannot carry another site's `Host` to its server.
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use super::{answer, ProxyBody};
+use crate::authority::Authority;
+use crate::config::UpstreamSection;
+
+/// The pooled client for origins.
+pub(crate) type UpstreamClient = Client<HttpConnector, Incoming>;
+
+/// Builds the pooled upstream client. Idle connections are reaped by a timer, not only when
+/// checked out (the pool needs `pool_timer` for that).
+pub(crate) fn client(settings: &UpstreamSection) -> UpstreamClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(settings.connect_timeout));
+    connector.set_keepalive(Some(Duration::from_secs(60)));
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(settings.pool_idle_timeout)
+        .pool_max_idle_per_host(settings.pool_max_idle_per_host)
+        .set_host(false)
+        .build(connector)
+}
+
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
+    header::PROXY_AUTHENTICATE,
+];
+
+/// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Appends our `Via` entry to the message's.
+pub(crate) fn add_via(headers: &mut HeaderMap, version: http::Version, pseudonym: &str) {
+    let proto = match version {
+        http::Version::HTTP_10 => "1.0",
+        http::Version::HTTP_2 => "2",
+        _ => "1.1",
+    };
+    let ours = format!("{proto} {pseudonym}");
+    let value = match headers.get(header::VIA).and_then(|v| v.to_str().ok()) {
+        Some(prev) => format!("{prev}, {ours}"),
+        None => ours,
+    };
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        headers.insert(header::VIA, v);
+    }
+}
+
+/// Rewrites a client's request into the one sent upstream: the normalised path (the one that
+/// was checked), `Host` from the request-target, hop-by-hop headers and the token header gone.
+pub(crate) fn upstream_request(
+    mut req: Request<Incoming>,
+    authority: &Authority,
+    path: &str,
+    token_header: &HeaderName,
+    via: &str,
+) -> Result<Request<Incoming>, http::Error> {
+    let uri = Uri::builder()
+        .scheme(authority.scheme().as_str())
+        .authority(authority.host_header())
+        .path_and_query(path)
+        .build()?;
+    let version = req.version();
+    *req.uri_mut() = uri;
+    *req.version_mut() = http::Version::HTTP_11;
+    let headers = req.headers_mut();
+    strip_hop_by_hop(headers);
+    headers.remove(token_header);
+    let host = HeaderValue::from_str(&authority.host_header()).map_err(|e| http::Error::from(e))?;
+    headers.insert(header::HOST, host);
+    add_via(headers, version, via);
+    Ok(req)
+}
+
+/// Sends `req` upstream and turns failures into the proxy's own 502 / 504 answers.
+pub(crate) async fn send(
+    client: &UpstreamClient,
+    req: Request<Incoming>,
+    response_timeout: Duration,
+    via: &str,
+) -> Response<ProxyBody> {
+    let target = req.uri().to_string();
+    match tokio::time::timeout(response_timeout, client.request(req)).await {
+        Ok(Ok(resp)) => {
+            let version = resp.version();
+            let mut resp = resp.map(|b| http_body_util::BodyExt::boxed_unsync(b));
+            strip_hop_by_hop(resp.headers_mut());
+            add_via(resp.headers_mut(), version, via);
+            resp
+        }
+        Ok(Err(e)) => {
+            let (status, kind, what) = classify(&e);
+            tracing::debug!(target = %target, error = %chain(&e), "upstream request failed");
+            answer::text(
+                status,
+                kind,
+                format!("{status}: {what} for {target}\n\nCause: {}\n", chain(&e)),
+            )
+        }
+        Err(_) => answer::text(
+            StatusCode::GATEWAY_TIMEOUT,
+            "http_response_timeout",
+            format!(
+                "504 Gateway Timeout: the origin did not answer {target} within {}\n",
+                humantime::format_duration(response_timeout)
+            ),
+        ),
+    }
+}
+
+/// Maps an upstream error to a status, an RFC 9209 error type and a phrase.
+fn classify(e: &hyper_util::client::legacy::Error) -> (StatusCode, &'static str, &'static str) {
+    let io_kind = {
+        let mut source = e.source();
+        let mut kind = None;
+        while let Some(s) = source {
+            if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                kind = Some(io.kind());
+                break;
+            }
+            source = s.source();
+        }
+        kind
+    };
+    let text = chain(e).to_ascii_lowercase();
+    if e.is_connect() {
+        return match io_kind {
+            Some(std::io::ErrorKind::TimedOut) => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "connection_timeout",
+                "timed out connecting to the origin",
+            ),
+            Some(std::io::ErrorKind::ConnectionRefused) => {
+                (StatusCode::BAD_GATEWAY, "connection_refused", "the origin refused the connection")
+            }
+            _ if text.contains("dns") => {
+                (StatusCode::BAD_GATEWAY, "dns_error", "the origin's name could not be resolved")
+            }
+            _ => {
+                (StatusCode::BAD_GATEWAY, "destination_unavailable", "cannot connect to the origin")
+            }
+        };
+    }
+    if text.contains("incomplete") || text.contains("closed") || text.contains("reset") {
+        return (
+            StatusCode::BAD_GATEWAY,
+            "http_response_incomplete",
+            "the origin closed the connection before a complete response",
+        );
+    }
+    (StatusCode::BAD_GATEWAY, "http_protocol_error", "the origin sent an invalid response")
+}
+
+/// An error and its causes, joined.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}

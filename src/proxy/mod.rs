@@ -1,0 +1,239 @@
+//! The proxy: accepts client connections, asks the policy about each request, and either
+//! answers 403 itself or forwards the request to its origin.
+//!
+//! The decision and the upstream connection use only the authority of the request-target, and
+//! the path that is checked is the path that is sent.
+
+mod answer;
+mod forward;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+use crate::audit::AuditLog;
+use crate::authority::{Authority, Scheme};
+use crate::cache::RobotsCache;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::policy::{Policy, PolicyError};
+use crate::robots::normalize::normalize_request_path;
+
+/// The body of every response the proxy sends: streamed from the origin or written by us.
+pub type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
+
+/// Why the proxy cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyError {
+    /// The policy configuration is invalid.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+}
+
+/// Everything a request handler needs, shared by all connections.
+struct Shared {
+    policy: Policy,
+    cache: Arc<RobotsCache>,
+    audit: AuditLog,
+    client: forward::UpstreamClient,
+    clock: Arc<dyn Clock>,
+    via: String,
+    listen: String,
+    response_timeout: Duration,
+    header_read_timeout: Duration,
+}
+
+/// A configured proxy, ready to serve a listener.
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    /// Builds a proxy from the configuration and its collaborators.
+    pub fn new(
+        config: &Config,
+        cache: Arc<RobotsCache>,
+        audit: AuditLog,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ProxyError> {
+        let shared = Shared {
+            policy: Policy::new(&config.policy)?,
+            cache,
+            audit,
+            client: forward::client(&config.upstream),
+            clock,
+            via: config.proxy.via.clone(),
+            listen: config.proxy.listen.to_string(),
+            response_timeout: config.upstream.response_timeout,
+            header_read_timeout: config.proxy.header_read_timeout,
+        };
+        Ok(Proxy { shared: Arc::new(shared) })
+    }
+
+    /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
+    /// lets open connections finish their current request for up to `grace`.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+        grace: Duration,
+    ) {
+        // Connections watch `stop` to finish gracefully; each holds a clone of `alive`, so
+        // `all_closed` completes when the last one ends.
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait, don't die.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let shared = self.shared.clone();
+            let service = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handle(shared, peer, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(self.shared.header_read_timeout)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
+            let mut stop_rx = stop_rx.clone();
+            let alive = alive.clone();
+            tokio::spawn(async move {
+                let _alive = alive;
+                tokio::pin!(conn);
+                let result = tokio::select! {
+                    r = conn.as_mut() => r,
+                    () = async { drop(stop_rx.wait_for(|stop| *stop).await) } => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = result {
+                    tracing::debug!(client = %peer, error = %e, "client connection ended with an error");
+                }
+            });
+        }
+        drop(listener);
+        drop(alive);
+        let _ = stop.send(true);
+        tokio::select! {
+            _ = all_closed.recv() => tracing::info!("all connections closed"),
+            () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing open connections"),
+        }
+    }
+}
+
+/// One request: decide, then answer or forward.
+async fn handle(
+    shared: Arc<Shared>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    if req.method() == Method::CONNECT {
+        return answer::text(
+            StatusCode::NOT_IMPLEMENTED,
+            "http_request_error",
+            "501 Not Implemented: HTTPS through CONNECT is not supported by this version\n"
+                .to_owned(),
+        );
+    }
+    let uri = req.uri();
+    if uri.scheme().is_none() && uri.authority().is_none() {
+        return answer::not_a_proxy_request(&shared.listen);
+    }
+    let authority = match Authority::from_uri(uri) {
+        Ok(a) => a,
+        Err(e) => {
+            return answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                format!("400 Bad Request: cannot proxy {uri}: {e}\n"),
+            )
+        }
+    };
+    if authority.scheme() != Scheme::Http {
+        return answer::text(
+            StatusCode::BAD_REQUEST,
+            "http_request_error",
+            format!(
+                "400 Bad Request: {uri}: send https:// requests through CONNECT \
+                 (set HTTPS_PROXY), not as plain proxy requests\n"
+            ),
+        );
+    }
+    let path = normalize_request_path(uri.path_and_query().map_or("/", |p| p.as_str()));
+    let (token, _origin) = shared.policy.token_for(req.headers());
+    let snapshot = shared.cache.get(&authority).await;
+    let now = shared.clock.now();
+    let decision = shared.policy.decide(&snapshot, token.as_ref(), &path, now);
+    let audit_all = shared.audit.all_decisions();
+    if !decision.is_allowed() || audit_all {
+        let url = format!("{authority}{path}");
+        let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+        let status = (!decision.is_allowed()).then_some(403);
+        let record = decision.audit_record(
+            now,
+            client,
+            req.method(),
+            &url,
+            &authority.to_string(),
+            &path,
+            user_agent,
+            token.as_ref(),
+            status,
+        );
+        if let Err(e) = shared.audit.record(record).await {
+            tracing::error!(error = %e, "audit record could not be queued");
+        }
+        if !decision.is_allowed() {
+            tracing::info!(url = %url, token = ?token.as_ref().map(|t| t.as_str()), reason = %decision.reason, "blocked");
+            return answer::blocked(
+                &decision,
+                &url,
+                token.as_ref().map(|t| t.as_str()),
+                answer::wants_json(req.headers()),
+            );
+        }
+    }
+    let upstream = match forward::upstream_request(
+        req,
+        &authority,
+        &path,
+        shared.policy.token_header(),
+        &shared.via,
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            return answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                format!("400 Bad Request: cannot build the upstream request: {e}\n"),
+            )
+        }
+    };
+    forward::send(&shared.client, upstream, shared.response_timeout, &shared.via).await
+}

@@ -1,0 +1,5 @@
+//! Integration tests of the proxy: real origins on 127.0.0.1, the proxy, and real clients.
+
+mod support;
+
+mod forwarding;

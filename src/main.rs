@@ -115,7 +115,8 @@ mod serve {
             let listener = tokio::net::TcpListener::bind(config.proxy.listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", config.proxy.listen))?;
-            eprintln!("robots-proxy listening on {}", config.proxy.listen);
+            let local = listener.local_addr()?;
+            eprintln!("robots-proxy listening on {local}");
             let shutdown = async {
                 let _ = tokio::signal::ctrl_c().await;
             };

@@ -2,4 +2,6 @@
 
 mod support;
 
+mod blocking;
 mod forwarding;
+mod streaming;

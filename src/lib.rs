@@ -36,3 +36,4 @@ pub mod config;
 pub mod policy;
 pub mod proxy;
 pub mod robots;
+pub mod tls;

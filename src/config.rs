@@ -30,6 +30,8 @@ pub struct Config {
     pub audit: AuditSection,
     /// Operational logs.
     pub log: LogSection,
+    /// HTTPS through CONNECT.
+    pub https: crate::tls::HttpsSection,
 }
 
 impl Default for Config {
@@ -42,6 +44,7 @@ impl Default for Config {
             policy: PolicySection::default(),
             audit: AuditSection::default(),
             log: LogSection::default(),
+            https: crate::tls::HttpsSection::default(),
         }
     }
 }

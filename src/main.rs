@@ -26,6 +26,19 @@ enum Command {
     Check(CheckArgs),
     /// Run the proxy.
     Serve(ServeArgs),
+    /// Manage the proxy's certificate authority (for HTTPS interception).
+    #[command(subcommand)]
+    Ca(CaCommand),
+}
+
+#[derive(Subcommand)]
+enum CaCommand {
+    /// Write a new CA certificate (ca.pem) and key (ca-key.pem, mode 0600).
+    Init {
+        /// Directory to write into (default: `ca/` under the state directory).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -65,6 +78,25 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => run_check(args),
+        Command::Ca(CaCommand::Init { dir }) => {
+            let dir =
+                dir.unwrap_or_else(|| robots_proxy::config::Config::default().state_dir.join("ca"));
+            let files = robots_proxy::tls::ca::CaFiles::in_dir(&dir);
+            match robots_proxy::tls::ca::init(&files) {
+                Ok(()) => {
+                    println!("CA certificate: {}", files.cert.display());
+                    println!("CA key:         {} (mode 0600)", files.key.display());
+                    println!(
+                        "Trust the certificate in your crawlers; see README, \"Trusting the CA\"."
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("robots-proxy ca init: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Serve(args) => match serve::run(args.config, args.listen) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -90,6 +122,8 @@ mod serve {
     use robots_proxy::clock::{Clock, SystemClock};
     use robots_proxy::config::Config;
     use robots_proxy::proxy::Proxy;
+    use robots_proxy::tls::ca::{self, CaFiles, CertificateAuthority};
+    use robots_proxy::tls::HttpsMode;
 
     pub(crate) fn run(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::Result<()> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
@@ -111,7 +145,22 @@ mod serve {
             let audit_path = config.state_dir.join(&config.audit.path);
             let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
                 .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
-            let proxy = Proxy::new(&config, cache, audit.clone(), clock)?;
+            let ca = if config.https.mode == HttpsMode::Intercept {
+                let files = CaFiles {
+                    cert: config.https.ca_cert.clone().unwrap_or_else(|| config.state_dir.join("ca").join(ca::CA_CERT_FILE)),
+                    key: config.https.ca_key.clone().unwrap_or_else(|| config.state_dir.join("ca").join(ca::CA_KEY_FILE)),
+                };
+                let (authority, created) = CertificateAuthority::load_or_create(&files)
+                    .with_context(|| format!("cannot load the CA ({})", files.cert.display()))?;
+                if created {
+                    tracing::warn!(cert = %files.cert.display(), "created a new CA for HTTPS interception; clients must trust it (see README)");
+                }
+                eprintln!("robots-proxy HTTPS interception CA: {} (clients must trust it)", files.cert.display());
+                Some(Arc::new(authority))
+            } else {
+                None
+            };
+            let proxy = Proxy::new(&config, cache, audit.clone(), clock, ca)?;
             let listener = tokio::net::TcpListener::bind(config.proxy.listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", config.proxy.listen))?;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -26,16 +27,23 @@ use super::{answer, ProxyBody};
 use crate::authority::Authority;
 use crate::config::UpstreamSection;
 
-/// The pooled client for origins.
-pub(crate) type UpstreamClient = Client<HttpConnector, Incoming>;
+/// The pooled client for origins, plain or TLS (HTTP/2 or HTTP/1.1 by ALPN).
+pub(crate) type UpstreamClient = Client<HttpsConnector<HttpConnector>, Incoming>;
 
 /// Builds the pooled upstream client. Idle connections are reaped by a timer, not only when
-/// checked out (the pool needs `pool_timer` for that).
-pub(crate) fn client(settings: &UpstreamSection) -> UpstreamClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(settings.connect_timeout));
-    connector.set_keepalive(Some(Duration::from_secs(60)));
+/// checked out (the pool needs `pool_timer` for that). Origin certificates are always verified.
+pub(crate) fn client(settings: &UpstreamSection, tls: rustls::ClientConfig) -> UpstreamClient {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(settings.connect_timeout));
+    http.set_keepalive(Some(Duration::from_secs(60)));
+    http.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
@@ -169,6 +177,9 @@ fn classify(e: &hyper_util::client::legacy::Error) -> (StatusCode, &'static str,
         kind
     };
     let text = chain(e).to_ascii_lowercase();
+    if find_cause::<rustls::Error>(e).is_some() || text.contains("certificate") {
+        return (StatusCode::BAD_GATEWAY, "tls_certificate_error", "TLS with the origin failed");
+    }
     if e.is_connect() {
         return match io_kind {
             Some(std::io::ErrorKind::TimedOut) => (
@@ -195,6 +206,20 @@ fn classify(e: &hyper_util::client::legacy::Error) -> (StatusCode, &'static str,
         );
     }
     (StatusCode::BAD_GATEWAY, "http_protocol_error", "the origin sent an invalid response")
+}
+
+/// The first cause of type `T` in an error's chain.
+fn find_cause<'a, T: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(t) = s.downcast_ref::<T>() {
+            return Some(t);
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// An error and its causes, joined.

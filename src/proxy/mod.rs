@@ -5,6 +5,7 @@
 //! the path that is checked is the path that is sent.
 
 mod answer;
+mod connect;
 mod forward;
 
 use std::convert::Infallible;
@@ -28,6 +29,8 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::policy::{Policy, PolicyError};
 use crate::robots::normalize::normalize_request_path;
+use crate::tls::ca::CertificateAuthority;
+use crate::tls::HttpsSection;
 
 /// The body of every response the proxy sends: streamed from the origin or written by us.
 pub type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
@@ -39,6 +42,9 @@ pub enum ProxyError {
     /// The policy configuration is invalid.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The TLS client configuration for origins is invalid.
+    #[error(transparent)]
+    ClientTls(#[from] crate::tls::ClientTlsError),
 }
 
 /// Everything a request handler needs, shared by all connections.
@@ -52,6 +58,9 @@ struct Shared {
     listen: String,
     response_timeout: Duration,
     header_read_timeout: Duration,
+    connect_timeout: Duration,
+    https: HttpsSection,
+    ca: Option<Arc<CertificateAuthority>>,
 }
 
 /// A configured proxy, ready to serve a listener.
@@ -61,23 +70,29 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Builds a proxy from the configuration and its collaborators.
+    /// Builds a proxy from the configuration and its collaborators. `ca` is required for
+    /// `https.mode = "intercept"`; without it CONNECT requests in that mode are refused.
     pub fn new(
         config: &Config,
         cache: Arc<RobotsCache>,
         audit: AuditLog,
         clock: Arc<dyn Clock>,
+        ca: Option<Arc<CertificateAuthority>>,
     ) -> Result<Self, ProxyError> {
+        let tls = crate::tls::client_config(config.https.upstream_ca_file.as_deref())?;
         let shared = Shared {
             policy: Policy::new(&config.policy)?,
             cache,
             audit,
-            client: forward::client(&config.upstream),
+            client: forward::client(&config.upstream, tls),
             clock,
             via: config.proxy.via.clone(),
             listen: config.proxy.listen.to_string(),
             response_timeout: config.upstream.response_timeout,
             header_read_timeout: config.proxy.header_read_timeout,
+            connect_timeout: config.upstream.connect_timeout,
+            https: config.https.clone(),
+            ca,
         };
         Ok(Proxy { shared: Arc::new(shared) })
     }
@@ -147,19 +162,14 @@ impl Proxy {
     }
 }
 
-/// One request: decide, then answer or forward.
+/// One request from a client connection: a CONNECT, or an absolute-form proxy request.
 async fn handle(
     shared: Arc<Shared>,
     client: SocketAddr,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     if req.method() == Method::CONNECT {
-        return answer::text(
-            StatusCode::NOT_IMPLEMENTED,
-            "http_request_error",
-            "501 Not Implemented: HTTPS through CONNECT is not supported by this version\n"
-                .to_owned(),
-        );
+        return connect::handle_connect(shared, client, req).await;
     }
     let uri = req.uri();
     if uri.scheme().is_none() && uri.authority().is_none() {
@@ -185,7 +195,18 @@ async fn handle(
             ),
         );
     }
-    let path = normalize_request_path(uri.path_and_query().map_or("/", |p| p.as_str()));
+    process(shared, client, authority, req).await
+}
+
+/// Decides one request for `authority` and answers 403 or forwards it. Shared by plain proxy
+/// requests and requests read inside an intercepted CONNECT tunnel.
+async fn process(
+    shared: Arc<Shared>,
+    client: SocketAddr,
+    authority: Authority,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let path = normalize_request_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let (token, _origin) = shared.policy.token_for(req.headers());
     let snapshot = shared.cache.get(&authority).await;
     let now = shared.clock.now();

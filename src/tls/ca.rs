@@ -96,8 +96,11 @@ fn ca_params() -> Result<CertificateParams, CaError> {
     let host = hostname();
     params.distinguished_name.push(DnType::CommonName, format!("robots-proxy CA ({host})"));
     params.distinguished_name.push(DnType::OrganizationName, "robots-proxy");
-    params.key_usages =
-        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let now = SystemTime::now();
     params.not_before = (now - Duration::from_secs(24 * 3600)).into();
     params.not_after = (now + Duration::from_secs(10 * 365 * 24 * 3600)).into();

@@ -158,6 +158,13 @@ impl TestProxy {
     }
 
     pub async fn start_with(edit: impl FnOnce(&mut Config)) -> TestProxy {
+        Self::start_full(edit, None).await
+    }
+
+    pub async fn start_full(
+        edit: impl FnOnce(&mut Config),
+        ca: Option<Arc<robots_proxy::tls::ca::CertificateAuthority>>,
+    ) -> TestProxy {
         let state = tempfile::tempdir().unwrap();
         let mut config = Config::default();
         config.state_dir = state.path().to_owned();
@@ -171,7 +178,7 @@ impl TestProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         config.proxy.listen = addr;
-        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock).unwrap();
+        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, ca).unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(proxy.serve(
             listener,

@@ -103,7 +103,9 @@ pub struct RobotsSnapshot {
     pub state: RobotsState,
     /// What the last fetch attempt gave.
     pub last_outcome: FetchOutcome,
-    /// When the rules in force were fetched (for `Parsed`), or when the state was reached.
+    /// When the rules in force were fetched (for `Parsed`, also when `Stale`), or when the
+    /// state was reached: the fetch for a 4xx, the first failure for `Unreachable`,
+    /// `failing_since + give_up_after` after giving up.
     pub fetched_at: SystemTime,
     /// When the entry is due to be fetched again: the end of its lifetime, or while fetches
     /// fail, the next retry time of the back-off.
@@ -281,7 +283,6 @@ impl RobotsCache {
         let mut in_flight = self.inner.in_flight.lock().await;
         in_flight.clear();
         self.inner.entries.invalidate_all();
-        self.inner.entries.run_pending_tasks().await;
     }
 
     /// Authorities cached (approximate: moka counts lazily).

@@ -298,3 +298,17 @@ async fn body_past_500_kib_is_ignored() {
     assert!(robots.parsed_bytes() <= limit);
     assert!(robots.ignored_bytes() > 0);
 }
+
+/// The connector seam (for TLS later): a cache over a caller-supplied connector fetches
+/// through it.
+#[tokio::test]
+async fn fetches_through_a_supplied_connector() {
+    let origin = Origin::with_robots(Reply::ok(RULES)).await;
+    let clock = std::sync::Arc::new(robots_proxy::clock::ManualClock::default());
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let cache = robots_proxy::cache::RobotsCache::with_connector(settings(), clock, connector);
+    let snapshot = cache.get(&origin.authority()).await;
+    assert_eq!(snapshot.state, RobotsState::Fresh);
+    assert_rules_of(&snapshot);
+    assert_eq!(origin.user_agents(), [TEST_AGENT]);
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use robots_proxy::cache::{FetchOutcome, RobotsRules, RobotsState};
 use robots_proxy::clock::Clock;
-use robots_proxy::config::RobotsSection;
+use robots_proxy::config::{ByteSize, RobotsSection};
 
 use crate::support::{allowed, cache, cache_with, settings, Origin, Reply};
 
@@ -258,4 +258,33 @@ async fn purge_forces_a_refetch() {
     cache.get(&two.authority()).await;
     assert_eq!((one.robots_hits(), two.robots_hits()), (3, 2));
     assert_eq!(cache.fetches_started(), 5);
+}
+
+/// The cache is bounded by `cache_memory`, entries weighed by their compiled size.
+#[tokio::test]
+async fn cache_memory_bounds_the_entries() {
+    let mut big_rules = String::from("User-agent: *\n");
+    for i in 0..200 {
+        big_rules.push_str(&format!("Disallow: /section-{i}/private\n"));
+    }
+    let big = Origin::with_robots(Reply::ok(big_rules)).await;
+    let small = Origin::with_robots(Reply::ok(RULES)).await;
+    let (probe, _clock) = cache();
+    let big_weight = probe.get(&big.authority()).await.weight();
+    let small_weight = probe.get(&small.authority()).await.weight();
+    assert!(big_weight > small_weight + 200 * "/section-0/private".len(), "{big_weight}");
+
+    // Room for about two small entries.
+    let memory = 2 * small_weight as u64 + small_weight as u64 / 2;
+    let settings = RobotsSection { cache_memory: ByteSize(memory), ..settings() };
+    let (cache, _clock) = cache_with(settings);
+    let mut origins = Vec::new();
+    for _ in 0..5 {
+        let origin = Origin::with_robots(Reply::ok(RULES)).await;
+        cache.get(&origin.authority()).await;
+        origins.push(origin);
+    }
+    cache.run_pending_tasks().await;
+    assert!(cache.weighted_size() <= memory, "{} > {memory}", cache.weighted_size());
+    assert!(cache.entry_count() <= 2, "{} entries", cache.entry_count());
 }

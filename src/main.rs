@@ -141,7 +141,9 @@ mod serve {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         runtime.block_on(async move {
             let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-            let cache = Arc::new(RobotsCache::new(config.robots.clone(), clock.clone()));
+            let tls = robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?;
+            let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
+            let cache = Arc::new(RobotsCache::with_connector(config.robots.clone(), clock.clone(), connector));
             let audit_path = config.state_dir.join(&config.audit.path);
             let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
                 .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;

@@ -33,17 +33,7 @@ pub(crate) type UpstreamClient = Client<HttpsConnector<HttpConnector>, Incoming>
 /// Builds the pooled upstream client. Idle connections are reaped by a timer, not only when
 /// checked out (the pool needs `pool_timer` for that). Origin certificates are always verified.
 pub(crate) fn client(settings: &UpstreamSection, tls: rustls::ClientConfig) -> UpstreamClient {
-    let mut http = HttpConnector::new();
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(settings.connect_timeout));
-    http.set_keepalive(Some(Duration::from_secs(60)));
-    http.enforce_http(false);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http);
+    let connector = crate::tls::https_connector(tls, settings.connect_timeout);
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
@@ -120,7 +110,7 @@ pub(crate) fn upstream_request(
     let headers = req.headers_mut();
     strip_hop_by_hop(headers);
     headers.remove(token_header);
-    let host = HeaderValue::from_str(&authority.host_header()).map_err(|e| http::Error::from(e))?;
+    let host = HeaderValue::from_str(&authority.host_header()).map_err(http::Error::from)?;
     headers.insert(header::HOST, host);
     add_via(headers, version, via);
     Ok(req)
@@ -137,7 +127,7 @@ pub(crate) async fn send(
     match tokio::time::timeout(response_timeout, client.request(req)).await {
         Ok(Ok(resp)) => {
             let version = resp.version();
-            let mut resp = resp.map(|b| http_body_util::BodyExt::boxed_unsync(b));
+            let mut resp = resp.map(http_body_util::BodyExt::boxed_unsync);
             strip_hop_by_hop(resp.headers_mut());
             add_via(resp.headers_mut(), version, via);
             resp

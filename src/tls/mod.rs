@@ -128,3 +128,22 @@ pub fn client_config(
         .with_root_certificates(roots)
         .with_no_client_auth())
 }
+
+/// A connector for `http` and `https` URLs: TLS with `tls` (HTTP/2 or HTTP/1.1 by ALPN), TCP
+/// with `connect_timeout` and no Nagle delay.
+pub fn https_connector(
+    tls: rustls::ClientConfig,
+    connect_timeout: std::time::Duration,
+) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    http.set_keepalive(Some(std::time::Duration::from_secs(60)));
+    http.enforce_http(false);
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http)
+}

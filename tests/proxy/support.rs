@@ -172,7 +172,14 @@ impl TestProxy {
         edit(&mut config);
         let clock = Arc::new(ManualClock::default());
         let dyn_clock: Arc<dyn Clock> = clock.clone();
-        let cache = Arc::new(RobotsCache::new(config.robots.clone(), dyn_clock.clone()));
+        let tls =
+            robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref()).unwrap();
+        let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
+        let cache = Arc::new(RobotsCache::with_connector(
+            config.robots.clone(),
+            dyn_clock.clone(),
+            connector,
+        ));
         let audit_path = config.state_dir.join(&config.audit.path);
         let audit = AuditLog::open(audit_path.clone(), config.audit.clone()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

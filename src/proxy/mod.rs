@@ -198,6 +198,27 @@ async fn handle(
     process(shared, client, authority, req).await
 }
 
+/// When robots.txt could not be fetched because the origin's TLS certificate failed
+/// verification, the request could not be forwarded either: answer 502 naming the TLS error
+/// rather than a 403 that would blame robots.txt.
+fn untrusted_origin(snapshot: &crate::cache::RobotsSnapshot) -> Option<Response<ProxyBody>> {
+    let crate::cache::FetchOutcome::Network(error) = &snapshot.last_outcome else { return None };
+    if !matches!(snapshot.rules, crate::cache::RobotsRules::DisallowAll)
+        || !error.to_ascii_lowercase().contains("certificate")
+    {
+        return None;
+    }
+    Some(answer::text(
+        StatusCode::BAD_GATEWAY,
+        "tls_certificate_error",
+        format!(
+            "502 Bad Gateway: TLS with {} failed: {error}\n\nThe origin's certificate is not \
+             trusted (see https.upstream_ca_file).\n",
+            snapshot.authority
+        ),
+    ))
+}
+
 /// Decides one request for `authority` and answers 403 or forwards it. Shared by plain proxy
 /// requests and requests read inside an intercepted CONNECT tunnel.
 async fn process(
@@ -209,6 +230,9 @@ async fn process(
     let path = normalize_request_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let (token, _origin) = shared.policy.token_for(req.headers());
     let snapshot = shared.cache.get(&authority).await;
+    if let Some(answer) = untrusted_origin(&snapshot) {
+        return answer;
+    }
     let now = shared.clock.now();
     let decision = shared.policy.decide(&snapshot, token.as_ref(), &path, now);
     let audit_all = shared.audit.all_decisions();

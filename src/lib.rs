@@ -21,6 +21,7 @@
 //! * [`cache`]: the robots cache and its fetcher.
 //! * [`audit`]: the audit log of blocked requests.
 //! * [`config`]: layered configuration.
+//! * [`logging`]: operational logs (tracing), separate from the audit log.
 //! * [`clock`]: time behind a seam, for tests.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -31,4 +32,5 @@ pub mod cache;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod logging;
 pub mod robots;

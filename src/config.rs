@@ -33,7 +33,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use figment::error::Kind;
+use figment::error::{Actual, Kind};
 use figment::providers::{Format, Serialized, Toml};
 use figment::value::{Dict, Empty, Map, Tag, Value};
 use figment::{Figment, Metadata, Profile, Provider};
@@ -151,7 +151,7 @@ pub fn load(sources: ConfigSources) -> Result<Config, ConfigError> {
     let mut config = match figment.extract::<Config>() {
         Ok(config) => config,
         Err(error) => {
-            problems.extend(error.into_iter().map(|e| Problem::from_figment(&e, &figment, &env)));
+            problems.extend(extraction_problems(error, &figment, &env));
             return Err(ConfigError::Invalid(problems));
         }
     };
@@ -168,6 +168,58 @@ pub fn load(sources: ConfigSources) -> Result<Config, ConfigError> {
         Ok(config)
     } else {
         Err(ConfigError::Invalid(problems))
+    }
+}
+
+/// Every key that fails to deserialize, not only the first.
+///
+/// serde stops at the first error, so each bad key is removed from the merged values (leaving
+/// its default in force) and the rest deserialized again, until nothing fails. Origins are looked
+/// up in the original `figment`, which knows which source supplied each key.
+fn extraction_problems(
+    first: figment::Error,
+    figment: &Figment,
+    env: &EnvProvider,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    // A source that could not be read at all (a TOML syntax error) leaves nothing to retry.
+    let Ok(Value::Dict(_, mut merged)) = figment.extract::<Value>() else {
+        problems.extend(first.into_iter().map(|e| Problem::from_figment(&e, figment, env)));
+        return problems;
+    };
+    let mut error = first;
+    // Each round removes one key, so this ends; the bound is a guard, far above the key count.
+    for _ in 0..256 {
+        let mut removed = false;
+        for e in error {
+            let problem = Problem::from_figment(&e, figment, env);
+            if let Some(key) = &problem.key {
+                let path: Vec<&str> = key.split('.').collect();
+                // The key itself, or failing that the table holding it.
+                removed |= (1..=path.len()).rev().any(|n| remove(&mut merged, &path[..n]));
+            }
+            problems.push(problem);
+        }
+        if !removed {
+            break;
+        }
+        let retry = Figment::from(Serialized::defaults(Value::Dict(Tag::Default, merged.clone())));
+        match retry.extract::<Config>() {
+            Ok(_) => break,
+            Err(next) => error = next,
+        }
+    }
+    problems
+}
+
+fn remove(dict: &mut Dict, path: &[&str]) -> bool {
+    match path {
+        [] => false,
+        [last] => dict.remove(*last).is_some(),
+        [first, rest @ ..] => match dict.get_mut(*first) {
+            Some(Value::Dict(_, inner)) => remove(inner, rest),
+            _ => false,
+        },
     }
 }
 
@@ -289,15 +341,33 @@ impl fmt::Display for Origin {
 
 impl Problem {
     fn from_figment(error: &figment::Error, figment: &Figment, env: &EnvProvider) -> Problem {
-        let mut path = error.path.clone();
+        // A list item's index is not a key anyone writes: report the list
+        // (`policy.token_sources`, not `policy.token_sources.1`).
+        let mut path: Vec<String> = error
+            .path
+            .iter()
+            .take_while(|p| !p.bytes().all(|b| b.is_ascii_digit()))
+            .cloned()
+            .collect();
         let message = match &error.kind {
             Kind::UnknownField(field, expected) => {
-                let parent = path.join(".");
-                path.push(field.clone());
+                // figment's path ends with the unknown key already; make sure it does.
+                if path.last() != Some(field) {
+                    path.push(field.clone());
+                }
+                let parent = path[..path.len() - 1].join(".");
                 unknown_key_message(&parent, field, expected)
             }
             Kind::UnknownVariant(found, expected) => {
                 format!("unknown value {found:?}; expected one of: {}", expected.join(", "))
+            }
+            Kind::InvalidValue(Actual::Str(text), expected) if expected.contains("duration") => {
+                // humantime_serde reports only "expected a duration"; humantime says why.
+                let why = humantime::parse_duration(text).err().map(|e| format!(": {e}"));
+                format!(
+                    "{text:?} is not a duration{}; write durations like \"30s\", \"5m\", \"24h\"",
+                    why.unwrap_or_default()
+                )
             }
             Kind::InvalidType(_, expected) if expected.contains("duration") => format!(
                 "{}; write durations as strings with a unit, like \"30s\", \"5m\", \"24h\"",
@@ -781,7 +851,7 @@ impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
         for (unit, size) in UNITS {
-            if self.0 != 0 && self.0 % size == 0 {
+            if self.0 != 0 && self.0.is_multiple_of(size) {
                 return write!(f, "{}{unit}", self.0 / size);
             }
         }

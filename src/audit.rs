@@ -80,11 +80,13 @@ pub struct AuditRecord {
     /// The full URL requested.
     #[serde(rename = "url.full")]
     pub url: String,
-    /// The authority (`scheme://host[:port]`).
-    #[serde(rename = "url.domain")]
+    /// The authority (`scheme://host[:port]`), the key robots.txt is cached under. Written as
+    /// `robots.authority`; the line also gets ECS `url.domain` (the host alone) from it.
+    #[serde(rename = "robots.authority")]
     pub domain: String,
-    /// The path and query that were checked.
-    #[serde(rename = "url.path")]
+    /// The path and query that were checked. Written as `robots.path`; the line also gets ECS
+    /// `url.path` and `url.query` (split at the first `?`) from it.
+    #[serde(rename = "robots.path")]
     pub path: String,
     /// The User-Agent header, if any.
     #[serde(rename = "user_agent.original", skip_serializing_if = "Option::is_none")]
@@ -112,15 +114,49 @@ pub struct AuditRecord {
     pub age_seconds: u64,
 }
 
-/// A line of the audit log: the record, plus the fields that are the same in every line.
+/// A line of the audit log: the record, the ECS `url.*` parts derived from it, and the fields
+/// that are the same in every line.
 #[derive(Serialize)]
 struct Line<'a> {
     #[serde(flatten)]
     record: &'a AuditRecord,
+    #[serde(rename = "url.domain")]
+    url_domain: &'a str,
+    #[serde(rename = "url.path")]
+    url_path: &'a str,
+    #[serde(rename = "url.query", skip_serializing_if = "Option::is_none")]
+    url_query: Option<&'a str>,
     #[serde(rename = "event.dataset")]
     dataset: &'static str,
     #[serde(rename = "ecs.version")]
     ecs_version: &'static str,
+}
+
+impl<'a> Line<'a> {
+    fn new(record: &'a AuditRecord) -> Self {
+        let (url_path, url_query) = match record.path.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (record.path.as_str(), None),
+        };
+        Line {
+            record,
+            url_domain: host_of(&record.domain),
+            url_path,
+            url_query,
+            dataset: EVENT_DATASET,
+            ecs_version: ECS_VERSION,
+        }
+    }
+}
+
+/// The host of `scheme://host[:port]`: what ECS calls `url.domain` (an IPv6 literal keeps its
+/// brackets, as ECS asks).
+fn host_of(authority: &str) -> &str {
+    let rest = authority.split_once("://").map_or(authority, |(_, rest)| rest);
+    if rest.starts_with('[') {
+        return rest.find(']').map_or(rest, |end| &rest[..=end]);
+    }
+    rest.rsplit_once(':').map_or(rest, |(host, _)| host)
 }
 
 /// `at` as RFC 3339 UTC with milliseconds (`2026-11-22T04:33:16.123Z`), for `@timestamp`.
@@ -280,11 +316,7 @@ impl AuditLog {
     /// `Ok` means the record is queued: it is written unless the disk fails, which is counted
     /// in [`AuditStats::records_lost`] and reported by the next [`AuditLog::flush`].
     pub async fn record(&self, record: AuditRecord) -> Result<(), AuditError> {
-        let mut line = serde_json::to_vec(&Line {
-            record: &record,
-            dataset: EVENT_DATASET,
-            ecs_version: ECS_VERSION,
-        })?;
+        let mut line = serde_json::to_vec(&Line::new(&record))?;
         line.push(b'\n');
         self.shared.tx.send(Command::Record(line)).await.map_err(|_| AuditError::Closed)
     }
@@ -656,6 +688,15 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_of_authority() {
+        assert_eq!(host_of("http://example.com"), "example.com");
+        assert_eq!(host_of("https://example.com:8443"), "example.com");
+        assert_eq!(host_of("http://[::1]:8080"), "[::1]");
+        assert_eq!(host_of("http://[::1]"), "[::1]");
+        assert_eq!(host_of("example.com:80"), "example.com");
+    }
 
     #[test]
     fn timestamp_is_rfc3339_utc_millis() {

@@ -16,9 +16,9 @@ fn record(task: usize, n: usize) -> AuditRecord {
         client_address: "127.0.0.1:50000".into(),
         method: "GET".into(),
         status_code: Some(403),
-        url: format!("http://example.test/{task}/{n}?q=\"quoted\""),
-        domain: "http://example.test".into(),
-        path: format!("/{task}/{n}"),
+        url: format!("http://example.test:8080/{task}/{n}?q=\"quoted\""),
+        domain: "http://example.test:8080".into(),
+        path: format!("/{task}/{n}?q=\"quoted\""),
         user_agent: Some("Mozilla/5.0 (compatible; ExampleBot/1.0)".into()),
         product_token: Some("ExampleBot".into()),
         rule: Some("disallow: /".into()),
@@ -100,6 +100,7 @@ async fn records_use_ecs_field_names() {
     minimal.rule = None;
     minimal.line = None;
     minimal.status_code = None;
+    minimal.path = "/no-query".into();
     log.record(record(1, 1)).await.unwrap();
     log.record(minimal).await.unwrap();
     log.close().await.unwrap();
@@ -118,8 +119,10 @@ async fn records_use_ecs_field_names() {
         "http.request.method",
         "http.response.status_code",
         "robots.age_seconds",
+        "robots.authority",
         "robots.group",
         "robots.line",
+        "robots.path",
         "robots.product_token",
         "robots.rule",
         "robots.state",
@@ -127,6 +130,7 @@ async fn records_use_ecs_field_names() {
         "url.domain",
         "url.full",
         "url.path",
+        "url.query",
         "user_agent.original",
     ]
     .into();
@@ -135,10 +139,21 @@ async fn records_use_ecs_field_names() {
     assert_eq!(full["robots.line"], 3);
     assert_eq!(full["ecs.version"], audit::ECS_VERSION);
     assert_eq!(full["event.dataset"], "robots_proxy.audit");
-    assert_eq!(full["url.full"], "http://example.test/1/1?q=\"quoted\"");
+    assert_eq!(full["url.full"], "http://example.test:8080/1/1?q=\"quoted\"");
+    assert_eq!(full["url.domain"], "example.test");
+    assert_eq!(full["url.path"], "/1/1");
+    assert_eq!(full["url.query"], "q=\"quoted\"");
+    assert_eq!(full["robots.authority"], "http://example.test:8080");
+    assert_eq!(full["robots.path"], "/1/1?q=\"quoted\"");
     let minimal = lines[1].as_object().unwrap();
-    for absent in ["user_agent.original", "robots.rule", "robots.line", "http.response.status_code"]
-    {
+    assert_eq!(minimal["url.path"], "/no-query");
+    for absent in [
+        "user_agent.original",
+        "robots.rule",
+        "robots.line",
+        "http.response.status_code",
+        "url.query",
+    ] {
         assert!(!minimal.contains_key(absent), "{absent} should be left out when unknown");
     }
     // The record alone (without the constant fields) serialises with the same names.
@@ -180,47 +195,76 @@ fn url_of(task: usize, n: usize) -> String {
     record(task, n).url
 }
 
-#[tokio::test]
-async fn fsync_policies() {
-    for policy in [FsyncPolicy::Never, FsyncPolicy::Interval, FsyncPolicy::Always] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = AuditLog::open(path.clone(), settings(policy)).unwrap();
-        for n in 0..5 {
-            log.record(record(0, n)).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        // Written (to the OS) per batch, without waiting for a flush.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while log.stats().records_written < 5 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(lines(&path).len(), 5, "{policy:?}");
-        let before_flush = log.stats().syncs;
-        match policy {
-            FsyncPolicy::Never => assert_eq!(before_flush, 0),
-            // Every batch is synced; five records sent 5 ms apart are several batches.
-            FsyncPolicy::Always => assert!(before_flush >= 2, "{before_flush}"),
-            FsyncPolicy::Interval => {
-                // Without more records, the interval timer syncs what was written.
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-                while log.stats().syncs == 0 && tokio::time::Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                let synced = log.stats().syncs;
-                assert!(synced >= 1, "the interval timer syncs");
-                // At most about once per 50 ms interval over the records' ~25 ms, plus the
-                // timer's sync: far fewer syncs than records.
-                assert!(synced <= 3, "{synced}");
-            }
-        }
-        log.flush().await.unwrap();
-        if policy == FsyncPolicy::Never {
-            assert_eq!(log.stats().syncs, 1, "flush syncs whatever the policy");
-        }
-        log.close().await.unwrap();
-        assert_eq!(lines(&path).len(), 5, "{policy:?}");
+/// Waits (up to 5 s) until `done` holds.
+async fn wait_for(log: &AuditLog, done: impl Fn(audit::AuditStats) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !done(log.stats()) {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {:?}", log.stats());
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// Records `count` records one batch at a time: each is written before the next is sent.
+async fn record_one_by_one(log: &AuditLog, count: usize) {
+    for n in 0..count {
+        log.record(record(0, n)).await.unwrap();
+        wait_for(log, |s| s.records_written == n as u64 + 1).await;
+    }
+}
+
+#[tokio::test]
+async fn fsync_never_leaves_syncing_to_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.clone(), settings(FsyncPolicy::Never)).unwrap();
+    record_one_by_one(&log, 5).await;
+    // Written to the OS per batch, without waiting for a flush.
+    assert_eq!(lines(&path).len(), 5);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(log.stats().syncs, 0);
+    log.flush().await.unwrap();
+    assert_eq!(log.stats().syncs, 1, "flush syncs whatever the policy");
+    log.close().await.unwrap();
+    assert_eq!(lines(&path).len(), 5);
+}
+
+#[tokio::test]
+async fn fsync_always_syncs_every_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.clone(), settings(FsyncPolicy::Always)).unwrap();
+    for n in 1..=5u64 {
+        log.record(record(0, n as usize)).await.unwrap();
+        wait_for(&log, |s| s.records_written == n).await;
+        // A batch's sync is counted with its write: each batch of one record was synced.
+        assert_eq!(log.stats().syncs, n);
+    }
+    log.close().await.unwrap();
+    assert_eq!(lines(&path).len(), 5);
+}
+
+#[tokio::test]
+async fn fsync_interval_syncs_at_most_once_per_interval_and_eventually() {
+    let interval = Duration::from_millis(100);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let opened = std::time::Instant::now();
+    let log = AuditLog::open(
+        path.clone(),
+        AuditSection { fsync_interval: interval, ..settings(FsyncPolicy::Interval) },
+    )
+    .unwrap();
+    record_one_by_one(&log, 5).await;
+    // Without more records, the timer syncs what was written.
+    wait_for(&log, |s| s.syncs >= 1).await;
+    let synced = log.stats().syncs;
+    let intervals = (opened.elapsed().as_millis() / interval.as_millis()) as u64;
+    assert!(synced <= intervals + 1, "{synced} syncs in {intervals} intervals");
+    // Nothing new written: no more syncs.
+    tokio::time::sleep(interval * 3).await;
+    assert_eq!(log.stats().syncs, synced);
+    log.close().await.unwrap();
+    assert_eq!(lines(&path).len(), 5);
 }
 
 #[tokio::test]
@@ -340,3 +384,4 @@ fn timestamps_are_rfc3339_utc() {
     let t = audit::timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_000_000_123));
     assert_eq!(t, "2001-09-09T01:46:40.123Z");
 }
+

@@ -384,4 +384,3 @@ fn timestamps_are_rfc3339_utc() {
     let t = audit::timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_000_000_123));
     assert_eq!(t, "2001-09-09T01:46:40.123Z");
 }
-

@@ -408,11 +408,19 @@ struct Outcome {
     lost: usize,
     synced: bool,
     errors: Vec<io::Error>,
+    /// Whether a file is open afterwards. When not, nothing written is left to sync.
+    open: bool,
 }
 
 impl Sink {
     /// Writes `lines`, then syncs if `sync` (or if nothing to write, only syncs).
     fn write(&mut self, lines: &[Vec<u8>], sync: bool) -> Outcome {
+        let mut outcome = self.write_inner(lines, sync);
+        outcome.open = self.file.is_some();
+        outcome
+    }
+
+    fn write_inner(&mut self, lines: &[Vec<u8>], sync: bool) -> Outcome {
         let mut outcome = Outcome::default();
         if !lines.is_empty() {
             if self.file.is_none() {
@@ -460,9 +468,9 @@ impl Sink {
         match open_file(&self.path) {
             Ok(file) => {
                 self.file = Some(file);
-                (outcome, Ok(()))
+                (Outcome { open: true, ..outcome }, Ok(()))
             }
-            Err(e) => (outcome, Err(into_io(e))),
+            Err(e) => (Outcome { open: false, ..outcome }, Err(into_io(e))),
         }
     }
 
@@ -580,7 +588,7 @@ impl Writer {
         let count = lines.len();
         match self.on_blocking_pool(move |sink| sink.write(&lines, sync)).await {
             Some(outcome) => self.account(outcome),
-            None => self.account(Outcome { lost: count, ..Outcome::default() }),
+            None => self.account(Outcome { lost: count, open: false, ..Outcome::default() }),
         }
     }
 
@@ -638,6 +646,11 @@ impl Writer {
             c.syncs.fetch_add(1, Ordering::Relaxed);
             self.dirty = false;
             self.last_sync = Instant::now();
+        }
+        if !outcome.open {
+            // The file was closed after an error: what was written to it cannot be synced any
+            // more, and waiting to sync it would wake the writer for nothing.
+            self.dirty = false;
         }
         if outcome.errors.is_empty() {
             if outcome.written > 0 && self.failing {

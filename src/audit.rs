@@ -375,7 +375,13 @@ fn open_file(path: &Path) -> Result<BufWriter<File>, AuditError> {
             .map_err(|source| AuditError::CreateDir { path: dir.to_owned(), source })?;
     }
     let open = || -> io::Result<File> {
-        let mut file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
+        let mut options = OpenOptions::new();
+        options.read(true).append(true).create(true);
+        // Client addresses and URLs are personal data in many places: readable by the owner and
+        // its group only, when the file is created (an existing file keeps its mode).
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o640);
+        let mut file = options.open(path)?;
         let meta = file.metadata()?;
         if meta.is_dir() {
             return Err(io::Error::new(io::ErrorKind::IsADirectory, "is a directory"));

@@ -84,6 +84,12 @@ async fn concurrent_records_are_all_written_once() {
             assert!(line.get(field).is_some(), "{field} missing in {line}");
         }
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o007, 0, "not readable by others: {mode:o}");
+    }
     let stats = log.stats();
     assert_eq!(stats.records_written, (TASKS * EACH) as u64);
     assert_eq!((stats.records_lost, stats.write_errors), (0, 0));

@@ -2,6 +2,11 @@
 
 mod support;
 
+#[allow(dead_code)]
+#[path = "../cache/support.rs"]
+mod raw_origin;
+
 mod blocking;
+mod fetch_table;
 mod forwarding;
 mod streaming;

@@ -679,7 +679,7 @@ impl Default for UpstreamSection {
             connect_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(60),
             pool_idle_timeout: Duration::from_secs(60),
-            pool_max_idle_per_host: 64,
+            pool_max_idle_per_host: 256,
         }
     }
 }

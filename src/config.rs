@@ -95,6 +95,8 @@ pub struct Overrides {
     pub state_dir: Option<PathBuf>,
     /// `proxy.listen`.
     pub listen: Option<SocketAddr>,
+    /// `admin.listen`.
+    pub admin_listen: Option<SocketAddr>,
     /// `audit.path`.
     pub audit_path: Option<PathBuf>,
     /// `log.level`.
@@ -114,6 +116,10 @@ impl Overrides {
         if let Some(listen) = self.listen {
             config.proxy.listen = listen;
             keys.insert("proxy.listen");
+        }
+        if let Some(listen) = self.admin_listen {
+            config.admin.listen = listen;
+            keys.insert("admin.listen");
         }
         if let Some(path) = &self.audit_path {
             config.audit.path = path.clone();
@@ -410,6 +416,8 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The proxy listener.
     pub proxy: ProxySection,
+    /// The admin listener: metrics, health, the status page.
+    pub admin: AdminSection,
     /// Connections to origins.
     pub upstream: UpstreamSection,
     /// Fetching and caching robots.txt.
@@ -429,6 +437,7 @@ impl Default for Config {
         Config {
             state_dir: PathBuf::from("./state"),
             proxy: ProxySection::default(),
+            admin: AdminSection::default(),
             upstream: UpstreamSection::default(),
             robots: RobotsSection::default(),
             policy: PolicySection::default(),
@@ -493,6 +502,9 @@ impl Config {
             )
         });
         need(nonzero(p.header_read_timeout), "proxy.header_read_timeout", &zero_msg);
+        need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
+            format!("{} is also proxy.listen; the two need their own ports", p.listen)
+        });
 
         let u = &self.upstream;
         need(nonzero(u.connect_timeout), "upstream.connect_timeout", &zero_msg);
@@ -654,6 +666,53 @@ impl Default for ProxySection {
             shutdown_grace: Duration::from_secs(30),
         }
     }
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSection {
+    /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`, the status page). It
+    /// has no authentication: keep it on loopback or a private network.
+    pub listen: SocketAddr,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        AdminSection { listen: SocketAddr::from(([127, 0, 0, 1], 9090)) }
+    }
+}
+
+/// Keys (or, ending in `.`, sections) that a running proxy applies on a reload (SIGHUP). Every
+/// other key takes effect only after a restart.
+pub const RELOADABLE: &[&str] = &[
+    "policy.",
+    "audit.all_decisions",
+    "audit.fsync",
+    "audit.fsync_interval",
+    "log.level",
+    "upstream.response_timeout",
+];
+
+/// Whether `key` is applied on a reload (see [`RELOADABLE`]).
+pub fn is_reloadable(key: &str) -> bool {
+    RELOADABLE.iter().any(|r| if r.ends_with('.') { key.starts_with(r) } else { key == *r })
+}
+
+/// The keys whose values differ between `old` and `new` and that need a restart to take
+/// effect, dotted and sorted.
+pub fn needs_restart(old: &Config, new: &Config) -> Vec<String> {
+    let leaves = |config: &Config| {
+        let mut out = BTreeMap::new();
+        if let Ok(Value::Dict(_, dict)) = Value::serialize(config) {
+            Schema::leaves("", &dict, &mut out);
+        }
+        out.retain(|_, v| !matches!(v, Value::Dict(..)));
+        out
+    };
+    let (old, new) = (leaves(old), leaves(new));
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    keys.into_iter().filter(|k| old.get(*k) != new.get(*k) && !is_reloadable(k)).cloned().collect()
 }
 
 /// `[upstream]`

@@ -26,9 +26,13 @@
 //! * [`logging`]: operational logs (tracing), separate from the audit log.
 //! * [`clock`]: time behind a seam, for tests.
 //! * [`tls`]: the crypto provider, the proxy's CA, the verified client for origins.
+//! * [`metrics`]: Prometheus metrics and the recent blocks, for operators.
+//! * [`admin`]: the admin listener (metrics, health, live decisions, cache purges, status page).
+//! * [`notify`]: readiness and status for systemd (`sd_notify`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod admin;
 pub mod audit;
 pub mod authority;
 pub mod cache;
@@ -36,6 +40,8 @@ pub mod check;
 pub mod clock;
 pub mod config;
 pub mod logging;
+pub mod metrics;
+pub mod notify;
 pub mod policy;
 pub mod proxy;
 pub mod robots;

@@ -28,6 +28,7 @@ use super::{answer, process, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
+use crate::metrics::Decision;
 use crate::robots::ProductToken;
 use crate::tls::HttpsMode;
 
@@ -77,7 +78,7 @@ pub(super) async fn handle_connect(
         )
         .await;
     }
-    let (token, _) = shared.policy.token_for(req.headers());
+    let (token, _) = shared.live().policy.token_for(req.headers());
     match shared.https.mode {
         HttpsMode::Reject => {
             refuse(
@@ -125,6 +126,8 @@ async fn refuse(
     reason: String,
 ) -> Response<ProxyBody> {
     let record = connect_record(shared, client, req, authority, token, false, &reason);
+    shared.metrics.count(Decision::Refuse, Scheme::Https);
+    shared.metrics.blocked(&record);
     if let Err(e) = shared.audit.record(record).await {
         tracing::error!(error = %e, "audit record could not be queued");
     }
@@ -220,6 +223,7 @@ async fn tunnel(
             }
         };
     let _ = upstream.set_nodelay(true);
+    shared.metrics.count(Decision::Tunnel, Scheme::Https);
     if shared.https.audit_tunnels || shared.audit.all_decisions() {
         let record = connect_record(
             &shared,
@@ -388,7 +392,7 @@ async fn inner(
         None
     };
     if let Some(reason) = fronting {
-        let (token, _) = shared.policy.token_for(req.headers());
+        let (token, _) = shared.live().policy.token_for(req.headers());
         return refuse(
             &shared,
             client,

@@ -12,8 +12,9 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -27,6 +28,7 @@ use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsCache;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::metrics::{Decision, Metrics};
 use crate::policy::{Policy, PolicyError};
 use crate::robots::normalize::normalize_request_path;
 use crate::tls::ca::CertificateAuthority;
@@ -49,18 +51,44 @@ pub enum ProxyError {
 
 /// Everything a request handler needs, shared by all connections.
 struct Shared {
-    policy: Policy,
+    /// What a configuration reload changes; read once per request.
+    live: ArcSwap<Live>,
+    metrics: Arc<Metrics>,
     cache: Arc<RobotsCache>,
     audit: AuditLog,
     client: forward::UpstreamClient,
     clock: Arc<dyn Clock>,
     via: forward::Via,
     listen: String,
-    response_timeout: Duration,
     header_read_timeout: Duration,
     connect_timeout: Duration,
     https: HttpsSection,
     ca: Option<Arc<CertificateAuthority>>,
+}
+
+/// The part of the configuration a reload replaces (see [`Proxy::reload`]). Everything else in
+/// [`Shared`] is fixed at start.
+struct Live {
+    policy: Arc<Policy>,
+    response_timeout: Duration,
+}
+
+impl Live {
+    fn new(config: &Config) -> Result<Self, PolicyError> {
+        Ok(Live {
+            policy: Arc::new(Policy::new(&config.policy)?),
+            response_timeout: config.upstream.response_timeout,
+        })
+    }
+}
+
+impl Shared {
+    /// The reloadable settings in force now. A request reads them once, so that a reload in
+    /// the middle of it cannot mix old and new (say, decide by one token header and strip
+    /// another).
+    fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
 }
 
 /// A configured proxy, ready to serve a listener.
@@ -80,21 +108,57 @@ impl Proxy {
         ca: Option<Arc<CertificateAuthority>>,
     ) -> Result<Self, ProxyError> {
         let tls = crate::tls::client_config(config.https.upstream_ca_file.as_deref())?;
+        let metrics = Arc::new(Metrics::new(cache.clone(), audit.clone()));
         let shared = Shared {
-            policy: Policy::new(&config.policy)?,
+            live: ArcSwap::from_pointee(Live::new(config)?),
+            metrics,
             cache,
             audit,
             client: forward::client(&config.upstream, tls),
             clock,
             via: forward::Via::new(&config.proxy.via),
             listen: config.proxy.listen.to_string(),
-            response_timeout: config.upstream.response_timeout,
             header_read_timeout: config.proxy.header_read_timeout,
             connect_timeout: config.upstream.connect_timeout,
             https: config.https.clone(),
             ca,
         };
         Ok(Proxy { shared: Arc::new(shared) })
+    }
+
+    /// Applies the reloadable part of `config` (the `[policy]` section and
+    /// `upstream.response_timeout`) to requests that start from now on. Open connections and
+    /// the robots cache are kept. On error nothing changes. The audit options are the audit
+    /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
+    pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
+        let live = Live::new(config)?;
+        self.shared.live.store(Arc::new(live));
+        Ok(())
+    }
+
+    /// The metrics this proxy records.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
+    /// The robots cache the proxy decides with.
+    pub fn cache(&self) -> &Arc<RobotsCache> {
+        &self.shared.cache
+    }
+
+    /// The audit log the proxy writes to.
+    pub fn audit(&self) -> &AuditLog {
+        &self.shared.audit
+    }
+
+    /// The policy in force now (it changes on [`Proxy::reload`]).
+    pub fn policy(&self) -> Arc<Policy> {
+        self.shared.live().policy.clone()
+    }
+
+    /// The clock decisions are made by.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.clock
     }
 
     /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
@@ -110,6 +174,7 @@ impl Proxy {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
         tokio::pin!(shutdown);
+        self.shared.metrics.set_listening(true);
         loop {
             let (stream, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
@@ -137,8 +202,9 @@ impl Proxy {
                 .with_upgrades();
             let mut stop_rx = stop_rx.clone();
             let alive = alive.clone();
+            let open = self.shared.metrics.connection_opened();
             tokio::spawn(async move {
-                let _alive = alive;
+                let _alive = (alive, open);
                 tokio::pin!(conn);
                 let result = tokio::select! {
                     r = conn.as_mut() => r,
@@ -153,6 +219,7 @@ impl Proxy {
             });
         }
         drop(listener);
+        self.shared.metrics.set_listening(false);
         drop(alive);
         let _ = stop.send(true);
         tokio::select! {
@@ -201,7 +268,7 @@ async fn handle(
 /// The path and query that is both checked and sent: normalised by
 /// [`normalize_request_path`], or copied as it is when it already is in that form (the common
 /// case).
-fn checked_path(raw: &str) -> String {
+pub(crate) fn checked_path(raw: &str) -> String {
     let bytes = raw.as_bytes();
     let path_end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
     let path = &bytes[..path_end];
@@ -246,17 +313,22 @@ async fn process(
     authority: Authority,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let live = shared.live();
     let path = checked_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let path = path.as_str();
-    let (token, _origin) = shared.policy.token_for(req.headers());
+    let (token, _origin) = live.policy.token_for(req.headers());
     let snapshot = shared.cache.get(&authority).await;
     if let Some(answer) = untrusted_origin(&snapshot) {
+        shared.metrics.upstream_error("tls_certificate_error");
         return answer;
     }
     let audit_all = shared.audit.all_decisions();
-    if audit_all || !shared.policy.is_allowed(&snapshot, token.as_ref(), path) {
+    if audit_all || !live.policy.is_allowed(&snapshot, token.as_ref(), path) {
         let now = shared.clock.now();
-        let decision = shared.policy.decide(&snapshot, token.as_ref(), path, now);
+        let decision = live.policy.decide(&snapshot, token.as_ref(), path, now);
+        let verdict = if decision.is_allowed() { Decision::Allow } else { Decision::Disallow };
+        shared.metrics.decided(verdict, authority.scheme(), started);
         let url = format!("{authority}{path}");
         let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
         let status = (!decision.is_allowed()).then_some(403);
@@ -271,6 +343,7 @@ async fn process(
             token.as_ref(),
             status,
         );
+        shared.metrics.blocked(&record);
         if let Err(e) = shared.audit.record(record).await {
             tracing::error!(error = %e, "audit record could not be queued");
         }
@@ -283,12 +356,14 @@ async fn process(
                 answer::wants_json(req.headers()),
             );
         }
+    } else {
+        shared.metrics.decided(Decision::Allow, authority.scheme(), started);
     }
     let upstream = match forward::upstream_request(
         req,
         &authority,
         path,
-        shared.policy.token_header(),
+        live.policy.token_header(),
         &shared.via,
     ) {
         Ok(r) => r,
@@ -300,5 +375,6 @@ async fn process(
             )
         }
     };
-    forward::send(&shared.client, upstream, shared.response_timeout, &shared.via).await
+    forward::send(&shared.client, upstream, live.response_timeout, &shared.via, &shared.metrics)
+        .await
 }

@@ -422,27 +422,27 @@ impl Collector for ScrapeTime {
         Self::gauge(
             &mut encoder,
             "cache_entries",
-            "Authorities whose robots.txt state is cached",
+            "Authorities whose robots.txt state is cached.",
             None,
             gauge_value(self.cache.entry_count()),
         )?;
         Self::gauge(
             &mut encoder,
             "cache_memory",
-            "Memory the cached robots.txt entries weigh, against robots.cache_memory",
+            "Memory the cached robots.txt entries weigh, against robots.cache_memory.",
             Some(&Unit::Bytes),
             gauge_value(self.cache.weighted_size()),
         )?;
         Self::counter(
             &mut encoder,
             "cache_hits",
-            "Lookups answered from the robots cache without waiting for a fetch",
+            "Lookups answered from the robots cache without waiting for a fetch.",
             stats.hits,
         )?;
         Self::counter(
             &mut encoder,
             "cache_misses",
-            "Lookups that waited for a robots.txt fetch (first fetch or refetch)",
+            "Lookups that waited for a robots.txt fetch (first fetch or refetch).",
             stats.misses,
         )?;
         {
@@ -450,7 +450,7 @@ impl Collector for ScrapeTime {
             let mut family = encoder.encode_descriptor(
                 "robots_fetches",
                 "robots.txt fetches completed, by outcome (2xx, 3xx, 4xx, 429, 5xx, network, \
-                 redirect_limit)",
+                 redirect_limit).",
                 None,
                 metric_type,
             )?;
@@ -464,19 +464,19 @@ impl Collector for ScrapeTime {
         Self::counter(
             &mut encoder,
             "audit_records_written",
-            "Audit records written to the audit log",
+            "Audit records written to the audit log.",
             audit.records_written,
         )?;
         Self::counter(
             &mut encoder,
             "audit_records_failed",
-            "Audit records lost because the audit log could not be written",
+            "Audit records lost because the audit log could not be written.",
             audit.records_lost,
         )?;
         Self::counter(
             &mut encoder,
             "audit_write_errors",
-            "Failed opens, writes and syncs of the audit log",
+            "Failed opens, writes and syncs of the audit log.",
             audit.write_errors,
         )?;
         Ok(())

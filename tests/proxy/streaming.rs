@@ -19,7 +19,7 @@ impl ProxyProcess {
     fn start() -> ProxyProcess {
         let state = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .env("ROBOTS_PROXY_STATE_DIR", state.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -1319,6 +1319,37 @@ mod tests {
     }
 
     #[test]
+    fn reloadable_keys_and_restart_changes() {
+        assert!(is_reloadable("policy.default_token"));
+        assert!(is_reloadable("audit.all_decisions"));
+        assert!(!is_reloadable("audit.path"));
+        assert!(!is_reloadable("policyx.default_token"));
+        let old = Config::default();
+        let mut new = Config::default();
+        new.policy.default_token = Some("ExampleBot".into());
+        new.audit.all_decisions = true;
+        new.log.level = "debug".into();
+        assert!(needs_restart(&old, &new).is_empty(), "{:?}", needs_restart(&old, &new));
+        new.robots.max_age = Duration::from_secs(60);
+        new.admin.listen = SocketAddr::from(([127, 0, 0, 1], 9999));
+        new.https.ca_cert = Some(PathBuf::from("/ca.pem"));
+        assert_eq!(needs_restart(&old, &new), ["admin.listen", "https.ca_cert", "robots.max_age"]);
+    }
+
+    #[test]
+    fn admin_and_proxy_need_their_own_ports() {
+        let mut config = Config::default();
+        config.admin.listen = config.proxy.listen;
+        let bad = config.check();
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!(bad[0].0, "admin.listen");
+        // Port 0 (any free port) on both is fine: the two get different ports.
+        config.proxy.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.admin.listen = config.proxy.listen;
+        assert!(config.check().is_empty());
+    }
+
+    #[test]
     fn defaults_are_valid() {
         assert!(Config::default().check().is_empty(), "{:?}", Config::default().check());
     }

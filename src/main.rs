@@ -230,6 +230,13 @@ mod serve {
     }
 
     async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
+        // Handlers first: a SIGHUP that arrives once the listening lines are out (a supervisor
+        // or test reacting to them) must find a handler, not the default action, which kills.
+        // SIGHUP: reload the configuration and reopen the audit log (logrotate).
+        // SIGTERM / SIGINT: stop gracefully.
+        let mut hup = signal(SignalKind::hangup())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let tls = robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?;
         let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
@@ -283,11 +290,6 @@ mod serve {
                 let _ = admin_stopped.await;
             }));
 
-        // SIGHUP: reload the configuration and reopen the audit log (logrotate).
-        // SIGTERM / SIGINT: stop gracefully.
-        let mut hup = signal(SignalKind::hangup())?;
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
         let grace = config.proxy.shutdown_grace;
         let reloading = proxy.clone();
         let hup_task = tokio::spawn(async move {

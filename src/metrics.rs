@@ -628,7 +628,7 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(text.contains("# TYPE t_seconds histogram"), "{text}");
         assert!(text.contains("t_seconds_count 3"), "{text}");
-        assert!(text.contains("t_seconds_bucket{le=\"5e-5\"} 1"), "{text}");
+        assert!(text.contains("t_seconds_bucket{le=\"0.00005\"} 1"), "{text}");
         assert!(text.contains("t_seconds_bucket{le=\"0.0025\"} 1"), "{text}");
         assert!(text.contains("t_seconds_bucket{le=\"0.005\"} 2"), "{text}");
         assert!(text.contains("t_seconds_bucket{le=\"30.0\"} 2"), "{text}");

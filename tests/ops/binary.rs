@@ -131,12 +131,18 @@ async fn sighup_reloads_the_policy_keeps_connections_and_refuses_a_bad_file() {
     assert!(log.contains("policy.default_token") || log.contains("nope"), "{log}");
     assert_eq!(kept.get(&url).await.0, 403, "FooBot's rules still apply");
 
-    // A change that needs a restart is reported, and the rest applied.
-    write_atomically(&file, &policy_config(state.path(), None, "[robots]\nmax_age = \"1h\"\n"));
+    // A change that needs a restart is reported, and the rest applied: the policy and the
+    // log level (debug shows robots.txt fetches, which info does not).
+    assert!(!proxy.stderr().contains("fetching robots.txt"), "{}", proxy.stderr());
+    let extra = "[robots]\nmax_age = \"1h\"\n[log]\nlevel = \"info,robots_proxy=debug\"\n";
+    write_atomically(&file, &policy_config(state.path(), None, extra));
     proxy.signal("HUP");
     proxy.wait_for_stderr("SIGHUP: configuration reloaded", 2).await;
     assert!(proxy.stderr().contains("robots.max_age"), "{}", proxy.stderr());
     assert_eq!(kept.get(&url).await.0, 200, "no default token any more");
+    let other = Origin::start("").await;
+    assert_eq!(kept.get(&format!("{}/x", other.base())).await.0, 200);
+    proxy.wait_for_stderr("fetching robots.txt", 1).await;
 
     let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
     assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="applied"}"#), 2.0);

@@ -195,7 +195,7 @@ impl fmt::Display for Pace {
                 write!(f, "Crawl-delay {} from robots.txt line {line}", show(*delay))
             }
             Pace::Rate { interval } => write!(f, "one request every {}", show(*interval)),
-            Pace::Concurrency { max } => write!(f, "at most {max} requests at a time"),
+            Pace::Concurrency { max } => write!(f, "at most {max} in flight"),
         }
     }
 }
@@ -236,11 +236,11 @@ impl fmt::Display for ThrottleCause {
             ),
             ThrottleCause::QueueFull { waiting, wait } if wait.is_zero() => write!(
                 f,
-                "{waiting} requests already wait for it (pacing.queue_limit) for a free connection"
+                "its queue is full (pacing.queue_limit: {waiting} waiting) with no free connection"
             ),
             ThrottleCause::QueueFull { waiting, wait } => write!(
                 f,
-                "{waiting} requests already wait for it (pacing.queue_limit); this one would \
+                "its queue is full (pacing.queue_limit: {waiting} waiting); this request would \
                  have waited {}",
                 show(*wait)
             ),
@@ -366,7 +366,8 @@ impl Pacer {
                 Ok(permit) => Some(permit),
                 Err(_) => {
                     waited = true;
-                    let wait = tokio::time::timeout_at(deadline, connections.clone().acquire_owned());
+                    let wait =
+                        tokio::time::timeout_at(deadline, connections.clone().acquire_owned());
                     match wait.await {
                         Ok(Ok(permit)) => Some(permit),
                         // Timed out (or the semaphore closed, which it never is).

@@ -88,7 +88,10 @@ impl PacingSection {
     pub(crate) fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
         if self.max_crawl_delay.is_zero() || self.max_crawl_delay > MAX_SPACING {
-            bad.push(("pacing.max_crawl_delay", "must be longer than zero and at most 1 day".into()));
+            bad.push((
+                "pacing.max_crawl_delay",
+                "must be longer than zero and at most 1 day".into(),
+            ));
         }
         if self.max_wait > MAX_SPACING {
             bad.push(("pacing.max_wait", "must be at most 1 day".into()));

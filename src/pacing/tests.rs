@@ -138,8 +138,8 @@ async fn the_default_rate_holds_across_crawlers() {
     let p = pacer(|s| s.default_rps = 5.0);
     let a = site("a.example");
     let t0 = Instant::now();
-    let starts: Vec<Duration> = futures_util::future::join_all(
-        ["SlowBot", "FastBot", "TwinA", "Other"].map(|token| {
+    let starts: Vec<Duration> =
+        futures_util::future::join_all(["SlowBot", "FastBot", "TwinA", "Other"].map(|token| {
             let p = &p;
             let a = &a;
             async move {
@@ -147,9 +147,8 @@ async fn the_default_rate_holds_across_crawlers() {
                 pass(p, a, delay).await;
                 t0.elapsed()
             }
-        }),
-    )
-    .await;
+        }))
+        .await;
     let mut sorted = starts.clone();
     sorted.sort();
     let ms = |n| Duration::from_millis(n);
@@ -174,7 +173,10 @@ async fn a_wait_beyond_max_wait_is_refused_at_once() {
     assert_eq!(err.pace, Pace::Rate { interval: Duration::from_secs(2) });
     assert_eq!(
         err.cause,
-        ThrottleCause::WaitTooLong { wait: Duration::from_secs(2), max_wait: Duration::from_secs(1) }
+        ThrottleCause::WaitTooLong {
+            wait: Duration::from_secs(2),
+            max_wait: Duration::from_secs(1)
+        }
     );
     assert_eq!(err.retry_after, Duration::from_secs(2));
     let text = err.to_string();

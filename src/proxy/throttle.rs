@@ -82,7 +82,10 @@ fn response(
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        h.insert("proxy-status", answer::proxy_status("http_request_denied", &throttled.to_string()));
+        h.insert(
+            "proxy-status",
+            answer::proxy_status("http_request_denied", &throttled.to_string()),
+        );
         resp
     } else {
         let token_line =

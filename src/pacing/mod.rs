@@ -29,10 +29,10 @@
 //!
 //! # Design
 //!
-//! [`schedule`] is the pure core: it decides from instants it is given, so its rules are unit
-//! tested without sleeping. This layer sleeps on [`tokio::time`] (monotonic, and under the
-//! tests' control with paused time) rather than the robots cache's wall [`crate::clock::Clock`],
-//! and waits for free connections on a semaphore per authority.
+//! The private `schedule` module is the pure core: it decides from instants it is given, so
+//! its rules are unit tested without sleeping. This layer sleeps on [`tokio::time`]
+//! (monotonic, and under the tests' control with paused time) rather than the robots cache's
+//! wall [`crate::clock::Clock`], and waits for free connections on a semaphore per authority.
 //!
 //! The state of an authority lives in a bounded cache keyed, like the robots cache beside it,
 //! by [`Authority`]. It is forgotten after it has not been used for longer than any spacing
@@ -320,6 +320,21 @@ impl Pacer {
         self.enabled.is_some()
     }
 
+    /// Waits until a request for `token` to `authority`, whose robots.txt is `snapshot`, may
+    /// be forwarded without breaking the authority's pace: [`Pacer::admit_with_delay`] with the
+    /// applicable [`crawl_delay`], which is looked up only when pacing is on (the look-up is
+    /// not free, and the proxy's hot path runs this for every request).
+    pub async fn admit(
+        &self,
+        authority: &Authority,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+    ) -> Result<PacePermit, Throttled> {
+        let Some(on) = &self.enabled else { return Ok(PacePermit::default()) };
+        let delay = if on.obey_crawl_delay { crawl_delay(snapshot, token) } else { None };
+        self.admit_with_delay(authority, delay).await
+    }
+
     /// Waits until a request to `authority` may be forwarded without breaking its pace, given
     /// the `Crawl-delay` of the robots.txt group that applies to the request (see
     /// [`crawl_delay`]). Returns at once when pacing is off or nothing limits the request.
@@ -330,7 +345,7 @@ impl Pacer {
     ///
     /// Cancel-safe: dropping the future while it waits gives its place in the queue back (its
     /// reserved start stays taken, which only spaces later requests a little more).
-    pub async fn admit(
+    pub async fn admit_with_delay(
         &self,
         authority: &Authority,
         crawl_delay: Option<CrawlDelay>,
@@ -392,9 +407,8 @@ impl Pacer {
                 tokio::time::sleep_until(start).await;
             }
             Ok(_) => {}
-            Err(start) => {
+            Err((start, bound)) => {
                 drop(queued);
-                let bound = if lane.is_some() { Bound::CrawlDelay } else { Bound::Rate };
                 let refusal = Refusal::TooLong { wait: start - arrival, bound };
                 return Err(self.refused(authority, lane, &limits, refusal));
             }

@@ -232,24 +232,31 @@ impl Schedule {
     /// The request that reserved a slot may start at `now` (its slot has come and, with a
     /// concurrency limit, it holds a connection): the instant it may actually start, spaced
     /// from the last actual starts, which is recorded as its start. When that instant is
-    /// after `deadline`, nothing is recorded and it is the error.
+    /// after `deadline`, nothing is recorded and the error is that instant and what set it.
     pub(crate) fn begin(
         &mut self,
         now: Instant,
         lane: Option<Lane>,
         limits: &Limits,
         deadline: Instant,
-    ) -> Result<Instant, Instant> {
+    ) -> Result<Instant, (Instant, Bound)> {
         let mut start = now;
+        let mut bound = None;
         if let Some(interval) = limits.interval {
-            start = start.max(self.rate.startable(interval).unwrap_or(start));
+            if let Some(next) = self.rate.startable(interval).filter(|&s| s > start) {
+                start = next;
+                bound = Some(Bound::Rate);
+            }
         }
         if let Some(lane) = lane {
             let startable = self.lane(lane.line).and_then(|s| s.startable(lane.delay));
-            start = start.max(startable.unwrap_or(start));
+            if let Some(next) = startable.filter(|&s| s > start) {
+                start = next;
+                bound = Some(Bound::CrawlDelay);
+            }
         }
-        if start > deadline && start > now {
-            return Err(start);
+        if let Some(bound) = bound.filter(|_| start > deadline) {
+            return Err((start, bound));
         }
         if let Some(interval) = limits.interval {
             self.rate.begin(start, interval);
@@ -467,7 +474,10 @@ mod tests {
         let mut s = Schedule::default();
         assert_eq!(s.begin(t0, None, &l, t0), Ok(t0));
         // The next may start at 1 s; a deadline of 0.5 s refuses it, and records nothing.
-        assert_eq!(s.begin(t0 + MS * 10, None, &l, t0 + MS * 500), Err(t0 + MS * 1000));
+        assert_eq!(
+            s.begin(t0 + MS * 10, None, &l, t0 + MS * 500),
+            Err((t0 + MS * 1000, Bound::Rate))
+        );
         assert_eq!(s.begin(t0 + MS * 10, None, &l, t0 + MS * 2000), Ok(t0 + MS * 1000));
     }
 

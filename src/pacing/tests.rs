@@ -32,7 +32,7 @@ fn pacer(edit: impl FnOnce(&mut PacingSection)) -> Pacer {
 
 /// Admits one request and lets it finish at once.
 async fn pass(p: &Pacer, authority: &Authority, delay: Option<CrawlDelay>) {
-    let permit = p.admit(authority, delay).await;
+    let permit = p.admit_with_delay(authority, delay).await;
     assert!(permit.is_ok(), "{permit:?}");
 }
 
@@ -123,7 +123,7 @@ async fn disabled_or_not_obeying_never_waits() {
     let t0 = Instant::now();
     let mut held = Vec::new();
     for _ in 0..10 {
-        held.push(off.admit(&a, delay_for("SlowBot")).await.unwrap());
+        held.push(off.admit_with_delay(&a, delay_for("SlowBot")).await.unwrap());
         pass(&ignore, &a, delay_for("SlowBot")).await;
     }
     assert_eq!(t0.elapsed(), Duration::ZERO);
@@ -168,7 +168,7 @@ async fn a_wait_beyond_max_wait_is_refused_at_once() {
     let a = site("a.example");
     pass(&p, &a, None).await;
     let t0 = Instant::now();
-    let err = p.admit(&a, None).await.unwrap_err();
+    let err = p.admit_with_delay(&a, None).await.unwrap_err();
     assert_eq!(t0.elapsed(), Duration::ZERO, "refused without waiting");
     assert_eq!(err.pace, Pace::Rate { interval: Duration::from_secs(2) });
     assert_eq!(
@@ -192,10 +192,10 @@ async fn a_full_queue_is_refused_and_names_the_crawl_delay() {
     pass(&p, &a, delay_for("SlowBot")).await;
     let waiter = {
         let (p, a) = (p.clone(), a.clone());
-        tokio::spawn(async move { p.admit(&a, delay_for("SlowBot")).await.map(drop) })
+        tokio::spawn(async move { p.admit_with_delay(&a, delay_for("SlowBot")).await.map(drop) })
     };
     until_waiting(&p, &a, 1).await;
-    let err = p.admit(&a, delay_for("SlowBot")).await.unwrap_err();
+    let err = p.admit_with_delay(&a, delay_for("SlowBot")).await.unwrap_err();
     assert_eq!(err.pace, Pace::CrawlDelay { delay: Duration::from_millis(200), line: 2 });
     assert!(matches!(err.cause, ThrottleCause::QueueFull { waiting: 1, .. }), "{err:?}");
     assert_eq!(err.retry_after, Duration::from_secs(1));
@@ -211,12 +211,12 @@ async fn a_full_queue_is_refused_and_names_the_crawl_delay() {
 async fn concurrency_waits_for_a_free_connection() {
     let p = std::sync::Arc::new(pacer(|s| s.default_concurrency = 1));
     let a = site("a.example");
-    let held = p.admit(&a, None).await.unwrap();
+    let held = p.admit_with_delay(&a, None).await.unwrap();
     let t0 = Instant::now();
     let second = {
         let (p, a) = (p.clone(), a.clone());
         tokio::spawn(async move {
-            let permit = p.admit(&a, None).await;
+            let permit = p.admit_with_delay(&a, None).await;
             (permit.is_ok(), t0.elapsed())
         })
     };
@@ -238,9 +238,9 @@ async fn no_free_connection_within_max_wait_is_refused() {
         s.max_wait = Duration::from_secs(3);
     });
     let a = site("a.example");
-    let _held = p.admit(&a, None).await.unwrap();
+    let _held = p.admit_with_delay(&a, None).await.unwrap();
     let t0 = Instant::now();
-    let err = p.admit(&a, None).await.unwrap_err();
+    let err = p.admit_with_delay(&a, None).await.unwrap_err();
     assert_eq!(t0.elapsed(), Duration::from_secs(3));
     assert_eq!(err.pace, Pace::Concurrency { max: 1 });
     assert_eq!(err.cause, ThrottleCause::NoConnection { max_wait: Duration::from_secs(3) });
@@ -260,7 +260,7 @@ async fn a_request_given_up_while_waiting_leaves_the_queue() {
     pass(&p, &a, None).await;
     let waiter = {
         let (p, a) = (p.clone(), a.clone());
-        tokio::spawn(async move { p.admit(&a, None).await.map(drop) })
+        tokio::spawn(async move { p.admit_with_delay(&a, None).await.map(drop) })
     };
     until_waiting(&p, &a, 1).await;
     assert_eq!(p.stats().waiting, 1);
@@ -301,4 +301,53 @@ fn retry_after_is_whole_seconds_rounded_up() {
     assert_eq!(retry_after(Duration::from_millis(1001)), Duration::from_secs(2));
     assert_eq!(retry_after(Duration::from_secs(20)), Duration::from_secs(20));
     assert_eq!(show(Duration::from_nanos(1_799_999_999)), "1s 800ms");
+}
+
+/// Requests that waited for a connection together still start one spacing apart, or are
+/// refused when that would take them past `max_wait`.
+async fn bunched_behind_a_connection(max_wait: Duration) -> Vec<Result<Duration, Throttled>> {
+    let p = std::sync::Arc::new(pacer(|s| {
+        s.default_rps = 1.0;
+        s.default_concurrency = 1;
+        s.max_wait = max_wait;
+    }));
+    let a = site("a.example");
+    let t0 = Instant::now();
+    let held = p.admit_with_delay(&a, None).await.unwrap();
+    let mut waiters = Vec::new();
+    for n in 1..=2 {
+        let (task_p, task_a) = (p.clone(), a.clone());
+        waiters.push(tokio::spawn(async move {
+            // Each lets its connection go at once, so the next one gets it.
+            task_p.admit_with_delay(&task_a, None).await.map(|_| t0.elapsed())
+        }));
+        until_waiting(&p, &a, n).await;
+    }
+    // Slots reserved at 1 s and 2 s pass while the connection is held until 2.5 s.
+    tokio::time::sleep_until(t0 + Duration::from_millis(2500)).await;
+    drop(held);
+    let mut results = Vec::new();
+    for w in waiters {
+        results.push(w.await.unwrap());
+    }
+    results
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_bunched_behind_a_connection_stay_spaced() {
+    let results = bunched_behind_a_connection(Duration::from_secs(10)).await;
+    assert_about(*results[0].as_ref().unwrap(), Duration::from_millis(2500));
+    assert_about(*results[1].as_ref().unwrap(), Duration::from_millis(3500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_bunched_behind_a_connection_are_refused_past_max_wait() {
+    let results = bunched_behind_a_connection(Duration::from_secs(3)).await;
+    assert_about(*results[0].as_ref().unwrap(), Duration::from_millis(2500));
+    let err = results[1].as_ref().unwrap_err();
+    assert_eq!(err.pace, Pace::Rate { interval: Duration::from_secs(1) });
+    assert!(
+        matches!(err.cause, ThrottleCause::WaitTooLong { wait, .. } if wait >= Duration::from_millis(3499)),
+        "{err:?}"
+    );
 }

@@ -298,8 +298,7 @@ async fn process(
     }
     // Politeness (crate::pacing): wait for the site's pace, or answer 429. The permit is held
     // until the origin's response headers arrive.
-    let crawl_delay = crate::pacing::crawl_delay(&snapshot, token.as_ref());
-    let _permit = match shared.pacer.admit(&authority, crawl_delay).await {
+    let _permit = match shared.pacer.admit(&authority, &snapshot, token.as_ref()).await {
         Ok(permit) => permit,
         Err(throttled) => {
             let t = token.as_ref();

@@ -8,8 +8,8 @@ use robots_proxy::pacing::SitePace;
 
 use crate::{load_err, load_ok, sources, write};
 
-const INLINE: &str = "[pacing]\nenabled = true\ndefault_rps = 2.5\nmax_wait = \"5s\"\n\
-                      sites = [{ authority = \"https://www.example.com\", rps = 2, concurrency = 4 }]\n";
+const INLINE: &str = "[pacing]\nenabled = true\ndefault_rps = 2.5\nmax_wait = \"5s\"\nsites = \
+                      [{ authority = \"https://www.example.com\", rps = 2, concurrency = 4 }]\n";
 
 #[test]
 fn file_sets_rates_and_sites_in_both_forms() {

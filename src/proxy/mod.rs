@@ -7,6 +7,7 @@
 mod answer;
 mod connect;
 mod forward;
+mod throttle;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -27,6 +28,7 @@ use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsCache;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::pacing::Pacer;
 use crate::policy::{Policy, PolicyError};
 use crate::robots::normalize::normalize_request_path;
 use crate::tls::ca::CertificateAuthority;
@@ -45,12 +47,16 @@ pub enum ProxyError {
     /// The TLS client configuration for origins is invalid.
     #[error(transparent)]
     ClientTls(#[from] crate::tls::ClientTlsError),
+    /// The pacing configuration is invalid.
+    #[error(transparent)]
+    Pacing(#[from] crate::pacing::PacingError),
 }
 
 /// Everything a request handler needs, shared by all connections.
 struct Shared {
     policy: Policy,
     cache: Arc<RobotsCache>,
+    pacer: Arc<Pacer>,
     audit: AuditLog,
     client: forward::UpstreamClient,
     clock: Arc<dyn Clock>,
@@ -83,6 +89,7 @@ impl Proxy {
         let shared = Shared {
             policy: Policy::new(&config.policy)?,
             cache,
+            pacer: Arc::new(Pacer::new(&config.pacing)?),
             audit,
             client: forward::client(&config.upstream, tls),
             clock,
@@ -95,6 +102,11 @@ impl Proxy {
             ca,
         };
         Ok(Proxy { shared: Arc::new(shared) })
+    }
+
+    /// The pacer, for its statistics ([`Pacer::stats`], [`Pacer::queue_depths`]).
+    pub fn pacer(&self) -> Arc<Pacer> {
+        self.shared.pacer.clone()
     }
 
     /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
@@ -284,6 +296,15 @@ async fn process(
             );
         }
     }
+    // Politeness (crate::pacing): wait for the site's pace, or answer 429. The permit is held
+    // until the origin's response headers arrive.
+    let _permit = match shared.pacer.admit(&authority, &snapshot, token.as_ref()).await {
+        Ok(permit) => permit,
+        Err(throttled) => {
+            let t = token.as_ref();
+            return throttle::refused(&shared, client, &req, path, t, &snapshot, &throttled).await;
+        }
+    };
     let upstream = match forward::upstream_request(
         req,
         &authority,

@@ -18,8 +18,10 @@
 //!    * Values are read according to the key's type, not guessed from their look: a text key
 //!      takes the value verbatim (`ROBOTS_PROXY_ROBOTS__USER_AGENT=12345` is the string
 //!      `"12345"`), a number key takes digits, a boolean key `true` or `false`, a list key a
-//!      comma-separated list (`ROBOTS_PROXY_POLICY__TOKEN_SOURCES=header,default`), and an
-//!      empty value unsets an optional key (`ROBOTS_PROXY_POLICY__DEFAULT_TOKEN=`).
+//!      comma-separated list (`ROBOTS_PROXY_POLICY__TOKEN_SOURCES=header,default`), a decimal
+//!      key a decimal number (`ROBOTS_PROXY_PACING__DEFAULT_RPS=2.5`), and an empty value
+//!      unsets an optional key (`ROBOTS_PROXY_POLICY__DEFAULT_TOKEN=`). A list of tables
+//!      (`pacing.sites`) cannot be written in one variable: it is set in the file only.
 //! 4. **Command line**: [`Overrides`], filled by the CLI.
 //!
 //! After the sources are merged, [`Config`] is validated as a whole (`robots.min_age` ≤
@@ -35,7 +37,7 @@ use std::time::Duration;
 
 use figment::error::{Actual, Kind};
 use figment::providers::{Format, Serialized, Toml};
-use figment::value::{Dict, Empty, Map, Tag, Value};
+use figment::value::{Dict, Empty, Map, Num, Tag, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use serde::{Deserialize, Serialize};
 
@@ -430,6 +432,8 @@ pub struct Config {
     pub log: LogSection,
     /// HTTPS through CONNECT.
     pub https: crate::tls::HttpsSection,
+    /// Politeness: Crawl-delay and a pace per authority.
+    pub pacing: crate::pacing::PacingSection,
 }
 
 impl Default for Config {
@@ -444,6 +448,7 @@ impl Default for Config {
             audit: AuditSection::default(),
             log: LogSection::default(),
             https: crate::tls::HttpsSection::default(),
+            pacing: crate::pacing::PacingSection::default(),
         }
     }
 }
@@ -602,6 +607,8 @@ impl Config {
                 format!("{:?} is not a valid filter: {e}", self.log.level)
             });
         }
+
+        bad.extend(self.pacing.check());
         bad
     }
 }
@@ -1048,6 +1055,13 @@ impl EnvProvider {
                 )));
                 continue;
             }
+            if let KeyKind::Tables = kind {
+                problems.push(problem(format!(
+                    "{key} is a list of tables: set it in the configuration file, not the \
+                     environment"
+                )));
+                continue;
+            }
             if let Some(earlier) = provider.names.get(&key) {
                 problems.push(problem(format!("set twice, also by {earlier}")));
                 continue;
@@ -1103,8 +1117,12 @@ struct Schema {
 enum KeyKind {
     Text,
     Integer,
+    /// A number that may have a fraction (`pacing.default_rps`).
+    Float,
     Boolean,
     List,
+    /// A list of tables (`[[pacing.sites]]`): file only, a comma-separated list cannot say it.
+    Tables,
     Section,
 }
 
@@ -1126,6 +1144,10 @@ impl KeyKind {
                     Value::from(raw.to_owned())
                 }
             }
+            KeyKind::Float => match trimmed.parse::<f64>() {
+                Ok(n) => Value::from(n),
+                Err(_) => Value::from(raw.to_owned()),
+            },
             KeyKind::Boolean => match trimmed.to_ascii_lowercase().as_str() {
                 "true" => Value::from(true),
                 "false" => Value::from(false),
@@ -1140,7 +1162,7 @@ impl KeyKind {
                     .map(|item| Value::from(item.to_owned()))
                     .collect(),
             ),
-            KeyKind::Text | KeyKind::Section => Value::from(raw.to_owned()),
+            KeyKind::Text | KeyKind::Tables | KeyKind::Section => Value::from(raw.to_owned()),
         }
     }
 }
@@ -1172,8 +1194,12 @@ impl Schema {
                     self.walk(&key, inner);
                     KeyKind::Section
                 }
+                Value::Num(_, Num::F32(_) | Num::F64(_)) => KeyKind::Float,
                 Value::Num(..) => KeyKind::Integer,
                 Value::Bool(..) => KeyKind::Boolean,
+                Value::Array(_, items) if matches!(items.first(), Some(Value::Dict(..))) => {
+                    KeyKind::Tables
+                }
                 Value::Array(..) => KeyKind::List,
                 Value::String(..) | Value::Char(..) | Value::Empty(..) => KeyKind::Text,
             };
@@ -1193,9 +1219,15 @@ impl Schema {
 }
 
 /// A configuration with every optional key set, so that serialising it shows every key and its
-/// type. A new `Option` field must be set here (a unit test checks that none is left unset).
+/// type. A new `Option` field must be set here (a unit test checks that none is left unset), and
+/// a list of tables needs one entry to be told from a plain list.
 fn schema_sample() -> Config {
     let mut config = Config::default();
+    config.pacing.sites = vec![crate::pacing::SitePace {
+        authority: String::new(),
+        rps: Some(0.0),
+        concurrency: Some(0),
+    }];
     config.policy.default_token = Some(String::new());
     config.https.ca_cert = Some(PathBuf::new());
     config.https.ca_key = Some(PathBuf::new());
@@ -1259,6 +1291,10 @@ mod tests {
         assert_eq!(schema.kinds["policy.token_sources"], KeyKind::List);
         assert_eq!(schema.kinds["policy.default_token"], KeyKind::Text);
         assert_eq!(schema.kinds["https.connect_ports"], KeyKind::List);
+        assert_eq!(schema.kinds["pacing.default_rps"], KeyKind::Float);
+        assert_eq!(schema.kinds["pacing.default_concurrency"], KeyKind::Integer);
+        assert_eq!(schema.kinds["pacing.max_wait"], KeyKind::Text);
+        assert_eq!(schema.kinds["pacing.sites"], KeyKind::Tables);
         assert_eq!(
             schema.optional.iter().collect::<Vec<_>>(),
             ["https.ca_cert", "https.ca_key", "https.upstream_ca_file", "policy.default_token"]
@@ -1275,6 +1311,9 @@ mod tests {
         assert!(matches!(v(KeyKind::Integer, "-7"), Value::Num(..)));
         assert!(matches!(v(KeyKind::Integer, "seven"), Value::String(..)));
         assert!(matches!(v(KeyKind::Boolean, "TRUE"), Value::Bool(_, true)));
+        assert!(matches!(v(KeyKind::Float, " 2.5 "), Value::Num(_, Num::F64(n)) if n == 2.5));
+        assert!(matches!(v(KeyKind::Float, "2"), Value::Num(_, Num::F64(n)) if n == 2.0));
+        assert!(matches!(v(KeyKind::Float, "fast"), Value::String(..)));
         assert!(matches!(v(KeyKind::Boolean, "yes"), Value::String(..)));
         let Value::Array(_, items) = v(KeyKind::List, "header, user-agent,,") else {
             panic!("a list");

@@ -21,6 +21,7 @@
 //! * [`cache`]: the robots cache and its fetcher.
 //! * [`proxy`]: the listener and forwarding.
 //! * [`policy`]: product token and decision.
+//! * [`pacing`]: politeness: Crawl-delay and a pace per site across every crawler.
 //! * [`audit`]: the audit log of blocked requests.
 //! * [`config`]: layered configuration.
 //! * [`logging`]: operational logs (tracing), separate from the audit log.
@@ -42,6 +43,7 @@ pub mod config;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
+pub mod pacing;
 pub mod policy;
 pub mod proxy;
 pub mod robots;

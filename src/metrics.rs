@@ -58,11 +58,19 @@ pub enum Decision {
     Refuse,
     /// A CONNECT relayed as an opaque tunnel (`https.mode = "tunnel"`).
     Tunnel,
+    /// Allowed by robots.txt but refused with 429 to keep the site's pace
+    /// ([`crate::pacing`]).
+    Throttle,
 }
 
 impl Decision {
-    const ALL: [Decision; 4] =
-        [Decision::Allow, Decision::Disallow, Decision::Refuse, Decision::Tunnel];
+    const ALL: [Decision; 5] = [
+        Decision::Allow,
+        Decision::Disallow,
+        Decision::Refuse,
+        Decision::Tunnel,
+        Decision::Throttle,
+    ];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
@@ -71,6 +79,7 @@ impl Decision {
             Decision::Disallow => "disallow",
             Decision::Refuse => "refuse",
             Decision::Tunnel => "tunnel",
+            Decision::Throttle => "throttle",
         }
     }
 
@@ -181,7 +190,7 @@ impl EncodeMetric for LatencyHistogram {
 pub struct Metrics {
     registry: Registry,
     /// `[decision][scheme]`, scheme 0 = http, 1 = https.
-    requests: [[Counter; 2]; 4],
+    requests: [[Counter; 2]; 5],
     upstream_errors: Family<Vec<(&'static str, &'static str)>, Counter>,
     open_connections: Gauge,
     decision_latency: LatencyHistogram,
@@ -206,7 +215,7 @@ impl Metrics {
         let requests_family = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
         registry.register(
             "requests",
-            "Requests decided, by decision (allow, disallow, refuse, tunnel) and scheme",
+            "Requests decided, by decision (allow, disallow, refuse, tunnel, throttle) and scheme",
             requests_family.clone(),
         );
         let requests = Decision::ALL.map(|d| {
@@ -274,13 +283,12 @@ impl Metrics {
         }
     }
 
-    /// Counts a decision and how long it took since `started`.
-    pub fn decided(&self, decision: Decision, scheme: Scheme, started: std::time::Instant) {
+    /// Records how long a decision took since `started` (the request's arrival).
+    pub fn decision_time(&self, started: std::time::Instant) {
         self.decision_latency.observe(started.elapsed());
-        self.count(decision, scheme);
     }
 
-    /// Counts a decision without a latency (CONNECT refusals and tunnels).
+    /// Counts what was done with a request.
     pub fn count(&self, decision: Decision, scheme: Scheme) {
         let scheme = usize::from(scheme == Scheme::Https);
         self.requests[decision.index()][scheme].inc();

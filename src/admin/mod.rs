@@ -222,6 +222,7 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
                 "disallow": requests(Decision::Disallow),
                 "refuse": requests(Decision::Refuse),
                 "tunnel": requests(Decision::Tunnel),
+                "throttle": requests(Decision::Throttle),
             },
             "blocks": metrics.blocks(TOP),
             "cache": {

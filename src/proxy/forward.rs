@@ -126,18 +126,26 @@ pub(crate) fn upstream_request(
     token_header: &HeaderName,
     via: &Via,
 ) -> Result<Request<Incoming>, http::Error> {
-    let uri = Uri::builder()
-        .scheme(authority.scheme().as_str())
-        .authority(authority.host_header())
-        .path_and_query(path)
-        .build()?;
+    // The request-target is reused as it is when it already names exactly the authority and
+    // path that were checked (the common case); otherwise it is rebuilt from them.
+    let host_header = authority.host_header();
+    let unchanged = req.uri().scheme_str() == Some(authority.scheme().as_str())
+        && req.uri().authority().is_some_and(|a| a.as_str() == host_header)
+        && req.uri().path_and_query().is_some_and(|p| p.as_str() == path);
+    if !unchanged {
+        let uri = Uri::builder()
+            .scheme(authority.scheme().as_str())
+            .authority(host_header.as_str())
+            .path_and_query(path)
+            .build()?;
+        *req.uri_mut() = uri;
+    }
     let version = req.version();
-    *req.uri_mut() = uri;
     *req.version_mut() = http::Version::HTTP_11;
     let headers = req.headers_mut();
     strip_hop_by_hop(headers);
     headers.remove(token_header);
-    let host = HeaderValue::from_str(&authority.host_header()).map_err(http::Error::from)?;
+    let host = HeaderValue::from_str(&host_header).map_err(http::Error::from)?;
     headers.insert(header::HOST, host);
     via.add(headers, version);
     Ok(req)
@@ -152,7 +160,8 @@ pub(crate) async fn send(
     via: &Via,
     metrics: &Metrics,
 ) -> Response<ProxyBody> {
-    let target = req.uri().to_string();
+    // Cheap: a `Uri` clone shares its bytes. Only formatted when something fails.
+    let target = req.uri().clone();
     let sent = std::time::Instant::now();
     match tokio::time::timeout(response_timeout, client.request(req)).await {
         Ok(Ok(resp)) => {

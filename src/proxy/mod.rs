@@ -7,6 +7,7 @@
 mod answer;
 mod connect;
 mod forward;
+mod throttle;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -29,6 +30,7 @@ use crate::cache::RobotsCache;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Decision, Metrics};
+use crate::pacing::Pacer;
 use crate::policy::{Policy, PolicyError};
 use crate::robots::normalize::normalize_request_path;
 use crate::tls::ca::CertificateAuthority;
@@ -47,6 +49,9 @@ pub enum ProxyError {
     /// The TLS client configuration for origins is invalid.
     #[error(transparent)]
     ClientTls(#[from] crate::tls::ClientTlsError),
+    /// The pacing configuration is invalid.
+    #[error(transparent)]
+    Pacing(#[from] crate::pacing::PacingError),
 }
 
 /// Everything a request handler needs, shared by all connections.
@@ -55,6 +60,7 @@ struct Shared {
     live: ArcSwap<Live>,
     metrics: Arc<Metrics>,
     cache: Arc<RobotsCache>,
+    pacer: Arc<Pacer>,
     audit: AuditLog,
     client: forward::UpstreamClient,
     clock: Arc<dyn Clock>,
@@ -113,6 +119,7 @@ impl Proxy {
             live: ArcSwap::from_pointee(Live::new(config)?),
             metrics,
             cache,
+            pacer: Arc::new(Pacer::new(&config.pacing)?),
             audit,
             client: forward::client(&config.upstream, tls),
             clock,
@@ -159,6 +166,11 @@ impl Proxy {
     /// The clock decisions are made by.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.shared.clock
+    }
+
+    /// The pacer, for its statistics ([`Pacer::stats`], [`Pacer::queue_depths`]).
+    pub fn pacer(&self) -> Arc<Pacer> {
+        self.shared.pacer.clone()
     }
 
     /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
@@ -327,8 +339,7 @@ async fn process(
     if audit_all || !live.policy.is_allowed(&snapshot, token.as_ref(), path) {
         let now = shared.clock.now();
         let decision = live.policy.decide(&snapshot, token.as_ref(), path, now);
-        let verdict = if decision.is_allowed() { Decision::Allow } else { Decision::Disallow };
-        shared.metrics.decided(verdict, authority.scheme(), started);
+        shared.metrics.decision_time(started);
         let url = format!("{authority}{path}");
         let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
         let status = (!decision.is_allowed()).then_some(403);
@@ -348,6 +359,7 @@ async fn process(
             tracing::error!(error = %e, "audit record could not be queued");
         }
         if !decision.is_allowed() {
+            shared.metrics.count(Decision::Disallow, authority.scheme());
             tracing::info!(url = %url, token = ?token.as_ref().map(|t| t.as_str()), reason = %decision.reason, "blocked");
             return answer::blocked(
                 &decision,
@@ -357,8 +369,19 @@ async fn process(
             );
         }
     } else {
-        shared.metrics.decided(Decision::Allow, authority.scheme(), started);
+        shared.metrics.decision_time(started);
     }
+    // Politeness (crate::pacing): wait for the site's pace, or answer 429. The permit is held
+    // until the origin's response headers arrive.
+    let _permit = match shared.pacer.admit(&authority, &snapshot, token.as_ref()).await {
+        Ok(permit) => permit,
+        Err(throttled) => {
+            shared.metrics.count(Decision::Throttle, authority.scheme());
+            let t = token.as_ref();
+            return throttle::refused(&shared, client, &req, path, t, &snapshot, &throttled).await;
+        }
+    };
+    shared.metrics.count(Decision::Allow, authority.scheme());
     let upstream = match forward::upstream_request(
         req,
         &authority,

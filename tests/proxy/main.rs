@@ -9,4 +9,5 @@ mod raw_origin;
 mod blocking;
 mod fetch_table;
 mod forwarding;
+mod pacing;
 mod streaming;

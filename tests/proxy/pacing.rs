@@ -6,8 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use robots_proxy::authority::Authority;
+use robots_proxy::authority::{Authority, Scheme};
 use robots_proxy::config::Config;
+use robots_proxy::metrics::Decision;
 use robots_proxy::pacing::PacingStats;
 
 use crate::support::{Origin, TestProxy};
@@ -119,6 +120,8 @@ async fn a_full_queue_answers_429_with_retry_after_and_an_audit_record() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 429);
+    let throttled = proxy.metrics.requests(Decision::Throttle, Scheme::Http);
+    assert_eq!(throttled, 1, "counted as robots_proxy_requests_total{{decision=\"throttle\"}}");
     assert_eq!(resp.headers()["retry-after"], "1");
     let status = resp.headers()["proxy-status"].to_str().unwrap().to_owned();
     assert!(status.contains("error=http_request_denied"), "{status}");

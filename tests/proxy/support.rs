@@ -151,6 +151,8 @@ pub struct TestProxy {
     pub audit: AuditLog,
     /// The proxy's pacer, for its statistics.
     pub pacer: Arc<Pacer>,
+    /// The proxy's metrics.
+    pub metrics: Arc<robots_proxy::metrics::Metrics>,
     _state: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -189,6 +191,7 @@ impl TestProxy {
         config.proxy.listen = addr;
         let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, ca).unwrap();
         let pacer = proxy.pacer();
+        let metrics = proxy.metrics().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(proxy.serve(
             listener,
@@ -197,7 +200,16 @@ impl TestProxy {
             },
             Duration::from_secs(1),
         ));
-        TestProxy { addr, clock, audit_path, audit, pacer, _state: state, stop: Some(stop) }
+        TestProxy {
+            addr,
+            clock,
+            audit_path,
+            audit,
+            pacer,
+            metrics,
+            _state: state,
+            stop: Some(stop),
+        }
     }
 
     /// A reqwest client that sends everything through this proxy.

@@ -275,16 +275,17 @@ impl fmt::Debug for Decision<'_> {
     }
 }
 
-/// Brings a path and query into the canonical form, borrowing when it already is.
+/// Brings a path and query into the form patterns are matched against (canonical, `*` and `$`
+/// encoded: see [`normalize::normalize_path_for_matching_into`]), borrowing when it already is.
 fn canonical_path(path: &str) -> Cow<'_, str> {
-    if path.starts_with('/') && normalize::is_canonical(path.as_bytes()) {
+    if path.starts_with('/') && normalize::is_canonical_path_for_matching(path.as_bytes()) {
         return Cow::Borrowed(path);
     }
     let mut out = Vec::with_capacity(path.len() + 8);
     if !path.starts_with('/') {
         out.push(b'/');
     }
-    normalize::normalize_into(path.as_bytes(), &mut out);
+    normalize::normalize_path_for_matching_into(path.as_bytes(), &mut out);
     Cow::Owned(String::from_utf8(out).unwrap_or_default())
 }
 
@@ -520,7 +521,7 @@ impl Builder {
                 }
                 let kind =
                     if line.field == Field::Allow { RuleKind::Allow } else { RuleKind::Disallow };
-                let pattern = normalize::normalize(line.value);
+                let pattern = normalize::normalize_pattern(line.value);
                 if kind == RuleKind::Allow {
                     // Google: allowing `/dir/index.html` (or `.htm`) also allows `/dir/`.
                     if let Some(slash) = pattern.rfind('/') {

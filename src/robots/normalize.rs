@@ -97,13 +97,56 @@ pub fn is_canonical(input: &[u8]) -> bool {
     input.iter().all(|&b| matches!(CLASS[usize::from(b)], Class::Unreserved | Class::Reserved))
 }
 
+/// Whether `input` is already in the canonical form of a path *for matching*
+/// ([`normalize_path_for_matching_into`]): canonical, and without a literal `*` or `$`.
+pub fn is_canonical_path_for_matching(input: &[u8]) -> bool {
+    input.iter().all(|&b| {
+        matches!(CLASS[usize::from(b)], Class::Unreserved | Class::Reserved)
+            && b != b'*'
+            && b != b'$'
+    })
+}
+
 /// Appends the canonical form of `input` to `out` (see the module documentation).
 pub fn normalize_into(input: &[u8], out: &mut Vec<u8>) {
+    normalize_with(input, out, false);
+}
+
+/// Appends the form of a URL path and query that patterns are matched against: the canonical
+/// form, with `*` and `$` written `%2A` and `%24`.
+///
+/// Why: in a pattern `*` and `$` are operators, so a pattern names the characters themselves as
+/// `%2A` and `%24`, and RFC 9309 §2.2.3 says such a pattern matches a URL that has them literally
+/// (`/path/file-with-a-%2A.html` matches `/path/file-with-a-*.html`). Encoding them in the path
+/// (and a `$` that is not a pattern's final anchor, see [`normalize_pattern`]) makes the literal
+/// and the encoded forms compare equal on both sides. This form is for matching only: a proxy
+/// forwards [`normalize_request_path`]'s result, which leaves `*` and `$` as they were sent.
+pub fn normalize_path_for_matching_into(input: &[u8], out: &mut Vec<u8>) {
+    normalize_with(input, out, true);
+}
+
+/// The canonical form of an `allow`/`disallow` pattern: [`normalize`], and every `$` but a
+/// final one (which anchors) written `%24`, since elsewhere `$` is an ordinary character
+/// (Google) that must compare equal to a URL's `$` (see [`normalize_path_for_matching_into`]).
+pub fn normalize_pattern(input: &[u8]) -> String {
+    let mut pattern = normalize(input);
+    let (body, anchor) = match pattern.strip_suffix('$') {
+        Some(body) => (body, "$"),
+        None => (pattern.as_str(), ""),
+    };
+    if body.contains('$') {
+        pattern = format!("{}{anchor}", body.replace('$', "%24"));
+    }
+    pattern
+}
+
+fn normalize_with(input: &[u8], out: &mut Vec<u8>, encode_operators: bool) {
     out.reserve(input.len());
     let mut i = 0;
     while i < input.len() {
         let b = input[i];
         match CLASS[usize::from(b)] {
+            Class::Reserved if encode_operators && (b == b'*' || b == b'$') => push_escaped(out, b),
             Class::Unreserved | Class::Reserved => out.push(b),
             Class::Other => push_escaped(out, b),
             Class::Percent => {
@@ -230,6 +273,24 @@ mod tests {
             let once = normalize(s.as_bytes());
             assert_eq!(normalize(once.as_bytes()), once, "{s}");
         }
+    }
+
+    #[test]
+    fn star_and_dollar_compare_encoded_for_matching() {
+        // RFC 9309 §2.2.3: `%2A` and `%24` in a pattern match a URL's literal `*` and `$`.
+        assert_eq!(normalize_pattern(b"/a$b"), "/a%24b");
+        assert_eq!(normalize_pattern(b"/a$b$"), "/a%24b$");
+        assert_eq!(normalize_pattern(b"/a$$"), "/a%24$");
+        assert_eq!(normalize_pattern(b"/*.php$"), "/*.php$");
+        assert_eq!(normalize_pattern(b"/%2a%24"), "/%2A%24");
+        let mut out = Vec::new();
+        normalize_path_for_matching_into(b"/file-*.html?x=$1&y=%2a", &mut out);
+        assert_eq!(out, b"/file-%2A.html?x=%241&y=%2A");
+        assert!(!is_canonical_path_for_matching(b"/a*"));
+        assert!(!is_canonical_path_for_matching(b"/a$"));
+        assert!(is_canonical_path_for_matching(b"/a/b?c=d"));
+        // What is forwarded keeps them as sent.
+        assert_eq!(normalize_request_path("/file-*.html?x=$1"), "/file-*.html?x=$1");
     }
 
     #[test]

@@ -518,9 +518,12 @@ fn dollar_at_the_end_anchors() {
     assert!(allowed(body, "bot", "/a/b.gifs"));
     assert!(!allowed(body, "bot", "/exact"));
     assert!(allowed(body, "bot", "/exact/"));
-    // `$` elsewhere is an ordinary character.
+    // `$` elsewhere is an ordinary character, the same as `%24`.
     let body = "User-agent: *\nDisallow: /a$b\n";
     assert!(!allowed(body, "bot", "/a$b/c"));
+    assert!(!allowed(body, "bot", "/a%24b/c"));
+    assert!(!allowed("User-agent: *\nDisallow: /a$$\n", "bot", "/a$"));
+    assert!(allowed("User-agent: *\nDisallow: /a$$\n", "bot", "/a$b"));
     assert!(allowed(body, "bot", "/a"));
     // A star before the anchor.
     assert!(!allowed("User-agent: *\nDisallow: /a*$\n", "bot", "/a/anything"));
@@ -599,10 +602,15 @@ fn rfc_9309_percent_encoding_table() {
     assert!(!allowed(body, "bot", "/foo/bar?baz=http%3A%2F%2Ffoo.bar"));
     // RFC 9309 §2.2.3: special characters matched verbatim are written encoded.
     let body = "User-agent: *\nDisallow: /path/file-with-a-%2A.html\nDisallow: /path/foo-%24\n";
-    assert!(!allowed(body, "bot", "/path/file-with-a-%2A.html"));
+    for url in
+        ["/path/file-with-a-*.html", "/path/file-with-a-%2A.html", "/path/file-with-a-%2a.html"]
+    {
+        assert!(!allowed(body, "bot", url), "{url}");
+    }
     assert!(allowed(body, "bot", "/path/file-with-a-x.html"), "%2A is not a wildcard");
-    assert!(!allowed(body, "bot", "/path/foo-%24"));
-    assert!(!allowed(body, "bot", "/path/foo-%24/x"), "%24 is not an anchor");
+    for url in ["/path/foo-$", "/path/foo-%24", "/path/foo-$/x"] {
+        assert!(!allowed(body, "bot", url), "{url}");
+    }
 }
 
 #[test]

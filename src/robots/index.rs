@@ -3,10 +3,13 @@
 //! Walking the tree along a path visits exactly the rules whose literal prefix (the part before
 //! the first `*`) is a prefix of the path: the only rules that can match. A file of 100,000 rules
 //! thus costs a walk of the path's length plus the few candidates on the way, instead of a scan
-//! of every rule. Nodes, edges and labels live in flat vectors, so the tree is compact, immutable
-//! and cheap to share.
+//! of every rule. Nodes, edges, labels and rule entries live in flat vectors, so the tree is
+//! compact, immutable and cheap to share.
+//!
+//! Each rule is kept as a small [`Entry`] that holds all a walk needs (priority, kind, and the
+//! `*`-separated segments of the pattern after its prefix, split once at build time), so that a
+//! decision touches only the index's own contiguous memory, never the [`Rule`]s themselves.
 
-use super::pattern;
 use super::{Rule, RuleKind};
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,7 +28,8 @@ impl Span {
 struct Node {
     label: Span,
     edges: Span,
-    rules: Span,
+    /// Into `entries`, sorted best first: longest pattern, then allow, then earliest line.
+    entries: Span,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -34,30 +38,43 @@ struct Edge {
     node: u32,
 }
 
+/// What the walk needs to know about one rule.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    rule: u32,
+    /// The pattern's length in octets: its priority.
+    len: u32,
+    line: u32,
+    /// The literal segments after the prefix (between `*`s), into `segs`.
+    segs: Span,
+    allow: bool,
+    /// Whether the path must end where the last segment ends (a final `$` not cancelled by a
+    /// `*` before it).
+    anchored: bool,
+}
+
+impl Entry {
+    /// The ordering key: greater is better (longest, then allow, then earliest line).
+    fn key(&self) -> (u32, bool, std::cmp::Reverse<u32>) {
+        (self.len, self.allow, std::cmp::Reverse(self.line))
+    }
+}
+
 /// The compiled form of the rules that apply to one product token (or to `*`).
 #[derive(Debug, Default)]
 pub(crate) struct PrefixIndex {
     nodes: Vec<Node>,
     edges: Vec<Edge>,
-    rules: Vec<u32>,
-    labels: Vec<u8>,
+    entries: Vec<Entry>,
+    segs: Vec<Span>,
+    /// Node labels and pattern segments.
+    bytes: Vec<u8>,
 }
 
-/// The winning rule of a walk: its index, pattern length and kind.
+/// The winning rule of a walk.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Best {
     pub(crate) rule: u32,
-    len: u32,
-    allow: bool,
-    line: u32,
-}
-
-impl Best {
-    /// Whether a rule of this length and kind can no longer win against `self`.
-    fn beats(&self, len: u32, allow: bool, line: u32) -> bool {
-        (self.len, self.allow, std::cmp::Reverse(self.line))
-            >= (len, allow, std::cmp::Reverse(line))
-    }
 }
 
 fn prefix(rule: &Rule) -> &[u8] {
@@ -66,76 +83,121 @@ fn prefix(rule: &Rule) -> &[u8] {
 
 impl PrefixIndex {
     /// Builds the index over the rules named by `ids` (indices into `all`).
-    pub(crate) fn build(all: &[Rule], mut ids: Vec<u32>) -> Self {
-        ids.sort_unstable_by(|&a, &b| prefix(&all[a as usize]).cmp(prefix(&all[b as usize])));
+    pub(crate) fn build(all: &[Rule], ids: Vec<u32>) -> Self {
+        // Sort (prefix, id) pairs once, so the recursion below reads contiguous memory.
+        let mut items: Vec<(&[u8], u32)> =
+            ids.iter().map(|&r| (prefix(&all[r as usize]), r)).collect();
+        items.sort_unstable();
         let mut index = PrefixIndex {
             nodes: vec![Node::default()],
             edges: Vec::new(),
-            rules: Vec::with_capacity(ids.len()),
-            labels: Vec::new(),
+            entries: Vec::with_capacity(items.len()),
+            segs: Vec::new(),
+            bytes: Vec::new(),
         };
-        // (node, range of `ids`, depth): an explicit stack, so deep trees cannot overflow ours.
-        let mut work = vec![(0u32, 0usize, ids.len(), 0usize)];
+        // (node, range of `items`, depth): an explicit stack, so deep trees cannot overflow ours.
+        let mut work = vec![(0u32, 0usize, items.len(), 0usize)];
         while let Some((node, lo, hi, depth)) = work.pop() {
             let mut i = lo;
-            let rules_start = index.rules.len() as u32;
-            while i < hi && prefix(&all[ids[i] as usize]).len() == depth {
-                index.rules.push(ids[i]);
+            let entries_start = index.entries.len();
+            while i < hi && items[i].0.len() == depth {
+                let entry = index.entry(&all[items[i].1 as usize], items[i].1);
+                index.entries.push(entry);
                 i += 1;
             }
-            // Longest patterns first, so a walk can stop looking at a node early.
-            let here = &mut index.rules[rules_start as usize..];
-            here.sort_unstable_by_key(|&r| std::cmp::Reverse(all[r as usize].pattern.len()));
+            index.entries[entries_start..].sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
             let edges_start = index.edges.len() as u32;
             while i < hi {
-                let first = prefix(&all[ids[i] as usize]);
+                let first = items[i].0;
                 let byte = first[depth];
                 let mut j = i + 1;
-                while j < hi && prefix(&all[ids[j] as usize])[depth] == byte {
+                while j < hi && items[j].0[depth] == byte {
                     j += 1;
                 }
-                let last = prefix(&all[ids[j - 1] as usize]);
+                let last = items[j - 1].0;
                 let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
                 let child = index.nodes.len() as u32;
-                let label = Span { start: index.labels.len() as u32, len: (common - depth) as u32 };
-                index.labels.extend_from_slice(&first[depth..common]);
+                let label = Span { start: index.bytes.len() as u32, len: (common - depth) as u32 };
+                index.bytes.extend_from_slice(&first[depth..common]);
                 index.nodes.push(Node { label, ..Node::default() });
                 index.edges.push(Edge { byte, node: child });
                 work.push((child, i, j, common));
                 i = j;
             }
             let n = &mut index.nodes[node as usize];
-            n.rules = Span { start: rules_start, len: index.rules.len() as u32 - rules_start };
+            n.entries = Span {
+                start: entries_start as u32,
+                len: (index.entries.len() - entries_start) as u32,
+            };
             n.edges = Span { start: edges_start, len: index.edges.len() as u32 - edges_start };
         }
         index
     }
 
-    /// The longest matching rule for `path` (canonical form), allow winning ties.
-    pub(crate) fn longest_match(&self, all: &[Rule], path: &[u8]) -> Option<Best> {
-        let mut best: Option<Best> = None;
-        let mut node = self.nodes[0];
+    /// The entry of one rule, its segments stored in `self`.
+    fn entry(&mut self, rule: &Rule, id: u32) -> Entry {
+        let pattern = rule.pattern.as_bytes();
+        let rest = &pattern[rule.shape.prefix_len as usize..rule.shape.body_len as usize];
+        // A trailing `*` swallows whatever an anchor would have demanded.
+        let anchored = rule.shape.anchored && rest.last() != Some(&b'*');
+        let segs_start = self.segs.len() as u32;
+        for seg in rest.split(|&b| b == b'*').filter(|s| !s.is_empty()) {
+            self.segs.push(Span { start: self.bytes.len() as u32, len: seg.len() as u32 });
+            self.bytes.extend_from_slice(seg);
+        }
+        Entry {
+            rule: id,
+            len: pattern.len() as u32,
+            line: rule.line,
+            segs: Span { start: segs_start, len: self.segs.len() as u32 - segs_start },
+            allow: rule.kind == RuleKind::Allow,
+            anchored,
+        }
+    }
+
+    /// Whether the part of a pattern after its prefix matches `path` (what follows the prefix).
+    fn rest_matches(&self, e: &Entry, path: &[u8]) -> bool {
+        let segs = &self.segs[e.segs.range()];
+        let Some((last, init)) = segs.split_last() else {
+            return !e.anchored || path.is_empty();
+        };
+        // Each segment at its leftmost place after the previous one: always safe for `*`-only
+        // globs (see `pattern`), so no backtracking.
+        let mut pos = 0usize;
+        for seg in init {
+            match find(&path[pos..], &self.bytes[seg.range()]) {
+                Some(at) => pos += at + seg.len as usize,
+                None => return false,
+            }
+        }
+        let last = &self.bytes[last.range()];
+        if e.anchored {
+            path.len() >= pos + last.len() && path.ends_with(last)
+        } else {
+            find(&path[pos..], last).is_some()
+        }
+    }
+
+    /// The best matching rule for `path` (canonical form): the longest pattern, allow winning
+    /// ties, then the earliest line.
+    pub(crate) fn longest_match(&self, path: &[u8]) -> Option<Best> {
+        let mut best: Option<&Entry> = None;
+        let mut node = &self.nodes[0];
         let mut depth = 0usize;
         loop {
-            for &r in &self.rules[node.rules.range()] {
-                let rule = &all[r as usize];
-                let len = rule.pattern.len() as u32;
-                let allow = rule.kind == RuleKind::Allow;
-                if let Some(b) = &best {
-                    if b.len > len {
-                        break; // rules here are sorted longest first
-                    }
-                    if b.beats(len, allow, rule.line) {
-                        continue;
-                    }
+            let rest = &path[depth..];
+            // Entries are sorted best first: the first that matches is this node's best, and
+            // once one cannot beat the best so far, none after it can.
+            for e in &self.entries[node.entries.range()] {
+                if best.is_some_and(|b| b.key() >= e.key()) {
+                    break;
                 }
-                let pat = rule.pattern.as_bytes();
-                let rest = &pat[rule.shape.prefix_len as usize..rule.shape.body_len as usize];
-                if pattern::matches_rest(rest, rule.shape.anchored, &path[depth..]) {
-                    best = Some(Best { rule: r, len, allow, line: rule.line });
+                if self.rest_matches(e, rest) {
+                    best = Some(e);
+                    break;
                 }
             }
-            let Some(&byte) = path.get(depth) else { break };
+            let Some(&byte) = rest.first() else { break };
             let edges = &self.edges[node.edges.range()];
             let found = if edges.len() <= 8 {
                 edges.iter().find(|e| e.byte == byte)
@@ -143,22 +205,46 @@ impl PrefixIndex {
                 edges.binary_search_by_key(&byte, |e| e.byte).ok().map(|i| &edges[i])
             };
             let Some(edge) = found else { break };
-            let child = self.nodes[edge.node as usize];
-            let label = &self.labels[child.label.range()];
-            if !path[depth..].starts_with(label) {
+            let child = &self.nodes[edge.node as usize];
+            let label = &self.bytes[child.label.range()];
+            if !rest.starts_with(label) {
                 break;
             }
             depth += label.len();
             node = child;
         }
-        best
+        best.map(|e| Best { rule: e.rule })
     }
 
     /// Approximate heap size in bytes, for the cache's weigher.
     pub(crate) fn heap_size(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.edges.capacity() * std::mem::size_of::<Edge>()
-            + self.rules.capacity() * 4
-            + self.labels.capacity()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.segs.capacity() * std::mem::size_of::<Span>()
+            + self.bytes.capacity()
     }
+}
+
+/// Leftmost occurrence of `needle` (non-empty) in `haystack`. Paths are short, so a plain scan
+/// on the first byte beats setting up a vectorised search; long haystacks use `memchr`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, tail) = needle.split_first()?;
+    if needle.len() > haystack.len() {
+        return None;
+    }
+    let last_start = haystack.len() - needle.len();
+    if haystack.len() < 64 {
+        return (0..=last_start)
+            .find(|&i| haystack[i] == first && &haystack[i + 1..i + needle.len()] == tail);
+    }
+    let mut from = 0;
+    while from <= last_start {
+        let at = from + memchr::memchr(first, &haystack[from..=last_start])?;
+        if &haystack[at + 1..at + needle.len()] == tail {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }

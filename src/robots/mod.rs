@@ -289,6 +289,12 @@ fn canonical_path(path: &str) -> Cow<'_, str> {
     Cow::Owned(String::from_utf8(out).unwrap_or_default())
 }
 
+/// Whether a canonical path is `/robots.txt`, with or without a query.
+fn is_robots_txt(path: &[u8]) -> bool {
+    const ROBOTS: &[u8] = b"/robots.txt";
+    path.starts_with(ROBOTS) && matches!(path.get(ROBOTS.len()), None | Some(b'?'))
+}
+
 impl RobotsTxt {
     /// Parses a body with the default size limit ([`MIN_SIZE_LIMIT`]). Never fails: what cannot
     /// be read is skipped.
@@ -324,8 +330,7 @@ impl RobotsTxt {
     pub fn decide(&self, token: Option<&ProductToken>, path: &str) -> Decision<'_> {
         let rule_set = self.rule_set_for(token);
         let path = canonical_path(path);
-        let path_only = path.split('?').next().unwrap_or("");
-        if path_only == "/robots.txt" {
+        if is_robots_txt(path.as_bytes()) {
             return Decision {
                 verdict: Verdict::Allow,
                 reason: Reason::RobotsTxt,
@@ -341,7 +346,7 @@ impl RobotsTxt {
                 rule_set,
             };
         };
-        let best = self.rule_sets[set as usize].index.longest_match(&self.rules, path.as_bytes());
+        let best = self.rule_sets[set as usize].index.longest_match(path.as_bytes());
         match best {
             Some(best) => {
                 let rule = &self.rules[best.rule as usize];
@@ -482,6 +487,8 @@ struct Builder {
     /// Whether the current group has seen a rule line, so that the next `user-agent` line
     /// starts a new group (RFC 9309 §2.1).
     in_rules: bool,
+    /// Reused for normalising each pattern, so a rule costs one allocation.
+    scratch: Vec<u8>,
 }
 
 impl Builder {
@@ -521,17 +528,22 @@ impl Builder {
                 }
                 let kind =
                     if line.field == Field::Allow { RuleKind::Allow } else { RuleKind::Disallow };
-                let pattern = normalize::normalize_pattern(line.value);
+                let mut scratch = std::mem::take(&mut self.scratch);
+                scratch.clear();
+                normalize::normalize_pattern_into(line.value, &mut scratch);
+                // ASCII by construction (see `normalize`).
+                let pattern = std::str::from_utf8(&scratch).unwrap_or_default();
                 if kind == RuleKind::Allow {
                     // Google: allowing `/dir/index.html` (or `.htm`) also allows `/dir/`.
                     if let Some(slash) = pattern.rfind('/') {
                         if pattern[slash..].starts_with("/index.htm") {
                             let dir = format!("{}$", &pattern[..=slash]);
-                            self.push_rule(kind, dir, line.number);
+                            self.push_rule(kind, &dir, line.number);
                         }
                     }
                 }
                 self.push_rule(kind, pattern, line.number);
+                self.scratch = scratch;
             }
             Field::CrawlDelay => {
                 if let (Some(g), Some(seconds)) =
@@ -550,10 +562,10 @@ impl Builder {
         }
     }
 
-    fn push_rule(&mut self, kind: RuleKind, pattern: String, line: u32) {
+    fn push_rule(&mut self, kind: RuleKind, pattern: &str, line: u32) {
         let group = self.groups.len() as u32 - 1;
         let shape = PatternShape::of(pattern.as_bytes());
-        self.rules.push(Rule { kind, pattern: pattern.into_boxed_str(), line, group, shape });
+        self.rules.push(Rule { kind, pattern: pattern.into(), line, group, shape });
         if let Some(g) = self.groups.last_mut() {
             g.rules.end = self.rules.len() as u32;
         }

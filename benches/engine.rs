@@ -179,6 +179,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
+/// The least of `runs` timings of `reps` calls of `f`, in nanoseconds per call: the machine is
+/// shared, and the minimum is the figure least disturbed by other processes.
+fn best_ns(runs: u32, reps: u32, mut f: impl FnMut()) -> f64 {
+    (0..runs).map(|_| time_ns(reps, &mut f)).fold(f64::INFINITY, f64::min)
+}
+
 /// Nanoseconds per call of `f`, timed over `reps` calls.
 fn time_ns(reps: u32, mut f: impl FnMut()) -> f64 {
     let t0 = Instant::now();
@@ -346,21 +352,21 @@ fn measurement_pass(w: &Workload) {
         w.files.iter().filter(|f| f.body.len() >= MIN_SIZE_LIMIT).collect();
     biggest.sort_by_key(|f| std::cmp::Reverse(f.body.len()));
     for f in biggest {
-        let ns = time_ns(5, || {
+        let ns = best_ns(7, 1, || {
             black_box(RobotsTxt::parse(black_box(&f.body)));
         });
         println!(
-            "  {} ({} KiB, first 500 KiB parsed): {:.2} ms",
+            "  {} ({} KiB, first 500 KiB parsed): {:.2} ms (best of 7)",
             f.name,
             f.body.len() / 1024,
             ns / 1e6
         );
     }
     let synthetic = synthetic_body(MIN_SIZE_LIMIT);
-    let ns = time_ns(5, || {
+    let ns = best_ns(7, 1, || {
         black_box(RobotsTxt::parse(black_box(synthetic.as_bytes())));
     });
-    println!("  synthetic 500 KiB file: {:.2} ms", ns / 1e6);
+    println!("  synthetic 500 KiB file: {:.2} ms (best of 7)", ns / 1e6);
 
     println!("pathological:");
     let stars = RobotsTxt::parse(b"User-agent: *\nDisallow: /*a*a*a*a*a*a*a*a*b\n");
@@ -390,6 +396,35 @@ fn measurement_pass(w: &Workload) {
     println!();
 }
 
+/// Decision cost on tiny inputs, to see the fixed overhead of a decision.
+fn micro() {
+    let cases: &[(&str, &str)] = &[
+        ("", "/search?q=shoes&page=2"),
+        ("User-agent: *\nDisallow: /private\n", "/search?q=shoes&page=2"),
+        ("User-agent: *\nDisallow: /private\n", "/private/x"),
+        ("User-agent: *\nDisallow: /*.php$\nDisallow: /*?s=\n", "/search?q=shoes&page=2"),
+    ];
+    let token = ProductToken::new("QuxBot").ok();
+    let path = "/search?q=shoes&page=2";
+    let ns = time_ns(1_000_000, || {
+        black_box(robots_proxy::robots::normalize::is_canonical_path_for_matching(
+            black_box(path).as_bytes(),
+        ));
+    });
+    println!("{ns:6.1} ns  canonical check of {path}");
+    let ns = time_ns(1_000_000, || {
+        black_box(black_box(path).len());
+    });
+    println!("{ns:6.1} ns  nothing");
+    for (body, path) in cases {
+        let robots = RobotsTxt::parse(body.as_bytes());
+        let ns = time_ns(1_000_000, || {
+            black_box(robots.decide(black_box(token.as_ref()), black_box(path)).is_allowed());
+        });
+        println!("{ns:6.1} ns  {body:?} {path}");
+    }
+}
+
 fn benches(c: &mut Criterion) {
     let w = load();
     if w.files.is_empty() {
@@ -410,6 +445,10 @@ fn benches(c: &mut Criterion) {
                 }),
             }
         }
+        return;
+    }
+    if std::env::var_os("ENGINE_BENCH_MICRO").is_some() {
+        micro();
         return;
     }
     measurement_pass(&w);

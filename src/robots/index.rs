@@ -51,6 +51,11 @@ struct Entry {
     /// Whether the path must end where the last segment ends (a final `$` not cancelled by a
     /// `*` before it).
     anchored: bool,
+    /// For an anchored entry with segments, the byte the path must end with.
+    last_byte: u8,
+    /// A filter: bit `b % 64` is set for every byte `b` of the segments. A path that lacks one
+    /// of them cannot match, which rejects most wildcard rules without searching the path.
+    need: u64,
 }
 
 impl Entry {
@@ -145,6 +150,7 @@ impl PrefixIndex {
             self.segs.push(Span { start: self.bytes.len() as u32, len: seg.len() as u32 });
             self.bytes.extend_from_slice(seg);
         }
+        let need = rest.iter().filter(|&&b| b != b'*').fold(0, |m, &b| m | byte_bit(b));
         Entry {
             rule: id,
             len: pattern.len() as u32,
@@ -152,15 +158,25 @@ impl PrefixIndex {
             segs: Span { start: segs_start, len: self.segs.len() as u32 - segs_start },
             allow: rule.kind == RuleKind::Allow,
             anchored,
+            last_byte: rest.last().copied().unwrap_or(0),
+            need,
         }
     }
 
     /// Whether the part of a pattern after its prefix matches `path` (what follows the prefix).
-    fn rest_matches(&self, e: &Entry, path: &[u8]) -> bool {
+    /// `filter` holds the [`byte_bit`] mask of the whole path (a superset of this rest's bytes),
+    /// computed on first use.
+    fn rest_matches(&self, e: &Entry, path: &[u8], filter: &mut PathFilter<'_>) -> bool {
         let segs = &self.segs[e.segs.range()];
         let Some((last, init)) = segs.split_last() else {
             return !e.anchored || path.is_empty();
         };
+        if e.anchored && path.last() != Some(&e.last_byte) {
+            return false;
+        }
+        if e.need & !filter.bits() != 0 {
+            return false;
+        }
         // Each segment at its leftmost place after the previous one: always safe for `*`-only
         // globs (see `pattern`), so no backtracking.
         let mut pos = 0usize;
@@ -172,31 +188,56 @@ impl PrefixIndex {
         }
         let last = &self.bytes[last.range()];
         if e.anchored {
-            path.len() >= pos + last.len() && path.ends_with(last)
+            path.len() >= pos + last.len() && same(&path[path.len() - last.len()..], last)
         } else {
             find(&path[pos..], last).is_some()
         }
     }
 
+    /// The best of a node's entries that matches `rest`, if it beats `best`.
+    fn best_at<'a>(
+        &'a self,
+        node: &Node,
+        rest: &[u8],
+        best: Option<&'a Entry>,
+        filter: &mut PathFilter<'_>,
+    ) -> Option<&'a Entry> {
+        // Entries are sorted best first: the first that matches is this node's best, and once
+        // one cannot beat the best so far, none after it can.
+        for e in &self.entries[node.entries.range()] {
+            if best.is_some_and(|b| b.key() >= e.key()) {
+                break;
+            }
+            if self.rest_matches(e, rest, filter) {
+                return Some(e);
+            }
+        }
+        best
+    }
+
     /// The best matching rule for `path` (canonical form): the longest pattern, allow winning
     /// ties, then the earliest line.
+    ///
+    /// The walk goes down first and weighs the candidates on the way back up: deeper nodes hold
+    /// longer prefixes, so a good best is known early and the wildcard rules near the root,
+    /// usually shorter, are mostly skipped without being tried.
     pub(crate) fn longest_match(&self, path: &[u8]) -> Option<Best> {
+        const CHAIN: usize = 32;
+        let mut chain = [(0u32, 0u32); CHAIN];
+        let mut len = 0usize;
         let mut best: Option<&Entry> = None;
-        let mut node = &self.nodes[0];
+        let mut filter = PathFilter { path, bits: None };
+        let mut node_id = 0u32;
         let mut depth = 0usize;
         loop {
-            let rest = &path[depth..];
-            // Entries are sorted best first: the first that matches is this node's best, and
-            // once one cannot beat the best so far, none after it can.
-            for e in &self.entries[node.entries.range()] {
-                if best.is_some_and(|b| b.key() >= e.key()) {
-                    break;
-                }
-                if self.rest_matches(e, rest) {
-                    best = Some(e);
-                    break;
-                }
+            let node = &self.nodes[node_id as usize];
+            if len < CHAIN {
+                chain[len] = (node_id, depth as u32);
+                len += 1;
+            } else {
+                best = self.best_at(node, &path[depth..], best, &mut filter);
             }
+            let rest = &path[depth..];
             let Some(&byte) = rest.first() else { break };
             let edges = &self.edges[node.edges.range()];
             let found = if edges.len() <= 8 {
@@ -207,11 +248,15 @@ impl PrefixIndex {
             let Some(edge) = found else { break };
             let child = &self.nodes[edge.node as usize];
             let label = &self.bytes[child.label.range()];
-            if !rest.starts_with(label) {
+            if !starts_with(rest, label) {
                 break;
             }
             depth += label.len();
-            node = child;
+            node_id = edge.node;
+        }
+        for &(node_id, depth) in chain[..len].iter().rev() {
+            let node = &self.nodes[node_id as usize];
+            best = self.best_at(node, &path[depth as usize..], best, &mut filter);
         }
         best.map(|e| Best { rule: e.rule })
     }
@@ -226,6 +271,39 @@ impl PrefixIndex {
     }
 }
 
+/// The filter bit of one byte.
+#[inline]
+fn byte_bit(b: u8) -> u64 {
+    1 << (b % 64)
+}
+
+/// The filter bits of every byte of a whole path, computed when a wildcard rule first needs
+/// them. Over the whole path, not the rest after a node's prefix: extra bits only loosen the
+/// filter, so one computation serves every node of the walk.
+struct PathFilter<'p> {
+    path: &'p [u8],
+    bits: Option<u64>,
+}
+
+impl PathFilter<'_> {
+    fn bits(&mut self) -> u64 {
+        let path = self.path;
+        *self.bits.get_or_insert_with(|| path.iter().fold(0, |m, &b| m | byte_bit(b)))
+    }
+}
+
+/// Byte-slice equality without a call to `memcmp`: the slices compared here are a few bytes
+/// long, where the call costs more than the comparison.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+#[inline]
+fn starts_with(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && same(&s[..prefix.len()], prefix)
+}
+
 /// Leftmost occurrence of `needle` (non-empty) in `haystack`. Paths are short, so a plain scan
 /// on the first byte beats setting up a vectorised search; long haystacks use `memchr`.
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -236,12 +314,12 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     let last_start = haystack.len() - needle.len();
     if haystack.len() < 64 {
         return (0..=last_start)
-            .find(|&i| haystack[i] == first && &haystack[i + 1..i + needle.len()] == tail);
+            .find(|&i| haystack[i] == first && same(&haystack[i + 1..i + needle.len()], tail));
     }
     let mut from = 0;
     while from <= last_start {
         let at = from + memchr::memchr(first, &haystack[from..=last_start])?;
-        if &haystack[at + 1..at + needle.len()] == tail {
+        if same(&haystack[at + 1..at + needle.len()], tail) {
             return Some(at);
         }
         from = at + 1;

@@ -137,3 +137,23 @@ fn huge_single_line_and_many_user_agents() {
         .is_allowed());
     assert!(robots.decide(Some(&crate::util::token("other")), "/x").is_allowed());
 }
+
+#[test]
+fn wildcards_at_several_depths_of_the_index() {
+    // A deep candidate that fails, then a shallow one whose bytes lie before the deep node: the
+    // walk's byte filter must cover the whole path, not what follows the deepest node.
+    let body = "User-agent: *\nDisallow: /*q/ab/yy\nAllow: /zq/ab/*z\n";
+    let robots = RobotsTxt::parse(body.as_bytes());
+    let d = robots.decide(None, "/zq/ab/yy");
+    assert!(!d.is_allowed());
+    assert_eq!(d.rule().map(|r| r.line()), Some(2));
+    assert!(robots.decide(None, "/zq/ab/yz").is_allowed());
+    // Anchored candidates at several depths.
+    let body = "User-agent: *\nDisallow: /*.pdf$\nAllow: /docs/*.pdf$\nDisallow: /docs/x/*f$\n";
+    let robots = RobotsTxt::parse(body.as_bytes());
+    assert!(!robots.decide(None, "/a.pdf").is_allowed());
+    assert!(robots.decide(None, "/docs/a.pdf").is_allowed());
+    assert!(robots.decide(None, "/docs/x/a.pdf").is_allowed(), "allow /docs/*.pdf$ is longer");
+    assert!(!robots.decide(None, "/docs/x/af").is_allowed());
+    assert!(robots.decide(None, "/docs/a.pdf?x").is_allowed());
+}

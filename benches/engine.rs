@@ -212,7 +212,7 @@ fn synthetic_body(size: usize) -> String {
     let mut body = String::with_capacity(size + 64);
     let mut i = 0usize;
     while body.len() < size {
-        if i % 500 == 0 {
+        if i.is_multiple_of(500) {
             body.push_str(&format!("\nUser-agent: bot{}\n", ["a", "b", "c", "*"][i / 500 % 4]));
         }
         let line = match i % 5 {

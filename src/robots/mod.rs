@@ -43,8 +43,9 @@ pub struct RobotsTxt {
     rules: Vec<Rule>,
     groups: Vec<Group>,
     rule_sets: Vec<RuleSet>,
-    /// Lower-cased product token → index into `rule_sets`, sorted by token.
-    by_token: Vec<(Box<[u8]>, u32)>,
+    /// (lookup key, lower-cased product token) → index into `rule_sets`, sorted by key then
+    /// token (see [`token::lookup_key`]).
+    by_token: Vec<(u64, Box<[u8]>, u32)>,
     /// The rule set for `*`, if the file has a `*` group.
     any: Option<u32>,
     sitemaps: Vec<Sitemap>,
@@ -449,16 +450,25 @@ impl RobotsTxt {
             })
             .sum();
         let sets: usize = self.rule_sets.iter().map(|s| 64 + s.index.heap_size()).sum();
-        let tokens: usize = self.by_token.iter().map(|(t, _)| 24 + t.len()).sum();
+        let tokens: usize = self.by_token.iter().map(|(_, t, _)| 32 + t.len()).sum();
         let sitemaps: usize = self.sitemaps.iter().map(|s| 24 + s.url.len()).sum();
         std::mem::size_of::<Self>() + rules + groups + sets + tokens + sitemaps
     }
 
     fn rule_set_for(&self, token: Option<&ProductToken>) -> Option<u32> {
         if let Some(token) = token {
-            let key = token.lowercase().as_bytes();
-            if let Ok(i) = self.by_token.binary_search_by(|(t, _)| (**t).cmp(key)) {
-                return Some(self.by_token[i].1);
+            let (key, bytes) = (token.lookup_key(), token.lowercase().as_bytes());
+            let found = self.by_token.binary_search_by(|(k, t, _)| {
+                k.cmp(&key).then_with(|| {
+                    if t.len() <= 8 {
+                        t.len().cmp(&bytes.len())
+                    } else {
+                        (**t).cmp(bytes)
+                    }
+                })
+            });
+            if let Ok(i) = found {
+                return Some(self.by_token[i].2);
             }
         }
         self.any
@@ -617,14 +627,14 @@ impl Builder {
             s
         };
         let any = (!any_groups.is_empty()).then(|| intern(any_groups, &mut rule_sets));
-        let mut by_token: Vec<(Box<[u8]>, u32)> = token_groups
+        let mut by_token: Vec<(u64, Box<[u8]>, u32)> = token_groups
             .into_iter()
             .map(|(token, gs)| {
                 let s = intern(gs, &mut rule_sets);
-                (token, s)
+                (token::lookup_key(&token), token, s)
             })
             .collect();
-        by_token.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        by_token.sort_unstable();
         RobotsTxt {
             rules,
             groups,

@@ -665,3 +665,39 @@ fn matching_rules_lists_every_match_longest_first() {
     );
     assert!(robots.matching_rules(None, "/zzz").is_empty());
 }
+
+#[test]
+fn tokens_sharing_long_prefixes_find_their_own_groups() {
+    let names = [
+        "a",
+        "googlebo",
+        "googlebot",
+        "googlebot-",
+        "googlebot-news",
+        "googlebot-image",
+        "googlebotx",
+        "googlebox",
+        "z",
+        "aaaaaaaaaaaaaaaaaaaaaaaa",
+        "aaaaaaaa",
+        "aaaaaaaaa",
+    ];
+    let mut body = String::new();
+    for (i, n) in names.iter().enumerate() {
+        body.push_str(&format!("User-agent: {n}\nDisallow: /only-{i}\n\n"));
+    }
+    let robots = RobotsTxt::parse(body.as_bytes());
+    for (i, n) in names.iter().enumerate() {
+        let upper = n.to_ascii_uppercase();
+        for agent in [n.to_string(), upper] {
+            assert_eq!(
+                rule_texts(&robots, Some(&agent)),
+                [format!("disallow:/only-{i}")],
+                "{agent}"
+            );
+        }
+    }
+    for other in ["googleb", "googlebot-new", "aaaaaaaaaa", "b", "googlebot-newsx"] {
+        assert!(rules_for(&robots, Some(other)).is_empty(), "{other}");
+    }
+}

@@ -438,6 +438,11 @@ fn benches(c: &mut Criterion) {
         while Instant::now() < until {
             match what.as_str() {
                 "parse" => w.files.iter().for_each(|f| drop(black_box(RobotsTxt::parse(&f.body)))),
+                "parse-big" => w
+                    .files
+                    .iter()
+                    .filter(|f| f.body.len() >= MIN_SIZE_LIMIT)
+                    .for_each(|f| drop(black_box(RobotsTxt::parse(&f.body)))),
                 _ => w.queries.iter().for_each(|q| {
                     black_box(
                         w.files[q.file].robots.decide(q.token.as_ref(), &q.path).is_allowed(),

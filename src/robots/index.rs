@@ -89,10 +89,20 @@ fn prefix(rule: &Rule) -> &[u8] {
 impl PrefixIndex {
     /// Builds the index over the rules named by `ids` (indices into `all`).
     pub(crate) fn build(all: &[Rule], ids: Vec<u32>) -> Self {
-        // Sort (prefix, id) pairs once, so the recursion below reads contiguous memory.
-        let mut items: Vec<(&[u8], u32)> =
-            ids.iter().map(|&r| (prefix(&all[r as usize]), r)).collect();
-        items.sort_unstable();
+        // The prefixes copied into one buffer and sorted once, so the recursion below reads
+        // contiguous memory rather than chasing each rule's pattern around the heap.
+        let mut flat =
+            Vec::with_capacity(ids.iter().map(|&r| prefix(&all[r as usize]).len()).sum());
+        let mut spans: Vec<(u32, u32, u32)> = Vec::with_capacity(ids.len());
+        for &r in &ids {
+            let p = prefix(&all[r as usize]);
+            spans.push((flat.len() as u32, p.len() as u32, r));
+            flat.extend_from_slice(p);
+        }
+        let text = |(start, len, _): (u32, u32, u32)| &flat[start as usize..(start + len) as usize];
+        // Stable (ids are in file order) and adaptive: files often list rules nearly sorted.
+        spans.sort_by(|&a, &b| text(a).cmp(text(b)));
+        let items: Vec<(&[u8], u32)> = spans.iter().map(|&sp| (text(sp), sp.2)).collect();
         let mut index = PrefixIndex {
             nodes: vec![Node::default()],
             edges: Vec::new(),
@@ -115,12 +125,11 @@ impl PrefixIndex {
             while i < hi {
                 let first = items[i].0;
                 let byte = first[depth];
-                let mut j = i + 1;
-                while j < hi && items[j].0[depth] == byte {
-                    j += 1;
-                }
+                // Sorted, and all sharing `[..depth]`: the bytes at `depth` are non-decreasing.
+                let j = i + items[i..hi].partition_point(|(p, _)| p[depth] <= byte);
                 let last = items[j - 1].0;
-                let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+                let common = depth
+                    + first[depth..].iter().zip(&last[depth..]).take_while(|(a, b)| a == b).count();
                 let child = index.nodes.len() as u32;
                 let label = Span { start: index.bytes.len() as u32, len: (common - depth) as u32 };
                 index.bytes.extend_from_slice(&first[depth..common]);

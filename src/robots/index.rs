@@ -30,6 +30,20 @@ struct Node {
     edges: Span,
     /// Into `entries`, sorted best first: longest pattern, then allow, then earliest line.
     entries: Span,
+    /// Into `tails`: this node's anchored wildcard entries by the last four bytes they demand
+    /// of the path, when it has many (see [`TAILS_FROM`]); those are not in `entries`.
+    tails: Span,
+}
+
+/// From how many anchored wildcard rules (`/*.ext$`) on one node they are looked up by the
+/// path's last four bytes instead of being tried one by one. Files with thousands of such rules
+/// would otherwise cost thousands of checks per decision.
+const TAILS_FROM: usize = 32;
+
+/// The last four bytes of a segment or path, as a key.
+fn tail_key(b: &[u8]) -> Option<u32> {
+    let t: [u8; 4] = b.get(b.len().checked_sub(4)?..)?.try_into().ok()?;
+    Some(u32::from_be_bytes(t))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +86,8 @@ pub(crate) struct PrefixIndex {
     edges: Vec<Edge>,
     entries: Vec<Entry>,
     segs: Vec<Span>,
+    /// (tail key, span of `entries` sorted best first), sorted by key within each node.
+    tails: Vec<(u32, Span)>,
     /// Node labels and pattern segments.
     bytes: Vec<u8>,
 }
@@ -108,19 +124,49 @@ impl PrefixIndex {
             edges: Vec::new(),
             entries: Vec::with_capacity(items.len()),
             segs: Vec::new(),
+            tails: Vec::new(),
             bytes: Vec::new(),
         };
         // (node, range of `items`, depth): an explicit stack, so deep trees cannot overflow ours.
         let mut work = vec![(0u32, 0usize, items.len(), 0usize)];
         while let Some((node, lo, hi, depth)) = work.pop() {
             let mut i = lo;
-            let entries_start = index.entries.len();
+            let mut here: Vec<Entry> = Vec::new();
             while i < hi && items[i].0.len() == depth {
-                let entry = index.entry(&all[items[i].1 as usize], items[i].1);
-                index.entries.push(entry);
+                here.push(index.entry(&all[items[i].1 as usize], items[i].1));
                 i += 1;
             }
-            index.entries[entries_start..].sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
+            let tailed = |e: &Entry, index: &PrefixIndex| -> Option<u32> {
+                let last = index.segs[e.segs.range()].last()?;
+                if e.anchored {
+                    tail_key(&index.bytes[last.range()])
+                } else {
+                    None
+                }
+            };
+            let mut with_tail: Vec<(u32, Entry)> = Vec::new();
+            if here.iter().filter(|e| tailed(e, &index).is_some()).count() >= TAILS_FROM {
+                let (t, rest): (Vec<Entry>, Vec<Entry>) =
+                    here.into_iter().partition(|e| tailed(e, &index).is_some());
+                with_tail = t.into_iter().filter_map(|e| Some((tailed(&e, &index)?, e))).collect();
+                here = rest;
+            }
+            here.sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
+            let entries_start = index.entries.len();
+            index.entries.extend_from_slice(&here);
+            let entries = Span {
+                start: entries_start as u32,
+                len: (index.entries.len() - entries_start) as u32,
+            };
+            with_tail.sort_unstable_by_key(|(k, e)| (*k, std::cmp::Reverse(e.key())));
+            let tails_start = index.tails.len();
+            for chunk in with_tail.chunk_by(|a, b| a.0 == b.0) {
+                let start = index.entries.len() as u32;
+                index.entries.extend(chunk.iter().map(|(_, e)| *e));
+                index.tails.push((chunk[0].0, Span { start, len: chunk.len() as u32 }));
+            }
+            let tails =
+                Span { start: tails_start as u32, len: (index.tails.len() - tails_start) as u32 };
             let edges_start = index.edges.len() as u32;
             while i < hi {
                 let first = items[i].0;
@@ -139,10 +185,8 @@ impl PrefixIndex {
                 i = j;
             }
             let n = &mut index.nodes[node as usize];
-            n.entries = Span {
-                start: entries_start as u32,
-                len: (index.entries.len() - entries_start) as u32,
-            };
+            n.entries = entries;
+            n.tails = tails;
             n.edges = Span { start: edges_start, len: index.edges.len() as u32 - edges_start };
         }
         index
@@ -211,9 +255,28 @@ impl PrefixIndex {
         best: Option<&'a Entry>,
         filter: &mut PathFilter<'_>,
     ) -> Option<&'a Entry> {
-        // Entries are sorted best first: the first that matches is this node's best, and once
-        // one cannot beat the best so far, none after it can.
-        for e in &self.entries[node.entries.range()] {
+        let mut best = self.best_of(node.entries, rest, best, filter);
+        if node.tails.len > 0 {
+            let tails = &self.tails[node.tails.range()];
+            if let Some(key) = tail_key(rest) {
+                if let Ok(i) = tails.binary_search_by_key(&key, |t| t.0) {
+                    best = self.best_of(tails[i].1, rest, best, filter);
+                }
+            }
+        }
+        best
+    }
+
+    /// The best of a run of entries sorted best first: the first that matches is the run's
+    /// best, and once one cannot beat the best so far, none after it can.
+    fn best_of<'a>(
+        &'a self,
+        run: Span,
+        rest: &[u8],
+        best: Option<&'a Entry>,
+        filter: &mut PathFilter<'_>,
+    ) -> Option<&'a Entry> {
+        for e in &self.entries[run.range()] {
             if best.is_some_and(|b| b.key() >= e.key()) {
                 break;
             }
@@ -276,6 +339,7 @@ impl PrefixIndex {
             + self.edges.capacity() * std::mem::size_of::<Edge>()
             + self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.segs.capacity() * std::mem::size_of::<Span>()
+            + self.tails.capacity() * std::mem::size_of::<(u32, Span)>()
             + self.bytes.capacity()
     }
 }

@@ -157,3 +157,45 @@ fn wildcards_at_several_depths_of_the_index() {
     assert!(!robots.decide(None, "/docs/x/af").is_allowed());
     assert!(robots.decide(None, "/docs/a.pdf?x").is_allowed());
 }
+
+#[test]
+fn many_anchored_wildcards_on_one_node_agree_with_a_naive_scan() {
+    use crate::util::{glob_matches, Rng};
+    use robots_proxy::robots::normalize::normalize;
+    // Enough `/*...$` rules on the root node that they are looked up by the path's tail.
+    let alphabet = ["a", "b", ".", "x", "0", "1", "/", "*"];
+    let mut rng = Rng::new(7);
+    let word = |rng: &mut Rng, n: usize| -> String {
+        (0..1 + rng.below(n)).map(|_| *rng.pick(&alphabet)).collect()
+    };
+    for _round in 0..5 {
+        let mut rules: Vec<(bool, String)> = Vec::new();
+        for _ in 0..300 {
+            let allow = rng.chance(1, 3);
+            let pattern = match rng.below(4) {
+                0 => format!("/{}", word(&mut rng, 5)),
+                1 => format!("/*{}", word(&mut rng, 6)),
+                _ => format!("/*{}$", word(&mut rng, 7)),
+            };
+            rules.push((allow, pattern));
+        }
+        let mut body = String::from("User-agent: *\n");
+        for (allow, p) in &rules {
+            body.push_str(if *allow { "Allow: " } else { "Disallow: " });
+            body.push_str(p);
+            body.push('\n');
+        }
+        let robots = RobotsTxt::parse(body.as_bytes());
+        for _ in 0..300 {
+            let path = format!("/{}", word(&mut rng, 12).replace('*', "b"));
+            let canon = normalize(path.as_bytes());
+            let best = rules
+                .iter()
+                .map(|(allow, p)| (*allow, normalize(p.as_bytes())))
+                .filter(|(_, p)| glob_matches(p.as_bytes(), canon.as_bytes()))
+                .max_by_key(|(allow, p)| (p.len(), *allow));
+            let want = best.is_none_or(|(allow, _)| allow);
+            assert_eq!(robots.decide(None, &path).is_allowed(), want, "{path}");
+        }
+    }
+}

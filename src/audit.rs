@@ -112,6 +112,31 @@ pub struct AuditRecord {
     /// Age of the robots.txt in force, in seconds.
     #[serde(rename = "robots.age_seconds")]
     pub age_seconds: u64,
+    /// The AI usage preference involved, for usage decisions (`robots.usage.*`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageAudit>,
+}
+
+/// The AI usage preference part of an audit record: which category, what the site said, where
+/// it said it, and what the crawler fetched for. Lets a compliance team answer "which
+/// opted-out pages did we fetch for training, and when".
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UsageAudit {
+    /// The category (`train-ai`, `ai-use`, `search`).
+    #[serde(rename = "robots.usage.category")]
+    pub category: String,
+    /// The effective value: `y`, `n` or `unknown`.
+    #[serde(rename = "robots.usage.value")]
+    pub value: String,
+    /// `robots.txt line N`, `response header`, or both.
+    #[serde(rename = "robots.usage.source")]
+    pub source: String,
+    /// The crawler's purposes, comma-separated.
+    #[serde(rename = "robots.usage.purpose")]
+    pub purpose: String,
+    /// Every known preference, merged from all sources, as a `Content-Usage` dictionary.
+    #[serde(rename = "robots.usage.preferences", skip_serializing_if = "Option::is_none")]
+    pub preferences: Option<String>,
 }
 
 /// A line of the audit log: the record, the ECS `url.*` parts derived from it, and the fields

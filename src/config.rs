@@ -434,6 +434,8 @@ pub struct Config {
     pub https: crate::tls::HttpsSection,
     /// Politeness: Crawl-delay and a pace per authority.
     pub pacing: crate::pacing::PacingSection,
+    /// AI usage preferences for crawlers' purposes.
+    pub usage: crate::usage::UsageSection,
 }
 
 impl Default for Config {
@@ -449,6 +451,7 @@ impl Default for Config {
             log: LogSection::default(),
             https: crate::tls::HttpsSection::default(),
             pacing: crate::pacing::PacingSection::default(),
+            usage: crate::usage::UsageSection::default(),
         }
     }
 }
@@ -609,6 +612,7 @@ impl Config {
         }
 
         bad.extend(self.pacing.check());
+        bad.extend(self.usage.problems());
         bad
     }
 }
@@ -694,6 +698,7 @@ impl Default for AdminSection {
 /// other key takes effect only after a restart.
 pub const RELOADABLE: &[&str] = &[
     "policy.",
+    "usage.",
     "audit.all_decisions",
     "audit.fsync",
     "audit.fsync_interval",
@@ -1229,6 +1234,11 @@ fn schema_sample() -> Config {
         concurrency: Some(0),
     }];
     config.policy.default_token = Some(String::new());
+    config.usage.crawlers = vec![crate::usage::UsageCrawler {
+        token: Some(String::new()),
+        user: Some(String::new()),
+        purposes: vec![String::new()],
+    }];
     config.https.ca_cert = Some(PathBuf::new());
     config.https.ca_key = Some(PathBuf::new());
     config.https.upstream_ca_file = Some(PathBuf::new());

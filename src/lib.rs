@@ -26,6 +26,7 @@
 //! * [`config`]: layered configuration.
 //! * [`logging`]: operational logs (tracing), separate from the audit log.
 //! * [`clock`]: time behind a seam, for tests.
+//! * [`usage`]: AI usage preferences for each crawler's purpose.
 //! * [`tls`]: the crypto provider, the proxy's CA, the verified client for origins.
 //! * [`metrics`]: Prometheus metrics and the recent blocks, for operators.
 //! * [`admin`]: the admin listener (metrics, health, live decisions, cache purges, status page).
@@ -48,3 +49,4 @@ pub mod policy;
 pub mod proxy;
 pub mod robots;
 pub mod tls;
+pub mod usage;

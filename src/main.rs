@@ -109,6 +109,10 @@ struct CheckArgs {
     /// Also show the groups that applied and every rule that matched, longest first.
     #[arg(long)]
     explain: bool,
+    /// Decide as the proxy would for a crawler fetching for this purpose (`train-ai`, `ai-use`,
+    /// `search`; repeatable): a URL whose AI usage preferences disallow it is disallowed.
+    #[arg(long, value_name = "PURPOSE", value_parser = parse_purpose)]
+    purpose: Vec<robots_proxy::robots::usage::Category>,
     /// Read JSON lines on standard input, each
     /// `{"robots": "<body>" | "robots_file": "<path>", "agent": "...", "url": "..."}`, and write
     /// one JSON answer per line: `{"allowed": bool, "line": N|null, "rule": "..."|null}`, or
@@ -118,6 +122,11 @@ struct CheckArgs {
     /// Absolute URLs to check.
     #[arg(value_name = "URL", required_unless_present = "jsonl")]
     urls: Vec<String>,
+}
+
+fn parse_purpose(s: &str) -> Result<robots_proxy::robots::usage::Category, String> {
+    robots_proxy::robots::usage::Category::from_label(s)
+        .ok_or_else(|| format!("unknown purpose {s:?} (known: train-ai, ai-use, search)"))
 }
 
 fn main() -> ExitCode {
@@ -399,7 +408,14 @@ fn run_check(args: CheckArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     let result = check::read_robots(&path).and_then(|robots| {
-        check::check_urls(&robots, agent.as_ref(), &args.urls, args.explain, &mut out)
+        check::check_urls_for(
+            &robots,
+            agent.as_ref(),
+            &args.purpose,
+            &args.urls,
+            args.explain,
+            &mut out,
+        )
     });
     let flushed = out.flush();
     match (result, flushed) {

@@ -92,7 +92,10 @@ impl UsageSection {
         let mut out = Vec::new();
         for (i, c) in self.crawlers.iter().enumerate() {
             if c.token.is_none() == c.user.is_none() {
-                out.push(("usage.crawlers", format!("entry {}: give exactly one of token or user", i + 1)));
+                out.push((
+                    "usage.crawlers",
+                    format!("entry {}: give exactly one of token or user", i + 1),
+                ));
             }
             if let Some(t) = &c.token {
                 if let Err(e) = ProductToken::new(t) {
@@ -108,7 +111,11 @@ impl UsageSection {
                         crate::robots::usage::VOCABULARY.iter().map(|(l, _)| *l).collect();
                     out.push((
                         "usage.crawlers",
-                        format!("entry {}: unknown purpose {p:?} (known: {})", i + 1, known.join(", ")),
+                        format!(
+                            "entry {}: unknown purpose {p:?} (known: {})",
+                            i + 1,
+                            known.join(", ")
+                        ),
                     ));
                 }
             }
@@ -219,7 +226,9 @@ impl UsagePolicy {
             };
             if disallowed {
                 let source = match (stated.preference, stated.line, stated.from_header) {
-                    (Preference::Unknown, _, _) => "no stated preference (usage.unknown = \"disallow\")".to_owned(),
+                    (Preference::Unknown, _, _) => {
+                        "no stated preference (usage.unknown = \"disallow\")".to_owned()
+                    }
                     (_, _, true) => "response header".to_owned(),
                     (_, Some(line), _) => format!("robots.txt line {line}"),
                     _ => "robots.txt".to_owned(),
@@ -231,7 +240,12 @@ impl UsagePolicy {
                     stated.preference.as_str(),
                     p.category.label()
                 );
-                return Some(UsageBlock { category: p.category, source, line: stated.line, reason });
+                return Some(UsageBlock {
+                    category: p.category,
+                    source,
+                    line: stated.line,
+                    reason,
+                });
             }
         }
         None

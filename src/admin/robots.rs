@@ -70,9 +70,24 @@ pub(super) async fn explain(
             "line": decision.line,
             "group": decision.group,
         },
+        "usage": usage_state(&snapshot, token.as_ref(), &path),
         "robots": robots_state(&snapshot, token.as_ref(), now),
     });
     json_response(StatusCode::OK, &body)
+}
+
+/// The AI usage preferences robots.txt states for this URL (`Content-Usage`,
+/// `Content-Signal`): each category's value (`y`, `n`, `unknown`) and deciding line.
+fn usage_state(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, path: &str) -> Value {
+    use crate::robots::usage::Category;
+    let RobotsRules::Parsed(robots) = &snapshot.rules else { return json!({}) };
+    let prefs = robots.usage(token, path);
+    let mut out = serde_json::Map::new();
+    for c in Category::ALL {
+        let s = prefs.get(c);
+        out.insert(c.label().to_owned(), json!({ "value": s.preference.as_str(), "line": s.line }));
+    }
+    Value::Object(out)
 }
 
 /// The cached state of one authority's robots.txt.

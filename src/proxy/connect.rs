@@ -166,6 +166,7 @@ fn connect_record(
         robots_url: authority.robots_url(),
         state: String::new(),
         age_seconds: 0,
+        usage: None,
     }
 }
 

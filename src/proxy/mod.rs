@@ -7,6 +7,7 @@
 mod answer;
 mod connect;
 mod forward;
+mod preferences;
 mod throttle;
 
 use std::convert::Infallible;
@@ -76,6 +77,7 @@ struct Shared {
 /// [`Shared`] is fixed at start.
 struct Live {
     policy: Arc<Policy>,
+    usage: Arc<crate::usage::UsagePolicy>,
     response_timeout: Duration,
 }
 
@@ -83,6 +85,7 @@ impl Live {
     fn new(config: &Config) -> Result<Self, PolicyError> {
         Ok(Live {
             policy: Arc::new(Policy::new(&config.policy)?),
+            usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
             response_timeout: config.upstream.response_timeout,
         })
     }
@@ -371,6 +374,46 @@ async fn process(
     } else {
         shared.metrics.decision_time(started);
     }
+    // AI usage preferences (crate::usage): only for crawlers with configured purposes.
+    let purposes = if live.usage.is_active() {
+        live.usage.purposes_for(token.as_ref(), None)
+    } else {
+        Vec::new()
+    };
+    let mut usage_prefs = crate::robots::usage::UsagePreferences::default();
+    let mut usage_subject = None;
+    if !purposes.is_empty() {
+        if let crate::cache::RobotsRules::Parsed(robots) = &snapshot.rules {
+            usage_prefs = robots.usage(token.as_ref(), path);
+        }
+        let subject = preferences::Subject {
+            client,
+            method: req.method(),
+            authority: &authority,
+            path,
+            user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
+            token: token.as_ref(),
+            snapshot: &snapshot,
+            want_json: answer::wants_json(req.headers()),
+        };
+        if let Some(block) = live.usage.blocking(&purposes, &usage_prefs) {
+            shared.metrics.count(Decision::Disallow, authority.scheme());
+            let action = "usage_disallow";
+            let policy = &live.policy;
+            return preferences::refuse(
+                &shared,
+                policy,
+                &subject,
+                &purposes,
+                &usage_prefs,
+                &block,
+                action,
+            )
+            .await;
+        }
+        usage_subject =
+            Some((req.method().clone(), subject.user_agent.map(str::to_owned), subject.want_json));
+    }
     // Politeness (crate::pacing): wait for the site's pace, or answer 429. The permit is held
     // until the origin's response headers arrive.
     let _permit = match shared.pacer.admit(&authority, &snapshot, token.as_ref()).await {
@@ -398,6 +441,33 @@ async fn process(
             )
         }
     };
-    forward::send(&shared.client, upstream, live.response_timeout, &shared.via, &shared.metrics)
-        .await
+    let resp = forward::send(
+        &shared.client,
+        upstream,
+        live.response_timeout,
+        &shared.via,
+        &shared.metrics,
+    )
+    .await;
+    let Some((method, user_agent, want_json)) = usage_subject else { return resp };
+    let subject = preferences::Subject {
+        client,
+        method: &method,
+        authority: &authority,
+        path,
+        user_agent: user_agent.as_deref(),
+        token: token.as_ref(),
+        snapshot: &snapshot,
+        want_json,
+    };
+    preferences::on_response(
+        &shared,
+        &live.policy,
+        &live.usage,
+        &subject,
+        &purposes,
+        usage_prefs,
+        resp,
+    )
+    .await
 }

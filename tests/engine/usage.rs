@@ -96,3 +96,34 @@ fn preferences_follow_group_selection() {
     let robots = RobotsTxt::parse(body.as_bytes());
     assert_eq!(robots.groups().len(), 2);
 }
+
+#[test]
+fn check_shows_preferences_and_decides_for_a_purpose() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("robots.txt");
+    std::fs::write(&file, "User-agent: *\nContent-Signal: search=yes, ai-train=no\nAllow: /\n")
+        .unwrap();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .arg("check")
+            .arg("--robots")
+            .arg(&file)
+            .args(["--agent", "AcmeBot"])
+            .args(extra)
+            .arg("https://a.test/page")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, text) = run(&[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("usage: train-ai=n (line 2), search=y (line 2)"), "{text}");
+    let (code, text) = run(&["--purpose", "train-ai"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.starts_with("disallowed"), "{text}");
+    assert!(text.contains("train-ai=n (line 2)"), "{text}");
+    let (code, _) = run(&["--purpose", "search"]);
+    assert_eq!(code, Some(0));
+    let (code, _) = run(&["--purpose", "mining"]);
+    assert_eq!(code, Some(2));
+}

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::support::{get, get_json, post_json, sample, wait_until, InProcess, KeepAlive, Origin};
 
-const ROBOTS: &str = "User-agent: ExampleBot\nDisallow: /private\n\nUser-agent: *\nDisallow: /\nAllow: /public\nCrawl-delay: 2\n\nSitemap: http://sitemaps.test/sitemap.xml\n";
+const ROBOTS: &str = "User-agent: ExampleBot\nDisallow: /private\nContent-Usage: train-ai=n\n\nUser-agent: *\nDisallow: /\nAllow: /public\nCrawl-delay: 2\n\nSitemap: http://sitemaps.test/sitemap.xml\n";
 
 async fn metrics(p: &InProcess) -> String {
     let (status, text) = get(&format!("{}/metrics", p.admin())).await;
@@ -133,6 +133,12 @@ async fn robots_endpoint_gives_the_live_decision_and_the_cached_state() {
     assert_eq!(answer["decision"]["allowed"], false);
     assert_eq!(answer["decision"]["rule"], "disallow: /private");
     assert_eq!(answer["decision"]["line"], 2);
+    // A disallowed path has no usage preferences; an allowed one shows them with their line.
+    assert_eq!(answer["usage"]["train-ai"]["value"], "unknown");
+    let (_, open) = get_json(&url("/open", "ExampleBot")).await;
+    assert_eq!(open["usage"]["train-ai"]["value"], "n", "{open}");
+    assert_eq!(open["usage"]["train-ai"]["line"], 3);
+    assert_eq!(open["usage"]["search"]["value"], "unknown");
     let robots = &answer["robots"];
     assert_eq!(robots["state"], "fresh");
     assert_eq!(robots["stale"], false);

@@ -11,3 +11,4 @@ mod fetch_table;
 mod forwarding;
 mod pacing;
 mod streaming;
+mod usage;

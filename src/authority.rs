@@ -188,7 +188,9 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
     }
     let ascii =
         idna::domain_to_ascii(trimmed).map_err(|_| AuthorityError::Host(host.to_owned()))?;
-    if ascii.is_empty() {
+    // The ASCII form must itself be a plain name: no empty label, no trailing dot left over
+    // (IDNA maps some characters to dots), so that the key is the same however it is written.
+    if ascii.is_empty() || ascii.ends_with('.') || ascii.starts_with('.') || ascii.contains("..") {
         return Err(AuthorityError::Host(host.to_owned()));
     }
     Ok(ascii)
@@ -238,6 +240,15 @@ mod tests {
         assert_eq!(v6.host(), "::1");
         assert_eq!(v6.host_header(), "[::1]:8080");
         assert_eq!(auth("http://127.0.0.1:80/").unwrap().host_header(), "127.0.0.1");
+    }
+
+    #[test]
+    fn hosts_that_map_to_empty_labels_are_refused() {
+        // Found by fuzzing: IDNA maps U+3002 (ideographic full stop) to a dot, so this host
+        // would keep a trailing dot after the first one was stripped.
+        assert!(Authority::new(Scheme::Http, "a.b\u{3002}.", 80).is_err());
+        assert!(Authority::new(Scheme::Http, "a..b", 80).is_err());
+        assert!(Authority::new(Scheme::Http, "a.b.", 80).is_ok());
     }
 
     #[test]

@@ -1,18 +1,52 @@
 //! The robots cache: one robots.txt per authority, fetched once, kept under RFC 9309's rules.
 //!
-//! SKELETON: the types below are the contract with the policy and proxy modules; the body of
-//! [`RobotsCache`] (moka, fetcher, status table, freshness, back-off) is to be completed.
-//!
-//! The rest of the crate talks to robots.txt only through [`RobotsCache::get`], so that a
+//! The rest of the crate talks to robots.txt only through [`RobotsCache::get`] (plus
+//! [`RobotsCache::purge`], [`RobotsCache::purge_all`] and a few metrics getters), so that a
 //! fleet-wide store (Redis) can later sit behind the same small interface.
+//!
+//! # How it works
+//!
+//! * **Key**: the [`Authority`] (scheme, host, port; RFC 9309 §2.3). Rules found through
+//!   redirects are stored under the authority that was asked for (§2.3.1.2).
+//! * **Status table** (§2.3.1.1–4): see [`state::next_snapshot`]. Fetch failures become cached
+//!   *decisions* (allow all, disallow all, stale copy), never errors.
+//! * **Freshness** (§2.4) is computed here, from `fetched_at`/`expires_at` kept in the value
+//!   and the injected [`Clock`], because moka hides expired entries and a stale copy must stay
+//!   usable while the origin fails. moka itself only bounds memory (a weigher on the compiled
+//!   size) and drops entries nobody asked for in `give_up_after + max_age`.
+//! * **One fetch per authority**: a map of fetches in flight, guarded by an async mutex, is
+//!   checked together with the cache, so every request that finds the entry missing *or due*
+//!   joins the one fetch in flight. The first fetch and refetches go the same way. moka's
+//!   `get_with` coalescing is not used: when its leading caller is dropped it restarts the
+//!   init in another caller, which would fetch twice.
+//! * **Each fetch is its own task** (`tokio::spawn`): a client that hangs up drops only its
+//!   wait, never the fetch the others wait for, and the result is cached all the same.
+//! * **A due entry is refetched before answering**: a request that finds a 2xx copy past its
+//!   lifetime waits for the refetch rather than being served the old copy in the meantime
+//!   (no stale-while-revalidate). It costs one round trip per authority per `max_age`, and
+//!   every answer is then as fresh as §2.4 asks. While the origin fails, the copy is served
+//!   as `Stale` without waiting until the back-off's next retry time.
+//! * **Give-up** (§2.3.1.4): after `give_up_after` of continuous failure, a copy is still used
+//!   (`Stale`); without one everything is allowed with state [`RobotsState::Unavailable`]
+//!   (the RFC's "assume the robots.txt is unavailable"), `failing_since` set to tell it apart
+//!   from a 4xx.
 
+mod fetch;
+mod state;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use hyper_util::client::legacy::connect::Connect;
+use tokio::sync::{watch, Mutex};
 
 use crate::authority::Authority;
 use crate::clock::Clock;
 use crate::config::RobotsSection;
 use crate::robots::RobotsTxt;
+use fetch::{Fetch, Fetched, HttpFetcher};
 
 /// The rules in force for an authority.
 #[derive(Debug, Clone)]
@@ -20,10 +54,10 @@ use crate::robots::RobotsTxt;
 pub enum RobotsRules {
     /// A parsed robots.txt (fresh or stale).
     Parsed(Arc<RobotsTxt>),
-    /// Everything allowed: robots.txt unavailable (4xx), or unreachable for longer than
-    /// `give_up_after` with no earlier copy.
+    /// Everything allowed: robots.txt unavailable (4xx, RFC 9309 §2.3.1.3), or unreachable
+    /// for longer than `give_up_after` with no earlier copy (§2.3.1.4).
     AllowAll,
-    /// Everything disallowed: robots.txt unreachable and no earlier copy.
+    /// Everything disallowed: robots.txt unreachable and no earlier copy (§2.3.1.4).
     DisallowAll,
 }
 
@@ -36,7 +70,9 @@ pub enum RobotsState {
     Fresh,
     /// An earlier 2xx copy used past its lifetime because refetching fails.
     Stale,
-    /// robots.txt answered 4xx (not 429), or too many redirects: everything allowed.
+    /// robots.txt answered 4xx (not 429), or too many redirects: everything allowed. Also the
+    /// state after `give_up_after` of failures with no copy (RFC 9309 §2.3.1.4 lets a crawler
+    /// then "assume the robots.txt file is unavailable"); `failing_since` is set in that case.
     Unavailable,
     /// robots.txt cannot be fetched (429, 5xx, network) and there is no copy.
     Unreachable,
@@ -67,10 +103,18 @@ pub struct RobotsSnapshot {
     pub state: RobotsState,
     /// What the last fetch attempt gave.
     pub last_outcome: FetchOutcome,
-    /// When the rules in force were fetched (for `Parsed`), or when the state was reached.
+    /// When the rules in force were fetched (for `Parsed`, also when `Stale`), or when the
+    /// state was reached: the fetch for a 4xx, the first failure for `Unreachable`,
+    /// `failing_since + give_up_after` after giving up.
     pub fetched_at: SystemTime,
-    /// When the entry is due to be fetched again.
+    /// When the entry is due to be fetched again: the end of its lifetime, or while fetches
+    /// fail, the next retry time of the back-off.
     pub expires_at: SystemTime,
+    /// Since when fetches have failed without a break (429, 5xx, network); `None` after a
+    /// 2xx or 4xx answer.
+    pub failing_since: Option<SystemTime>,
+    /// Failed fetches in a row (0 after a 2xx or 4xx); sets the back-off.
+    pub failures: u32,
 }
 
 impl RobotsSnapshot {
@@ -78,37 +122,381 @@ impl RobotsSnapshot {
     pub fn age(&self, now: SystemTime) -> Duration {
         now.duration_since(self.fetched_at).unwrap_or_default()
     }
+
+    /// Whether the entry is within its lifetime (or back-off) at `now`, so it is used without
+    /// a fetch.
+    pub fn is_current(&self, now: SystemTime) -> bool {
+        now < self.expires_at
+    }
+
+    /// Approximate memory held by this entry, in bytes: what the cache weighs it by.
+    pub fn weight(&self) -> usize {
+        let rules = match &self.rules {
+            RobotsRules::Parsed(robots) => robots.heap_size(),
+            RobotsRules::AllowAll | RobotsRules::DisallowAll => 0,
+        };
+        let key_and_url = 2 * self.authority.host().len() + self.robots_url.len();
+        std::mem::size_of::<Self>() + ENTRY_OVERHEAD + key_and_url + rules
+    }
 }
 
+/// The outcome classes counted by [`CacheStats`], for the `robots_proxy_robots_fetches_total`
+/// metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FetchClass {
+    /// A 2xx answer (after redirects).
+    Success,
+    /// A redirect without a usable `Location`.
+    Redirection,
+    /// A 4xx answer other than 429.
+    ClientError,
+    /// 429 Too Many Requests.
+    TooManyRequests,
+    /// A 5xx answer.
+    ServerError,
+    /// DNS, connection, TLS, timeout or protocol failure.
+    Network,
+    /// More than `robots.max_redirects` redirects.
+    RedirectLimit,
+}
+
+impl FetchClass {
+    /// Every class, in the order metrics list them.
+    pub const ALL: [FetchClass; 7] = [
+        FetchClass::Success,
+        FetchClass::Redirection,
+        FetchClass::ClientError,
+        FetchClass::TooManyRequests,
+        FetchClass::ServerError,
+        FetchClass::Network,
+        FetchClass::RedirectLimit,
+    ];
+
+    /// The class of a fetch outcome.
+    pub fn of(outcome: &FetchOutcome) -> FetchClass {
+        match outcome {
+            FetchOutcome::Status(429) => FetchClass::TooManyRequests,
+            FetchOutcome::Status(200..=299) => FetchClass::Success,
+            FetchOutcome::Status(300..=399) => FetchClass::Redirection,
+            FetchOutcome::Status(400..=499) => FetchClass::ClientError,
+            FetchOutcome::Status(500..=599) => FetchClass::ServerError,
+            FetchOutcome::Status(_) | FetchOutcome::Network(_) => FetchClass::Network,
+            FetchOutcome::RedirectLimit => FetchClass::RedirectLimit,
+        }
+    }
+
+    /// The metric label: `2xx`, `3xx`, `4xx`, `429`, `5xx`, `network`, `redirect_limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FetchClass::Success => "2xx",
+            FetchClass::Redirection => "3xx",
+            FetchClass::ClientError => "4xx",
+            FetchClass::TooManyRequests => "429",
+            FetchClass::ServerError => "5xx",
+            FetchClass::Network => "network",
+            FetchClass::RedirectLimit => "redirect_limit",
+        }
+    }
+}
+
+/// Counters of the cache's work since it was made, read by the metrics at scrape time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// [`RobotsCache::get`] calls answered from the cache without waiting.
+    pub hits: u64,
+    /// [`RobotsCache::get`] calls that waited for a fetch (started or joined).
+    pub misses: u64,
+    /// Completed fetches by [`FetchClass`], in the order of [`FetchClass::ALL`].
+    pub fetches: [u64; 7],
+}
+
+impl CacheStats {
+    /// Completed fetches of `class`.
+    pub fn fetches(&self, class: FetchClass) -> u64 {
+        self.fetches[class as usize]
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    fetches: [AtomicU64; 7],
+}
+
+/// Bytes counted per entry beyond the snapshot itself: moka's node, the key and the `Arc`s.
+const ENTRY_OVERHEAD: usize = 256;
+
+/// The longest time-to-live moka accepts is 1000 years; ours is far below that.
+const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// How often a `get` whose fetch task vanished (runtime shutting down) tries again.
+const JOIN_ATTEMPTS: usize = 3;
+
 /// One robots.txt per authority, fetched once however many requests wait for it.
+///
+/// Cheap to share: wrap it in an `Arc`. Must be used inside a tokio runtime (fetches are
+/// spawned as tasks).
 pub struct RobotsCache {
-    _settings: RobotsSection,
-    _clock: Arc<dyn Clock>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: RobotsSection,
+    clock: Arc<dyn Clock>,
+    fetcher: Arc<dyn Fetch>,
+    entries: moka::future::Cache<Authority, Arc<RobotsSnapshot>>,
+    /// Fetches in flight. Checked and changed together with `entries` while the lock is held,
+    /// so a request either joins a fetch or sees the entry that fetch stored.
+    in_flight: Mutex<HashMap<Authority, InFlight>>,
+    next_fetch_id: AtomicU64,
+    counters: Counters,
+}
+
+/// A fetch in flight: its id (so a purged fetch does not store its result) and where its
+/// result will appear.
+struct InFlight {
+    id: u64,
+    result: watch::Receiver<Option<Arc<RobotsSnapshot>>>,
+}
+
+/// What a request found under the lock.
+enum Found {
+    Current(Arc<RobotsSnapshot>),
+    Fetching(watch::Receiver<Option<Arc<RobotsSnapshot>>>),
 }
 
 impl RobotsCache {
-    /// A cache that fetches with `settings` and tells time by `clock`.
+    /// A cache that fetches over plain HTTP with `settings` and tells time by `clock`. An
+    /// `https` authority gets [`FetchOutcome::Network`]`("https not supported yet")`, that
+    /// is, it counts as unreachable.
     pub fn new(settings: RobotsSection, clock: Arc<dyn Clock>) -> Self {
-        RobotsCache { _settings: settings, _clock: clock }
+        let fetcher = HttpFetcher::plain(&settings);
+        Self::with_fetcher(settings, clock, Arc::new(fetcher))
+    }
+
+    /// A cache that fetches through `connector`, which must handle both `http` and `https`
+    /// URLs (for example a TLS connector wrapping an `HttpConnector` with
+    /// `enforce_http(false)`). Its connect timeout is the connector's to set;
+    /// `settings.connect_timeout` is not applied.
+    pub fn with_connector<C>(settings: RobotsSection, clock: Arc<dyn Clock>, connector: C) -> Self
+    where
+        C: Connect + Clone + Send + Sync + 'static,
+    {
+        let fetcher = HttpFetcher::with_connector(&settings, connector, true);
+        Self::with_fetcher(settings, clock, Arc::new(fetcher))
+    }
+
+    fn with_fetcher(
+        settings: RobotsSection,
+        clock: Arc<dyn Clock>,
+        fetcher: Arc<dyn Fetch>,
+    ) -> Self {
+        let ttl = settings.give_up_after.saturating_add(settings.max_age).min(MAX_TTL);
+        let entries = moka::future::Cache::builder()
+            .max_capacity(settings.cache_memory.0)
+            .weigher(|_key: &Authority, value: &Arc<RobotsSnapshot>| {
+                u32::try_from(value.weight()).unwrap_or(u32::MAX)
+            })
+            .time_to_live(ttl)
+            .build();
+        RobotsCache {
+            inner: Arc::new(Inner {
+                settings,
+                clock,
+                fetcher,
+                entries,
+                in_flight: Mutex::new(HashMap::new()),
+                next_fetch_id: AtomicU64::new(0),
+                counters: Counters::default(),
+            }),
+        }
     }
 
     /// The robots.txt state for `authority`, fetching it if it is missing or due.
+    ///
+    /// However many requests ask at once, one fetch runs per authority; they all get its
+    /// result. Never fails: fetch failures are states ([`RobotsState`]).
     pub async fn get(&self, authority: &Authority) -> Arc<RobotsSnapshot> {
-        let now = self._clock.now();
+        let now = self.inner.clock.now();
+        let counters = &self.inner.counters;
+        if let Some(snapshot) = self.inner.entries.get(authority).await {
+            if snapshot.is_current(now) {
+                counters.hits.fetch_add(1, Ordering::Relaxed);
+                return snapshot;
+            }
+        }
+        let mut missed = false;
+        for _ in 0..JOIN_ATTEMPTS {
+            let mut result = match Inner::find_or_fetch(&self.inner, authority).await {
+                Found::Current(snapshot) if !missed => {
+                    counters.hits.fetch_add(1, Ordering::Relaxed);
+                    return snapshot;
+                }
+                Found::Current(snapshot) => return snapshot,
+                Found::Fetching(result) => result,
+            };
+            if !missed {
+                missed = true;
+                counters.misses.fetch_add(1, Ordering::Relaxed);
+            }
+            let done = result.wait_for(Option::is_some).await.ok().and_then(|r| r.clone());
+            if let Some(snapshot) = done {
+                return snapshot;
+            }
+            // The fetch task ended without a result (the runtime is shutting down).
+        }
+        tracing::warn!(%authority, "robots.txt fetch task ended without a result");
+        let now = self.inner.clock.now();
         Arc::new(RobotsSnapshot {
             authority: authority.clone(),
             robots_url: authority.robots_url(),
-            rules: RobotsRules::AllowAll,
-            state: RobotsState::Unavailable,
-            last_outcome: FetchOutcome::Status(404),
+            rules: RobotsRules::DisallowAll,
+            state: RobotsState::Unreachable,
+            last_outcome: FetchOutcome::Network("robots.txt fetch task ended".to_owned()),
             fetched_at: now,
             expires_at: now,
+            failing_since: Some(now),
+            failures: 1,
         })
     }
 
-    /// Drops the cached robots.txt of `authority`, so the next request fetches it again.
-    pub async fn purge(&self, _authority: &Authority) {}
+    /// What the cache holds for `authority`, current or not, without fetching.
+    pub async fn peek(&self, authority: &Authority) -> Option<Arc<RobotsSnapshot>> {
+        self.inner.entries.get(authority).await
+    }
 
-    /// Drops every cached robots.txt.
-    pub async fn purge_all(&self) {}
+    /// Drops the cached robots.txt of `authority`, so the next request fetches it again. A
+    /// fetch in flight still answers the requests already waiting for it, but its result is
+    /// not stored.
+    pub async fn purge(&self, authority: &Authority) {
+        let mut in_flight = self.inner.in_flight.lock().await;
+        in_flight.remove(authority);
+        self.inner.entries.invalidate(authority).await;
+    }
+
+    /// Drops every cached robots.txt (and forgets fetches in flight, as [`Self::purge`]).
+    pub async fn purge_all(&self) {
+        let mut in_flight = self.inner.in_flight.lock().await;
+        in_flight.clear();
+        self.inner.entries.invalidate_all();
+    }
+
+    /// Authorities cached (approximate: moka counts lazily).
+    pub fn entry_count(&self) -> u64 {
+        self.inner.entries.entry_count()
+    }
+
+    /// Bytes the cached entries weigh (approximate), against `cache_memory`.
+    pub fn weighted_size(&self) -> u64 {
+        self.inner.entries.weighted_size()
+    }
+
+    /// Fetches started since the cache was made (first fetches and refetches).
+    pub fn fetches_started(&self) -> u64 {
+        self.inner.next_fetch_id.load(Ordering::Relaxed)
+    }
+
+    /// Hits, misses and fetch outcomes since the cache was made.
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.inner.counters;
+        CacheStats {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            fetches: std::array::from_fn(|i| c.fetches[i].load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Runs moka's pending maintenance (evictions, counts), so the getters above are exact.
+    pub async fn run_pending_tasks(&self) {
+        self.inner.entries.run_pending_tasks().await;
+    }
+}
+
+impl Inner {
+    /// Under the lock: the current entry, the fetch in flight, or a new fetch.
+    async fn find_or_fetch(this: &Arc<Self>, authority: &Authority) -> Found {
+        let mut in_flight = this.in_flight.lock().await;
+        if let Some(fetch) = in_flight.get(authority) {
+            return Found::Fetching(fetch.result.clone());
+        }
+        // Checked again under the lock: a fetch that just finished stored its entry before
+        // leaving the map.
+        if let Some(snapshot) = this.entries.get(authority).await {
+            if snapshot.is_current(this.clock.now()) {
+                return Found::Current(snapshot);
+            }
+        }
+        let id = this.next_fetch_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let (sender, result) = watch::channel(None);
+        in_flight.insert(authority.clone(), InFlight { id, result: result.clone() });
+        drop(in_flight);
+        tokio::spawn(Inner::fetch(this.clone(), authority.clone(), id, sender));
+        Found::Fetching(result)
+    }
+
+    /// The fetch task: fetch, apply the status table, store (unless purged meanwhile), and
+    /// hand the result to every waiting request.
+    async fn fetch(
+        this: Arc<Self>,
+        authority: Authority,
+        id: u64,
+        sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
+    ) {
+        tracing::debug!(%authority, "fetching robots.txt");
+        // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
+        // "unreachable" outcome instead of leaving the waiters without an answer.
+        let fetched = match tokio::spawn(this.fetcher.fetch(authority.clone())).await {
+            Ok(fetched) => fetched,
+            Err(e) => Fetched::Unreachable {
+                outcome: FetchOutcome::Network(format!("robots.txt fetch failed: {e}")),
+            },
+        };
+        let class = FetchClass::of(&fetched.outcome());
+        this.counters.fetches[class as usize].fetch_add(1, Ordering::Relaxed);
+        let now = this.clock.now();
+        let mut in_flight = this.in_flight.lock().await;
+        let prev = this.entries.get(&authority).await;
+        let snapshot = Arc::new(state::next_snapshot(
+            prev.as_deref(),
+            &authority,
+            fetched,
+            now,
+            &this.settings,
+        ));
+        let still_wanted = in_flight.get(&authority).is_some_and(|f| f.id == id);
+        if still_wanted {
+            this.entries.insert(authority.clone(), snapshot.clone()).await;
+            in_flight.remove(&authority);
+        }
+        drop(in_flight);
+        log_outcome(&snapshot, still_wanted);
+        sender.send_replace(Some(snapshot));
+    }
+}
+
+fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
+    let authority = &snapshot.authority;
+    let outcome = &snapshot.last_outcome;
+    match snapshot.state {
+        RobotsState::Fresh => {
+            tracing::debug!(%authority, ?outcome, state = ?snapshot.state, stored, "robots.txt fetched");
+        }
+        RobotsState::Unavailable if snapshot.failing_since.is_some() => {
+            tracing::info!(
+                %authority, ?outcome, failures = snapshot.failures,
+                "robots.txt unreachable past give_up_after and no copy: allowing all"
+            );
+        }
+        RobotsState::Unavailable => {
+            tracing::debug!(%authority, ?outcome, stored, "robots.txt unavailable: allowing all");
+        }
+        RobotsState::Stale | RobotsState::Unreachable => {
+            tracing::info!(
+                %authority, ?outcome, state = ?snapshot.state, failures = snapshot.failures,
+                retry_at = ?snapshot.expires_at, stored, "robots.txt unreachable"
+            );
+        }
+    }
 }

@@ -20,6 +20,7 @@ pub mod normalize;
 mod parse;
 mod pattern;
 mod token;
+pub mod usage;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -153,12 +154,17 @@ pub struct Group {
     user_agents: Vec<UserAgentLine>,
     rules: Range<u32>,
     crawl_delay: Option<CrawlDelay>,
+    usage: Vec<usage::UsageRule>,
 }
 
 impl Group {
     /// The group's `user-agent` lines.
     pub fn user_agents(&self) -> &[UserAgentLine] {
         &self.user_agents
+    }
+    /// The group's `Content-Usage` and `Content-Signal` lines.
+    pub fn usage_rules(&self) -> &[usage::UsageRule] {
+        &self.usage
     }
     /// The group's `crawl-delay`, if it has one (the first valid one).
     pub fn crawl_delay(&self) -> Option<CrawlDelay> {
@@ -398,6 +404,22 @@ impl RobotsTxt {
         }
     }
 
+    /// The AI usage preferences that apply to `token` for `path` (path and query, any
+    /// encoding): the `Content-Usage` / `Content-Signal` rules of its groups with the longest
+    /// matching path, combined most restrictive first. A path that may not be crawled has no
+    /// preferences (all unknown): allow/disallow alone decide it.
+    pub fn usage(&self, token: Option<&ProductToken>, path: &str) -> usage::UsagePreferences {
+        if !self.decide(token, path).is_allowed() {
+            return usage::UsagePreferences::default();
+        }
+        let groups = self.groups_for(token);
+        if groups.iter().all(|g| g.usage.is_empty()) {
+            return usage::UsagePreferences::default();
+        }
+        let path = canonical_path(path);
+        usage::decide(groups.iter().flat_map(|g| g.usage.iter()), path.as_bytes())
+    }
+
     /// The `crawl-delay` that applies to `token`: the first one among its groups.
     pub fn crawl_delay(&self, token: Option<&ProductToken>) -> Option<CrawlDelay> {
         self.groups_for(token).into_iter().find_map(|g| g.crawl_delay)
@@ -518,6 +540,7 @@ impl Builder {
                         user_agents: Vec::new(),
                         rules: start..start,
                         crawl_delay: None,
+                        usage: Vec::new(),
                     });
                     self.names.push(Vec::new());
                     self.in_rules = false;
@@ -568,7 +591,19 @@ impl Builder {
                     self.sitemaps.push(Sitemap { url, line: line.number });
                 }
             }
-            Field::ContentSignal | Field::ContentUsage | Field::Unknown => {}
+            Field::ContentSignal | Field::ContentUsage => {
+                // A usage preference is a rule of its group (draft-ietf-aipref-attach), so it
+                // also ends the group's user-agent lines; before the first group it is ignored.
+                let Some(g) = self.groups.last_mut() else { return };
+                self.in_rules = true;
+                let rule = if line.field == Field::ContentUsage {
+                    usage::UsageRule::content_usage(line.value, line.number)
+                } else {
+                    usage::UsageRule::content_signal(line.value, line.number)
+                };
+                g.usage.extend(rule);
+            }
+            Field::Unknown => {}
         }
     }
 

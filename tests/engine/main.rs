@@ -21,4 +21,5 @@ mod google;
 mod pathological;
 mod properties;
 mod spec_tables;
+mod usage;
 mod util;

@@ -1,0 +1,411 @@
+//! Fetching one robots.txt: an unconditional `GET`, redirects, a capped body, and the status
+//! classes of RFC 9309 §2.3.1.
+//!
+//! The fetcher knows HTTP, not caching: it turns whatever happened on the wire into a
+//! [`Fetched`], and [`super::state`] turns that into the rules in force. It never panics on what
+//! an origin sends: garbage status lines, resets, endless bodies and redirect loops all become a
+//! [`Fetched`] value.
+
+use std::error::Error as StdError;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, CACHE_CONTROL, LOCATION, USER_AGENT};
+use http::{HeaderValue, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use super::FetchOutcome;
+use crate::authority::{Authority, Scheme};
+use crate::config::RobotsSection;
+use crate::robots::{RobotsTxt, MIN_SIZE_LIMIT};
+
+/// How long an idle pooled connection to an origin is kept. Robots.txt fetches to one origin
+/// are rare (once a day), so this mostly helps redirect chains and bursts of refetches.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What one fetch attempt gave, classified by RFC 9309 §2.3.1.
+#[derive(Debug)]
+pub(crate) enum Fetched {
+    /// §2.3.1.1: a 2xx answer, parsed.
+    Robots {
+        /// The final status (after redirects).
+        status: u16,
+        /// The parsed body.
+        robots: Arc<RobotsTxt>,
+        /// What the response's `Cache-Control` asks for, if anything (see
+        /// [`freshness_hint`]).
+        max_age: Option<Duration>,
+    },
+    /// §2.3.1.3: a 4xx other than 429, or redirects that lead nowhere (§2.3.1.2): everything
+    /// is allowed.
+    Unavailable {
+        /// The status, or [`FetchOutcome::RedirectLimit`].
+        outcome: FetchOutcome,
+        /// What the response's `Cache-Control` asks for, if anything.
+        max_age: Option<Duration>,
+    },
+    /// §2.3.1.4: 429, 5xx, or a network error: everything is disallowed unless an earlier copy
+    /// exists.
+    Unreachable {
+        /// The status or the network error.
+        outcome: FetchOutcome,
+    },
+}
+
+impl Fetched {
+    /// The outcome to report, whatever the class.
+    pub(crate) fn outcome(&self) -> FetchOutcome {
+        match self {
+            Fetched::Robots { status, .. } => FetchOutcome::Status(*status),
+            Fetched::Unavailable { outcome, .. } | Fetched::Unreachable { outcome } => {
+                outcome.clone()
+            }
+        }
+    }
+}
+
+/// Why a fetch attempt failed at the network or protocol level. Every variant is "unreachable"
+/// in the sense of RFC 9309 §2.3.1.4.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FetchError {
+    /// The URL is `https` and the fetcher has no TLS connector yet.
+    #[error("https not supported yet")]
+    HttpsUnsupported,
+    /// The whole fetch took longer than `fetch_timeout`.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// Connecting, sending the request or reading the response head failed.
+    #[error("{0}")]
+    Request(String),
+    /// Reading the response body failed (reset, bad chunking, …).
+    #[error("reading the body: {0}")]
+    Body(String),
+    /// A URL that should have been valid could not be turned into a request.
+    #[error("invalid request URL {0:?}")]
+    Url(String),
+    /// The origin answered with a status outside 2xx–5xx.
+    #[error("unexpected status {0}")]
+    Status(u16),
+}
+
+/// Something that fetches an authority's robots.txt. A trait object, so the cache does not
+/// care which connector (plain TCP now, TLS later) or which store sits behind it.
+pub(crate) trait Fetch: Send + Sync + 'static {
+    /// Fetches `authority`'s robots.txt. The future owns everything it needs, so it can run as
+    /// its own task.
+    fn fetch(&self, authority: Authority) -> Pin<Box<dyn Future<Output = Fetched> + Send>>;
+}
+
+/// The HTTP fetcher: a pooled hyper-util client over connector `C`.
+///
+/// `C` is [`HttpConnector`] for plain HTTP. A TLS connector (for example one that wraps an
+/// `HttpConnector` with `enforce_http(false)`) can be plugged in with
+/// [`HttpFetcher::with_connector`]; without one, `https` URLs fail as
+/// "https not supported yet".
+#[derive(Clone)]
+pub(crate) struct HttpFetcher<C> {
+    client: Client<C, Empty<Bytes>>,
+    https: bool,
+    user_agent: HeaderValue,
+    fetch_timeout: Duration,
+    max_redirects: u32,
+    body_limit: usize,
+}
+
+impl HttpFetcher<HttpConnector> {
+    /// A plain-HTTP fetcher with `settings`' timeouts and limits.
+    pub(crate) fn plain(settings: &RobotsSection) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(settings.connect_timeout));
+        connector.set_nodelay(true);
+        Self::with_connector(settings, connector, false)
+    }
+}
+
+impl<C> HttpFetcher<C>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
+    /// A fetcher over `connector`; `https` says whether the connector can speak TLS. The
+    /// connect timeout is the connector's business.
+    pub(crate) fn with_connector(settings: &RobotsSection, connector: C, https: bool) -> Self {
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build(connector);
+        let user_agent = HeaderValue::from_str(&settings.user_agent).unwrap_or_else(|_| {
+            tracing::warn!(
+                user_agent = %settings.user_agent,
+                "robots.user_agent is not a valid header value; using the default"
+            );
+            HeaderValue::from_static(concat!("robots-proxy/", env!("CARGO_PKG_VERSION")))
+        });
+        HttpFetcher {
+            client,
+            https,
+            user_agent,
+            fetch_timeout: settings.fetch_timeout,
+            max_redirects: settings.max_redirects,
+            body_limit: body_limit(settings.max_body.0),
+        }
+    }
+
+    /// Fetches `authority`'s robots.txt, within `fetch_timeout` for the whole attempt
+    /// (redirects and body included).
+    pub(crate) async fn fetch_robots(&self, authority: &Authority) -> Fetched {
+        if authority.scheme() == Scheme::Https && !self.https {
+            return unreachable(FetchError::HttpsUnsupported);
+        }
+        let url = authority.robots_url();
+        match tokio::time::timeout(self.fetch_timeout, self.follow(&url)).await {
+            Ok(Ok(fetched)) => fetched,
+            Ok(Err(e)) => unreachable(e),
+            Err(_) => unreachable(FetchError::Timeout(self.fetch_timeout)),
+        }
+    }
+
+    /// Requests `start`, following redirects (RFC 9309 §2.3.1.2: "crawlers SHOULD follow at
+    /// least five consecutive redirects, even across authorities"). Past `max_redirects` the
+    /// file counts as unavailable, like a 404, as Google does.
+    async fn follow(&self, start: &str) -> Result<Fetched, FetchError> {
+        let mut url = url::Url::parse(start).map_err(|_| FetchError::Url(start.to_owned()))?;
+        let mut redirects = 0u32;
+        loop {
+            let response = self.request(&url).await?;
+            let status = response.status();
+            if status.is_redirection() {
+                let Some(next) = redirect_target(&url, response.headers()) else {
+                    // A redirect that leads nowhere (no or bad `Location`, or a scheme other
+                    // than http/https) is "not found", like a broken chain past the limit.
+                    tracing::debug!(%url, status = status.as_u16(), "robots.txt redirect without a usable Location");
+                    return Ok(Fetched::Unavailable {
+                        outcome: FetchOutcome::Status(status.as_u16()),
+                        max_age: None,
+                    });
+                };
+                if redirects >= self.max_redirects {
+                    return Ok(Fetched::Unavailable {
+                        outcome: FetchOutcome::RedirectLimit,
+                        max_age: None,
+                    });
+                }
+                redirects += 1;
+                tracing::debug!(from = %url, to = %next, redirects, "robots.txt redirect");
+                if next.scheme() == "https" && !self.https {
+                    return Err(FetchError::HttpsUnsupported);
+                }
+                url = next;
+                continue;
+            }
+            return self.classify(status, response).await;
+        }
+    }
+
+    /// Sends one unconditional `GET` (RFC 9309 §2.3.1: the crawler identifies itself; no
+    /// validators, so the answer is always a whole file).
+    async fn request(
+        &self,
+        url: &url::Url,
+    ) -> Result<http::Response<hyper::body::Incoming>, FetchError> {
+        let uri: Uri = url.as_str().parse().map_err(|_| FetchError::Url(url.to_string()))?;
+        let request = Request::get(uri)
+            .header(USER_AGENT, self.user_agent.clone())
+            .body(Empty::new())
+            .map_err(|_| FetchError::Url(url.to_string()))?;
+        self.client.request(request).await.map_err(|e| FetchError::Request(describe(&e)))
+    }
+
+    /// Turns a final (non-redirect) response into a [`Fetched`] (RFC 9309 §2.3.1.1–4).
+    async fn classify(
+        &self,
+        status: StatusCode,
+        response: http::Response<hyper::body::Incoming>,
+    ) -> Result<Fetched, FetchError> {
+        let code = status.as_u16();
+        if status.is_success() {
+            let max_age = freshness_hint(response.headers());
+            let body = read_capped(response.into_body(), self.body_limit).await?;
+            let robots = RobotsTxt::parse_with_limit(&body, self.body_limit);
+            return Ok(Fetched::Robots { status: code, robots: Arc::new(robots), max_age });
+        }
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            return Ok(Fetched::Unreachable { outcome: FetchOutcome::Status(code) });
+        }
+        if status.is_client_error() {
+            let max_age = freshness_hint(response.headers());
+            return Ok(Fetched::Unavailable { outcome: FetchOutcome::Status(code), max_age });
+        }
+        // 1xx as a final answer, or 600–999: not a valid robots.txt answer.
+        Err(FetchError::Status(code))
+    }
+}
+
+impl<C> Fetch for HttpFetcher<C>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
+    fn fetch(&self, authority: Authority) -> Pin<Box<dyn Future<Output = Fetched> + Send>> {
+        let this = self.clone();
+        Box::pin(async move { this.fetch_robots(&authority).await })
+    }
+}
+
+/// The number of body bytes worth parsing: the configured limit, never below RFC 9309 §2.5's
+/// 500 KiB.
+fn body_limit(configured: u64) -> usize {
+    usize::try_from(configured).unwrap_or(usize::MAX).max(MIN_SIZE_LIMIT)
+}
+
+fn unreachable(error: FetchError) -> Fetched {
+    Fetched::Unreachable { outcome: FetchOutcome::Network(error.to_string()) }
+}
+
+/// Reads at most `limit + 1` bytes of `body`, then stops (dropping the body closes the
+/// connection instead of draining it). The extra byte lets
+/// [`RobotsTxt::parse_with_limit`] see that the body goes on past the limit and drop a line
+/// the limit cut in two, so a rule is never shortened (RFC 9309 §2.5: content past the limit is
+/// ignored, not an error).
+async fn read_capped(mut body: hyper::body::Incoming, limit: usize) -> Result<Vec<u8>, FetchError> {
+    let cap = limit.saturating_add(1);
+    let mut out = Vec::new();
+    while out.len() < cap {
+        let Some(frame) = body.frame().await else { break };
+        let frame = frame.map_err(|e| FetchError::Body(describe(&e)))?;
+        if let Ok(data) = frame.into_data() {
+            let room = cap - out.len();
+            out.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+    Ok(out)
+}
+
+/// Where a redirect response points, resolved against the URL that was requested. `None` when
+/// there is no `Location`, it is not a URL, or it is not http(s).
+fn redirect_target(base: &url::Url, headers: &HeaderMap) -> Option<url::Url> {
+    let location = headers.get(LOCATION)?.to_str().ok()?.trim();
+    let mut next = base.join(location).ok()?;
+    if !matches!(next.scheme(), "http" | "https") || next.host_str().is_none_or(str::is_empty) {
+        return None;
+    }
+    next.set_fragment(None);
+    Some(next)
+}
+
+/// The lifetime `Cache-Control` asks for, before the cache clamps it between `min_age` and
+/// `max_age` (RFC 9309 §2.4: "crawlers MAY use standard HTTP cache-control as defined in
+/// RFC 9111").
+///
+/// * `s-maxage` wins over `max-age` (the proxy is a shared cache, RFC 9111 §5.2.2.10);
+/// * several values: the smallest (RFC 9111 §4.2.1 allows the most restrictive);
+/// * `no-store`, `no-cache` and `private`: as short as allowed (zero, clamped up to
+///   `min_age`): the file is still used, but refetched soon;
+/// * a value that is not a number: zero, like a stale response (RFC 9111 §1.2.2);
+/// * no directive about lifetime: `None`, the configured `max_age` applies.
+pub(crate) fn freshness_hint(headers: &HeaderMap) -> Option<Duration> {
+    let mut max_age: Option<u64> = None;
+    let mut s_maxage: Option<u64> = None;
+    let mut no_store = false;
+    for value in headers.get_all(CACHE_CONTROL) {
+        let Ok(value) = value.to_str() else { continue };
+        for directive in value.split(',') {
+            let (name, arg) = match directive.split_once('=') {
+                Some((n, a)) => (n.trim(), Some(a.trim().trim_matches('"'))),
+                None => (directive.trim(), None),
+            };
+            let seconds = || arg.and_then(|a| a.parse::<u64>().ok()).unwrap_or(0);
+            if name.eq_ignore_ascii_case("max-age") {
+                max_age = Some(max_age.map_or(seconds(), |m| m.min(seconds())));
+            } else if name.eq_ignore_ascii_case("s-maxage") {
+                s_maxage = Some(s_maxage.map_or(seconds(), |m| m.min(seconds())));
+            } else if ["no-store", "no-cache", "private"]
+                .iter()
+                .any(|d| name.eq_ignore_ascii_case(d))
+            {
+                no_store = true;
+            }
+        }
+    }
+    if no_store {
+        return Some(Duration::ZERO);
+    }
+    s_maxage.or(max_age).map(Duration::from_secs)
+}
+
+/// An error and its causes on one line (`client error (Connect): tcp connect error: …`), for
+/// logs and [`FetchOutcome::Network`].
+fn describe(error: &(dyn StdError + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(CACHE_CONTROL, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn cache_control_hints() {
+        assert_eq!(freshness_hint(&headers(&[])), None);
+        assert_eq!(freshness_hint(&headers(&["public"])), None);
+        assert_eq!(freshness_hint(&headers(&["max-age=120"])), Some(Duration::from_secs(120)));
+        assert_eq!(
+            freshness_hint(&headers(&["public, MAX-AGE = \"300\""])),
+            Some(Duration::from_secs(300))
+        );
+        assert_eq!(
+            freshness_hint(&headers(&["max-age=300", "max-age=100"])),
+            Some(Duration::from_secs(100))
+        );
+        assert_eq!(
+            freshness_hint(&headers(&["max-age=10, s-maxage=600"])),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(freshness_hint(&headers(&["max-age=soon"])), Some(Duration::ZERO));
+        assert_eq!(freshness_hint(&headers(&["no-store"])), Some(Duration::ZERO));
+        assert_eq!(freshness_hint(&headers(&["max-age=600, no-cache"])), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn redirect_targets() {
+        let base = url::Url::parse("http://a.test:8080/robots.txt").unwrap();
+        let loc = |l: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(LOCATION, HeaderValue::from_str(l).unwrap());
+            redirect_target(&base, &h).map(|u| u.to_string())
+        };
+        assert_eq!(loc("/r2").as_deref(), Some("http://a.test:8080/r2"));
+        assert_eq!(loc("next#frag").as_deref(), Some("http://a.test:8080/next"));
+        assert_eq!(loc("https://b.test/robots.txt").as_deref(), Some("https://b.test/robots.txt"));
+        assert_eq!(loc("//c.test/x").as_deref(), Some("http://c.test/x"));
+        assert_eq!(loc("ftp://b.test/robots.txt"), None);
+        assert_eq!(redirect_target(&base, &HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn body_limit_never_below_minimum() {
+        assert_eq!(body_limit(0), MIN_SIZE_LIMIT);
+        assert_eq!(body_limit(2 << 20), 2 << 20);
+    }
+}

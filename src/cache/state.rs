@@ -1,0 +1,206 @@
+//! The status table and lifetimes of RFC 9309 §2.3.1 and §2.4, as a pure function: what the
+//! previous entry was, what a fetch gave and what time it is → the next entry. No I/O, no
+//! clock reads; [`super::RobotsCache`] supplies `now` from its injected clock.
+
+use std::time::{Duration, SystemTime};
+
+use super::fetch::Fetched;
+use super::{RobotsRules, RobotsSnapshot, RobotsState};
+use crate::authority::Authority;
+use crate::config::RobotsSection;
+
+/// Used when adding a configured duration to `now` would overflow `SystemTime`.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The entry after a fetch at `now` gave `fetched`, `prev` being the entry before (if any).
+///
+/// * 2xx (§2.3.1.1): the parsed file, `Fresh` for [`lifetime`].
+/// * 4xx except 429, or too many redirects (§2.3.1.2, §2.3.1.3): `AllowAll`, `Unavailable`
+///   for [`lifetime`]. An earlier copy is dropped: the origin said there is no file now.
+/// * 429, 5xx, network errors (§2.3.1.4): the earlier 2xx copy if there is one (`Stale`),
+///   else `DisallowAll` (`Unreachable`). The entry is due again after the back-off
+///   ([`retry_delay`]). Once the failures have lasted `give_up_after` (§2.3.1.4: "more than
+///   30 days"), a copy is still used (`Stale`) and, without one, the file is assumed
+///   unavailable as §2.3.1.4 allows: `AllowAll` with state `Unavailable` (`failing_since`
+///   tells it apart from a real 4xx). Retries go on, so a recovered origin is noticed.
+pub(crate) fn next_snapshot(
+    prev: Option<&RobotsSnapshot>,
+    authority: &Authority,
+    fetched: Fetched,
+    now: SystemTime,
+    settings: &RobotsSection,
+) -> RobotsSnapshot {
+    let last_outcome = fetched.outcome();
+    let base = |rules, state, fetched_at, expires_at| RobotsSnapshot {
+        authority: authority.clone(),
+        robots_url: authority.robots_url(),
+        rules,
+        state,
+        last_outcome: last_outcome.clone(),
+        fetched_at,
+        expires_at,
+        failing_since: None,
+        failures: 0,
+    };
+    match fetched {
+        Fetched::Robots { robots, max_age, .. } => base(
+            RobotsRules::Parsed(robots),
+            RobotsState::Fresh,
+            now,
+            after(now, lifetime(max_age, settings)),
+        ),
+        Fetched::Unavailable { max_age, .. } => base(
+            RobotsRules::AllowAll,
+            RobotsState::Unavailable,
+            now,
+            after(now, lifetime(max_age, settings)),
+        ),
+        Fetched::Unreachable { .. } => {
+            let failing = prev.and_then(|p| p.failing_since.map(|since| (since, p.failures)));
+            let (failing_since, failures) = match failing {
+                Some((since, n)) => (since, n.saturating_add(1)),
+                None => (now, 1),
+            };
+            let given_up_at = failing_since.checked_add(settings.give_up_after);
+            let given_up = given_up_at.is_some_and(|t| now >= t);
+            let copy = prev.and_then(|p| match &p.rules {
+                RobotsRules::Parsed(robots) => Some((robots.clone(), p.fetched_at)),
+                _ => None,
+            });
+            let expires_at = after(now, retry_delay(failures, settings));
+            let mut snapshot = match (copy, given_up) {
+                (Some((robots, copied_at)), _) => {
+                    base(RobotsRules::Parsed(robots), RobotsState::Stale, copied_at, expires_at)
+                }
+                (None, false) => base(
+                    RobotsRules::DisallowAll,
+                    RobotsState::Unreachable,
+                    failing_since,
+                    expires_at,
+                ),
+                (None, true) => base(
+                    RobotsRules::AllowAll,
+                    RobotsState::Unavailable,
+                    given_up_at.unwrap_or(now),
+                    expires_at,
+                ),
+            };
+            snapshot.failing_since = Some(failing_since);
+            snapshot.failures = failures;
+            snapshot
+        }
+    }
+}
+
+/// How long an answer is used: `max_age` (RFC 9309 §2.4: "SHOULD NOT use the cached version
+/// for more than 24 hours"), or what `Cache-Control` asks if that is shorter, but never below
+/// `min_age`, so a `max-age=0` or `no-store` cannot make every request refetch.
+pub(crate) fn lifetime(hint: Option<Duration>, settings: &RobotsSection) -> Duration {
+    match hint {
+        None => settings.max_age,
+        Some(asked) => asked.max(settings.min_age).min(settings.max_age),
+    }
+}
+
+/// The wait before retry number `failures` (1 for the first failure): `retry_initial`,
+/// doubling each time, at most `retry_max` (RFC 9309 §2.3.1.4 leaves the schedule open; this
+/// keeps a failing origin from being hammered while it recovers).
+pub(crate) fn retry_delay(failures: u32, settings: &RobotsSection) -> Duration {
+    let doublings = failures.saturating_sub(1).min(31);
+    settings.retry_initial.saturating_mul(1u32 << doublings).min(settings.retry_max)
+}
+
+/// `now + d`, or far in the future when that overflows.
+fn after(now: SystemTime, d: Duration) -> SystemTime {
+    now.checked_add(d).or_else(|| now.checked_add(FAR_FUTURE)).unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::authority::Scheme;
+    use crate::cache::FetchOutcome;
+    use crate::robots::RobotsTxt;
+
+    fn settings() -> RobotsSection {
+        RobotsSection {
+            retry_initial: Duration::from_secs(10),
+            retry_max: Duration::from_secs(3600),
+            ..RobotsSection::default()
+        }
+    }
+
+    fn auth() -> Authority {
+        Authority::new(Scheme::Http, "a.test", 80).unwrap()
+    }
+
+    fn ok() -> Fetched {
+        Fetched::Robots {
+            status: 200,
+            robots: Arc::new(RobotsTxt::parse(b"User-agent: *\nDisallow: /x\n")),
+            max_age: None,
+        }
+    }
+
+    fn fail() -> Fetched {
+        Fetched::Unreachable { outcome: FetchOutcome::Status(503) }
+    }
+
+    #[test]
+    fn retry_delay_doubles_up_to_the_cap() {
+        let s = settings();
+        let delays: Vec<u64> = (1..=12).map(|n| retry_delay(n, &s).as_secs()).collect();
+        assert_eq!(delays, [10, 20, 40, 80, 160, 320, 640, 1280, 2560, 3600, 3600, 3600]);
+        assert_eq!(retry_delay(u32::MAX, &s), s.retry_max);
+    }
+
+    #[test]
+    fn lifetime_is_clamped() {
+        let s = settings();
+        assert_eq!(lifetime(None, &s), s.max_age);
+        assert_eq!(lifetime(Some(Duration::ZERO), &s), s.min_age);
+        assert_eq!(lifetime(Some(Duration::from_secs(600)), &s), Duration::from_secs(600));
+        assert_eq!(lifetime(Some(Duration::from_secs(u64::MAX)), &s), s.max_age);
+        // A misconfigured min_age above max_age does not panic; max_age wins.
+        let odd = RobotsSection { min_age: Duration::from_secs(10), max_age: Duration::ZERO, ..s };
+        assert_eq!(lifetime(Some(Duration::from_secs(5)), &odd), Duration::ZERO);
+    }
+
+    #[test]
+    fn failures_keep_the_copy_and_count() {
+        let s = settings();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let good = next_snapshot(None, &auth(), ok(), t0, &s);
+        assert_eq!(good.state, RobotsState::Fresh);
+        let t1 = t0 + s.max_age;
+        let stale = next_snapshot(Some(&good), &auth(), fail(), t1, &s);
+        assert_eq!(stale.state, RobotsState::Stale);
+        assert_eq!(stale.fetched_at, t0);
+        assert_eq!(stale.failing_since, Some(t1));
+        assert_eq!(stale.expires_at, t1 + s.retry_initial);
+        let t2 = stale.expires_at;
+        let again = next_snapshot(Some(&stale), &auth(), fail(), t2, &s);
+        assert_eq!((again.failures, again.failing_since), (2, Some(t1)));
+        assert_eq!(again.expires_at, t2 + 2 * s.retry_initial);
+        let recovered = next_snapshot(Some(&again), &auth(), ok(), t2, &s);
+        assert_eq!((recovered.failures, recovered.failing_since), (0, None));
+    }
+
+    #[test]
+    fn give_up_without_a_copy_allows() {
+        let s = settings();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let first = next_snapshot(None, &auth(), fail(), t0, &s);
+        assert!(matches!(first.rules, RobotsRules::DisallowAll));
+        let late = t0 + s.give_up_after;
+        let gave_up = next_snapshot(Some(&first), &auth(), fail(), late, &s);
+        assert!(matches!(gave_up.rules, RobotsRules::AllowAll));
+        assert_eq!(gave_up.state, RobotsState::Unavailable);
+        assert_eq!(gave_up.failing_since, Some(t0));
+        // Still failing after giving up: stays given up.
+        let later = next_snapshot(Some(&gave_up), &auth(), fail(), late + s.retry_max, &s);
+        assert!(matches!(later.rules, RobotsRules::AllowAll));
+    }
+}

@@ -1,0 +1,272 @@
+//! The policy: which product token a request speaks for, and what robots.txt says about it.
+//!
+//! The proxy asks the policy two questions per request: "whose rules?" ([`Policy::token_for`])
+//! and "may it go?" ([`Policy::decide`]). The answer, a [`PolicyDecision`], carries everything a
+//! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
+
+use std::time::{Duration, SystemTime};
+
+use http::HeaderMap;
+
+use crate::audit::AuditRecord;
+use crate::cache::{FetchOutcome, RobotsRules, RobotsSnapshot, RobotsState};
+use crate::config::{PolicySection, TokenSource};
+use crate::robots::{ProductToken, Reason, Verdict};
+
+/// How the product token is found, built from `[policy]`.
+#[derive(Clone)]
+pub struct Policy {
+    /// User-Agent header → token, since a crawler sends the same header on every request.
+    user_agents: moka::sync::Cache<http::HeaderValue, Option<ProductToken>>,
+    sources: Vec<TokenSource>,
+    token_header: http::HeaderName,
+    default_token: Option<ProductToken>,
+}
+
+/// Why the `[policy]` section cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// `policy.token_header` is not a header name.
+    #[error("policy.token_header: {0:?} is not a valid HTTP header name")]
+    TokenHeader(String),
+    /// `policy.default_token` is not a product token.
+    #[error("policy.default_token: {0}")]
+    DefaultToken(#[from] crate::robots::InvalidToken),
+}
+
+/// Where the product token of a request came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenOrigin {
+    /// The explicit token header.
+    Header,
+    /// The User-Agent header.
+    UserAgent,
+    /// `policy.default_token`.
+    Default,
+    /// No source gave one: only `*` groups apply.
+    None,
+}
+
+/// What the policy decided for one request, and why, in terms a person and an auditor read.
+#[derive(Debug, Clone)]
+pub struct PolicyDecision {
+    /// Allow or Disallow.
+    pub verdict: Verdict,
+    /// One sentence: why.
+    pub reason: String,
+    /// The deciding rule (`disallow: /private`), if a rule decided.
+    pub rule: Option<String>,
+    /// The deciding rule's line.
+    pub line: Option<u32>,
+    /// The `user-agent` line of the group that applied (`* (line 1)`).
+    pub group: Option<String>,
+    /// The robots.txt state.
+    pub state: RobotsState,
+    /// The robots.txt URL.
+    pub robots_url: String,
+    /// Age of the robots.txt in force.
+    pub age: Duration,
+}
+
+impl Policy {
+    /// Builds the policy from its configuration section.
+    pub fn new(section: &PolicySection) -> Result<Self, PolicyError> {
+        let token_header = http::HeaderName::from_bytes(section.token_header.as_bytes())
+            .map_err(|_| PolicyError::TokenHeader(section.token_header.clone()))?;
+        let default_token = section.default_token.as_deref().map(ProductToken::new).transpose()?;
+        Ok(Policy {
+            user_agents: moka::sync::Cache::new(4096),
+            sources: section.token_sources.clone(),
+            token_header,
+            default_token,
+        })
+    }
+
+    /// The header that names the token explicitly; the proxy strips it before forwarding.
+    pub fn token_header(&self) -> &http::HeaderName {
+        &self.token_header
+    }
+
+    /// The product token for a request with these headers, from the configured sources in order.
+    pub fn token_for(&self, headers: &HeaderMap) -> (Option<ProductToken>, TokenOrigin) {
+        for source in &self.sources {
+            match source {
+                TokenSource::Header => {
+                    let token = headers
+                        .get(&self.token_header)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| ProductToken::new(v.trim()).ok());
+                    if let Some(t) = token {
+                        return (Some(t), TokenOrigin::Header);
+                    }
+                }
+                TokenSource::UserAgent => {
+                    let token = headers.get(http::header::USER_AGENT).and_then(|v| {
+                        self.user_agents.get_with_by_ref(v, || {
+                            v.to_str().ok().and_then(ProductToken::from_user_agent)
+                        })
+                    });
+                    if let Some(t) = token {
+                        return (Some(t), TokenOrigin::UserAgent);
+                    }
+                }
+                TokenSource::Default => {
+                    if let Some(t) = &self.default_token {
+                        return (Some(t.clone()), TokenOrigin::Default);
+                    }
+                }
+            }
+        }
+        (None, TokenOrigin::None)
+    }
+
+    /// Whether `token` may fetch `path`: the verdict of [`Policy::decide`] without the
+    /// explanation, for the hot path of allowed requests.
+    pub fn is_allowed(
+        &self,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+        path: &str,
+    ) -> bool {
+        if path.split('?').next() == Some("/robots.txt") {
+            return true;
+        }
+        match &snapshot.rules {
+            RobotsRules::Parsed(robots) => robots.decide(token, path).is_allowed(),
+            RobotsRules::AllowAll => true,
+            RobotsRules::DisallowAll => false,
+        }
+    }
+
+    /// Decides whether `token` may fetch `path` (already normalised with
+    /// [`crate::robots::normalize::normalize_request_path`]) given what the cache knows.
+    pub fn decide(
+        &self,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+        path: &str,
+        now: SystemTime,
+    ) -> PolicyDecision {
+        let mut d = PolicyDecision {
+            verdict: Verdict::Allow,
+            reason: String::new(),
+            rule: None,
+            line: None,
+            group: None,
+            state: snapshot.state,
+            robots_url: snapshot.robots_url.clone(),
+            age: snapshot.age(now),
+        };
+        if path.split('?').next() == Some("/robots.txt") {
+            d.reason = "/robots.txt is always allowed".to_owned();
+            return d;
+        }
+        match &snapshot.rules {
+            RobotsRules::Parsed(robots) => {
+                let decision = robots.decide(token, path);
+                d.verdict = decision.verdict();
+                d.group = decision
+                    .user_agent_line()
+                    .map(|u| format!("{} (line {})", u.value(), u.line()));
+                d.reason = match decision.reason() {
+                    Reason::Rule(rule) => {
+                        d.rule = Some(rule.to_string());
+                        d.line = Some(rule.line());
+                        let verb = if decision.is_allowed() { "allowed" } else { "disallowed" };
+                        format!("{verb} by robots.txt line {}: {rule}", rule.line())
+                    }
+                    Reason::NoRuleMatched => {
+                        "allowed: no rule in the applicable group matches".to_owned()
+                    }
+                    Reason::NoGroupApplies => "allowed: no group in robots.txt applies".to_owned(),
+                    Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
+                };
+            }
+            RobotsRules::AllowAll => {
+                d.reason = format!(
+                    "robots.txt {} ({}): all paths allowed",
+                    state_word(snapshot.state),
+                    outcome_text(&snapshot.last_outcome)
+                );
+            }
+            RobotsRules::DisallowAll => {
+                d.verdict = Verdict::Disallow;
+                d.reason = format!(
+                    "robots.txt unreachable ({}): all paths disallowed until it can be fetched",
+                    outcome_text(&snapshot.last_outcome)
+                );
+            }
+        }
+        d
+    }
+}
+
+fn state_word(state: RobotsState) -> &'static str {
+    match state {
+        RobotsState::Fresh => "fresh",
+        RobotsState::Stale => "stale",
+        RobotsState::Unavailable => "unavailable",
+        RobotsState::Unreachable => "unreachable",
+    }
+}
+
+/// `HTTP 503`, `redirect limit exceeded`, or the network error.
+pub fn outcome_text(outcome: &FetchOutcome) -> String {
+    match outcome {
+        FetchOutcome::Status(code) => format!("HTTP {code}"),
+        FetchOutcome::RedirectLimit => "too many redirects".to_owned(),
+        FetchOutcome::Network(e) => e.clone(),
+    }
+}
+
+impl PolicyDecision {
+    /// Whether the request may go.
+    pub fn is_allowed(&self) -> bool {
+        self.verdict == Verdict::Allow
+    }
+
+    /// The state as the audit log writes it.
+    pub fn state_word(&self) -> &'static str {
+        state_word(self.state)
+    }
+
+    /// The audit record for this decision.
+    #[allow(clippy::too_many_arguments)]
+    pub fn audit_record(
+        &self,
+        now: SystemTime,
+        client: std::net::SocketAddr,
+        method: &http::Method,
+        url: &str,
+        domain: &str,
+        path: &str,
+        user_agent: Option<&str>,
+        token: Option<&ProductToken>,
+        status_code: Option<u16>,
+    ) -> AuditRecord {
+        let allowed = self.is_allowed();
+        AuditRecord {
+            timestamp: crate::audit::timestamp(now),
+            action: if allowed { "robots_allow" } else { "robots_disallow" }.to_owned(),
+            outcome: if allowed { "success" } else { "failure" }.to_owned(),
+            reason: self.reason.clone(),
+            client_address: client.to_string(),
+            method: method.as_str().to_owned(),
+            status_code,
+            url: url.to_owned(),
+            domain: domain.to_owned(),
+            path: path.to_owned(),
+            user_agent: user_agent.map(str::to_owned),
+            product_token: token.map(|t| t.as_str().to_owned()),
+            rule: self.rule.clone(),
+            line: self.line,
+            group: self.group.clone(),
+            robots_url: self.robots_url.clone(),
+            state: self.state_word().to_owned(),
+            age_seconds: self.age.as_secs(),
+            usage: None,
+        }
+    }
+}

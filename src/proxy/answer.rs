@@ -1,0 +1,131 @@
+//! Responses the proxy writes itself: usage errors, blocks and upstream failures.
+//!
+//! Every one of them says, for a person, what happened, and carries a `Proxy-Status` header
+//! (RFC 9209) saying the same for a program.
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+
+use super::ProxyBody;
+use crate::policy::PolicyDecision;
+
+/// The name this proxy gives itself in `Proxy-Status`.
+pub(crate) const PROXY_NAME: &str = "robots-proxy";
+
+/// A full body from a string.
+pub(crate) fn full(body: impl Into<Bytes>) -> ProxyBody {
+    Full::new(body.into()).map_err(|never| match never {}).boxed_unsync()
+}
+
+/// An RFC 9209 `Proxy-Status` value: `robots-proxy; error=<type>; details="<text>"`.
+pub(crate) fn proxy_status(error: &str, details: &str) -> HeaderValue {
+    // `details` is a structured-field string: printable ASCII, with `"` and `\` escaped.
+    let mut escaped = String::with_capacity(details.len());
+    for c in details.chars() {
+        match c {
+            '"' | '\\' => {
+                escaped.push('\\');
+                escaped.push(c);
+            }
+            ' '..='~' => escaped.push(c),
+            _ => escaped.push('?'),
+        }
+    }
+    let value = format!("{PROXY_NAME}; error={error}; details=\"{escaped}\"");
+    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(PROXY_NAME))
+}
+
+/// A plain-text answer from the proxy itself.
+pub(crate) fn text(status: StatusCode, error: &str, body: String) -> Response<ProxyBody> {
+    let details = body.lines().next().unwrap_or_default().to_owned();
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("proxy-status", proxy_status(error, &details));
+    resp
+}
+
+/// The 400 for a request that is not a proxy request (origin-form), telling how to use us.
+pub(crate) fn not_a_proxy_request(listen: &str) -> Response<ProxyBody> {
+    text(
+        StatusCode::BAD_REQUEST,
+        "http_request_error",
+        format!(
+            "This is robots-proxy, a forward proxy that enforces robots.txt.\n\
+             It only serves proxy requests (absolute-form, e.g. `GET http://example.com/ HTTP/1.1`).\n\
+             Point your crawler at it instead of requesting it directly:\n\
+             \n\
+             \x20   export HTTP_PROXY=http://{listen}\n\
+             \x20   curl -x http://{listen} http://example.com/\n"
+        ),
+    )
+}
+
+/// The 403 for a request robots.txt disallows. JSON when the client asked for it.
+pub(crate) fn blocked(
+    decision: &PolicyDecision,
+    url: &str,
+    token: Option<&str>,
+    want_json: bool,
+) -> Response<ProxyBody> {
+    let mut resp = if want_json {
+        let body = serde_json::json!({
+            "error": "robots_disallowed",
+            "url": url,
+            "product_token": token,
+            "robots_url": decision.robots_url,
+            "robots_state": decision.state_word(),
+            "rule": decision.rule,
+            "line": decision.line,
+            "group": decision.group,
+            "reason": decision.reason,
+        });
+        let mut resp = Response::new(full(body.to_string()));
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp
+    } else {
+        let token_line =
+            token.map_or_else(|| "(none found: the `*` group applies)".to_owned(), str::to_owned);
+        let rule_line = match (&decision.rule, decision.line) {
+            (Some(rule), Some(line)) => format!("line {line}: {rule}"),
+            _ => "(none: see reason)".to_owned(),
+        };
+        let group_line = decision.group.as_deref().unwrap_or("(none)");
+        let body = format!(
+            "403 Forbidden: robots.txt does not allow this request.\n\
+             \n\
+             URL:           {url}\n\
+             Product token: {token_line}\n\
+             robots.txt:    {robots} ({state}, {age}s old)\n\
+             Group:         user-agent: {group_line}\n\
+             Rule:          {rule_line}\n\
+             Reason:        {reason}\n",
+            robots = decision.robots_url,
+            state = decision.state_word(),
+            age = decision.age.as_secs(),
+            reason = decision.reason,
+        );
+        let mut resp = Response::new(full(body));
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        resp
+    };
+    *resp.status_mut() = StatusCode::FORBIDDEN;
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("proxy-status", proxy_status("http_request_denied", &decision.reason));
+    resp
+}
+
+/// Whether the client prefers a JSON answer.
+pub(crate) fn wants_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/json"))
+}

@@ -1,0 +1,459 @@
+//! CONNECT: HTTPS through the proxy, enforced as exactly as plain HTTP.
+//!
+//! * `intercept`: after the 200, the first bytes tell TLS (a ClientHello, `0x16`) from plain
+//!   HTTP. TLS is terminated with a certificate for the SNI name (or the CONNECT host) from the
+//!   proxy's CA, and every request inside is decided like a plain proxy request for the CONNECT
+//!   authority, then forwarded over a fresh, verified TLS connection.
+//! * `tunnel`: bytes are relayed without looking inside; the CONNECT is refused when the token's
+//!   rules disallow every path of the authority, the only decision possible without paths.
+//! * `reject`: every CONNECT is refused.
+//!
+//! The decision and the upstream connection always use the CONNECT authority. A TLS server
+//! name or an inner `Host` / `:authority` naming another host (domain fronting) is refused.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+
+use super::{answer, process, ProxyBody, Shared};
+use crate::audit::AuditRecord;
+use crate::authority::{Authority, Scheme};
+use crate::cache::RobotsRules;
+use crate::metrics::Decision;
+use crate::robots::ProductToken;
+use crate::tls::HttpsMode;
+
+/// Answers a CONNECT request.
+pub(super) async fn handle_connect(
+    shared: Arc<Shared>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let Some(target) = req.uri().authority().map(|a| a.as_str().to_owned()) else {
+        return answer::text(
+            StatusCode::BAD_REQUEST,
+            "http_request_error",
+            "400 Bad Request: CONNECT needs a host:port target\n".to_owned(),
+        );
+    };
+    let https = match Authority::from_host_port(Scheme::Https, &target) {
+        Ok(a) => a,
+        Err(e) => {
+            return answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                format!("400 Bad Request: CONNECT {target}: {e}\n"),
+            )
+        }
+    };
+    if !target.contains(':') {
+        return answer::text(
+            StatusCode::BAD_REQUEST,
+            "http_request_error",
+            format!("400 Bad Request: CONNECT {target}: the target must name a port\n"),
+        );
+    }
+    if !shared.https.connect_ports.contains(&https.port()) {
+        return refuse(
+            &shared,
+            client,
+            &req,
+            &https,
+            None,
+            "destination_ip_prohibited",
+            format!(
+                "CONNECT to port {} is not allowed (https.connect_ports = {:?})",
+                https.port(),
+                shared.https.connect_ports
+            ),
+        )
+        .await;
+    }
+    let (token, _) = shared.live().policy.token_for(req.headers());
+    match shared.https.mode {
+        HttpsMode::Reject => {
+            refuse(
+                &shared,
+                client,
+                &req,
+                &https,
+                token.as_ref(),
+                "http_request_denied",
+                "CONNECT is refused by this proxy (https.mode = \"reject\"): HTTPS cannot be \
+                 checked against robots.txt here"
+                    .to_owned(),
+            )
+            .await
+        }
+        HttpsMode::Tunnel => tunnel(shared, client, req, https, token).await,
+        _ => {
+            let Some(ca) = shared.ca.clone() else {
+                return answer::text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "proxy_configuration_error",
+                    "500: https.mode is intercept but no CA is loaded\n".to_owned(),
+                );
+            };
+            let shared2 = shared.clone();
+            tokio::spawn(async move {
+                match hyper::upgrade::on(req).await {
+                    Ok(upgraded) => intercept(shared2, ca, client, https, upgraded).await,
+                    Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+                }
+            });
+            Response::new(answer::full(Bytes::new()))
+        }
+    }
+}
+
+/// A 403 for a CONNECT, with its audit record.
+async fn refuse(
+    shared: &Shared,
+    client: SocketAddr,
+    req: &Request<Incoming>,
+    authority: &Authority,
+    token: Option<&ProductToken>,
+    error: &str,
+    reason: String,
+) -> Response<ProxyBody> {
+    let record = connect_record(shared, client, req, authority, token, false, &reason);
+    shared.metrics.count(Decision::Refuse, Scheme::Https);
+    shared.metrics.blocked(&record);
+    if let Err(e) = shared.audit.record(record).await {
+        tracing::error!(error = %e, "audit record could not be queued");
+    }
+    answer::text(StatusCode::FORBIDDEN, error, format!("403 Forbidden: {reason}\n"))
+}
+
+fn connect_record(
+    shared: &Shared,
+    client: SocketAddr,
+    req: &Request<Incoming>,
+    authority: &Authority,
+    token: Option<&ProductToken>,
+    allowed: bool,
+    reason: &str,
+) -> AuditRecord {
+    AuditRecord {
+        timestamp: crate::audit::timestamp(shared.clock.now()),
+        action: if allowed { "tunnel_allow" } else { "connect_refuse" }.to_owned(),
+        outcome: if allowed { "success" } else { "failure" }.to_owned(),
+        reason: reason.to_owned(),
+        client_address: client.to_string(),
+        method: "CONNECT".to_owned(),
+        status_code: Some(if allowed { 200 } else { 403 }),
+        url: authority.to_string(),
+        domain: authority.to_string(),
+        path: "(not visible in a tunnel)".to_owned(),
+        user_agent: req
+            .headers()
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        product_token: token.map(|t| t.as_str().to_owned()),
+        rule: None,
+        line: None,
+        group: None,
+        robots_url: authority.robots_url(),
+        state: String::new(),
+        age_seconds: 0,
+        usage: None,
+    }
+}
+
+/// Tunnel mode: refuse when every path is disallowed, else relay bytes.
+async fn tunnel(
+    shared: Arc<Shared>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+    authority: Authority,
+    token: Option<ProductToken>,
+) -> Response<ProxyBody> {
+    let snapshot = shared.cache.get(&authority).await;
+    let blocked = match &snapshot.rules {
+        RobotsRules::Parsed(robots) => robots.disallows_everything(token.as_ref()),
+        RobotsRules::DisallowAll => true,
+        _ => false,
+    };
+    if blocked {
+        let reason = format!(
+            "robots.txt at {} disallows every path for {}; the tunnel is refused (paths \
+             cannot be seen in tunnel mode)",
+            authority.robots_url(),
+            token.as_ref().map_or("the `*` group", |t| t.as_str())
+        );
+        return refuse(
+            &shared,
+            client,
+            &req,
+            &authority,
+            token.as_ref(),
+            "http_request_denied",
+            reason,
+        )
+        .await;
+    }
+    let addr = format!("{}:{}", bracket(authority.host()), authority.port());
+    let upstream =
+        match tokio::time::timeout(shared.connect_timeout, tokio::net::TcpStream::connect(&addr))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return answer::text(
+                    StatusCode::BAD_GATEWAY,
+                    "destination_unavailable",
+                    format!("502 Bad Gateway: cannot connect to {addr}: {e}\n"),
+                )
+            }
+            Err(_) => {
+                return answer::text(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "connection_timeout",
+                    format!("504 Gateway Timeout: connecting to {addr} timed out\n"),
+                )
+            }
+        };
+    let _ = upstream.set_nodelay(true);
+    shared.metrics.count(Decision::Tunnel, Scheme::Https);
+    if shared.https.audit_tunnels || shared.audit.all_decisions() {
+        let record = connect_record(
+            &shared,
+            client,
+            &req,
+            &authority,
+            token.as_ref(),
+            true,
+            "tunnel allowed: the path cannot be seen inside a tunnel",
+        );
+        if let Err(e) = shared.audit.record(record).await {
+            tracing::error!(error = %e, "audit record could not be queued");
+        }
+    }
+    let idle = shared.https.tunnel_idle_timeout;
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => {
+                let client_io = TokioIo::new(upgraded);
+                relay(client_io, upstream, idle).await;
+            }
+            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        }
+    });
+    Response::new(answer::full(Bytes::new()))
+}
+
+fn bracket(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+/// Copies both ways until both sides are done or nothing moved for `idle`.
+async fn relay<A, B>(mut a: A, mut b: B, idle: std::time::Duration)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut buf_a = vec![0u8; 16 * 1024];
+    let mut buf_b = vec![0u8; 16 * 1024];
+    let (mut a_open, mut b_open) = (true, true);
+    use tokio::io::AsyncWriteExt;
+    while a_open || b_open {
+        let step = tokio::time::timeout(idle, async {
+            tokio::select! {
+                r = a.read(&mut buf_a), if a_open => match r {
+                    Ok(0) | Err(_) => { a_open = false; let _ = b.shutdown().await; Ok(()) }
+                    Ok(n) => b.write_all(&buf_a[..n]).await,
+                },
+                r = b.read(&mut buf_b), if b_open => match r {
+                    Ok(0) | Err(_) => { b_open = false; let _ = a.shutdown().await; Ok(()) }
+                    Ok(n) => a.write_all(&buf_b[..n]).await,
+                },
+            }
+        })
+        .await;
+        match step {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+}
+
+/// Intercept mode, after the 200: tell TLS from plain HTTP and serve what is inside.
+async fn intercept(
+    shared: Arc<Shared>,
+    ca: Arc<crate::tls::ca::CertificateAuthority>,
+    client: SocketAddr,
+    connect: Authority,
+    upgraded: hyper::upgrade::Upgraded,
+) {
+    let mut io = TokioIo::new(upgraded);
+    let mut first = [0u8; 1];
+    let n = match tokio::time::timeout(shared.header_read_timeout, io.read(&mut first)).await {
+        Ok(Ok(n)) if n > 0 => n,
+        _ => return,
+    };
+    let io = Rewind { prefix: Some(Bytes::copy_from_slice(&first[..n])), inner: io };
+    if first[0] != 0x16 {
+        // Plain HTTP inside the tunnel (e.g. `CONNECT host:80`): decide it as HTTP.
+        let authority =
+            Authority::new(Scheme::Http, connect.host(), connect.port()).unwrap_or(connect);
+        let service = service_fn(move |req| {
+            let (shared, authority) = (shared.clone(), authority.clone());
+            async move {
+                Ok::<_, std::convert::Infallible>(inner(shared, client, authority, None, req).await)
+            }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .serve_connection(TokioIo::new(io), service)
+            .await;
+        return;
+    }
+    let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
+    let start = match tokio::time::timeout(shared.header_read_timeout, acceptor).await {
+        Ok(Ok(start)) => start,
+        Ok(Err(e)) => {
+            tracing::debug!(client = %client, error = %e, "bad TLS ClientHello inside CONNECT");
+            return;
+        }
+        Err(_) => return,
+    };
+    let sni = start.client_hello().server_name().map(str::to_owned);
+    let name = sni.clone().unwrap_or_else(|| connect.host().to_owned());
+    let config = match ca.server_config(&name) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(host = %name, error = %e, "cannot make a certificate");
+            return;
+        }
+    };
+    let tls = match start.into_stream(config).await {
+        Ok(tls) => tls,
+        Err(e) => {
+            // Typically the client does not trust our CA and sent an alert.
+            tracing::info!(client = %client, host = %name, error = %e, "TLS handshake with client failed");
+            return;
+        }
+    };
+    let mismatch = sni.filter(|s| {
+        Authority::new(Scheme::Https, s, connect.port()).map_or(true, |a| a != connect)
+    });
+    let service = service_fn(move |req| {
+        let (shared, connect, mismatch) = (shared.clone(), connect.clone(), mismatch.clone());
+        async move {
+            Ok::<_, std::convert::Infallible>(inner(shared, client, connect, mismatch, req).await)
+        }
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new());
+    builder.http2().timer(TokioTimer::new());
+    if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+        tracing::debug!(client = %client, error = %e, "intercepted connection ended with an error");
+    }
+}
+
+/// One request read inside a CONNECT tunnel.
+async fn inner(
+    shared: Arc<Shared>,
+    client: SocketAddr,
+    connect: Authority,
+    sni_mismatch: Option<String>,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let named = req.uri().authority().map(|a| a.as_str().to_owned()).or_else(|| {
+        req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_owned)
+    });
+    let fronting = if let Some(sni) = sni_mismatch {
+        Some(format!(
+            "the TLS server name {sni:?} does not match the CONNECT authority {connect}; \
+             domain fronting is refused"
+        ))
+    } else if let Some(named) = named {
+        match Authority::from_host_port(connect.scheme(), &named) {
+            Ok(a) if a == connect => None,
+            _ => Some(format!(
+                "the request names {named:?} but the tunnel goes to {connect}; domain fronting \
+                 is refused"
+            )),
+        }
+    } else {
+        None
+    };
+    if let Some(reason) = fronting {
+        let (token, _) = shared.live().policy.token_for(req.headers());
+        return refuse(
+            &shared,
+            client,
+            &req,
+            &connect,
+            token.as_ref(),
+            "http_request_denied",
+            reason,
+        )
+        .await;
+    }
+    process(shared, client, connect, req).await
+}
+
+/// A stream that first yields bytes already read from it.
+struct Rewind<T> {
+    prefix: Option<Bytes>,
+    inner: T,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if let Some(mut prefix) = self.prefix.take() {
+            let n = prefix.len().min(buf.remaining());
+            buf.put_slice(&prefix.split_to(n));
+            if !prefix.is_empty() {
+                self.prefix = Some(prefix);
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}

@@ -1,0 +1,272 @@
+//! Forwarding an allowed request to its origin and the response back, bodies streamed.
+//!
+//! What a forward proxy must change on the way (RFC 9110 §7.6, RFC 9112 §3.2.2), and nothing
+//! more:
+//!
+//! * hop-by-hop headers are removed in both directions: `Connection` and every header it names,
+//!   `Proxy-Connection`, `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
+//!   `Proxy-Authorization` and `Proxy-Authenticate`;
+//! * `Via` is added (RFC 9110 §7.6.3); no `X-Forwarded-For`, which would leak client addresses;
+//! * `Host` is replaced by the authority of the request-target (RFC 9112 §3.2.2: "A proxy that
+//!   forwards such a request MUST generate a new Host field value based on the received
+//!   target URI rather than forward the received Host field value"), so a request for an
+//!   allowed site cannot carry another site's `Host` to its server.
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use super::{answer, ProxyBody};
+use crate::authority::Authority;
+use crate::config::UpstreamSection;
+use crate::metrics::Metrics;
+
+/// The pooled client for origins, plain or TLS (HTTP/2 or HTTP/1.1 by ALPN).
+pub(crate) type UpstreamClient = Client<HttpsConnector<HttpConnector>, Incoming>;
+
+/// Builds the pooled upstream client. Idle connections are reaped by a timer, not only when
+/// checked out (the pool needs `pool_timer` for that). Origin certificates are always verified.
+pub(crate) fn client(settings: &UpstreamSection, tls: rustls::ClientConfig) -> UpstreamClient {
+    let connector = crate::tls::https_connector(tls, settings.connect_timeout);
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(settings.pool_idle_timeout)
+        .pool_max_idle_per_host(settings.pool_max_idle_per_host)
+        .set_host(false)
+        .build(connector)
+}
+
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
+    header::PROXY_AUTHENTICATE,
+];
+
+/// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Our `Via` entry (RFC 9110 §7.6.3), prepared once per protocol version.
+pub(crate) struct Via {
+    pseudonym: String,
+    http10: HeaderValue,
+    http11: HeaderValue,
+    http2: HeaderValue,
+}
+
+impl Via {
+    pub(crate) fn new(pseudonym: &str) -> Self {
+        let value = |proto: &str| {
+            HeaderValue::from_str(&format!("{proto} {pseudonym}"))
+                .unwrap_or_else(|_| HeaderValue::from_static("1.1 robots-proxy"))
+        };
+        Via {
+            pseudonym: pseudonym.to_owned(),
+            http10: value("1.0"),
+            http11: value("1.1"),
+            http2: value("2"),
+        }
+    }
+
+    /// Appends our entry to the message's `Via`, for a message received as `version`.
+    pub(crate) fn add(&self, headers: &mut HeaderMap, version: http::Version) {
+        let ours = match version {
+            http::Version::HTTP_10 => &self.http10,
+            http::Version::HTTP_2 => &self.http2,
+            _ => &self.http11,
+        };
+        match headers.get(header::VIA).and_then(|v| v.to_str().ok()) {
+            None => {
+                headers.insert(header::VIA, ours.clone());
+            }
+            Some(prev) => {
+                let joined = format!("{prev}, {}", ours.to_str().unwrap_or(&self.pseudonym));
+                if let Ok(v) = HeaderValue::from_str(&joined) {
+                    headers.insert(header::VIA, v);
+                }
+            }
+        }
+    }
+}
+
+/// Rewrites a client's request into the one sent upstream: the normalised path (the one that
+/// was checked), `Host` from the request-target, hop-by-hop headers and the token header gone.
+pub(crate) fn upstream_request(
+    mut req: Request<Incoming>,
+    authority: &Authority,
+    path: &str,
+    token_header: &HeaderName,
+    via: &Via,
+) -> Result<Request<Incoming>, http::Error> {
+    // The request-target is reused as it is when it already names exactly the authority and
+    // path that were checked (the common case); otherwise it is rebuilt from them.
+    let host_header = authority.host_header();
+    let unchanged = req.uri().scheme_str() == Some(authority.scheme().as_str())
+        && req.uri().authority().is_some_and(|a| a.as_str() == host_header)
+        && req.uri().path_and_query().is_some_and(|p| p.as_str() == path);
+    if !unchanged {
+        let uri = Uri::builder()
+            .scheme(authority.scheme().as_str())
+            .authority(host_header.as_str())
+            .path_and_query(path)
+            .build()?;
+        *req.uri_mut() = uri;
+    }
+    let version = req.version();
+    *req.version_mut() = http::Version::HTTP_11;
+    let headers = req.headers_mut();
+    strip_hop_by_hop(headers);
+    headers.remove(token_header);
+    let host = HeaderValue::from_str(&host_header).map_err(http::Error::from)?;
+    headers.insert(header::HOST, host);
+    via.add(headers, version);
+    Ok(req)
+}
+
+/// Sends `req` upstream and turns failures into the proxy's own 502 / 504 answers. Records the
+/// round trip (to the response head) and failures in `metrics`.
+pub(crate) async fn send(
+    client: &UpstreamClient,
+    req: Request<Incoming>,
+    response_timeout: Duration,
+    via: &Via,
+    metrics: &Metrics,
+) -> Response<ProxyBody> {
+    // Cheap: a `Uri` clone shares its bytes. Only formatted when something fails.
+    let target = req.uri().clone();
+    let sent = std::time::Instant::now();
+    match tokio::time::timeout(response_timeout, client.request(req)).await {
+        Ok(Ok(resp)) => {
+            metrics.upstream_round_trip(sent.elapsed());
+            let version = resp.version();
+            let mut resp = resp.map(http_body_util::BodyExt::boxed_unsync);
+            strip_hop_by_hop(resp.headers_mut());
+            via.add(resp.headers_mut(), version);
+            resp
+        }
+        Ok(Err(e)) => {
+            let (status, kind, what) = classify(&e);
+            metrics.upstream_error(kind);
+            tracing::debug!(target = %target, error = %chain(&e), "upstream request failed");
+            answer::text(
+                status,
+                kind,
+                format!("{status}: {what} for {target}\n\nCause: {}\n", chain(&e)),
+            )
+        }
+        Err(_) => {
+            metrics.upstream_error("http_response_timeout");
+            answer::text(
+                StatusCode::GATEWAY_TIMEOUT,
+                "http_response_timeout",
+                format!(
+                    "504 Gateway Timeout: the origin did not answer {target} within {}\n",
+                    humantime::format_duration(response_timeout)
+                ),
+            )
+        }
+    }
+}
+
+/// Maps an upstream error to a status, an RFC 9209 error type and a phrase.
+fn classify(e: &hyper_util::client::legacy::Error) -> (StatusCode, &'static str, &'static str) {
+    let io_kind = {
+        let mut source = e.source();
+        let mut kind = None;
+        while let Some(s) = source {
+            if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                kind = Some(io.kind());
+                break;
+            }
+            source = s.source();
+        }
+        kind
+    };
+    let text = chain(e).to_ascii_lowercase();
+    if find_cause::<rustls::Error>(e).is_some() || text.contains("certificate") {
+        return (StatusCode::BAD_GATEWAY, "tls_certificate_error", "TLS with the origin failed");
+    }
+    if e.is_connect() {
+        return match io_kind {
+            Some(std::io::ErrorKind::TimedOut) => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "connection_timeout",
+                "timed out connecting to the origin",
+            ),
+            Some(std::io::ErrorKind::ConnectionRefused) => {
+                (StatusCode::BAD_GATEWAY, "connection_refused", "the origin refused the connection")
+            }
+            _ if text.contains("dns") => {
+                (StatusCode::BAD_GATEWAY, "dns_error", "the origin's name could not be resolved")
+            }
+            _ => {
+                (StatusCode::BAD_GATEWAY, "destination_unavailable", "cannot connect to the origin")
+            }
+        };
+    }
+    if text.contains("incomplete") || text.contains("closed") || text.contains("reset") {
+        return (
+            StatusCode::BAD_GATEWAY,
+            "http_response_incomplete",
+            "the origin closed the connection before a complete response",
+        );
+    }
+    (StatusCode::BAD_GATEWAY, "http_protocol_error", "the origin sent an invalid response")
+}
+
+/// The first cause of type `T` in an error's chain.
+fn find_cause<'a, T: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(t) = s.downcast_ref::<T>() {
+            return Some(t);
+        }
+        source = s.source();
+    }
+    None
+}
+
+/// An error and its causes, joined.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}

@@ -1,0 +1,473 @@
+//! The proxy: accepts client connections, asks the policy about each request, and either
+//! answers 403 itself or forwards the request to its origin.
+//!
+//! The decision and the upstream connection use only the authority of the request-target, and
+//! the path that is checked is the path that is sent.
+
+mod answer;
+mod connect;
+mod forward;
+mod preferences;
+mod throttle;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+use crate::audit::AuditLog;
+use crate::authority::{Authority, Scheme};
+use crate::cache::RobotsCache;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::metrics::{Decision, Metrics};
+use crate::pacing::Pacer;
+use crate::policy::{Policy, PolicyError};
+use crate::robots::normalize::normalize_request_path;
+use crate::tls::ca::CertificateAuthority;
+use crate::tls::HttpsSection;
+
+/// The body of every response the proxy sends: streamed from the origin or written by us.
+pub type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
+
+/// Why the proxy cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyError {
+    /// The policy configuration is invalid.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The TLS client configuration for origins is invalid.
+    #[error(transparent)]
+    ClientTls(#[from] crate::tls::ClientTlsError),
+    /// The pacing configuration is invalid.
+    #[error(transparent)]
+    Pacing(#[from] crate::pacing::PacingError),
+}
+
+/// Everything a request handler needs, shared by all connections.
+struct Shared {
+    /// What a configuration reload changes; read once per request.
+    live: ArcSwap<Live>,
+    metrics: Arc<Metrics>,
+    cache: Arc<RobotsCache>,
+    pacer: Arc<Pacer>,
+    audit: AuditLog,
+    client: forward::UpstreamClient,
+    clock: Arc<dyn Clock>,
+    via: forward::Via,
+    listen: String,
+    header_read_timeout: Duration,
+    connect_timeout: Duration,
+    https: HttpsSection,
+    ca: Option<Arc<CertificateAuthority>>,
+}
+
+/// The part of the configuration a reload replaces (see [`Proxy::reload`]). Everything else in
+/// [`Shared`] is fixed at start.
+struct Live {
+    policy: Arc<Policy>,
+    usage: Arc<crate::usage::UsagePolicy>,
+    response_timeout: Duration,
+}
+
+impl Live {
+    fn new(config: &Config) -> Result<Self, PolicyError> {
+        Ok(Live {
+            policy: Arc::new(Policy::new(&config.policy)?),
+            usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
+            response_timeout: config.upstream.response_timeout,
+        })
+    }
+}
+
+impl Shared {
+    /// The reloadable settings in force now. A request reads them once, so that a reload in
+    /// the middle of it cannot mix old and new (say, decide by one token header and strip
+    /// another).
+    fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+}
+
+/// A configured proxy, ready to serve a listener.
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    /// Builds a proxy from the configuration and its collaborators. `ca` is required for
+    /// `https.mode = "intercept"`; without it CONNECT requests in that mode are refused.
+    pub fn new(
+        config: &Config,
+        cache: Arc<RobotsCache>,
+        audit: AuditLog,
+        clock: Arc<dyn Clock>,
+        ca: Option<Arc<CertificateAuthority>>,
+    ) -> Result<Self, ProxyError> {
+        let tls = crate::tls::client_config(config.https.upstream_ca_file.as_deref())?;
+        let metrics = Arc::new(Metrics::new(cache.clone(), audit.clone()));
+        let shared = Shared {
+            live: ArcSwap::from_pointee(Live::new(config)?),
+            metrics,
+            cache,
+            pacer: Arc::new(Pacer::new(&config.pacing)?),
+            audit,
+            client: forward::client(&config.upstream, tls),
+            clock,
+            via: forward::Via::new(&config.proxy.via),
+            listen: config.proxy.listen.to_string(),
+            header_read_timeout: config.proxy.header_read_timeout,
+            connect_timeout: config.upstream.connect_timeout,
+            https: config.https.clone(),
+            ca,
+        };
+        Ok(Proxy { shared: Arc::new(shared) })
+    }
+
+    /// Applies the reloadable part of `config` (the `[policy]` section and
+    /// `upstream.response_timeout`) to requests that start from now on. Open connections and
+    /// the robots cache are kept. On error nothing changes. The audit options are the audit
+    /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
+    pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
+        let live = Live::new(config)?;
+        self.shared.live.store(Arc::new(live));
+        Ok(())
+    }
+
+    /// The metrics this proxy records.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
+    /// The robots cache the proxy decides with.
+    pub fn cache(&self) -> &Arc<RobotsCache> {
+        &self.shared.cache
+    }
+
+    /// The audit log the proxy writes to.
+    pub fn audit(&self) -> &AuditLog {
+        &self.shared.audit
+    }
+
+    /// The policy in force now (it changes on [`Proxy::reload`]).
+    pub fn policy(&self) -> Arc<Policy> {
+        self.shared.live().policy.clone()
+    }
+
+    /// The clock decisions are made by.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.clock
+    }
+
+    /// The pacer, for its statistics ([`Pacer::stats`], [`Pacer::queue_depths`]).
+    pub fn pacer(&self) -> Arc<Pacer> {
+        self.shared.pacer.clone()
+    }
+
+    /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
+    /// lets open connections finish their current request for up to `grace`.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+        grace: Duration,
+    ) {
+        // Connections watch `stop` to finish gracefully; each holds a clone of `alive`, so
+        // `all_closed` completes when the last one ends.
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
+        tokio::pin!(shutdown);
+        self.shared.metrics.set_listening(true);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait, don't die.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let shared = self.shared.clone();
+            let service = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handle(shared, peer, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(self.shared.header_read_timeout)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
+            let mut stop_rx = stop_rx.clone();
+            let alive = alive.clone();
+            let open = self.shared.metrics.connection_opened();
+            tokio::spawn(async move {
+                let _alive = (alive, open);
+                tokio::pin!(conn);
+                let result = tokio::select! {
+                    r = conn.as_mut() => r,
+                    () = async { drop(stop_rx.wait_for(|stop| *stop).await) } => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = result {
+                    tracing::debug!(client = %peer, error = %e, "client connection ended with an error");
+                }
+            });
+        }
+        drop(listener);
+        self.shared.metrics.set_listening(false);
+        drop(alive);
+        let _ = stop.send(true);
+        tokio::select! {
+            _ = all_closed.recv() => tracing::info!("all connections closed"),
+            () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing open connections"),
+        }
+    }
+}
+
+/// One request from a client connection: a CONNECT, or an absolute-form proxy request.
+async fn handle(
+    shared: Arc<Shared>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    if req.method() == Method::CONNECT {
+        return connect::handle_connect(shared, client, req).await;
+    }
+    let uri = req.uri();
+    if uri.scheme().is_none() && uri.authority().is_none() {
+        return answer::not_a_proxy_request(&shared.listen);
+    }
+    let authority = match Authority::from_uri(uri) {
+        Ok(a) => a,
+        Err(e) => {
+            return answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                format!("400 Bad Request: cannot proxy {uri}: {e}\n"),
+            )
+        }
+    };
+    if authority.scheme() != Scheme::Http {
+        return answer::text(
+            StatusCode::BAD_REQUEST,
+            "http_request_error",
+            format!(
+                "400 Bad Request: {uri}: send https:// requests through CONNECT \
+                 (set HTTPS_PROXY), not as plain proxy requests\n"
+            ),
+        );
+    }
+    process(shared, client, authority, req).await
+}
+
+/// The path and query that is both checked and sent: normalised by
+/// [`normalize_request_path`], or copied as it is when it already is in that form (the common
+/// case).
+pub(crate) fn checked_path(raw: &str) -> String {
+    let bytes = raw.as_bytes();
+    let path_end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
+    let path = &bytes[..path_end];
+    let plain = bytes.first() == Some(&b'/')
+        && crate::robots::normalize::is_canonical(bytes)
+        && memchr::memchr(b'#', bytes).is_none()
+        && memchr::memmem::find(path, b"//").is_none()
+        && memchr::memmem::find(path, b"/.").is_none();
+    if plain {
+        raw.to_owned()
+    } else {
+        normalize_request_path(raw)
+    }
+}
+
+/// When robots.txt could not be fetched because the origin's TLS certificate failed
+/// verification, the request could not be forwarded either: answer 502 naming the TLS error
+/// rather than a 403 that would blame robots.txt.
+fn untrusted_origin(snapshot: &crate::cache::RobotsSnapshot) -> Option<Response<ProxyBody>> {
+    let crate::cache::FetchOutcome::Network(error) = &snapshot.last_outcome else { return None };
+    if !matches!(snapshot.rules, crate::cache::RobotsRules::DisallowAll)
+        || !error.to_ascii_lowercase().contains("certificate")
+    {
+        return None;
+    }
+    Some(answer::text(
+        StatusCode::BAD_GATEWAY,
+        "tls_certificate_error",
+        format!(
+            "502 Bad Gateway: TLS with {} failed: {error}\n\nThe origin's certificate is not \
+             trusted (see https.upstream_ca_file).\n",
+            snapshot.authority
+        ),
+    ))
+}
+
+/// Decides one request for `authority` and answers 403 or forwards it. Shared by plain proxy
+/// requests and requests read inside an intercepted CONNECT tunnel.
+async fn process(
+    shared: Arc<Shared>,
+    client: SocketAddr,
+    authority: Authority,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let live = shared.live();
+    let path = checked_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let path = path.as_str();
+    let (token, _origin) = live.policy.token_for(req.headers());
+    let snapshot = shared.cache.get(&authority).await;
+    if let Some(answer) = untrusted_origin(&snapshot) {
+        shared.metrics.upstream_error("tls_certificate_error");
+        return answer;
+    }
+    let audit_all = shared.audit.all_decisions();
+    if audit_all || !live.policy.is_allowed(&snapshot, token.as_ref(), path) {
+        let now = shared.clock.now();
+        let decision = live.policy.decide(&snapshot, token.as_ref(), path, now);
+        shared.metrics.decision_time(started);
+        let url = format!("{authority}{path}");
+        let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+        let status = (!decision.is_allowed()).then_some(403);
+        let record = decision.audit_record(
+            now,
+            client,
+            req.method(),
+            &url,
+            &authority.to_string(),
+            path,
+            user_agent,
+            token.as_ref(),
+            status,
+        );
+        shared.metrics.blocked(&record);
+        if let Err(e) = shared.audit.record(record).await {
+            tracing::error!(error = %e, "audit record could not be queued");
+        }
+        if !decision.is_allowed() {
+            shared.metrics.count(Decision::Disallow, authority.scheme());
+            tracing::info!(url = %url, token = ?token.as_ref().map(|t| t.as_str()), reason = %decision.reason, "blocked");
+            return answer::blocked(
+                &decision,
+                &url,
+                token.as_ref().map(|t| t.as_str()),
+                answer::wants_json(req.headers()),
+            );
+        }
+    } else {
+        shared.metrics.decision_time(started);
+    }
+    // AI usage preferences (crate::usage): only for crawlers with configured purposes.
+    let purposes = if live.usage.is_active() {
+        live.usage.purposes_for(token.as_ref(), None)
+    } else {
+        Vec::new()
+    };
+    let mut usage_prefs = crate::robots::usage::UsagePreferences::default();
+    let mut usage_subject = None;
+    if !purposes.is_empty() {
+        if let crate::cache::RobotsRules::Parsed(robots) = &snapshot.rules {
+            usage_prefs = robots.usage(token.as_ref(), path);
+        }
+        let subject = preferences::Subject {
+            client,
+            method: req.method(),
+            authority: &authority,
+            path,
+            user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
+            token: token.as_ref(),
+            snapshot: &snapshot,
+            want_json: answer::wants_json(req.headers()),
+        };
+        if let Some(block) = live.usage.blocking(&purposes, &usage_prefs) {
+            shared.metrics.count(Decision::Disallow, authority.scheme());
+            let action = "usage_disallow";
+            let policy = &live.policy;
+            return preferences::refuse(
+                &shared,
+                policy,
+                &subject,
+                &purposes,
+                &usage_prefs,
+                &block,
+                action,
+            )
+            .await;
+        }
+        usage_subject =
+            Some((req.method().clone(), subject.user_agent.map(str::to_owned), subject.want_json));
+    }
+    // Politeness (crate::pacing): wait for the site's pace, or answer 429. The permit is held
+    // until the origin's response headers arrive.
+    let _permit = match shared.pacer.admit(&authority, &snapshot, token.as_ref()).await {
+        Ok(permit) => permit,
+        Err(throttled) => {
+            shared.metrics.count(Decision::Throttle, authority.scheme());
+            let t = token.as_ref();
+            return throttle::refused(&shared, client, &req, path, t, &snapshot, &throttled).await;
+        }
+    };
+    shared.metrics.count(Decision::Allow, authority.scheme());
+    let upstream = match forward::upstream_request(
+        req,
+        &authority,
+        path,
+        live.policy.token_header(),
+        &shared.via,
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            return answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                format!("400 Bad Request: cannot build the upstream request: {e}\n"),
+            )
+        }
+    };
+    let resp = forward::send(
+        &shared.client,
+        upstream,
+        live.response_timeout,
+        &shared.via,
+        &shared.metrics,
+    )
+    .await;
+    let Some((method, user_agent, want_json)) = usage_subject else { return resp };
+    let subject = preferences::Subject {
+        client,
+        method: &method,
+        authority: &authority,
+        path,
+        user_agent: user_agent.as_deref(),
+        token: token.as_ref(),
+        snapshot: &snapshot,
+        want_json,
+    };
+    preferences::on_response(
+        &shared,
+        &live.policy,
+        &live.usage,
+        &subject,
+        &purposes,
+        usage_prefs,
+        resp,
+    )
+    .await
+}

@@ -1,0 +1,247 @@
+//! The proxy's own certificate authority, and the leaf certificates it makes on demand to
+//! terminate a client's TLS inside a CONNECT tunnel.
+//!
+//! Leaves are short-lived (a week), backdated an hour for clients with a slow clock, and share
+//! one key pair generated at start-up (signing then costs tens of microseconds, not a key
+//! generation). Each host's `ServerConfig` is cached, bounded, and made once however many
+//! handshakes for a new host arrive together (moka's `get_with` coalesces them).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SerialNumber,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::ServerConfig;
+
+use super::provider;
+
+/// File names inside a CA directory.
+pub const CA_CERT_FILE: &str = "ca.pem";
+/// The CA key's file name (mode 0600).
+pub const CA_KEY_FILE: &str = "ca-key.pem";
+
+/// How long a leaf certificate is valid.
+const LEAF_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How far back a leaf's validity starts, for clients whose clock is a little behind.
+const LEAF_BACKDATE: Duration = Duration::from_secs(3600);
+/// Leaf configs are dropped from the cache well before their certificate expires.
+const LEAF_CACHE_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// Why the CA cannot be created, loaded or used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The CA files exist already (`ca init` never overwrites a CA).
+    #[error("{0} already exists; remove it first to make a new CA")]
+    Exists(PathBuf),
+    /// A certificate or key could not be made or parsed.
+    #[error("certificate error: {0}")]
+    Certificate(#[from] rcgen::Error),
+    /// rustls refused a certificate or key.
+    #[error("TLS configuration error: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// Where a CA's certificate and key live.
+#[derive(Debug, Clone)]
+pub struct CaFiles {
+    /// The CA certificate (PEM): what clients must trust.
+    pub cert: PathBuf,
+    /// The CA key (PEM, mode 0600).
+    pub key: PathBuf,
+}
+
+impl CaFiles {
+    /// The standard files inside `dir`.
+    pub fn in_dir(dir: &Path) -> Self {
+        CaFiles { cert: dir.join(CA_CERT_FILE), key: dir.join(CA_KEY_FILE) }
+    }
+}
+
+/// Writes a new CA certificate and key into `files`. Refuses to overwrite an existing one.
+pub fn init(files: &CaFiles) -> Result<(), CaError> {
+    for path in [&files.cert, &files.key] {
+        if path.exists() {
+            return Err(CaError::Exists(path.clone()));
+        }
+    }
+    let key = KeyPair::generate()?;
+    let cert = ca_params()?.self_signed(&key)?;
+    if let Some(dir) = files.key.parent() {
+        fs::create_dir_all(dir).map_err(|source| CaError::Io { path: dir.to_owned(), source })?;
+    }
+    write_file(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
+    write_file(&files.cert, cert.pem().as_bytes(), 0o644)?;
+    Ok(())
+}
+
+fn ca_params() -> Result<CertificateParams, CaError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    let host = hostname();
+    params.distinguished_name.push(DnType::CommonName, format!("robots-proxy CA ({host})"));
+    params.distinguished_name.push(DnType::OrganizationName, "robots-proxy");
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = SystemTime::now();
+    params.not_before = (now - Duration::from_secs(24 * 3600)).into();
+    params.not_after = (now + Duration::from_secs(10 * 365 * 24 * 3600)).into();
+    params.serial_number = Some(serial());
+    Ok(params)
+}
+
+fn hostname() -> String {
+    fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).unwrap_or_default()
+}
+
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| CaError::Io { path: path.to_owned(), source };
+    let mut f =
+        fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
+    f.sync_all().map_err(io)
+}
+
+/// A random-enough, unique serial number: time and a counter.
+fn serial() -> SerialNumber {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&nanos.to_be_bytes());
+    bytes[8..].copy_from_slice(&n.to_be_bytes());
+    bytes[0] &= 0x7f; // positive
+    bytes[0] |= 0x01; // no leading zero byte
+    SerialNumber::from_slice(&bytes)
+}
+
+/// The loaded CA, making and caching leaf certificates.
+pub struct CertificateAuthority {
+    issuer: Issuer<'static, KeyPair>,
+    ca_der: CertificateDer<'static>,
+    ca_pem: String,
+    leaf_key: KeyPair,
+    configs: moka::sync::Cache<String, Arc<ServerConfig>>,
+}
+
+impl CertificateAuthority {
+    /// Loads the CA from `files`.
+    pub fn load(files: &CaFiles) -> Result<Self, CaError> {
+        let read = |path: &Path| {
+            fs::read_to_string(path).map_err(|source| CaError::Io { path: path.to_owned(), source })
+        };
+        let cert_pem = read(&files.cert)?;
+        let key_pem = read(&files.key)?;
+        let key = KeyPair::from_pem(&key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(&cert_pem, key)?;
+        let ca_der = rustls::pki_types::pem::PemObject::from_pem_slice(cert_pem.as_bytes())
+            .map_err(|e| CaError::Io {
+                path: files.cert.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+            })?;
+        Ok(CertificateAuthority {
+            issuer,
+            ca_der,
+            ca_pem: cert_pem,
+            leaf_key: KeyPair::generate()?,
+            configs: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(LEAF_CACHE_TTL)
+                .build(),
+        })
+    }
+
+    /// Loads the CA from `files`, creating it first if neither file exists. Returns whether it
+    /// was created.
+    pub fn load_or_create(files: &CaFiles) -> Result<(Self, bool), CaError> {
+        let created = if !files.cert.exists() && !files.key.exists() {
+            init(files)?;
+            true
+        } else {
+            false
+        };
+        Ok((Self::load(files)?, created))
+    }
+
+    /// The CA certificate, PEM: what clients must trust.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// A TLS server configuration presenting a certificate for `host` (a DNS name or an IP
+    /// address), made on first use and cached.
+    pub fn server_config(&self, host: &str) -> Result<Arc<ServerConfig>, Arc<CaError>> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.configs.try_get_with(host.clone(), || self.make_config(&host))
+    }
+
+    /// Makes a certificate for `host` without caching it (for benchmarks of the fresh path).
+    pub fn make_config(&self, host: &str) -> Result<Arc<ServerConfig>, CaError> {
+        let mut params = CertificateParams::new(vec![host.to_owned()])?;
+        params.distinguished_name.push(DnType::CommonName, host);
+        params.use_authority_key_identifier_extension = true;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let now = SystemTime::now();
+        params.not_before = (now - LEAF_BACKDATE).into();
+        params.not_after = (now + LEAF_LIFETIME).into();
+        params.serial_number = Some(serial());
+        let leaf = params.signed_by(&self.leaf_key, &self.issuer)?;
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.leaf_key.serialize_der()));
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(vec![leaf.der().clone(), self.ca_der.clone()], key)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_writes_private_key_0600_and_never_overwrites() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let files = CaFiles::in_dir(dir.path());
+        init(&files).unwrap();
+        let mode = fs::metadata(&files.key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(fs::read_to_string(&files.cert).unwrap().contains("BEGIN CERTIFICATE"));
+        assert!(matches!(init(&files), Err(CaError::Exists(_))));
+        let ca = CertificateAuthority::load(&files).unwrap();
+        let a = ca.server_config("example.test").unwrap();
+        let b = ca.server_config("EXAMPLE.test.").unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one config per host");
+        assert!(ca.server_config("127.0.0.1").is_ok());
+        assert!(ca.server_config("::1").is_ok());
+    }
+
+    #[test]
+    fn load_names_the_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = CertificateAuthority::load(&CaFiles::in_dir(dir.path())).err().unwrap();
+        assert!(err.to_string().contains("ca.pem"), "{err}");
+    }
+}

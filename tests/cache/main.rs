@@ -1,0 +1,7 @@
+//! Integration tests of the robots cache against real origins on 127.0.0.1: the status table
+//! (RFC 9309 §2.3.1), lifetimes and back-off (§2.4, §2.3.1.4), and one fetch per authority.
+
+mod coalescing;
+mod fetch_table;
+mod lifetime;
+mod support;

@@ -1,0 +1,14 @@
+//! Integration tests of the proxy: real origins on 127.0.0.1, the proxy, and real clients.
+
+mod support;
+
+#[allow(dead_code)]
+#[path = "../cache/support.rs"]
+mod raw_origin;
+
+mod blocking;
+mod fetch_table;
+mod forwarding;
+mod pacing;
+mod streaming;
+mod usage;

@@ -1,0 +1,275 @@
+//! Real servers on 127.0.0.1 for the proxy tests: an origin with its own robots.txt, the proxy
+//! itself, and raw and reqwest clients that go through it.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use robots_proxy::audit::AuditLog;
+use robots_proxy::cache::RobotsCache;
+use robots_proxy::clock::{Clock, ManualClock};
+use robots_proxy::config::Config;
+use robots_proxy::pacing::Pacer;
+use robots_proxy::proxy::Proxy;
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// A request as the origin saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub target: String,
+    pub headers: HeaderMap,
+}
+
+/// An origin server with a robots.txt and a few useful paths:
+/// `/big/N` streams N bytes, `/slow` never answers, anything else answers
+/// `hello from <target>`.
+pub struct Origin {
+    pub addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Origin {
+    pub async fn start(robots: &str) -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let robots: Arc<str> = robots.into();
+        let seen2 = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { return };
+                let seen = seen2.clone();
+                let robots = robots.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        let seen = seen.clone();
+                        let robots = robots.clone();
+                        async move { Ok::<_, Infallible>(serve_origin(req, &seen, &robots).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Origin { addr, seen }
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// How many requests the origin saw for `target`.
+    pub fn hits(&self, target: &str) -> usize {
+        self.seen().iter().filter(|s| s.target == target).count()
+    }
+
+    /// How many requests the origin saw other than for robots.txt.
+    pub fn content_hits(&self) -> usize {
+        self.seen().iter().filter(|s| s.target != "/robots.txt").count()
+    }
+}
+
+async fn serve_origin(
+    req: Request<Incoming>,
+    seen: &Mutex<Vec<Seen>>,
+    robots: &str,
+) -> Response<Body> {
+    let target = req.uri().path_and_query().map_or("/".to_owned(), |p| p.to_string());
+    seen.lock().unwrap().push(Seen {
+        method: req.method().to_string(),
+        target: target.clone(),
+        headers: req.headers().clone(),
+    });
+    if target == "/robots.txt" {
+        return Response::new(Full::new(Bytes::from(robots.to_owned())).boxed_unsync());
+    }
+    if target == "/slow" {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+    if target == "/echo" {
+        let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        return Response::new(Full::new(body).boxed_unsync());
+    }
+    if let Some(n) = target.strip_prefix("/big/") {
+        let total: u64 = n.parse().unwrap_or(0);
+        let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+        let stream = futures_stream(total, chunk);
+        let mut resp = Response::new(StreamBody::new(stream).boxed_unsync());
+        resp.headers_mut().insert("content-length", total.to_string().parse().unwrap());
+        return resp;
+    }
+    let mut resp =
+        Response::new(Full::new(Bytes::from(format!("hello from {target}"))).boxed_unsync());
+    resp.headers_mut().insert("connection", "x-origin-hop".parse().unwrap());
+    resp.headers_mut().insert("x-origin-hop", "1".parse().unwrap());
+    resp.headers_mut().insert("keep-alive", "timeout=5".parse().unwrap());
+    *resp.status_mut() = StatusCode::OK;
+    resp
+}
+
+/// A stream of `total` bytes in `chunk`-sized frames, produced lazily.
+fn futures_stream(
+    total: u64,
+    chunk: Bytes,
+) -> impl futures_core::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send {
+    let mut left = total;
+    futures_util::stream::poll_fn(move |_| {
+        if left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        let n = left.min(chunk.len() as u64) as usize;
+        left -= n as u64;
+        std::task::Poll::Ready(Some(Ok(Frame::data(chunk.slice(..n)))))
+    })
+}
+
+/// The proxy, in this process, on an ephemeral port.
+pub struct TestProxy {
+    pub addr: SocketAddr,
+    pub clock: Arc<ManualClock>,
+    pub audit_path: PathBuf,
+    pub audit: AuditLog,
+    /// The proxy's pacer, for its statistics.
+    pub pacer: Arc<Pacer>,
+    /// The proxy's metrics.
+    pub metrics: Arc<robots_proxy::metrics::Metrics>,
+    _state: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl TestProxy {
+    pub async fn start() -> TestProxy {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(edit: impl FnOnce(&mut Config)) -> TestProxy {
+        Self::start_full(edit, None).await
+    }
+
+    pub async fn start_full(
+        edit: impl FnOnce(&mut Config),
+        ca: Option<Arc<robots_proxy::tls::ca::CertificateAuthority>>,
+    ) -> TestProxy {
+        let state = tempfile::tempdir().unwrap();
+        let mut config = Config { state_dir: state.path().to_owned(), ..Config::default() };
+        config.robots.retry_initial = Duration::from_secs(3600);
+        edit(&mut config);
+        let clock = Arc::new(ManualClock::default());
+        let dyn_clock: Arc<dyn Clock> = clock.clone();
+        let tls =
+            robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref()).unwrap();
+        let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
+        let cache = Arc::new(RobotsCache::with_connector(
+            config.robots.clone(),
+            dyn_clock.clone(),
+            connector,
+        ));
+        let audit_path = config.audit_path();
+        let audit = AuditLog::open(audit_path.clone(), config.audit.clone()).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        config.proxy.listen = addr;
+        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, ca).unwrap();
+        let pacer = proxy.pacer();
+        let metrics = proxy.metrics().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(proxy.serve(
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(1),
+        ));
+        TestProxy {
+            addr,
+            clock,
+            audit_path,
+            audit,
+            pacer,
+            metrics,
+            _state: state,
+            stop: Some(stop),
+        }
+    }
+
+    /// A reqwest client that sends everything through this proxy.
+    pub fn client(&self) -> reqwest::Client {
+        reqwest::Client::builder()
+            .proxy(reqwest::Proxy::all(format!("http://{}", self.addr)).unwrap())
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap()
+    }
+
+    /// The audit records written so far (after a flush).
+    pub async fn audit_records(&self) -> Vec<serde_json::Value> {
+        self.audit.flush().await.unwrap();
+        let text = std::fs::read_to_string(&self.audit_path).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).expect("audit line is JSON")).collect()
+    }
+}
+
+impl Drop for TestProxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A response read off the wire.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: String,
+}
+
+/// Sends `request` bytes as they are to `addr` and reads the response until the connection
+/// closes (the request should say `Connection: close`).
+pub async fn raw(addr: SocketAddr, request: &str) -> RawResponse {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut buf)).await;
+    parse_response(&buf)
+}
+
+pub fn parse_response(buf: &[u8]) -> RawResponse {
+    let text = String::from_utf8_lossy(buf);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    RawResponse { status, headers, body: body.to_owned() }
+}
+
+/// `GET <url>` through the proxy with extra header lines, connection closed after.
+pub async fn raw_get(proxy: SocketAddr, url: &str, host: &str, extra: &str) -> RawResponse {
+    raw(proxy, &format!("GET {url} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"))
+        .await
+}

@@ -105,8 +105,8 @@ fn prefix(rule: &Rule) -> &[u8] {
 impl PrefixIndex {
     /// Builds the index over the rules named by `ids` (indices into `all`).
     pub(crate) fn build(all: &[Rule], ids: Vec<u32>) -> Self {
-        // The prefixes copied into one buffer and sorted once, so the recursion below reads
-        // contiguous memory rather than chasing each rule's pattern around the heap.
+        // The prefixes copied into one buffer, so the construction below reads contiguous
+        // memory rather than chasing each rule's pattern around the heap.
         let mut flat =
             Vec::with_capacity(ids.iter().map(|&r| prefix(&all[r as usize]).len()).sum());
         let mut spans: Vec<(u32, u32, u32)> = Vec::with_capacity(ids.len());
@@ -116,9 +116,11 @@ impl PrefixIndex {
             flat.extend_from_slice(p);
         }
         let text = |(start, len, _): (u32, u32, u32)| &flat[start as usize..(start + len) as usize];
-        // Stable (ids are in file order) and adaptive: files often list rules nearly sorted.
-        spans.sort_by(|&a, &b| text(a).cmp(text(b)));
-        let items: Vec<(&[u8], u32)> = spans.iter().map(|&sp| (text(sp), sp.2)).collect();
+        // Not sorted as a whole: each node orders its own items by one byte (a radix sort from
+        // the most significant byte), which costs the prefixes' length, not n log n string
+        // comparisons of long shared beginnings.
+        let mut items: Vec<(&[u8], u32)> = spans.iter().map(|&sp| (text(sp), sp.2)).collect();
+        let mut scratch: Vec<(&[u8], u32)> = Vec::new();
         let mut index = PrefixIndex {
             nodes: vec![Node::default()],
             edges: Vec::new(),
@@ -130,6 +132,7 @@ impl PrefixIndex {
         // (node, range of `items`, depth): an explicit stack, so deep trees cannot overflow ours.
         let mut work = vec![(0u32, 0usize, items.len(), 0usize)];
         while let Some((node, lo, hi, depth)) = work.pop() {
+            order_by_byte(&mut items[lo..hi], depth, &mut scratch);
             let mut i = lo;
             let mut here: Vec<Entry> = Vec::new();
             while i < hi && items[i].0.len() == depth {
@@ -171,11 +174,17 @@ impl PrefixIndex {
             while i < hi {
                 let first = items[i].0;
                 let byte = first[depth];
-                // Sorted, and all sharing `[..depth]`: the bytes at `depth` are non-decreasing.
+                // Ordered by the byte at `depth`: one run per child.
                 let j = i + items[i..hi].partition_point(|(p, _)| p[depth] <= byte);
-                let last = items[j - 1].0;
-                let common = depth
-                    + first[depth..].iter().zip(&last[depth..]).take_while(|(a, b)| a == b).count();
+                // The child's label: as far as every item of the run agrees.
+                let mut common = depth + 1;
+                while common < first.len() {
+                    let b = first[common];
+                    if !items[i + 1..j].iter().all(|(p, _)| p.get(common) == Some(&b)) {
+                        break;
+                    }
+                    common += 1;
+                }
                 let child = index.nodes.len() as u32;
                 let label = Span { start: index.bytes.len() as u32, len: (common - depth) as u32 };
                 index.bytes.extend_from_slice(&first[depth..common]);
@@ -362,6 +371,34 @@ impl PathFilter<'_> {
     fn bits(&mut self) -> u64 {
         let path = self.path;
         *self.bits.get_or_insert_with(|| path.iter().fold(0, |m, &b| m | byte_bit(b)))
+    }
+}
+
+/// Orders `items` (which share their first `depth` bytes) by their byte at `depth`, those that
+/// end at `depth` first: a counting sort for big runs, a plain sort on the key for small ones.
+fn order_by_byte<'a>(
+    items: &mut [(&'a [u8], u32)],
+    depth: usize,
+    scratch: &mut Vec<(&'a [u8], u32)>,
+) {
+    let key = |p: &[u8]| p.get(depth).map_or(0usize, |&b| usize::from(b) + 1);
+    if items.len() <= 64 {
+        items.sort_unstable_by_key(|(p, _)| key(p));
+        return;
+    }
+    let mut starts = [0usize; 258];
+    for (p, _) in items.iter() {
+        starts[key(p) + 1] += 1;
+    }
+    for k in 1..starts.len() {
+        starts[k] += starts[k - 1];
+    }
+    scratch.clear();
+    scratch.extend_from_slice(items);
+    for &item in scratch.iter() {
+        let k = key(item.0);
+        items[starts[k]] = item;
+        starts[k] += 1;
     }
 }
 

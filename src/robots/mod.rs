@@ -68,7 +68,7 @@ pub enum RuleKind {
 #[derive(Debug, Clone)]
 pub struct Rule {
     kind: RuleKind,
-    /// The pattern in canonical percent-encoded form (see [`normalize`]).
+    /// The pattern in canonical percent-encoded form (see [`normalize::normalize_pattern`]).
     pattern: Box<str>,
     line: u32,
     group: u32,

@@ -14,8 +14,10 @@
 //! * encodes every other octet (controls, space, `"<>\^`{|}`, non-ASCII, a `%` that does not
 //!   start a valid escape) as `%XX`.
 //!
-//! The form is idempotent and always ASCII. The same function serves patterns and paths: `*` and
-//! `$` are reserved characters, so they survive unchanged and keep their meaning in patterns.
+//! The form is idempotent and always ASCII. `*` and `$` are reserved characters, so they survive
+//! unchanged and keep their meaning in patterns. For matching, [`normalize_pattern`] and
+//! [`normalize_path_for_matching_into`] go one step further so that `%2A` and `%24` in a pattern
+//! name a URL's literal `*` and `$` (RFC 9309 §2.2.3).
 //!
 //! [`normalize_request_path`] goes further for the proxy: it also removes dot-segments and
 //! repeated slashes, because the path that is checked must be the path that is sent.

@@ -133,6 +133,8 @@ enum Key {
     Allow,
     Disallow,
     CrawlDelay,
+    /// `Content-Usage` / `Content-Signal`: group rules for robots-proxy (AI usage preferences).
+    Usage,
     Other,
 }
 
@@ -167,6 +169,8 @@ fn key_value(line: &[u8]) -> Option<(Key, &[u8], usize)> {
         Key::Disallow
     } else if starts(&["crawl-delay", "crawl delay", "crawldelay"]) {
         Key::CrawlDelay
+    } else if starts(&["content-usage", "content-signal"]) {
+        Key::Usage
     } else {
         Key::Other
     };
@@ -348,7 +352,7 @@ fn fix_other_lines(case: &Case) -> Option<Case> {
     with_body(
         case,
         map_lines(&case.body, |line| match key_value(line) {
-            Some((Key::UserAgent | Key::Allow | Key::Disallow, _, _)) | None => None,
+            Some((Key::UserAgent | Key::Allow | Key::Disallow | Key::Usage, _, _)) | None => None,
             Some(_) => Some(Vec::new()),
         }),
     )

@@ -174,6 +174,8 @@ fn an_empty_disallow_still_ends_the_user_agent_list() {
     assert!(allowed(body, "a", "/x"));
 }
 
+/// (`Content-Usage` and `Content-Signal` are not "other lines": the spec README's AI usage
+/// section makes them group rules, like allow/disallow; `tests/engine/usage.rs` covers them.)
 #[test]
 fn sitemap_unknown_and_crawl_delay_lines_do_not_end_a_group() {
     for between in [
@@ -181,7 +183,6 @@ fn sitemap_unknown_and_crawl_delay_lines_do_not_end_a_group() {
         "Crawl-delay: 7",
         "Noindex: /x",
         "Host: example.com",
-        "Content-Signal: ai-train=no",
         "Request-rate: 1/10",
     ] {
         let body = format!("User-agent: a\n{between}\nUser-agent: b\nDisallow: /\n");

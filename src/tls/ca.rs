@@ -141,6 +141,7 @@ pub struct CertificateAuthority {
     ca_pem: String,
     leaf_key: KeyPair,
     configs: moka::sync::Cache<String, Arc<ServerConfig>>,
+    made: AtomicU64,
 }
 
 impl CertificateAuthority {
@@ -167,6 +168,7 @@ impl CertificateAuthority {
                 .max_capacity(10_000)
                 .time_to_live(LEAF_CACHE_TTL)
                 .build(),
+            made: AtomicU64::new(0),
         })
     }
 
@@ -185,6 +187,11 @@ impl CertificateAuthority {
     /// The CA certificate, PEM: what clients must trust.
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// How many leaf certificates this CA has signed so far.
+    pub fn certificates_made(&self) -> u64 {
+        self.made.load(Ordering::Relaxed)
     }
 
     /// A TLS server configuration presenting a certificate for `host` (a DNS name or an IP
@@ -206,6 +213,7 @@ impl CertificateAuthority {
         params.not_after = (now + LEAF_LIFETIME).into();
         params.serial_number = Some(serial());
         let leaf = params.signed_by(&self.leaf_key, &self.issuer)?;
+        self.made.fetch_add(1, Ordering::Relaxed);
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.leaf_key.serialize_der()));
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?

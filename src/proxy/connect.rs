@@ -28,6 +28,7 @@ use super::{answer, process, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
+use crate::robots::normalize::normalize_request_path;
 use crate::robots::ProductToken;
 use crate::tls::HttpsMode;
 
@@ -335,11 +336,19 @@ async fn intercept(
             return;
         }
     };
-    let tls = match start.into_stream(config).await {
-        Ok(tls) => tls,
-        Err(e) => {
+    // Bounded like the ClientHello: a client that stalls mid-handshake must not hold the
+    // connection (and its task) forever.
+    let tls = match tokio::time::timeout(shared.header_read_timeout, start.into_stream(config))
+        .await
+    {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
             // Typically the client does not trust our CA and sent an alert.
             tracing::info!(client = %client, host = %name, error = %e, "TLS handshake with client failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(client = %client, host = %name, "TLS handshake with client timed out");
             return;
         }
     };
@@ -389,16 +398,22 @@ async fn inner(
     };
     if let Some(reason) = fronting {
         let (token, _) = shared.policy.token_for(req.headers());
-        return refuse(
-            &shared,
-            client,
-            &req,
-            &connect,
-            token.as_ref(),
+        // Inside an intercepted tunnel the request is visible: the record names it, not the
+        // CONNECT.
+        let path = normalize_request_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+        let mut record =
+            connect_record(&shared, client, &req, &connect, token.as_ref(), false, &reason);
+        record.method = req.method().as_str().to_owned();
+        record.url = format!("{connect}{path}");
+        record.path = path;
+        if let Err(e) = shared.audit.record(record).await {
+            tracing::error!(error = %e, "audit record could not be queued");
+        }
+        return answer::text(
+            StatusCode::FORBIDDEN,
             "http_request_denied",
-            reason,
-        )
-        .await;
+            format!("403 Forbidden: {reason}\n"),
+        );
     }
     process(shared, client, connect, req).await
 }

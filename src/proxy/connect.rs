@@ -182,12 +182,21 @@ async fn tunnel(
         _ => false,
     };
     if blocked {
-        let reason = format!(
-            "robots.txt at {} disallows every path for {}; the tunnel is refused (paths \
-             cannot be seen in tunnel mode)",
-            authority.robots_url(),
-            token.as_ref().map_or("the `*` group", |t| t.as_str())
-        );
+        let reason = if matches!(snapshot.rules, RobotsRules::DisallowAll) {
+            format!(
+                "robots.txt at {} is unreachable ({}): all paths are disallowed until it can \
+                 be fetched; the tunnel is refused",
+                authority.robots_url(),
+                crate::policy::outcome_text(&snapshot.last_outcome)
+            )
+        } else {
+            format!(
+                "robots.txt at {} disallows every path for {}; the tunnel is refused (paths \
+                 cannot be seen in tunnel mode)",
+                authority.robots_url(),
+                token.as_ref().map_or("the `*` group", |t| t.as_str())
+            )
+        };
         return refuse(
             &shared,
             client,

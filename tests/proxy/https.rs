@@ -595,3 +595,15 @@ async fn stalled_tls_handshake_is_closed() {
     assert!(read.is_ok(), "the proxy closes a handshake that stalls");
     assert!(!received.is_empty(), "it answered the ClientHello first");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_mode_refusal_for_unreachable_robots_says_so() {
+    // A port that was just free: nothing listens there, so robots.txt is unreachable.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let ca = TestCa::new("unused");
+    let proxy = HttpsProxy::start(&ca, &[port], |c| c.https.mode = HttpsMode::Tunnel).await;
+    let answer = connect(proxy.addr(), &format!("127.0.0.1:{port}"), "").await.refused();
+    assert_eq!(answer.status, 403, "{answer:?}");
+    assert!(answer.body.contains("unreachable"), "{}", answer.body);
+    assert!(!answer.body.contains("disallows every path"), "{}", answer.body);
+}

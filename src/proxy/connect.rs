@@ -106,7 +106,18 @@ pub(super) async fn handle_connect(
             let shared2 = shared.clone();
             tokio::spawn(async move {
                 match hyper::upgrade::on(req).await {
-                    Ok(upgraded) => intercept(shared2, ca, client, https, upgraded).await,
+                    // The client's own socket, unwrapped from hyper's boxed `Upgraded`: one
+                    // indirection less on every read and write of the intercepted connection.
+                    Ok(upgraded) => match upgraded.downcast::<TokioIo<tokio::net::TcpStream>>() {
+                        Ok(parts) => {
+                            let io = parts.io.into_inner();
+                            intercept(shared2, ca, client, https, io, parts.read_buf).await
+                        }
+                        Err(upgraded) => {
+                            let io = TokioIo::new(upgraded);
+                            intercept(shared2, ca, client, https, io, Bytes::new()).await
+                        }
+                    },
                     Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
                 }
             });
@@ -297,21 +308,29 @@ where
 }
 
 /// Intercept mode, after the 200: tell TLS from plain HTTP and serve what is inside.
-async fn intercept(
+/// `buffered` is what the client sent after the CONNECT head and was already read with it.
+async fn intercept<IO>(
     shared: Arc<Shared>,
     ca: Arc<crate::tls::ca::CertificateAuthority>,
     client: SocketAddr,
     connect: Authority,
-    upgraded: hyper::upgrade::Upgraded,
-) {
-    let mut io = TokioIo::new(upgraded);
-    let mut first = [0u8; 1];
-    let n = match tokio::time::timeout(shared.header_read_timeout, io.read(&mut first)).await {
-        Ok(Ok(n)) if n > 0 => n,
-        _ => return,
+    mut io: IO,
+    buffered: Bytes,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let prefix = if buffered.is_empty() {
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(shared.header_read_timeout, io.read(&mut first)).await {
+            Ok(Ok(n)) if n > 0 => Bytes::copy_from_slice(&first[..n]),
+            _ => return,
+        }
+    } else {
+        buffered
     };
-    let io = Rewind { prefix: Some(Bytes::copy_from_slice(&first[..n])), inner: io };
-    if first[0] != 0x16 {
+    let is_tls = prefix[0] == 0x16;
+    let io = Rewind { prefix: Some(prefix), inner: io };
+    if !is_tls {
         // Plain HTTP inside the tunnel (e.g. `CONNECT host:80`): decide it as HTTP.
         let authority =
             Authority::new(Scheme::Http, connect.host(), connect.port()).unwrap_or(connect);

@@ -607,3 +607,28 @@ async fn tunnel_mode_refusal_for_unreachable_robots_says_so() {
     assert!(answer.body.contains("unreachable"), "{}", answer.body);
     assert!(!answer.body.contains("disallows every path"), "{}", answer.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_sent_with_the_connect_in_one_write_is_not_lost() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let plain = Origin::start("User-agent: *\nDisallow: /private\n").await;
+    let ca = TestCa::new("unused");
+    let proxy = HttpsProxy::start(&ca, &[plain.addr.port()], |_| {}).await;
+    let host = plain.addr.to_string();
+    // The bytes after the CONNECT head arrive together with it, so the proxy has read them
+    // already when the tunnel opens.
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    let both = format!(
+        "CONNECT {host} HTTP/1.1\r\nHost: {host}\r\n\r\n\
+         GET /ok HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(both.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut received)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let inner = &text[text.find("\r\n\r\n").unwrap() + 4..];
+    assert!(inner.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(inner.ends_with("hello from /ok"), "{text}");
+    assert_eq!(plain.hits("/ok"), 1);
+}

@@ -169,6 +169,20 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
         return Ok(ip.to_string());
     }
     let trimmed = host.strip_suffix('.').unwrap_or(host);
+    // Fast path: a plain ASCII name without punycode labels is its own ASCII form.
+    if !trimmed.is_empty()
+        && trimmed.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && !trimmed.split('.').any(|label| {
+            label.is_empty()
+                || label.len() > 63
+                || label.starts_with("xn--")
+                || label.starts_with("XN--")
+                || label.starts_with('-')
+                || label.ends_with('-')
+        })
+    {
+        return Ok(trimmed.to_ascii_lowercase());
+    }
     if trimmed.is_empty() || trimmed.contains(['/', '?', '#', '@', ' ', '\\', ':']) {
         return Err(AuthorityError::Host(host.to_owned()));
     }

@@ -23,7 +23,9 @@
 //! * [`policy`]: product token and decision.
 //! * [`audit`]: the audit log of blocked requests.
 //! * [`config`]: layered configuration.
+//! * [`logging`]: operational logs (tracing), separate from the audit log.
 //! * [`clock`]: time behind a seam, for tests.
+//! * [`tls`]: the crypto provider, the proxy's CA, the verified client for origins.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -33,6 +35,7 @@ pub mod cache;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod logging;
 pub mod policy;
 pub mod proxy;
 pub mod robots;

@@ -26,9 +26,26 @@ enum Command {
     Check(CheckArgs),
     /// Run the proxy.
     Serve(ServeArgs),
+    /// Inspect the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Manage the proxy's certificate authority (for HTTPS interception).
     #[command(subcommand)]
     Ca(CaCommand),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate the layered configuration (defaults, file, ROBOTS_PROXY_* environment, flags)
+    /// and print the effective result. Exit 1 with a message naming the key on any error.
+    Check {
+        /// Configuration file (TOML).
+        #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
+        config: Option<PathBuf>,
+        /// Address to listen on (overrides `proxy.listen`).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -47,7 +64,7 @@ struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
     /// Configuration file (TOML). Without one, built-in defaults apply.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
     config: Option<PathBuf>,
 }
 
@@ -97,6 +114,18 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Config(ConfigCommand::Check { config, listen }) => {
+            match serve::load(config, listen) {
+                Ok(config) => {
+                    print!("{}", robots_proxy::config::render(&config));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("robots-proxy config check: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Serve(args) => match serve::run(args.config, args.listen) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -111,70 +140,99 @@ mod serve {
     use std::net::SocketAddr;
     use std::path::PathBuf;
     use std::sync::Arc;
-    use std::time::Duration;
 
     use anyhow::Context;
-    use figment::providers::{Env, Format, Serialized, Toml};
-    use figment::Figment;
+    use tokio::signal::unix::{signal, SignalKind};
 
     use robots_proxy::audit::AuditLog;
     use robots_proxy::cache::RobotsCache;
     use robots_proxy::clock::{Clock, SystemClock};
-    use robots_proxy::config::Config;
+    use robots_proxy::config::{self, Config, ConfigSources, Overrides};
     use robots_proxy::proxy::Proxy;
     use robots_proxy::tls::ca::{self, CaFiles, CertificateAuthority};
     use robots_proxy::tls::HttpsMode;
 
+    /// Loads the layered configuration: defaults, file, environment, flags.
+    pub(crate) fn load(
+        config: Option<PathBuf>,
+        listen: Option<SocketAddr>,
+    ) -> anyhow::Result<Config> {
+        let sources =
+            ConfigSources::from_process_env(config, Overrides { listen, ..Default::default() });
+        Ok(config::load(sources)?)
+    }
+
     pub(crate) fn run(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::Result<()> {
-        let mut figment = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(path) = &config {
-            if !path.exists() {
-                anyhow::bail!("configuration file {} does not exist", path.display());
-            }
-            figment = figment.merge(Toml::file(path));
-        }
-        figment = figment.merge(Env::prefixed("ROBOTS_PROXY_").split("__"));
-        let mut config: Config = figment.extract().context("invalid configuration")?;
-        if let Some(listen) = listen {
-            config.proxy.listen = listen;
-        }
+        let config = load(config, listen)?;
+        robots_proxy::logging::init(&config.log)?;
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        runtime.block_on(async move {
-            let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-            let tls = robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?;
-            let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
-            let cache = Arc::new(RobotsCache::with_connector(config.robots.clone(), clock.clone(), connector));
-            let audit_path = config.state_dir.join(&config.audit.path);
-            let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
-                .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
-            let ca = if config.https.mode == HttpsMode::Intercept {
-                let files = CaFiles {
-                    cert: config.https.ca_cert.clone().unwrap_or_else(|| config.state_dir.join("ca").join(ca::CA_CERT_FILE)),
-                    key: config.https.ca_key.clone().unwrap_or_else(|| config.state_dir.join("ca").join(ca::CA_KEY_FILE)),
-                };
-                let (authority, created) = CertificateAuthority::load_or_create(&files)
-                    .with_context(|| format!("cannot load the CA ({})", files.cert.display()))?;
-                if created {
-                    tracing::warn!(cert = %files.cert.display(), "created a new CA for HTTPS interception; clients must trust it (see README)");
+        runtime.block_on(serve(config))
+    }
+
+    async fn serve(config: Config) -> anyhow::Result<()> {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let tls = robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?;
+        let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
+        let cache =
+            Arc::new(RobotsCache::with_connector(config.robots.clone(), clock.clone(), connector));
+        let audit_path = config.audit_path();
+        let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
+            .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
+        let ca = if config.https.mode == HttpsMode::Intercept {
+            let dir = config.state_dir.join("ca");
+            let files = CaFiles {
+                cert: config.https.ca_cert.clone().unwrap_or_else(|| dir.join(ca::CA_CERT_FILE)),
+                key: config.https.ca_key.clone().unwrap_or_else(|| dir.join(ca::CA_KEY_FILE)),
+            };
+            let (authority, created) = CertificateAuthority::load_or_create(&files)
+                .with_context(|| format!("cannot load the CA ({})", files.cert.display()))?;
+            if created {
+                tracing::warn!(
+                    cert = %files.cert.display(),
+                    "created a new CA for HTTPS interception; crawlers must trust this certificate \
+                     (curl --cacert, REQUESTS_CA_BUNDLE, SSL_CERT_FILE, NODE_EXTRA_CA_CERTS)"
+                );
+            }
+            eprintln!(
+                "robots-proxy HTTPS interception CA: {} (crawlers must trust it)",
+                files.cert.display()
+            );
+            Some(Arc::new(authority))
+        } else {
+            None
+        };
+        let proxy = Proxy::new(&config, cache, audit.clone(), clock, ca)?;
+        let listener = tokio::net::TcpListener::bind(config.proxy.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.proxy.listen))?;
+        let local = listener.local_addr()?;
+        eprintln!("robots-proxy listening on {local}");
+        tracing::info!(listen = %local, audit = %audit_path.display(), "robots-proxy started");
+
+        // SIGHUP: reopen the audit log (logrotate). SIGTERM / SIGINT: stop gracefully.
+        let mut hup = signal(SignalKind::hangup())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let reopen_audit = audit.clone();
+        let hup_task = tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match reopen_audit.reopen().await {
+                    Ok(()) => tracing::info!("SIGHUP: audit log reopened"),
+                    Err(e) => tracing::error!(error = %e, "SIGHUP: cannot reopen the audit log"),
                 }
-                eprintln!("robots-proxy HTTPS interception CA: {} (clients must trust it)", files.cert.display());
-                Some(Arc::new(authority))
-            } else {
-                None
-            };
-            let proxy = Proxy::new(&config, cache, audit.clone(), clock, ca)?;
-            let listener = tokio::net::TcpListener::bind(config.proxy.listen)
-                .await
-                .with_context(|| format!("cannot listen on {}", config.proxy.listen))?;
-            let local = listener.local_addr()?;
-            eprintln!("robots-proxy listening on {local}");
-            let shutdown = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
-            proxy.serve(listener, shutdown, Duration::from_secs(30)).await;
-            audit.flush().await?;
-            Ok(())
-        })
+            }
+        });
+        let shutdown = async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+                _ = int.recv() => tracing::info!("SIGINT: stopping"),
+            }
+        };
+        proxy.serve(listener, shutdown, config.proxy.shutdown_grace).await;
+        hup_task.abort();
+        audit.close().await.context("cannot flush the audit log")?;
+        tracing::info!("robots-proxy stopped");
+        Ok(())
     }
 }
 

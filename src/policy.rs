@@ -14,8 +14,10 @@ use crate::config::{PolicySection, TokenSource};
 use crate::robots::{ProductToken, Reason, Verdict};
 
 /// How the product token is found, built from `[policy]`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Policy {
+    /// User-Agent header → token, since a crawler sends the same header on every request.
+    user_agents: moka::sync::Cache<http::HeaderValue, Option<ProductToken>>,
     sources: Vec<TokenSource>,
     token_header: http::HeaderName,
     default_token: Option<ProductToken>,
@@ -74,7 +76,12 @@ impl Policy {
         let token_header = http::HeaderName::from_bytes(section.token_header.as_bytes())
             .map_err(|_| PolicyError::TokenHeader(section.token_header.clone()))?;
         let default_token = section.default_token.as_deref().map(ProductToken::new).transpose()?;
-        Ok(Policy { sources: section.token_sources.clone(), token_header, default_token })
+        Ok(Policy {
+            user_agents: moka::sync::Cache::new(4096),
+            sources: section.token_sources.clone(),
+            token_header,
+            default_token,
+        })
     }
 
     /// The header that names the token explicitly; the proxy strips it before forwarding.
@@ -96,10 +103,11 @@ impl Policy {
                     }
                 }
                 TokenSource::UserAgent => {
-                    let token = headers
-                        .get(http::header::USER_AGENT)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(ProductToken::from_user_agent);
+                    let token = headers.get(http::header::USER_AGENT).and_then(|v| {
+                        self.user_agents.get_with_by_ref(v, || {
+                            v.to_str().ok().and_then(ProductToken::from_user_agent)
+                        })
+                    });
                     if let Some(t) = token {
                         return (Some(t), TokenOrigin::UserAgent);
                     }
@@ -112,6 +120,24 @@ impl Policy {
             }
         }
         (None, TokenOrigin::None)
+    }
+
+    /// Whether `token` may fetch `path`: the verdict of [`Policy::decide`] without the
+    /// explanation, for the hot path of allowed requests.
+    pub fn is_allowed(
+        &self,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+        path: &str,
+    ) -> bool {
+        if path.split('?').next() == Some("/robots.txt") {
+            return true;
+        }
+        match &snapshot.rules {
+            RobotsRules::Parsed(robots) => robots.decide(token, path).is_allowed(),
+            RobotsRules::AllowAll => true,
+            RobotsRules::DisallowAll => false,
+        }
     }
 
     /// Decides whether `token` may fetch `path` (already normalised with
@@ -222,7 +248,7 @@ impl PolicyDecision {
     ) -> AuditRecord {
         let allowed = self.is_allowed();
         AuditRecord {
-            timestamp: humantime::format_rfc3339_millis(now).to_string(),
+            timestamp: crate::audit::timestamp(now),
             action: if allowed { "robots_allow" } else { "robots_disallow" }.to_owned(),
             outcome: if allowed { "success" } else { "failure" }.to_owned(),
             reason: self.reason.clone(),

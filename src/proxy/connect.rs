@@ -153,7 +153,7 @@ fn connect_record(
     reason: &str,
 ) -> AuditRecord {
     AuditRecord {
-        timestamp: humantime::format_rfc3339_millis(shared.clock.now()).to_string(),
+        timestamp: crate::audit::timestamp(shared.clock.now()),
         action: if allowed { "tunnel_allow" } else { "connect_refuse" }.to_owned(),
         outcome: if allowed { "success" } else { "failure" }.to_owned(),
         reason: reason.to_owned(),

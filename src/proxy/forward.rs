@@ -73,20 +73,46 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Appends our `Via` entry to the message's.
-pub(crate) fn add_via(headers: &mut HeaderMap, version: http::Version, pseudonym: &str) {
-    let proto = match version {
-        http::Version::HTTP_10 => "1.0",
-        http::Version::HTTP_2 => "2",
-        _ => "1.1",
-    };
-    let ours = format!("{proto} {pseudonym}");
-    let value = match headers.get(header::VIA).and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {ours}"),
-        None => ours,
-    };
-    if let Ok(v) = HeaderValue::from_str(&value) {
-        headers.insert(header::VIA, v);
+/// Our `Via` entry (RFC 9110 §7.6.3), prepared once per protocol version.
+pub(crate) struct Via {
+    pseudonym: String,
+    http10: HeaderValue,
+    http11: HeaderValue,
+    http2: HeaderValue,
+}
+
+impl Via {
+    pub(crate) fn new(pseudonym: &str) -> Self {
+        let value = |proto: &str| {
+            HeaderValue::from_str(&format!("{proto} {pseudonym}"))
+                .unwrap_or_else(|_| HeaderValue::from_static("1.1 robots-proxy"))
+        };
+        Via {
+            pseudonym: pseudonym.to_owned(),
+            http10: value("1.0"),
+            http11: value("1.1"),
+            http2: value("2"),
+        }
+    }
+
+    /// Appends our entry to the message's `Via`, for a message received as `version`.
+    pub(crate) fn add(&self, headers: &mut HeaderMap, version: http::Version) {
+        let ours = match version {
+            http::Version::HTTP_10 => &self.http10,
+            http::Version::HTTP_2 => &self.http2,
+            _ => &self.http11,
+        };
+        match headers.get(header::VIA).and_then(|v| v.to_str().ok()) {
+            None => {
+                headers.insert(header::VIA, ours.clone());
+            }
+            Some(prev) => {
+                let joined = format!("{prev}, {}", ours.to_str().unwrap_or(&self.pseudonym));
+                if let Ok(v) = HeaderValue::from_str(&joined) {
+                    headers.insert(header::VIA, v);
+                }
+            }
+        }
     }
 }
 
@@ -97,7 +123,7 @@ pub(crate) fn upstream_request(
     authority: &Authority,
     path: &str,
     token_header: &HeaderName,
-    via: &str,
+    via: &Via,
 ) -> Result<Request<Incoming>, http::Error> {
     let uri = Uri::builder()
         .scheme(authority.scheme().as_str())
@@ -112,7 +138,7 @@ pub(crate) fn upstream_request(
     headers.remove(token_header);
     let host = HeaderValue::from_str(&authority.host_header()).map_err(http::Error::from)?;
     headers.insert(header::HOST, host);
-    add_via(headers, version, via);
+    via.add(headers, version);
     Ok(req)
 }
 
@@ -121,7 +147,7 @@ pub(crate) async fn send(
     client: &UpstreamClient,
     req: Request<Incoming>,
     response_timeout: Duration,
-    via: &str,
+    via: &Via,
 ) -> Response<ProxyBody> {
     let target = req.uri().to_string();
     match tokio::time::timeout(response_timeout, client.request(req)).await {
@@ -129,7 +155,7 @@ pub(crate) async fn send(
             let version = resp.version();
             let mut resp = resp.map(http_body_util::BodyExt::boxed_unsync);
             strip_hop_by_hop(resp.headers_mut());
-            add_via(resp.headers_mut(), version, via);
+            via.add(resp.headers_mut(), version);
             resp
         }
         Ok(Err(e)) => {

@@ -54,7 +54,7 @@ struct Shared {
     audit: AuditLog,
     client: forward::UpstreamClient,
     clock: Arc<dyn Clock>,
-    via: String,
+    via: forward::Via,
     listen: String,
     response_timeout: Duration,
     header_read_timeout: Duration,
@@ -86,7 +86,7 @@ impl Proxy {
             audit,
             client: forward::client(&config.upstream, tls),
             clock,
-            via: config.proxy.via.clone(),
+            via: forward::Via::new(&config.proxy.via),
             listen: config.proxy.listen.to_string(),
             response_timeout: config.upstream.response_timeout,
             header_read_timeout: config.proxy.header_read_timeout,
@@ -198,6 +198,25 @@ async fn handle(
     process(shared, client, authority, req).await
 }
 
+/// The path and query that is both checked and sent: normalised by
+/// [`normalize_request_path`], or copied as it is when it already is in that form (the common
+/// case).
+fn checked_path(raw: &str) -> String {
+    let bytes = raw.as_bytes();
+    let path_end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
+    let path = &bytes[..path_end];
+    let plain = bytes.first() == Some(&b'/')
+        && crate::robots::normalize::is_canonical(bytes)
+        && memchr::memchr(b'#', bytes).is_none()
+        && memchr::memmem::find(path, b"//").is_none()
+        && memchr::memmem::find(path, b"/.").is_none();
+    if plain {
+        raw.to_owned()
+    } else {
+        normalize_request_path(raw)
+    }
+}
+
 /// When robots.txt could not be fetched because the origin's TLS certificate failed
 /// verification, the request could not be forwarded either: answer 502 naming the TLS error
 /// rather than a 403 that would blame robots.txt.
@@ -227,16 +246,17 @@ async fn process(
     authority: Authority,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let path = normalize_request_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let path = checked_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let path = path.as_str();
     let (token, _origin) = shared.policy.token_for(req.headers());
     let snapshot = shared.cache.get(&authority).await;
     if let Some(answer) = untrusted_origin(&snapshot) {
         return answer;
     }
-    let now = shared.clock.now();
-    let decision = shared.policy.decide(&snapshot, token.as_ref(), &path, now);
     let audit_all = shared.audit.all_decisions();
-    if !decision.is_allowed() || audit_all {
+    if audit_all || !shared.policy.is_allowed(&snapshot, token.as_ref(), path) {
+        let now = shared.clock.now();
+        let decision = shared.policy.decide(&snapshot, token.as_ref(), path, now);
         let url = format!("{authority}{path}");
         let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
         let status = (!decision.is_allowed()).then_some(403);
@@ -246,7 +266,7 @@ async fn process(
             req.method(),
             &url,
             &authority.to_string(),
-            &path,
+            path,
             user_agent,
             token.as_ref(),
             status,
@@ -267,7 +287,7 @@ async fn process(
     let upstream = match forward::upstream_request(
         req,
         &authority,
-        &path,
+        path,
         shared.policy.token_header(),
         &shared.via,
     ) {

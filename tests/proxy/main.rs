@@ -3,7 +3,12 @@
 mod support;
 mod tls_support;
 
+#[allow(dead_code)]
+#[path = "../cache/support.rs"]
+mod raw_origin;
+
 mod blocking;
+mod fetch_table;
 mod forwarding;
 mod https;
 mod streaming;

@@ -166,8 +166,7 @@ impl TestProxy {
         ca: Option<Arc<robots_proxy::tls::ca::CertificateAuthority>>,
     ) -> TestProxy {
         let state = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.state_dir = state.path().to_owned();
+        let mut config = Config { state_dir: state.path().to_owned(), ..Config::default() };
         config.robots.retry_initial = Duration::from_secs(3600);
         edit(&mut config);
         let clock = Arc::new(ManualClock::default());
@@ -180,7 +179,7 @@ impl TestProxy {
             dyn_clock.clone(),
             connector,
         ));
-        let audit_path = config.state_dir.join(&config.audit.path);
+        let audit_path = config.audit_path();
         let audit = AuditLog::open(audit_path.clone(), config.audit.clone()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

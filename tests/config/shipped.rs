@@ -1,0 +1,81 @@
+//! `config/robots-proxy.toml`, the documented example: it must load, say exactly the defaults,
+//! and mention every key.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use robots_proxy::config::{self, Config};
+
+use crate::{load_ok, sources};
+
+fn shipped() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/robots-proxy.toml")
+}
+
+/// `section.key` for every `key = value` line, commented out (`# key = `) or not when
+/// `commented` is true.
+fn keys(toml: &str, commented: bool) -> BTreeSet<String> {
+    let mut section = String::new();
+    let mut keys = BTreeSet::new();
+    for line in toml.lines() {
+        let mut line = line.trim();
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_owned();
+            continue;
+        }
+        if commented {
+            line = line.strip_prefix('#').map(str::trim_start).unwrap_or(line);
+        }
+        let Some((key, _)) = line.split_once(" = ") else { continue };
+        if key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            keys.insert(if section.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{section}.{key}")
+            });
+        }
+    }
+    keys
+}
+
+#[test]
+fn shipped_file_loads_to_exactly_the_defaults() {
+    assert_eq!(load_ok(sources(Some(&shipped()), &[])), Config::default());
+}
+
+#[test]
+fn shipped_file_mentions_every_key() {
+    let text = std::fs::read_to_string(shipped()).unwrap();
+    let mut every = Config::default();
+    every.policy.default_token = Some("ExampleBot".into());
+    every.https.ca_cert = Some("/ca.pem".into());
+    every.https.ca_key = Some("/ca-key.pem".into());
+    every.https.upstream_ca_file = Some("/roots.pem".into());
+    let wanted = keys(&config::render(&every), false);
+    for key in ["state_dir", "proxy.listen", "policy.default_token", "log.level"] {
+        assert!(wanted.contains(key), "the rendered keys include {key}: {wanted:?}");
+    }
+    let documented = keys(&text, true);
+    let missing: Vec<_> = wanted.difference(&documented).collect();
+    assert!(missing.is_empty(), "not in config/robots-proxy.toml: {missing:?}");
+    let unknown: Vec<_> = documented.difference(&wanted).collect();
+    assert!(unknown.is_empty(), "in config/robots-proxy.toml but not keys: {unknown:?}");
+}
+
+#[test]
+fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
+    let text = std::fs::read_to_string(shipped()).unwrap();
+    let active = keys(&text, false);
+    let all = keys(&text, true);
+    let commented: Vec<_> = all.difference(&active).map(String::as_str).collect();
+    assert_eq!(
+        commented,
+        [
+            "https.ca_cert",
+            "https.ca_key",
+            "https.upstream_ca_file",
+            "policy.default_token",
+            "robots.user_agent"
+        ]
+    );
+}

@@ -1,0 +1,166 @@
+//! Rules checked after loading: each problem names its key and where the value came from.
+
+use std::time::Duration;
+
+use robots_proxy::config::{Config, Origin, Overrides};
+
+use crate::{load_err, sources, write};
+
+/// The problem for `key`, from loading `toml` as a file with no environment.
+fn file_problem(toml: &str, key: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "c.toml", toml);
+    let e = load_err(sources(Some(&path), &[]));
+    let problem = e
+        .problems()
+        .iter()
+        .find(|p| p.key.as_deref() == Some(key))
+        .unwrap_or_else(|| panic!("no problem for {key}: {e}"));
+    assert_eq!(problem.origin, Some(Origin::File(path.clone())), "{problem}");
+    problem.message.clone()
+}
+
+#[test]
+fn max_body_below_500_kib() {
+    let m = file_problem("[robots]\nmax_body = \"100KiB\"\n", "robots.max_body");
+    assert_eq!(m, "100KiB is below 500KiB: RFC 9309 §2.5 requires parsing at least 500 KiB");
+}
+
+#[test]
+fn max_redirects_above_20() {
+    let m = file_problem("[robots]\nmax_redirects = 21\n", "robots.max_redirects");
+    assert_eq!(m, "21 is more than 20");
+}
+
+#[test]
+fn min_age_above_max_age_names_the_env_var() {
+    let e = load_err(sources(
+        None,
+        &[("ROBOTS_PROXY_ROBOTS__MIN_AGE", "2h"), ("ROBOTS_PROXY_ROBOTS__MAX_AGE", "1h")],
+    ));
+    assert_eq!(
+        e.to_string(),
+        "invalid configuration: robots.min_age (from environment variable \
+         ROBOTS_PROXY_ROBOTS__MIN_AGE): 2h is longer than robots.max_age (1h)"
+    );
+}
+
+#[test]
+fn empty_user_agent() {
+    let m = file_problem("[robots]\nuser_agent = \"  \"\n", "robots.user_agent");
+    assert!(m.starts_with("must not be empty"), "{m}");
+}
+
+#[test]
+fn user_agent_with_control_characters() {
+    let m = file_problem("[robots]\nuser_agent = \"bot\\nInjected: yes\"\n", "robots.user_agent");
+    assert!(m.contains("is not a valid header value"), "{m}");
+}
+
+#[test]
+fn empty_token_sources_from_env() {
+    let e = load_err(sources(None, &[("ROBOTS_PROXY_POLICY__TOKEN_SOURCES", "")]));
+    let text = e.to_string();
+    assert!(
+        text.contains(
+            "policy.token_sources (from environment variable ROBOTS_PROXY_POLICY__TOKEN_SOURCES): \
+             must name at least one of: header, user-agent, default"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn duplicate_token_source() {
+    let m = file_problem(
+        "[policy]\ntoken_sources = [\"header\", \"header\"]\n",
+        "policy.token_sources",
+    );
+    assert_eq!(m, "header is listed twice");
+}
+
+#[test]
+fn token_header_must_be_a_header_name_the_request_does_not_need() {
+    let m = file_problem("[policy]\ntoken_header = \"X Token\"\n", "policy.token_header");
+    assert_eq!(m, "\"X Token\" is not a valid header name");
+    let m = file_problem("[policy]\ntoken_header = \"Host\"\n", "policy.token_header");
+    assert!(m.starts_with("\"Host\" cannot be used"), "{m}");
+}
+
+#[test]
+fn default_token_must_be_a_product_token() {
+    let m = file_problem("[policy]\ndefault_token = \"Example Bot/1.0\"\n", "policy.default_token");
+    assert!(m.contains("is not a product token"), "{m}");
+}
+
+#[test]
+fn via_must_be_a_token() {
+    let m = file_problem("[proxy]\nvia = \"my proxy\"\n", "proxy.via");
+    assert!(m.starts_with("\"my proxy\" is not a valid Via pseudonym"), "{m}");
+}
+
+#[test]
+fn zero_durations_and_inverted_ranges() {
+    let toml = "[upstream]\nconnect_timeout = \"0s\"\n[robots]\nconnect_timeout = \"30s\"\n\
+                fetch_timeout = \"20s\"\nretry_initial = \"2h\"\n[audit]\nfsync_interval = \"0s\"\n\
+                queue_capacity = 0\n";
+    assert_eq!(file_problem(toml, "upstream.connect_timeout"), "must be longer than zero");
+    assert!(
+        file_problem(toml, "robots.connect_timeout").contains("longer than robots.fetch_timeout")
+    );
+    assert!(file_problem(toml, "robots.retry_initial").contains("longer than robots.retry_max"));
+    assert_eq!(file_problem(toml, "audit.fsync_interval"), "must be longer than zero");
+    assert_eq!(file_problem(toml, "audit.queue_capacity"), "must be at least 1");
+}
+
+#[test]
+fn zero_fsync_interval_is_fine_when_not_used() {
+    let mut config = Config::default();
+    config.audit.fsync = robots_proxy::config::FsyncPolicy::Always;
+    config.audit.fsync_interval = Duration::ZERO;
+    assert!(config.validate().is_ok());
+}
+
+#[test]
+fn cache_smaller_than_one_body() {
+    let m = file_problem("[robots]\ncache_memory = \"100KiB\"\n", "robots.cache_memory");
+    assert_eq!(m, "100KiB cannot hold even one robots.txt of robots.max_body (500KiB)");
+}
+
+#[test]
+fn bad_log_level() {
+    let m = file_problem("[log]\nlevel = \"robots_proxy=loud\"\n", "log.level");
+    assert!(m.starts_with("\"robots_proxy=loud\" is not a valid filter"), "{m}");
+}
+
+#[test]
+fn a_bad_flag_is_reported_as_coming_from_the_command_line() {
+    let mut s = sources(None, &[]);
+    s.overrides = Overrides { log_level: Some("a=b=c".into()), ..Overrides::default() };
+    let text = load_err(s).to_string();
+    assert!(
+        text.starts_with("invalid configuration: log.level (from the command line): "),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "c.toml",
+        "[robots]\nmax_body = 1\nmax_redirects = 99\n[policy]\ntoken_sources = []\n",
+    );
+    let e = load_err(sources(Some(&path), &[]));
+    let keys: Vec<_> = e.problems().iter().filter_map(|p| p.key.as_deref()).collect();
+    assert_eq!(keys, ["robots.max_body", "robots.max_redirects", "policy.token_sources"], "{e}");
+}
+
+#[test]
+fn validate_reports_keys_without_origin() {
+    let mut config = Config::default();
+    config.robots.max_redirects = 100;
+    let e = config.validate().unwrap_err();
+    assert_eq!(e.to_string(), "invalid configuration: robots.max_redirects: 100 is more than 20");
+}

@@ -632,3 +632,65 @@ async fn request_sent_with_the_connect_in_one_write_is_not_lost() {
     assert!(inner.ends_with("hello from /ok"), "{text}");
     assert_eq!(plain.hits("/ok"), 1);
 }
+
+#[test]
+fn ca_init_writes_a_ca_once_with_a_private_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_dir = dir.path().join("my-ca");
+    let init = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .args(["ca", "init", "--dir"])
+            .arg(&ca_dir)
+            .output()
+            .unwrap()
+    };
+    let first = init();
+    assert!(first.status.success(), "{first:?}");
+    let cert = std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap();
+    assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"), "{cert}");
+    let key = ca_dir.join("ca-key.pem");
+    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+    // The CA loads, and a second init refuses to replace it.
+    robots_proxy::tls::ca::CertificateAuthority::load(&robots_proxy::tls::ca::CaFiles::in_dir(
+        &ca_dir,
+    ))
+    .unwrap();
+    let second = init();
+    assert!(!second.status.success());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("already exists"), "{second:?}");
+    assert_eq!(std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(), cert);
+}
+
+#[test]
+fn serve_in_intercept_mode_creates_a_ca_in_the_state_dir_and_says_where() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("ROBOTS_PROXY_STATE_DIR", state.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        let Some(Ok(line)) = lines.next() else { break };
+        let listening = line.contains("listening on");
+        seen.push(line);
+        if listening {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let cert = state.path().join("ca").join("ca.pem");
+    assert!(cert.exists(), "{seen:#?}");
+    let key = state.path().join("ca").join("ca-key.pem");
+    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+    let cert_path = cert.display().to_string();
+    assert!(seen.iter().any(|l| l.contains(&cert_path)), "the path is logged: {seen:#?}");
+}

@@ -21,14 +21,20 @@
 //! * [`cache`]: the robots cache and its fetcher.
 //! * [`proxy`]: the listener and forwarding.
 //! * [`policy`]: product token and decision.
+//! * [`pacing`]: politeness: Crawl-delay and a pace per site across every crawler.
 //! * [`audit`]: the audit log of blocked requests.
 //! * [`config`]: layered configuration.
 //! * [`logging`]: operational logs (tracing), separate from the audit log.
 //! * [`clock`]: time behind a seam, for tests.
+//! * [`usage`]: AI usage preferences for each crawler's purpose.
 //! * [`tls`]: the crypto provider, the proxy's CA, the verified client for origins.
+//! * [`metrics`]: Prometheus metrics and the recent blocks, for operators.
+//! * [`admin`]: the admin listener (metrics, health, live decisions, cache purges, status page).
+//! * [`notify`]: readiness and status for systemd (`sd_notify`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod admin;
 pub mod audit;
 pub mod authority;
 pub mod cache;
@@ -36,7 +42,11 @@ pub mod check;
 pub mod clock;
 pub mod config;
 pub mod logging;
+pub mod metrics;
+pub mod notify;
+pub mod pacing;
 pub mod policy;
 pub mod proxy;
 pub mod robots;
 pub mod tls;
+pub mod usage;

@@ -28,6 +28,7 @@ use super::{answer, process, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
+use crate::metrics::Decision;
 use crate::robots::normalize::normalize_request_path;
 use crate::robots::ProductToken;
 use crate::tls::HttpsMode;
@@ -78,7 +79,7 @@ pub(super) async fn handle_connect(
         )
         .await;
     }
-    let (token, _) = shared.policy.token_for(req.headers());
+    let (token, _) = shared.live().policy.token_for(req.headers());
     match shared.https.mode {
         HttpsMode::Reject => {
             refuse(
@@ -137,6 +138,19 @@ async fn refuse(
     reason: String,
 ) -> Response<ProxyBody> {
     let record = connect_record(shared, client, req, authority, token, false, &reason);
+    refuse_record(shared, record, Scheme::Https, error, reason).await
+}
+
+/// A 403 with the given audit record, counted.
+async fn refuse_record(
+    shared: &Shared,
+    record: AuditRecord,
+    scheme: Scheme,
+    error: &str,
+    reason: String,
+) -> Response<ProxyBody> {
+    shared.metrics.count(Decision::Refuse, scheme);
+    shared.metrics.blocked(&record);
     if let Err(e) = shared.audit.record(record).await {
         tracing::error!(error = %e, "audit record could not be queued");
     }
@@ -175,6 +189,7 @@ fn connect_record(
         robots_url: authority.robots_url(),
         state: String::new(),
         age_seconds: 0,
+        usage: None,
     }
 }
 
@@ -241,6 +256,7 @@ async fn tunnel(
             }
         };
     let _ = upstream.set_nodelay(true);
+    shared.metrics.count(Decision::Tunnel, Scheme::Https);
     if shared.https.audit_tunnels || shared.audit.all_decisions() {
         let record = connect_record(
             &shared,
@@ -425,7 +441,7 @@ async fn inner(
         None
     };
     if let Some(reason) = fronting {
-        let (token, _) = shared.policy.token_for(req.headers());
+        let (token, _) = shared.live().policy.token_for(req.headers());
         // Inside an intercepted tunnel the request is visible: the record names it, not the
         // CONNECT.
         let path = normalize_request_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
@@ -434,14 +450,8 @@ async fn inner(
         record.method = req.method().as_str().to_owned();
         record.url = format!("{connect}{path}");
         record.path = path;
-        if let Err(e) = shared.audit.record(record).await {
-            tracing::error!(error = %e, "audit record could not be queued");
-        }
-        return answer::text(
-            StatusCode::FORBIDDEN,
-            "http_request_denied",
-            format!("403 Forbidden: {reason}\n"),
-        );
+        return refuse_record(&shared, record, connect.scheme(), "http_request_denied", reason)
+            .await;
     }
     process(shared, client, connect, req).await
 }

@@ -26,6 +26,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use super::{answer, ProxyBody};
 use crate::authority::Authority;
 use crate::config::UpstreamSection;
+use crate::metrics::Metrics;
 
 /// The pooled client for origins, plain or TLS (HTTP/2 or HTTP/1.1 by ALPN).
 pub(crate) type UpstreamClient = Client<HttpsConnector<HttpConnector>, Incoming>;
@@ -125,33 +126,46 @@ pub(crate) fn upstream_request(
     token_header: &HeaderName,
     via: &Via,
 ) -> Result<Request<Incoming>, http::Error> {
-    let uri = Uri::builder()
-        .scheme(authority.scheme().as_str())
-        .authority(authority.host_header())
-        .path_and_query(path)
-        .build()?;
+    // The request-target is reused as it is when it already names exactly the authority and
+    // path that were checked (the common case); otherwise it is rebuilt from them.
+    let host_header = authority.host_header();
+    let unchanged = req.uri().scheme_str() == Some(authority.scheme().as_str())
+        && req.uri().authority().is_some_and(|a| a.as_str() == host_header)
+        && req.uri().path_and_query().is_some_and(|p| p.as_str() == path);
+    if !unchanged {
+        let uri = Uri::builder()
+            .scheme(authority.scheme().as_str())
+            .authority(host_header.as_str())
+            .path_and_query(path)
+            .build()?;
+        *req.uri_mut() = uri;
+    }
     let version = req.version();
-    *req.uri_mut() = uri;
     *req.version_mut() = http::Version::HTTP_11;
     let headers = req.headers_mut();
     strip_hop_by_hop(headers);
     headers.remove(token_header);
-    let host = HeaderValue::from_str(&authority.host_header()).map_err(http::Error::from)?;
+    let host = HeaderValue::from_str(&host_header).map_err(http::Error::from)?;
     headers.insert(header::HOST, host);
     via.add(headers, version);
     Ok(req)
 }
 
-/// Sends `req` upstream and turns failures into the proxy's own 502 / 504 answers.
+/// Sends `req` upstream and turns failures into the proxy's own 502 / 504 answers. Records the
+/// round trip (to the response head) and failures in `metrics`.
 pub(crate) async fn send(
     client: &UpstreamClient,
     req: Request<Incoming>,
     response_timeout: Duration,
     via: &Via,
+    metrics: &Metrics,
 ) -> Response<ProxyBody> {
-    let target = req.uri().to_string();
+    // Cheap: a `Uri` clone shares its bytes. Only formatted when something fails.
+    let target = req.uri().clone();
+    let sent = std::time::Instant::now();
     match tokio::time::timeout(response_timeout, client.request(req)).await {
         Ok(Ok(resp)) => {
+            metrics.upstream_round_trip(sent.elapsed());
             let version = resp.version();
             let mut resp = resp.map(http_body_util::BodyExt::boxed_unsync);
             strip_hop_by_hop(resp.headers_mut());
@@ -160,6 +174,7 @@ pub(crate) async fn send(
         }
         Ok(Err(e)) => {
             let (status, kind, what) = classify(&e);
+            metrics.upstream_error(kind);
             tracing::debug!(target = %target, error = %chain(&e), "upstream request failed");
             answer::text(
                 status,
@@ -167,14 +182,17 @@ pub(crate) async fn send(
                 format!("{status}: {what} for {target}\n\nCause: {}\n", chain(&e)),
             )
         }
-        Err(_) => answer::text(
-            StatusCode::GATEWAY_TIMEOUT,
-            "http_response_timeout",
-            format!(
-                "504 Gateway Timeout: the origin did not answer {target} within {}\n",
-                humantime::format_duration(response_timeout)
-            ),
-        ),
+        Err(_) => {
+            metrics.upstream_error("http_response_timeout");
+            answer::text(
+                StatusCode::GATEWAY_TIMEOUT,
+                "http_response_timeout",
+                format!(
+                    "504 Gateway Timeout: the origin did not answer {target} within {}\n",
+                    humantime::format_duration(response_timeout)
+                ),
+            )
+        }
     }
 }
 

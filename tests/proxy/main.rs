@@ -11,4 +11,6 @@ mod blocking;
 mod fetch_table;
 mod forwarding;
 mod https;
+mod pacing;
 mod streaming;
+mod usage;

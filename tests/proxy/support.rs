@@ -21,6 +21,7 @@ use robots_proxy::audit::AuditLog;
 use robots_proxy::cache::RobotsCache;
 use robots_proxy::clock::{Clock, ManualClock};
 use robots_proxy::config::Config;
+use robots_proxy::pacing::Pacer;
 use robots_proxy::proxy::Proxy;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -148,6 +149,10 @@ pub struct TestProxy {
     pub clock: Arc<ManualClock>,
     pub audit_path: PathBuf,
     pub audit: AuditLog,
+    /// The proxy's pacer, for its statistics.
+    pub pacer: Arc<Pacer>,
+    /// The proxy's metrics.
+    pub metrics: Arc<robots_proxy::metrics::Metrics>,
     _state: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -185,6 +190,8 @@ impl TestProxy {
         let addr = listener.local_addr().unwrap();
         config.proxy.listen = addr;
         let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, ca).unwrap();
+        let pacer = proxy.pacer();
+        let metrics = proxy.metrics().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(proxy.serve(
             listener,
@@ -193,7 +200,16 @@ impl TestProxy {
             },
             Duration::from_secs(1),
         ));
-        TestProxy { addr, clock, audit_path, audit, _state: state, stop: Some(stop) }
+        TestProxy {
+            addr,
+            clock,
+            audit_path,
+            audit,
+            pacer,
+            metrics,
+            _state: state,
+            stop: Some(stop),
+        }
     }
 
     /// A reqwest client that sends everything through this proxy.

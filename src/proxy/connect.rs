@@ -29,6 +29,7 @@ use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
 use crate::metrics::Decision;
+use crate::robots::normalize::normalize_request_path;
 use crate::robots::ProductToken;
 use crate::tls::HttpsMode;
 
@@ -106,7 +107,18 @@ pub(super) async fn handle_connect(
             let shared2 = shared.clone();
             tokio::spawn(async move {
                 match hyper::upgrade::on(req).await {
-                    Ok(upgraded) => intercept(shared2, ca, client, https, upgraded).await,
+                    // The client's own socket, unwrapped from hyper's boxed `Upgraded`: one
+                    // indirection less on every read and write of the intercepted connection.
+                    Ok(upgraded) => match upgraded.downcast::<TokioIo<tokio::net::TcpStream>>() {
+                        Ok(parts) => {
+                            let io = parts.io.into_inner();
+                            intercept(shared2, ca, client, https, io, parts.read_buf).await
+                        }
+                        Err(upgraded) => {
+                            let io = TokioIo::new(upgraded);
+                            intercept(shared2, ca, client, https, io, Bytes::new()).await
+                        }
+                    },
                     Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
                 }
             });
@@ -126,7 +138,18 @@ async fn refuse(
     reason: String,
 ) -> Response<ProxyBody> {
     let record = connect_record(shared, client, req, authority, token, false, &reason);
-    shared.metrics.count(Decision::Refuse, Scheme::Https);
+    refuse_record(shared, record, Scheme::Https, error, reason).await
+}
+
+/// A 403 with the given audit record, counted.
+async fn refuse_record(
+    shared: &Shared,
+    record: AuditRecord,
+    scheme: Scheme,
+    error: &str,
+    reason: String,
+) -> Response<ProxyBody> {
+    shared.metrics.count(Decision::Refuse, scheme);
     shared.metrics.blocked(&record);
     if let Err(e) = shared.audit.record(record).await {
         tracing::error!(error = %e, "audit record could not be queued");
@@ -185,12 +208,21 @@ async fn tunnel(
         _ => false,
     };
     if blocked {
-        let reason = format!(
-            "robots.txt at {} disallows every path for {}; the tunnel is refused (paths \
-             cannot be seen in tunnel mode)",
-            authority.robots_url(),
-            token.as_ref().map_or("the `*` group", |t| t.as_str())
-        );
+        let reason = if matches!(snapshot.rules, RobotsRules::DisallowAll) {
+            format!(
+                "robots.txt at {} is unreachable ({}): all paths are disallowed until it can \
+                 be fetched; the tunnel is refused",
+                authority.robots_url(),
+                crate::policy::outcome_text(&snapshot.last_outcome)
+            )
+        } else {
+            format!(
+                "robots.txt at {} disallows every path for {}; the tunnel is refused (paths \
+                 cannot be seen in tunnel mode)",
+                authority.robots_url(),
+                token.as_ref().map_or("the `*` group", |t| t.as_str())
+            )
+        };
         return refuse(
             &shared,
             client,
@@ -292,21 +324,29 @@ where
 }
 
 /// Intercept mode, after the 200: tell TLS from plain HTTP and serve what is inside.
-async fn intercept(
+/// `buffered` is what the client sent after the CONNECT head and was already read with it.
+async fn intercept<IO>(
     shared: Arc<Shared>,
     ca: Arc<crate::tls::ca::CertificateAuthority>,
     client: SocketAddr,
     connect: Authority,
-    upgraded: hyper::upgrade::Upgraded,
-) {
-    let mut io = TokioIo::new(upgraded);
-    let mut first = [0u8; 1];
-    let n = match tokio::time::timeout(shared.header_read_timeout, io.read(&mut first)).await {
-        Ok(Ok(n)) if n > 0 => n,
-        _ => return,
+    mut io: IO,
+    buffered: Bytes,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let prefix = if buffered.is_empty() {
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(shared.header_read_timeout, io.read(&mut first)).await {
+            Ok(Ok(n)) if n > 0 => Bytes::copy_from_slice(&first[..n]),
+            _ => return,
+        }
+    } else {
+        buffered
     };
-    let io = Rewind { prefix: Some(Bytes::copy_from_slice(&first[..n])), inner: io };
-    if first[0] != 0x16 {
+    let is_tls = prefix[0] == 0x16;
+    let io = Rewind { prefix: Some(prefix), inner: io };
+    if !is_tls {
         // Plain HTTP inside the tunnel (e.g. `CONNECT host:80`): decide it as HTTP.
         let authority =
             Authority::new(Scheme::Http, connect.host(), connect.port()).unwrap_or(connect);
@@ -340,11 +380,19 @@ async fn intercept(
             return;
         }
     };
-    let tls = match start.into_stream(config).await {
-        Ok(tls) => tls,
-        Err(e) => {
+    // Bounded like the ClientHello: a client that stalls mid-handshake must not hold the
+    // connection (and its task) forever.
+    let tls = match tokio::time::timeout(shared.header_read_timeout, start.into_stream(config))
+        .await
+    {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
             // Typically the client does not trust our CA and sent an alert.
             tracing::info!(client = %client, host = %name, error = %e, "TLS handshake with client failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(client = %client, host = %name, "TLS handshake with client timed out");
             return;
         }
     };
@@ -394,16 +442,16 @@ async fn inner(
     };
     if let Some(reason) = fronting {
         let (token, _) = shared.live().policy.token_for(req.headers());
-        return refuse(
-            &shared,
-            client,
-            &req,
-            &connect,
-            token.as_ref(),
-            "http_request_denied",
-            reason,
-        )
-        .await;
+        // Inside an intercepted tunnel the request is visible: the record names it, not the
+        // CONNECT.
+        let path = normalize_request_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+        let mut record =
+            connect_record(&shared, client, &req, &connect, token.as_ref(), false, &reason);
+        record.method = req.method().as_str().to_owned();
+        record.url = format!("{connect}{path}");
+        record.path = path;
+        return refuse_record(&shared, record, connect.scheme(), "http_request_denied", reason)
+            .await;
     }
     process(shared, client, connect, req).await
 }

@@ -140,7 +140,11 @@ pub struct CertificateAuthority {
     ca_der: CertificateDer<'static>,
     ca_pem: String,
     leaf_key: KeyPair,
+    /// `leaf_key` loaded once by the crypto provider: parsing a PKCS#8 key (and checking it
+    /// against the certificate) for every new host cost more than signing the certificate.
+    leaf_signer: Arc<dyn rustls::sign::SigningKey>,
     configs: moka::sync::Cache<String, Arc<ServerConfig>>,
+    made: AtomicU64,
 }
 
 impl CertificateAuthority {
@@ -158,15 +162,21 @@ impl CertificateAuthority {
                 path: files.cert.clone(),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
             })?;
+        let leaf_key = KeyPair::generate()?;
+        let leaf_signer = provider().key_provider.load_private_key(PrivateKeyDer::Pkcs8(
+            PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
+        ))?;
         Ok(CertificateAuthority {
             issuer,
             ca_der,
             ca_pem: cert_pem,
-            leaf_key: KeyPair::generate()?,
+            leaf_key,
+            leaf_signer,
             configs: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(LEAF_CACHE_TTL)
                 .build(),
+            made: AtomicU64::new(0),
         })
     }
 
@@ -185,6 +195,11 @@ impl CertificateAuthority {
     /// The CA certificate, PEM: what clients must trust.
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// How many leaf certificates this CA has signed so far.
+    pub fn certificates_made(&self) -> u64 {
+        self.made.load(Ordering::Relaxed)
     }
 
     /// A TLS server configuration presenting a certificate for `host` (a DNS name or an IP
@@ -206,11 +221,14 @@ impl CertificateAuthority {
         params.not_after = (now + LEAF_LIFETIME).into();
         params.serial_number = Some(serial());
         let leaf = params.signed_by(&self.leaf_key, &self.issuer)?;
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.leaf_key.serialize_der()));
+        self.made.fetch_add(1, Ordering::Relaxed);
+        let chain = vec![leaf.der().clone(), self.ca_der.clone()];
+        let certified = rustls::sign::CertifiedKey::new(chain, self.leaf_signer.clone());
+        debug_assert!(certified.keys_match().is_ok(), "the leaf certifies the leaf key");
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
-            .with_single_cert(vec![leaf.der().clone(), self.ca_der.clone()], key)?;
+            .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified)));
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }

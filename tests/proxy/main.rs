@@ -1,6 +1,7 @@
 //! Integration tests of the proxy: real origins on 127.0.0.1, the proxy, and real clients.
 
 mod support;
+mod tls_support;
 
 #[allow(dead_code)]
 #[path = "../cache/support.rs"]
@@ -9,6 +10,7 @@ mod raw_origin;
 mod blocking;
 mod fetch_table;
 mod forwarding;
+mod https;
 mod pacing;
 mod streaming;
 mod usage;

@@ -61,7 +61,7 @@ impl Drop for ProxyProcess {
 async fn hundred_mib_download_with_flat_memory() {
     let origin = Origin::start("User-agent: *\nDisallow: /private\n").await;
     let proxy = ProxyProcess::start();
-    let client = reqwest::Client::builder()
+    let client = crate::support::reqwest_builder()
         .proxy(reqwest::Proxy::all(format!("http://{}", proxy.addr)).unwrap())
         .timeout(Duration::from_secs(120))
         .build()

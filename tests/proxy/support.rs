@@ -214,7 +214,7 @@ impl TestProxy {
 
     /// A reqwest client that sends everything through this proxy.
     pub fn client(&self) -> reqwest::Client {
-        reqwest::Client::builder()
+        reqwest_builder()
             .proxy(reqwest::Proxy::all(format!("http://{}", self.addr)).unwrap())
             .timeout(Duration::from_secs(20))
             .build()
@@ -235,6 +235,14 @@ impl Drop for TestProxy {
             let _ = stop.send(());
         }
     }
+}
+
+/// A reqwest client builder with a TLS configuration from the crate's one crypto provider.
+/// reqwest is built with rustls but no provider of its own (no aws-lc-rs), so a client built
+/// without a preconfigured TLS config panics with "No provider set", even for plain HTTP.
+pub fn reqwest_builder() -> reqwest::ClientBuilder {
+    let tls = robots_proxy::tls::client_config(None).expect("web PKI roots");
+    reqwest::Client::builder().use_preconfigured_tls(tls)
 }
 
 /// A response read off the wire.

@@ -1158,13 +1158,20 @@ impl KeyKind {
                 "false" => Value::from(false),
                 _ => Value::from(raw.to_owned()),
             },
+            // `a, b` or `[a, b]`; items that are whole numbers are numbers (`connect_ports`),
+            // since no list of the configuration holds digit-only strings.
             KeyKind::List => Value::Array(
                 Tag::Default,
                 trimmed
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
                     .split(',')
-                    .map(str::trim)
+                    .map(|item| item.trim().trim_matches('"'))
                     .filter(|item| !item.is_empty())
-                    .map(|item| Value::from(item.to_owned()))
+                    .map(|item| match item.parse::<u64>() {
+                        Ok(n) => Value::from(n),
+                        Err(_) => Value::from(item.to_owned()),
+                    })
                     .collect(),
             ),
             KeyKind::Text | KeyKind::Tables | KeyKind::Section => Value::from(raw.to_owned()),
@@ -1329,6 +1336,8 @@ mod tests {
             panic!("a list");
         };
         assert_eq!(items.len(), 2);
+        let Value::Array(_, ports) = v(KeyKind::List, "[443, 8443]") else { panic!("a list") };
+        assert!(matches!(ports[0], Value::Num(..)), "{ports:?}");
         assert!(matches!(KeyKind::Text.value("", true), Value::Empty(..)));
         assert!(matches!(KeyKind::Text.value("", false), Value::String(_, s) if s.is_empty()));
     }

@@ -422,6 +422,11 @@ pub struct Config {
     pub log: LogSection,
     /// HTTPS through CONNECT.
     pub https: crate::tls::HttpsSection,
+    /// Who may use the proxy and where it may connect (client access list, proxy
+    /// authentication, destination guard).
+    pub access: crate::access::AccessSection,
+    /// Connection and request limits.
+    pub limits: crate::limits::LimitsSection,
 }
 
 impl Default for Config {
@@ -435,6 +440,8 @@ impl Default for Config {
             audit: AuditSection::default(),
             log: LogSection::default(),
             https: crate::tls::HttpsSection::default(),
+            access: crate::access::AccessSection::default(),
+            limits: crate::limits::LimitsSection::default(),
         }
     }
 }
@@ -538,6 +545,9 @@ impl Config {
                 show(r.retry_max)
             )
         });
+        need(r.max_concurrent_fetches > 0, "robots.max_concurrent_fetches", &|| {
+            "must be at least 1".into()
+        });
         need(r.cache_memory >= r.max_body, "robots.cache_memory", &|| {
             format!(
                 "{} cannot hold even one robots.txt of robots.max_body ({})",
@@ -590,6 +600,14 @@ impl Config {
                 format!("{:?} is not a valid filter: {e}", self.log.level)
             });
         }
+
+        // [access] and [limits] (see src/access.rs, src/limits.rs).
+        need(!self.access.allow_clients.is_empty(), "access.allow_clients", &|| {
+            "must list at least one range, or no client could use the proxy (loopback: \
+             127.0.0.0/8, ::1/128)"
+                .into()
+        });
+        bad.extend(self.limits.check());
         bad
     }
 }
@@ -701,6 +719,8 @@ pub struct RobotsSection {
     pub max_body: ByteSize,
     /// Redirects followed; more is treated as 404 (unavailable).
     pub max_redirects: u32,
+    /// robots.txt fetches running at once, all origins together; more wait for a slot.
+    pub max_concurrent_fetches: usize,
     /// How long a fetched robots.txt is used before it is fetched again.
     #[serde(with = "humantime_serde")]
     pub max_age: Duration,
@@ -728,6 +748,7 @@ impl Default for RobotsSection {
             fetch_timeout: Duration::from_secs(20),
             max_body: ByteSize(500 * 1024),
             max_redirects: 5,
+            max_concurrent_fetches: 64,
             max_age: Duration::from_secs(24 * 3600),
             min_age: Duration::from_secs(60),
             give_up_after: Duration::from_secs(30 * 24 * 3600),
@@ -1141,6 +1162,7 @@ fn schema_sample() -> Config {
     config.https.ca_cert = Some(PathBuf::new());
     config.https.ca_key = Some(PathBuf::new());
     config.https.upstream_ca_file = Some(PathBuf::new());
+    config.access.users_file = Some(PathBuf::new());
     config
 }
 
@@ -1200,9 +1222,19 @@ mod tests {
         assert_eq!(schema.kinds["policy.token_sources"], KeyKind::List);
         assert_eq!(schema.kinds["policy.default_token"], KeyKind::Text);
         assert_eq!(schema.kinds["https.connect_ports"], KeyKind::List);
+        assert_eq!(schema.kinds["access.allow_clients"], KeyKind::List);
+        assert_eq!(schema.kinds["access.allow_destinations"], KeyKind::List);
+        assert_eq!(schema.kinds["limits.max_connections"], KeyKind::Integer);
+        assert_eq!(schema.kinds["limits.when_full"], KeyKind::Text);
         assert_eq!(
             schema.optional.iter().collect::<Vec<_>>(),
-            ["https.ca_cert", "https.ca_key", "https.upstream_ca_file", "policy.default_token"]
+            [
+                "access.users_file",
+                "https.ca_cert",
+                "https.ca_key",
+                "https.upstream_ca_file",
+                "policy.default_token"
+            ]
         );
     }
 

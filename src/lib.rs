@@ -26,15 +26,22 @@
 //! * [`logging`]: operational logs (tracing), separate from the audit log.
 //! * [`clock`]: time behind a seam, for tests.
 //! * [`tls`]: the crypto provider, the proxy's CA, the verified client for origins.
+//! * [`access`]: who may use the proxy (client access list, proxy authentication).
+//! * [`guard`]: where the proxy may connect (the SSRF guard and its connector).
+//! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod access;
 pub mod audit;
 pub mod authority;
 pub mod cache;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod framing;
+pub mod guard;
+pub mod limits;
 pub mod logging;
 pub mod policy;
 pub mod proxy;

@@ -37,6 +37,23 @@ enum Command {
     /// Manage the proxy's certificate authority (for HTTPS interception).
     #[command(subcommand)]
     Ca(CaCommand),
+    /// Manage proxy users (access.users_file).
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Read a password from standard input (its first line) and print the users-file line
+    /// `NAME:$argon2id$…[:TOKEN]` for it.
+    Hash {
+        /// The user name (no ':' or whitespace).
+        name: String,
+        /// Tie the user to this product token: robots.txt groups for it apply to the user's
+        /// requests, whatever their User-Agent.
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -119,6 +136,28 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::User(UserCommand::Hash { name, token }) => {
+            let mut password = String::new();
+            if let Err(e) = io::stdin().read_line(&mut password) {
+                eprintln!("robots-proxy user hash: cannot read the password: {e}");
+                return ExitCode::from(2);
+            }
+            let password = password.trim_end_matches(['\r', '\n']);
+            if password.is_empty() {
+                eprintln!("robots-proxy user hash: the password (first line of stdin) is empty");
+                return ExitCode::from(2);
+            }
+            match robots_proxy::access::hash_line(&name, password, token.as_deref()) {
+                Ok(line) => {
+                    println!("{line}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("robots-proxy user hash: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Config(ConfigCommand::Check { config, listen }) => {
             match serve::load(config, listen) {
                 Ok(config) => {
@@ -177,7 +216,10 @@ mod serve {
     async fn serve(config: Config) -> anyhow::Result<()> {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let tls = robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?;
-        let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
+        // The robots.txt fetcher connects through the destination guard too (SSRF).
+        let guard = Arc::new(robots_proxy::guard::DestinationGuard::from_config(&config));
+        let connector =
+            robots_proxy::tls::https_connector(tls, config.robots.connect_timeout, guard);
         let cache =
             Arc::new(RobotsCache::with_connector(config.robots.clone(), clock.clone(), connector));
         let audit_path = config.audit_path();

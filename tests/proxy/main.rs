@@ -6,7 +6,9 @@ mod support;
 #[path = "../cache/support.rs"]
 mod raw_origin;
 
+mod access;
 mod blocking;
 mod fetch_table;
 mod forwarding;
+mod guard;
 mod streaming;

@@ -142,3 +142,42 @@ async fn a_user_tied_to_a_token_gets_its_rules_whatever_the_user_agent() {
         records.iter().filter(|r| r["robots.product_token"] == "AliceBot").collect();
     assert_eq!(alice_records.len(), 4, "{records:#?}");
 }
+
+#[test]
+fn user_hash_prints_a_users_file_line() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let run = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&["user", "hash", "carol", "--token", "CarolBot"], "pass word\n");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = String::from_utf8(out.stdout).unwrap();
+    let line = line.trim_end();
+    assert!(line.starts_with("carol:$argon2id$"), "{line}");
+    assert!(line.ends_with(":CarolBot"), "{line}");
+    // The line is a users file that accepts the password, spaces included.
+    let auth = robots_proxy::access::Authenticator::parse(line, std::path::Path::new("u")).unwrap();
+    let mut headers = http::HeaderMap::new();
+    use base64ct::Encoding;
+    let value = format!("Basic {}", base64ct::Base64::encode_string(b"carol:pass word"));
+    headers.insert("proxy-authorization", value.parse().unwrap());
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let user = runtime.block_on(auth.authenticate(&headers)).unwrap();
+    assert_eq!(user.token.as_ref().map(|t| t.as_str()), Some("CarolBot"));
+    // No password, or a name that cannot be used: exit status 2 and a message.
+    let out = run(&["user", "hash", "carol"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
+    let out = run(&["user", "hash", "a:b"], "pw\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("user name"));
+}

@@ -8,7 +8,9 @@ mod raw_origin;
 
 mod access;
 mod blocking;
+mod faults;
 mod fetch_table;
 mod forwarding;
 mod guard;
+mod limits;
 mod streaming;

@@ -170,7 +170,7 @@ async fn the_connector_connects_to_the_checked_address() {
     let peer = io.inner().peer_addr().unwrap();
     assert_eq!(peer, listener.local_addr().unwrap());
     let refused: http::Uri = format!("http://[::1]:{port}/").parse().unwrap();
-    let err = connector.call(refused).await.err().expect("::1 is prohibited");
+    let err = connector.call(refused).await.expect_err("::1 is prohibited");
     let p = robots_proxy::guard::find_prohibited(err.as_ref()).expect("a Prohibited error");
     assert_eq!(p.reason, robots_proxy::guard::Reason::Loopback);
 }

@@ -162,12 +162,12 @@ impl ClientAcl {
 #[non_exhaustive]
 pub enum AccessError {
     /// The file could not be read.
-    #[error("access.users_file {path}: {source}")]
+    #[error("access.users_file {path}: {cause}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (not a `source`: the message already says it).
+        cause: std::io::Error,
     },
     /// A line of the file is wrong.
     #[error("access.users_file {path} line {line}: {message}")]
@@ -241,6 +241,7 @@ pub struct Authenticator {
     verified: moka::sync::Cache<[u8; 32], Arc<AuthenticatedUser>>,
     rejected: moka::sync::Cache<[u8; 32], String>,
     verifying: tokio::sync::Semaphore,
+    failures: AtomicU64,
 }
 
 /// Distinct credentials remembered (each way).
@@ -250,7 +251,7 @@ impl Authenticator {
     /// Loads the users file at `path`.
     pub fn load(path: &Path) -> Result<Self, AccessError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| AccessError::Read { path: path.to_owned(), source })?;
+            .map_err(|cause| AccessError::Read { path: path.to_owned(), cause })?;
         Self::parse(&text, path)
     }
 
@@ -306,7 +307,24 @@ impl Authenticator {
                 .time_to_live(Duration::from_secs(60))
                 .build(),
             verifying: tokio::sync::Semaphore::new(cpus),
+            failures: AtomicU64::new(0),
         })
+    }
+
+    /// Counts and logs a request refused for bad credentials (rate-limited like
+    /// [`ClientAcl::record_refusal`]).
+    pub fn record_failure(&self, client: SocketAddr, failure: &AuthFailure) {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if n <= REFUSALS_LOGGED || n.is_multiple_of(REFUSAL_LOG_EVERY) {
+            tracing::warn!(client = %client, reason = %failure, failures_so_far = n, "proxy authentication failed");
+        } else {
+            tracing::debug!(client = %client, reason = %failure, "proxy authentication failed");
+        }
+    }
+
+    /// Requests refused for bad credentials so far.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// The number of users.

@@ -80,7 +80,7 @@ impl Safety {
             }
             Err(failure) => {
                 if !matches!(failure, AuthFailure::Missing) {
-                    tracing::warn!(client = %client, reason = %failure, "proxy authentication failed");
+                    auth.record_failure(client, &failure);
                 }
                 Err(auth_required(&failure))
             }
@@ -106,7 +106,10 @@ impl Safety {
             resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
             return Some(resp);
         }
-        let length = req.uri().to_string().len();
+        let uri = req.uri();
+        let length = uri.scheme_str().map_or(0, |s| s.len() + 3)
+            + uri.authority().map_or(0, |a| a.as_str().len())
+            + uri.path_and_query().map_or(0, |p| p.as_str().len());
         if length > self.limits.max_request_line() {
             return Some(answer::text(
                 StatusCode::URI_TOO_LONG,

@@ -26,6 +26,26 @@ async fn until_closed(stream: &mut TcpStream) -> Option<Vec<u8>> {
     }
 }
 
+/// A keep-alive connection that has been served one request (so it surely holds a connection
+/// slot) and is left open.
+async fn held_connection(proxy: &TestProxy, origin: &Origin) -> TcpStream {
+    let mut conn = TcpStream::connect(proxy.addr).await.unwrap();
+    let request = format!("GET {}/held HTTP/1.1\r\nHost: x\r\n\r\n", origin.base());
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let want = "hello from /held";
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&buf).ends_with(want) {
+        let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut chunk))
+            .await
+            .expect("the held connection is served")
+            .unwrap();
+        assert!(n > 0, "the held connection was closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    conn
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_or_too_large_header_fields_get_431() {
     let origin = Origin::start(RULES).await;
@@ -95,12 +115,7 @@ async fn past_the_connection_limit_refuse_mode_answers_503() {
         c.limits.when_full = WhenFull::Refuse;
     })
     .await;
-    let held = [
-        TcpStream::connect(proxy.addr).await.unwrap(),
-        TcpStream::connect(proxy.addr).await.unwrap(),
-    ];
-    // Both held connections are accepted (and hold their slots) before the third one arrives.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let held = [held_connection(&proxy, &origin).await, held_connection(&proxy, &origin).await];
     let url = format!("{}/x", origin.base());
     let resp = raw_get(proxy.addr, &url, "x", "").await;
     assert_eq!(resp.status, 503, "{resp:?}");
@@ -126,8 +141,7 @@ async fn past_the_connection_limit_wait_mode_queues() {
         c.limits.when_full = WhenFull::Wait;
     })
     .await;
-    let held = TcpStream::connect(proxy.addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let held = held_connection(&proxy, &origin).await;
     let mut waiting = TcpStream::connect(proxy.addr).await.unwrap();
     let request =
         format!("GET {}/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", origin.base());
@@ -149,7 +163,8 @@ async fn a_client_that_never_reads_is_disconnected() {
     let mut lazy = TcpStream::connect(proxy.addr).await.unwrap();
     let request = format!("GET {}/big/{TOTAL} HTTP/1.1\r\nHost: x\r\n\r\n", origin.base());
     lazy.write_all(request.as_bytes()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Long enough for the buffers to fill and the 300 ms write timeout to pass.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     let resp = raw_get(proxy.addr, &format!("{}/fine", origin.base()), "x", "").await;
     assert_eq!(resp.status, 200, "served meanwhile: {resp:?}");
     // What was buffered before the proxy gave up, then the end of the connection.

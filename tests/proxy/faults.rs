@@ -96,8 +96,8 @@ async fn while_served<T: Send + 'static>(
 async fn quick_proxy() -> TestProxy {
     TestProxy::start_with(|c| {
         c.robots.connect_timeout = Duration::from_millis(500);
-        c.robots.fetch_timeout = Duration::from_millis(1500);
-        c.upstream.response_timeout = Duration::from_millis(1500);
+        c.robots.fetch_timeout = Duration::from_secs(2);
+        c.upstream.response_timeout = Duration::from_secs(2);
     })
     .await
 }
@@ -136,9 +136,11 @@ async fn an_origin_that_resets_mid_body() {
     let page = RawOrigin::with_robots(Reply::ok(RULES)).await;
     page.route("/page", Reply::ResetAfter(cut));
     let resp = get(&proxy, &format!("{}/page", page.base_url())).await;
-    // The head may arrive before the reset (then the body stops short) or be lost with it.
-    let truncated = resp.status == 200 && resp.body.len() < 1000;
-    assert!(truncated || resp.status == 502, "{resp:?}");
+    // The reset may come before the origin's head was read (502), after the proxy sent it on
+    // (the body stops short), or in between, when the head was still in the proxy's buffer:
+    // then the connection closes with no answer (status 0). Never a complete body.
+    let cut_short = matches!(resp.status, 0 | 200) && resp.body.len() < 1000;
+    assert!(cut_short || resp.status == 502, "{resp:?}");
     served_meanwhile(&proxy, &good).await;
 }
 

@@ -31,7 +31,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -112,6 +112,31 @@ pub struct AuditRecord {
     /// Age of the robots.txt in force, in seconds.
     #[serde(rename = "robots.age_seconds")]
     pub age_seconds: u64,
+    /// The AI usage preference involved, for usage decisions (`robots.usage.*`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageAudit>,
+}
+
+/// The AI usage preference part of an audit record: which category, what the site said, where
+/// it said it, and what the crawler fetched for. Lets a compliance team answer "which
+/// opted-out pages did we fetch for training, and when".
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UsageAudit {
+    /// The category (`train-ai`, `ai-use`, `search`).
+    #[serde(rename = "robots.usage.category")]
+    pub category: String,
+    /// The effective value: `y`, `n` or `unknown`.
+    #[serde(rename = "robots.usage.value")]
+    pub value: String,
+    /// `robots.txt line N`, `response header`, or both.
+    #[serde(rename = "robots.usage.source")]
+    pub source: String,
+    /// The crawler's purposes, comma-separated.
+    #[serde(rename = "robots.usage.purpose")]
+    pub purpose: String,
+    /// Every known preference, merged from all sources, as a `Content-Usage` dictionary.
+    #[serde(rename = "robots.usage.preferences", skip_serializing_if = "Option::is_none")]
+    pub preferences: Option<String>,
 }
 
 /// A line of the audit log: the record, the ECS `url.*` parts derived from it, and the fields
@@ -228,6 +253,8 @@ struct Counters {
     records_lost: AtomicU64,
     write_errors: AtomicU64,
     syncs: AtomicU64,
+    /// In an episode of write errors (set with the first, cleared when a write succeeds).
+    failing: AtomicBool,
 }
 
 /// A handle to the audit writer. Cheap to clone; the writer stops when [`AuditLog::close`] is
@@ -240,7 +267,8 @@ pub struct AuditLog {
 struct Shared {
     tx: mpsc::Sender<Command>,
     path: PathBuf,
-    all_decisions: bool,
+    /// Changed by [`AuditLog::reconfigure`] on a reload; read once per request.
+    all_decisions: AtomicBool,
     counters: Arc<Counters>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -262,6 +290,8 @@ enum Command {
     Flush(Reply),
     Reopen(Reply),
     Close(Reply),
+    /// New `fsync` and `fsync_interval`.
+    Configure(FsyncPolicy, Duration),
 }
 
 impl AuditLog {
@@ -294,7 +324,7 @@ impl AuditLog {
             shared: Arc::new(Shared {
                 tx,
                 path,
-                all_decisions: settings.all_decisions,
+                all_decisions: AtomicBool::new(settings.all_decisions),
                 counters,
                 writer: Mutex::new(Some(handle)),
             }),
@@ -303,7 +333,39 @@ impl AuditLog {
 
     /// Whether every decision is recorded, not only blocks.
     pub fn all_decisions(&self) -> bool {
-        self.shared.all_decisions
+        self.shared.all_decisions.load(Ordering::Relaxed)
+    }
+
+    /// Applies the options of `settings` that can change while running (on a configuration
+    /// reload): `all_decisions`, `fsync` and `fsync_interval`. `path` and `queue_capacity` are
+    /// fixed when the log is opened.
+    pub async fn reconfigure(&self, settings: &AuditSection) -> Result<(), AuditError> {
+        self.shared.all_decisions.store(settings.all_decisions, Ordering::Relaxed);
+        let command = Command::Configure(settings.fsync, settings.fsync_interval);
+        self.shared.tx.send(command).await.map_err(|_| AuditError::Closed)
+    }
+
+    /// Whether records can be written now, for a readiness check: the writer is running and the
+    /// file can be opened for appending (which creates it if log rotation has just moved it
+    /// away). After a write error, the file is reopened, as [`AuditLog::reopen`] does.
+    pub async fn check_writable(&self) -> Result<(), AuditError> {
+        if self.shared.tx.is_closed() {
+            return Err(AuditError::Closed);
+        }
+        if self.shared.counters.failing.load(Ordering::Relaxed) {
+            // The last write failed. Without new records the writer would not try again, so a
+            // proxy taken out of service for it would stay out: try to reopen the file now.
+            return self.reopen().await;
+        }
+        let path = self.shared.path.clone();
+        let probe = tokio::task::spawn_blocking(move || {
+            let mut options = OpenOptions::new();
+            options.append(true).create(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o640);
+            options.open(&path).map(drop).map_err(|source| AuditError::Open { path, source })
+        });
+        probe.await.map_err(|_| AuditError::Closed)?
     }
 
     /// The file written to.
@@ -571,6 +633,10 @@ impl Writer {
                 let result = self.reopen().await;
                 let _ = reply.send(result);
             }
+            Command::Configure(fsync, interval) => {
+                self.fsync = fsync;
+                self.fsync_interval = interval;
+            }
             Command::Close(reply) => {
                 // No new records; those already queued are still received, then `recv` ends.
                 rx.close();
@@ -603,6 +669,11 @@ impl Writer {
             return Err(self.write_error(io::Error::other("the audit writer's I/O task failed")));
         };
         self.account(outcome);
+        if opened.is_ok() {
+            // Whether writes work again is known only at the next write; until then the file
+            // opens, which is what a readiness check can ask for.
+            self.counters.failing.store(false, Ordering::Relaxed);
+        }
         opened.map_err(|source| {
             self.error_episode(&source);
             self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
@@ -668,6 +739,9 @@ impl Writer {
                 self.failing = false;
                 self.lost_while_failing = 0;
             }
+            if outcome.written > 0 {
+                self.counters.failing.store(false, Ordering::Relaxed);
+            }
             return;
         }
         self.lost_while_failing += outcome.lost as u64;
@@ -690,6 +764,7 @@ impl Writer {
             );
             self.failing = true;
         }
+        self.counters.failing.store(true, Ordering::Relaxed);
     }
 
     fn take_error(&mut self) -> Result<(), AuditError> {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::robots::usage::{Category, Preference};
 use crate::robots::{normalize, ProductToken, Reason, RobotsTxt, Verdict};
 
 /// What can go wrong in `check`, each naming the problem.
@@ -90,6 +91,21 @@ pub fn check_urls(
     explain: bool,
     out: &mut dyn Write,
 ) -> Result<Outcome, CheckError> {
+    check_urls_for(robots, agent, &[], urls, explain, out)
+}
+
+/// Like [`check_urls`], also deciding as the proxy would for a crawler that fetches for
+/// `purposes` (`check --purpose`): an allowed URL whose AI usage preferences disallow one of
+/// them (`Content-Usage` / `Content-Signal`, see [`crate::robots::usage`]) is disallowed.
+/// Every URL's known usage preferences are shown either way.
+pub fn check_urls_for(
+    robots: &RobotsTxt,
+    agent: Option<&ProductToken>,
+    purposes: &[Category],
+    urls: &[String],
+    explain: bool,
+    out: &mut dyn Write,
+) -> Result<Outcome, CheckError> {
     let paths = urls.iter().map(|u| path_of_url(u)).collect::<Result<Vec<_>, _>>()?;
     let mut outcome = Outcome::AllAllowed;
     if explain {
@@ -116,20 +132,45 @@ pub fn check_urls(
     }
     for (url, path) in urls.iter().zip(&paths) {
         let d = robots.decide(agent, path);
-        let word = match d.verdict() {
+        let mut word = match d.verdict() {
             Verdict::Allow => "allowed",
             Verdict::Disallow => {
                 outcome = Outcome::SomeDisallowed;
                 "disallowed"
             }
         };
-        let why = match d.reason() {
+        let mut why = match d.reason() {
             Reason::Rule(rule) => format!("line {}: {}", rule.line(), rule),
             Reason::NoRuleMatched => "no rule matched".to_owned(),
             Reason::NoGroupApplies => "no group applies".to_owned(),
             Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
         };
+        let prefs = robots.usage(agent, path);
+        if d.is_allowed() {
+            let refused = purposes.iter().find_map(|&c| {
+                let stated = prefs.get(c);
+                (stated.preference == Preference::Disallow).then_some((c, stated.line))
+            });
+            if let Some((category, line)) = refused {
+                outcome = Outcome::SomeDisallowed;
+                word = "disallowed";
+                let at = line.map_or(String::new(), |l| format!(" (line {l})"));
+                why = format!("usage preference {}=n{at} refuses purpose {}", category, category);
+            }
+        }
         writeln!(out, "{word:<10} {url}  ({why})")?;
+        if !prefs.is_unknown() {
+            let stated: Vec<String> = Category::ALL
+                .iter()
+                .filter(|&&c| prefs.get(c).preference != Preference::Unknown)
+                .map(|&c| {
+                    let s = prefs.get(c);
+                    let at = s.line.map_or(String::new(), |l| format!(" (line {l})"));
+                    format!("{c}={}{at}", s.preference.as_str())
+                })
+                .collect();
+            writeln!(out, "  usage: {}", stated.join(", "))?;
+        }
         if explain {
             let matching = robots.matching_rules(agent, path);
             if matching.is_empty() {

@@ -18,8 +18,10 @@
 //!    * Values are read according to the key's type, not guessed from their look: a text key
 //!      takes the value verbatim (`ROBOTS_PROXY_ROBOTS__USER_AGENT=12345` is the string
 //!      `"12345"`), a number key takes digits, a boolean key `true` or `false`, a list key a
-//!      comma-separated list (`ROBOTS_PROXY_POLICY__TOKEN_SOURCES=header,default`), and an
-//!      empty value unsets an optional key (`ROBOTS_PROXY_POLICY__DEFAULT_TOKEN=`).
+//!      comma-separated list (`ROBOTS_PROXY_POLICY__TOKEN_SOURCES=header,default`), a decimal
+//!      key a decimal number (`ROBOTS_PROXY_PACING__DEFAULT_RPS=2.5`), and an empty value
+//!      unsets an optional key (`ROBOTS_PROXY_POLICY__DEFAULT_TOKEN=`). A list of tables
+//!      (`pacing.sites`) cannot be written in one variable: it is set in the file only.
 //! 4. **Command line**: [`Overrides`], filled by the CLI.
 //!
 //! After the sources are merged, [`Config`] is validated as a whole (`robots.min_age` ≤
@@ -35,7 +37,7 @@ use std::time::Duration;
 
 use figment::error::{Actual, Kind};
 use figment::providers::{Format, Serialized, Toml};
-use figment::value::{Dict, Empty, Map, Tag, Value};
+use figment::value::{Dict, Empty, Map, Num, Tag, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +97,8 @@ pub struct Overrides {
     pub state_dir: Option<PathBuf>,
     /// `proxy.listen`.
     pub listen: Option<SocketAddr>,
+    /// `admin.listen`.
+    pub admin_listen: Option<SocketAddr>,
     /// `audit.path`.
     pub audit_path: Option<PathBuf>,
     /// `log.level`.
@@ -114,6 +118,10 @@ impl Overrides {
         if let Some(listen) = self.listen {
             config.proxy.listen = listen;
             keys.insert("proxy.listen");
+        }
+        if let Some(listen) = self.admin_listen {
+            config.admin.listen = listen;
+            keys.insert("admin.listen");
         }
         if let Some(path) = &self.audit_path {
             config.audit.path = path.clone();
@@ -410,6 +418,8 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The proxy listener.
     pub proxy: ProxySection,
+    /// The admin listener: metrics, health, the status page.
+    pub admin: AdminSection,
     /// Connections to origins.
     pub upstream: UpstreamSection,
     /// Fetching and caching robots.txt.
@@ -422,6 +432,10 @@ pub struct Config {
     pub log: LogSection,
     /// HTTPS through CONNECT.
     pub https: crate::tls::HttpsSection,
+    /// Politeness: Crawl-delay and a pace per authority.
+    pub pacing: crate::pacing::PacingSection,
+    /// AI usage preferences for crawlers' purposes.
+    pub usage: crate::usage::UsageSection,
     /// Who may use the proxy and where it may connect (client access list, proxy
     /// authentication, destination guard).
     pub access: crate::access::AccessSection,
@@ -434,12 +448,15 @@ impl Default for Config {
         Config {
             state_dir: PathBuf::from("./state"),
             proxy: ProxySection::default(),
+            admin: AdminSection::default(),
             upstream: UpstreamSection::default(),
             robots: RobotsSection::default(),
             policy: PolicySection::default(),
             audit: AuditSection::default(),
             log: LogSection::default(),
             https: crate::tls::HttpsSection::default(),
+            pacing: crate::pacing::PacingSection::default(),
+            usage: crate::usage::UsageSection::default(),
             access: crate::access::AccessSection::default(),
             limits: crate::limits::LimitsSection::default(),
         }
@@ -500,6 +517,9 @@ impl Config {
             )
         });
         need(nonzero(p.header_read_timeout), "proxy.header_read_timeout", &zero_msg);
+        need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
+            format!("{} is also proxy.listen; the two need their own ports", p.listen)
+        });
 
         let u = &self.upstream;
         need(nonzero(u.connect_timeout), "upstream.connect_timeout", &zero_msg);
@@ -608,6 +628,8 @@ impl Config {
                 .into()
         });
         bad.extend(self.limits.check());
+        bad.extend(self.pacing.check());
+        bad.extend(self.usage.problems());
         bad
     }
 }
@@ -672,6 +694,54 @@ impl Default for ProxySection {
             shutdown_grace: Duration::from_secs(30),
         }
     }
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSection {
+    /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`, the status page). It
+    /// has no authentication: keep it on loopback or a private network.
+    pub listen: SocketAddr,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        AdminSection { listen: SocketAddr::from(([127, 0, 0, 1], 9090)) }
+    }
+}
+
+/// Keys (or, ending in `.`, sections) that a running proxy applies on a reload (SIGHUP). Every
+/// other key takes effect only after a restart.
+pub const RELOADABLE: &[&str] = &[
+    "policy.",
+    "usage.",
+    "audit.all_decisions",
+    "audit.fsync",
+    "audit.fsync_interval",
+    "log.level",
+    "upstream.response_timeout",
+];
+
+/// Whether `key` is applied on a reload (see [`RELOADABLE`]).
+pub fn is_reloadable(key: &str) -> bool {
+    RELOADABLE.iter().any(|r| if r.ends_with('.') { key.starts_with(r) } else { key == *r })
+}
+
+/// The keys whose values differ between `old` and `new` and that need a restart to take
+/// effect, dotted and sorted.
+pub fn needs_restart(old: &Config, new: &Config) -> Vec<String> {
+    let leaves = |config: &Config| {
+        let mut out = BTreeMap::new();
+        if let Ok(Value::Dict(_, dict)) = Value::serialize(config) {
+            Schema::leaves("", &dict, &mut out);
+        }
+        out.retain(|_, v| !matches!(v, Value::Dict(..)));
+        out
+    };
+    let (old, new) = (leaves(old), leaves(new));
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    keys.into_iter().filter(|k| old.get(*k) != new.get(*k) && !is_reloadable(k)).cloned().collect()
 }
 
 /// `[upstream]`
@@ -1010,6 +1080,13 @@ impl EnvProvider {
                 )));
                 continue;
             }
+            if let KeyKind::Tables = kind {
+                problems.push(problem(format!(
+                    "{key} is a list of tables: set it in the configuration file, not the \
+                     environment"
+                )));
+                continue;
+            }
             if let Some(earlier) = provider.names.get(&key) {
                 problems.push(problem(format!("set twice, also by {earlier}")));
                 continue;
@@ -1065,8 +1142,12 @@ struct Schema {
 enum KeyKind {
     Text,
     Integer,
+    /// A number that may have a fraction (`pacing.default_rps`).
+    Float,
     Boolean,
     List,
+    /// A list of tables (`[[pacing.sites]]`): file only, a comma-separated list cannot say it.
+    Tables,
     Section,
 }
 
@@ -1088,6 +1169,10 @@ impl KeyKind {
                     Value::from(raw.to_owned())
                 }
             }
+            KeyKind::Float => match trimmed.parse::<f64>() {
+                Ok(n) => Value::from(n),
+                Err(_) => Value::from(raw.to_owned()),
+            },
             KeyKind::Boolean => match trimmed.to_ascii_lowercase().as_str() {
                 "true" => Value::from(true),
                 "false" => Value::from(false),
@@ -1102,7 +1187,7 @@ impl KeyKind {
                     .map(|item| Value::from(item.to_owned()))
                     .collect(),
             ),
-            KeyKind::Text | KeyKind::Section => Value::from(raw.to_owned()),
+            KeyKind::Text | KeyKind::Tables | KeyKind::Section => Value::from(raw.to_owned()),
         }
     }
 }
@@ -1134,8 +1219,12 @@ impl Schema {
                     self.walk(&key, inner);
                     KeyKind::Section
                 }
+                Value::Num(_, Num::F32(_) | Num::F64(_)) => KeyKind::Float,
                 Value::Num(..) => KeyKind::Integer,
                 Value::Bool(..) => KeyKind::Boolean,
+                Value::Array(_, items) if matches!(items.first(), Some(Value::Dict(..))) => {
+                    KeyKind::Tables
+                }
                 Value::Array(..) => KeyKind::List,
                 Value::String(..) | Value::Char(..) | Value::Empty(..) => KeyKind::Text,
             };
@@ -1155,10 +1244,21 @@ impl Schema {
 }
 
 /// A configuration with every optional key set, so that serialising it shows every key and its
-/// type. A new `Option` field must be set here (a unit test checks that none is left unset).
+/// type. A new `Option` field must be set here (a unit test checks that none is left unset), and
+/// a list of tables needs one entry to be told from a plain list.
 fn schema_sample() -> Config {
     let mut config = Config::default();
+    config.pacing.sites = vec![crate::pacing::SitePace {
+        authority: String::new(),
+        rps: Some(0.0),
+        concurrency: Some(0),
+    }];
     config.policy.default_token = Some(String::new());
+    config.usage.crawlers = vec![crate::usage::UsageCrawler {
+        token: Some(String::new()),
+        user: Some(String::new()),
+        purposes: vec![String::new()],
+    }];
     config.https.ca_cert = Some(PathBuf::new());
     config.https.ca_key = Some(PathBuf::new());
     config.https.upstream_ca_file = Some(PathBuf::new());
@@ -1226,6 +1326,10 @@ mod tests {
         assert_eq!(schema.kinds["access.allow_destinations"], KeyKind::List);
         assert_eq!(schema.kinds["limits.max_connections"], KeyKind::Integer);
         assert_eq!(schema.kinds["limits.when_full"], KeyKind::Text);
+        assert_eq!(schema.kinds["pacing.default_rps"], KeyKind::Float);
+        assert_eq!(schema.kinds["pacing.default_concurrency"], KeyKind::Integer);
+        assert_eq!(schema.kinds["pacing.max_wait"], KeyKind::Text);
+        assert_eq!(schema.kinds["pacing.sites"], KeyKind::Tables);
         assert_eq!(
             schema.optional.iter().collect::<Vec<_>>(),
             [
@@ -1248,6 +1352,9 @@ mod tests {
         assert!(matches!(v(KeyKind::Integer, "-7"), Value::Num(..)));
         assert!(matches!(v(KeyKind::Integer, "seven"), Value::String(..)));
         assert!(matches!(v(KeyKind::Boolean, "TRUE"), Value::Bool(_, true)));
+        assert!(matches!(v(KeyKind::Float, " 2.5 "), Value::Num(_, Num::F64(n)) if n == 2.5));
+        assert!(matches!(v(KeyKind::Float, "2"), Value::Num(_, Num::F64(n)) if n == 2.0));
+        assert!(matches!(v(KeyKind::Float, "fast"), Value::String(..)));
         assert!(matches!(v(KeyKind::Boolean, "yes"), Value::String(..)));
         let Value::Array(_, items) = v(KeyKind::List, "header, user-agent,,") else {
             panic!("a list");
@@ -1289,6 +1396,37 @@ mod tests {
     fn env_name_round_trip() {
         assert_eq!(env_name("proxy.listen"), "ROBOTS_PROXY_PROXY__LISTEN");
         assert_eq!(env_name("state_dir"), "ROBOTS_PROXY_STATE_DIR");
+    }
+
+    #[test]
+    fn reloadable_keys_and_restart_changes() {
+        assert!(is_reloadable("policy.default_token"));
+        assert!(is_reloadable("audit.all_decisions"));
+        assert!(!is_reloadable("audit.path"));
+        assert!(!is_reloadable("policyx.default_token"));
+        let old = Config::default();
+        let mut new = Config::default();
+        new.policy.default_token = Some("ExampleBot".into());
+        new.audit.all_decisions = true;
+        new.log.level = "debug".into();
+        assert!(needs_restart(&old, &new).is_empty(), "{:?}", needs_restart(&old, &new));
+        new.robots.max_age = Duration::from_secs(60);
+        new.admin.listen = SocketAddr::from(([127, 0, 0, 1], 9999));
+        new.https.ca_cert = Some(PathBuf::from("/ca.pem"));
+        assert_eq!(needs_restart(&old, &new), ["admin.listen", "https.ca_cert", "robots.max_age"]);
+    }
+
+    #[test]
+    fn admin_and_proxy_need_their_own_ports() {
+        let mut config = Config::default();
+        config.admin.listen = config.proxy.listen;
+        let bad = config.check();
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!(bad[0].0, "admin.listen");
+        // Port 0 (any free port) on both is fine: the two get different ports.
+        config.proxy.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.admin.listen = config.proxy.listen;
+        assert!(config.check().is_empty());
     }
 
     #[test]

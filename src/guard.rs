@@ -184,10 +184,11 @@ impl DestinationGuard {
         }
     }
 
-    /// The guard of a configuration: `access.allow_destinations`, and `proxy.listen` as the
-    /// proxy's own address.
+    /// The guard of a configuration: `access.allow_destinations`, and `proxy.listen` and
+    /// `admin.listen` as the proxy's own addresses (the admin listener has no authentication:
+    /// clients must not reach it through the proxy).
     pub fn from_config(config: &crate::config::Config) -> Self {
-        Self::new(&config.access.allow_destinations, &[config.proxy.listen])
+        Self::new(&config.access.allow_destinations, &[config.proxy.listen, config.admin.listen])
     }
 
     /// Adds a listen address of this proxy (when it is only known once bound, as with port 0).

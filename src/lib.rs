@@ -21,11 +21,16 @@
 //! * [`cache`]: the robots cache and its fetcher.
 //! * [`proxy`]: the listener and forwarding.
 //! * [`policy`]: product token and decision.
+//! * [`pacing`]: politeness: Crawl-delay and a pace per site across every crawler.
 //! * [`audit`]: the audit log of blocked requests.
 //! * [`config`]: layered configuration.
 //! * [`logging`]: operational logs (tracing), separate from the audit log.
 //! * [`clock`]: time behind a seam, for tests.
+//! * [`usage`]: AI usage preferences for each crawler's purpose.
 //! * [`tls`]: the crypto provider, the proxy's CA, the verified client for origins.
+//! * [`metrics`]: Prometheus metrics and the recent blocks, for operators.
+//! * [`admin`]: the admin listener (metrics, health, live decisions, cache purges, status page).
+//! * [`notify`]: readiness and status for systemd (`sd_notify`).
 //! * [`access`]: who may use the proxy (client access list, proxy authentication).
 //! * [`guard`]: where the proxy may connect (the SSRF guard and its connector).
 //! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
@@ -33,6 +38,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod access;
+pub mod admin;
 pub mod audit;
 pub mod authority;
 pub mod cache;
@@ -43,7 +49,11 @@ pub mod framing;
 pub mod guard;
 pub mod limits;
 pub mod logging;
+pub mod metrics;
+pub mod notify;
+pub mod pacing;
 pub mod policy;
 pub mod proxy;
 pub mod robots;
 pub mod tls;
+pub mod usage;

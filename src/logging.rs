@@ -5,8 +5,11 @@
 //! level chosen for diagnostics can never hide it.
 
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 
 use crate::config::{LogFormat, LogSection};
 
@@ -30,7 +33,14 @@ pub enum LoggingError {
         /// Why it does not parse.
         source: tracing_subscriber::filter::ParseError,
     },
+    /// The installed subscriber is gone (not expected while the process runs).
+    #[error("cannot change the log filter: {0}")]
+    Reload(#[from] reload::Error),
 }
+
+/// The filter of the subscriber [`init`] installed, so that [`set_filter`] can change it on a
+/// configuration reload. Empty when another subscriber was installed first (in tests).
+static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
 
 /// Installs the global subscriber: `section.format` to standard error, filtered by `RUST_LOG`
 /// when that is set and not empty, by `section.level` otherwise.
@@ -45,20 +55,43 @@ pub fn init(section: &LogSection) -> Result<(), LoggingError> {
 /// [`init`] with the value of `RUST_LOG` given, instead of read from the environment.
 pub fn init_with(section: &LogSection, rust_log: Option<&str>) -> Result<(), LoggingError> {
     let filter = filter(section, rust_log)?;
+    let (filter, handle) = reload::Layer::new(filter);
     let ansi = std::io::stderr().is_terminal();
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    // `try_init` fails only when a global subscriber is already installed (by an earlier call,
-    // or by a test harness): that one stays, as documented above.
-    let _already_installed = match section.format {
-        LogFormat::Text => builder.with_ansi(ansi).try_init(),
-        LogFormat::Json => builder
+    let output = match section.format {
+        LogFormat::Text => {
+            tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).boxed()
+        }
+        LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
-            .try_init(),
+            .with_writer(std::io::stderr)
+            .boxed(),
     };
+    // `try_init` fails only when a global subscriber is already installed (by an earlier call,
+    // or by a test harness): that one stays, as documented above.
+    if tracing_subscriber::registry().with(filter).with(output).try_init().is_ok() {
+        let _ = FILTER.set(handle);
+    }
     Ok(())
+}
+
+/// Replaces the filter of the subscriber installed by [`init`] with the one for `section`
+/// (or `rust_log`, which still wins when set), for a configuration reload. The format cannot
+/// change without a restart.
+///
+/// Returns `Ok(false)` when [`init`] did not install the subscriber, so there is nothing to
+/// change; a bad filter is an error and leaves the old one in force.
+pub fn set_filter(section: &LogSection, rust_log: Option<&str>) -> Result<bool, LoggingError> {
+    let filter = filter(section, rust_log)?;
+    match FILTER.get() {
+        Some(handle) => {
+            handle.reload(filter)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
 }
 
 /// The filter for `section`, or for `rust_log` when that is given and not blank.

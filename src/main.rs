@@ -37,9 +37,27 @@ enum Command {
     /// Manage the proxy's certificate authority (for HTTPS interception).
     #[command(subcommand)]
     Ca(CaCommand),
+    /// Probe a running proxy's admin listener (for container health checks).
+    ///
+    /// Exit status: 0 when the answer is 2xx, 1 otherwise.
+    Health(HealthArgs),
     /// Manage proxy users (access.users_file).
     #[command(subcommand)]
     User(UserCommand),
+}
+
+#[derive(Args)]
+struct HealthArgs {
+    /// The URL to probe (plain http). Default: /healthz on the configured `admin.listen`
+    /// (an unspecified address such as 0.0.0.0 is probed on loopback).
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// Configuration file (TOML), to find `admin.listen`.
+    #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
+    config: Option<PathBuf>,
+    /// Give up after this long ("5s").
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    timeout: std::time::Duration,
 }
 
 #[derive(Subcommand)]
@@ -67,6 +85,9 @@ enum ConfigCommand {
         /// Address to listen on (overrides `proxy.listen`).
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// Address of the admin listener (overrides `admin.listen`).
+        #[arg(long, value_name = "ADDR")]
+        admin_listen: Option<std::net::SocketAddr>,
     },
 }
 
@@ -85,6 +106,9 @@ struct ServeArgs {
     /// Address to listen on (overrides `proxy.listen`).
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// Address of the admin listener: metrics, health, status page (overrides `admin.listen`).
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<std::net::SocketAddr>,
     /// Configuration file (TOML). Without one, built-in defaults apply.
     #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
     config: Option<PathBuf>,
@@ -102,6 +126,10 @@ struct CheckArgs {
     /// Also show the groups that applied and every rule that matched, longest first.
     #[arg(long)]
     explain: bool,
+    /// Decide as the proxy would for a crawler fetching for this purpose (`train-ai`, `ai-use`,
+    /// `search`; repeatable): a URL whose AI usage preferences disallow it is disallowed.
+    #[arg(long, value_name = "PURPOSE", value_parser = parse_purpose)]
+    purpose: Vec<robots_proxy::robots::usage::Category>,
     /// Read JSON lines on standard input, each
     /// `{"robots": "<body>" | "robots_file": "<path>", "agent": "...", "url": "..."}`, and write
     /// one JSON answer per line: `{"allowed": bool, "line": N|null, "rule": "..."|null}`, or
@@ -111,6 +139,11 @@ struct CheckArgs {
     /// Absolute URLs to check.
     #[arg(value_name = "URL", required_unless_present = "jsonl")]
     urls: Vec<String>,
+}
+
+fn parse_purpose(s: &str) -> Result<robots_proxy::robots::usage::Category, String> {
+    robots_proxy::robots::usage::Category::from_label(s)
+        .ok_or_else(|| format!("unknown purpose {s:?} (known: train-ai, ai-use, search)"))
 }
 
 fn main() -> ExitCode {
@@ -158,8 +191,9 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Config(ConfigCommand::Check { config, listen }) => {
-            match serve::load(config, listen) {
+        Command::Health(args) => health::run(args),
+        Command::Config(ConfigCommand::Check { config, listen, admin_listen }) => {
+            match serve::load(config, listen, admin_listen) {
                 Ok(config) => {
                     print!("{}", robots_proxy::config::render(&config));
                     ExitCode::SUCCESS
@@ -170,7 +204,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Serve(args) => match serve::run(args.config, args.listen) {
+        Command::Serve(args) => match serve::run(args.config, args.listen, args.admin_listen) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("robots-proxy serve: {e:#}");
@@ -192,28 +226,70 @@ mod serve {
     use robots_proxy::cache::RobotsCache;
     use robots_proxy::clock::{Clock, SystemClock};
     use robots_proxy::config::{self, Config, ConfigSources, Overrides};
+    use robots_proxy::notify::notify;
     use robots_proxy::proxy::Proxy;
     use robots_proxy::tls::ca::{self, CaFiles, CertificateAuthority};
     use robots_proxy::tls::HttpsMode;
+
+    /// Where the configuration comes from: the file and flags given at start, with the process
+    /// environment. Kept, so that a reload reads the same sources again.
+    #[derive(Clone)]
+    pub(crate) struct Sources {
+        file: Option<PathBuf>,
+        overrides: Overrides,
+    }
+
+    impl Sources {
+        pub(crate) fn new(
+            file: Option<PathBuf>,
+            listen: Option<SocketAddr>,
+            admin_listen: Option<SocketAddr>,
+        ) -> Self {
+            Sources { file, overrides: Overrides { listen, admin_listen, ..Default::default() } }
+        }
+
+        /// Loads the layered configuration: defaults, file, environment, flags.
+        pub(crate) fn load(&self) -> Result<Config, config::ConfigError> {
+            config::load(ConfigSources::from_process_env(self.file.clone(), self.overrides.clone()))
+        }
+    }
 
     /// Loads the layered configuration: defaults, file, environment, flags.
     pub(crate) fn load(
         config: Option<PathBuf>,
         listen: Option<SocketAddr>,
+        admin_listen: Option<SocketAddr>,
     ) -> anyhow::Result<Config> {
-        let sources =
-            ConfigSources::from_process_env(config, Overrides { listen, ..Default::default() });
-        Ok(config::load(sources)?)
+        Ok(Sources::new(config, listen, admin_listen).load()?)
     }
 
-    pub(crate) fn run(config: Option<PathBuf>, listen: Option<SocketAddr>) -> anyhow::Result<()> {
-        let config = load(config, listen)?;
+    pub(crate) fn run(
+        config: Option<PathBuf>,
+        listen: Option<SocketAddr>,
+        admin_listen: Option<SocketAddr>,
+    ) -> anyhow::Result<()> {
+        let sources = Sources::new(config, listen, admin_listen);
+        let config = sources.load()?;
         robots_proxy::logging::init(&config.log)?;
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        runtime.block_on(serve(config))
+        runtime.block_on(serve(config, sources))
     }
 
-    async fn serve(config: Config) -> anyhow::Result<()> {
+    /// Tells systemd (`Type=notify`) about the service; not being under systemd is fine.
+    fn tell_systemd(state: &str) {
+        if let Err(e) = notify(state) {
+            tracing::warn!(error = %e, state, "cannot notify systemd");
+        }
+    }
+
+    async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
+        // Handlers first: a SIGHUP that arrives once the listening lines are out (a supervisor
+        // or test reacting to them) must find a handler, not the default action, which kills.
+        // SIGHUP: reload the configuration and reopen the audit log (logrotate).
+        // SIGTERM / SIGINT: stop gracefully.
+        let mut hup = signal(SignalKind::hangup())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let tls = robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?;
         // The robots.txt fetcher connects through the destination guard too (SSRF).
@@ -251,22 +327,30 @@ mod serve {
         let proxy = Proxy::new(&config, cache, audit.clone(), clock, ca)?;
         let listener = tokio::net::TcpListener::bind(config.proxy.listen)
             .await
-            .with_context(|| format!("cannot listen on {}", config.proxy.listen))?;
+            .with_context(|| format!("cannot listen on {} (proxy.listen)", config.proxy.listen))?;
+        let admin_listener = tokio::net::TcpListener::bind(config.admin.listen)
+            .await
+            .with_context(|| format!("cannot listen on {} (admin.listen)", config.admin.listen))?;
         let local = listener.local_addr()?;
+        let admin_local = admin_listener.local_addr()?;
         eprintln!("robots-proxy listening on {local}");
-        tracing::info!(listen = %local, audit = %audit_path.display(), "robots-proxy started");
+        eprintln!("robots-proxy admin listening on {admin_local}");
+        tracing::info!(
+            listen = %local, admin = %admin_local, audit = %audit_path.display(),
+            "robots-proxy started"
+        );
 
-        // SIGHUP: reopen the audit log (logrotate). SIGTERM / SIGINT: stop gracefully.
-        let mut hup = signal(SignalKind::hangup())?;
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let reopen_audit = audit.clone();
+        let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+        let admin_task =
+            tokio::spawn(robots_proxy::admin::serve(admin_listener, proxy.clone(), async move {
+                let _ = admin_stopped.await;
+            }));
+
+        let grace = config.proxy.shutdown_grace;
+        let reloading = proxy.clone();
         let hup_task = tokio::spawn(async move {
             while hup.recv().await.is_some() {
-                match reopen_audit.reopen().await {
-                    Ok(()) => tracing::info!("SIGHUP: audit log reopened"),
-                    Err(e) => tracing::error!(error = %e, "SIGHUP: cannot reopen the audit log"),
-                }
+                reload(&sources, &config, &reloading).await;
             }
         });
         let shutdown = async move {
@@ -274,12 +358,63 @@ mod serve {
                 _ = term.recv() => tracing::info!("SIGTERM: stopping"),
                 _ = int.recv() => tracing::info!("SIGINT: stopping"),
             }
+            tell_systemd("STOPPING=1\nSTATUS=draining connections");
         };
-        proxy.serve(listener, shutdown, config.proxy.shutdown_grace).await;
+        tell_systemd(&format!("READY=1\nSTATUS=proxy on {local}, admin on {admin_local}"));
+        proxy.serve(listener, shutdown, grace).await;
         hup_task.abort();
+        let _ = admin_stop.send(());
+        let _ = admin_task.await;
         audit.close().await.context("cannot flush the audit log")?;
         tracing::info!("robots-proxy stopped");
         Ok(())
+    }
+
+    /// On SIGHUP: reopens the audit log, then reads the configuration again and applies what
+    /// can change while running (see `config::RELOADABLE`). A configuration with any error is
+    /// refused as a whole and the running one stays. Changes to other keys are logged as
+    /// needing a restart; `started` is the configuration the process started with, which those
+    /// keys still have.
+    async fn reload(sources: &Sources, started: &Config, proxy: &Proxy) {
+        // Log rotation sends SIGHUP too: the file is reopened whatever the new configuration.
+        match proxy.audit().reopen().await {
+            Ok(()) => tracing::info!("SIGHUP: audit log reopened"),
+            Err(e) => tracing::error!(error = %e, "SIGHUP: cannot reopen the audit log"),
+        }
+        let refused = |error: &dyn std::fmt::Display| {
+            tracing::error!(
+                error = %error,
+                "SIGHUP: the new configuration is refused; the running configuration stays"
+            );
+            proxy.metrics().reloaded(false);
+        };
+        let new = match sources.load() {
+            Ok(config) => config,
+            Err(e) => return refused(&e),
+        };
+        // Everything that can fail is checked before anything is applied.
+        let rust_log = std::env::var("RUST_LOG").ok();
+        if let Err(e) = robots_proxy::logging::filter(&new.log, rust_log.as_deref()) {
+            return refused(&e);
+        }
+        if let Err(e) = proxy.reload(&new) {
+            return refused(&e);
+        }
+        if let Err(e) = proxy.audit().reconfigure(&new.audit).await {
+            tracing::error!(error = %e, "SIGHUP: cannot apply the audit options");
+        }
+        if let Err(e) = robots_proxy::logging::set_filter(&new.log, rust_log.as_deref()) {
+            tracing::error!(error = %e, "SIGHUP: cannot apply log.level");
+        }
+        let restart = config::needs_restart(started, &new);
+        if !restart.is_empty() {
+            tracing::warn!(
+                keys = %restart.join(", "),
+                "SIGHUP: these changes take effect only after a restart; the running values stay"
+            );
+        }
+        proxy.metrics().reloaded(true);
+        tracing::info!("SIGHUP: configuration reloaded");
     }
 }
 
@@ -315,7 +450,14 @@ fn run_check(args: CheckArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     let result = check::read_robots(&path).and_then(|robots| {
-        check::check_urls(&robots, agent.as_ref(), &args.urls, args.explain, &mut out)
+        check::check_urls_for(
+            &robots,
+            agent.as_ref(),
+            &args.purpose,
+            &args.urls,
+            args.explain,
+            &mut out,
+        )
     });
     let flushed = out.flush();
     match (result, flushed) {
@@ -329,5 +471,136 @@ fn run_check(args: CheckArgs) -> ExitCode {
             eprintln!("robots-proxy check: cannot write output: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `robots-proxy health`: a minimal HTTP/1.1 probe, so that a container image without a shell
+/// or curl (distroless) can still have a `HEALTHCHECK`.
+mod health {
+    use std::io::{Read, Write};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
+    use std::process::ExitCode;
+    use std::time::{Duration, Instant};
+
+    use super::HealthArgs;
+
+    /// Why the probe failed.
+    #[derive(Debug, thiserror::Error)]
+    enum ProbeError {
+        #[error("{0:?} is not a URL: {1}")]
+        Url(String, url::ParseError),
+        #[error("{0:?}: only http:// URLs can be probed")]
+        Scheme(String),
+        #[error("{0:?} has no host")]
+        Host(String),
+        #[error("cannot resolve {0}: {1}")]
+        Resolve(String, std::io::Error),
+        #[error("cannot connect to {0}: {1}")]
+        Connect(String, std::io::Error),
+        #[error("no answer from {0}: {1}")]
+        Io(String, std::io::Error),
+        #[error("{0} answered something that is not HTTP: {1:?}")]
+        NotHttp(String, String),
+        #[error("cannot load the configuration to find admin.listen: {0:#}")]
+        Config(anyhow::Error),
+    }
+
+    pub(crate) fn run(args: HealthArgs) -> ExitCode {
+        let result = target(&args).and_then(|url| probe(&url, args.timeout).map(|s| (url, s)));
+        match result {
+            Ok((url, (code, line))) if (200..300).contains(&code) => {
+                println!("{url}: {line}");
+                ExitCode::SUCCESS
+            }
+            Ok((url, (_, line))) => {
+                eprintln!("robots-proxy health: {url}: {line}");
+                ExitCode::from(1)
+            }
+            Err(e) => {
+                eprintln!("robots-proxy health: {e}");
+                ExitCode::from(1)
+            }
+        }
+    }
+
+    /// `--url`, or `/healthz` on the configured admin address.
+    fn target(args: &HealthArgs) -> Result<String, ProbeError> {
+        if let Some(url) = &args.url {
+            return Ok(url.clone());
+        }
+        let config =
+            super::serve::load(args.config.clone(), None, None).map_err(ProbeError::Config)?;
+        let mut addr = config.admin.listen;
+        if addr.ip().is_unspecified() {
+            let loopback = match addr.ip() {
+                IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            };
+            addr.set_ip(loopback);
+        }
+        Ok(format!("http://{addr}/healthz"))
+    }
+
+    /// GETs `url`; the status code and the status line.
+    fn probe(url: &str, timeout: Duration) -> Result<(u16, String), ProbeError> {
+        let parsed = url::Url::parse(url).map_err(|e| ProbeError::Url(url.to_owned(), e))?;
+        if parsed.scheme() != "http" {
+            return Err(ProbeError::Scheme(url.to_owned()));
+        }
+        let host = parsed.host_str().ok_or_else(|| ProbeError::Host(url.to_owned()))?;
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let authority = format!("{host}:{port}");
+        let deadline = Instant::now() + timeout;
+        let host_for_lookup = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = (host_for_lookup, port)
+            .to_socket_addrs()
+            .map_err(|e| ProbeError::Resolve(authority.clone(), e))?
+            .collect();
+        let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+        let mut stream = None;
+        for addr in addrs {
+            let left =
+                deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+            match TcpStream::connect_timeout(&addr, left) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        let mut stream = stream.ok_or_else(|| ProbeError::Connect(authority.clone(), last))?;
+        let io = |e| ProbeError::Io(authority.clone(), e);
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        stream.set_read_timeout(Some(left)).map_err(io)?;
+        stream.set_write_timeout(Some(left)).map_err(io)?;
+        let path = match parsed.query() {
+            Some(q) => format!("{}?{q}", parsed.path()),
+            None => parsed.path().to_owned(),
+        };
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: robots-proxy-health\r\n\
+             Connection: close\r\n\r\n",
+            parsed.host_str().unwrap_or(host)
+        );
+        stream.write_all(request.as_bytes()).map_err(io)?;
+        // The status line is all that matters; read at most a little more than it.
+        let mut head = Vec::with_capacity(256);
+        let mut buf = [0u8; 256];
+        while !head.windows(2).any(|w| w == b"\r\n") && head.len() < 4096 {
+            let n = stream.read(&mut buf).map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&head);
+        let line = text.lines().next().unwrap_or_default().to_owned();
+        let code = line
+            .strip_prefix("HTTP/1.")
+            .and_then(|rest| rest.get(2..5))
+            .and_then(|c| c.parse::<u16>().ok())
+            .ok_or_else(|| ProbeError::NotHttp(authority.clone(), line.clone()))?;
+        Ok((code, line))
     }
 }

@@ -282,6 +282,7 @@ impl PolicyDecision {
             robots_url: self.robots_url.clone(),
             state: self.state_word().to_owned(),
             age_seconds: self.age.as_secs(),
+            usage: None,
         }
     }
 }

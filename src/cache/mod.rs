@@ -144,6 +144,93 @@ impl RobotsSnapshot {
     }
 }
 
+/// The outcome classes counted by [`CacheStats`], for the `robots_proxy_robots_fetches_total`
+/// metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FetchClass {
+    /// A 2xx answer (after redirects).
+    Success,
+    /// A redirect without a usable `Location`.
+    Redirection,
+    /// A 4xx answer other than 429.
+    ClientError,
+    /// 429 Too Many Requests.
+    TooManyRequests,
+    /// A 5xx answer.
+    ServerError,
+    /// DNS, connection, TLS, timeout or protocol failure.
+    Network,
+    /// More than `robots.max_redirects` redirects.
+    RedirectLimit,
+}
+
+impl FetchClass {
+    /// Every class, in the order metrics list them.
+    pub const ALL: [FetchClass; 7] = [
+        FetchClass::Success,
+        FetchClass::Redirection,
+        FetchClass::ClientError,
+        FetchClass::TooManyRequests,
+        FetchClass::ServerError,
+        FetchClass::Network,
+        FetchClass::RedirectLimit,
+    ];
+
+    /// The class of a fetch outcome.
+    pub fn of(outcome: &FetchOutcome) -> FetchClass {
+        match outcome {
+            FetchOutcome::Status(429) => FetchClass::TooManyRequests,
+            FetchOutcome::Status(200..=299) => FetchClass::Success,
+            FetchOutcome::Status(300..=399) => FetchClass::Redirection,
+            FetchOutcome::Status(400..=499) => FetchClass::ClientError,
+            FetchOutcome::Status(500..=599) => FetchClass::ServerError,
+            FetchOutcome::Status(_) | FetchOutcome::Network(_) => FetchClass::Network,
+            // The destination guard refused the address: no connection was made.
+            FetchOutcome::Prohibited(_) => FetchClass::Network,
+            FetchOutcome::RedirectLimit => FetchClass::RedirectLimit,
+        }
+    }
+
+    /// The metric label: `2xx`, `3xx`, `4xx`, `429`, `5xx`, `network`, `redirect_limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FetchClass::Success => "2xx",
+            FetchClass::Redirection => "3xx",
+            FetchClass::ClientError => "4xx",
+            FetchClass::TooManyRequests => "429",
+            FetchClass::ServerError => "5xx",
+            FetchClass::Network => "network",
+            FetchClass::RedirectLimit => "redirect_limit",
+        }
+    }
+}
+
+/// Counters of the cache's work since it was made, read by the metrics at scrape time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// [`RobotsCache::get`] calls answered from the cache without waiting.
+    pub hits: u64,
+    /// [`RobotsCache::get`] calls that waited for a fetch (started or joined).
+    pub misses: u64,
+    /// Completed fetches by [`FetchClass`], in the order of [`FetchClass::ALL`].
+    pub fetches: [u64; 7],
+}
+
+impl CacheStats {
+    /// Completed fetches of `class`.
+    pub fn fetches(&self, class: FetchClass) -> u64 {
+        self.fetches[class as usize]
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    fetches: [AtomicU64; 7],
+}
+
 /// Bytes counted per entry beyond the snapshot itself: moka's node, the key and the `Arc`s.
 const ENTRY_OVERHEAD: usize = 256;
 
@@ -172,6 +259,7 @@ struct Inner {
     next_fetch_id: AtomicU64,
     /// `robots.max_concurrent_fetches`: fetches beyond it wait for a slot.
     fetch_slots: Semaphore,
+    counters: Counters,
 }
 
 /// A fetch in flight: its id (so a purged fetch does not store its result) and where its
@@ -231,6 +319,7 @@ impl RobotsCache {
                 in_flight: Mutex::new(HashMap::new()),
                 next_fetch_id: AtomicU64::new(0),
                 fetch_slots: Semaphore::new(settings_fetches.clamp(1, Semaphore::MAX_PERMITS)),
+                counters: Counters::default(),
             }),
         }
     }
@@ -241,16 +330,27 @@ impl RobotsCache {
     /// result. Never fails: fetch failures are states ([`RobotsState`]).
     pub async fn get(&self, authority: &Authority) -> Arc<RobotsSnapshot> {
         let now = self.inner.clock.now();
+        let counters = &self.inner.counters;
         if let Some(snapshot) = self.inner.entries.get(authority).await {
             if snapshot.is_current(now) {
+                counters.hits.fetch_add(1, Ordering::Relaxed);
                 return snapshot;
             }
         }
+        let mut missed = false;
         for _ in 0..JOIN_ATTEMPTS {
             let mut result = match Inner::find_or_fetch(&self.inner, authority).await {
+                Found::Current(snapshot) if !missed => {
+                    counters.hits.fetch_add(1, Ordering::Relaxed);
+                    return snapshot;
+                }
                 Found::Current(snapshot) => return snapshot,
                 Found::Fetching(result) => result,
             };
+            if !missed {
+                missed = true;
+                counters.misses.fetch_add(1, Ordering::Relaxed);
+            }
             let done = result.wait_for(Option::is_some).await.ok().and_then(|r| r.clone());
             if let Some(snapshot) = done {
                 return snapshot;
@@ -308,6 +408,16 @@ impl RobotsCache {
         self.inner.next_fetch_id.load(Ordering::Relaxed)
     }
 
+    /// Hits, misses and fetch outcomes since the cache was made.
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.inner.counters;
+        CacheStats {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            fetches: std::array::from_fn(|i| c.fetches[i].load(Ordering::Relaxed)),
+        }
+    }
+
     /// Runs moka's pending maintenance (evictions, counts), so the getters above are exact.
     pub async fn run_pending_tasks(&self) {
         self.inner.entries.run_pending_tasks().await;
@@ -356,6 +466,8 @@ impl Inner {
                 outcome: FetchOutcome::Network(format!("robots.txt fetch failed: {e}")),
             },
         };
+        let class = FetchClass::of(&fetched.outcome());
+        this.counters.fetches[class as usize].fetch_add(1, Ordering::Relaxed);
         let now = this.clock.now();
         let mut in_flight = this.in_flight.lock().await;
         let prev = this.entries.get(&authority).await;

@@ -29,6 +29,7 @@ use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
 use crate::guard::{ConnectTcpError, GuardError};
+use crate::metrics::Decision;
 use crate::robots::ProductToken;
 use crate::tls::HttpsMode;
 
@@ -78,7 +79,7 @@ pub(super) async fn handle_connect(
         )
         .await;
     }
-    let (token, _) = shared.policy.token_for_user(safety::tied_token(&req), req.headers());
+    let (token, _) = shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
     // safety: a CONNECT to a prohibited IP literal is refused in every mode.
     if let Some(p) = shared.safety.literal_prohibited(&https) {
         return refuse_prohibited(&shared, client, &req, &https, token.as_ref(), &p.to_string())
@@ -133,6 +134,8 @@ async fn refuse(
     reason: String,
 ) -> Response<ProxyBody> {
     let record = connect_record(shared, client, req, authority, token, false, &reason);
+    shared.metrics.count(Decision::Refuse, Scheme::Https);
+    shared.metrics.blocked(&record);
     if let Err(e) = shared.audit.record(record).await {
         tracing::error!(error = %e, "audit record could not be queued");
     }
@@ -191,6 +194,7 @@ fn connect_record(
         robots_url: authority.robots_url(),
         state: String::new(),
         age_seconds: 0,
+        usage: None,
     }
 }
 
@@ -257,6 +261,7 @@ async fn tunnel(
         }
     };
     let _ = upstream.set_nodelay(true);
+    shared.metrics.count(Decision::Tunnel, Scheme::Https);
     if shared.https.audit_tunnels || shared.audit.all_decisions() {
         let record = connect_record(
             &shared,
@@ -438,7 +443,8 @@ async fn inner(
         None
     };
     if let Some(reason) = fronting {
-        let (token, _) = shared.policy.token_for_user(safety::tied_token(&req), req.headers());
+        let (token, _) =
+            shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
         return refuse(
             &shared,
             client,

@@ -26,6 +26,7 @@ use super::{answer, ProxyBody};
 use crate::authority::Authority;
 use crate::config::UpstreamSection;
 use crate::guard::{DestinationGuard, GuardedConnector};
+use crate::metrics::Metrics;
 
 /// The pooled client for origins, plain or TLS (HTTP/2 or HTTP/1.1 by ALPN), connecting only
 /// where the destination guard allows.
@@ -155,17 +156,21 @@ pub(crate) fn upstream_request(
     Ok(req)
 }
 
-/// Sends `req` upstream and turns failures into the proxy's own 502 / 504 answers.
+/// Sends `req` upstream and turns failures into the proxy's own 502 / 504 answers. Records the
+/// round trip (to the response head) and failures in `metrics`.
 pub(crate) async fn send(
     client: &UpstreamClient,
     req: Request<Incoming>,
     response_timeout: Duration,
     via: &Via,
+    metrics: &Metrics,
 ) -> Response<ProxyBody> {
     // Cheap: a `Uri` clone shares its bytes. Only formatted when something fails.
     let target = req.uri().clone();
+    let sent = std::time::Instant::now();
     match tokio::time::timeout(response_timeout, client.request(req)).await {
         Ok(Ok(resp)) => {
+            metrics.upstream_round_trip(sent.elapsed());
             let version = resp.version();
             let mut resp = resp.map(http_body_util::BodyExt::boxed_unsync);
             strip_hop_by_hop(resp.headers_mut());
@@ -184,6 +189,7 @@ pub(crate) async fn send(
                 return resp;
             }
             let (status, kind, what) = classify(&e);
+            metrics.upstream_error(kind);
             tracing::debug!(target = %target, error = %chain(&e), "upstream request failed");
             answer::text(
                 status,
@@ -191,14 +197,17 @@ pub(crate) async fn send(
                 format!("{status}: {what} for {target}\n\nCause: {}\n", chain(&e)),
             )
         }
-        Err(_) => answer::text(
-            StatusCode::GATEWAY_TIMEOUT,
-            "http_response_timeout",
-            format!(
-                "504 Gateway Timeout: the origin did not answer {target} within {}\n",
-                humantime::format_duration(response_timeout)
-            ),
-        ),
+        Err(_) => {
+            metrics.upstream_error("http_response_timeout");
+            answer::text(
+                StatusCode::GATEWAY_TIMEOUT,
+                "http_response_timeout",
+                format!(
+                    "504 Gateway Timeout: the origin did not answer {target} within {}\n",
+                    humantime::format_duration(response_timeout)
+                ),
+            )
+        }
     }
 }
 

@@ -7,14 +7,17 @@
 mod answer;
 mod connect;
 mod forward;
+mod preferences;
 mod safety;
+mod throttle;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -28,6 +31,8 @@ use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsCache;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::metrics::{Decision, Metrics};
+use crate::pacing::Pacer;
 use crate::policy::{Policy, PolicyError};
 use crate::robots::normalize::normalize_request_path;
 use crate::tls::ca::CertificateAuthority;
@@ -49,24 +54,56 @@ pub enum ProxyError {
     /// The users file cannot be used.
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
+    /// The pacing configuration is invalid.
+    #[error(transparent)]
+    Pacing(#[from] crate::pacing::PacingError),
 }
 
 /// Everything a request handler needs, shared by all connections.
 struct Shared {
-    policy: Policy,
+    /// What a configuration reload changes; read once per request.
+    live: ArcSwap<Live>,
+    metrics: Arc<Metrics>,
     cache: Arc<RobotsCache>,
+    pacer: Arc<Pacer>,
     audit: AuditLog,
     client: forward::UpstreamClient,
     clock: Arc<dyn Clock>,
     via: forward::Via,
     listen: String,
-    response_timeout: Duration,
     header_read_timeout: Duration,
     connect_timeout: Duration,
     https: HttpsSection,
     ca: Option<Arc<CertificateAuthority>>,
     /// Access list, authentication, limits and the destination guard (see `safety.rs`).
     safety: safety::Safety,
+}
+
+/// The part of the configuration a reload replaces (see [`Proxy::reload`]). Everything else in
+/// [`Shared`] is fixed at start.
+struct Live {
+    policy: Arc<Policy>,
+    usage: Arc<crate::usage::UsagePolicy>,
+    response_timeout: Duration,
+}
+
+impl Live {
+    fn new(config: &Config) -> Result<Self, PolicyError> {
+        Ok(Live {
+            policy: Arc::new(Policy::new(&config.policy)?),
+            usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
+            response_timeout: config.upstream.response_timeout,
+        })
+    }
+}
+
+impl Shared {
+    /// The reloadable settings in force now. A request reads them once, so that a reload in
+    /// the middle of it cannot mix old and new (say, decide by one token header and strip
+    /// another).
+    fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
 }
 
 /// A configured proxy, ready to serve a listener.
@@ -87,15 +124,17 @@ impl Proxy {
     ) -> Result<Self, ProxyError> {
         let tls = crate::tls::client_config(config.https.upstream_ca_file.as_deref())?;
         let guard = Arc::new(crate::guard::DestinationGuard::from_config(config));
+        let metrics = Arc::new(Metrics::new(cache.clone(), audit.clone()));
         let shared = Shared {
-            policy: Policy::new(&config.policy)?,
+            live: ArcSwap::from_pointee(Live::new(config)?),
+            metrics,
             cache,
+            pacer: Arc::new(Pacer::new(&config.pacing)?),
             audit,
             client: forward::client(&config.upstream, tls, guard.clone()),
             clock,
             via: forward::Via::new(&config.proxy.via),
             listen: config.proxy.listen.to_string(),
-            response_timeout: config.upstream.response_timeout,
             header_read_timeout: config.proxy.header_read_timeout,
             connect_timeout: config.upstream.connect_timeout,
             https: config.https.clone(),
@@ -103,6 +142,46 @@ impl Proxy {
             safety: safety::Safety::new(config, guard)?,
         };
         Ok(Proxy { shared: Arc::new(shared) })
+    }
+
+    /// Applies the reloadable part of `config` (the `[policy]` section and
+    /// `upstream.response_timeout`) to requests that start from now on. Open connections and
+    /// the robots cache are kept. On error nothing changes. The audit options are the audit
+    /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
+    pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
+        let live = Live::new(config)?;
+        self.shared.live.store(Arc::new(live));
+        Ok(())
+    }
+
+    /// The metrics this proxy records.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
+    /// The robots cache the proxy decides with.
+    pub fn cache(&self) -> &Arc<RobotsCache> {
+        &self.shared.cache
+    }
+
+    /// The audit log the proxy writes to.
+    pub fn audit(&self) -> &AuditLog {
+        &self.shared.audit
+    }
+
+    /// The policy in force now (it changes on [`Proxy::reload`]).
+    pub fn policy(&self) -> Arc<Policy> {
+        self.shared.live().policy.clone()
+    }
+
+    /// The clock decisions are made by.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.clock
+    }
+
+    /// The pacer, for its statistics ([`Pacer::stats`], [`Pacer::queue_depths`]).
+    pub fn pacer(&self) -> Arc<Pacer> {
+        self.shared.pacer.clone()
     }
 
     /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
@@ -122,6 +201,7 @@ impl Proxy {
         if let Ok(local) = listener.local_addr() {
             self.shared.safety.guard.add_own_listener(local);
         }
+        self.shared.metrics.set_listening(true);
         loop {
             // safety: limits.max_connections with when_full = "wait" waits here, before accept.
             let slot = tokio::select! {
@@ -167,8 +247,9 @@ impl Proxy {
                 .with_upgrades();
             let mut stop_rx = stop_rx.clone();
             let alive = alive.clone();
+            let open = self.shared.metrics.connection_opened();
             tokio::spawn(async move {
-                let _alive = alive;
+                let _alive = (alive, open);
                 tokio::pin!(conn);
                 let result = tokio::select! {
                     r = conn.as_mut() => r,
@@ -183,6 +264,7 @@ impl Proxy {
             });
         }
         drop(listener);
+        self.shared.metrics.set_listening(false);
         drop(alive);
         let _ = stop.send(true);
         tokio::select! {
@@ -236,7 +318,7 @@ async fn handle(
 /// The path and query that is both checked and sent: normalised by
 /// [`normalize_request_path`], or copied as it is when it already is in that form (the common
 /// case).
-fn checked_path(raw: &str) -> String {
+pub(crate) fn checked_path(raw: &str) -> String {
     let bytes = raw.as_bytes();
     let path_end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
     let path = &bytes[..path_end];
@@ -281,9 +363,11 @@ async fn process(
     authority: Authority,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let live = shared.live();
     let path = checked_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let path = path.as_str();
-    let (token, _origin) = shared.policy.token_for_user(safety::tied_token(&req), req.headers());
+    let (token, _origin) = live.policy.token_for_user(safety::tied_token(&req), req.headers());
     // safety: the destination guard, for an IP literal before robots.txt is even fetched.
     if let Some(p) = shared.safety.literal_prohibited(&authority) {
         let why = p.to_string();
@@ -295,12 +379,14 @@ async fn process(
         return safety::refuse_request(&shared, client, &req, &authority, path, &token, why).await;
     }
     if let Some(answer) = untrusted_origin(&snapshot) {
+        shared.metrics.upstream_error("tls_certificate_error");
         return answer;
     }
     let audit_all = shared.audit.all_decisions();
-    if audit_all || !shared.policy.is_allowed(&snapshot, token.as_ref(), path) {
+    if audit_all || !live.policy.is_allowed(&snapshot, token.as_ref(), path) {
         let now = shared.clock.now();
-        let decision = shared.policy.decide(&snapshot, token.as_ref(), path, now);
+        let decision = live.policy.decide(&snapshot, token.as_ref(), path, now);
+        shared.metrics.decision_time(started);
         let url = format!("{authority}{path}");
         let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
         let status = (!decision.is_allowed()).then_some(403);
@@ -315,10 +401,12 @@ async fn process(
             token.as_ref(),
             status,
         );
+        shared.metrics.blocked(&record);
         if let Err(e) = shared.audit.record(record).await {
             tracing::error!(error = %e, "audit record could not be queued");
         }
         if !decision.is_allowed() {
+            shared.metrics.count(Decision::Disallow, authority.scheme());
             tracing::info!(url = %url, token = ?token.as_ref().map(|t| t.as_str()), reason = %decision.reason, "blocked");
             return answer::blocked(
                 &decision,
@@ -327,12 +415,65 @@ async fn process(
                 answer::wants_json(req.headers()),
             );
         }
+    } else {
+        shared.metrics.decision_time(started);
     }
+    // AI usage preferences (crate::usage): only for crawlers with configured purposes.
+    let purposes = if live.usage.is_active() {
+        live.usage.purposes_for(token.as_ref(), None)
+    } else {
+        Vec::new()
+    };
+    let mut usage_prefs = crate::robots::usage::UsagePreferences::default();
+    let mut usage_subject = None;
+    if !purposes.is_empty() {
+        if let crate::cache::RobotsRules::Parsed(robots) = &snapshot.rules {
+            usage_prefs = robots.usage(token.as_ref(), path);
+        }
+        let subject = preferences::Subject {
+            client,
+            method: req.method(),
+            authority: &authority,
+            path,
+            user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
+            token: token.as_ref(),
+            snapshot: &snapshot,
+            want_json: answer::wants_json(req.headers()),
+        };
+        if let Some(block) = live.usage.blocking(&purposes, &usage_prefs) {
+            shared.metrics.count(Decision::Disallow, authority.scheme());
+            let action = "usage_disallow";
+            let policy = &live.policy;
+            return preferences::refuse(
+                &shared,
+                policy,
+                &subject,
+                &purposes,
+                &usage_prefs,
+                &block,
+                action,
+            )
+            .await;
+        }
+        usage_subject =
+            Some((req.method().clone(), subject.user_agent.map(str::to_owned), subject.want_json));
+    }
+    // Politeness (crate::pacing): wait for the site's pace, or answer 429. The permit is held
+    // until the origin's response headers arrive.
+    let _permit = match shared.pacer.admit(&authority, &snapshot, token.as_ref()).await {
+        Ok(permit) => permit,
+        Err(throttled) => {
+            shared.metrics.count(Decision::Throttle, authority.scheme());
+            let t = token.as_ref();
+            return throttle::refused(&shared, client, &req, path, t, &snapshot, &throttled).await;
+        }
+    };
+    shared.metrics.count(Decision::Allow, authority.scheme());
     let upstream = match forward::upstream_request(
         req,
         &authority,
         path,
-        shared.policy.token_header(),
+        live.policy.token_header(),
         &shared.via,
     ) {
         Ok(r) => r,
@@ -344,14 +485,21 @@ async fn process(
             )
         }
     };
-    let method = upstream.method().clone();
-    let resp = forward::send(&shared.client, upstream, shared.response_timeout, &shared.via).await;
+    let sent_method = upstream.method().clone();
+    let resp = forward::send(
+        &shared.client,
+        upstream,
+        live.response_timeout,
+        &shared.via,
+        &shared.metrics,
+    )
+    .await;
     // safety: the guard refused the origin's address at connect time (its DNS answer changed
     // since robots.txt was fetched): audit the 403 that `send` made of it.
     if let Some(p) = resp.extensions().get::<crate::guard::Prohibited>() {
         let what = safety::Refused {
             client,
-            method: method.as_str(),
+            method: sent_method.as_str(),
             authority: &authority,
             path,
             user_agent: None,
@@ -359,5 +507,25 @@ async fn process(
         };
         return safety::prohibited(&shared, what, &p.to_string()).await;
     }
-    resp
+    let Some((method, user_agent, want_json)) = usage_subject else { return resp };
+    let subject = preferences::Subject {
+        client,
+        method: &method,
+        authority: &authority,
+        path,
+        user_agent: user_agent.as_deref(),
+        token: token.as_ref(),
+        snapshot: &snapshot,
+        want_json,
+    };
+    preferences::on_response(
+        &shared,
+        &live.policy,
+        &live.usage,
+        &subject,
+        &purposes,
+        usage_prefs,
+        resp,
+    )
+    .await
 }

@@ -205,7 +205,10 @@ pub(super) async fn prohibited(
         robots_url: what.authority.robots_url(),
         state: String::new(),
         age_seconds: 0,
+        usage: None,
     };
+    shared.metrics.count(crate::metrics::Decision::Refuse, what.authority.scheme());
+    shared.metrics.blocked(&record);
     if let Err(e) = shared.audit.record(record).await {
         tracing::error!(error = %e, "audit record could not be queued");
     }

@@ -3,10 +3,13 @@
 //! Walking the tree along a path visits exactly the rules whose literal prefix (the part before
 //! the first `*`) is a prefix of the path: the only rules that can match. A file of 100,000 rules
 //! thus costs a walk of the path's length plus the few candidates on the way, instead of a scan
-//! of every rule. Nodes, edges and labels live in flat vectors, so the tree is compact, immutable
-//! and cheap to share.
+//! of every rule. Nodes, edges, labels and rule entries live in flat vectors, so the tree is
+//! compact, immutable and cheap to share.
+//!
+//! Each rule is kept as a small [`Entry`] that holds all a walk needs (priority, kind, and the
+//! `*`-separated segments of the pattern after its prefix, split once at build time), so that a
+//! decision touches only the index's own contiguous memory, never the [`Rule`]s themselves.
 
-use super::pattern;
 use super::{Rule, RuleKind};
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,7 +28,22 @@ impl Span {
 struct Node {
     label: Span,
     edges: Span,
-    rules: Span,
+    /// Into `entries`, sorted best first: longest pattern, then allow, then earliest line.
+    entries: Span,
+    /// Into `tails`: this node's anchored wildcard entries by the last four bytes they demand
+    /// of the path, when it has many (see [`TAILS_FROM`]); those are not in `entries`.
+    tails: Span,
+}
+
+/// From how many anchored wildcard rules (`/*.ext$`) on one node they are looked up by the
+/// path's last four bytes instead of being tried one by one. Files with thousands of such rules
+/// would otherwise cost thousands of checks per decision.
+const TAILS_FROM: usize = 32;
+
+/// The last four bytes of a segment or path, as a key.
+fn tail_key(b: &[u8]) -> Option<u32> {
+    let t: [u8; 4] = b.get(b.len().checked_sub(4)?..)?.try_into().ok()?;
+    Some(u32::from_be_bytes(t))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -34,30 +52,50 @@ struct Edge {
     node: u32,
 }
 
+/// What the walk needs to know about one rule.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    rule: u32,
+    /// The pattern's length in octets: its priority.
+    len: u32,
+    line: u32,
+    /// The literal segments after the prefix (between `*`s), into `segs`.
+    segs: Span,
+    allow: bool,
+    /// Whether the path must end where the last segment ends (a final `$` not cancelled by a
+    /// `*` before it).
+    anchored: bool,
+    /// For an anchored entry with segments, the byte the path must end with.
+    last_byte: u8,
+    /// A filter: bit `b % 64` is set for every byte `b` of the segments. A path that lacks one
+    /// of them cannot match, which rejects most wildcard rules without searching the path.
+    need: u64,
+}
+
+impl Entry {
+    /// The ordering key: greater is better (longest, then allow, then earliest line).
+    fn key(&self) -> (u32, bool, std::cmp::Reverse<u32>) {
+        (self.len, self.allow, std::cmp::Reverse(self.line))
+    }
+}
+
 /// The compiled form of the rules that apply to one product token (or to `*`).
 #[derive(Debug, Default)]
 pub(crate) struct PrefixIndex {
     nodes: Vec<Node>,
     edges: Vec<Edge>,
-    rules: Vec<u32>,
-    labels: Vec<u8>,
+    entries: Vec<Entry>,
+    segs: Vec<Span>,
+    /// (tail key, span of `entries` sorted best first), sorted by key within each node.
+    tails: Vec<(u32, Span)>,
+    /// Node labels and pattern segments.
+    bytes: Vec<u8>,
 }
 
-/// The winning rule of a walk: its index, pattern length and kind.
+/// The winning rule of a walk.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Best {
     pub(crate) rule: u32,
-    len: u32,
-    allow: bool,
-    line: u32,
-}
-
-impl Best {
-    /// Whether a rule of this length and kind can no longer win against `self`.
-    fn beats(&self, len: u32, allow: bool, line: u32) -> bool {
-        (self.len, self.allow, std::cmp::Reverse(self.line))
-            >= (len, allow, std::cmp::Reverse(line))
-    }
 }
 
 fn prefix(rule: &Rule) -> &[u8] {
@@ -66,76 +104,213 @@ fn prefix(rule: &Rule) -> &[u8] {
 
 impl PrefixIndex {
     /// Builds the index over the rules named by `ids` (indices into `all`).
-    pub(crate) fn build(all: &[Rule], mut ids: Vec<u32>) -> Self {
-        ids.sort_unstable_by(|&a, &b| prefix(&all[a as usize]).cmp(prefix(&all[b as usize])));
+    pub(crate) fn build(all: &[Rule], ids: Vec<u32>) -> Self {
+        // The prefixes copied into one buffer and sorted once, so the recursion below reads
+        // contiguous memory rather than chasing each rule's pattern around the heap.
+        let mut flat =
+            Vec::with_capacity(ids.iter().map(|&r| prefix(&all[r as usize]).len()).sum());
+        let mut spans: Vec<(u32, u32, u32)> = Vec::with_capacity(ids.len());
+        for &r in &ids {
+            let p = prefix(&all[r as usize]);
+            spans.push((flat.len() as u32, p.len() as u32, r));
+            flat.extend_from_slice(p);
+        }
+        let text = |(start, len, _): (u32, u32, u32)| &flat[start as usize..(start + len) as usize];
+        // Stable (ids are in file order) and adaptive: files often list rules nearly sorted.
+        spans.sort_by(|&a, &b| text(a).cmp(text(b)));
+        let items: Vec<(&[u8], u32)> = spans.iter().map(|&sp| (text(sp), sp.2)).collect();
         let mut index = PrefixIndex {
             nodes: vec![Node::default()],
             edges: Vec::new(),
-            rules: Vec::with_capacity(ids.len()),
-            labels: Vec::new(),
+            entries: Vec::with_capacity(items.len()),
+            segs: Vec::new(),
+            tails: Vec::new(),
+            bytes: Vec::new(),
         };
-        // (node, range of `ids`, depth): an explicit stack, so deep trees cannot overflow ours.
-        let mut work = vec![(0u32, 0usize, ids.len(), 0usize)];
+        // (node, range of `items`, depth): an explicit stack, so deep trees cannot overflow ours.
+        let mut work = vec![(0u32, 0usize, items.len(), 0usize)];
         while let Some((node, lo, hi, depth)) = work.pop() {
             let mut i = lo;
-            let rules_start = index.rules.len() as u32;
-            while i < hi && prefix(&all[ids[i] as usize]).len() == depth {
-                index.rules.push(ids[i]);
+            let mut here: Vec<Entry> = Vec::new();
+            while i < hi && items[i].0.len() == depth {
+                here.push(index.entry(&all[items[i].1 as usize], items[i].1));
                 i += 1;
             }
-            // Longest patterns first, so a walk can stop looking at a node early.
-            let here = &mut index.rules[rules_start as usize..];
-            here.sort_unstable_by_key(|&r| std::cmp::Reverse(all[r as usize].pattern.len()));
+            let tailed = |e: &Entry, index: &PrefixIndex| -> Option<u32> {
+                let last = index.segs[e.segs.range()].last()?;
+                if e.anchored {
+                    tail_key(&index.bytes[last.range()])
+                } else {
+                    None
+                }
+            };
+            let mut with_tail: Vec<(u32, Entry)> = Vec::new();
+            if here.iter().filter(|e| tailed(e, &index).is_some()).count() >= TAILS_FROM {
+                let (t, rest): (Vec<Entry>, Vec<Entry>) =
+                    here.into_iter().partition(|e| tailed(e, &index).is_some());
+                with_tail = t.into_iter().filter_map(|e| Some((tailed(&e, &index)?, e))).collect();
+                here = rest;
+            }
+            here.sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
+            let entries_start = index.entries.len();
+            index.entries.extend_from_slice(&here);
+            let entries = Span {
+                start: entries_start as u32,
+                len: (index.entries.len() - entries_start) as u32,
+            };
+            with_tail.sort_unstable_by_key(|(k, e)| (*k, std::cmp::Reverse(e.key())));
+            let tails_start = index.tails.len();
+            for chunk in with_tail.chunk_by(|a, b| a.0 == b.0) {
+                let start = index.entries.len() as u32;
+                index.entries.extend(chunk.iter().map(|(_, e)| *e));
+                index.tails.push((chunk[0].0, Span { start, len: chunk.len() as u32 }));
+            }
+            let tails =
+                Span { start: tails_start as u32, len: (index.tails.len() - tails_start) as u32 };
             let edges_start = index.edges.len() as u32;
             while i < hi {
-                let first = prefix(&all[ids[i] as usize]);
+                let first = items[i].0;
                 let byte = first[depth];
-                let mut j = i + 1;
-                while j < hi && prefix(&all[ids[j] as usize])[depth] == byte {
-                    j += 1;
-                }
-                let last = prefix(&all[ids[j - 1] as usize]);
-                let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+                // Sorted, and all sharing `[..depth]`: the bytes at `depth` are non-decreasing.
+                let j = i + items[i..hi].partition_point(|(p, _)| p[depth] <= byte);
+                let last = items[j - 1].0;
+                let common = depth
+                    + first[depth..].iter().zip(&last[depth..]).take_while(|(a, b)| a == b).count();
                 let child = index.nodes.len() as u32;
-                let label = Span { start: index.labels.len() as u32, len: (common - depth) as u32 };
-                index.labels.extend_from_slice(&first[depth..common]);
+                let label = Span { start: index.bytes.len() as u32, len: (common - depth) as u32 };
+                index.bytes.extend_from_slice(&first[depth..common]);
                 index.nodes.push(Node { label, ..Node::default() });
                 index.edges.push(Edge { byte, node: child });
                 work.push((child, i, j, common));
                 i = j;
             }
             let n = &mut index.nodes[node as usize];
-            n.rules = Span { start: rules_start, len: index.rules.len() as u32 - rules_start };
+            n.entries = entries;
+            n.tails = tails;
             n.edges = Span { start: edges_start, len: index.edges.len() as u32 - edges_start };
         }
         index
     }
 
-    /// The longest matching rule for `path` (canonical form), allow winning ties.
-    pub(crate) fn longest_match(&self, all: &[Rule], path: &[u8]) -> Option<Best> {
-        let mut best: Option<Best> = None;
-        let mut node = self.nodes[0];
-        let mut depth = 0usize;
-        loop {
-            for &r in &self.rules[node.rules.range()] {
-                let rule = &all[r as usize];
-                let len = rule.pattern.len() as u32;
-                let allow = rule.kind == RuleKind::Allow;
-                if let Some(b) = &best {
-                    if b.len > len {
-                        break; // rules here are sorted longest first
-                    }
-                    if b.beats(len, allow, rule.line) {
-                        continue;
-                    }
-                }
-                let pat = rule.pattern.as_bytes();
-                let rest = &pat[rule.shape.prefix_len as usize..rule.shape.body_len as usize];
-                if pattern::matches_rest(rest, rule.shape.anchored, &path[depth..]) {
-                    best = Some(Best { rule: r, len, allow, line: rule.line });
+    /// The entry of one rule, its segments stored in `self`.
+    fn entry(&mut self, rule: &Rule, id: u32) -> Entry {
+        let pattern = rule.pattern.as_bytes();
+        let rest = &pattern[rule.shape.prefix_len as usize..rule.shape.body_len as usize];
+        // A trailing `*` swallows whatever an anchor would have demanded.
+        let anchored = rule.shape.anchored && rest.last() != Some(&b'*');
+        let segs_start = self.segs.len() as u32;
+        for seg in rest.split(|&b| b == b'*').filter(|s| !s.is_empty()) {
+            self.segs.push(Span { start: self.bytes.len() as u32, len: seg.len() as u32 });
+            self.bytes.extend_from_slice(seg);
+        }
+        let need = rest.iter().filter(|&&b| b != b'*').fold(0, |m, &b| m | byte_bit(b));
+        Entry {
+            rule: id,
+            len: pattern.len() as u32,
+            line: rule.line,
+            segs: Span { start: segs_start, len: self.segs.len() as u32 - segs_start },
+            allow: rule.kind == RuleKind::Allow,
+            anchored,
+            last_byte: rest.last().copied().unwrap_or(0),
+            need,
+        }
+    }
+
+    /// Whether the part of a pattern after its prefix matches `path` (what follows the prefix).
+    /// `filter` holds the [`byte_bit`] mask of the whole path (a superset of this rest's bytes),
+    /// computed on first use.
+    fn rest_matches(&self, e: &Entry, path: &[u8], filter: &mut PathFilter<'_>) -> bool {
+        let segs = &self.segs[e.segs.range()];
+        let Some((last, init)) = segs.split_last() else {
+            return !e.anchored || path.is_empty();
+        };
+        if e.anchored && path.last() != Some(&e.last_byte) {
+            return false;
+        }
+        if e.need & !filter.bits() != 0 {
+            return false;
+        }
+        // Each segment at its leftmost place after the previous one: always safe for `*`-only
+        // globs (see `pattern`), so no backtracking.
+        let mut pos = 0usize;
+        for seg in init {
+            match find(&path[pos..], &self.bytes[seg.range()]) {
+                Some(at) => pos += at + seg.len as usize,
+                None => return false,
+            }
+        }
+        let last = &self.bytes[last.range()];
+        if e.anchored {
+            path.len() >= pos + last.len() && same(&path[path.len() - last.len()..], last)
+        } else {
+            find(&path[pos..], last).is_some()
+        }
+    }
+
+    /// The best of a node's entries that matches `rest`, if it beats `best`.
+    fn best_at<'a>(
+        &'a self,
+        node: &Node,
+        rest: &[u8],
+        best: Option<&'a Entry>,
+        filter: &mut PathFilter<'_>,
+    ) -> Option<&'a Entry> {
+        let mut best = self.best_of(node.entries, rest, best, filter);
+        if node.tails.len > 0 {
+            let tails = &self.tails[node.tails.range()];
+            if let Some(key) = tail_key(rest) {
+                if let Ok(i) = tails.binary_search_by_key(&key, |t| t.0) {
+                    best = self.best_of(tails[i].1, rest, best, filter);
                 }
             }
-            let Some(&byte) = path.get(depth) else { break };
+        }
+        best
+    }
+
+    /// The best of a run of entries sorted best first: the first that matches is the run's
+    /// best, and once one cannot beat the best so far, none after it can.
+    fn best_of<'a>(
+        &'a self,
+        run: Span,
+        rest: &[u8],
+        best: Option<&'a Entry>,
+        filter: &mut PathFilter<'_>,
+    ) -> Option<&'a Entry> {
+        for e in &self.entries[run.range()] {
+            if best.is_some_and(|b| b.key() >= e.key()) {
+                break;
+            }
+            if self.rest_matches(e, rest, filter) {
+                return Some(e);
+            }
+        }
+        best
+    }
+
+    /// The best matching rule for `path` (canonical form): the longest pattern, allow winning
+    /// ties, then the earliest line.
+    ///
+    /// The walk goes down first and weighs the candidates on the way back up: deeper nodes hold
+    /// longer prefixes, so a good best is known early and the wildcard rules near the root,
+    /// usually shorter, are mostly skipped without being tried.
+    pub(crate) fn longest_match(&self, path: &[u8]) -> Option<Best> {
+        const CHAIN: usize = 32;
+        let mut chain = [(0u32, 0u32); CHAIN];
+        let mut len = 0usize;
+        let mut best: Option<&Entry> = None;
+        let mut filter = PathFilter { path, bits: None };
+        let mut node_id = 0u32;
+        let mut depth = 0usize;
+        loop {
+            let node = &self.nodes[node_id as usize];
+            if len < CHAIN {
+                chain[len] = (node_id, depth as u32);
+                len += 1;
+            } else {
+                best = self.best_at(node, &path[depth..], best, &mut filter);
+            }
+            let rest = &path[depth..];
+            let Some(&byte) = rest.first() else { break };
             let edges = &self.edges[node.edges.range()];
             let found = if edges.len() <= 8 {
                 edges.iter().find(|e| e.byte == byte)
@@ -143,22 +318,84 @@ impl PrefixIndex {
                 edges.binary_search_by_key(&byte, |e| e.byte).ok().map(|i| &edges[i])
             };
             let Some(edge) = found else { break };
-            let child = self.nodes[edge.node as usize];
-            let label = &self.labels[child.label.range()];
-            if !path[depth..].starts_with(label) {
+            let child = &self.nodes[edge.node as usize];
+            let label = &self.bytes[child.label.range()];
+            if !starts_with(rest, label) {
                 break;
             }
             depth += label.len();
-            node = child;
+            node_id = edge.node;
         }
-        best
+        for &(node_id, depth) in chain[..len].iter().rev() {
+            let node = &self.nodes[node_id as usize];
+            best = self.best_at(node, &path[depth as usize..], best, &mut filter);
+        }
+        best.map(|e| Best { rule: e.rule })
     }
 
     /// Approximate heap size in bytes, for the cache's weigher.
     pub(crate) fn heap_size(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.edges.capacity() * std::mem::size_of::<Edge>()
-            + self.rules.capacity() * 4
-            + self.labels.capacity()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.segs.capacity() * std::mem::size_of::<Span>()
+            + self.tails.capacity() * std::mem::size_of::<(u32, Span)>()
+            + self.bytes.capacity()
     }
+}
+
+/// The filter bit of one byte.
+#[inline]
+fn byte_bit(b: u8) -> u64 {
+    1 << (b % 64)
+}
+
+/// The filter bits of every byte of a whole path, computed when a wildcard rule first needs
+/// them. Over the whole path, not the rest after a node's prefix: extra bits only loosen the
+/// filter, so one computation serves every node of the walk.
+struct PathFilter<'p> {
+    path: &'p [u8],
+    bits: Option<u64>,
+}
+
+impl PathFilter<'_> {
+    fn bits(&mut self) -> u64 {
+        let path = self.path;
+        *self.bits.get_or_insert_with(|| path.iter().fold(0, |m, &b| m | byte_bit(b)))
+    }
+}
+
+/// Byte-slice equality without a call to `memcmp`: the slices compared here are a few bytes
+/// long, where the call costs more than the comparison.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+#[inline]
+fn starts_with(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && same(&s[..prefix.len()], prefix)
+}
+
+/// Leftmost occurrence of `needle` (non-empty) in `haystack`. Paths are short, so a plain scan
+/// on the first byte beats setting up a vectorised search; long haystacks use `memchr`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, tail) = needle.split_first()?;
+    if needle.len() > haystack.len() {
+        return None;
+    }
+    let last_start = haystack.len() - needle.len();
+    if haystack.len() < 64 {
+        return (0..=last_start)
+            .find(|&i| haystack[i] == first && same(&haystack[i + 1..i + needle.len()], tail));
+    }
+    let mut from = 0;
+    while from <= last_start {
+        let at = from + memchr::memchr(first, &haystack[from..=last_start])?;
+        if same(&haystack[at + 1..at + needle.len()], tail) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }

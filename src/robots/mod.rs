@@ -20,6 +20,7 @@ pub mod normalize;
 mod parse;
 mod pattern;
 mod token;
+pub mod usage;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -43,8 +44,9 @@ pub struct RobotsTxt {
     rules: Vec<Rule>,
     groups: Vec<Group>,
     rule_sets: Vec<RuleSet>,
-    /// Lower-cased product token → index into `rule_sets`, sorted by token.
-    by_token: Vec<(Box<[u8]>, u32)>,
+    /// (lookup key, lower-cased product token) → index into `rule_sets`, sorted by key then
+    /// token (see [`token::lookup_key`]).
+    by_token: Vec<(u64, Box<[u8]>, u32)>,
     /// The rule set for `*`, if the file has a `*` group.
     any: Option<u32>,
     sitemaps: Vec<Sitemap>,
@@ -152,12 +154,17 @@ pub struct Group {
     user_agents: Vec<UserAgentLine>,
     rules: Range<u32>,
     crawl_delay: Option<CrawlDelay>,
+    usage: Vec<usage::UsageRule>,
 }
 
 impl Group {
     /// The group's `user-agent` lines.
     pub fn user_agents(&self) -> &[UserAgentLine] {
         &self.user_agents
+    }
+    /// The group's `Content-Usage` and `Content-Signal` lines.
+    pub fn usage_rules(&self) -> &[usage::UsageRule] {
+        &self.usage
     }
     /// The group's `crawl-delay`, if it has one (the first valid one).
     pub fn crawl_delay(&self) -> Option<CrawlDelay> {
@@ -275,17 +282,24 @@ impl fmt::Debug for Decision<'_> {
     }
 }
 
-/// Brings a path and query into the canonical form, borrowing when it already is.
+/// Brings a path and query into the form patterns are matched against (canonical, `*` and `$`
+/// encoded: see [`normalize::normalize_path_for_matching_into`]), borrowing when it already is.
 fn canonical_path(path: &str) -> Cow<'_, str> {
-    if path.starts_with('/') && normalize::is_canonical(path.as_bytes()) {
+    if path.starts_with('/') && normalize::is_canonical_path_for_matching(path.as_bytes()) {
         return Cow::Borrowed(path);
     }
     let mut out = Vec::with_capacity(path.len() + 8);
     if !path.starts_with('/') {
         out.push(b'/');
     }
-    normalize::normalize_into(path.as_bytes(), &mut out);
+    normalize::normalize_path_for_matching_into(path.as_bytes(), &mut out);
     Cow::Owned(String::from_utf8(out).unwrap_or_default())
+}
+
+/// Whether a canonical path is `/robots.txt`, with or without a query.
+fn is_robots_txt(path: &[u8]) -> bool {
+    const ROBOTS: &[u8] = b"/robots.txt";
+    path.starts_with(ROBOTS) && matches!(path.get(ROBOTS.len()), None | Some(b'?'))
 }
 
 impl RobotsTxt {
@@ -323,8 +337,7 @@ impl RobotsTxt {
     pub fn decide(&self, token: Option<&ProductToken>, path: &str) -> Decision<'_> {
         let rule_set = self.rule_set_for(token);
         let path = canonical_path(path);
-        let path_only = path.split('?').next().unwrap_or("");
-        if path_only == "/robots.txt" {
+        if is_robots_txt(path.as_bytes()) {
             return Decision {
                 verdict: Verdict::Allow,
                 reason: Reason::RobotsTxt,
@@ -340,7 +353,7 @@ impl RobotsTxt {
                 rule_set,
             };
         };
-        let best = self.rule_sets[set as usize].index.longest_match(&self.rules, path.as_bytes());
+        let best = self.rule_sets[set as usize].index.longest_match(path.as_bytes());
         match best {
             Some(best) => {
                 let rule = &self.rules[best.rule as usize];
@@ -389,6 +402,22 @@ impl RobotsTxt {
                 .collect(),
             None => Vec::new(),
         }
+    }
+
+    /// The AI usage preferences that apply to `token` for `path` (path and query, any
+    /// encoding): the `Content-Usage` / `Content-Signal` rules of its groups with the longest
+    /// matching path, combined most restrictive first. A path that may not be crawled has no
+    /// preferences (all unknown): allow/disallow alone decide it.
+    pub fn usage(&self, token: Option<&ProductToken>, path: &str) -> usage::UsagePreferences {
+        if !self.decide(token, path).is_allowed() {
+            return usage::UsagePreferences::default();
+        }
+        let groups = self.groups_for(token);
+        if groups.iter().all(|g| g.usage.is_empty()) {
+            return usage::UsagePreferences::default();
+        }
+        let path = canonical_path(path);
+        usage::decide(groups.iter().flat_map(|g| g.usage.iter()), path.as_bytes())
     }
 
     /// The `crawl-delay` that applies to `token`: the first one among its groups.
@@ -443,16 +472,25 @@ impl RobotsTxt {
             })
             .sum();
         let sets: usize = self.rule_sets.iter().map(|s| 64 + s.index.heap_size()).sum();
-        let tokens: usize = self.by_token.iter().map(|(t, _)| 24 + t.len()).sum();
+        let tokens: usize = self.by_token.iter().map(|(_, t, _)| 32 + t.len()).sum();
         let sitemaps: usize = self.sitemaps.iter().map(|s| 24 + s.url.len()).sum();
         std::mem::size_of::<Self>() + rules + groups + sets + tokens + sitemaps
     }
 
     fn rule_set_for(&self, token: Option<&ProductToken>) -> Option<u32> {
         if let Some(token) = token {
-            let key = token.lowercase().as_bytes();
-            if let Ok(i) = self.by_token.binary_search_by(|(t, _)| (**t).cmp(key)) {
-                return Some(self.by_token[i].1);
+            let (key, bytes) = (token.lookup_key(), token.lowercase().as_bytes());
+            let found = self.by_token.binary_search_by(|(k, t, _)| {
+                k.cmp(&key).then_with(|| {
+                    if t.len() <= 8 {
+                        t.len().cmp(&bytes.len())
+                    } else {
+                        (**t).cmp(bytes)
+                    }
+                })
+            });
+            if let Ok(i) = found {
+                return Some(self.by_token[i].2);
             }
         }
         self.any
@@ -481,6 +519,8 @@ struct Builder {
     /// Whether the current group has seen a rule line, so that the next `user-agent` line
     /// starts a new group (RFC 9309 §2.1).
     in_rules: bool,
+    /// Reused for normalising each pattern, so a rule costs one allocation.
+    scratch: Vec<u8>,
 }
 
 impl Builder {
@@ -500,6 +540,7 @@ impl Builder {
                         user_agents: Vec::new(),
                         rules: start..start,
                         crawl_delay: None,
+                        usage: Vec::new(),
                     });
                     self.names.push(Vec::new());
                     self.in_rules = false;
@@ -520,17 +561,22 @@ impl Builder {
                 }
                 let kind =
                     if line.field == Field::Allow { RuleKind::Allow } else { RuleKind::Disallow };
-                let pattern = normalize::normalize(line.value);
+                let mut scratch = std::mem::take(&mut self.scratch);
+                scratch.clear();
+                normalize::normalize_pattern_into(line.value, &mut scratch);
+                // ASCII by construction (see `normalize`).
+                let pattern = std::str::from_utf8(&scratch).unwrap_or_default();
                 if kind == RuleKind::Allow {
                     // Google: allowing `/dir/index.html` (or `.htm`) also allows `/dir/`.
                     if let Some(slash) = pattern.rfind('/') {
                         if pattern[slash..].starts_with("/index.htm") {
                             let dir = format!("{}$", &pattern[..=slash]);
-                            self.push_rule(kind, dir, line.number);
+                            self.push_rule(kind, &dir, line.number);
                         }
                     }
                 }
                 self.push_rule(kind, pattern, line.number);
+                self.scratch = scratch;
             }
             Field::CrawlDelay => {
                 if let (Some(g), Some(seconds)) =
@@ -545,14 +591,26 @@ impl Builder {
                     self.sitemaps.push(Sitemap { url, line: line.number });
                 }
             }
-            Field::ContentSignal | Field::ContentUsage | Field::Unknown => {}
+            Field::ContentSignal | Field::ContentUsage => {
+                // A usage preference is a rule of its group (draft-ietf-aipref-attach), so it
+                // also ends the group's user-agent lines; before the first group it is ignored.
+                let Some(g) = self.groups.last_mut() else { return };
+                self.in_rules = true;
+                let rule = if line.field == Field::ContentUsage {
+                    usage::UsageRule::content_usage(line.value, line.number)
+                } else {
+                    usage::UsageRule::content_signal(line.value, line.number)
+                };
+                g.usage.extend(rule);
+            }
+            Field::Unknown => {}
         }
     }
 
-    fn push_rule(&mut self, kind: RuleKind, pattern: String, line: u32) {
+    fn push_rule(&mut self, kind: RuleKind, pattern: &str, line: u32) {
         let group = self.groups.len() as u32 - 1;
         let shape = PatternShape::of(pattern.as_bytes());
-        self.rules.push(Rule { kind, pattern: pattern.into_boxed_str(), line, group, shape });
+        self.rules.push(Rule { kind, pattern: pattern.into(), line, group, shape });
         if let Some(g) = self.groups.last_mut() {
             g.rules.end = self.rules.len() as u32;
         }
@@ -604,14 +662,14 @@ impl Builder {
             s
         };
         let any = (!any_groups.is_empty()).then(|| intern(any_groups, &mut rule_sets));
-        let mut by_token: Vec<(Box<[u8]>, u32)> = token_groups
+        let mut by_token: Vec<(u64, Box<[u8]>, u32)> = token_groups
             .into_iter()
             .map(|(token, gs)| {
                 let s = intern(gs, &mut rule_sets);
-                (token, s)
+                (token::lookup_key(&token), token, s)
             })
             .collect();
-        by_token.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        by_token.sort_unstable();
         RobotsTxt {
             rules,
             groups,

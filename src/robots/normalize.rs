@@ -97,13 +97,100 @@ pub fn is_canonical(input: &[u8]) -> bool {
     input.iter().all(|&b| matches!(CLASS[usize::from(b)], Class::Unreserved | Class::Reserved))
 }
 
+/// Whether `input` is already in the canonical form of a path *for matching*
+/// ([`normalize_path_for_matching_into`]): canonical, and without a literal `*` or `$`.
+pub fn is_canonical_path_for_matching(input: &[u8]) -> bool {
+    // Branch-free over chunks: paths are short and nearly always canonical, so an early exit
+    // saves nothing while a branch per byte costs a lot.
+    let mut chunks = input.chunks_exact(8);
+    for chunk in &mut chunks {
+        if !chunk.iter().fold(true, |ok, &b| ok & PLAIN_FOR_MATCHING[usize::from(b)]) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().fold(true, |ok, &b| ok & PLAIN_FOR_MATCHING[usize::from(b)])
+}
+
+/// The octets that a path keeps as they are in the form for matching: unreserved and reserved,
+/// but not `*` and `$`. One table lookup per octet on the hot path of every decision.
+static PLAIN_FOR_MATCHING: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        t[b] = matches!(CLASS[b], Class::Unreserved | Class::Reserved)
+            && b != b'*' as usize
+            && b != b'$' as usize;
+        b += 1;
+    }
+    t
+};
+
 /// Appends the canonical form of `input` to `out` (see the module documentation).
 pub fn normalize_into(input: &[u8], out: &mut Vec<u8>) {
+    normalize_with(input, out, false);
+}
+
+/// Appends the form of a URL path and query that patterns are matched against: the canonical
+/// form, with `*` and `$` written `%2A` and `%24`.
+///
+/// Why: in a pattern `*` and `$` are operators, so a pattern names the characters themselves as
+/// `%2A` and `%24`, and RFC 9309 §2.2.3 says such a pattern matches a URL that has them literally
+/// (`/path/file-with-a-%2A.html` matches `/path/file-with-a-*.html`). Encoding them in the path
+/// (and a `$` that is not a pattern's final anchor, see [`normalize_pattern`]) makes the literal
+/// and the encoded forms compare equal on both sides. This form is for matching only: a proxy
+/// forwards [`normalize_request_path`]'s result, which leaves `*` and `$` as they were sent.
+pub fn normalize_path_for_matching_into(input: &[u8], out: &mut Vec<u8>) {
+    normalize_with(input, out, true);
+}
+
+/// The canonical form of an `allow`/`disallow` pattern: [`normalize`], and every `$` but a
+/// final one (which anchors) written `%24`, since elsewhere `$` is an ordinary character
+/// (Google) that must compare equal to a URL's `$` (see [`normalize_path_for_matching_into`]).
+pub fn normalize_pattern(input: &[u8]) -> String {
+    let mut out = Vec::with_capacity(input.len() + 8);
+    normalize_pattern_into(input, &mut out);
+    // ASCII by construction, as in `normalize`.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// [`normalize_pattern`] appending to `out`, so that a parser can reuse one buffer.
+pub fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    normalize_into(input, out);
+    let pattern = &out[start..];
+    let body_len = pattern.len() - usize::from(pattern.last() == Some(&b'$'));
+    if memchr::memchr(b'$', &pattern[..body_len]).is_some() {
+        let mut rewritten = Vec::with_capacity(pattern.len() + 4);
+        for &b in &pattern[..body_len] {
+            if b == b'$' {
+                rewritten.extend_from_slice(b"%24");
+            } else {
+                rewritten.push(b);
+            }
+        }
+        rewritten.extend_from_slice(&pattern[body_len..]);
+        out.truncate(start);
+        out.extend_from_slice(&rewritten);
+    }
+}
+
+fn normalize_with(input: &[u8], out: &mut Vec<u8>, encode_operators: bool) {
+    // Most patterns and paths are already canonical: one scan and one copy.
+    let plain = |b: u8| match CLASS[usize::from(b)] {
+        Class::Unreserved => true,
+        Class::Reserved => !encode_operators || (b != b'*' && b != b'$'),
+        Class::Percent | Class::Other => false,
+    };
+    if input.iter().all(|&b| plain(b)) {
+        out.extend_from_slice(input);
+        return;
+    }
     out.reserve(input.len());
     let mut i = 0;
     while i < input.len() {
         let b = input[i];
         match CLASS[usize::from(b)] {
+            Class::Reserved if encode_operators && (b == b'*' || b == b'$') => push_escaped(out, b),
             Class::Unreserved | Class::Reserved => out.push(b),
             Class::Other => push_escaped(out, b),
             Class::Percent => {
@@ -230,6 +317,24 @@ mod tests {
             let once = normalize(s.as_bytes());
             assert_eq!(normalize(once.as_bytes()), once, "{s}");
         }
+    }
+
+    #[test]
+    fn star_and_dollar_compare_encoded_for_matching() {
+        // RFC 9309 §2.2.3: `%2A` and `%24` in a pattern match a URL's literal `*` and `$`.
+        assert_eq!(normalize_pattern(b"/a$b"), "/a%24b");
+        assert_eq!(normalize_pattern(b"/a$b$"), "/a%24b$");
+        assert_eq!(normalize_pattern(b"/a$$"), "/a%24$");
+        assert_eq!(normalize_pattern(b"/*.php$"), "/*.php$");
+        assert_eq!(normalize_pattern(b"/%2a%24"), "/%2A%24");
+        let mut out = Vec::new();
+        normalize_path_for_matching_into(b"/file-*.html?x=$1&y=%2a", &mut out);
+        assert_eq!(out, b"/file-%2A.html?x=%241&y=%2A");
+        assert!(!is_canonical_path_for_matching(b"/a*"));
+        assert!(!is_canonical_path_for_matching(b"/a$"));
+        assert!(is_canonical_path_for_matching(b"/a/b?c=d"));
+        // What is forwarded keeps them as sent.
+        assert_eq!(normalize_request_path("/file-*.html?x=$1"), "/file-*.html?x=$1");
     }
 
     #[test]

@@ -121,22 +121,24 @@ fn starts_with_ignore_case(s: &[u8], prefix: &str) -> bool {
 /// Recognises a field name, with the misspellings Google accepts.
 pub(crate) fn field_of(key: &[u8]) -> Field {
     let any = |names: &[&str]| names.iter().any(|n| starts_with_ignore_case(key, n));
-    if any(&["user-agent", "useragent", "user agent", "user_agent"]) {
-        Field::UserAgent
-    } else if any(&["allow"]) {
-        Field::Allow
-    } else if any(&["disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw"]) {
-        Field::Disallow
-    } else if any(&["sitemap", "site-map"]) {
-        Field::Sitemap
-    } else if any(&["crawl-delay", "crawl_delay", "crawldelay", "crawl delay"]) {
-        Field::CrawlDelay
-    } else if any(&["content-usage"]) {
-        Field::ContentUsage
-    } else if any(&["content-signal"]) {
-        Field::ContentSignal
-    } else {
-        Field::Unknown
+    // Dispatch on the first letter first: this runs for every line of files with 100,000 lines.
+    match key.first().map(u8::to_ascii_lowercase) {
+        Some(b'u') if any(&["user-agent", "useragent", "user agent", "user_agent"]) => {
+            Field::UserAgent
+        }
+        Some(b'a') if any(&["allow"]) => Field::Allow,
+        Some(b'd')
+            if any(&["disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw"]) =>
+        {
+            Field::Disallow
+        }
+        Some(b's') if any(&["sitemap", "site-map"]) => Field::Sitemap,
+        Some(b'c') if any(&["crawl-delay", "crawl_delay", "crawldelay", "crawl delay"]) => {
+            Field::CrawlDelay
+        }
+        Some(b'c') if any(&["content-usage"]) => Field::ContentUsage,
+        Some(b'c') if any(&["content-signal"]) => Field::ContentSignal,
+        _ => Field::Unknown,
     }
 }
 

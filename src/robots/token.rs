@@ -11,6 +11,18 @@ use std::fmt;
 pub struct ProductToken {
     original: Box<str>,
     lowercase: Box<str>,
+    /// [`lookup_key`] of `lowercase`, computed once so that finding a token's group compares
+    /// integers rather than strings.
+    key: u64,
+}
+
+/// The first eight bytes of a lower-cased token, big-endian, zero-padded: ordering by this key
+/// and then by the bytes is the same as ordering by the bytes.
+pub(crate) fn lookup_key(lowercase: &[u8]) -> u64 {
+    let mut k = [0u8; 8];
+    let n = lowercase.len().min(8);
+    k[..n].copy_from_slice(&lowercase[..n]);
+    u64::from_be_bytes(k)
 }
 
 /// Why a string is not a product token.
@@ -91,7 +103,9 @@ impl ProductToken {
         if !token.bytes().all(is_token_byte) {
             return Err(InvalidToken::BadCharacter(token.to_owned()));
         }
-        Ok(ProductToken { original: token.into(), lowercase: token.to_ascii_lowercase().into() })
+        let lowercase: Box<str> = token.to_ascii_lowercase().into();
+        let key = lookup_key(lowercase.as_bytes());
+        Ok(ProductToken { original: token.into(), lowercase, key })
     }
 
     /// Finds the crawler's product token in a `User-Agent` header value.
@@ -152,6 +166,11 @@ impl ProductToken {
     /// The token in lower case, the form robots.txt groups are looked up by.
     pub fn lowercase(&self) -> &str {
         &self.lowercase
+    }
+
+    /// The token's [`lookup_key`].
+    pub(crate) fn lookup_key(&self) -> u64 {
+        self.key
     }
 }
 

@@ -27,6 +27,7 @@ fn record(task: usize, n: usize) -> AuditRecord {
         robots_url: "http://example.test/robots.txt".into(),
         state: "fresh".into(),
         age_seconds: 12,
+        usage: None,
     }
 }
 
@@ -389,4 +390,40 @@ async fn write_errors_are_counted_and_the_writer_recovers() {
 fn timestamps_are_rfc3339_utc() {
     let t = audit::timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_000_000_123));
     assert_eq!(t, "2001-09-09T01:46:40.123Z");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconfigure_changes_all_decisions_while_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.clone(), settings(FsyncPolicy::Never)).unwrap();
+    assert!(!log.all_decisions());
+    let on = AuditSection { all_decisions: true, ..settings(FsyncPolicy::Always) };
+    log.reconfigure(&on).await.unwrap();
+    assert!(log.all_decisions());
+    log.record(record(0, 0)).await.unwrap();
+    log.flush().await.unwrap();
+    assert_eq!(lines(&path).len(), 1, "the writer still writes after reconfiguring");
+    log.close().await.unwrap();
+    assert!(matches!(log.reconfigure(&on).await, Err(AuditError::Closed)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_writable_names_an_unopenable_path_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(path.clone(), settings(FsyncPolicy::Never)).unwrap();
+    log.check_writable().await.unwrap();
+    // Rotated away: the check creates the file again.
+    std::fs::rename(&path, dir.path().join("audit.jsonl.1")).unwrap();
+    log.check_writable().await.unwrap();
+    assert!(path.exists());
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    let e = log.check_writable().await.unwrap_err();
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    std::fs::remove_dir(&path).unwrap();
+    log.check_writable().await.unwrap();
+    log.close().await.unwrap();
+    assert!(matches!(log.check_writable().await, Err(AuditError::Closed)));
 }

@@ -5,6 +5,7 @@ mod audit;
 mod env;
 mod file;
 mod logging;
+mod pacing;
 mod shipped;
 mod validate;
 

@@ -13,4 +13,6 @@ mod fetch_table;
 mod forwarding;
 mod guard;
 mod limits;
+mod pacing;
 mod streaming;
+mod usage;

@@ -22,6 +22,7 @@ use robots_proxy::cache::RobotsCache;
 use robots_proxy::clock::{Clock, ManualClock};
 use robots_proxy::config::Config;
 use robots_proxy::guard::DestinationGuard;
+use robots_proxy::pacing::Pacer;
 use robots_proxy::proxy::Proxy;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -149,6 +150,10 @@ pub struct TestProxy {
     pub clock: Arc<ManualClock>,
     pub audit_path: PathBuf,
     pub audit: AuditLog,
+    /// The proxy's pacer, for its statistics.
+    pub pacer: Arc<Pacer>,
+    /// The proxy's metrics.
+    pub metrics: Arc<robots_proxy::metrics::Metrics>,
     _state: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -190,6 +195,8 @@ impl TestProxy {
         let addr = listener.local_addr().unwrap();
         config.proxy.listen = addr;
         let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, ca).unwrap();
+        let pacer = proxy.pacer();
+        let metrics = proxy.metrics().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(proxy.serve(
             listener,
@@ -198,7 +205,16 @@ impl TestProxy {
             },
             Duration::from_secs(1),
         ));
-        TestProxy { addr, clock, audit_path, audit, _state: state, stop: Some(stop) }
+        TestProxy {
+            addr,
+            clock,
+            audit_path,
+            audit,
+            pacer,
+            metrics,
+            _state: state,
+            stop: Some(stop),
+        }
     }
 
     /// A reqwest client that sends everything through this proxy.

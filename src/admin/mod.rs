@@ -1,0 +1,348 @@
+//! The admin listener: metrics, health, the live decision for a URL, cache purges and a status
+//! page, on an address of its own (`admin.listen`, default `127.0.0.1:9090`).
+//!
+//! | request | answer |
+//! |---|---|
+//! | `GET /metrics` | Prometheus / OpenMetrics text ([`crate::metrics`]) |
+//! | `GET /healthz` | `200 ok` while the process runs |
+//! | `GET /readyz` | `200` when the proxy accepts connections and the audit log is writable, else `503`, JSON saying which |
+//! | `GET /robots?url=URL&agent=TOKEN` | the decision for `URL` now, and the cached robots.txt state of its authority, JSON (fetches robots.txt if needed) |
+//! | `POST /cache/purge?authority=A` | drops the cached robots.txt of `A` (`http://host:port`, or a bare `host[:port]` for both schemes) |
+//! | `POST /cache/purge-all` | drops every cached robots.txt |
+//! | `GET /` | the status page: recent blocks, top blocked authorities and tokens, the cache |
+//! | `GET /api/summary` | what the status page shows, JSON |
+//!
+//! There is no authentication, so the listener belongs on loopback or a private network. A
+//! browser on the same machine could still be made to send a `POST` by some web page, so a
+//! `POST` that says it comes from another origin (`Origin`, `Sec-Fetch-Site`) is refused.
+
+mod robots;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::authority::{Authority, Scheme};
+use crate::cache::FetchClass;
+use crate::metrics::{Decision, PREFIX};
+use crate::proxy::Proxy;
+
+/// The status page: self-contained HTML, CSS and JavaScript (no external assets), which polls
+/// `/api/summary`.
+const PAGE: &str = include_str!("page.html");
+
+/// How many names the "top blocked" lists show.
+const TOP: usize = 10;
+
+/// How long a client may take to send request headers to the admin listener.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The body of every admin response.
+type Body = Full<Bytes>;
+
+/// Serves the admin endpoints for `proxy` on `listener` until `shutdown` completes.
+///
+/// Connections open at that point are left to finish on their own (they are short requests);
+/// the process exiting ends them.
+pub async fn serve(listener: TcpListener, proxy: Proxy, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let proxy = proxy.clone();
+        let service = service_fn(move |req| {
+            let proxy = proxy.clone();
+            async move { Ok::<_, Infallible>(handle(&proxy, req).await) }
+        });
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(client = %peer, error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
+/// Routes one request.
+async fn handle(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let query = query_params(req.uri().query());
+    let read = method == Method::GET || method == Method::HEAD;
+    match path.as_str() {
+        "/" | "/index.html" if read => page(),
+        "/api/summary" if read => summary(proxy).await,
+        "/metrics" if read => metrics(proxy).await,
+        "/healthz" if read => text(StatusCode::OK, "ok\n".to_owned()),
+        "/readyz" if read => readyz(proxy).await,
+        "/robots" if read => robots::explain(proxy, &query).await,
+        "/cache/purge" | "/cache/purge-all" if method == Method::POST => {
+            if let Some(refusal) = cross_site(&req) {
+                return refusal;
+            }
+            if path == "/cache/purge-all" {
+                purge_all(proxy).await
+            } else {
+                purge(proxy, &query).await
+            }
+        }
+        "/" | "/index.html" | "/api/summary" | "/metrics" | "/healthz" | "/readyz" | "/robots" => {
+            not_allowed("GET, HEAD")
+        }
+        "/cache/purge" | "/cache/purge-all" => not_allowed("POST"),
+        _ => json_response(
+            StatusCode::NOT_FOUND,
+            &json!({
+                "error": format!("no admin endpoint at {path}"),
+                "endpoints": ["/", "/api/summary", "/metrics", "/healthz", "/readyz",
+                              "/robots?url=URL&agent=TOKEN", "POST /cache/purge?authority=A",
+                              "POST /cache/purge-all"],
+            }),
+        ),
+    }
+}
+
+/// The query string as name → value (the last one wins), percent-decoded.
+fn query_params(query: Option<&str>) -> HashMap<String, String> {
+    url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()).into_owned().collect()
+}
+
+/// A `403` for a `POST` a browser sent on behalf of another site, `None` for anything else.
+///
+/// `curl` and scripts send neither header; a browser sends `Origin` with every `POST`, and
+/// `Sec-Fetch-Site` too when it is recent.
+fn cross_site(req: &Request<Incoming>) -> Option<Response<Body>> {
+    let headers = req.headers();
+    let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    let same_site = matches!(site, None | Some("same-origin") | Some("none"));
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let same_origin = match (origin, host) {
+        (None, _) => true,
+        (Some(origin), Some(host)) => origin.strip_prefix("http://") == Some(host),
+        (Some(_), None) => false,
+    };
+    (!(same_site && same_origin)).then(|| {
+        json_response(
+            StatusCode::FORBIDDEN,
+            &json!({ "error": "cross-site POST refused: send it from the status page, curl or a script" }),
+        )
+    })
+}
+
+fn page() -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from_static(PAGE.as_bytes())));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // Everything the page needs is inline or from this listener; nothing else may load, and
+    // no other site may frame it.
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+             connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        ),
+    );
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    resp
+}
+
+async fn metrics(proxy: &Proxy) -> Response<Body> {
+    // moka counts entries lazily; settle the counts so the scrape is current.
+    proxy.cache().run_pending_tasks().await;
+    let mut resp = Response::new(Full::new(Bytes::from(proxy.metrics().encode())));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    resp
+}
+
+async fn readyz(proxy: &Proxy) -> Response<Body> {
+    let listening = proxy.metrics().is_listening();
+    let audit = proxy.audit().check_writable().await;
+    let ready = listening && audit.is_ok();
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    json_response(
+        status,
+        &json!({
+            "ready": ready,
+            "listening": listening,
+            "audit_log": match &audit {
+                Ok(()) => "writable".to_owned(),
+                Err(e) => e.to_string(),
+            },
+        }),
+    )
+}
+
+async fn summary(proxy: &Proxy) -> Response<Body> {
+    let metrics = proxy.metrics();
+    let cache = proxy.cache();
+    cache.run_pending_tasks().await;
+    let stats = cache.stats();
+    let audit = proxy.audit().stats();
+    let requests =
+        |d: Decision| metrics.requests(d, Scheme::Http) + metrics.requests(d, Scheme::Https);
+    let fetches: serde_json::Map<String, serde_json::Value> =
+        FetchClass::ALL.iter().map(|c| (c.as_str().to_owned(), stats.fetches(*c).into())).collect();
+    let uptime = SystemTime::now().duration_since(metrics.started()).unwrap_or_default();
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_seconds": uptime.as_secs(),
+            "listening": metrics.is_listening(),
+            "open_connections": metrics.open_connections(),
+            "requests": {
+                "allow": requests(Decision::Allow),
+                "disallow": requests(Decision::Disallow),
+                "refuse": requests(Decision::Refuse),
+                "tunnel": requests(Decision::Tunnel),
+                "throttle": requests(Decision::Throttle),
+            },
+            "blocks": metrics.blocks(TOP),
+            "cache": {
+                "entries": cache.entry_count(),
+                "memory_bytes": cache.weighted_size(),
+                "hits": stats.hits,
+                "misses": stats.misses,
+                "fetches": fetches,
+            },
+            "audit": {
+                "records_written": audit.records_written,
+                "records_failed": audit.records_lost,
+                "write_errors": audit.write_errors,
+            },
+            "metrics_prefix": PREFIX,
+        }),
+    )
+}
+
+/// The authorities named by `authority`: `http://host[:port]` or `https://…` is one; a bare
+/// `host[:port]` names both schemes.
+fn purge_targets(authority: &str) -> Result<Vec<Authority>, String> {
+    let authority = authority.trim();
+    if authority.is_empty() {
+        return Err("the authority parameter is empty".to_owned());
+    }
+    if authority.contains("://") {
+        let uri: http::Uri =
+            authority.parse().map_err(|e| format!("{authority:?} is not a URL: {e}"))?;
+        let a = Authority::from_uri(&uri).map_err(|e| format!("{authority:?}: {e}"))?;
+        return Ok(vec![a]);
+    }
+    [Scheme::Http, Scheme::Https]
+        .into_iter()
+        .map(|scheme| {
+            Authority::from_host_port(scheme, authority).map_err(|e| format!("{authority:?}: {e}"))
+        })
+        .collect()
+}
+
+async fn purge(proxy: &Proxy, query: &HashMap<String, String>) -> Response<Body> {
+    let Some(authority) = query.get("authority") else {
+        return bad_request(
+            "missing the authority parameter: POST /cache/purge?authority=http://host:port",
+        );
+    };
+    let targets = match purge_targets(authority) {
+        Ok(t) => t,
+        Err(e) => return bad_request(&e),
+    };
+    let mut purged = Vec::with_capacity(targets.len());
+    for target in targets {
+        proxy.cache().purge(&target).await;
+        tracing::info!(authority = %target, "robots.txt purged from the cache (admin)");
+        purged.push(target.to_string());
+    }
+    json_response(StatusCode::OK, &json!({ "purged": purged }))
+}
+
+async fn purge_all(proxy: &Proxy) -> Response<Body> {
+    proxy.cache().run_pending_tasks().await;
+    let entries = proxy.cache().entry_count();
+    proxy.cache().purge_all().await;
+    tracing::info!(entries, "every robots.txt purged from the cache (admin)");
+    json_response(StatusCode::OK, &json!({ "purged_all": true, "entries_before": entries }))
+}
+
+fn bad_request(message: &str) -> Response<Body> {
+    json_response(StatusCode::BAD_REQUEST, &json!({ "error": message }))
+}
+
+fn not_allowed(allow: &'static str) -> Response<Body> {
+    let mut resp = json_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &json!({ "error": format!("method not allowed; use {allow}") }),
+    );
+    resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+    resp
+}
+
+fn text(status: StatusCode, body: String) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
+    let mut body = value.to_string();
+    body.push('\n');
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purge_targets_by_url_or_host() {
+        let one = purge_targets("https://Example.COM:8443").unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].to_string(), "https://example.com:8443");
+        let both = purge_targets("example.com").unwrap();
+        let shown: Vec<String> = both.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["http://example.com", "https://example.com"]);
+        assert!(purge_targets("").is_err());
+        assert!(purge_targets("ftp://example.com").unwrap_err().contains("scheme"));
+    }
+
+    #[test]
+    fn query_is_decoded() {
+        let q = query_params(Some("url=http%3A%2F%2Fa.test%2Fx%3Fy%3D1&agent=Bot"));
+        assert_eq!(q["url"], "http://a.test/x?y=1");
+        assert_eq!(q["agent"], "Bot");
+        assert!(query_params(None).is_empty());
+    }
+}

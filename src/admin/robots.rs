@@ -1,0 +1,159 @@
+//! `GET /robots?url=URL&agent=TOKEN`: what the proxy would decide for `URL` now, and what it
+//! holds about the authority's robots.txt, as JSON.
+//!
+//! It asks the same cache and the same policy as the proxy, so the answer is the live one: when
+//! nothing is cached, or the copy is due, robots.txt is fetched first, exactly as a request
+//! would cause.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use super::{bad_request, json_response, Body};
+use crate::authority::Authority;
+use crate::cache::{FetchOutcome, RobotsRules, RobotsSnapshot};
+use crate::policy::outcome_text;
+use crate::proxy::{checked_path, Proxy};
+use crate::robots::{ProductToken, RobotsTxt, RuleKind};
+
+pub(super) async fn explain(
+    proxy: &Proxy,
+    query: &HashMap<String, String>,
+) -> http::Response<Body> {
+    let Some(url) = query.get("url").map(|u| u.trim()) else {
+        return bad_request(
+            "missing the url parameter: GET /robots?url=http://host/path&agent=TOKEN",
+        );
+    };
+    let uri: http::Uri = match url.parse() {
+        Ok(uri) => uri,
+        Err(e) => return bad_request(&format!("{url:?} is not a URL: {e}")),
+    };
+    let authority = match Authority::from_uri(&uri) {
+        Ok(a) => a,
+        Err(e) => return bad_request(&format!("{url:?}: {e}")),
+    };
+    let path = checked_path(uri.path_and_query().map_or("/", |p| p.as_str()));
+    let policy = proxy.policy();
+    // Without `agent`, the token the proxy would use for a request that names none: the
+    // configured default, if any.
+    let (token, token_source) = match query.get("agent").map(|a| a.trim()) {
+        Some(agent) if !agent.is_empty() => match ProductToken::from_token_or_user_agent(agent) {
+            Some(token) => (Some(token), "agent parameter"),
+            None => {
+                return bad_request(&format!(
+                    "no product token found in agent {agent:?}; give a token like ExampleBot \
+                     or a User-Agent that names one"
+                ))
+            }
+        },
+        _ => match policy.token_for(&http::HeaderMap::new()) {
+            (Some(token), _) => (Some(token), "policy.default_token"),
+            (None, _) => (None, "none: only the `*` groups apply"),
+        },
+    };
+    let snapshot = proxy.cache().get(&authority).await;
+    let now = proxy.clock().now();
+    let decision = policy.decide(&snapshot, token.as_ref(), &path, now);
+    let body = json!({
+        "url": format!("{authority}{path}"),
+        "authority": authority.to_string(),
+        "path": path,
+        "product_token": token.as_ref().map(|t| t.as_str()),
+        "token_source": token_source,
+        "decision": {
+            "allowed": decision.is_allowed(),
+            "reason": decision.reason,
+            "rule": decision.rule,
+            "line": decision.line,
+            "group": decision.group,
+        },
+        "usage": usage_state(&snapshot, token.as_ref(), &path),
+        "robots": robots_state(&snapshot, token.as_ref(), now),
+    });
+    json_response(StatusCode::OK, &body)
+}
+
+/// The AI usage preferences robots.txt states for this URL (`Content-Usage`,
+/// `Content-Signal`): each category's value (`y`, `n`, `unknown`) and deciding line.
+fn usage_state(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, path: &str) -> Value {
+    use crate::robots::usage::Category;
+    let RobotsRules::Parsed(robots) = &snapshot.rules else { return json!({}) };
+    let prefs = robots.usage(token, path);
+    let mut out = serde_json::Map::new();
+    for c in Category::ALL {
+        let s = prefs.get(c);
+        out.insert(c.label().to_owned(), json!({ "value": s.preference.as_str(), "line": s.line }));
+    }
+    Value::Object(out)
+}
+
+/// The cached state of one authority's robots.txt.
+fn robots_state(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, now: SystemTime) -> Value {
+    let (rules, groups, sitemaps) = match &snapshot.rules {
+        RobotsRules::Parsed(robots) => ("parsed", groups(robots, token), sitemaps(robots)),
+        RobotsRules::AllowAll => ("allow_all", json!([]), json!([])),
+        RobotsRules::DisallowAll => ("disallow_all", json!([]), json!([])),
+    };
+    let status = match &snapshot.last_outcome {
+        FetchOutcome::Status(code) => json!(code),
+        _ => Value::Null,
+    };
+    json!({
+        "url": snapshot.robots_url,
+        "state": snapshot.state,
+        "stale": snapshot.state == crate::cache::RobotsState::Stale,
+        "rules": rules,
+        "status": status,
+        "outcome": outcome_text(&snapshot.last_outcome),
+        "fetched_at": crate::audit::timestamp(snapshot.fetched_at),
+        "expires_at": crate::audit::timestamp(snapshot.expires_at),
+        "age_seconds": snapshot.age(now).as_secs(),
+        "current": snapshot.is_current(now),
+        "failing_since": snapshot.failing_since.map(crate::audit::timestamp),
+        "failures": snapshot.failures,
+        "groups": groups,
+        "sitemaps": sitemaps,
+    })
+}
+
+/// Every group of the file, marking those that apply to `token`.
+fn groups(robots: &RobotsTxt, token: Option<&ProductToken>) -> Value {
+    let applying = robots.groups_for(token);
+    let list: Vec<Value> = robots
+        .groups()
+        .iter()
+        .map(|group| {
+            let rules: Vec<Value> = robots
+                .rules_of(group)
+                .iter()
+                .map(|rule| {
+                    json!({
+                        "kind": match rule.kind() {
+                            RuleKind::Allow => "allow",
+                            _ => "disallow",
+                        },
+                        "pattern": rule.pattern(),
+                        "line": rule.line(),
+                    })
+                })
+                .collect();
+            json!({
+                "user_agents": group.user_agents().iter().map(|u| u.value()).collect::<Vec<_>>(),
+                "line": group.user_agents().first().map(|u| u.line()),
+                "applies": applying.iter().any(|g| std::ptr::eq(*g, group)),
+                "crawl_delay": group.crawl_delay().map(|d| d.seconds()),
+                "rules": rules,
+            })
+        })
+        .collect();
+    Value::Array(list)
+}
+
+fn sitemaps(robots: &RobotsTxt) -> Value {
+    Value::Array(
+        robots.sitemaps().iter().map(|s| json!({ "url": s.url(), "line": s.line() })).collect(),
+    )
+}

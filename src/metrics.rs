@@ -1,0 +1,669 @@
+//! What the proxy has been doing, for whoever runs it: Prometheus metrics (through
+//! `prometheus-client`) and the recent blocks the admin page shows.
+//!
+//! # Cost on the request path
+//!
+//! Every counter a request touches is created up front and kept as a field, so recording is one
+//! atomic add: no label lookup, no lock, no allocation. The two latency histograms are
+//! [`LatencyHistogram`]s, a fixed set of atomic buckets, because `prometheus-client`'s own
+//! histogram takes a mutex on every observation. Values that other parts already count (the
+//! robots cache, the audit writer) are read when `/metrics` is scraped, by a collector, instead of
+//! being counted twice.
+//!
+//! Only blocked requests take a lock (a short one, to remember them for the admin page), and
+//! blocks are the rare case.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::exemplar::Exemplar;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+use serde::Serialize;
+
+use crate::audit::{AuditLog, AuditRecord};
+use crate::authority::Scheme;
+use crate::cache::{FetchClass, RobotsCache};
+
+/// The prefix of every metric name.
+pub const PREFIX: &str = "robots_proxy";
+
+/// How many blocked requests the admin page can show.
+pub const RECENT_BLOCKS: usize = 100;
+
+/// How many distinct authorities and tokens are counted for the "top blocked" lists. Beyond
+/// this, the least counted one is replaced (see [`TopCounts`]), so memory stays bounded whatever
+/// the traffic.
+pub const TOP_TRACKED: usize = 256;
+
+/// What the proxy did with a request, as the `decision` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Decision {
+    /// robots.txt allows it: forwarded.
+    Allow,
+    /// robots.txt disallows it: answered 403.
+    Disallow,
+    /// A CONNECT refused before any path could be seen (port, mode, domain fronting, a tunnel
+    /// to a site that disallows everything), or any request to a destination the destination
+    /// guard prohibits ([`crate::guard`]).
+    Refuse,
+    /// A CONNECT relayed as an opaque tunnel (`https.mode = "tunnel"`).
+    Tunnel,
+    /// Allowed by robots.txt but refused with 429 to keep the site's pace
+    /// ([`crate::pacing`]).
+    Throttle,
+}
+
+impl Decision {
+    const ALL: [Decision; 5] = [
+        Decision::Allow,
+        Decision::Disallow,
+        Decision::Refuse,
+        Decision::Tunnel,
+        Decision::Throttle,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Disallow => "disallow",
+            Decision::Refuse => "refuse",
+            Decision::Tunnel => "tunnel",
+            Decision::Throttle => "throttle",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The upstream failure kinds counted in `robots_proxy_upstream_errors_total`: the RFC 9209
+/// error types the proxy answers with.
+pub const UPSTREAM_ERROR_KINDS: [&str; 8] = [
+    "connection_refused",
+    "connection_timeout",
+    "destination_unavailable",
+    "dns_error",
+    "http_protocol_error",
+    "http_response_incomplete",
+    "http_response_timeout",
+    "tls_certificate_error",
+];
+
+/// Upper bounds of the latency buckets, in seconds: from 50 µs (a cached decision) to 30 s (a
+/// slow origin or a robots.txt fetch that times out).
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 5.0, 30.0,
+];
+
+/// A latency histogram with fixed buckets, recorded with atomics only.
+///
+/// Cheap to clone (the buckets are shared). The sum is kept in nanoseconds, so it is exact and
+/// needs no floating-point atomics.
+#[derive(Clone)]
+pub struct LatencyHistogram {
+    inner: Arc<HistogramInner>,
+}
+
+struct HistogramInner {
+    /// Bucket bounds in nanoseconds, the same as [`LATENCY_BUCKETS`].
+    bounds: [u64; LATENCY_BUCKETS.len()],
+    /// Observations per bucket (not cumulative); the last slot is above every bound.
+    counts: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        let bounds = LATENCY_BUCKETS.map(|s| (s * 1e9).round() as u64);
+        LatencyHistogram {
+            inner: Arc::new(HistogramInner {
+                bounds,
+                counts: std::array::from_fn(|_| AtomicU64::new(0)),
+                sum_nanos: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl LatencyHistogram {
+    /// Records one observation.
+    pub fn observe(&self, elapsed: Duration) {
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let slot =
+            self.inner.bounds.iter().position(|&b| nanos <= b).unwrap_or(self.inner.bounds.len());
+        self.inner.counts[slot].fetch_add(1, Ordering::Relaxed);
+        self.inner.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.inner.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+}
+
+impl fmt::Debug for LatencyHistogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LatencyHistogram").field("count", &self.count()).finish_non_exhaustive()
+    }
+}
+
+impl EncodeMetric for LatencyHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
+        let counts: Vec<u64> =
+            self.inner.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let count = counts.iter().sum();
+        let sum = self.inner.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let buckets: Vec<(f64, u64)> = LATENCY_BUCKETS
+            .iter()
+            .copied()
+            .chain(std::iter::once(f64::INFINITY))
+            .zip(counts)
+            .collect();
+        encoder.encode_histogram::<NoLabelSet>(
+            sum,
+            count,
+            &buckets,
+            None::<&HashMap<usize, Exemplar<NoLabelSet, f64>>>,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// The proxy's metrics and recent activity. One per process, shared by the proxy and the admin
+/// listener.
+pub struct Metrics {
+    registry: Registry,
+    /// `[decision][scheme]`, scheme 0 = http, 1 = https.
+    requests: [[Counter; 2]; 5],
+    upstream_errors: Family<Vec<(&'static str, &'static str)>, Counter>,
+    open_connections: Gauge,
+    decision_latency: LatencyHistogram,
+    upstream_latency: LatencyHistogram,
+    reloads_applied: Counter,
+    reloads_refused: Counter,
+    listening: AtomicBool,
+    started: SystemTime,
+    activity: Mutex<Activity>,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Metrics for a proxy using `cache` and `audit`, whose own counters are read at scrape time.
+    pub fn new(cache: Arc<RobotsCache>, audit: AuditLog) -> Self {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let requests_family = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests decided, by decision (allow, disallow, refuse, tunnel, throttle) and scheme",
+            requests_family.clone(),
+        );
+        let requests = Decision::ALL.map(|d| {
+            ["http", "https"].map(|scheme| {
+                requests_family
+                    .get_or_create_owned(&vec![("decision", d.as_str()), ("scheme", scheme)])
+            })
+        });
+        let upstream_errors = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+        registry.register(
+            "upstream_errors",
+            "Requests that could not be forwarded, by kind (the Proxy-Status error type)",
+            upstream_errors.clone(),
+        );
+        for kind in UPSTREAM_ERROR_KINDS {
+            // Created at zero, so that rate() works from the first error on.
+            let _ = upstream_errors.get_or_create_owned(&vec![("kind", kind)]);
+        }
+        let open_connections = Gauge::default();
+        registry.register(
+            "open_connections",
+            "Client connections open now",
+            open_connections.clone(),
+        );
+        let decision_latency = LatencyHistogram::default();
+        registry.register_with_unit(
+            "decision_duration",
+            "Time from receiving a request to its decision, robots.txt fetch included",
+            Unit::Seconds,
+            decision_latency.clone(),
+        );
+        let upstream_latency = LatencyHistogram::default();
+        registry.register_with_unit(
+            "upstream_duration",
+            "Time from sending a request to its origin to receiving the response head",
+            Unit::Seconds,
+            upstream_latency.clone(),
+        );
+        let reloads = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+        registry.register(
+            "config_reloads",
+            "Configuration reloads (SIGHUP), by result (applied, refused)",
+            reloads.clone(),
+        );
+        let reloads_applied = reloads.get_or_create_owned(&vec![("result", "applied")]);
+        let reloads_refused = reloads.get_or_create_owned(&vec![("result", "refused")]);
+        registry.register(
+            "build",
+            "The running version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        registry.register_collector(Box::new(ScrapeTime { cache, audit }));
+        Metrics {
+            registry,
+            requests,
+            upstream_errors,
+            open_connections,
+            decision_latency,
+            upstream_latency,
+            reloads_applied,
+            reloads_refused,
+            listening: AtomicBool::new(false),
+            started: SystemTime::now(),
+            activity: Mutex::new(Activity::default()),
+        }
+    }
+
+    /// Records how long a decision took since `started` (the request's arrival).
+    pub fn decision_time(&self, started: std::time::Instant) {
+        self.decision_latency.observe(started.elapsed());
+    }
+
+    /// Counts what was done with a request.
+    pub fn count(&self, decision: Decision, scheme: Scheme) {
+        let scheme = usize::from(scheme == Scheme::Https);
+        self.requests[decision.index()][scheme].inc();
+    }
+
+    /// Requests counted so far with this decision and scheme.
+    pub fn requests(&self, decision: Decision, scheme: Scheme) -> u64 {
+        self.requests[decision.index()][usize::from(scheme == Scheme::Https)].get()
+    }
+
+    /// Counts an upstream failure of `kind` (one of [`UPSTREAM_ERROR_KINDS`]).
+    pub fn upstream_error(&self, kind: &'static str) {
+        self.upstream_errors.get_or_create(&vec![("kind", kind)]).inc();
+    }
+
+    /// Records the time to an origin's response head.
+    pub fn upstream_round_trip(&self, elapsed: Duration) {
+        self.upstream_latency.observe(elapsed);
+    }
+
+    /// Counts an open client connection until the returned guard is dropped.
+    pub fn connection_opened(self: &Arc<Self>) -> ConnectionGuard {
+        self.open_connections.inc();
+        ConnectionGuard { metrics: self.clone() }
+    }
+
+    /// Client connections open now.
+    pub fn open_connections(&self) -> i64 {
+        self.open_connections.get()
+    }
+
+    /// Counts a configuration reload.
+    pub fn reloaded(&self, applied: bool) {
+        if applied {
+            self.reloads_applied.inc();
+        } else {
+            self.reloads_refused.inc();
+        }
+    }
+
+    /// Whether the proxy listener is accepting connections (for `/readyz`).
+    pub fn is_listening(&self) -> bool {
+        self.listening.load(Ordering::Relaxed)
+    }
+
+    /// Set by the proxy when it starts and stops accepting.
+    pub fn set_listening(&self, listening: bool) {
+        self.listening.store(listening, Ordering::Relaxed);
+    }
+
+    /// When these metrics were made (about when the process started).
+    pub fn started(&self) -> SystemTime {
+        self.started
+    }
+
+    /// Remembers a blocked request for the admin page. Records of allowed requests are ignored.
+    pub fn blocked(&self, record: &AuditRecord) {
+        if record.outcome != "failure" {
+            return;
+        }
+        let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        activity.push(record);
+    }
+
+    /// What the admin page shows about blocks: the most recent first, and the top `top`
+    /// authorities and tokens.
+    pub fn blocks(&self, top: usize) -> BlockSummary {
+        let activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        BlockSummary {
+            total: activity.total,
+            recent: activity.recent.iter().rev().cloned().collect(),
+            top_authorities: activity.authorities.top(top),
+            top_tokens: activity.tokens.top(top),
+        }
+    }
+
+    /// The metrics in the OpenMetrics text format (what Prometheus scrapes).
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        // Writing to a String cannot fail, and every metric encodes infallibly.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "cannot encode the metrics");
+        }
+        out
+    }
+}
+
+/// Decrements the open-connections gauge when the connection ends, however it ends.
+#[derive(Debug)]
+pub struct ConnectionGuard {
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.metrics.open_connections.dec();
+    }
+}
+
+/// Counters kept elsewhere, read at scrape time.
+struct ScrapeTime {
+    cache: Arc<RobotsCache>,
+    audit: AuditLog,
+}
+
+impl fmt::Debug for ScrapeTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScrapeTime").finish_non_exhaustive()
+    }
+}
+
+impl ScrapeTime {
+    fn counter(
+        encoder: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        value: u64,
+    ) -> Result<(), fmt::Error> {
+        let metric = ConstCounter::new(value);
+        metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+    }
+
+    fn gauge(
+        encoder: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        unit: Option<&Unit>,
+        value: i64,
+    ) -> Result<(), fmt::Error> {
+        let metric = ConstGauge::new(value);
+        metric.encode(encoder.encode_descriptor(name, help, unit, metric.metric_type())?)
+    }
+}
+
+impl Collector for ScrapeTime {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let stats = self.cache.stats();
+        let gauge_value = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        Self::gauge(
+            &mut encoder,
+            "cache_entries",
+            "Authorities whose robots.txt state is cached.",
+            None,
+            gauge_value(self.cache.entry_count()),
+        )?;
+        Self::gauge(
+            &mut encoder,
+            "cache_memory",
+            "Memory the cached robots.txt entries weigh, against robots.cache_memory.",
+            Some(&Unit::Bytes),
+            gauge_value(self.cache.weighted_size()),
+        )?;
+        Self::counter(
+            &mut encoder,
+            "cache_hits",
+            "Lookups answered from the robots cache without waiting for a fetch.",
+            stats.hits,
+        )?;
+        Self::counter(
+            &mut encoder,
+            "cache_misses",
+            "Lookups that waited for a robots.txt fetch (first fetch or refetch).",
+            stats.misses,
+        )?;
+        {
+            let metric_type = MetricType::Counter;
+            let mut family = encoder.encode_descriptor(
+                "robots_fetches",
+                "robots.txt fetches completed, by outcome (2xx, 3xx, 4xx, 429, 5xx, network, \
+                 redirect_limit).",
+                None,
+                metric_type,
+            )?;
+            for class in FetchClass::ALL {
+                let labels = [("outcome", class.as_str())];
+                let counter = ConstCounter::new(stats.fetches(class));
+                counter.encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let audit = self.audit.stats();
+        Self::counter(
+            &mut encoder,
+            "audit_records_written",
+            "Audit records written to the audit log.",
+            audit.records_written,
+        )?;
+        Self::counter(
+            &mut encoder,
+            "audit_records_failed",
+            "Audit records lost because the audit log could not be written.",
+            audit.records_lost,
+        )?;
+        Self::counter(
+            &mut encoder,
+            "audit_write_errors",
+            "Failed opens, writes and syncs of the audit log.",
+            audit.write_errors,
+        )?;
+        Ok(())
+    }
+}
+
+/// One blocked request, as the admin page lists it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BlockedRequest {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The request method.
+    pub method: String,
+    /// The URL (cut to [`MAX_SHOWN_URL`] bytes).
+    pub url: String,
+    /// `scheme://host[:port]`.
+    pub authority: String,
+    /// The product token, if any.
+    pub token: Option<String>,
+    /// Why it was blocked.
+    pub reason: String,
+    /// The client's address.
+    pub client: String,
+}
+
+/// Longest URL kept for the admin page; longer ones are cut (the audit log has them whole).
+pub const MAX_SHOWN_URL: usize = 2048;
+
+/// Blocks, as [`Metrics::blocks`] reports them.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockSummary {
+    /// Blocks since start.
+    pub total: u64,
+    /// The most recent blocks, newest first (at most [`RECENT_BLOCKS`]).
+    pub recent: Vec<BlockedRequest>,
+    /// Authorities blocked most often.
+    pub top_authorities: Vec<Counted>,
+    /// Product tokens blocked most often (`(none)` for requests without one).
+    pub top_tokens: Vec<Counted>,
+}
+
+/// A name and how often it was seen.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Counted {
+    /// The authority or token.
+    pub name: String,
+    /// Blocks counted for it (an over-estimate by at most `error`).
+    pub count: u64,
+    /// How much `count` may over-estimate (non-zero only for names that replaced another once
+    /// the table was full).
+    pub error: u64,
+}
+
+#[derive(Default)]
+struct Activity {
+    total: u64,
+    recent: VecDeque<BlockedRequest>,
+    authorities: TopCounts,
+    tokens: TopCounts,
+}
+
+impl Activity {
+    fn push(&mut self, record: &AuditRecord) {
+        self.total += 1;
+        if self.recent.len() == RECENT_BLOCKS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(BlockedRequest {
+            at: record.timestamp.clone(),
+            method: record.method.clone(),
+            url: cut(&record.url, MAX_SHOWN_URL).to_owned(),
+            authority: record.domain.clone(),
+            token: record.product_token.clone(),
+            reason: record.reason.clone(),
+            client: record.client_address.clone(),
+        });
+        self.authorities.add(&record.domain);
+        self.tokens.add(record.product_token.as_deref().unwrap_or("(none)"));
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Counts of at most [`TOP_TRACKED`] names, by the "space-saving" scheme: when the table is
+/// full, a new name takes the place of the least counted one and inherits its count (recorded
+/// as the possible error). Names seen often stay; their counts are exact unless they entered
+/// late, and then over-estimated by at most `error`.
+#[derive(Default)]
+pub struct TopCounts {
+    counts: HashMap<String, (u64, u64)>,
+}
+
+impl TopCounts {
+    /// Counts one occurrence of `name`.
+    pub fn add(&mut self, name: &str) {
+        if let Some((count, _)) = self.counts.get_mut(name) {
+            *count += 1;
+            return;
+        }
+        if self.counts.len() < TOP_TRACKED {
+            self.counts.insert(name.to_owned(), (1, 0));
+            return;
+        }
+        let least =
+            self.counts.iter().min_by_key(|(_, (count, _))| *count).map(|(k, v)| (k.clone(), v.0));
+        if let Some((victim, floor)) = least {
+            self.counts.remove(&victim);
+            self.counts.insert(name.to_owned(), (floor + 1, floor));
+        }
+    }
+
+    /// The `n` most counted names, most first (ties by name).
+    pub fn top(&self, n: usize) -> Vec<Counted> {
+        let mut all: Vec<Counted> = self
+            .counts
+            .iter()
+            .map(|(name, &(count, error))| Counted { name: name.clone(), count, error })
+            .collect();
+        all.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+        all.truncate(n);
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_in_the_text() {
+        let h = LatencyHistogram::default();
+        h.observe(Duration::from_micros(10));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_secs(100));
+        assert_eq!(h.count(), 3);
+        let mut registry = Registry::default();
+        registry.register_with_unit("t", "test", Unit::Seconds, h.clone());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("# TYPE t_seconds histogram"), "{text}");
+        assert!(text.contains("t_seconds_count 3"), "{text}");
+        assert!(text.contains("t_seconds_bucket{le=\"0.00005\"} 1"), "{text}");
+        assert!(text.contains("t_seconds_bucket{le=\"0.0025\"} 1"), "{text}");
+        assert!(text.contains("t_seconds_bucket{le=\"0.005\"} 2"), "{text}");
+        assert!(text.contains("t_seconds_bucket{le=\"30.0\"} 2"), "{text}");
+        assert!(text.contains("t_seconds_bucket{le=\"+Inf\"} 3"), "{text}");
+        assert!(text.contains("t_seconds_sum 100.00301"), "{text}");
+    }
+
+    #[test]
+    fn top_counts_stay_bounded_and_keep_the_frequent() {
+        let mut top = TopCounts::default();
+        for _ in 0..50 {
+            top.add("often.example");
+        }
+        for i in 0..(TOP_TRACKED * 4) {
+            top.add(&format!("once-{i}.example"));
+        }
+        assert!(top.counts.len() <= TOP_TRACKED);
+        let best = top.top(3);
+        assert_eq!(best[0], Counted { name: "often.example".into(), count: 50, error: 0 });
+        assert!(best[1].count <= 50);
+    }
+
+    #[test]
+    fn cut_respects_characters() {
+        assert_eq!(cut("héllo", 2), "h");
+        assert_eq!(cut("héllo", 3), "hé");
+        assert_eq!(cut("abc", 10), "abc");
+    }
+}

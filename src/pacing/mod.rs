@@ -1,0 +1,494 @@
+//! Politeness: how fast requests may go to a site, across every crawler behind the proxy.
+//!
+//! robots.txt says where a crawler may go; `Crawl-delay` and plain courtesy say how fast. One
+//! crawler cannot know that twenty others of the same organisation hit the same site at once;
+//! the proxy sees them all, so it paces them together. Off by default (`pacing.enabled`).
+//!
+//! # What is enforced, per authority (the robots.txt key: scheme, host, port)
+//!
+//! * **Crawl-delay** (`pacing.obey_crawl_delay`): requests whose applicable robots.txt group
+//!   has a `Crawl-delay` start at least that delay apart. Requests whose delay comes from the
+//!   same `crawl-delay` line (the same group, whatever the product token that chose it) share
+//!   one spacing; requests governed by another group, or by none, do not wait for them. Delays
+//!   above `pacing.max_crawl_delay` count as that maximum.
+//! * **Rate** (`pacing.default_rps`, or the authority's entry in `pacing.sites`): all requests
+//!   to the authority together start at least `1 / rps` apart.
+//! * **Concurrency** (`pacing.default_concurrency`, or `pacing.sites`): at most that many
+//!   requests to the authority are in flight. A request holds its place from when it is
+//!   forwarded until the origin's response headers arrive (the [`PacePermit`] is dropped
+//!   then); streaming the body does not count.
+//!
+//! A request that must wait waits in a bounded per-authority queue (`pacing.queue_limit`) for
+//! at most `pacing.max_wait`. One that would wait longer (known on arrival for Crawl-delay and
+//! rate, since starts are reserved in order; found out after `max_wait` for a connection), or
+//! that finds the queue full, is refused with a [`Throttled`] error, which the proxy answers
+//! with `429 Too Many Requests` and `Retry-After`.
+//!
+//! Requests inside intercepted CONNECT tunnels are paced like plain ones; `tunnel` mode cannot
+//! see requests, so it is not paced.
+//!
+//! # Design
+//!
+//! The private `schedule` module is the pure core: it decides from instants it is given, so
+//! its rules are unit tested without sleeping. This layer sleeps on [`tokio::time`]
+//! (monotonic, and under the tests' control with paused time) rather than the robots cache's
+//! wall [`crate::clock::Clock`], and waits for free connections on a semaphore per authority.
+//!
+//! The state of an authority lives in a bounded cache keyed, like the robots cache beside it,
+//! by [`Authority`]. It is forgotten after it has not been used for longer than any spacing
+//! and wait could last (plus a margin for requests still in flight), so forgetting it changes
+//! no answer; at most [`MAX_SITES`] authorities are kept, the least recently used dropped
+//! first.
+//!
+//! [`Pacer::stats`] and [`Pacer::queue_depths`] are for metrics.
+
+mod schedule;
+mod section;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use crate::authority::Authority;
+use crate::cache::{RobotsRules, RobotsSnapshot};
+use crate::robots::{CrawlDelay, ProductToken};
+use schedule::{Bound, Lane, Limits, Refusal, Schedule};
+
+pub use section::{PacingError, PacingSection, SitePace, MAX_CONCURRENCY};
+
+/// Most authorities whose pacing state is kept at once.
+pub const MAX_SITES: u64 = 100_000;
+
+/// How long the state of an authority is kept after its last request, beyond the longest
+/// spacing and wait: covers requests still in flight (holding a connection) when the last
+/// one arrived.
+const IDLE_MARGIN: Duration = Duration::from_secs(5 * 60);
+
+/// The `Crawl-delay` that applies to `token` on the authority of `snapshot`, if robots.txt
+/// was parsed and its group for the token has one.
+pub fn crawl_delay(snapshot: &RobotsSnapshot, token: Option<&ProductToken>) -> Option<CrawlDelay> {
+    match &snapshot.rules {
+        RobotsRules::Parsed(robots) => robots.crawl_delay(token),
+        RobotsRules::AllowAll | RobotsRules::DisallowAll => None,
+    }
+}
+
+/// Paces requests per authority; see the [module documentation](self).
+///
+/// Shared by every connection (`Arc`); must be used inside a tokio runtime.
+pub struct Pacer {
+    enabled: Option<Enabled>,
+    counters: Counters,
+}
+
+/// The pacer's state when `pacing.enabled` is true.
+struct Enabled {
+    obey_crawl_delay: bool,
+    max_crawl_delay: Duration,
+    default: Limits,
+    overrides: HashMap<Authority, Limits>,
+    sites: moka::sync::Cache<Authority, Arc<Site>>,
+}
+
+/// One authority: its limits, its schedule and its connection slots.
+struct Site {
+    limits: Limits,
+    schedule: Mutex<Schedule>,
+    connections: Option<Arc<Semaphore>>,
+}
+
+impl Site {
+    fn new(limits: Limits) -> Site {
+        let connections =
+            limits.concurrency.map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS))));
+        Site { limits, schedule: Mutex::new(Schedule::default()), connections }
+    }
+
+    /// The schedule. Never held across an `.await`; a panic while it was held (a bug) leaves
+    /// bookkeeping that is still consistent enough to go on with.
+    fn schedule(&self) -> MutexGuard<'_, Schedule> {
+        self.schedule.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    delayed: AtomicU64,
+    delay_nanos: AtomicU64,
+    refused: AtomicU64,
+    waiting: AtomicU64,
+}
+
+/// Counters of what pacing did since the proxy started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PacingStats {
+    /// Requests that waited before being forwarded.
+    pub delayed: u64,
+    /// The time those requests waited, all together.
+    pub total_delay: Duration,
+    /// Requests refused with 429 (queue full, or the wait would have been too long).
+    pub refused: u64,
+    /// Requests waiting right now, all authorities together.
+    pub waiting: u64,
+    /// Authorities whose pacing state is kept (approximate: the cache counts lazily).
+    pub sites: u64,
+}
+
+/// Leave to forward one request. Dropping it frees the request's connection slot (with a
+/// concurrency limit): keep it until the origin's response headers have arrived.
+#[derive(Debug, Default)]
+#[must_use = "the request's connection slot is freed when the permit is dropped"]
+pub struct PacePermit {
+    _connection: Option<OwnedSemaphorePermit>,
+}
+
+/// A request refused because it would break the pace of its authority: answered with 429.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{authority} is paced ({pace}) and {cause}")]
+#[non_exhaustive]
+pub struct Throttled {
+    /// The authority.
+    pub authority: Authority,
+    /// The part of the pace that held the request back.
+    pub pace: Pace,
+    /// Why it could not wait.
+    pub cause: ThrottleCause,
+    /// When to try again: the wait it would have needed, in whole seconds, at least 1 (what
+    /// `Retry-After` says).
+    pub retry_after: Duration,
+}
+
+/// The part of an authority's pace that held a request back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Pace {
+    /// The `Crawl-delay` of the request's robots.txt group (capped by
+    /// `pacing.max_crawl_delay`).
+    CrawlDelay {
+        /// The delay applied.
+        delay: Duration,
+        /// The `crawl-delay` line in robots.txt.
+        line: u32,
+    },
+    /// The authority's rate: one request every `interval`.
+    Rate {
+        /// `1 / rps`.
+        interval: Duration,
+    },
+    /// The authority's concurrency limit.
+    Concurrency {
+        /// Requests in flight at once.
+        max: usize,
+    },
+}
+
+impl fmt::Display for Pace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pace::CrawlDelay { delay, line } => {
+                write!(f, "Crawl-delay {} from robots.txt line {line}", show(*delay))
+            }
+            Pace::Rate { interval } => write!(f, "one request every {}", show(*interval)),
+            Pace::Concurrency { max } => write!(f, "at most {max} in flight"),
+        }
+    }
+}
+
+/// Why a request could not wait for its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ThrottleCause {
+    /// Its turn would come after `wait`, more than `pacing.max_wait`.
+    WaitTooLong {
+        /// The wait it would have needed.
+        wait: Duration,
+        /// `pacing.max_wait`.
+        max_wait: Duration,
+    },
+    /// `pacing.queue_limit` requests already wait for the authority.
+    QueueFull {
+        /// Requests waiting.
+        waiting: usize,
+        /// The wait it would have needed (zero when only a connection was missing).
+        wait: Duration,
+    },
+    /// No connection to the authority came free within `pacing.max_wait`.
+    NoConnection {
+        /// `pacing.max_wait`.
+        max_wait: Duration,
+    },
+}
+
+impl fmt::Display for ThrottleCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThrottleCause::WaitTooLong { wait, max_wait } => write!(
+                f,
+                "the request would have to wait {}, longer than pacing.max_wait ({})",
+                show(*wait),
+                show(*max_wait)
+            ),
+            ThrottleCause::QueueFull { waiting, wait } if wait.is_zero() => write!(
+                f,
+                "its queue is full (pacing.queue_limit: {waiting} waiting) with no free connection"
+            ),
+            ThrottleCause::QueueFull { waiting, wait } => write!(
+                f,
+                "its queue is full (pacing.queue_limit: {waiting} waiting); this request would \
+                 have waited {}",
+                show(*wait)
+            ),
+            ThrottleCause::NoConnection { max_wait } => write!(
+                f,
+                "no connection to it came free within pacing.max_wait ({})",
+                show(*max_wait)
+            ),
+        }
+    }
+}
+
+/// A duration for people: to the millisecond, rounded up (so a wait is never understated).
+fn show(d: Duration) -> String {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    let ms = u64::try_from(ms).unwrap_or(u64::MAX);
+    humantime::format_duration(Duration::from_millis(ms)).to_string()
+}
+
+/// `Retry-After` for a wait: whole seconds, rounded up, at least one.
+fn retry_after(wait: Duration) -> Duration {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    Duration::from_secs(secs.max(1))
+}
+
+/// Counts a request as waiting until dropped, in its authority's queue and in the stats, so a
+/// request whose client hangs up while waiting leaves the queue all the same.
+struct Queued<'a> {
+    site: &'a Site,
+    counters: &'a Counters,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.site.schedule().leave();
+        self.counters.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Pacer {
+    /// A pacer for `section`; it does nothing when `section.enabled` is false.
+    pub fn new(section: &PacingSection) -> Result<Self, PacingError> {
+        let (default, sites) = section.resolve()?;
+        let counters = Counters::default();
+        if !section.enabled {
+            return Ok(Pacer { enabled: None, counters });
+        }
+        let longest_interval = sites
+            .iter()
+            .map(|(_, l)| l)
+            .chain([&default])
+            .filter_map(|l| l.interval)
+            .max()
+            .unwrap_or_default();
+        let longest_spacing = longest_interval.max(section.max_crawl_delay);
+        let idle = longest_spacing.saturating_add(section.max_wait).saturating_add(IDLE_MARGIN);
+        let cache = moka::sync::Cache::builder().max_capacity(MAX_SITES).time_to_idle(idle).build();
+        Ok(Pacer {
+            enabled: Some(Enabled {
+                obey_crawl_delay: section.obey_crawl_delay,
+                max_crawl_delay: section.max_crawl_delay,
+                default,
+                overrides: sites.into_iter().collect(),
+                sites: cache,
+            }),
+            counters,
+        })
+    }
+
+    /// A pacer that lets everything through at once.
+    pub fn disabled() -> Self {
+        Pacer { enabled: None, counters: Counters::default() }
+    }
+
+    /// Whether requests are paced at all.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.is_some()
+    }
+
+    /// Waits until a request for `token` to `authority`, whose robots.txt is `snapshot`, may
+    /// be forwarded without breaking the authority's pace: [`Pacer::admit_with_delay`] with the
+    /// applicable [`crawl_delay`], which is looked up only when pacing is on (the look-up is
+    /// not free, and the proxy's hot path runs this for every request).
+    pub async fn admit(
+        &self,
+        authority: &Authority,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+    ) -> Result<PacePermit, Throttled> {
+        let Some(on) = &self.enabled else { return Ok(PacePermit::default()) };
+        let delay = if on.obey_crawl_delay { crawl_delay(snapshot, token) } else { None };
+        self.admit_with_delay(authority, delay).await
+    }
+
+    /// Waits until a request to `authority` may be forwarded without breaking its pace, given
+    /// the `Crawl-delay` of the robots.txt group that applies to the request (see
+    /// [`crawl_delay`]). Returns at once when pacing is off or nothing limits the request.
+    ///
+    /// Refuses, without waiting, a request whose turn would come after `pacing.max_wait` or
+    /// that finds `pacing.queue_limit` requests already waiting; a request that waits for a
+    /// free connection is refused when none comes free within `pacing.max_wait`.
+    ///
+    /// Cancel-safe: dropping the future while it waits gives its place in the queue back (its
+    /// reserved start stays taken, which only spaces later requests a little more).
+    pub async fn admit_with_delay(
+        &self,
+        authority: &Authority,
+        crawl_delay: Option<CrawlDelay>,
+    ) -> Result<PacePermit, Throttled> {
+        let Some(on) = &self.enabled else { return Ok(PacePermit::default()) };
+        let lane = crawl_delay
+            .filter(|_| on.obey_crawl_delay)
+            .and_then(|d| Lane::new(d.line(), d.duration(), on.max_crawl_delay));
+        let limits = on.overrides.get(authority).copied().unwrap_or(on.default);
+        if lane.is_none() && limits.is_unlimited() {
+            return Ok(PacePermit::default());
+        }
+        let site = on.sites.get_with_by_ref(authority, || Arc::new(Site::new(limits)));
+        let limits = site.limits;
+        let arrival = Instant::now();
+        let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
+        let connection_free = site.connections.as_ref().is_none_or(|c| c.available_permits() > 0);
+        let reserved = site.schedule().reserve(arrival, lane, &limits, connection_free);
+        let slot = match reserved {
+            Ok(slot) => slot,
+            Err(refusal) => return Err(self.refused(authority, lane, &limits, refusal)),
+        };
+        self.counters.waiting.fetch_add(1, Ordering::Relaxed);
+        let queued = Queued { site: &site, counters: &self.counters };
+        let mut waited = false;
+        if slot.start > arrival {
+            waited = true;
+            tokio::time::sleep_until(slot.start).await;
+        }
+        let connection = match &site.connections {
+            None => None,
+            Some(connections) => match connections.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    waited = true;
+                    let wait =
+                        tokio::time::timeout_at(deadline, connections.clone().acquire_owned());
+                    match wait.await {
+                        Ok(Ok(permit)) => Some(permit),
+                        // Timed out (or the semaphore closed, which it never is).
+                        Ok(Err(_)) | Err(_) => {
+                            drop(queued);
+                            return Err(self.throttled(
+                                authority,
+                                Pace::Concurrency { max: limits.concurrency.unwrap_or_default() },
+                                ThrottleCause::NoConnection { max_wait: limits.max_wait },
+                                Duration::ZERO,
+                            ));
+                        }
+                    }
+                }
+            },
+        };
+        let now = Instant::now();
+        let begun = site.schedule().begin(now, lane, &limits, deadline);
+        match begun {
+            Ok(start) if start > now => {
+                waited = true;
+                tokio::time::sleep_until(start).await;
+            }
+            Ok(_) => {}
+            Err((start, bound)) => {
+                drop(queued);
+                let refusal = Refusal::TooLong { wait: start - arrival, bound };
+                return Err(self.refused(authority, lane, &limits, refusal));
+            }
+        }
+        drop(queued);
+        if waited {
+            let nanos = u64::try_from(arrival.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.counters.delayed.fetch_add(1, Ordering::Relaxed);
+            self.counters.delay_nanos.fetch_add(nanos, Ordering::Relaxed);
+        }
+        Ok(PacePermit { _connection: connection })
+    }
+
+    /// The [`Throttled`] error for a refusal of the core, counted.
+    fn refused(
+        &self,
+        authority: &Authority,
+        lane: Option<Lane>,
+        limits: &Limits,
+        refusal: Refusal,
+    ) -> Throttled {
+        let (bound, cause, wait) = match refusal {
+            Refusal::TooLong { wait, bound } => {
+                (bound, ThrottleCause::WaitTooLong { wait, max_wait: limits.max_wait }, wait)
+            }
+            Refusal::QueueFull { waiting, wait, bound } => {
+                (bound, ThrottleCause::QueueFull { waiting, wait }, wait)
+            }
+        };
+        let pace = match (bound, lane, limits.interval) {
+            (Bound::CrawlDelay, Some(lane), _) => {
+                Pace::CrawlDelay { delay: lane.delay, line: lane.line }
+            }
+            (Bound::Rate, _, Some(interval)) => Pace::Rate { interval },
+            _ => Pace::Concurrency { max: limits.concurrency.unwrap_or_default() },
+        };
+        self.throttled(authority, pace, cause, wait)
+    }
+
+    fn throttled(
+        &self,
+        authority: &Authority,
+        pace: Pace,
+        cause: ThrottleCause,
+        wait: Duration,
+    ) -> Throttled {
+        self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        Throttled { authority: authority.clone(), pace, cause, retry_after: retry_after(wait) }
+    }
+
+    /// What pacing has done so far.
+    pub fn stats(&self) -> PacingStats {
+        let c = &self.counters;
+        PacingStats {
+            delayed: c.delayed.load(Ordering::Relaxed),
+            total_delay: Duration::from_nanos(c.delay_nanos.load(Ordering::Relaxed)),
+            refused: c.refused.load(Ordering::Relaxed),
+            waiting: c.waiting.load(Ordering::Relaxed),
+            sites: self.enabled.as_ref().map_or(0, |on| on.sites.entry_count()),
+        }
+    }
+
+    /// Requests waiting for `authority` right now.
+    pub fn queue_depth(&self, authority: &Authority) -> usize {
+        let Some(on) = &self.enabled else { return 0 };
+        // `iter` would not keep the entry alive, but is linear; one look-up is fine here.
+        on.sites.get(authority).map_or(0, |site| site.schedule().waiting())
+    }
+
+    /// Every authority with requests waiting, and how many: for a per-authority queue-depth
+    /// gauge. Reading does not keep idle state alive.
+    pub fn queue_depths(&self) -> Vec<(Authority, usize)> {
+        let Some(on) = &self.enabled else { return Vec::new() };
+        on.sites
+            .iter()
+            .map(|(authority, site)| (authority.as_ref().clone(), site.schedule().waiting()))
+            .filter(|(_, waiting)| *waiting > 0)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,508 @@
+//! The scheduling core of pacing: when may the next request to one authority start?
+//!
+//! Pure bookkeeping, no I/O and no clock of its own: every call takes `now`, so the rules can
+//! be tested with instants made up by the test, without sleeping. The async layer in
+//! [`super`] asks this core, sleeps as told, and reports back.
+//!
+//! # Model
+//!
+//! One [`Schedule`] per authority holds:
+//!
+//! * a **rate spacing** (`1 / rps`), shared by every request to the authority;
+//! * one **lane** per robots.txt `Crawl-delay` line in use: requests whose applicable
+//!   Crawl-delay comes from the same line (the same group) are spaced by that delay, whatever
+//!   their product tokens; other requests do not wait for them;
+//! * the number of requests **waiting** (admitted, not yet started), against `queue_limit`.
+//!
+//! Each spacing keeps two instants. `next` is the earliest start still free to *reserve*: a
+//! request arriving at `now` is given `max(now, rate.next, lane.next)` and moves both `next`s
+//! on by their spacing, so requests that arrive together are handed successive slots and the
+//! wait is known on arrival (a wait longer than `max_wait` is refused at once, not after
+//! waiting). `last` is the last *actual* start: when a request finally starts (after waiting
+//! for its slot and, with a concurrency limit, for a free connection) [`Schedule::begin`]
+//! spaces it from `last` too, so requests that bunch up behind a concurrency limit or a late
+//! timer still start at least one spacing apart.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The longest spacing or wait the core deals in. Configuration is validated to stay below
+/// it; the core clamps as well, so that instant arithmetic can never overflow.
+pub(crate) const MAX_SPACING: Duration = Duration::from_secs(24 * 3600);
+
+/// The pace of one authority, resolved from `[pacing]` and its per-site overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Least time between two request starts to the authority (`1 / rps`); `None`: no rate
+    /// limit.
+    pub(crate) interval: Option<Duration>,
+    /// Most requests to the authority in flight at once; `None`: no limit. Enforced by the
+    /// async layer (a semaphore); the core only needs to know whether one is free.
+    pub(crate) concurrency: Option<usize>,
+    /// Most requests waiting for the authority at once.
+    pub(crate) queue_limit: usize,
+    /// Longest a request may wait before it starts.
+    pub(crate) max_wait: Duration,
+}
+
+impl Limits {
+    /// Limits with every duration clamped to [`MAX_SPACING`] and a zero interval treated as
+    /// none.
+    pub(crate) fn new(
+        interval: Option<Duration>,
+        concurrency: Option<usize>,
+        queue_limit: usize,
+        max_wait: Duration,
+    ) -> Self {
+        Limits {
+            interval: interval.filter(|i| !i.is_zero()).map(|i| i.min(MAX_SPACING)),
+            concurrency: concurrency.filter(|&c| c > 0),
+            queue_limit,
+            max_wait: max_wait.min(MAX_SPACING),
+        }
+    }
+
+    /// Whether the authority has no rate and no concurrency limit: only Crawl-delay lanes can
+    /// make its requests wait.
+    pub(crate) fn is_unlimited(&self) -> bool {
+        self.interval.is_none() && self.concurrency.is_none()
+    }
+}
+
+/// The Crawl-delay lane a request belongs to: the robots.txt line its delay comes from, and
+/// the delay (already capped by `pacing.max_crawl_delay`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lane {
+    /// The 1-based line of the `crawl-delay` in robots.txt: one per group, so it names the
+    /// group whose delay applies.
+    pub(crate) line: u32,
+    /// The spacing of the lane; never zero (a zero delay is no lane).
+    pub(crate) delay: Duration,
+}
+
+impl Lane {
+    /// The lane for a delay from `line`, capped at `max`; `None` when the delay is zero.
+    pub(crate) fn new(line: u32, delay: Duration, max: Duration) -> Option<Lane> {
+        let delay = delay.min(max).min(MAX_SPACING);
+        (!delay.is_zero()).then_some(Lane { line, delay })
+    }
+}
+
+/// What held a request back: the part of the pace that set its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// The Crawl-delay of its lane.
+    CrawlDelay,
+    /// The authority's rate.
+    Rate,
+    /// The authority's concurrency limit.
+    Concurrency,
+}
+
+/// Why the core will not let a request wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The request would start only after `wait`, more than `max_wait`.
+    TooLong {
+        /// The wait it would have needed.
+        wait: Duration,
+        /// What set that wait.
+        bound: Bound,
+    },
+    /// The request would have to wait, and `queue_limit` requests already do.
+    QueueFull {
+        /// Requests waiting.
+        waiting: usize,
+        /// The wait it would have needed (zero when only a free connection was missing).
+        wait: Duration,
+        /// What made it wait.
+        bound: Bound,
+    },
+}
+
+/// A reserved start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    /// When the request may start, at the earliest.
+    pub(crate) start: Instant,
+    /// What set `start`, when it is later than the arrival.
+    pub(crate) bound: Option<Bound>,
+}
+
+/// One spacing: the earliest start still free to reserve, and the last actual start.
+#[derive(Debug, Clone, Copy, Default)]
+struct Spacing {
+    next: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Spacing {
+    /// The earliest start a new reservation may get.
+    fn reservable(&self) -> Option<Instant> {
+        self.next
+    }
+
+    /// The earliest actual start, `gap` after the last one.
+    fn startable(&self, gap: Duration) -> Option<Instant> {
+        self.last.map(|last| later(last, gap))
+    }
+
+    fn reserve(&mut self, start: Instant, gap: Duration) {
+        self.next = Some(later(start, gap));
+    }
+
+    fn begin(&mut self, start: Instant, gap: Duration) {
+        self.last = Some(start);
+        let after = later(start, gap);
+        self.next = Some(self.next.map_or(after, |n| n.max(after)));
+    }
+}
+
+/// `t + d`. The durations are clamped to [`MAX_SPACING`], so this cannot overflow in practice;
+/// should it ever, the spacing is lost for that once rather than the proxy panicking.
+fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d).unwrap_or(t)
+}
+
+/// The pacing state of one authority.
+#[derive(Debug, Default)]
+pub(crate) struct Schedule {
+    rate: Spacing,
+    /// Crawl-delay lanes in use: a handful at most (one per group of the robots.txt).
+    lanes: Vec<(u32, Spacing)>,
+    /// Requests admitted and not yet started.
+    waiting: usize,
+}
+
+impl Schedule {
+    /// Requests admitted and not yet started: the queue depth.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Reserves a start for a request arriving at `now` in `lane` (if it has a Crawl-delay),
+    /// or refuses it. `connection_free` tells whether the concurrency limit has room right now.
+    ///
+    /// On success the request counts as waiting until [`Schedule::leave`] is called, whether
+    /// it had to wait or not; a refused request reserves nothing.
+    pub(crate) fn reserve(
+        &mut self,
+        now: Instant,
+        lane: Option<Lane>,
+        limits: &Limits,
+        connection_free: bool,
+    ) -> Result<Slot, Refusal> {
+        self.prune(now);
+        let mut start = now;
+        let mut bound = None;
+        if limits.interval.is_some() {
+            if let Some(next) = self.rate.reservable().filter(|&n| n > start) {
+                start = next;
+                bound = Some(Bound::Rate);
+            }
+        }
+        if let Some(lane) = lane {
+            if let Some(next) = self.lane(lane.line).and_then(Spacing::reservable) {
+                if next > start || (next == start && bound.is_some()) {
+                    start = next;
+                    bound = Some(Bound::CrawlDelay);
+                }
+            }
+        }
+        let wait = start - now;
+        if let Some(bound) = bound.filter(|_| wait > limits.max_wait) {
+            return Err(Refusal::TooLong { wait, bound });
+        }
+        let must_wait = bound.is_some() || !connection_free;
+        if must_wait && self.waiting >= limits.queue_limit {
+            let bound = bound.unwrap_or(Bound::Concurrency);
+            return Err(Refusal::QueueFull { waiting: self.waiting, wait, bound });
+        }
+        if let Some(interval) = limits.interval {
+            self.rate.reserve(start, interval);
+        }
+        if let Some(lane) = lane {
+            self.lane_mut(lane.line).reserve(start, lane.delay);
+        }
+        self.waiting += 1;
+        Ok(Slot { start, bound })
+    }
+
+    /// The request that reserved a slot may start at `now` (its slot has come and, with a
+    /// concurrency limit, it holds a connection): the instant it may actually start, spaced
+    /// from the last actual starts, which is recorded as its start. When that instant is
+    /// after `deadline`, nothing is recorded and the error is that instant and what set it.
+    pub(crate) fn begin(
+        &mut self,
+        now: Instant,
+        lane: Option<Lane>,
+        limits: &Limits,
+        deadline: Instant,
+    ) -> Result<Instant, (Instant, Bound)> {
+        let mut start = now;
+        let mut bound = None;
+        if let Some(interval) = limits.interval {
+            if let Some(next) = self.rate.startable(interval).filter(|&s| s > start) {
+                start = next;
+                bound = Some(Bound::Rate);
+            }
+        }
+        if let Some(lane) = lane {
+            let startable = self.lane(lane.line).and_then(|s| s.startable(lane.delay));
+            if let Some(next) = startable.filter(|&s| s > start) {
+                start = next;
+                bound = Some(Bound::CrawlDelay);
+            }
+        }
+        if let Some(bound) = bound.filter(|_| start > deadline) {
+            return Err((start, bound));
+        }
+        if let Some(interval) = limits.interval {
+            self.rate.begin(start, interval);
+        }
+        if let Some(lane) = lane {
+            self.lane_mut(lane.line).begin(start, lane.delay);
+        }
+        Ok(start)
+    }
+
+    /// A request admitted by [`Schedule::reserve`] has started, given up or been refused
+    /// later: it no longer waits.
+    pub(crate) fn leave(&mut self) {
+        self.waiting = self.waiting.saturating_sub(1);
+    }
+
+    fn lane(&self, line: u32) -> Option<&Spacing> {
+        self.lanes.iter().find(|(l, _)| *l == line).map(|(_, s)| s)
+    }
+
+    fn lane_mut(&mut self, line: u32) -> &mut Spacing {
+        let index = match self.lanes.iter().position(|(l, _)| *l == line) {
+            Some(i) => i,
+            None => {
+                self.lanes.push((line, Spacing::default()));
+                self.lanes.len() - 1
+            }
+        };
+        &mut self.lanes[index].1
+    }
+
+    /// Drops lanes that no longer constrain anything, so a robots.txt that changes its lines
+    /// over time does not grow the list.
+    fn prune(&mut self, now: Instant) {
+        self.lanes.retain(|(_, s)| s.next.is_some_and(|n| n > now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn limits(interval_ms: u64, queue_limit: usize, max_wait_ms: u64) -> Limits {
+        Limits::new(
+            Some(MS * interval_ms as u32),
+            None,
+            queue_limit,
+            Duration::from_millis(max_wait_ms),
+        )
+    }
+
+    fn lane(line: u32, delay_ms: u64) -> Option<Lane> {
+        Lane::new(line, Duration::from_millis(delay_ms), Duration::from_secs(60))
+    }
+
+    /// Reserves and starts at once (begin at the slot), as a request that waits its turn does.
+    fn run(s: &mut Schedule, now: Instant, lane: Option<Lane>, l: &Limits) -> Instant {
+        let slot = s.reserve(now, lane, l, true).expect("admitted");
+        let start = s.begin(slot.start, lane, l, slot.start + l.max_wait).expect("starts");
+        s.leave();
+        start
+    }
+
+    #[test]
+    fn no_limits_never_wait() {
+        let t0 = Instant::now();
+        let l = Limits::new(None, None, 0, Duration::from_secs(1));
+        let mut s = Schedule::default();
+        for _ in 0..5 {
+            assert_eq!(run(&mut s, t0, None, &l), t0);
+        }
+        assert!(l.is_unlimited());
+        assert_eq!(s.waiting(), 0);
+    }
+
+    #[test]
+    fn a_lane_spaces_its_requests_by_the_delay() {
+        let t0 = Instant::now();
+        let l = Limits::new(None, None, 100, Duration::from_secs(30));
+        let slow = lane(2, 200);
+        let mut s = Schedule::default();
+        let starts: Vec<_> = (0..10).map(|_| run(&mut s, t0, slow, &l)).collect();
+        for (i, start) in starts.iter().enumerate() {
+            assert_eq!(*start - t0, MS * 200 * i as u32, "request {i}");
+        }
+        // The whole series spans 9 delays.
+        assert_eq!(starts[9] - starts[0], Duration::from_millis(1800));
+    }
+
+    #[test]
+    fn other_lanes_and_no_lane_do_not_wait_for_a_lane() {
+        let t0 = Instant::now();
+        let l = Limits::new(None, None, 100, Duration::from_secs(30));
+        let mut s = Schedule::default();
+        assert_eq!(run(&mut s, t0, lane(2, 1000), &l), t0);
+        assert_eq!(run(&mut s, t0, lane(2, 1000), &l), t0 + Duration::from_secs(1));
+        // Another group's delay, and a request with no delay at all, start at once.
+        assert_eq!(run(&mut s, t0, lane(7, 500), &l), t0);
+        for _ in 0..5 {
+            assert_eq!(run(&mut s, t0, None, &l), t0);
+        }
+    }
+
+    #[test]
+    fn the_rate_applies_to_every_request_together() {
+        let t0 = Instant::now();
+        let l = limits(100, 100, 30_000);
+        let mut s = Schedule::default();
+        assert_eq!(run(&mut s, t0, None, &l), t0);
+        assert_eq!(run(&mut s, t0, lane(3, 10), &l), t0 + MS * 100);
+        assert_eq!(run(&mut s, t0, None, &l), t0 + MS * 200);
+        // Later arrivals past the reservations start when they arrive.
+        assert_eq!(run(&mut s, t0 + MS * 1000, None, &l), t0 + MS * 1000);
+    }
+
+    #[test]
+    fn the_later_of_rate_and_lane_wins_and_is_named() {
+        let t0 = Instant::now();
+        let l = limits(100, 100, 30_000);
+        let mut s = Schedule::default();
+        run(&mut s, t0, lane(2, 500), &l);
+        let slot = s.reserve(t0, lane(2, 500), &l, true).unwrap();
+        assert_eq!(slot, Slot { start: t0 + MS * 500, bound: Some(Bound::CrawlDelay) });
+        let slot = s.reserve(t0, None, &l, true).unwrap();
+        // The rate's next slot is after the lane's reservation: 600 ms.
+        assert_eq!(slot, Slot { start: t0 + MS * 600, bound: Some(Bound::Rate) });
+    }
+
+    #[test]
+    fn a_wait_beyond_max_wait_is_refused_and_reserves_nothing() {
+        let t0 = Instant::now();
+        let l = limits(1000, 100, 1500);
+        let mut s = Schedule::default();
+        run(&mut s, t0, None, &l); // 0 s
+        assert_eq!(s.reserve(t0, None, &l, true).unwrap().start, t0 + MS * 1000);
+        let refusal = s.reserve(t0, None, &l, true).unwrap_err();
+        assert_eq!(refusal, Refusal::TooLong { wait: MS * 2000, bound: Bound::Rate });
+        // Refusing reserved nothing: the same wait is asked for again.
+        assert_eq!(s.reserve(t0, None, &l, true).unwrap_err(), refusal);
+        assert_eq!(s.waiting(), 1);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_only_requests_that_would_wait() {
+        let t0 = Instant::now();
+        let l = limits(100, 2, 30_000);
+        let mut s = Schedule::default();
+        let first = s.reserve(t0, None, &l, true).unwrap();
+        assert_eq!(first.bound, None);
+        s.begin(t0, None, &l, t0).unwrap();
+        s.leave();
+        s.reserve(t0, None, &l, true).unwrap();
+        s.reserve(t0, None, &l, true).unwrap();
+        assert_eq!(s.waiting(), 2);
+        let refusal = s.reserve(t0, None, &l, true).unwrap_err();
+        assert_eq!(refusal, Refusal::QueueFull { waiting: 2, wait: MS * 300, bound: Bound::Rate });
+        // Once one has left, there is room again.
+        s.leave();
+        assert_eq!(s.reserve(t0, None, &l, true).unwrap().start, t0 + MS * 300);
+        // A request that would not wait is never refused for the queue.
+        let later = t0 + Duration::from_secs(10);
+        assert_eq!(s.reserve(later, None, &l, true).unwrap().start, later);
+    }
+
+    #[test]
+    fn queue_limit_zero_admits_only_requests_that_start_at_once() {
+        let t0 = Instant::now();
+        let l = limits(100, 0, 30_000);
+        let mut s = Schedule::default();
+        assert_eq!(run(&mut s, t0, None, &l), t0);
+        assert!(matches!(s.reserve(t0, None, &l, true), Err(Refusal::QueueFull { .. })));
+        assert_eq!(run(&mut s, t0 + MS * 100, None, &l), t0 + MS * 100);
+    }
+
+    #[test]
+    fn a_busy_connection_limit_counts_as_waiting() {
+        let t0 = Instant::now();
+        let l = Limits::new(None, Some(1), 1, Duration::from_secs(5));
+        let mut s = Schedule::default();
+        assert_eq!(s.reserve(t0, None, &l, false).unwrap(), Slot { start: t0, bound: None });
+        let refusal = s.reserve(t0, None, &l, false).unwrap_err();
+        assert_eq!(
+            refusal,
+            Refusal::QueueFull { waiting: 1, wait: Duration::ZERO, bound: Bound::Concurrency }
+        );
+        // With a free connection it would not wait, so the queue does not matter.
+        assert!(s.reserve(t0, None, &l, true).is_ok());
+    }
+
+    #[test]
+    fn begin_spaces_requests_that_bunched_up() {
+        // Two requests reserved 100 ms apart but both held back (by a concurrency limit) until
+        // 1 s: the second still starts 100 ms after the first.
+        let t0 = Instant::now();
+        let l = limits(100, 10, 30_000);
+        let mut s = Schedule::default();
+        let a = s.reserve(t0, lane(2, 300), &l, true).unwrap();
+        let b = s.reserve(t0, lane(2, 300), &l, true).unwrap();
+        assert_eq!((a.start, b.start), (t0, t0 + MS * 300));
+        let late = t0 + Duration::from_secs(1);
+        let deadline = t0 + Duration::from_secs(30);
+        assert_eq!(s.begin(late, lane(2, 300), &l, deadline), Ok(late));
+        assert_eq!(s.begin(late, lane(2, 300), &l, deadline), Ok(late + MS * 300));
+        // New reservations come after the actual starts.
+        let c = s.reserve(late, None, &l, true).unwrap();
+        assert_eq!(c.start, late + MS * 400);
+    }
+
+    #[test]
+    fn begin_past_the_deadline_records_nothing() {
+        let t0 = Instant::now();
+        let l = limits(1000, 10, 30_000);
+        let mut s = Schedule::default();
+        assert_eq!(s.begin(t0, None, &l, t0), Ok(t0));
+        // The next may start at 1 s; a deadline of 0.5 s refuses it, and records nothing.
+        assert_eq!(
+            s.begin(t0 + MS * 10, None, &l, t0 + MS * 500),
+            Err((t0 + MS * 1000, Bound::Rate))
+        );
+        assert_eq!(s.begin(t0 + MS * 10, None, &l, t0 + MS * 2000), Ok(t0 + MS * 1000));
+    }
+
+    #[test]
+    fn crawl_delay_is_capped_and_zero_is_no_lane() {
+        let cap = Duration::from_secs(2);
+        assert_eq!(Lane::new(4, Duration::from_secs(3600), cap).unwrap().delay, cap);
+        assert_eq!(Lane::new(4, Duration::ZERO, cap), None);
+        assert_eq!(Lane::new(4, Duration::MAX, Duration::MAX).unwrap().delay, MAX_SPACING);
+        let l = Limits::new(Some(Duration::ZERO), Some(0), 1, Duration::MAX);
+        assert!(l.is_unlimited());
+        assert_eq!(l.max_wait, MAX_SPACING);
+    }
+
+    #[test]
+    fn idle_lanes_are_dropped() {
+        let t0 = Instant::now();
+        let l = limits(100, 10, 30_000);
+        let mut s = Schedule::default();
+        for line in 1..=20 {
+            run(&mut s, t0, lane(line, 50), &l);
+        }
+        assert_eq!(s.lanes.len(), 20);
+        let much_later = t0 + Duration::from_secs(60);
+        run(&mut s, much_later, lane(1, 50), &l);
+        assert_eq!(s.lanes.len(), 1);
+    }
+}

@@ -1,0 +1,191 @@
+//! AI usage preferences in the data path (see [`crate::usage`]): refuse a request whose path
+//! carries a disallowing preference for an enforced purpose, withhold a response whose
+//! `Content-Usage` header disallows it, and tell annotated crawlers the merged preference.
+
+use std::net::SocketAddr;
+
+use http::{header, HeaderValue, Response, StatusCode};
+
+use super::{answer, ProxyBody, Shared};
+use crate::audit::{AuditRecord, UsageAudit};
+use crate::authority::Authority;
+use crate::cache::RobotsSnapshot;
+use crate::robots::usage::{Preference, UsagePreferences};
+use crate::robots::ProductToken;
+use crate::usage::{Purpose, UsageBlock, UsagePolicy};
+
+/// The response header that carries usage preferences (draft-ietf-aipref-attach).
+pub(super) const CONTENT_USAGE: &str = "content-usage";
+
+/// What the request is, for the answers and audit records of this module.
+pub(super) struct Subject<'a> {
+    pub(super) client: SocketAddr,
+    pub(super) method: &'a http::Method,
+    pub(super) authority: &'a Authority,
+    pub(super) path: &'a str,
+    pub(super) user_agent: Option<&'a str>,
+    pub(super) token: Option<&'a ProductToken>,
+    pub(super) snapshot: &'a RobotsSnapshot,
+    pub(super) want_json: bool,
+}
+
+fn purposes_text(purposes: &[Purpose]) -> String {
+    purposes.iter().map(|p| p.category.label()).collect::<Vec<_>>().join(",")
+}
+
+/// The audit record for a usage event, built on the robots decision's record.
+fn record(
+    shared: &Shared,
+    subject: &Subject<'_>,
+    policy: &crate::policy::Policy,
+    action: &str,
+    reason: &str,
+    status: Option<u16>,
+    usage: UsageAudit,
+) -> AuditRecord {
+    let now = shared.clock.now();
+    let decision = policy.decide(subject.snapshot, subject.token, subject.path, now);
+    let url = format!("{}{}", subject.authority, subject.path);
+    let mut record = decision.audit_record(
+        now,
+        subject.client,
+        subject.method,
+        &url,
+        &subject.authority.to_string(),
+        subject.path,
+        subject.user_agent,
+        subject.token,
+        status,
+    );
+    record.action = action.to_owned();
+    record.outcome = if status.is_some() { "failure" } else { "success" }.to_owned();
+    record.reason = reason.to_owned();
+    record.usage = Some(usage);
+    record
+}
+
+/// The 403 for a usage preference, with its audit record.
+pub(super) async fn refuse(
+    shared: &Shared,
+    policy: &crate::policy::Policy,
+    subject: &Subject<'_>,
+    purposes: &[Purpose],
+    prefs: &UsagePreferences,
+    block: &UsageBlock,
+    action: &str,
+) -> Response<ProxyBody> {
+    let stated = prefs.get(block.category);
+    let usage = UsageAudit {
+        category: block.category.label().to_owned(),
+        value: stated.preference.as_str().to_owned(),
+        source: block.source.clone(),
+        purpose: purposes_text(purposes),
+        preferences: prefs.to_header(),
+    };
+    let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
+    shared.metrics.blocked(&rec);
+    if let Err(e) = shared.audit.record(rec).await {
+        tracing::error!(error = %e, "audit record could not be queued");
+    }
+    let url = format!("{}{}", subject.authority, subject.path);
+    let token = subject.token.map_or("(none)", |t| t.as_str());
+    let mut resp = if subject.want_json {
+        let body = serde_json::json!({
+            "error": "usage_disallowed",
+            "url": url,
+            "product_token": subject.token.map(|t| t.as_str()),
+            "purpose": block.category.label(),
+            "preference": format!("{}={}", block.category.label(), stated.preference.as_str()),
+            "source": block.source,
+            "line": block.line,
+            "reason": block.reason,
+        });
+        let mut r = Response::new(answer::full(body.to_string()));
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r
+    } else {
+        let body = format!(
+            "403 Forbidden: the site's AI usage preferences do not allow this crawler's purpose.\n\
+             \n\
+             URL:           {url}\n\
+             Product token: {token}\n\
+             Purpose:       {purpose}\n\
+             Preference:    {label}={value} ({source})\n\
+             robots.txt:    {robots}\n\
+             Reason:        {reason}\n",
+            purpose = block.category.label(),
+            label = block.category.label(),
+            value = stated.preference.as_str(),
+            source = block.source,
+            robots = subject.snapshot.robots_url,
+            reason = block.reason,
+        );
+        let mut r = Response::new(answer::full(body));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        r
+    };
+    *resp.status_mut() = StatusCode::FORBIDDEN;
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp.headers_mut()
+        .insert("proxy-status", answer::proxy_status("http_request_denied", &block.reason));
+    resp
+}
+
+/// Applies the response's `Content-Usage` header: withholds the response when an enforced
+/// purpose is disallowed, otherwise annotates it (for annotated purposes) and audits known
+/// preferences.
+pub(super) async fn on_response(
+    shared: &Shared,
+    policy: &crate::policy::Policy,
+    usage: &UsagePolicy,
+    subject: &Subject<'_>,
+    purposes: &[Purpose],
+    mut prefs: UsagePreferences,
+    mut resp: Response<ProxyBody>,
+) -> Response<ProxyBody> {
+    for value in resp.headers().get_all(CONTENT_USAGE) {
+        if let Ok(text) = value.to_str() {
+            prefs.add_header(text);
+        }
+    }
+    if let Some(block) = usage.blocking(purposes, &prefs) {
+        // The body is dropped with `resp`: the content never reaches the crawler.
+        drop(resp);
+        return refuse(shared, policy, subject, purposes, &prefs, &block, "usage_withhold").await;
+    }
+    if UsagePolicy::annotates(purposes) {
+        resp.headers_mut().remove(CONTENT_USAGE);
+        if let Some(merged) = prefs.to_header() {
+            if let Ok(v) = HeaderValue::from_str(&merged) {
+                resp.headers_mut().insert(CONTENT_USAGE, v);
+            }
+            // Audit every annotated response whose preference is known.
+            let first = purposes
+                .iter()
+                .map(|p| (p, prefs.get(p.category)))
+                .find(|(_, s)| s.preference != Preference::Unknown);
+            if let Some((p, stated)) = first {
+                let source = match (stated.line, stated.from_header) {
+                    (Some(l), true) => format!("robots.txt line {l} and response header"),
+                    (Some(l), false) => format!("robots.txt line {l}"),
+                    (None, true) => "response header".to_owned(),
+                    (None, false) => "robots.txt".to_owned(),
+                };
+                let usage = UsageAudit {
+                    category: p.category.label().to_owned(),
+                    value: stated.preference.as_str().to_owned(),
+                    source,
+                    purpose: purposes_text(purposes),
+                    preferences: Some(merged.clone()),
+                };
+                let reason = format!("forwarded with Content-Usage: {merged}");
+                let rec = record(shared, subject, policy, "usage_annotate", &reason, None, usage);
+                if let Err(e) = shared.audit.record(rec).await {
+                    tracing::error!(error = %e, "audit record could not be queued");
+                }
+            }
+        }
+    }
+    resp
+}

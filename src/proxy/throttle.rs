@@ -1,0 +1,113 @@
+//! The answer to a request that would break its site's pace ([`crate::pacing`]): 429 with
+//! `Retry-After`, a body saying why, and an audit record with `event.action = "throttled"`.
+
+use std::net::SocketAddr;
+
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use super::{answer, ProxyBody, Shared};
+use crate::cache::RobotsSnapshot;
+use crate::pacing::{Pace, Throttled};
+use crate::robots::ProductToken;
+
+/// `event.action` of the audit record of a throttled request.
+pub(crate) const THROTTLED_ACTION: &str = "throttled";
+
+/// Records the refusal and answers it.
+pub(super) async fn refused(
+    shared: &Shared,
+    client: SocketAddr,
+    req: &Request<Incoming>,
+    path: &str,
+    token: Option<&ProductToken>,
+    snapshot: &RobotsSnapshot,
+    throttled: &Throttled,
+) -> Response<ProxyBody> {
+    let authority = &throttled.authority;
+    let url = format!("{authority}{path}");
+    let now = shared.clock.now();
+    // The decision gives the robots.txt fields of the record (state, age, group); it allowed
+    // the request, so its rule is replaced by the Crawl-delay that held the request back.
+    let decision = shared.live().policy.decide(snapshot, token, path, now);
+    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let mut record = decision.audit_record(
+        now,
+        client,
+        req.method(),
+        &url,
+        &authority.to_string(),
+        path,
+        user_agent,
+        token,
+        Some(StatusCode::TOO_MANY_REQUESTS.as_u16()),
+    );
+    THROTTLED_ACTION.clone_into(&mut record.action);
+    "failure".clone_into(&mut record.outcome);
+    record.reason = throttled.to_string();
+    (record.rule, record.line) = match throttled.pace {
+        Pace::CrawlDelay { delay, line } => {
+            (Some(format!("crawl-delay: {}", delay.as_secs_f64())), Some(line))
+        }
+        _ => (None, None),
+    };
+    if let Err(e) = shared.audit.record(record).await {
+        tracing::error!(error = %e, "audit record could not be queued");
+    }
+    let token = token.map(ProductToken::as_str);
+    tracing::info!(url = %url, token = ?token, reason = %throttled, "throttled");
+    response(throttled, &url, token, answer::wants_json(req.headers()))
+}
+
+/// The 429 itself. JSON when the client asked for it, like the 403.
+fn response(
+    throttled: &Throttled,
+    url: &str,
+    token: Option<&str>,
+    want_json: bool,
+) -> Response<ProxyBody> {
+    let retry_after = throttled.retry_after.as_secs();
+    let mut resp = if want_json {
+        let body = serde_json::json!({
+            "error": "paced",
+            "url": url,
+            "product_token": token,
+            "authority": throttled.authority.to_string(),
+            "pace": throttled.pace.to_string(),
+            "reason": throttled.to_string(),
+            "retry_after": retry_after,
+        });
+        let mut resp = Response::new(answer::full(body.to_string()));
+        *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        h.insert(
+            "proxy-status",
+            answer::proxy_status("http_request_denied", &throttled.to_string()),
+        );
+        resp
+    } else {
+        let token_line =
+            token.map_or_else(|| "(none found: the `*` group applies)".to_owned(), str::to_owned);
+        let body = format!(
+            "429 Too Many Requests: {throttled}\n\
+             \n\
+             URL:           {url}\n\
+             Product token: {token_line}\n\
+             Pace:          {pace}\n\
+             Why:           {cause}\n\
+             Retry after:   {retry_after}s\n\
+             \n\
+             This proxy paces the requests of all its clients to each site together \
+             (robots.txt Crawl-delay and the [pacing] settings).\n",
+            pace = throttled.pace,
+            cause = throttled.cause,
+        );
+        answer::text(StatusCode::TOO_MANY_REQUESTS, "http_request_denied", body)
+    };
+    if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
+        resp.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    resp
+}

@@ -1,0 +1,371 @@
+//! AI usage preferences: what fetched content may be used for.
+//!
+//! Two vocabularies say it, both as lines of a robots.txt group:
+//!
+//! * the IETF AI Preferences drafts: `Content-Usage: [path] train-ai=n, search=y`
+//!   (draft-ietf-aipref-attach), whose preferences are a structured-field dictionary
+//!   (RFC 9651) with values `y` / `n`; the same dictionary can come in a `Content-Usage`
+//!   response header;
+//! * Cloudflare's Content Signals: `Content-Signal: search=yes, ai-train=no`.
+//!
+//! The project's decisions (`shared/spec/README.md`, "AI usage preferences"):
+//!
+//! * the optional path matches like `allow` / `disallow`; the rule with the longest matching path
+//!   applies, and rules without a path apply to every path (length 0);
+//! * statements that apply together (rules with equally long paths, both vocabularies, robots.txt
+//!   and the response header) combine per category, most restrictive first: any "no" →
+//!   disallowed, else any "yes" → allowed, else unknown;
+//! * a path that robots.txt disallows is decided by allow/disallow alone (no preference);
+//! * the category labels are data ([`VOCABULARY`]), since the drafts are not final.
+//!
+//! Parsing is lenient: a malformed dictionary member is skipped, never fatal.
+
+use std::fmt;
+
+use super::normalize;
+use super::pattern::{self, PatternShape};
+
+/// A use of content that a site can state a preference about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Category {
+    /// Training AI models (`train-ai`; Content Signals `ai-train`).
+    TrainAi,
+    /// Use as input to a generative AI model (`ai-use`; Content Signals `ai-input`).
+    AiUse,
+    /// Building a search index (`search`).
+    Search,
+}
+
+impl Category {
+    /// Every category, in a fixed order (indices of [`UsagePreferences`]).
+    pub const ALL: [Category; 3] = [Category::TrainAi, Category::AiUse, Category::Search];
+
+    /// The IETF vocabulary's label (`train-ai`, `ai-use`, `search`).
+    pub fn label(self) -> &'static str {
+        VOCABULARY.iter().find(|(_, c)| *c == self).map_or("?", |(l, _)| l)
+    }
+
+    /// Reads an IETF label or a Content Signals label.
+    pub fn from_label(label: &str) -> Option<Category> {
+        let label = label.trim();
+        VOCABULARY
+            .iter()
+            .chain(SIGNAL_VOCABULARY)
+            .find(|(l, _)| l.eq_ignore_ascii_case(label))
+            .map(|(_, c)| *c)
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Category::TrainAi => 0,
+            Category::AiUse => 1,
+            Category::Search => 2,
+        }
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// The IETF vocabulary (draft-ietf-aipref-vocab): label → category.
+pub const VOCABULARY: &[(&str, Category)] =
+    &[("train-ai", Category::TrainAi), ("ai-use", Category::AiUse), ("search", Category::Search)];
+
+/// Cloudflare's Content Signals labels → the IETF categories they correspond to.
+pub const SIGNAL_VOCABULARY: &[(&str, Category)] =
+    &[("ai-train", Category::TrainAi), ("ai-input", Category::AiUse), ("search", Category::Search)];
+
+/// A site's preference for one category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Preference {
+    /// The use is allowed (`y`, `yes`).
+    Allow,
+    /// The use is not allowed (`n`, `no`).
+    Disallow,
+    /// Nothing was said.
+    #[default]
+    Unknown,
+}
+
+impl Preference {
+    /// Combines two statements: any disallow wins, then any allow.
+    pub fn combine(self, other: Preference) -> Preference {
+        match (self, other) {
+            (Preference::Disallow, _) | (_, Preference::Disallow) => Preference::Disallow,
+            (Preference::Allow, _) | (_, Preference::Allow) => Preference::Allow,
+            _ => Preference::Unknown,
+        }
+    }
+
+    /// `y`, `n` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preference::Allow => "y",
+            Preference::Disallow => "n",
+            Preference::Unknown => "unknown",
+        }
+    }
+}
+
+/// Which line form a statement came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Vocabulary {
+    /// `Content-Usage` (IETF).
+    ContentUsage,
+    /// `Content-Signal` (Cloudflare).
+    ContentSignal,
+}
+
+/// One `Content-Usage` or `Content-Signal` line of a group.
+#[derive(Debug, Clone)]
+pub struct UsageRule {
+    /// The canonical path pattern; empty when the rule applies to every path.
+    pattern: Box<str>,
+    shape: PatternShape,
+    line: u32,
+    vocabulary: Vocabulary,
+    prefs: Vec<(Category, Preference)>,
+}
+
+impl UsageRule {
+    /// Reads the value of a `Content-Usage` line: an optional path, then a dictionary.
+    /// `None` when the line states nothing usable.
+    pub fn content_usage(value: &[u8], line: u32) -> Option<UsageRule> {
+        Self::read(value, line, Vocabulary::ContentUsage)
+    }
+
+    /// Reads the value of a `Content-Signal` line (same form, Content Signals labels and
+    /// `yes` / `no` values).
+    pub fn content_signal(value: &[u8], line: u32) -> Option<UsageRule> {
+        Self::read(value, line, Vocabulary::ContentSignal)
+    }
+
+    fn read(value: &[u8], line: u32, vocabulary: Vocabulary) -> Option<UsageRule> {
+        let text = String::from_utf8_lossy(value);
+        let text = text.trim();
+        let (path, prefs) = if text.starts_with('/') {
+            match text.find([' ', '\t']) {
+                Some(end) => (&text[..end], &text[end..]),
+                None => (text, ""),
+            }
+        } else {
+            ("", text)
+        };
+        let prefs = parse_preferences(prefs);
+        if prefs.is_empty() {
+            return None;
+        }
+        let pattern = normalize::normalize(path.as_bytes());
+        let shape = PatternShape::of(pattern.as_bytes());
+        Some(UsageRule { pattern: pattern.into(), shape, line, vocabulary, prefs })
+    }
+
+    /// The path pattern (canonical form), or `""` for every path.
+    pub fn path(&self) -> &str {
+        &self.pattern
+    }
+
+    /// The 1-based line number.
+    pub fn line(&self) -> u32 {
+        self.line
+    }
+
+    /// Which vocabulary the line used.
+    pub fn vocabulary(&self) -> Vocabulary {
+        self.vocabulary
+    }
+
+    /// The preferences the line states.
+    pub fn preferences(&self) -> &[(Category, Preference)] {
+        &self.prefs
+    }
+
+    /// Whether the rule applies to `path` (canonical form).
+    pub(crate) fn applies_to(&self, path: &[u8]) -> bool {
+        self.pattern.is_empty() || pattern::matches(self.pattern.as_bytes(), self.shape, path)
+    }
+}
+
+/// Parses a preference dictionary leniently: `train-ai=n, search=y` (RFC 9651 dictionary syntax;
+/// parameters after `;` are ignored), also `ai-train=no`. Members with unknown labels or values
+/// are skipped; a later member for the same category replaces an earlier one, as in RFC 9651.
+pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
+    let mut out: Vec<(Category, Preference)> = Vec::new();
+    for member in text.split(',') {
+        let member = member.split(';').next().unwrap_or("").trim();
+        let Some((key, value)) = member.split_once('=') else { continue };
+        let Some(category) = Category::from_label(key) else { continue };
+        let value = value.trim().trim_matches('"');
+        let pref = if value.eq_ignore_ascii_case("y") || value.eq_ignore_ascii_case("yes") {
+            Preference::Allow
+        } else if value.eq_ignore_ascii_case("n") || value.eq_ignore_ascii_case("no") {
+            Preference::Disallow
+        } else {
+            continue;
+        };
+        match out.iter_mut().find(|(c, _)| *c == category) {
+            Some(slot) => slot.1 = pref,
+            None => out.push((category, pref)),
+        }
+    }
+    out
+}
+
+/// Where one category's effective preference came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stated {
+    /// The combined preference.
+    pub preference: Preference,
+    /// The robots.txt line that decided it (the first disallowing, else allowing line).
+    pub line: Option<u32>,
+    /// Whether a response header contributed.
+    pub from_header: bool,
+}
+
+/// Each category's effective preference for one URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UsagePreferences {
+    stated: [Stated; 3],
+}
+
+impl UsagePreferences {
+    /// The preference for `category`, with where it came from.
+    pub fn get(&self, category: Category) -> Stated {
+        self.stated[category.index()]
+    }
+
+    /// Whether nothing is known for any category.
+    pub fn is_unknown(&self) -> bool {
+        self.stated.iter().all(|s| s.preference == Preference::Unknown)
+    }
+
+    /// Adds one statement from robots.txt line `line`.
+    pub(crate) fn add_robots(&mut self, category: Category, pref: Preference, line: u32) {
+        let slot = &mut self.stated[category.index()];
+        let combined = slot.preference.combine(pref);
+        if combined != slot.preference || (slot.line.is_none() && pref == combined) {
+            slot.line = Some(line);
+        }
+        slot.preference = combined;
+    }
+
+    /// Combines a `Content-Usage` response header's statements in.
+    pub fn add_header(&mut self, header: &str) {
+        for (category, pref) in parse_preferences(header) {
+            let slot = &mut self.stated[category.index()];
+            let combined = slot.preference.combine(pref);
+            if combined != slot.preference || pref == combined {
+                slot.from_header = true;
+            }
+            slot.preference = combined;
+        }
+    }
+
+    /// The known preferences as a structured-field dictionary (`train-ai=n, search=y`), for a
+    /// `Content-Usage` header; `None` when nothing is known.
+    pub fn to_header(&self) -> Option<String> {
+        let parts: Vec<String> = Category::ALL
+            .iter()
+            .filter_map(|&c| match self.get(c).preference {
+                Preference::Unknown => None,
+                p => Some(format!("{}={}", c.label(), p.as_str())),
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+/// The effective robots.txt preferences for `path` among `rules` (the usage rules of the groups
+/// that apply): the rules with the longest matching path, combined.
+pub(crate) fn decide<'a>(
+    rules: impl Iterator<Item = &'a UsageRule> + Clone,
+    path: &[u8],
+) -> UsagePreferences {
+    let longest = rules.clone().filter(|r| r.applies_to(path)).map(|r| r.pattern.len()).max();
+    let mut out = UsagePreferences::default();
+    let Some(longest) = longest else { return out };
+    for rule in rules.filter(|r| r.pattern.len() == longest && r.applies_to(path)) {
+        for &(category, pref) in &rule.prefs {
+            out.add_robots(category, pref, rule.line);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dictionaries_are_read_leniently() {
+        assert_eq!(
+            parse_preferences("train-ai=n, search=y"),
+            vec![(Category::TrainAi, Preference::Disallow), (Category::Search, Preference::Allow)]
+        );
+        assert_eq!(
+            parse_preferences("search=yes, ai-input=yes, ai-train=no"),
+            vec![
+                (Category::Search, Preference::Allow),
+                (Category::AiUse, Preference::Allow),
+                (Category::TrainAi, Preference::Disallow)
+            ]
+        );
+        // Bad members are skipped; parameters ignored; the last member for a key wins.
+        assert_eq!(
+            parse_preferences("bogus, train-ai=maybe, =n, ai-use=n;x=1, ai-use=y, foo=n"),
+            vec![(Category::AiUse, Preference::Allow)]
+        );
+        assert!(parse_preferences("").is_empty());
+        assert!(parse_preferences(",,,").is_empty());
+    }
+
+    #[test]
+    fn rules_with_paths() {
+        let r = UsageRule::content_usage(b"/ai-ok/ train-ai=y", 3).unwrap();
+        assert_eq!(r.path(), "/ai-ok/");
+        assert!(r.applies_to(b"/ai-ok/x"));
+        assert!(!r.applies_to(b"/other"));
+        let all = UsageRule::content_usage(b"train-ai=n", 2).unwrap();
+        assert_eq!(all.path(), "");
+        assert!(all.applies_to(b"/anything"));
+        assert!(UsageRule::content_usage(b"/only-a-path", 4).is_none());
+    }
+
+    #[test]
+    fn longest_path_wins_and_equal_paths_combine() {
+        let rules = [
+            UsageRule::content_usage(b"train-ai=n", 2).unwrap(),
+            UsageRule::content_usage(b"/ai-ok/ train-ai=y", 3).unwrap(),
+            UsageRule::content_usage(b"/mixed/ train-ai=y, search=y", 4).unwrap(),
+            UsageRule::content_signal(b"/mixed/ ai-train=no", 5).unwrap(),
+        ];
+        let at = |p: &str| decide(rules.iter(), p.as_bytes());
+        assert_eq!(at("/").get(Category::TrainAi).preference, Preference::Disallow);
+        assert_eq!(at("/").get(Category::TrainAi).line, Some(2));
+        assert_eq!(at("/ai-ok/x").get(Category::TrainAi).preference, Preference::Allow);
+        assert_eq!(at("/ai-ok/x").get(Category::TrainAi).line, Some(3));
+        let mixed = at("/mixed/a");
+        assert_eq!(mixed.get(Category::TrainAi).preference, Preference::Disallow);
+        assert_eq!(mixed.get(Category::TrainAi).line, Some(5));
+        assert_eq!(mixed.get(Category::Search).preference, Preference::Allow);
+        assert_eq!(mixed.get(Category::AiUse).preference, Preference::Unknown);
+        assert_eq!(mixed.to_header().as_deref(), Some("train-ai=n, search=y"));
+    }
+
+    #[test]
+    fn header_combines_most_restrictive() {
+        let mut p = UsagePreferences::default();
+        p.add_robots(Category::TrainAi, Preference::Allow, 7);
+        p.add_header("train-ai=n, ai-use=y");
+        assert_eq!(p.get(Category::TrainAi).preference, Preference::Disallow);
+        assert!(p.get(Category::TrainAi).from_header);
+        assert_eq!(p.get(Category::AiUse).preference, Preference::Allow);
+        assert_eq!(p.get(Category::Search).preference, Preference::Unknown);
+    }
+}

@@ -1,0 +1,232 @@
+//! The binary: `config check`, reload on SIGHUP, graceful shutdown on SIGTERM, `health`.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use crate::support::{
+    get, get_json, proxied_client, sample, write_atomically, KeepAlive, Origin, ProxyProcess,
+    SLOW_CHUNK,
+};
+
+/// Runs the binary with `args` and only `env` in its environment.
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn config_check_prints_the_effective_layered_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, "[admin]\nlisten = \"127.0.0.1:9191\"\n[robots]\nmax_age = \"12h\"\n")
+        .unwrap();
+    let file_arg = file.to_str().unwrap();
+    let out = run(
+        &["config", "check", "--config", file_arg, "--listen", "127.0.0.1:3128"],
+        &[
+            ("ROBOTS_PROXY_ROBOTS__MAX_BODY", "1MiB"),
+            // Not ours: ignored, whatever it says.
+            ("ROBOTS_PROXYX", "1"),
+            ("HTTP_PROXY", "http://127.0.0.1:1"),
+        ],
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(stdout.contains("[admin]\nlisten = \"127.0.0.1:9191\""), "{stdout}");
+    assert!(stdout.contains("max_age = \"12h\""), "file: {stdout}");
+    assert!(stdout.contains("max_body = \"1MiB\""), "environment: {stdout}");
+    assert!(stdout.contains("listen = \"127.0.0.1:3128\""), "flag: {stdout}");
+    assert!(stdout.contains("fetch_timeout = \"20s\""), "defaults: {stdout}");
+    // The output is itself a valid configuration file.
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, &stdout).unwrap();
+    let out2 = run(&["config", "check", "--config", again.to_str().unwrap()], &[]);
+    assert!(out2.status.success(), "{}", text(&out2.stderr));
+    assert_eq!(text(&out2.stdout), stdout);
+}
+
+#[test]
+fn config_check_names_the_key_and_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[admin]\nlistn = \"127.0.0.1:9191\"\n").unwrap();
+    let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&format!("admin.listn (from file {})", file.display())), "{stderr}");
+    assert!(stderr.contains("did you mean admin.listen?"), "{stderr}");
+
+    let out = run(&["config", "check"], &[("ROBOTS_PROXY_ROBOTS__MAX_AGE", "forever")]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("robots.max_age (from environment variable ROBOTS_PROXY_ROBOTS__MAX_AGE)"),
+        "{stderr}"
+    );
+
+    let out = run(
+        &["config", "check", "--admin-listen", "127.0.0.1:8080"],
+        &[("ROBOTS_PROXY_PROXY__LISTEN", "127.0.0.1:8080")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("admin.listen (from the command line)"), "{stderr}");
+}
+
+/// The configuration file of the reload test: tokens from the header and the default only.
+fn policy_config(state: &Path, default_token: Option<&str>, extra: &str) -> String {
+    let token = default_token.map_or(String::new(), |t| format!("default_token = \"{t}\"\n"));
+    format!(
+        "state_dir = {state:?}\n[policy]\ntoken_sources = [\"header\", \"default\"]\n{token}\
+         [https]\nmode = \"reject\"\n{extra}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_policy_keeps_connections_and_refuses_a_bad_file() {
+    let origin = Origin::start("User-agent: FooBot\nDisallow: /private\n").await;
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("robots-proxy.toml");
+    write_atomically(&file, &policy_config(state.path(), None, ""));
+    let proxy = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let url = format!("{}/private/1", origin.base());
+
+    // No token: only `*` groups apply, and there are none.
+    let mut kept = KeepAlive::connect(proxy.proxy_addr).await;
+    assert_eq!(kept.get(&url).await.0, 200);
+
+    // The default token becomes FooBot, whose group disallows /private.
+    write_atomically(&file, &policy_config(state.path(), Some("FooBot"), ""));
+    let audit = state.path().join("audit.jsonl");
+    let rotated = state.path().join("audit.jsonl.1");
+    std::fs::rename(&audit, &rotated).unwrap();
+    proxy.signal("HUP");
+    proxy.wait_for_stderr("SIGHUP: configuration reloaded", 1).await;
+    let (status, body) = kept.get(&url).await;
+    assert_eq!(status, 403, "the connection opened before the reload is still served: {body}");
+    assert!(body.contains("FooBot"), "{body}");
+    let fresh = proxied_client(proxy.proxy_addr).get(&url).send().await.unwrap();
+    assert_eq!(fresh.status(), 403);
+    assert_eq!(origin.robots_hits(), 1, "the robots cache survived the reload");
+    assert!(audit.exists(), "the audit log was reopened at its path after rotation");
+
+    // A broken file is refused as a whole; the running configuration stays.
+    write_atomically(&file, &policy_config(state.path(), Some("Foo Bot"), "[nope]\nx = 1\n"));
+    proxy.signal("HUP");
+    proxy.wait_for_stderr("the new configuration is refused", 1).await;
+    let log = proxy.stderr();
+    assert!(log.contains("policy.default_token") || log.contains("nope"), "{log}");
+    assert_eq!(kept.get(&url).await.0, 403, "FooBot's rules still apply");
+
+    // A change that needs a restart is reported, and the rest applied: the policy and the
+    // log level (debug shows robots.txt fetches, which info does not).
+    assert!(!proxy.stderr().contains("fetching robots.txt"), "{}", proxy.stderr());
+    let extra = "[robots]\nmax_age = \"1h\"\n[log]\nlevel = \"info,robots_proxy=debug\"\n";
+    write_atomically(&file, &policy_config(state.path(), None, extra));
+    proxy.signal("HUP");
+    proxy.wait_for_stderr("SIGHUP: configuration reloaded", 2).await;
+    assert!(proxy.stderr().contains("robots.max_age"), "{}", proxy.stderr());
+    assert_eq!(kept.get(&url).await.0, 200, "no default token any more");
+    let other = Origin::start("").await;
+    assert_eq!(kept.get(&format!("{}/x", other.base())).await.0, 200);
+    proxy.wait_for_stderr("fetching robots.txt", 1).await;
+
+    let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
+    assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="applied"}"#), 2.0);
+    assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="refused"}"#), 1.0);
+    assert_eq!(origin.robots_hits(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_an_in_flight_download_finish_then_exits_0() {
+    // About three seconds of download: time enough to see the listener closed meanwhile.
+    const CHUNKS: usize = 30;
+    let origin = Origin::start("User-agent: *\nDisallow: /private\n").await;
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let mut proxy = ProxyProcess::start(
+        &[],
+        &[
+            ("ROBOTS_PROXY_STATE_DIR", state_dir),
+            ("ROBOTS_PROXY_HTTPS__MODE", "reject"),
+            ("ROBOTS_PROXY_PROXY__SHUTDOWN_GRACE", "30s"),
+            ("ROBOTS_PROXY_AUDIT__FSYNC", "never"),
+        ],
+    );
+    let client = proxied_client(proxy.proxy_addr);
+    let blocked = client.get(format!("{}/private/x", origin.base())).send().await.unwrap();
+    assert_eq!(blocked.status(), 403);
+
+    let resp = client.get(format!("{}/slow/{CHUNKS}", origin.base())).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let mut received = body.next().await.unwrap().unwrap().len();
+    proxy.signal("TERM");
+    proxy.wait_for_stderr("SIGTERM: stopping", 1).await;
+
+    // While the download goes on: no new connections, and not ready.
+    let addr = proxy.proxy_addr;
+    let mut refused = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "the listener is closed after SIGTERM");
+    let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
+    assert_eq!(status, 503, "{ready}");
+
+    while let Some(chunk) = body.next().await {
+        received += chunk.expect("the download is not cut off").len();
+    }
+    assert_eq!(received, CHUNKS * SLOW_CHUNK, "the whole body arrived");
+    let status = proxy.wait_exit(Duration::from_secs(60)).await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let audit = std::fs::read_to_string(state.path().join("audit.jsonl")).unwrap();
+    assert!(audit.contains("/private/x"), "the block was flushed to the audit log: {audit}");
+    assert!(proxy.stderr().contains("robots-proxy stopped"), "{}", proxy.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_subcommand_probes_the_admin_listener() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let proxy = ProxyProcess::start(
+        &[],
+        &[("ROBOTS_PROXY_STATE_DIR", state_dir), ("ROBOTS_PROXY_HTTPS__MODE", "reject")],
+    );
+    let healthz = format!("{}/healthz", proxy.admin());
+    let out = run(&["health", "--url", &healthz], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("200"), "{}", text(&out.stdout));
+
+    // Without --url: /healthz on admin.listen, from the configuration.
+    let admin = proxy.admin_addr.to_string();
+    let out = run(&["health"], &[("ROBOTS_PROXY_ADMIN__LISTEN", &admin)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = run(&["health", "--url", &format!("{}/nothing-here", proxy.admin())], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("404"), "{}", text(&out.stderr));
+
+    // A port nobody listens on: bind one, note it, close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let out = run(&["health", "--url", &format!("http://{closed}/healthz")], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("cannot connect"), "{}", text(&out.stderr));
+}

@@ -1,0 +1,9 @@
+//! Integration tests for operating the proxy: the admin listener (metrics, health, live
+//! decisions, purges, the status page in headless Chromium), configuration checks and reloads,
+//! graceful shutdown and the health probe, against real loopback servers and the real binary.
+
+mod support;
+
+mod admin;
+mod binary;
+mod page;

@@ -1,0 +1,105 @@
+//! The status page at `/`, rendered by headless Chromium: the blocked request must appear in the
+//! DOM, which only the page's JavaScript puts there (the HTML itself holds no data).
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{get, InProcess, Origin};
+
+/// Chromium's binary, from the `PATH`.
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Runs `command` to the end, killing it after `limit` (a hung browser must not hang the suite).
+fn run_bounded(mut command: Command, limit: Duration) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    // Read the pipes on threads, so a large DOM cannot fill one and block the browser.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut buf).map(|_| buf)
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut buf).map(|_| buf)
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap().unwrap_or_default(),
+        stderr: err.join().unwrap().unwrap_or_default(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_shows_blocks_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        // CI installs Chromium (.ci/run); there its absence is a failure, not a skip.
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "chromium is not installed; .ci/run installs it"
+        );
+        eprintln!("note: chromium not found on PATH; the status page test is skipped");
+        return;
+    };
+    let origin = Origin::start("User-agent: *\nDisallow: /members\n").await;
+    let p = InProcess::start().await;
+    let blocked_url = format!("{}/members/area-51", origin.base());
+    let resp =
+        p.client().get(&blocked_url).header("User-Agent", "PageTestBot/1.0").send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+
+    // The page as served holds no data: whatever the browser shows, its script fetched.
+    let (status, html) = get(&format!("{}/", p.admin())).await;
+    assert_eq!(status, 200);
+    assert!(!html.contains("area-51"));
+    assert!(!html.contains("src=\"http"), "no external assets");
+
+    let profile = tempfile::tempdir().unwrap();
+    let mut command = Command::new(browser);
+    command
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("{}/", p.admin()))
+        .stdin(Stdio::null());
+    let output = tokio::task::spawn_blocking(move || run_bounded(command, Duration::from_secs(90)))
+        .await
+        .unwrap();
+    let dom = String::from_utf8_lossy(&output.stdout);
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        dom.contains(&blocked_url),
+        "the blocked URL is on the page; status {:?}\nDOM:\n{dom}\nchromium stderr:\n{log}",
+        output.status
+    );
+    assert!(dom.contains("PageTestBot"), "the top tokens list the blocked token:\n{dom}");
+    assert!(dom.contains(&origin.base()), "the top authorities list the origin:\n{dom}");
+    assert!(dom.contains("accepting connections"), "the status line was rendered:\n{dom}");
+}

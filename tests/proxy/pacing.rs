@@ -1,0 +1,207 @@
+//! Politeness through the real proxy: Crawl-delay spacing, the per-site pace across clients,
+//! 429 when the queue is full or the wait too long, and nothing at all when pacing is off.
+//!
+//! Pacing runs on real (monotonic) time here, so these tests assert only lower bounds on time,
+//! and use the pacer's statistics for what did not wait.
+
+use std::time::{Duration, Instant};
+
+use robots_proxy::authority::{Authority, Scheme};
+use robots_proxy::config::Config;
+use robots_proxy::metrics::Decision;
+use robots_proxy::pacing::PacingStats;
+
+use crate::support::{Origin, TestProxy};
+
+/// Each group ends with a rule, so that the next `user-agent` line starts a new group.
+const ROBOTS: &str = "User-agent: SlowBot\nCrawl-delay: 0.2\nDisallow: /private\n\n\
+                      User-agent: FastBot\nDisallow: /private\n";
+
+const TOKEN: &str = "x-robots-product-token";
+
+fn enabled(config: &mut Config) {
+    config.pacing.enabled = true;
+}
+
+fn authority(origin: &Origin) -> Authority {
+    Authority::from_uri(&origin.base().parse().unwrap()).unwrap()
+}
+
+/// Polls `ready` every 10 ms for up to 5 s.
+async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if ready() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crawl_delay_spaces_its_crawler_and_no_other() {
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(enabled).await;
+    let client = proxy.client();
+    let get = |n: usize, token: &str| {
+        client.get(format!("{}/page/{n}", origin.base())).header(TOKEN, token).send()
+    };
+    // SlowBot starts its delay; FastBot's group has none, so it never waits for it.
+    assert_eq!(get(0, "SlowBot").await.unwrap().status(), 200);
+    for n in 0..10 {
+        assert_eq!(get(n, "FastBot").await.unwrap().status(), 200);
+    }
+    assert_eq!(proxy.pacer.stats().delayed, 0, "FastBot was held back");
+
+    let t0 = Instant::now();
+    for n in 1..=10 {
+        assert_eq!(get(n, "SlowBot").await.unwrap().status(), 200);
+    }
+    let elapsed = t0.elapsed();
+    assert!(elapsed >= Duration::from_millis(1800), "10 requests in {elapsed:?}");
+    let stats = proxy.pacer.stats();
+    assert!(stats.delayed >= 1, "{stats:?}");
+    assert_eq!(stats.refused, 0);
+    assert_eq!(origin.content_hits(), 21);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_pace_holds_across_clients() {
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| {
+        enabled(c);
+        c.pacing.default_rps = 5.0;
+    })
+    .await;
+    // Three crawlers, each with its own client (its own connections), two requests each: six
+    // starts at least 200 ms apart, whoever sends them.
+    let crawl = |token: &'static str| {
+        let client = proxy.client();
+        let base = origin.base();
+        async move {
+            for n in 0..2 {
+                let resp = client.get(format!("{base}/{token}/{n}")).header(TOKEN, token).send();
+                assert_eq!(resp.await.unwrap().status(), 200);
+            }
+        }
+    };
+    let t0 = Instant::now();
+    tokio::join!(crawl("FastBot"), crawl("OtherBot"), crawl("ThirdBot"));
+    let elapsed = t0.elapsed();
+    assert!(elapsed >= Duration::from_millis(1000), "6 requests in {elapsed:?}");
+    let stats = proxy.pacer.stats();
+    assert!(stats.delayed >= 1, "{stats:?}");
+    assert!(stats.total_delay > Duration::ZERO, "{stats:?}");
+    assert_eq!(origin.content_hits(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_answers_429_with_retry_after_and_an_audit_record() {
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| {
+        enabled(c);
+        c.pacing.default_concurrency = 1;
+        c.pacing.queue_limit = 1;
+    })
+    .await;
+    let site = authority(&origin);
+    let client = proxy.client();
+    // One request holds the only connection (the origin never answers /slow) ...
+    let holder = tokio::spawn(client.get(format!("{}/slow", origin.base())).send());
+    until("/slow reached the origin", || origin.hits("/slow") == 1).await;
+    // ... one waits for it ...
+    let waiter = tokio::spawn(client.get(format!("{}/waits", origin.base())).send());
+    until("a request waits", || proxy.pacer.queue_depth(&site) == 1).await;
+    // ... and the next finds the queue full.
+    let resp = client
+        .get(format!("{}/refused", origin.base()))
+        .header(TOKEN, "FastBot")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    let throttled = proxy.metrics.requests(Decision::Throttle, Scheme::Http);
+    assert_eq!(throttled, 1, "counted as robots_proxy_requests_total{{decision=\"throttle\"}}");
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let status = resp.headers()["proxy-status"].to_str().unwrap().to_owned();
+    assert!(status.contains("error=http_request_denied"), "{status}");
+    assert!(status.contains("pacing.queue_limit"), "{status}");
+    let body = resp.text().await.unwrap();
+    assert!(body.starts_with("429 Too Many Requests: "), "{body}");
+    assert!(body.contains(&format!("{site} is paced (at most 1 in flight)")), "{body}");
+    assert!(body.contains("Product token: FastBot"), "{body}");
+    assert_eq!(origin.hits("/refused"), 0);
+
+    let records = proxy.audit_records().await;
+    let throttled: Vec<_> = records.iter().filter(|r| r["event.action"] == "throttled").collect();
+    assert_eq!(throttled.len(), 1, "{records:?}");
+    let record = throttled[0];
+    assert_eq!(record["event.outcome"], "failure");
+    assert_eq!(record["http.response.status_code"], 429);
+    assert_eq!(record["url.full"], format!("{}/refused", origin.base()));
+    assert_eq!(record["robots.product_token"], "FastBot");
+    assert!(record["event.reason"].as_str().unwrap().contains("pacing.queue_limit"), "{record}");
+    let stats = proxy.pacer.stats();
+    assert_eq!((stats.refused, stats.waiting), (1, 1), "{stats:?}");
+    holder.abort();
+    waiter.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_beyond_max_wait_is_answered_at_once() {
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| {
+        enabled(c);
+        c.pacing.max_wait = Duration::from_secs(1);
+    })
+    .await;
+    let client = proxy.client();
+    let get = |path: &str| {
+        client
+            .get(format!("{}{path}", origin.base()))
+            .header(TOKEN, "SlowBot")
+            .header("accept", "application/json")
+            .send()
+    };
+    // Crawl-delay 0.2 s: the sixth request sent at once would wait 1 s + 0.2 s at least.
+    let answers =
+        futures_util::future::join_all((0..8).map(|n| get(if n == 0 { "/a" } else { "/b" }))).await;
+    let statuses: Vec<u16> =
+        answers.iter().map(|r| r.as_ref().unwrap().status().as_u16()).collect();
+    let refused: Vec<_> =
+        answers.into_iter().map(Result::unwrap).filter(|r| r.status() == 429).collect();
+    assert!(!refused.is_empty(), "{statuses:?}");
+    let resp = refused.into_iter().next().unwrap();
+    let retry_after: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(retry_after >= 2, "a wait over 1 s rounds up to at least 2 s: {retry_after}");
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"], "paced");
+    assert_eq!(body["product_token"], "SlowBot");
+    assert_eq!(body["retry_after"], retry_after);
+    let reason = body["reason"].as_str().unwrap();
+    assert!(reason.contains("Crawl-delay 200ms from robots.txt line 2"), "{reason}");
+    assert!(reason.contains("longer than pacing.max_wait (1s)"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabled_pacing_never_waits() {
+    let origin = Origin::start(ROBOTS).await;
+    // Off, with limits that would hold nearly everything back were it on.
+    let proxy = TestProxy::start_with(|c| {
+        c.pacing.default_rps = 0.1;
+        c.pacing.default_concurrency = 1;
+        c.pacing.queue_limit = 0;
+    })
+    .await;
+    let client = proxy.client();
+    let answers = futures_util::future::join_all((0..10).map(|n| {
+        client.get(format!("{}/page/{n}", origin.base())).header(TOKEN, "SlowBot").send()
+    }))
+    .await;
+    for resp in answers {
+        assert_eq!(resp.unwrap().status(), 200);
+    }
+    assert_eq!(proxy.pacer.stats(), PacingStats::default());
+    assert!(!proxy.pacer.is_enabled());
+    assert_eq!(origin.content_hits(), 10);
+}

@@ -34,6 +34,9 @@ ENV ROBOTS_PROXY_CONFIG=/etc/robots-proxy/robots-proxy.toml \
     ROBOTS_PROXY_STATE_DIR=/var/lib/robots-proxy \
     ROBOTS_PROXY_PROXY__LISTEN=0.0.0.0:8080 \
     ROBOTS_PROXY_ADMIN__LISTEN=0.0.0.0:9090
+# Clients reach a container through the container network (a private address), never through
+# its loopback: allow the private ranges; publishing the port decides who gets there.
+ENV ROBOTS_PROXY_ACCESS__ALLOW_CLIENTS=127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7
 # State: the audit log and the interception CA. Configuration: robots-proxy.toml.
 VOLUME ["/var/lib/robots-proxy", "/etc/robots-proxy"]
 # 8080: the proxy (HTTP_PROXY / HTTPS_PROXY); 9090: metrics, health and the status page.

@@ -436,6 +436,11 @@ pub struct Config {
     pub pacing: crate::pacing::PacingSection,
     /// AI usage preferences for crawlers' purposes.
     pub usage: crate::usage::UsageSection,
+    /// Who may use the proxy and where it may connect (client access list, proxy
+    /// authentication, destination guard).
+    pub access: crate::access::AccessSection,
+    /// Connection and request limits.
+    pub limits: crate::limits::LimitsSection,
 }
 
 impl Default for Config {
@@ -452,6 +457,8 @@ impl Default for Config {
             https: crate::tls::HttpsSection::default(),
             pacing: crate::pacing::PacingSection::default(),
             usage: crate::usage::UsageSection::default(),
+            access: crate::access::AccessSection::default(),
+            limits: crate::limits::LimitsSection::default(),
         }
     }
 }
@@ -558,6 +565,9 @@ impl Config {
                 show(r.retry_max)
             )
         });
+        need(r.max_concurrent_fetches > 0, "robots.max_concurrent_fetches", &|| {
+            "must be at least 1".into()
+        });
         need(r.cache_memory >= r.max_body, "robots.cache_memory", &|| {
             format!(
                 "{} cannot hold even one robots.txt of robots.max_body ({})",
@@ -611,6 +621,13 @@ impl Config {
             });
         }
 
+        // [access] and [limits] (see src/access.rs, src/limits.rs).
+        need(!self.access.allow_clients.is_empty(), "access.allow_clients", &|| {
+            "must list at least one range, or no client could use the proxy (loopback: \
+             127.0.0.0/8, ::1/128)"
+                .into()
+        });
+        bad.extend(self.limits.check());
         bad.extend(self.pacing.check());
         bad.extend(self.usage.problems());
         bad
@@ -772,6 +789,8 @@ pub struct RobotsSection {
     pub max_body: ByteSize,
     /// Redirects followed; more is treated as 404 (unavailable).
     pub max_redirects: u32,
+    /// robots.txt fetches running at once, all origins together; more wait for a slot.
+    pub max_concurrent_fetches: usize,
     /// How long a fetched robots.txt is used before it is fetched again.
     #[serde(with = "humantime_serde")]
     pub max_age: Duration,
@@ -799,6 +818,7 @@ impl Default for RobotsSection {
             fetch_timeout: Duration::from_secs(20),
             max_body: ByteSize(500 * 1024),
             max_redirects: 5,
+            max_concurrent_fetches: 64,
             max_age: Duration::from_secs(24 * 3600),
             min_age: Duration::from_secs(60),
             give_up_after: Duration::from_secs(30 * 24 * 3600),
@@ -1249,6 +1269,7 @@ fn schema_sample() -> Config {
     config.https.ca_cert = Some(PathBuf::new());
     config.https.ca_key = Some(PathBuf::new());
     config.https.upstream_ca_file = Some(PathBuf::new());
+    config.access.users_file = Some(PathBuf::new());
     config
 }
 
@@ -1308,13 +1329,23 @@ mod tests {
         assert_eq!(schema.kinds["policy.token_sources"], KeyKind::List);
         assert_eq!(schema.kinds["policy.default_token"], KeyKind::Text);
         assert_eq!(schema.kinds["https.connect_ports"], KeyKind::List);
+        assert_eq!(schema.kinds["access.allow_clients"], KeyKind::List);
+        assert_eq!(schema.kinds["access.allow_destinations"], KeyKind::List);
+        assert_eq!(schema.kinds["limits.max_connections"], KeyKind::Integer);
+        assert_eq!(schema.kinds["limits.when_full"], KeyKind::Text);
         assert_eq!(schema.kinds["pacing.default_rps"], KeyKind::Float);
         assert_eq!(schema.kinds["pacing.default_concurrency"], KeyKind::Integer);
         assert_eq!(schema.kinds["pacing.max_wait"], KeyKind::Text);
         assert_eq!(schema.kinds["pacing.sites"], KeyKind::Tables);
         assert_eq!(
             schema.optional.iter().collect::<Vec<_>>(),
-            ["https.ca_cert", "https.ca_key", "https.upstream_ca_file", "policy.default_token"]
+            [
+                "access.users_file",
+                "https.ca_cert",
+                "https.ca_key",
+                "https.upstream_ca_file",
+                "policy.default_token"
+            ]
         );
     }
 

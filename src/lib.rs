@@ -31,9 +31,13 @@
 //! * [`metrics`]: Prometheus metrics and the recent blocks, for operators.
 //! * [`admin`]: the admin listener (metrics, health, live decisions, cache purges, status page).
 //! * [`notify`]: readiness and status for systemd (`sd_notify`).
+//! * [`access`]: who may use the proxy (client access list, proxy authentication).
+//! * [`guard`]: where the proxy may connect (the SSRF guard and its connector).
+//! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod access;
 pub mod admin;
 pub mod audit;
 pub mod authority;
@@ -41,6 +45,9 @@ pub mod cache;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod framing;
+pub mod guard;
+pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod notify;

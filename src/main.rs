@@ -41,6 +41,9 @@ enum Command {
     ///
     /// Exit status: 0 when the answer is 2xx, 1 otherwise.
     Health(HealthArgs),
+    /// Manage proxy users (access.users_file).
+    #[command(subcommand)]
+    User(UserCommand),
 }
 
 #[derive(Args)]
@@ -55,6 +58,20 @@ struct HealthArgs {
     /// Give up after this long ("5s").
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
     timeout: std::time::Duration,
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Read a password from standard input (its first line) and print the users-file line
+    /// `NAME:$argon2id$…[:TOKEN]` for it.
+    Hash {
+        /// The user name (no ':' or whitespace).
+        name: String,
+        /// Tie the user to this product token: robots.txt groups for it apply to the user's
+        /// requests, whatever their User-Agent.
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -149,6 +166,28 @@ fn main() -> ExitCode {
                 Err(e) => {
                     eprintln!("robots-proxy ca init: {e}");
                     ExitCode::from(1)
+                }
+            }
+        }
+        Command::User(UserCommand::Hash { name, token }) => {
+            let mut password = String::new();
+            if let Err(e) = io::stdin().read_line(&mut password) {
+                eprintln!("robots-proxy user hash: cannot read the password: {e}");
+                return ExitCode::from(2);
+            }
+            let password = password.trim_end_matches(['\r', '\n']);
+            if password.is_empty() {
+                eprintln!("robots-proxy user hash: the password (first line of stdin) is empty");
+                return ExitCode::from(2);
+            }
+            match robots_proxy::access::hash_line(&name, password, token.as_deref()) {
+                Ok(line) => {
+                    println!("{line}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("robots-proxy user hash: {e}");
+                    ExitCode::from(2)
                 }
             }
         }
@@ -253,7 +292,10 @@ mod serve {
         let mut int = signal(SignalKind::interrupt())?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let tls = robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?;
-        let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
+        // The robots.txt fetcher connects through the destination guard too (SSRF).
+        let guard = Arc::new(robots_proxy::guard::DestinationGuard::from_config(&config));
+        let connector =
+            robots_proxy::tls::https_connector(tls, config.robots.connect_timeout, guard);
         let cache =
             Arc::new(RobotsCache::with_connector(config.robots.clone(), clock.clone(), connector));
         let audit_path = config.audit_path();

@@ -54,7 +54,8 @@ pub enum Decision {
     /// robots.txt disallows it: answered 403.
     Disallow,
     /// A CONNECT refused before any path could be seen (port, mode, domain fronting, a tunnel
-    /// to a site that disallows everything).
+    /// to a site that disallows everything), or any request to a destination the destination
+    /// guard prohibits ([`crate::guard`]).
     Refuse,
     /// A CONNECT relayed as an opaque tunnel (`https.mode = "tunnel"`).
     Tunnel,

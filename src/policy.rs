@@ -47,6 +47,8 @@ pub enum TokenOrigin {
     Default,
     /// No source gave one: only `*` groups apply.
     None,
+    /// The authenticated user is tied to it (`access.users_file`); it wins over every source.
+    Credentials,
 }
 
 /// What the policy decided for one request, and why, in terms a person and an auditor read.
@@ -120,6 +122,20 @@ impl Policy {
             }
         }
         (None, TokenOrigin::None)
+    }
+
+    /// The product token for a request whose authenticated user is tied to `tied`: that one
+    /// when given (credentials identify a crawler better than anything it sends), else
+    /// [`Policy::token_for`].
+    pub fn token_for_user(
+        &self,
+        tied: Option<&ProductToken>,
+        headers: &HeaderMap,
+    ) -> (Option<ProductToken>, TokenOrigin) {
+        match tied {
+            Some(token) => (Some(token.clone()), TokenOrigin::Credentials),
+            None => self.token_for(headers),
+        }
     }
 
     /// Whether `token` may fetch `path`: the verdict of [`Policy::decide`] without the
@@ -217,7 +233,7 @@ pub fn outcome_text(outcome: &FetchOutcome) -> String {
     match outcome {
         FetchOutcome::Status(code) => format!("HTTP {code}"),
         FetchOutcome::RedirectLimit => "too many redirects".to_owned(),
-        FetchOutcome::Network(e) => e.clone(),
+        FetchOutcome::Network(e) | FetchOutcome::Prohibited(e) => e.clone(),
     }
 }
 

@@ -92,6 +92,9 @@ pub(crate) enum FetchError {
     /// The origin answered with a status outside 2xx–5xx.
     #[error("unexpected status {0}")]
     Status(u16),
+    /// The destination guard refused the address of the URL (or of a redirect).
+    #[error("{0}")]
+    Prohibited(String),
 }
 
 /// Something that fetches an authority's robots.txt. A trait object, so the cache does not
@@ -218,7 +221,10 @@ where
             .header(USER_AGENT, self.user_agent.clone())
             .body(Empty::new())
             .map_err(|_| FetchError::Url(url.to_string()))?;
-        self.client.request(request).await.map_err(|e| FetchError::Request(describe(&e)))
+        self.client.request(request).await.map_err(|e| match crate::guard::find_prohibited(&e) {
+            Some(p) => FetchError::Prohibited(format!("robots.txt at {url}: {p}")),
+            None => FetchError::Request(describe(&e)),
+        })
     }
 
     /// Turns a final (non-redirect) response into a [`Fetched`] (RFC 9309 §2.3.1.1–4).
@@ -263,7 +269,11 @@ fn body_limit(configured: u64) -> usize {
 }
 
 fn unreachable(error: FetchError) -> Fetched {
-    Fetched::Unreachable { outcome: FetchOutcome::Network(error.to_string()) }
+    let outcome = match error {
+        FetchError::Prohibited(why) => FetchOutcome::Prohibited(why),
+        other => FetchOutcome::Network(other.to_string()),
+    };
+    Fetched::Unreachable { outcome }
 }
 
 /// Reads at most `limit + 1` bytes of `body`, then stops (dropping the body closes the

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hyper_util::client::legacy::connect::Connect;
-use tokio::sync::{watch, Mutex};
+use tokio::sync::{watch, Mutex, Semaphore};
 
 use crate::authority::Authority;
 use crate::clock::Clock;
@@ -88,6 +88,10 @@ pub enum FetchOutcome {
     RedirectLimit,
     /// DNS failure, refused or reset connection, timeout, invalid response: the description.
     Network(String),
+    /// The destination guard refused the address of the robots.txt URL or of a redirect
+    /// ([`crate::guard`]): the description names the address and why. Counts as unreachable
+    /// (§2.3.1.4); the proxy answers such requests with `destination_ip_prohibited`.
+    Prohibited(String),
 }
 
 /// What the cache knows about one authority's robots.txt at one moment.
@@ -182,6 +186,8 @@ impl FetchClass {
             FetchOutcome::Status(400..=499) => FetchClass::ClientError,
             FetchOutcome::Status(500..=599) => FetchClass::ServerError,
             FetchOutcome::Status(_) | FetchOutcome::Network(_) => FetchClass::Network,
+            // The destination guard refused the address: no connection was made.
+            FetchOutcome::Prohibited(_) => FetchClass::Network,
             FetchOutcome::RedirectLimit => FetchClass::RedirectLimit,
         }
     }
@@ -251,6 +257,8 @@ struct Inner {
     /// so a request either joins a fetch or sees the entry that fetch stored.
     in_flight: Mutex<HashMap<Authority, InFlight>>,
     next_fetch_id: AtomicU64,
+    /// `robots.max_concurrent_fetches`: fetches beyond it wait for a slot.
+    fetch_slots: Semaphore,
     counters: Counters,
 }
 
@@ -294,6 +302,7 @@ impl RobotsCache {
         fetcher: Arc<dyn Fetch>,
     ) -> Self {
         let ttl = settings.give_up_after.saturating_add(settings.max_age).min(MAX_TTL);
+        let settings_fetches = settings.max_concurrent_fetches;
         let entries = moka::future::Cache::builder()
             .max_capacity(settings.cache_memory.0)
             .weigher(|_key: &Authority, value: &Arc<RobotsSnapshot>| {
@@ -309,6 +318,7 @@ impl RobotsCache {
                 entries,
                 in_flight: Mutex::new(HashMap::new()),
                 next_fetch_id: AtomicU64::new(0),
+                fetch_slots: Semaphore::new(settings_fetches.clamp(1, Semaphore::MAX_PERMITS)),
                 counters: Counters::default(),
             }),
         }
@@ -445,6 +455,9 @@ impl Inner {
         sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
     ) {
         tracing::debug!(%authority, "fetching robots.txt");
+        // At most `max_concurrent_fetches` at once; the semaphore is never closed. Waiting for a
+        // slot is not part of `fetch_timeout`.
+        let _slot = this.fetch_slots.acquire().await;
         // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
         // "unreachable" outcome instead of leaving the waiters without an answer.
         let fetched = match tokio::spawn(this.fetcher.fetch(authority.clone())).await {

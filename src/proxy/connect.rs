@@ -24,10 +24,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
-use super::{answer, process, ProxyBody, Shared};
+use super::{answer, process, safety, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
+use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
 use crate::robots::normalize::normalize_request_path;
 use crate::robots::ProductToken;
@@ -79,7 +80,12 @@ pub(super) async fn handle_connect(
         )
         .await;
     }
-    let (token, _) = shared.live().policy.token_for(req.headers());
+    let (token, _) = shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
+    // safety: a CONNECT to a prohibited IP literal is refused in every mode.
+    if let Some(p) = shared.safety.literal_prohibited(&https) {
+        return refuse_prohibited(&shared, client, &req, &https, token.as_ref(), &p.to_string())
+            .await;
+    }
     match shared.https.mode {
         HttpsMode::Reject => {
             refuse(
@@ -105,18 +111,20 @@ pub(super) async fn handle_connect(
                 );
             };
             let shared2 = shared.clone();
+            // safety: requests inside the tunnel speak for the user who authenticated it.
+            let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().cloned();
             tokio::spawn(async move {
                 match hyper::upgrade::on(req).await {
                     // The client's own socket, unwrapped from hyper's boxed `Upgraded`: one
                     // indirection less on every read and write of the intercepted connection.
-                    Ok(upgraded) => match upgraded.downcast::<TokioIo<tokio::net::TcpStream>>() {
+                    Ok(upgraded) => match upgraded.downcast::<TokioIo<crate::limits::ClientIo>>() {
                         Ok(parts) => {
                             let io = parts.io.into_inner();
-                            intercept(shared2, ca, client, https, io, parts.read_buf).await
+                            intercept(shared2, ca, client, https, io, parts.read_buf, user).await
                         }
                         Err(upgraded) => {
                             let io = TokioIo::new(upgraded);
-                            intercept(shared2, ca, client, https, io, Bytes::new()).await
+                            intercept(shared2, ca, client, https, io, Bytes::new(), user).await
                         }
                     },
                     Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
@@ -155,6 +163,26 @@ async fn refuse_record(
         tracing::error!(error = %e, "audit record could not be queued");
     }
     answer::text(StatusCode::FORBIDDEN, error, format!("403 Forbidden: {reason}\n"))
+}
+
+/// The 403 for a CONNECT to a prohibited destination (see `safety::prohibited`).
+async fn refuse_prohibited(
+    shared: &Shared,
+    client: SocketAddr,
+    req: &Request<Incoming>,
+    authority: &Authority,
+    token: Option<&ProductToken>,
+    why: &str,
+) -> Response<ProxyBody> {
+    let what = safety::Refused {
+        client,
+        method: "CONNECT",
+        authority,
+        path: "(not visible in a tunnel)",
+        user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
+        token,
+    };
+    safety::prohibited(shared, what, why).await
 }
 
 fn connect_record(
@@ -202,6 +230,10 @@ async fn tunnel(
     token: Option<ProductToken>,
 ) -> Response<ProxyBody> {
     let snapshot = shared.cache.get(&authority).await;
+    // safety: the robots.txt fetch went to a prohibited address.
+    if let Some(why) = safety::robots_prohibited(&snapshot) {
+        return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
+    }
     let blocked = match &snapshot.rules {
         RobotsRules::Parsed(robots) => robots.disallows_everything(token.as_ref()),
         RobotsRules::DisallowAll => true,
@@ -235,26 +267,31 @@ async fn tunnel(
         .await;
     }
     let addr = format!("{}:{}", bracket(authority.host()), authority.port());
-    let upstream =
-        match tokio::time::timeout(shared.connect_timeout, tokio::net::TcpStream::connect(&addr))
-            .await
-        {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                return answer::text(
-                    StatusCode::BAD_GATEWAY,
-                    "destination_unavailable",
-                    format!("502 Bad Gateway: cannot connect to {addr}: {e}\n"),
-                )
-            }
-            Err(_) => {
-                return answer::text(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "connection_timeout",
-                    format!("504 Gateway Timeout: connecting to {addr} timed out\n"),
-                )
-            }
-        };
+    // safety: through the destination guard, to the addresses it checked.
+    let connecting =
+        shared.safety.guard.connect_tcp(authority.host(), authority.port(), shared.connect_timeout);
+    let upstream = match connecting.await {
+        Ok(s) => s,
+        Err(ConnectTcpError::Guard(GuardError::Prohibited(p))) => {
+            let why = p.to_string();
+            return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), &why)
+                .await;
+        }
+        Err(ConnectTcpError::Timeout { .. }) => {
+            return answer::text(
+                StatusCode::GATEWAY_TIMEOUT,
+                "connection_timeout",
+                format!("504 Gateway Timeout: connecting to {addr} timed out\n"),
+            )
+        }
+        Err(e) => {
+            return answer::text(
+                StatusCode::BAD_GATEWAY,
+                "destination_unavailable",
+                format!("502 Bad Gateway: cannot connect to {addr}: {e}\n"),
+            )
+        }
+    };
     let _ = upstream.set_nodelay(true);
     shared.metrics.count(Decision::Tunnel, Scheme::Https);
     if shared.https.audit_tunnels || shared.audit.all_decisions() {
@@ -332,9 +369,11 @@ async fn intercept<IO>(
     connect: Authority,
     mut io: IO,
     buffered: Bytes,
+    user: Option<Arc<crate::access::AuthenticatedUser>>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let limits = shared.safety.limits.clone();
     let prefix = if buffered.is_empty() {
         let mut first = [0u8; 1];
         match tokio::time::timeout(shared.header_read_timeout, io.read(&mut first)).await {
@@ -350,16 +389,19 @@ async fn intercept<IO>(
         // Plain HTTP inside the tunnel (e.g. `CONNECT host:80`): decide it as HTTP.
         let authority =
             Authority::new(Scheme::Http, connect.host(), connect.port()).unwrap_or(connect);
-        let service = service_fn(move |req| {
+        let service = service_fn(move |mut req: Request<Incoming>| {
             let (shared, authority) = (shared.clone(), authority.clone());
+            if let Some(user) = &user {
+                req.extensions_mut().insert(user.clone());
+            }
             async move {
                 Ok::<_, std::convert::Infallible>(inner(shared, client, authority, None, req).await)
             }
         });
-        let _ = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .serve_connection(TokioIo::new(io), service)
-            .await;
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        // safety: the same head limits as the listener.
+        limits.apply_http1(&mut builder);
+        let _ = builder.timer(TokioTimer::new()).serve_connection(TokioIo::new(io), service).await;
         return;
     }
     let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
@@ -399,8 +441,11 @@ async fn intercept<IO>(
     let mismatch = sni.filter(|s| {
         Authority::new(Scheme::Https, s, connect.port()).map_or(true, |a| a != connect)
     });
-    let service = service_fn(move |req| {
+    let service = service_fn(move |mut req: Request<Incoming>| {
         let (shared, connect, mismatch) = (shared.clone(), connect.clone(), mismatch.clone());
+        if let Some(user) = &user {
+            req.extensions_mut().insert(user.clone());
+        }
         async move {
             Ok::<_, std::convert::Infallible>(inner(shared, client, connect, mismatch, req).await)
         }
@@ -408,6 +453,11 @@ async fn intercept<IO>(
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new());
     builder.http2().timer(TokioTimer::new());
+    // safety: the same head limits as the listener.
+    builder.http1().max_headers(limits.max_headers).max_buf_size(limits.max_header_bytes());
+    builder
+        .http2()
+        .max_header_list_size(u32::try_from(limits.max_header_bytes()).unwrap_or(u32::MAX));
     if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
         tracing::debug!(client = %client, error = %e, "intercepted connection ended with an error");
     }
@@ -441,7 +491,8 @@ async fn inner(
         None
     };
     if let Some(reason) = fronting {
-        let (token, _) = shared.live().policy.token_for(req.headers());
+        let (token, _) =
+            shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
         // Inside an intercepted tunnel the request is visible: the record names it, not the
         // CONNECT.
         let path = normalize_request_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));

@@ -19,22 +19,27 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::{answer, ProxyBody};
 use crate::authority::Authority;
 use crate::config::UpstreamSection;
+use crate::guard::{DestinationGuard, GuardedConnector};
 use crate::metrics::Metrics;
 
-/// The pooled client for origins, plain or TLS (HTTP/2 or HTTP/1.1 by ALPN).
-pub(crate) type UpstreamClient = Client<HttpsConnector<HttpConnector>, Incoming>;
+/// The pooled client for origins, plain or TLS (HTTP/2 or HTTP/1.1 by ALPN), connecting only
+/// where the destination guard allows.
+pub(crate) type UpstreamClient = Client<HttpsConnector<GuardedConnector>, Incoming>;
 
 /// Builds the pooled upstream client. Idle connections are reaped by a timer, not only when
 /// checked out (the pool needs `pool_timer` for that). Origin certificates are always verified.
-pub(crate) fn client(settings: &UpstreamSection, tls: rustls::ClientConfig) -> UpstreamClient {
-    let connector = crate::tls::https_connector(tls, settings.connect_timeout);
+pub(crate) fn client(
+    settings: &UpstreamSection,
+    tls: rustls::ClientConfig,
+    guard: std::sync::Arc<DestinationGuard>,
+) -> UpstreamClient {
+    let connector = crate::tls::https_connector(tls, settings.connect_timeout, guard);
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
@@ -173,6 +178,16 @@ pub(crate) async fn send(
             resp
         }
         Ok(Err(e)) => {
+            // safety: the destination guard refused the origin's address at connect time.
+            if let Some(p) = crate::guard::find_prohibited(&e) {
+                let mut resp = answer::text(
+                    StatusCode::FORBIDDEN,
+                    "destination_ip_prohibited",
+                    format!("403 Forbidden: {p}\n\nURL: {target}\n"),
+                );
+                resp.extensions_mut().insert(p.clone());
+                return resp;
+            }
             let (status, kind, what) = classify(&e);
             metrics.upstream_error(kind);
             tracing::debug!(target = %target, error = %chain(&e), "upstream request failed");

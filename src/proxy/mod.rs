@@ -8,6 +8,7 @@ mod answer;
 mod connect;
 mod forward;
 mod preferences;
+mod safety;
 mod throttle;
 
 use std::convert::Infallible;
@@ -50,6 +51,9 @@ pub enum ProxyError {
     /// The TLS client configuration for origins is invalid.
     #[error(transparent)]
     ClientTls(#[from] crate::tls::ClientTlsError),
+    /// The users file cannot be used.
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
     /// The pacing configuration is invalid.
     #[error(transparent)]
     Pacing(#[from] crate::pacing::PacingError),
@@ -71,6 +75,8 @@ struct Shared {
     connect_timeout: Duration,
     https: HttpsSection,
     ca: Option<Arc<CertificateAuthority>>,
+    /// Access list, authentication, limits and the destination guard (see `safety.rs`).
+    safety: safety::Safety,
 }
 
 /// The part of the configuration a reload replaces (see [`Proxy::reload`]). Everything else in
@@ -117,6 +123,7 @@ impl Proxy {
         ca: Option<Arc<CertificateAuthority>>,
     ) -> Result<Self, ProxyError> {
         let tls = crate::tls::client_config(config.https.upstream_ca_file.as_deref())?;
+        let guard = Arc::new(crate::guard::DestinationGuard::from_config(config));
         let metrics = Arc::new(Metrics::new(cache.clone(), audit.clone()));
         let shared = Shared {
             live: ArcSwap::from_pointee(Live::new(config)?),
@@ -124,7 +131,7 @@ impl Proxy {
             cache,
             pacer: Arc::new(Pacer::new(&config.pacing)?),
             audit,
-            client: forward::client(&config.upstream, tls),
+            client: forward::client(&config.upstream, tls, guard.clone()),
             clock,
             via: forward::Via::new(&config.proxy.via),
             listen: config.proxy.listen.to_string(),
@@ -132,6 +139,7 @@ impl Proxy {
             connect_timeout: config.upstream.connect_timeout,
             https: config.https.clone(),
             ca,
+            safety: safety::Safety::new(config, guard)?,
         };
         Ok(Proxy { shared: Arc::new(shared) })
     }
@@ -189,8 +197,17 @@ impl Proxy {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
         tokio::pin!(shutdown);
+        // safety: a request to the proxy's own listener must never loop back into it.
+        if let Ok(local) = listener.local_addr() {
+            self.shared.safety.guard.add_own_listener(local);
+        }
         self.shared.metrics.set_listening(true);
         loop {
+            // safety: limits.max_connections with when_full = "wait" waits here, before accept.
+            let slot = tokio::select! {
+                slot = self.shared.safety.wait_for_slot() => slot,
+                () = &mut shutdown => break,
+            };
             let (stream, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(conn) => conn,
@@ -204,16 +221,29 @@ impl Proxy {
                 () = &mut shutdown => break,
             };
             let _ = stream.set_nodelay(true);
+            // safety: access.allow_clients and limits.max_connections; refused ones are closed.
+            let Some(io) = self.shared.safety.admit(stream, peer, slot) else { continue };
+            let verdicts = io.verdicts();
             let shared = self.shared.clone();
             let service = service_fn(move |req| {
                 let shared = shared.clone();
-                async move { Ok::<_, Infallible>(handle(shared, peer, req).await) }
+                // safety: request smuggling checks, one verdict per request head, in order.
+                let verdict = verdicts.next();
+                async move {
+                    if let Some(refused) = shared.safety.check_request(peer, &req, verdict) {
+                        return Ok::<_, Infallible>(refused);
+                    }
+                    Ok::<_, Infallible>(handle(shared, peer, req).await)
+                }
             });
-            let conn = hyper::server::conn::http1::Builder::new()
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            // safety: limits.max_headers and limits.max_header_bytes (431 beyond them).
+            self.shared.safety.limits.apply_http1(&mut builder);
+            let conn = builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(self.shared.header_read_timeout)
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection(TokioIo::new(io), service)
                 .with_upgrades();
             let mut stop_rx = stop_rx.clone();
             let alive = alive.clone();
@@ -250,6 +280,11 @@ async fn handle(
     client: SocketAddr,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    // safety: proxy authentication (access.users_file), CONNECT included.
+    let req = match shared.safety.authenticate(client, req).await {
+        Ok(req) => req,
+        Err(answer) => return answer,
+    };
     if req.method() == Method::CONNECT {
         return connect::handle_connect(shared, client, req).await;
     }
@@ -332,8 +367,17 @@ async fn process(
     let live = shared.live();
     let path = checked_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let path = path.as_str();
-    let (token, _origin) = live.policy.token_for(req.headers());
+    let (token, _origin) = live.policy.token_for_user(safety::tied_token(&req), req.headers());
+    // safety: the destination guard, for an IP literal before robots.txt is even fetched.
+    if let Some(p) = shared.safety.literal_prohibited(&authority) {
+        let why = p.to_string();
+        return safety::refuse_request(&shared, client, &req, &authority, path, &token, &why).await;
+    }
     let snapshot = shared.cache.get(&authority).await;
+    // safety: the robots.txt fetch (or a redirect of it) went to a prohibited address.
+    if let Some(why) = safety::robots_prohibited(&snapshot) {
+        return safety::refuse_request(&shared, client, &req, &authority, path, &token, why).await;
+    }
     if let Some(answer) = untrusted_origin(&snapshot) {
         shared.metrics.upstream_error("tls_certificate_error");
         return answer;
@@ -376,7 +420,8 @@ async fn process(
     }
     // AI usage preferences (crate::usage): only for crawlers with configured purposes.
     let purposes = if live.usage.is_active() {
-        live.usage.purposes_for(token.as_ref(), None)
+        let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>();
+        live.usage.purposes_for(token.as_ref(), user.map(|u| u.name.as_str()))
     } else {
         Vec::new()
     };
@@ -441,6 +486,7 @@ async fn process(
             )
         }
     };
+    let sent_method = upstream.method().clone();
     let resp = forward::send(
         &shared.client,
         upstream,
@@ -449,6 +495,19 @@ async fn process(
         &shared.metrics,
     )
     .await;
+    // safety: the guard refused the origin's address at connect time (its DNS answer changed
+    // since robots.txt was fetched): audit the 403 that `send` made of it.
+    if let Some(p) = resp.extensions().get::<crate::guard::Prohibited>() {
+        let what = safety::Refused {
+            client,
+            method: sent_method.as_str(),
+            authority: &authority,
+            path,
+            user_agent: None,
+            token: token.as_ref(),
+        };
+        return safety::prohibited(&shared, what, &p.to_string()).await;
+    }
     let Some((method, user_agent, want_json)) = usage_subject else { return resp };
     let subject = preferences::Subject {
         client,

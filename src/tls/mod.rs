@@ -130,20 +130,23 @@ pub fn client_config(
 }
 
 /// A connector for `http` and `https` URLs: TLS with `tls` (HTTP/2 or HTTP/1.1 by ALPN), TCP
-/// with `connect_timeout` and no Nagle delay.
+/// with `connect_timeout` and no Nagle delay, to addresses `guard` allows only (the SSRF guard,
+/// see [`crate::guard`]). The same connector type serves forwarding and robots.txt fetches, so
+/// neither can reach a prohibited address.
 pub fn https_connector(
     tls: rustls::ClientConfig,
     connect_timeout: std::time::Duration,
-) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(connect_timeout));
-    http.set_keepalive(Some(std::time::Duration::from_secs(60)));
-    http.enforce_http(false);
+    guard: Arc<crate::guard::DestinationGuard>,
+) -> hyper_rustls::HttpsConnector<crate::guard::GuardedConnector> {
+    let settings = crate::guard::ConnectSettings {
+        connect_timeout,
+        keepalive: Some(std::time::Duration::from_secs(60)),
+    };
+    let tcp = crate::guard::GuardedConnector::new(guard, settings);
     hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .wrap_connector(http)
+        .wrap_connector(tcp)
 }

@@ -51,6 +51,7 @@ fn shipped_file_mentions_every_key() {
     every.https.ca_cert = Some("/ca.pem".into());
     every.https.ca_key = Some("/ca-key.pem".into());
     every.https.upstream_ca_file = Some("/roots.pem".into());
+    every.access.users_file = Some("/users".into());
     let wanted = keys(&config::render(&every), false);
     for key in ["state_dir", "proxy.listen", "policy.default_token", "log.level"] {
         assert!(wanted.contains(key), "the rendered keys include {key}: {wanted:?}");
@@ -71,6 +72,7 @@ fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
     assert_eq!(
         commented,
         [
+            "access.users_file",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",

@@ -147,6 +147,8 @@ impl InProcess {
         let state = tempfile::tempdir().unwrap();
         let mut config = Config { state_dir: state.path().to_owned(), ..Config::default() };
         config.robots.retry_initial = Duration::from_secs(3600);
+        // The test origins run on 127.0.0.1, which the destination guard prohibits by default.
+        config.access.allow_destinations = vec!["127.0.0.0/8".parse().unwrap()];
         // 2027-01-15T08:00:00Z, so that times in answers can be checked exactly.
         let clock = Arc::new(ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000)));
         let dyn_clock: Arc<dyn Clock> = clock.clone();
@@ -331,6 +333,9 @@ impl ProxyProcess {
             .args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            // The test origins run on 127.0.0.1, which the destination guard prohibits by
+            // default (`env` may say otherwise).
+            .env("ROBOTS_PROXY_ACCESS__ALLOW_DESTINATIONS", "127.0.0.0/8")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

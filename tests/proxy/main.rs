@@ -7,10 +7,14 @@ mod tls_support;
 #[path = "../cache/support.rs"]
 mod raw_origin;
 
+mod access;
 mod blocking;
+mod faults;
 mod fetch_table;
 mod forwarding;
+mod guard;
 mod https;
+mod limits;
 mod pacing;
 mod streaming;
 mod usage;

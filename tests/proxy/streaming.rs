@@ -21,6 +21,8 @@ impl ProxyProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
             .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .env("ROBOTS_PROXY_STATE_DIR", state.path())
+            // The origin runs on 127.0.0.1, which the destination guard prohibits by default.
+            .env("ROBOTS_PROXY_ACCESS__ALLOW_DESTINATIONS", "127.0.0.0/8")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

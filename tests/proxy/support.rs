@@ -21,6 +21,7 @@ use robots_proxy::audit::AuditLog;
 use robots_proxy::cache::RobotsCache;
 use robots_proxy::clock::{Clock, ManualClock};
 use robots_proxy::config::Config;
+use robots_proxy::guard::DestinationGuard;
 use robots_proxy::pacing::Pacer;
 use robots_proxy::proxy::Proxy;
 
@@ -173,12 +174,16 @@ impl TestProxy {
         let state = tempfile::tempdir().unwrap();
         let mut config = Config { state_dir: state.path().to_owned(), ..Config::default() };
         config.robots.retry_initial = Duration::from_secs(3600);
+        // The test origins run on 127.0.0.1, which the destination guard prohibits by default.
+        config.access.allow_destinations = vec!["127.0.0.0/8".parse().unwrap()];
         edit(&mut config);
         let clock = Arc::new(ManualClock::default());
         let dyn_clock: Arc<dyn Clock> = clock.clone();
         let tls =
             robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref()).unwrap();
-        let connector = robots_proxy::tls::https_connector(tls, config.robots.connect_timeout);
+        let guard = Arc::new(DestinationGuard::from_config(&config));
+        let connector =
+            robots_proxy::tls::https_connector(tls, config.robots.connect_timeout, guard);
         let cache = Arc::new(RobotsCache::with_connector(
             config.robots.clone(),
             dyn_clock.clone(),

@@ -1,0 +1,648 @@
+//! The destination guard: where the proxy may connect to (server-side request forgery, SSRF).
+//!
+//! A proxy open to a whole organisation would otherwise let any client reach what only the
+//! proxy's host can reach: its own loopback services, the private network behind it, the cloud
+//! provider's metadata service (`169.254.169.254`, which hands out credentials), or the proxy's
+//! own listener (a request loop). So every connection the proxy opens, for a forwarded request,
+//! a CONNECT tunnel, a robots.txt fetch or a redirect of one, goes through
+//! [`GuardedConnector`] or [`DestinationGuard::connect_tcp`], which
+//!
+//! 1. resolve the host (or take the IP literal as it is),
+//! 2. drop every address that is prohibited ([`DestinationGuard::check`]) unless
+//!    `access.allow_destinations` re-opens its range, and
+//! 3. connect to exactly the addresses that were checked, never resolving the name again, so a
+//!    name whose DNS answer changes between the check and the connection (DNS rebinding) cannot
+//!    slip through.
+//!
+//! When no address is left the connection fails with [`Prohibited`], which names the address
+//! and why; the proxy answers it with `403` and `Proxy-Status: destination_ip_prohibited`
+//! (RFC 9209 §2.3.2), and audits it.
+//!
+//! Prohibited by default (see [`Reason`]): unspecified, loopback, private (RFC 1918), shared
+//! address space (CGNAT, RFC 6598), link-local (including the metadata address), multicast,
+//! reserved and broadcast IPv4; unspecified, loopback, unique-local (RFC 4193), site-local,
+//! link-local and multicast IPv6; IPv4-mapped and NAT64 IPv6 addresses by the IPv4 address they
+//! carry; and the proxy's own listeners whatever the allow list says.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::Uri;
+use hyper_util::client::legacy::connect::dns::Name;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
+use ipnet::IpNet;
+use tokio::net::TcpStream;
+
+use crate::access::IpRange;
+
+/// Why an address is prohibited as a destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The IPv4 broadcast address `255.255.255.255`.
+    Broadcast,
+    /// A cloud provider's instance metadata service (`169.254.169.254`, `fd00:ec2::254`): it
+    /// hands out the host's credentials to whoever asks.
+    CloudMetadata,
+    /// Link-local: `169.254.0.0/16`, `fe80::/10` (RFC 3927, RFC 4291).
+    LinkLocal,
+    /// Loopback: `127.0.0.0/8`, `::1` (the proxy's own host).
+    Loopback,
+    /// Multicast: `224.0.0.0/4`, `ff00::/8`.
+    Multicast,
+    /// One of the proxy's own listeners: a request there would loop.
+    OwnListener,
+    /// Private IPv4: `10.0.0.0/8`, `172.16.0.0/12`, `192.168.0.0/16` (RFC 1918).
+    Private,
+    /// Reserved IPv4 `240.0.0.0/4` (RFC 1112), never a public host.
+    Reserved,
+    /// Shared address space (carrier-grade NAT) `100.64.0.0/10` (RFC 6598).
+    SharedAddressSpace,
+    /// Deprecated site-local IPv6 `fec0::/10` (RFC 3879).
+    SiteLocal,
+    /// Unique-local IPv6 `fc00::/7` (RFC 4193), the IPv6 private range.
+    UniqueLocal,
+    /// Unspecified: `0.0.0.0/8` ("this network", RFC 791), `::`.
+    Unspecified,
+}
+
+impl Reason {
+    /// The range this reason covers, as written in `access.allow_destinations`.
+    pub fn range(self) -> &'static str {
+        match self {
+            Reason::Broadcast => "255.255.255.255/32",
+            Reason::CloudMetadata => "169.254.169.254/32, fd00:ec2::254/128",
+            Reason::LinkLocal => "169.254.0.0/16, fe80::/10",
+            Reason::Loopback => "127.0.0.0/8, ::1/128",
+            Reason::Multicast => "224.0.0.0/4, ff00::/8",
+            Reason::OwnListener => "the proxy's own listen address",
+            Reason::Private => "10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16",
+            Reason::Reserved => "240.0.0.0/4",
+            Reason::SharedAddressSpace => "100.64.0.0/10",
+            Reason::SiteLocal => "fec0::/10",
+            Reason::UniqueLocal => "fc00::/7",
+            Reason::Unspecified => "0.0.0.0/8, ::/128",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Reason::Broadcast => "the broadcast address",
+            Reason::CloudMetadata => "a cloud instance metadata address",
+            Reason::LinkLocal => "a link-local address",
+            Reason::Loopback => "a loopback address",
+            Reason::Multicast => "a multicast address",
+            Reason::OwnListener => "this proxy's own listener",
+            Reason::Private => "a private address",
+            Reason::Reserved => "a reserved address",
+            Reason::SharedAddressSpace => "a shared (carrier-grade NAT) address",
+            Reason::SiteLocal => "a site-local address",
+            Reason::UniqueLocal => "a unique-local (private) address",
+            Reason::Unspecified => "an unspecified address",
+        })
+    }
+}
+
+/// A destination the guard refused: the host asked for, the address it came to, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prohibited {
+    /// The host as requested (a name or an IP literal).
+    pub host: String,
+    /// The (first) refused address.
+    pub addr: SocketAddr,
+    /// Why it is refused.
+    pub reason: Reason,
+    /// How many more addresses of the host were refused too.
+    pub more: usize,
+}
+
+impl fmt::Display for Prohibited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ip = self.addr.ip();
+        if self.host.trim_start_matches('[').trim_end_matches(']') == ip.to_string() {
+            write!(f, "{ip} is {} ({})", self.reason, self.reason.range())?;
+        } else {
+            write!(f, "{} resolves to {ip}, {} ({})", self.host, self.reason, self.reason.range())?;
+        }
+        if self.more > 0 {
+            write!(f, " and {} more prohibited address(es)", self.more)?;
+        }
+        f.write_str(": destinations there are refused (see access.allow_destinations)")
+    }
+}
+
+impl std::error::Error for Prohibited {}
+
+/// Why the guard could not give a destination's addresses.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuardError {
+    /// Every address of the host is prohibited.
+    #[error(transparent)]
+    Prohibited(#[from] Prohibited),
+    /// The name could not be resolved. The message says "dns error" so the proxy's error
+    /// classification reports it as a name resolution failure.
+    #[error("dns error: cannot resolve {host}: {source}")]
+    Resolve {
+        /// The name.
+        host: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The name resolved to no address at all.
+    #[error("dns error: {0} has no address")]
+    NoAddress(String),
+    /// The URI names no host.
+    #[error("the URI {0} has no host")]
+    NoHost(String),
+}
+
+/// Decides which destination addresses the proxy may connect to. Shared (`Arc`) by every
+/// connector of one proxy, so that the listeners it learns about apply everywhere.
+#[derive(Debug)]
+pub struct DestinationGuard {
+    allow: Vec<IpNet>,
+    /// The proxy's own listen addresses (learnt as they are bound).
+    own: RwLock<Vec<SocketAddr>>,
+}
+
+impl DestinationGuard {
+    /// A guard that re-opens `allow` and refuses `own` (the proxy's listen addresses).
+    pub fn new(allow: &[IpRange], own: &[SocketAddr]) -> Self {
+        DestinationGuard {
+            allow: allow.iter().map(|r| r.0.trunc()).collect(),
+            own: RwLock::new(own.to_vec()),
+        }
+    }
+
+    /// The guard of a configuration: `access.allow_destinations`, and `proxy.listen` and
+    /// `admin.listen` as the proxy's own addresses (the admin listener has no authentication:
+    /// clients must not reach it through the proxy).
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        Self::new(&config.access.allow_destinations, &[config.proxy.listen, config.admin.listen])
+    }
+
+    /// Adds a listen address of this proxy (when it is only known once bound, as with port 0).
+    pub fn add_own_listener(&self, addr: SocketAddr) {
+        let mut own = self.own.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !own.contains(&addr) {
+            own.push(addr);
+        }
+    }
+
+    /// Whether the proxy may connect to `addr`. `Err` names the reason.
+    pub fn check(&self, addr: SocketAddr) -> Result<(), Reason> {
+        if self.is_own_listener(addr) {
+            return Err(Reason::OwnListener);
+        }
+        let ip = canonical(addr.ip());
+        let Some(reason) = prohibited_reason(ip) else { return Ok(()) };
+        if self.allow.iter().any(|net| net.contains(&ip) || net.contains(&addr.ip())) {
+            return Ok(());
+        }
+        Err(reason)
+    }
+
+    /// The addresses of `host:port` the proxy may connect to: the IP literal, or the name's
+    /// addresses from the system resolver, without the prohibited ones. Fails with
+    /// [`GuardError::Prohibited`] when none is left.
+    pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, GuardError> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let candidates: Vec<SocketAddr> = if let Ok(ip) = bare.parse::<IpAddr>() {
+            vec![SocketAddr::new(ip, port)]
+        } else {
+            tokio::net::lookup_host((bare, port))
+                .await
+                .map_err(|source| GuardError::Resolve { host: bare.to_owned(), source })?
+                .collect()
+        };
+        self.filter(host, candidates)
+    }
+
+    /// `candidates` without the prohibited addresses; [`Prohibited`] when none is left.
+    pub fn filter(
+        &self,
+        host: &str,
+        candidates: Vec<SocketAddr>,
+    ) -> Result<Vec<SocketAddr>, GuardError> {
+        if candidates.is_empty() {
+            return Err(GuardError::NoAddress(host.to_owned()));
+        }
+        let mut first_refused = None;
+        let mut refused = 0usize;
+        let mut allowed = Vec::with_capacity(candidates.len());
+        for addr in candidates {
+            match self.check(addr) {
+                Ok(()) => allowed.push(addr),
+                Err(reason) => {
+                    refused += 1;
+                    first_refused.get_or_insert((addr, reason));
+                }
+            }
+        }
+        match first_refused {
+            Some((addr, reason)) if allowed.is_empty() => Err(GuardError::Prohibited(Prohibited {
+                host: host.to_owned(),
+                addr,
+                reason,
+                more: refused - 1,
+            })),
+            _ => Ok(allowed),
+        }
+    }
+
+    /// Opens a TCP connection to `host:port` (for a CONNECT tunnel), to the checked addresses
+    /// only, each tried in turn within `timeout`.
+    pub async fn connect_tcp(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<TcpStream, ConnectTcpError> {
+        let addrs = self.resolve(host, port).await?;
+        let mut last = None;
+        for addr in addrs {
+            match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => return Ok(stream),
+                Ok(Err(e)) => last = Some(ConnectTcpError::Connect { addr, source: e }),
+                Err(_) => last = Some(ConnectTcpError::Timeout { addr }),
+            }
+        }
+        // `resolve` never returns an empty list.
+        Err(last.unwrap_or(ConnectTcpError::Guard(GuardError::NoAddress(host.to_owned()))))
+    }
+
+    fn is_own_listener(&self, addr: SocketAddr) -> bool {
+        let own = self.own.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let ip = canonical(addr.ip());
+        own.iter().any(|listen| {
+            if listen.port() != addr.port() {
+                return false;
+            }
+            let listen_ip = canonical(listen.ip());
+            // A listener on 0.0.0.0 or [::] is reached through every local address; loopback
+            // and unspecified ones are the ones known without asking the system.
+            listen_ip == ip
+                || (listen_ip.is_unspecified() && (ip.is_loopback() || ip.is_unspecified()))
+        })
+    }
+}
+
+/// Why a tunnel connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectTcpError {
+    /// The guard refused the destination, or its name did not resolve.
+    #[error(transparent)]
+    Guard(#[from] GuardError),
+    /// Connecting failed.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The address tried last.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// Connecting took too long.
+    #[error("connecting to {addr} timed out")]
+    Timeout {
+        /// The address tried last.
+        addr: SocketAddr,
+    },
+}
+
+/// The IPv4 address an IPv4-mapped (`::ffff:a.b.c.d`) or NAT64 (`64:ff9b::a.b.c.d`, RFC 6052)
+/// IPv6 address stands for, so that `::ffff:127.0.0.1` is judged as `127.0.0.1`.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return IpAddr::V4(v4);
+            }
+            let s = v6.segments();
+            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                let [a, b] = s[6].to_be_bytes();
+                let [c, d] = s[7].to_be_bytes();
+                return IpAddr::V4(Ipv4Addr::new(a, b, c, d));
+            }
+            ip
+        }
+        IpAddr::V4(_) => ip,
+    }
+}
+
+/// Why `ip` (already [`canonical`]) is prohibited by default, or `None` for a public address.
+pub fn prohibited_reason(ip: IpAddr) -> Option<Reason> {
+    match ip {
+        IpAddr::V4(v4) => v4_reason(v4),
+        IpAddr::V6(v6) => v6_reason(v6),
+    }
+}
+
+fn v4_reason(ip: Ipv4Addr) -> Option<Reason> {
+    let [a, b, ..] = ip.octets();
+    Some(match (a, b) {
+        _ if ip == Ipv4Addr::new(169, 254, 169, 254) => Reason::CloudMetadata,
+        _ if ip.is_broadcast() => Reason::Broadcast,
+        (0, _) => Reason::Unspecified,
+        (127, _) => Reason::Loopback,
+        (10, _) | (192, 168) => Reason::Private,
+        (172, 16..=31) => Reason::Private,
+        (100, 64..=127) => Reason::SharedAddressSpace,
+        (169, 254) => Reason::LinkLocal,
+        (224..=239, _) => Reason::Multicast,
+        (240..=255, _) => Reason::Reserved,
+        _ => return None,
+    })
+}
+
+fn v6_reason(ip: Ipv6Addr) -> Option<Reason> {
+    let first = ip.segments()[0];
+    Some(match first {
+        _ if ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254) => Reason::CloudMetadata,
+        _ if ip.is_unspecified() => Reason::Unspecified,
+        _ if ip.is_loopback() => Reason::Loopback,
+        0xfe80..=0xfebf => Reason::LinkLocal,
+        0xfec0..=0xfeff => Reason::SiteLocal,
+        0xfc00..=0xfdff => Reason::UniqueLocal,
+        0xff00..=0xffff => Reason::Multicast,
+        _ => return None,
+    })
+}
+
+/// A connector for the proxy's outgoing connections (forwarding and robots.txt fetches): the
+/// destination is resolved and checked by the [`DestinationGuard`], then
+/// [`HttpConnector`] connects to exactly the checked addresses (Happy Eyeballs among them).
+///
+/// `hyper_rustls::HttpsConnector` wraps it for TLS; it is `enforce_http(false)`, so it carries
+/// `https` URIs too.
+#[derive(Clone)]
+pub struct GuardedConnector {
+    guard: Arc<DestinationGuard>,
+    settings: Arc<ConnectSettings>,
+}
+
+/// How the TCP connections of a [`GuardedConnector`] are made.
+#[derive(Debug, Clone)]
+pub struct ConnectSettings {
+    /// Time allowed to connect (per attempt, as `HttpConnector` applies it).
+    pub connect_timeout: Duration,
+    /// TCP keepalive probes after this long idle.
+    pub keepalive: Option<Duration>,
+}
+
+impl GuardedConnector {
+    /// A connector that asks `guard` before every connection.
+    pub fn new(guard: Arc<DestinationGuard>, settings: ConnectSettings) -> Self {
+        GuardedConnector { guard, settings: Arc::new(settings) }
+    }
+
+    /// The guard it asks.
+    pub fn guard(&self) -> &Arc<DestinationGuard> {
+        &self.guard
+    }
+
+    async fn connect(
+        guard: Arc<DestinationGuard>,
+        settings: Arc<ConnectSettings>,
+        dst: Uri,
+    ) -> Result<TokioIo<TcpStream>, BoxError> {
+        let host = dst.host().ok_or_else(|| GuardError::NoHost(dst.to_string()))?;
+        let port =
+            dst.port_u16().unwrap_or(if dst.scheme_str() == Some("https") { 443 } else { 80 });
+        let addrs = guard.resolve(host, port).await?;
+        // A connector per connection, resolving the name to the checked addresses only (an IP
+        // literal is not resolved at all, and was checked above).
+        let mut http = HttpConnector::new_with_resolver(Checked(addrs));
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(settings.connect_timeout));
+        http.set_keepalive(settings.keepalive);
+        let stream = tower_service::Service::call(&mut http, dst).await?;
+        Ok(stream)
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<Uri> for GuardedConnector {
+    type Response = TokioIo<TcpStream>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        Box::pin(Self::connect(self.guard.clone(), self.settings.clone(), dst))
+    }
+}
+
+/// A resolver that answers with addresses the guard already checked.
+#[derive(Clone)]
+struct Checked(Vec<SocketAddr>);
+
+impl tower_service::Service<Name> for Checked {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = io::Error;
+    type Future = std::future::Ready<Result<Self::Response, io::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), io::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _name: Name) -> Self::Future {
+        std::future::ready(Ok(self.0.clone().into_iter()))
+    }
+}
+
+/// The first [`Prohibited`] in an error's chain of causes.
+pub fn find_prohibited<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Prohibited> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(p) = e.downcast_ref::<Prohibited>() {
+            return Some(p);
+        }
+        if let Some(GuardError::Prohibited(p)) = e.downcast_ref::<GuardError>() {
+            return Some(p);
+        }
+        source = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn reason(s: &str) -> Option<Reason> {
+        prohibited_reason(canonical(ip(s)))
+    }
+
+    #[test]
+    fn default_prohibited_ranges() {
+        for (addr, want) in [
+            ("127.0.0.1", Reason::Loopback),
+            ("127.255.255.254", Reason::Loopback),
+            ("10.1.2.3", Reason::Private),
+            ("172.16.0.1", Reason::Private),
+            ("172.31.255.255", Reason::Private),
+            ("192.168.1.1", Reason::Private),
+            ("169.254.169.254", Reason::CloudMetadata),
+            ("169.254.1.1", Reason::LinkLocal),
+            ("100.64.0.1", Reason::SharedAddressSpace),
+            ("100.127.255.255", Reason::SharedAddressSpace),
+            ("224.0.0.1", Reason::Multicast),
+            ("239.255.255.250", Reason::Multicast),
+            ("0.0.0.0", Reason::Unspecified),
+            ("0.1.2.3", Reason::Unspecified),
+            ("255.255.255.255", Reason::Broadcast),
+            ("240.0.0.1", Reason::Reserved),
+            ("::1", Reason::Loopback),
+            ("::", Reason::Unspecified),
+            ("fc00::1", Reason::UniqueLocal),
+            ("fd12:3456::1", Reason::UniqueLocal),
+            ("fd00:ec2::254", Reason::CloudMetadata),
+            ("fe80::1", Reason::LinkLocal),
+            ("fec0::1", Reason::SiteLocal),
+            ("ff02::1", Reason::Multicast),
+            ("::ffff:127.0.0.1", Reason::Loopback),
+            ("::ffff:10.0.0.1", Reason::Private),
+            ("::ffff:169.254.169.254", Reason::CloudMetadata),
+            ("64:ff9b::7f00:1", Reason::Loopback),
+        ] {
+            assert_eq!(reason(addr), Some(want), "{addr}");
+        }
+    }
+
+    #[test]
+    fn public_addresses_pass() {
+        for addr in [
+            "1.1.1.1",
+            "8.8.8.8",
+            "172.15.255.255",
+            "172.32.0.1",
+            "100.63.255.255",
+            "100.128.0.1",
+            "192.169.0.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+        ] {
+            assert_eq!(reason(addr), None, "{addr}");
+        }
+    }
+
+    fn range(s: &str) -> IpRange {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn allow_list_reopens_ranges_but_never_the_own_listener() {
+        let own: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let guard = DestinationGuard::new(&[range("127.0.0.0/8")], &[own]);
+        assert_eq!(guard.check("127.0.0.1:9000".parse().unwrap()), Ok(()));
+        assert_eq!(guard.check("[::ffff:127.0.0.1]:9000".parse().unwrap()), Ok(()));
+        assert_eq!(guard.check(own), Err(Reason::OwnListener));
+        assert_eq!(guard.check("[::1]:9000".parse().unwrap()), Err(Reason::Loopback));
+        assert_eq!(guard.check("10.0.0.1:80".parse().unwrap()), Err(Reason::Private));
+        guard.add_own_listener("127.0.0.1:9000".parse().unwrap());
+        assert_eq!(guard.check("127.0.0.1:9000".parse().unwrap()), Err(Reason::OwnListener));
+    }
+
+    #[test]
+    fn both_listeners_of_a_configuration_are_its_own() {
+        let mut config = crate::config::Config::default();
+        config.access.allow_destinations = vec![range("127.0.0.0/8")];
+        let guard = DestinationGuard::from_config(&config);
+        assert_eq!(guard.check(config.proxy.listen), Err(Reason::OwnListener));
+        assert_eq!(guard.check(config.admin.listen), Err(Reason::OwnListener));
+        assert_eq!(guard.check("127.0.0.1:1".parse().unwrap()), Ok(()));
+    }
+
+    #[test]
+    fn listener_on_every_interface_is_reached_through_loopback() {
+        let guard = DestinationGuard::new(
+            &[range("127.0.0.0/8"), range("0.0.0.0/8")],
+            &["0.0.0.0:3128".parse().unwrap()],
+        );
+        assert_eq!(guard.check("127.0.0.1:3128".parse().unwrap()), Err(Reason::OwnListener));
+        assert_eq!(guard.check("0.0.0.0:3128".parse().unwrap()), Err(Reason::OwnListener));
+        assert_eq!(guard.check("127.0.0.1:3129".parse().unwrap()), Ok(()));
+        assert_eq!(guard.check("93.184.216.34:3128".parse().unwrap()), Ok(()));
+    }
+
+    #[test]
+    fn filter_keeps_allowed_addresses_and_names_the_refused_one() {
+        let guard = DestinationGuard::new(&[], &[]);
+        let public: SocketAddr = "93.184.216.34:80".parse().unwrap();
+        let private: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        assert_eq!(guard.filter("a.test", vec![private, public]).unwrap(), vec![public]);
+        let err = guard.filter("a.test", vec![private, "[fc00::1]:80".parse().unwrap()]);
+        let Err(GuardError::Prohibited(p)) = err else { panic!("prohibited: {err:?}") };
+        assert_eq!(p.addr, private);
+        assert_eq!(p.reason, Reason::Private);
+        assert_eq!(p.more, 1);
+        let text = p.to_string();
+        assert!(text.starts_with("a.test resolves to 10.0.0.1, a private address"), "{text}");
+        assert!(text.contains("1 more"), "{text}");
+        assert!(matches!(guard.filter("a.test", vec![]), Err(GuardError::NoAddress(_))));
+    }
+
+    #[tokio::test]
+    async fn literals_are_checked_without_resolving() {
+        let guard = DestinationGuard::new(&[], &[]);
+        let err = guard.resolve("[::1]", 80).await.unwrap_err();
+        assert!(err.to_string().starts_with("::1 is a loopback address"), "{err}");
+        let err = guard.resolve("169.254.169.254", 80).await.unwrap_err();
+        assert!(err.to_string().contains("metadata"), "{err}");
+        assert_eq!(
+            guard.resolve("93.184.216.34", 8080).await.unwrap(),
+            vec!["93.184.216.34:8080".parse::<SocketAddr>().unwrap()]
+        );
+    }
+
+    #[tokio::test]
+    async fn names_are_checked_after_resolution() {
+        // `localhost` resolves (from /etc/hosts) to loopback addresses only.
+        let guard = DestinationGuard::new(&[], &[]);
+        let err = guard.resolve("localhost", 80).await.unwrap_err();
+        let GuardError::Prohibited(p) = &err else { panic!("prohibited: {err:?}") };
+        assert_eq!(p.reason, Reason::Loopback);
+        assert!(err.to_string().starts_with("localhost resolves to "), "{err}");
+        let open = DestinationGuard::new(&[range("127.0.0.0/8")], &[]);
+        let addrs = open.resolve("localhost", 80).await.unwrap();
+        assert!(addrs.iter().all(|a| a.ip() == ip("127.0.0.1")), "{addrs:?}");
+    }
+
+    #[test]
+    fn prohibited_is_found_in_a_chain() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] BoxError);
+        let inner = GuardError::Prohibited(Prohibited {
+            host: "x".into(),
+            addr: "10.0.0.1:80".parse().unwrap(),
+            reason: Reason::Private,
+            more: 0,
+        });
+        let outer = Outer(Box::new(inner));
+        assert_eq!(find_prohibited(&outer).map(|p| p.reason), Some(Reason::Private));
+        let plain = Outer(Box::new(io::Error::other("no")));
+        assert!(find_prohibited(&plain).is_none());
+    }
+}

@@ -1,0 +1,347 @@
+//! Limits that keep one client (or many) from exhausting the proxy: how many connections it
+//! serves, how large a request head may be, and how long a client may leave a response unread.
+//!
+//! The limits that already had a home stay there: `proxy.header_read_timeout` (a client that
+//! sends its headers slowly, "slowloris"; hyper also closes a keep-alive connection idle this
+//! long between requests), `upstream.pool_idle_timeout` (idle connections to origins),
+//! `https.tunnel_idle_timeout` (CONNECT tunnels), `robots.max_body`, `robots.max_redirects`
+//! and `robots.max_concurrent_fetches` (robots.txt fetches).
+
+use std::future::Future as _;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Sleep;
+
+use crate::config::ByteSize;
+use crate::framing::{FramingWatch, Verdicts};
+
+/// What happens to a connection beyond `limits.max_connections`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Stop accepting until a connection closes: new ones wait in the kernel's accept queue
+    /// (and are refused by the kernel once it is full).
+    Wait,
+    /// Accept and answer `503 Service Unavailable` at once, then close.
+    Refuse,
+}
+
+/// `[limits]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Client connections served at once (CONNECT tunnels included).
+    pub max_connections: usize,
+    /// `wait` or `refuse`, beyond `max_connections`.
+    pub when_full: WhenFull,
+    /// Longest request-target; longer ones get `414 URI Too Long`.
+    pub max_request_line: ByteSize,
+    /// Largest request head (request line and header fields); larger ones get `431`.
+    pub max_header_bytes: ByteSize,
+    /// Most header fields in a request; more get `431`.
+    pub max_headers: usize,
+    /// A client that reads nothing of its response for this long is disconnected.
+    #[serde(with = "humantime_serde")]
+    pub client_write_timeout: Duration,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        LimitsSection {
+            max_connections: 10_000,
+            when_full: WhenFull::Wait,
+            max_request_line: ByteSize(16 * 1024),
+            max_header_bytes: ByteSize(64 * 1024),
+            max_headers: 100,
+            client_write_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// hyper cannot read a request head into less (its `max_buf_size` minimum is 8 KiB).
+pub const MIN_HEADER_BYTES: ByteSize = ByteSize(8 * 1024);
+/// A generous ceiling: hyper keeps a whole head in memory, per connection.
+pub const MAX_HEADER_BYTES: ByteSize = ByteSize(1024 * 1024);
+
+impl LimitsSection {
+    /// Every rule broken, as (key, message), for [`crate::config::Config::validate`].
+    pub fn check(&self) -> Vec<(&'static str, String)> {
+        let mut bad = Vec::new();
+        if self.max_connections == 0 {
+            bad.push(("limits.max_connections", "must be at least 1".to_owned()));
+        }
+        if self.max_headers == 0 {
+            bad.push(("limits.max_headers", "must be at least 1".to_owned()));
+        }
+        if self.max_header_bytes < MIN_HEADER_BYTES || self.max_header_bytes > MAX_HEADER_BYTES {
+            bad.push((
+                "limits.max_header_bytes",
+                format!(
+                    "{} is outside {MIN_HEADER_BYTES}..={MAX_HEADER_BYTES}",
+                    self.max_header_bytes
+                ),
+            ));
+        }
+        if self.max_request_line.0 < 256 || self.max_request_line > self.max_header_bytes {
+            bad.push((
+                "limits.max_request_line",
+                format!(
+                    "{} must be at least 256B and at most limits.max_header_bytes ({})",
+                    self.max_request_line, self.max_header_bytes
+                ),
+            ));
+        }
+        if self.client_write_timeout.is_zero() {
+            bad.push(("limits.client_write_timeout", "must be longer than zero".to_owned()));
+        }
+        bad
+    }
+
+    /// Longest request-target, in bytes.
+    pub fn max_request_line(&self) -> usize {
+        usize::try_from(self.max_request_line.0).unwrap_or(usize::MAX)
+    }
+
+    /// Largest request head, in bytes.
+    pub fn max_header_bytes(&self) -> usize {
+        usize::try_from(self.max_header_bytes.0).unwrap_or(usize::MAX)
+    }
+
+    /// Applies the head limits to a hyper HTTP/1 server.
+    pub fn apply_http1(&self, builder: &mut hyper::server::conn::http1::Builder) {
+        builder.max_headers(self.max_headers).max_header_size(self.max_header_bytes());
+    }
+}
+
+/// Admits client connections up to `limits.max_connections`.
+#[derive(Debug, Clone)]
+pub struct ConnectionGate {
+    slots: Arc<Semaphore>,
+    when_full: WhenFull,
+    write_timeout: Duration,
+    max_head: usize,
+}
+
+impl ConnectionGate {
+    /// A gate for `limits`.
+    pub fn new(limits: &LimitsSection) -> Self {
+        let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+        ConnectionGate {
+            slots: Arc::new(Semaphore::new(max)),
+            when_full: limits.when_full,
+            write_timeout: limits.client_write_timeout,
+            max_head: limits.max_header_bytes(),
+        }
+    }
+
+    /// In `wait` mode, a free slot, waited for *before* accepting, so excess connections stay
+    /// in the kernel's accept queue; `None` in `refuse` mode.
+    pub async fn wait_for_slot(&self) -> Option<OwnedSemaphorePermit> {
+        match self.when_full {
+            // The semaphore is never closed, so this only fails if that changes.
+            WhenFull::Wait => self.slots.clone().acquire_owned().await.ok(),
+            WhenFull::Refuse => None,
+        }
+    }
+
+    /// The accepted `stream` as a [`ClientIo`] holding its slot, or `None` (the stream is
+    /// answered `503` and closed) when every slot is taken in `refuse` mode.
+    pub fn admit(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Option<ClientIo> {
+        let slot = match slot {
+            Some(slot) => slot,
+            None => match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => slot,
+                Err(_) => {
+                    tracing::warn!(client = %peer, "connection refused: limits.max_connections reached");
+                    // One non-blocking write into an empty socket buffer: it fits, and if not,
+                    // the client sees the connection close, which says the same.
+                    let _ = stream.try_write(BUSY);
+                    return None;
+                }
+            },
+        };
+        let framing = FramingWatch::new(self.max_head);
+        Some(ClientIo::new(stream, Some(slot), self.write_timeout, Some(framing)))
+    }
+
+    /// Connection slots free now.
+    pub fn available(&self) -> usize {
+        self.slots.available_permits()
+    }
+}
+
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+Content-Type: text/plain; charset=utf-8\r\n\
+Proxy-Status: robots-proxy; error=connection_limit_reached; details=\"limits.max_connections\"\r\n\
+Retry-After: 1\r\n\
+Connection: close\r\n\
+Content-Length: 65\r\n\
+\r\n\
+503 Service Unavailable: the proxy serves too many connections.\r\n";
+
+/// A client connection: holds its connection slot for as long as it lives (through a CONNECT
+/// upgrade too, since the tunnel owns the same I/O), fails a write that has waited for the
+/// client to read for `write_timeout`, and lets a [`FramingWatch`] read along.
+///
+/// Only writes are timed: a read may rightly wait while the proxy itself waits (for robots.txt
+/// or the origin), and idle keep-alive connections are hyper's `header_read_timeout`.
+pub struct ClientIo {
+    inner: TcpStream,
+    _slot: Option<OwnedSemaphorePermit>,
+    write_timeout: Duration,
+    /// Armed when a write could not proceed, cleared when one does.
+    stalled: Option<Pin<Box<Sleep>>>,
+    framing: Option<FramingWatch>,
+}
+
+impl ClientIo {
+    /// Wraps `inner`.
+    pub fn new(
+        inner: TcpStream,
+        slot: Option<OwnedSemaphorePermit>,
+        write_timeout: Duration,
+        framing: Option<FramingWatch>,
+    ) -> Self {
+        ClientIo { inner, _slot: slot, write_timeout, stalled: None, framing }
+    }
+
+    /// The verdicts of the framing watch, one per request head (always `Clean` without one).
+    pub fn verdicts(&self) -> Verdicts {
+        self.framing.as_ref().map(FramingWatch::verdicts).unwrap_or_default()
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &TcpStream {
+        &self.inner
+    }
+
+    /// `Pending` from a write: starts (or checks) the stall timer.
+    fn stall(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        let timeout = self.write_timeout;
+        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the client read nothing for {} (limits.client_write_timeout)",
+                    humantime::format_duration(timeout)
+                ),
+            )),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn progress<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match poll {
+            Poll::Ready(r) => {
+                self.stalled = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.stall(cx).map(Err),
+        }
+    }
+}
+
+impl AsyncRead for ClientIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let (Poll::Ready(Ok(())), Some(framing)) = (&poll, self.framing.as_mut()) {
+            framing.feed(&buf.filled()[before..]);
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for ClientIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.progress(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.progress(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.progress(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.progress(cx, poll)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        assert!(LimitsSection::default().check().is_empty());
+        let bad = LimitsSection {
+            max_connections: 0,
+            max_headers: 0,
+            max_header_bytes: ByteSize(1024),
+            max_request_line: ByteSize(10),
+            client_write_timeout: Duration::ZERO,
+            ..LimitsSection::default()
+        };
+        let keys: Vec<_> = bad.check().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            [
+                "limits.max_connections",
+                "limits.max_headers",
+                "limits.max_header_bytes",
+                "limits.max_request_line",
+                "limits.client_write_timeout"
+            ]
+        );
+    }
+
+    #[test]
+    fn busy_answer_has_the_right_length() {
+        let text = std::str::from_utf8(BUSY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("Content-Length: {}", body.len())), "{}", body.len());
+    }
+}

@@ -1,0 +1,256 @@
+//! The proxy's safety hooks, called from a few marked places in the listener, the request
+//! handler and CONNECT: who may connect ([`crate::access`]), how many
+//! ([`crate::limits`]), whether a request is framed honestly ([`crate::framing`]) and where it
+//! may go ([`crate::guard`]). The logic lives in those modules; this file only turns their
+//! answers into responses and audit records.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{answer, ProxyBody, Shared};
+use crate::access::{AccessError, AuthFailure, AuthenticatedUser, Authenticator, ClientAcl};
+use crate::audit::AuditRecord;
+use crate::authority::Authority;
+use crate::cache::{FetchOutcome, RobotsRules, RobotsSnapshot};
+use crate::config::Config;
+use crate::framing::Verdict;
+use crate::guard::{DestinationGuard, Prohibited};
+use crate::limits::{ClientIo, ConnectionGate, LimitsSection};
+use crate::robots::ProductToken;
+
+/// The safety state of one proxy.
+pub(super) struct Safety {
+    acl: ClientAcl,
+    gate: ConnectionGate,
+    auth: Option<Authenticator>,
+    pub(super) guard: Arc<DestinationGuard>,
+    pub(super) limits: LimitsSection,
+}
+
+impl Safety {
+    /// From the configuration; loads `access.users_file` when set.
+    pub(super) fn new(config: &Config, guard: Arc<DestinationGuard>) -> Result<Self, AccessError> {
+        let auth = config.access.users_file.as_deref().map(Authenticator::load).transpose()?;
+        Ok(Safety {
+            acl: ClientAcl::new(&config.access.allow_clients),
+            gate: ConnectionGate::new(&config.limits),
+            auth,
+            guard,
+            limits: config.limits.clone(),
+        })
+    }
+
+    /// A connection slot, waited for before accepting (`limits.when_full = "wait"`).
+    pub(super) async fn wait_for_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.gate.wait_for_slot().await
+    }
+
+    /// The accepted connection, if its client may connect and a slot is free; otherwise it is
+    /// closed here (and logged).
+    pub(super) fn admit(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Option<ClientIo> {
+        if !self.acl.allows(peer.ip()) {
+            self.acl.record_refusal(peer);
+            return None;
+        }
+        self.gate.admit(stream, peer, slot)
+    }
+
+    /// Checks `Proxy-Authorization` when a users file is configured. The user is put in the
+    /// request's extensions (for the token it is tied to); without credentials the answer is
+    /// `407`.
+    pub(super) async fn authenticate<B>(
+        &self,
+        client: SocketAddr,
+        mut req: Request<B>,
+    ) -> Result<Request<B>, Response<ProxyBody>> {
+        let Some(auth) = &self.auth else { return Ok(req) };
+        match auth.authenticate(req.headers()).await {
+            Ok(user) => {
+                req.extensions_mut().insert(user);
+                Ok(req)
+            }
+            Err(failure) => {
+                if !matches!(failure, AuthFailure::Missing) {
+                    auth.record_failure(client, &failure);
+                }
+                Err(auth_required(&failure))
+            }
+        }
+    }
+
+    /// A `400` for a request whose framing is a smuggling attempt, or a `414` for a
+    /// request-target over `limits.max_request_line`.
+    pub(super) fn check_request<B>(
+        &self,
+        client: SocketAddr,
+        req: &Request<B>,
+        verdict: Verdict,
+    ) -> Option<Response<ProxyBody>> {
+        if let Some(problem) = verdict.problem() {
+            tracing::info!(client = %client, problem, "request refused: framing");
+            let mut resp = answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                format!("400 Bad Request: {problem}. The request is refused and not forwarded.\n"),
+            );
+            // RFC 9112 §6.1: close the connection after responding to such a request.
+            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return Some(resp);
+        }
+        let uri = req.uri();
+        let length = uri.scheme_str().map_or(0, |s| s.len() + 3)
+            + uri.authority().map_or(0, |a| a.as_str().len())
+            + uri.path_and_query().map_or(0, |p| p.as_str().len());
+        if length > self.limits.max_request_line() {
+            return Some(answer::text(
+                StatusCode::URI_TOO_LONG,
+                "http_request_error",
+                format!(
+                    "414 URI Too Long: the request-target has {length} bytes, more than \
+                     limits.max_request_line ({})\n",
+                    self.limits.max_request_line
+                ),
+            ));
+        }
+        None
+    }
+
+    /// The refused address when `authority` is an IP literal the guard prohibits: checked
+    /// before anything else happens (no robots.txt fetch for it).
+    pub(super) fn literal_prohibited(&self, authority: &Authority) -> Option<Prohibited> {
+        let host = authority.host();
+        let ip: IpAddr = host.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+        let addr = SocketAddr::new(ip, authority.port());
+        self.guard.check(addr).err().map(|reason| Prohibited {
+            host: host.to_owned(),
+            addr,
+            reason,
+            more: 0,
+        })
+    }
+}
+
+/// The token the authenticated user of `req` is tied to, if any.
+pub(super) fn tied_token<B>(req: &Request<B>) -> Option<&ProductToken> {
+    req.extensions().get::<Arc<AuthenticatedUser>>().and_then(|u| u.token.as_ref())
+}
+
+/// The `407` asking for credentials (RFC 9110 §15.5.8, §11.7.1).
+fn auth_required(failure: &AuthFailure) -> Response<ProxyBody> {
+    let mut resp = answer::text(
+        StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+        "http_request_denied",
+        format!(
+            "407 Proxy Authentication Required: {failure}.\n\nSend `Proxy-Authorization: Basic` \
+             with a user of this proxy (curl -U user:password, or \
+             HTTP_PROXY=http://user:password@host:port).\n"
+        ),
+    );
+    let challenge = format!("Basic realm=\"{}\", charset=\"UTF-8\"", crate::access::REALM);
+    resp.headers_mut().insert(
+        header::PROXY_AUTHENTICATE,
+        HeaderValue::from_str(&challenge).unwrap_or(HeaderValue::from_static("Basic")),
+    );
+    resp
+}
+
+/// What the proxy knows about a request it refuses for its destination.
+pub(super) struct Refused<'a> {
+    pub(super) client: SocketAddr,
+    pub(super) method: &'a str,
+    pub(super) authority: &'a Authority,
+    /// The path and query (`(not visible in a tunnel)` for CONNECT).
+    pub(super) path: &'a str,
+    pub(super) user_agent: Option<&'a str>,
+    pub(super) token: Option<&'a ProductToken>,
+}
+
+/// The `403` for a prohibited destination (RFC 9209 `destination_ip_prohibited`), with its
+/// audit record. `why` names the address and the reason.
+pub(super) async fn prohibited(
+    shared: &Shared,
+    what: Refused<'_>,
+    why: &str,
+) -> Response<ProxyBody> {
+    let url = if what.method == "CONNECT" {
+        what.authority.to_string()
+    } else {
+        format!("{}{}", what.authority, what.path)
+    };
+    let record = AuditRecord {
+        timestamp: crate::audit::timestamp(shared.clock.now()),
+        action: "destination_prohibited".to_owned(),
+        outcome: "failure".to_owned(),
+        reason: why.to_owned(),
+        client_address: what.client.to_string(),
+        method: what.method.to_owned(),
+        status_code: Some(403),
+        url: url.clone(),
+        domain: what.authority.to_string(),
+        path: what.path.to_owned(),
+        user_agent: what.user_agent.map(str::to_owned),
+        product_token: what.token.map(|t| t.as_str().to_owned()),
+        rule: None,
+        line: None,
+        group: None,
+        robots_url: what.authority.robots_url(),
+        state: String::new(),
+        age_seconds: 0,
+        usage: None,
+    };
+    shared.metrics.count(crate::metrics::Decision::Refuse, what.authority.scheme());
+    shared.metrics.blocked(&record);
+    if let Err(e) = shared.audit.record(record).await {
+        tracing::error!(error = %e, "audit record could not be queued");
+    }
+    tracing::info!(client = %what.client, url = %url, reason = %why, "destination prohibited");
+    answer::text(
+        StatusCode::FORBIDDEN,
+        "destination_ip_prohibited",
+        format!(
+            "403 Forbidden: {why}\n\nURL: {url}\n\nThis proxy does not connect to loopback, \
+             private, link-local, shared (CGNAT), multicast, reserved or cloud metadata \
+             addresses, nor to itself. An administrator can re-open ranges with \
+             access.allow_destinations.\n"
+        ),
+    )
+}
+
+/// [`prohibited`] for a request about to be decided.
+pub(super) async fn refuse_request<B>(
+    shared: &Shared,
+    client: SocketAddr,
+    req: &Request<B>,
+    authority: &Authority,
+    path: &str,
+    token: &Option<ProductToken>,
+    why: &str,
+) -> Response<ProxyBody> {
+    let what = Refused {
+        client,
+        method: req.method().as_str(),
+        authority,
+        path,
+        user_agent: req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()),
+        token: token.as_ref(),
+    };
+    prohibited(shared, what, why).await
+}
+
+/// The reason to refuse when the robots.txt fetch (or one of its redirects) went to a
+/// prohibited address and no rules are in force because of it.
+pub(super) fn robots_prohibited(snapshot: &RobotsSnapshot) -> Option<&str> {
+    match (&snapshot.last_outcome, &snapshot.rules) {
+        (FetchOutcome::Prohibited(why), RobotsRules::DisallowAll) => Some(why),
+        _ => None,
+    }
+}

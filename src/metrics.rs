@@ -212,6 +212,15 @@ impl fmt::Debug for Metrics {
 impl Metrics {
     /// Metrics for a proxy using `cache` and `audit`, whose own counters are read at scrape time.
     pub fn new(cache: Arc<RobotsCache>, audit: AuditLog) -> Self {
+        Self::with_pacer(cache, audit, None)
+    }
+
+    /// Like [`Metrics::new`], also reporting the pacer's statistics ([`crate::pacing`]).
+    pub fn with_pacer(
+        cache: Arc<RobotsCache>,
+        audit: AuditLog,
+        pacer: Option<Arc<crate::pacing::Pacer>>,
+    ) -> Self {
         let mut registry = Registry::with_prefix(PREFIX);
         let requests_family = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
         registry.register(
@@ -268,7 +277,7 @@ impl Metrics {
             "The running version",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
-        registry.register_collector(Box::new(ScrapeTime { cache, audit }));
+        registry.register_collector(Box::new(ScrapeTime { cache, audit, pacer }));
         Metrics {
             registry,
             requests,
@@ -393,6 +402,7 @@ impl Drop for ConnectionGuard {
 struct ScrapeTime {
     cache: Arc<RobotsCache>,
     audit: AuditLog,
+    pacer: Option<Arc<crate::pacing::Pacer>>,
 }
 
 impl fmt::Debug for ScrapeTime {
@@ -488,6 +498,39 @@ impl Collector for ScrapeTime {
             "Failed opens, writes and syncs of the audit log.",
             audit.write_errors,
         )?;
+        if let Some(pacer) = &self.pacer {
+            let p = pacer.stats();
+            Self::counter(
+                &mut encoder,
+                "pacing_delayed",
+                "Requests that waited for a site's pace (Crawl-delay, rate or concurrency).",
+                p.delayed,
+            )?;
+            Self::counter(
+                &mut encoder,
+                "pacing_delay_milliseconds",
+                "Time requests waited for a site's pace, all together, in milliseconds.",
+                u64::try_from(p.total_delay.as_millis()).unwrap_or(u64::MAX),
+            )?;
+            Self::counter(
+                &mut encoder,
+                "pacing_refused",
+                "Requests answered 429 for pace (queue full or wait beyond pacing.max_wait).",
+                p.refused,
+            )?;
+            let mut family = encoder.encode_descriptor(
+                "pacing_queue_depth",
+                "Requests waiting for their site's pace now, per authority with any waiting.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (authority, depth) in pacer.queue_depths() {
+                let name = authority.to_string();
+                let labels = [("authority", name.as_str())];
+                let gauge = ConstGauge::new(i64::try_from(depth).unwrap_or(i64::MAX));
+                gauge.encode(family.encode_family(&labels)?)?;
+            }
+        }
         Ok(())
     }
 }

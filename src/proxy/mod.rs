@@ -124,12 +124,14 @@ impl Proxy {
     ) -> Result<Self, ProxyError> {
         let tls = crate::tls::client_config(config.https.upstream_ca_file.as_deref())?;
         let guard = Arc::new(crate::guard::DestinationGuard::from_config(config));
-        let metrics = Arc::new(Metrics::new(cache.clone(), audit.clone()));
+        let pacer = Arc::new(Pacer::new(&config.pacing)?);
+        let metrics =
+            Arc::new(Metrics::with_pacer(cache.clone(), audit.clone(), Some(pacer.clone())));
         let shared = Shared {
             live: ArcSwap::from_pointee(Live::new(config)?),
             metrics,
             cache,
-            pacer: Arc::new(Pacer::new(&config.pacing)?),
+            pacer,
             audit,
             client: forward::client(&config.upstream, tls, guard.clone()),
             clock,

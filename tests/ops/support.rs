@@ -229,7 +229,7 @@ pub async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
 
 /// A reqwest client that goes through the proxy at `proxy`.
 pub fn proxied_client(proxy: SocketAddr) -> reqwest::Client {
-    reqwest::Client::builder()
+    builder()
         .proxy(reqwest::Proxy::all(format!("http://{proxy}")).unwrap())
         .timeout(Duration::from_secs(30))
         .build()
@@ -238,7 +238,14 @@ pub fn proxied_client(proxy: SocketAddr) -> reqwest::Client {
 
 /// A reqwest client that talks to its target directly, whatever `HTTP_PROXY` says.
 pub fn direct_client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap()
+    builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap()
+}
+
+/// A reqwest builder with the crate's TLS configuration: reqwest is built with rustls but no
+/// crypto provider of its own (the crate links only ring), so it must be given one.
+fn builder() -> reqwest::ClientBuilder {
+    let tls = robots_proxy::tls::client_config(None).expect("web PKI roots");
+    reqwest::Client::builder().use_preconfigured_tls(tls)
 }
 
 /// `GET url` directly: the status and the body.

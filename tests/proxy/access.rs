@@ -99,7 +99,7 @@ async fn valid_credentials_pass_and_are_not_forwarded() {
     let dir = tempfile::tempdir().unwrap();
     let origin = Origin::start(ROBOTS).await;
     let proxy = auth_proxy(&dir).await;
-    let client = reqwest::Client::builder()
+    let client = crate::support::reqwest_builder()
         .proxy(
             reqwest::Proxy::all(format!("http://{}", proxy.addr))
                 .unwrap()

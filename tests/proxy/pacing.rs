@@ -122,6 +122,9 @@ async fn a_full_queue_answers_429_with_retry_after_and_an_audit_record() {
     assert_eq!(resp.status(), 429);
     let throttled = proxy.metrics.requests(Decision::Throttle, Scheme::Http);
     assert_eq!(throttled, 1, "counted as robots_proxy_requests_total{{decision=\"throttle\"}}");
+    let text = proxy.metrics.encode();
+    assert!(text.contains("robots_proxy_pacing_refused_total 1"), "{text}");
+    assert!(text.contains("robots_proxy_pacing_delayed_total"), "{text}");
     assert_eq!(resp.headers()["retry-after"], "1");
     let status = resp.headers()["proxy-status"].to_str().unwrap().to_owned();
     assert!(status.contains("error=http_request_denied"), "{status}");

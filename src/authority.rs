@@ -175,8 +175,7 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
         && !trimmed.split('.').any(|label| {
             label.is_empty()
                 || label.len() > 63
-                || label.starts_with("xn--")
-                || label.starts_with("XN--")
+                || label.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("xn--"))
                 || label.starts_with('-')
                 || label.ends_with('-')
         })
@@ -191,6 +190,13 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
     // The ASCII form must itself be a plain name: no empty label, no trailing dot left over
     // (IDNA maps some characters to dots), so that the key is the same however it is written.
     if ascii.is_empty() || ascii.ends_with('.') || ascii.starts_with('.') || ascii.contains("..") {
+        return Err(AuthorityError::Host(host.to_owned()));
+    }
+    // The ASCII form must read back as itself, or the same site could be keyed two ways (found
+    // by fuzzing: some Unicode names convert to punycode that IDNA then refuses).
+    if ascii.contains("xn--")
+        && idna::domain_to_ascii(&ascii).ok().as_deref() != Some(ascii.as_str())
+    {
         return Err(AuthorityError::Host(host.to_owned()));
     }
     Ok(ascii)
@@ -248,6 +254,12 @@ mod tests {
         // would keep a trailing dot after the first one was stripped.
         assert!(Authority::new(Scheme::Http, "a.b\u{3002}.", 80).is_err());
         assert!(Authority::new(Scheme::Http, "a..b", 80).is_err());
+        // Found by fuzzing: a punycode label in mixed case must be checked, not waved through.
+        assert!(Authority::new(Scheme::Http, "5.xN--C0eom", 80).is_err());
+        assert_eq!(
+            Authority::new(Scheme::Http, "XN--BCHER-KVA.example", 80).unwrap().host(),
+            "xn--bcher-kva.example"
+        );
         assert!(Authority::new(Scheme::Http, "a.b.", 80).is_ok());
     }
 

@@ -148,6 +148,9 @@ fn split_host_port(s: &str) -> Result<(&str, Option<&str>), AuthorityError> {
     if let Some(rest) = s.strip_prefix('[') {
         let close = rest.find(']').ok_or_else(|| AuthorityError::Host(s.to_owned()))?;
         let host = &rest[..close];
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(AuthorityError::Host(s.to_owned()));
+        }
         let after = &rest[close + 1..];
         return match after.strip_prefix(':') {
             Some(port) => Ok((host, Some(port))),
@@ -190,6 +193,11 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
     // The ASCII form must itself be a plain name: no empty label, no trailing dot left over
     // (IDNA maps some characters to dots), so that the key is the same however it is written.
     if ascii.is_empty() || ascii.ends_with('.') || ascii.starts_with('.') || ascii.contains("..") {
+        return Err(AuthorityError::Host(host.to_owned()));
+    }
+    // Only letters, digits, `-`, `_` and `.` make a host name (IDNA lets `%` and the like
+    // through; found by fuzzing).
+    if !ascii.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) {
         return Err(AuthorityError::Host(host.to_owned()));
     }
     // The ASCII form must read back as itself, or the same site could be keyed two ways (found
@@ -256,6 +264,10 @@ mod tests {
         assert!(Authority::new(Scheme::Http, "a..b", 80).is_err());
         // Found by fuzzing: a punycode label in mixed case must be checked, not waved through.
         assert!(Authority::new(Scheme::Http, "5.xN--C0eom", 80).is_err());
+        assert!(Authority::new(Scheme::Http, "%%%", 80).is_err());
+        assert!(Authority::from_host_port(Scheme::Http, "[%%]:80").is_err());
+        assert!(Authority::from_host_port(Scheme::Http, "[::1]:80").is_ok());
+        assert!(Authority::new(Scheme::Http, "under_score.example", 80).is_ok());
         assert_eq!(
             Authority::new(Scheme::Http, "XN--BCHER-KVA.example", 80).unwrap().host(),
             "xn--bcher-kva.example"

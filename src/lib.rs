@@ -45,6 +45,7 @@ pub mod cache;
 pub mod check;
 pub mod clock;
 pub mod config;
+mod error;
 pub mod framing;
 pub mod guard;
 pub mod limits;

@@ -6,7 +6,6 @@
 //! an origin sends: garbage status lines, resets, endless bodies and redirect loops all become a
 //! [`Fetched`] value.
 
-use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -223,7 +222,7 @@ where
             .map_err(|_| FetchError::Url(url.to_string()))?;
         self.client.request(request).await.map_err(|e| match crate::guard::find_prohibited(&e) {
             Some(p) => FetchError::Prohibited(format!("robots.txt at {url}: {p}")),
-            None => FetchError::Request(describe(&e)),
+            None => FetchError::Request(crate::error::describe(&e)),
         })
     }
 
@@ -286,7 +285,7 @@ async fn read_capped(mut body: hyper::body::Incoming, limit: usize) -> Result<Ve
     let mut out = Vec::new();
     while out.len() < cap {
         let Some(frame) = body.frame().await else { break };
-        let frame = frame.map_err(|e| FetchError::Body(describe(&e)))?;
+        let frame = frame.map_err(|e| FetchError::Body(crate::error::describe(&e)))?;
         if let Ok(data) = frame.into_data() {
             let room = cap - out.len();
             out.extend_from_slice(&data[..data.len().min(room)]);
@@ -345,22 +344,6 @@ pub(crate) fn freshness_hint(headers: &HeaderMap) -> Option<Duration> {
         return Some(Duration::ZERO);
     }
     s_maxage.or(max_age).map(Duration::from_secs)
-}
-
-/// An error and its causes on one line (`client error (Connect): tcp connect error: …`), for
-/// logs and [`FetchOutcome::Network`].
-fn describe(error: &(dyn StdError + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

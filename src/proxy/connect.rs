@@ -159,9 +159,7 @@ async fn refuse_record(
 ) -> Response<ProxyBody> {
     shared.metrics.count(Decision::Refuse, scheme);
     shared.metrics.blocked(&record);
-    if let Err(e) = shared.audit.record(record).await {
-        tracing::error!(error = %e, "audit record could not be queued");
-    }
+    shared.write_audit(record).await;
     answer::text(StatusCode::FORBIDDEN, error, format!("403 Forbidden: {reason}\n"))
 }
 
@@ -304,9 +302,7 @@ async fn tunnel(
             true,
             "tunnel allowed: the path cannot be seen inside a tunnel",
         );
-        if let Err(e) = shared.audit.record(record).await {
-            tracing::error!(error = %e, "audit record could not be queued");
-        }
+        shared.write_audit(record).await;
     }
     let idle = shared.https.tunnel_idle_timeout;
     tokio::spawn(async move {

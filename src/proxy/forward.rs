@@ -190,11 +190,11 @@ pub(crate) async fn send(
             }
             let (status, kind, what) = classify(&e);
             metrics.upstream_error(kind);
-            tracing::debug!(target = %target, error = %chain(&e), "upstream request failed");
+            tracing::debug!(target = %target, error = %crate::error::describe(&e), "upstream request failed");
             answer::text(
                 status,
                 kind,
-                format!("{status}: {what} for {target}\n\nCause: {}\n", chain(&e)),
+                format!("{status}: {what} for {target}\n\nCause: {}\n", crate::error::describe(&e)),
             )
         }
         Err(_) => {
@@ -225,7 +225,7 @@ fn classify(e: &hyper_util::client::legacy::Error) -> (StatusCode, &'static str,
         }
         kind
     };
-    let text = chain(e).to_ascii_lowercase();
+    let text = crate::error::describe(e).to_ascii_lowercase();
     if find_cause::<rustls::Error>(e).is_some() || text.contains("certificate") {
         return (StatusCode::BAD_GATEWAY, "tls_certificate_error", "TLS with the origin failed");
     }
@@ -269,19 +269,4 @@ fn find_cause<'a, T: std::error::Error + 'static>(
         source = s.source();
     }
     None
-}
-
-/// An error and its causes, joined.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }

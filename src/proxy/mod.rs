@@ -26,7 +26,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use crate::audit::AuditLog;
+use crate::audit::{AuditLog, AuditRecord};
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsCache;
 use crate::clock::Clock;
@@ -98,6 +98,14 @@ impl Live {
 }
 
 impl Shared {
+    /// Queues an audit record. The writer never drops one (a full queue makes the request
+    /// wait), so an error means the writer has stopped; it is logged, not answered.
+    async fn write_audit(&self, record: AuditRecord) {
+        if let Err(e) = self.audit.record(record).await {
+            tracing::error!(error = %e, "audit record could not be queued");
+        }
+    }
+
     /// The reloadable settings in force now. A request reads them once, so that a reload in
     /// the middle of it cannot mix old and new (say, decide by one token header and strip
     /// another).
@@ -404,9 +412,7 @@ async fn process(
             status,
         );
         shared.metrics.blocked(&record);
-        if let Err(e) = shared.audit.record(record).await {
-            tracing::error!(error = %e, "audit record could not be queued");
-        }
+        shared.write_audit(record).await;
         if !decision.is_allowed() {
             shared.metrics.count(Decision::Disallow, authority.scheme());
             tracing::info!(url = %url, token = ?token.as_ref().map(|t| t.as_str()), reason = %decision.reason, "blocked");

@@ -84,9 +84,7 @@ pub(super) async fn refuse(
     };
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
     shared.metrics.blocked(&rec);
-    if let Err(e) = shared.audit.record(rec).await {
-        tracing::error!(error = %e, "audit record could not be queued");
-    }
+    shared.write_audit(rec).await;
     let url = format!("{}{}", subject.authority, subject.path);
     let token = subject.token.map_or("(none)", |t| t.as_str());
     let mut resp = if subject.want_json {
@@ -181,9 +179,7 @@ pub(super) async fn on_response(
                 };
                 let reason = format!("forwarded with Content-Usage: {merged}");
                 let rec = record(shared, subject, policy, "usage_annotate", &reason, None, usage);
-                if let Err(e) = shared.audit.record(rec).await {
-                    tracing::error!(error = %e, "audit record could not be queued");
-                }
+                shared.write_audit(rec).await;
             }
         }
     }

@@ -209,9 +209,7 @@ pub(super) async fn prohibited(
     };
     shared.metrics.count(crate::metrics::Decision::Refuse, what.authority.scheme());
     shared.metrics.blocked(&record);
-    if let Err(e) = shared.audit.record(record).await {
-        tracing::error!(error = %e, "audit record could not be queued");
-    }
+    shared.write_audit(record).await;
     tracing::info!(client = %what.client, url = %url, reason = %why, "destination prohibited");
     answer::text(
         StatusCode::FORBIDDEN,

@@ -51,9 +51,7 @@ pub(super) async fn refused(
         }
         _ => (None, None),
     };
-    if let Err(e) = shared.audit.record(record).await {
-        tracing::error!(error = %e, "audit record could not be queued");
-    }
+    shared.write_audit(record).await;
     let token = token.map(ProductToken::as_str);
     tracing::info!(url = %url, token = ?token, reason = %throttled, "throttled");
     response(throttled, &url, token, answer::wants_json(req.headers()))

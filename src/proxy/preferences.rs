@@ -33,6 +33,32 @@ fn purposes_text(purposes: &[Purpose]) -> String {
     purposes.iter().map(|p| p.category.label()).collect::<Vec<_>>().join(",")
 }
 
+impl Subject<'_> {
+    /// The audit record of the robots.txt decision for this request, answered with `status`:
+    /// the base that usage, pacing and other refusals fill in with their own action and reason.
+    pub(super) fn decision_record(
+        &self,
+        shared: &Shared,
+        policy: &crate::policy::Policy,
+        status: Option<u16>,
+    ) -> AuditRecord {
+        let now = shared.clock.now();
+        let decision = policy.decide(self.snapshot, self.token, self.path, now);
+        let url = format!("{}{}", self.authority, self.path);
+        decision.audit_record(
+            now,
+            self.client,
+            self.method,
+            &url,
+            &self.authority.to_string(),
+            self.path,
+            self.user_agent,
+            self.token,
+            status,
+        )
+    }
+}
+
 /// The audit record for a usage event, built on the robots decision's record.
 fn record(
     shared: &Shared,
@@ -43,20 +69,7 @@ fn record(
     status: Option<u16>,
     usage: UsageAudit,
 ) -> AuditRecord {
-    let now = shared.clock.now();
-    let decision = policy.decide(subject.snapshot, subject.token, subject.path, now);
-    let url = format!("{}{}", subject.authority, subject.path);
-    let mut record = decision.audit_record(
-        now,
-        subject.client,
-        subject.method,
-        &url,
-        &subject.authority.to_string(),
-        subject.path,
-        subject.user_agent,
-        subject.token,
-        status,
-    );
+    let mut record = subject.decision_record(shared, policy, status);
     record.action = action.to_owned();
     record.outcome = if status.is_some() { "failure" } else { "success" }.to_owned();
     record.reason = reason.to_owned();

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
+use super::preferences::Subject;
 use super::{answer, ProxyBody, Shared};
 use crate::cache::RobotsSnapshot;
 use crate::pacing::{Pace, Throttled};
@@ -26,22 +27,20 @@ pub(super) async fn refused(
 ) -> Response<ProxyBody> {
     let authority = &throttled.authority;
     let url = format!("{authority}{path}");
-    let now = shared.clock.now();
     // The decision gives the robots.txt fields of the record (state, age, group); it allowed
     // the request, so its rule is replaced by the Crawl-delay that held the request back.
-    let decision = shared.live().policy.decide(snapshot, token, path, now);
-    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
-    let mut record = decision.audit_record(
-        now,
+    let subject = Subject {
         client,
-        req.method(),
-        &url,
-        &authority.to_string(),
+        method: req.method(),
+        authority,
         path,
-        user_agent,
+        user_agent: req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()),
         token,
-        Some(StatusCode::TOO_MANY_REQUESTS.as_u16()),
-    );
+        snapshot,
+        want_json: answer::wants_json(req.headers()),
+    };
+    let status = Some(StatusCode::TOO_MANY_REQUESTS.as_u16());
+    let mut record = subject.decision_record(shared, &shared.live().policy, status);
     THROTTLED_ACTION.clone_into(&mut record.action);
     "failure".clone_into(&mut record.outcome);
     record.reason = throttled.to_string();
@@ -54,7 +53,7 @@ pub(super) async fn refused(
     shared.write_audit(record).await;
     let token = token.map(ProductToken::as_str);
     tracing::info!(url = %url, token = ?token, reason = %throttled, "throttled");
-    response(throttled, &url, token, answer::wants_json(req.headers()))
+    response(throttled, &url, token, subject.want_json)
 }
 
 /// The 429 itself. JSON when the client asked for it, like the 403.

@@ -116,16 +116,45 @@ impl Authority {
 
     /// `host:port` as it goes in a `Host` header: brackets around IPv6, default port left out.
     pub fn host_header(&self) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
+        let mut out = String::with_capacity(self.host.len() + 8);
+        // Writing to a String cannot fail.
+        let _ = self.write_host_header(&mut out);
+        out
+    }
+
+    /// Whether `written` is exactly [`Authority::host_header`], without building it: the
+    /// check the proxy makes on every request whose target it may forward unchanged.
+    pub fn is_host_header(&self, written: &str) -> bool {
+        let ipv6 = self.host.contains(':');
+        let rest = if ipv6 {
+            match written.strip_prefix('[').and_then(|w| w.strip_prefix(&*self.host)) {
+                Some(rest) => rest.strip_prefix(']'),
+                None => None,
+            }
         } else {
-            self.host.to_string()
+            written.strip_prefix(&*self.host)
         };
+        let Some(rest) = rest else { return false };
         if self.port == self.scheme.default_port() {
-            host
-        } else {
-            format!("{host}:{}", self.port)
+            return rest.is_empty();
         }
+        let mut digits = itoa::Buffer::new();
+        rest.strip_prefix(':') == Some(digits.format(self.port))
+    }
+
+    fn write_host_header(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        if self.host.contains(':') {
+            out.write_char('[')?;
+            out.write_str(&self.host)?;
+            out.write_char(']')?;
+        } else {
+            out.write_str(&self.host)?;
+        }
+        if self.port != self.scheme.default_port() {
+            out.write_char(':')?;
+            out.write_str(itoa::Buffer::new().format(self.port))?;
+        }
+        Ok(())
     }
 
     /// The URL of this authority's robots.txt.
@@ -137,7 +166,9 @@ impl Authority {
 impl fmt::Display for Authority {
     /// `scheme://host[:port]`, the port left out when it is the default.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}", self.scheme.as_str(), self.host_header())
+        f.write_str(self.scheme.as_str())?;
+        f.write_str("://")?;
+        self.write_host_header(f)
     }
 }
 
@@ -168,7 +199,13 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
     if host.is_empty() {
         return Err(AuthorityError::MissingHost);
     }
-    if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    // An IPv4 address that parses is already in its one written form (the parser refuses
+    // leading zeros and short forms), so it is kept as it is; IPv6 has several forms.
+    if bare.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Ok(bare.to_owned());
+    }
+    if let Ok(ip) = bare.parse::<std::net::Ipv6Addr>() {
         return Ok(ip.to_string());
     }
     let trimmed = host.strip_suffix('.').unwrap_or(host);

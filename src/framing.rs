@@ -133,6 +133,15 @@ impl FramingWatch {
                         if data.is_empty() {
                             return;
                         }
+                        // The common case: the whole head arrived in this read. Judge it
+                        // where it lies rather than copying it first.
+                        if let Some(end) = head_end(data, 0) {
+                            let (verdict, next) = judge(&data[..end]);
+                            self.verdicts.push(verdict);
+                            self.state = next;
+                            data = &data[end..];
+                            continue;
+                        }
                     }
                     let searched_from = self.buf.len().saturating_sub(3);
                     self.buf.extend_from_slice(data);
@@ -240,7 +249,13 @@ fn head_end(buf: &[u8], from: usize) -> Option<usize> {
 
 /// The verdict on a complete head, and the framing of what follows it.
 fn judge(head: &[u8]) -> (Verdict, State) {
-    let mut lines = head.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let mut start = 0;
+    let mut lines =
+        memchr::memchr_iter(b'\n', head).chain(std::iter::once(head.len())).map(|end| {
+            let line = &head[start.min(end)..end];
+            start = end + 1;
+            line.strip_suffix(b"\r").unwrap_or(line)
+        });
     let request_line = lines.next().unwrap_or_default();
     let is_connect = request_line.starts_with(b"CONNECT ");
     let mut lengths: Vec<u64> = Vec::new();

@@ -72,6 +72,14 @@ pub struct PolicyDecision {
     pub age: Duration,
 }
 
+/// The User-Agent a client connection sent last and the token found in it (see
+/// [`Policy::token_for_connection`]). The token depends only on the header's value, never on
+/// the configuration, so it stays right across reloads.
+#[derive(Debug, Default)]
+pub struct RecentUserAgent {
+    last: Option<(http::HeaderValue, Option<ProductToken>)>,
+}
+
 impl Policy {
     /// Builds the policy from its configuration section.
     pub fn new(section: &PolicySection) -> Result<Self, PolicyError> {
@@ -93,6 +101,29 @@ impl Policy {
 
     /// The product token for a request with these headers, from the configured sources in order.
     pub fn token_for(&self, headers: &HeaderMap) -> (Option<ProductToken>, TokenOrigin) {
+        self.token_from_sources(headers, None)
+    }
+
+    /// [`Policy::token_for_user`] for a client connection that keeps the User-Agent it sent
+    /// last in `recent`: a crawler sends the same one on every request of a keep-alive
+    /// connection, and comparing it is cheaper than looking it up again.
+    pub fn token_for_connection(
+        &self,
+        tied: Option<&ProductToken>,
+        headers: &HeaderMap,
+        recent: &mut RecentUserAgent,
+    ) -> (Option<ProductToken>, TokenOrigin) {
+        match tied {
+            Some(token) => (Some(token.clone()), TokenOrigin::Credentials),
+            None => self.token_from_sources(headers, Some(recent)),
+        }
+    }
+
+    fn token_from_sources(
+        &self,
+        headers: &HeaderMap,
+        mut recent: Option<&mut RecentUserAgent>,
+    ) -> (Option<ProductToken>, TokenOrigin) {
         for source in &self.sources {
             match source {
                 TokenSource::Header => {
@@ -106,9 +137,19 @@ impl Policy {
                 }
                 TokenSource::UserAgent => {
                     let token = headers.get(http::header::USER_AGENT).and_then(|v| {
-                        self.user_agents.get_with_by_ref(v, || {
+                        if let Some((seen, token)) = recent.as_deref().and_then(|r| r.last.as_ref())
+                        {
+                            if seen == v {
+                                return token.clone();
+                            }
+                        }
+                        let token = self.user_agents.get_with_by_ref(v, || {
                             v.to_str().ok().and_then(ProductToken::from_user_agent)
-                        })
+                        });
+                        if let Some(recent) = recent.as_deref_mut() {
+                            recent.last = Some((v.clone(), token.clone()));
+                        }
+                        token
                     });
                     if let Some(t) = token {
                         return (Some(t), TokenOrigin::UserAgent);

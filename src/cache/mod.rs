@@ -260,6 +260,26 @@ struct Inner {
     /// `robots.max_concurrent_fetches`: fetches beyond it wait for a slot.
     fetch_slots: Semaphore,
     counters: Counters,
+    /// Changes whenever `entries` gains, replaces or drops an entry: what a
+    /// [`RecentRobots`] checks to know its copies are still the cache's.
+    generation: AtomicU64,
+}
+
+/// The few snapshots one holder (a client connection) used last, so that a keep-alive
+/// connection asking the same sites again does not go through the shared cache each time.
+///
+/// Used only while the cache has not changed since they were remembered (any fetch result
+/// stored, or purge, makes them unusable) and only while they are current, so a request
+/// decided from here is decided exactly as [`RobotsCache::get`] would decide it.
+#[derive(Default)]
+pub struct RecentRobots {
+    generation: u64,
+    snapshots: Vec<Arc<RobotsSnapshot>>,
+}
+
+impl RecentRobots {
+    /// How many authorities one holder remembers; beyond it the oldest is forgotten.
+    const CAPACITY: usize = 8;
 }
 
 /// A fetch in flight: its id (so a purged fetch does not store its result) and where its
@@ -320,8 +340,52 @@ impl RobotsCache {
                 next_fetch_id: AtomicU64::new(0),
                 fetch_slots: Semaphore::new(settings_fetches.clamp(1, Semaphore::MAX_PERMITS)),
                 counters: Counters::default(),
+                generation: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// The snapshot `recent` holds for `authority`, if it is still the cache's current one.
+    /// Counted as a cache hit.
+    pub fn recent(
+        &self,
+        recent: &RecentRobots,
+        authority: &Authority,
+    ) -> Option<Arc<RobotsSnapshot>> {
+        if recent.generation != self.inner.generation.load(Ordering::Acquire) {
+            return None;
+        }
+        let snapshot = recent.snapshots.iter().find(|s| s.authority == *authority)?;
+        if !snapshot.is_current(self.inner.clock.now()) {
+            return None;
+        }
+        self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
+        Some(snapshot.clone())
+    }
+
+    /// The cache's generation now: read it before [`RobotsCache::get`] and give it to
+    /// [`RobotsCache::remember`] with the result.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
+    /// Keeps `snapshot`, got from [`RobotsCache::get`] when the cache was at `generation`,
+    /// in `recent`.
+    pub fn remember(
+        &self,
+        recent: &mut RecentRobots,
+        generation: u64,
+        snapshot: Arc<RobotsSnapshot>,
+    ) {
+        if recent.generation != generation {
+            recent.snapshots.clear();
+            recent.generation = generation;
+        }
+        recent.snapshots.retain(|s| s.authority != snapshot.authority);
+        if recent.snapshots.len() == RecentRobots::CAPACITY {
+            recent.snapshots.remove(0);
+        }
+        recent.snapshots.push(snapshot);
     }
 
     /// The robots.txt state for `authority`, fetching it if it is missing or due.
@@ -384,6 +448,7 @@ impl RobotsCache {
         let mut in_flight = self.inner.in_flight.lock().await;
         in_flight.remove(authority);
         self.inner.entries.invalidate(authority).await;
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Drops every cached robots.txt (and forgets fetches in flight, as [`Self::purge`]).
@@ -391,6 +456,7 @@ impl RobotsCache {
         let mut in_flight = self.inner.in_flight.lock().await;
         in_flight.clear();
         self.inner.entries.invalidate_all();
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Authorities cached (approximate: moka counts lazily).
@@ -481,6 +547,7 @@ impl Inner {
         let still_wanted = in_flight.get(&authority).is_some_and(|f| f.id == id);
         if still_wanted {
             this.entries.insert(authority.clone(), snapshot.clone()).await;
+            this.generation.fetch_add(1, Ordering::AcqRel);
             in_flight.remove(&authority);
         }
         drop(in_flight);

@@ -14,7 +14,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -24,7 +24,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
-use super::{answer, process, safety, ProxyBody, Shared};
+use super::{answer, process, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
@@ -380,18 +380,21 @@ async fn intercept<IO>(
         buffered
     };
     let is_tls = prefix[0] == 0x16;
+    // What the requests of this client connection remember from one to the next.
+    let memory = Arc::new(Mutex::new(ConnectionMemory::default()));
     let io = Rewind { prefix: Some(prefix), inner: io };
     if !is_tls {
         // Plain HTTP inside the tunnel (e.g. `CONNECT host:80`): decide it as HTTP.
         let authority =
             Authority::new(Scheme::Http, connect.host(), connect.port()).unwrap_or(connect);
         let service = service_fn(move |mut req: Request<Incoming>| {
-            let (shared, authority) = (shared.clone(), authority.clone());
+            let (shared, authority, memory) = (shared.clone(), authority.clone(), memory.clone());
             if let Some(user) = &user {
                 req.extensions_mut().insert(user.clone());
             }
             async move {
-                Ok::<_, std::convert::Infallible>(inner(shared, client, authority, None, req).await)
+                let answer = inner(shared, &memory, client, authority, None, req).await;
+                Ok::<_, std::convert::Infallible>(answer)
             }
         });
         let mut builder = hyper::server::conn::http1::Builder::new();
@@ -439,11 +442,13 @@ async fn intercept<IO>(
     });
     let service = service_fn(move |mut req: Request<Incoming>| {
         let (shared, connect, mismatch) = (shared.clone(), connect.clone(), mismatch.clone());
+        let memory = memory.clone();
         if let Some(user) = &user {
             req.extensions_mut().insert(user.clone());
         }
         async move {
-            Ok::<_, std::convert::Infallible>(inner(shared, client, connect, mismatch, req).await)
+            let answer = inner(shared, &memory, client, connect, mismatch, req).await;
+            Ok::<_, std::convert::Infallible>(answer)
         }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -462,6 +467,7 @@ async fn intercept<IO>(
 /// One request read inside a CONNECT tunnel.
 async fn inner(
     shared: Arc<Shared>,
+    memory: &Mutex<ConnectionMemory>,
     client: SocketAddr,
     connect: Authority,
     sni_mismatch: Option<String>,
@@ -500,7 +506,7 @@ async fn inner(
         return refuse_record(&shared, record, connect.scheme(), "http_request_denied", reason)
             .await;
     }
-    process(shared, client, connect, req).await
+    process(&shared, memory, client, connect, req).await
 }
 
 /// A stream that first yields bytes already read from it.

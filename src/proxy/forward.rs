@@ -12,7 +12,6 @@
 //!   target URI rather than forward the received Host field value"), so a request for an
 //!   allowed site cannot carry another site's `Host` to its server.
 
-use std::error::Error as _;
 use std::time::Duration;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -28,9 +27,72 @@ use crate::config::UpstreamSection;
 use crate::guard::{DestinationGuard, GuardedConnector};
 use crate::metrics::Metrics;
 
-/// The pooled client for origins, plain or TLS (HTTP/2 or HTTP/1.1 by ALPN), connecting only
-/// where the destination guard allows.
-pub(crate) type UpstreamClient = Client<HttpsConnector<GuardedConnector>, Incoming>;
+/// The pooled clients for origins, connecting only where the destination guard allows: one
+/// for `http` origins, one for `https` origins (HTTP/2 or HTTP/1.1 by ALPN).
+///
+/// Two, not one TLS-capable client for both: a plain connection then has no TLS wrapper to go
+/// through on every read and write, which is most of the proxy's traffic.
+pub(crate) struct UpstreamClient {
+    plain: super::pool::OriginPool,
+    tls: Client<SharedConnector<HttpsConnector<GuardedConnector>>, Incoming>,
+}
+
+impl UpstreamClient {
+    /// Sends `req` (absolute-form target) to its origin: `https` through hyper-util's pooled
+    /// client, `http` through our [`super::pool::OriginPool`], which takes the origin-form.
+    async fn request(
+        &self,
+        authority: &Authority,
+        mut req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, (Box<dyn std::error::Error + Send + Sync>, bool)> {
+        if authority.scheme() == crate::authority::Scheme::Https {
+            return self.tls.request(req).await.map_err(|e| {
+                let connecting = e.is_connect();
+                (e.into(), connecting)
+            });
+        }
+        // A direct connection to the origin: origin-form (RFC 9112 §3.2.1).
+        let origin_form = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        *req.uri_mut() = Uri::from(origin_form);
+        self.plain.send(authority, req).await.map_err(|e| {
+            let connecting = matches!(e, super::pool::PoolError::Connect(_));
+            (e.into(), connecting)
+        })
+    }
+}
+
+/// A connector behind one `Arc`. hyper-util's client clones its connector on every request,
+/// even one served from the pool; the TLS connector holds several `Arc`s that every
+/// connection shares, and cloning them all each time is measurable under load. This clones
+/// one, and the connector itself only when a new connection is really made.
+#[derive(Clone)]
+pub(crate) struct SharedConnector<C>(std::sync::Arc<C>);
+
+impl<C> tower_service::Service<Uri> for SharedConnector<C>
+where
+    C: tower_service::Service<Uri> + Clone,
+{
+    type Response = C::Response;
+    type Error = C::Error;
+    type Future = C::Future;
+
+    /// Always ready: the connectors wrapped here (`HttpsConnector` over
+    /// [`GuardedConnector`]) are, and each call works on a fresh clone.
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        C::clone(&self.0).call(dst)
+    }
+}
 
 /// Builds the pooled upstream client. Idle connections are reaped by a timer, not only when
 /// checked out (the pool needs `pool_timer` for that). Origin certificates are always verified.
@@ -39,44 +101,69 @@ pub(crate) fn client(
     tls: rustls::ClientConfig,
     guard: std::sync::Arc<DestinationGuard>,
 ) -> UpstreamClient {
-    let connector = crate::tls::https_connector(tls, settings.connect_timeout, guard);
-    Client::builder(TokioExecutor::new())
+    let plain = crate::guard::GuardedConnector::new(
+        guard.clone(),
+        crate::guard::ConnectSettings {
+            connect_timeout: settings.connect_timeout,
+            keepalive: Some(Duration::from_secs(60)),
+        },
+    );
+    let tls = crate::tls::https_connector(tls, settings.connect_timeout, guard);
+    let plain = super::pool::OriginPool::new(
+        SharedConnector(std::sync::Arc::new(plain)),
+        settings.pool_idle_timeout,
+        settings.pool_max_idle_per_host,
+    );
+    let tls = Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
         .pool_max_idle_per_host(settings.pool_max_idle_per_host)
         .set_host(false)
-        .build(connector)
+        .build(SharedConnector(std::sync::Arc::new(tls)));
+    UpstreamClient { plain, tls }
 }
 
-const HOP_BY_HOP: [HeaderName; 9] = [
-    header::CONNECTION,
-    HeaderName::from_static("proxy-connection"),
-    HeaderName::from_static("keep-alive"),
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    header::PROXY_AUTHORIZATION,
-    header::PROXY_AUTHENTICATE,
-];
-
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`.
+///
+/// One pass over the message's few field names finds what to remove (usually nothing, or
+/// `Connection` and the `Keep-Alive` it names): cheaper than trying nine removals, each a hash
+/// and a probe, on every message.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(header::CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-            .collect();
-        for name in named {
-            headers.remove(name);
+    let mut doomed: Vec<HeaderName> = Vec::new();
+    {
+        // The options of `Connection`, read once (a message rarely has more than a few).
+        let mut listed: Vec<&str> = Vec::new();
+        for value in headers.get_all(header::CONNECTION) {
+            if let Ok(value) = value.to_str() {
+                listed.extend(value.split(',').map(str::trim).filter(|o| !o.is_empty()));
+            }
+        }
+        for name in headers.keys() {
+            let name_str = name.as_str();
+            if is_hop_by_hop(name_str) || listed.iter().any(|o| o.eq_ignore_ascii_case(name_str)) {
+                doomed.push(name.clone());
+            }
         }
     }
-    for name in &HOP_BY_HOP {
+    for name in &doomed {
         headers.remove(name);
     }
+}
+
+/// The hop-by-hop fields every message loses (RFC 9110 §7.6.1), by their lower-case names.
+fn is_hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "proxy-connection"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "proxy-authorization"
+            | "proxy-authenticate"
+    )
 }
 
 /// Our `Via` entry (RFC 9110 §7.6.3), prepared once per protocol version.
@@ -133,24 +220,35 @@ pub(crate) fn upstream_request(
 ) -> Result<Request<Incoming>, http::Error> {
     // The request-target is reused as it is when it already names exactly the authority and
     // path that were checked (the common case); otherwise it is rebuilt from them.
-    let host_header = authority.host_header();
     let unchanged = req.uri().scheme_str() == Some(authority.scheme().as_str())
-        && req.uri().authority().is_some_and(|a| a.as_str() == host_header)
+        && req.uri().authority().is_some_and(|a| authority.is_host_header(a.as_str()))
         && req.uri().path_and_query().is_some_and(|p| p.as_str() == path);
-    if !unchanged {
-        let uri = Uri::builder()
-            .scheme(authority.scheme().as_str())
-            .authority(host_header.as_str())
-            .path_and_query(path)
-            .build()?;
-        *req.uri_mut() = uri;
-    }
+    let host = if unchanged {
+        // Already exactly the authority's Host form (checked just above).
+        req.uri().authority().map(|a| HeaderValue::from_str(a.as_str()))
+    } else {
+        None
+    };
+    let host = match host {
+        Some(value) => value?,
+        None => {
+            let host_header = authority.host_header();
+            let uri = Uri::builder()
+                .scheme(authority.scheme().as_str())
+                .authority(host_header.as_str())
+                .path_and_query(path)
+                .build()?;
+            *req.uri_mut() = uri;
+            HeaderValue::from_str(&host_header)?
+        }
+    };
     let version = req.version();
     *req.version_mut() = http::Version::HTTP_11;
     let headers = req.headers_mut();
     strip_hop_by_hop(headers);
-    headers.remove(token_header);
-    let host = HeaderValue::from_str(&host_header).map_err(http::Error::from)?;
+    if headers.contains_key(token_header) {
+        headers.remove(token_header);
+    }
     headers.insert(header::HOST, host);
     via.add(headers, version);
     Ok(req)
@@ -160,6 +258,7 @@ pub(crate) fn upstream_request(
 /// round trip (to the response head) and failures in `metrics`.
 pub(crate) async fn send(
     client: &UpstreamClient,
+    authority: &Authority,
     req: Request<Incoming>,
     response_timeout: Duration,
     via: &Via,
@@ -168,51 +267,75 @@ pub(crate) async fn send(
     // Cheap: a `Uri` clone shares its bytes. Only formatted when something fails.
     let target = req.uri().clone();
     let sent = std::time::Instant::now();
-    match tokio::time::timeout(response_timeout, client.request(req)).await {
-        Ok(Ok(resp)) => {
-            metrics.upstream_round_trip(sent.elapsed());
-            let version = resp.version();
-            let mut resp = resp.map(http_body_util::BodyExt::boxed_unsync);
-            strip_hop_by_hop(resp.headers_mut());
-            via.add(resp.headers_mut(), version);
-            resp
-        }
-        Ok(Err(e)) => {
-            // safety: the destination guard refused the origin's address at connect time.
-            if let Some(p) = crate::guard::find_prohibited(&e) {
-                let mut resp = answer::text(
-                    StatusCode::FORBIDDEN,
-                    "destination_ip_prohibited",
-                    format!("403 Forbidden: {p}\n\nURL: {target}\n"),
-                );
-                resp.extensions_mut().insert(p.clone());
-                return resp;
-            }
-            let (status, kind, what) = classify(&e);
-            metrics.upstream_error(kind);
-            tracing::debug!(target = %target, error = %crate::error::describe(&e), "upstream request failed");
-            answer::text(
-                status,
-                kind,
-                format!("{status}: {what} for {target}\n\nCause: {}\n", crate::error::describe(&e)),
-            )
-        }
-        Err(_) => {
-            metrics.upstream_error("http_response_timeout");
-            answer::text(
-                StatusCode::GATEWAY_TIMEOUT,
-                "http_response_timeout",
-                format!(
-                    "504 Gateway Timeout: the origin did not answer {target} within {}\n",
-                    humantime::format_duration(response_timeout)
-                ),
-            )
-        }
+    match tokio::time::timeout(response_timeout, client.request(authority, req)).await {
+        Ok(Ok(resp)) => received(resp, sent, via, metrics),
+        Ok(Err((e, connecting))) => failed(&*e, connecting, &target, metrics),
+        Err(_) => timed_out(&target, response_timeout, metrics),
     }
 }
 
+/// The origin's response as the client gets it: hop-by-hop fields out, our `Via` in.
+fn received(
+    resp: Response<Incoming>,
+    sent: std::time::Instant,
+    via: &Via,
+    metrics: &Metrics,
+) -> Response<ProxyBody> {
+    metrics.upstream_round_trip(sent.elapsed());
+    let version = resp.version();
+    let mut resp = resp.map(http_body_util::BodyExt::boxed_unsync);
+    strip_hop_by_hop(resp.headers_mut());
+    via.add(resp.headers_mut(), version);
+    resp
+}
+
+/// The proxy's answer when the origin could not be reached or answered badly.
+#[cold]
+fn failed(
+    e: &(dyn std::error::Error + 'static),
+    connecting: bool,
+    target: &Uri,
+    metrics: &Metrics,
+) -> Response<ProxyBody> {
+    // safety: the destination guard refused the origin's address at connect time.
+    if let Some(p) = crate::guard::find_prohibited(e) {
+        let mut resp = answer::text(
+            StatusCode::FORBIDDEN,
+            "destination_ip_prohibited",
+            format!("403 Forbidden: {p}\n\nURL: {target}\n"),
+        );
+        resp.extensions_mut().insert(p.clone());
+        return resp;
+    }
+    let (status, kind, what) = classify(e, connecting);
+    metrics.upstream_error(kind);
+    tracing::debug!(target = %target, error = %crate::error::describe(e), "upstream request failed");
+    answer::text(
+        status,
+        kind,
+        format!("{status}: {what} for {target}\n\nCause: {}\n", crate::error::describe(e)),
+    )
+}
+
+/// The proxy's `504` when the origin took longer than `upstream.response_timeout`.
+#[cold]
+fn timed_out(target: &Uri, response_timeout: Duration, metrics: &Metrics) -> Response<ProxyBody> {
+    metrics.upstream_error("http_response_timeout");
+    answer::text(
+        StatusCode::GATEWAY_TIMEOUT,
+        "http_response_timeout",
+        format!(
+            "504 Gateway Timeout: the origin did not answer {target} within {}\n",
+            humantime::format_duration(response_timeout)
+        ),
+    )
+}
+
 /// Maps an upstream error to a status, an RFC 9209 error type and a phrase.
-fn classify(e: &hyper_util::client::legacy::Error) -> (StatusCode, &'static str, &'static str) {
+fn classify(
+    e: &(dyn std::error::Error + 'static),
+    connecting: bool,
+) -> (StatusCode, &'static str, &'static str) {
     let io_kind = {
         let mut source = e.source();
         let mut kind = None;
@@ -229,7 +352,7 @@ fn classify(e: &hyper_util::client::legacy::Error) -> (StatusCode, &'static str,
     if find_cause::<rustls::Error>(e).is_some() || text.contains("certificate") {
         return (StatusCode::BAD_GATEWAY, "tls_certificate_error", "TLS with the origin failed");
     }
-    if e.is_connect() {
+    if connecting {
         return match io_kind {
             Some(std::io::ErrorKind::TimedOut) => (
                 StatusCode::GATEWAY_TIMEOUT,

@@ -7,6 +7,7 @@
 mod answer;
 mod connect;
 mod forward;
+mod pool;
 mod preferences;
 mod safety;
 mod throttle;
@@ -14,7 +15,7 @@ mod throttle;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -28,12 +29,12 @@ use tokio::net::TcpListener;
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::authority::{Authority, Scheme};
-use crate::cache::RobotsCache;
+use crate::cache::{RecentRobots, RobotsCache};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
-use crate::policy::{Policy, PolicyError};
+use crate::policy::{Policy, PolicyError, RecentUserAgent};
 use crate::robots::normalize::normalize_request_path;
 use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
@@ -234,16 +235,27 @@ impl Proxy {
             // safety: access.allow_clients and limits.max_connections; refused ones are closed.
             let Some(io) = self.shared.safety.admit(stream, peer, slot) else { continue };
             let verdicts = io.verdicts();
-            let shared = self.shared.clone();
+            // One per connection: cloning it for each request touches only this connection's
+            // counter, not one that every connection shares.
+            let connection = Arc::new(Connection {
+                shared: self.shared.clone(),
+                peer,
+                memory: Mutex::default(),
+            });
             let service = service_fn(move |req| {
-                let shared = shared.clone();
+                let connection = connection.clone();
                 // safety: request smuggling checks, one verdict per request head, in order.
                 let verdict = verdicts.next();
                 async move {
-                    if let Some(refused) = shared.safety.check_request(peer, &req, verdict) {
+                    let Connection { shared, peer, memory } = &*connection;
+                    if let Some(refused) = shared.safety.check_request(*peer, &req, verdict) {
                         return Ok::<_, Infallible>(refused);
                     }
-                    Ok::<_, Infallible>(handle(shared, peer, req).await)
+                    // Boxed: hyper keeps the service's future in the connection for as long
+                    // as the connection lives, idle or not, and moves it on every request;
+                    // a pointer is cheaper to move and to keep than the whole request state.
+                    let handling = Box::pin(handle(shared, memory, *peer, req));
+                    Ok::<_, Infallible>(handling.await)
                 }
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
@@ -284,19 +296,47 @@ impl Proxy {
     }
 }
 
+/// A client connection, as its requests see it.
+struct Connection {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    memory: Mutex<ConnectionMemory>,
+}
+
+/// What a client connection remembers from one request to the next, so that the requests of
+/// a keep-alive connection (the same crawler, usually the same few sites) skip look-ups in
+/// structures every connection shares. Locked only by the request in progress (HTTP/1.1
+/// serves one at a time), so never contended.
+#[derive(Default)]
+struct ConnectionMemory {
+    robots: RecentRobots,
+    user_agent: RecentUserAgent,
+}
+
+fn remembered(memory: &Mutex<ConnectionMemory>) -> std::sync::MutexGuard<'_, ConnectionMemory> {
+    memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// One request from a client connection: a CONNECT, or an absolute-form proxy request.
 async fn handle(
-    shared: Arc<Shared>,
+    shared: &Arc<Shared>,
+    memory: &Mutex<ConnectionMemory>,
     client: SocketAddr,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     // safety: proxy authentication (access.users_file), CONNECT included.
-    let req = match shared.safety.authenticate(client, req).await {
-        Ok(req) => req,
-        Err(answer) => return answer,
+    let req = if shared.safety.requires_credentials() {
+        let authenticating = Box::pin(shared.safety.authenticate(client, req));
+        match authenticating.await {
+            Ok(req) => req,
+            Err(answer) => return answer,
+        }
+    } else {
+        req
     };
     if req.method() == Method::CONNECT {
-        return connect::handle_connect(shared, client, req).await;
+        let connecting = Box::pin(connect::handle_connect(shared.clone(), client, req));
+        return connecting.await;
     }
     let uri = req.uri();
     if uri.scheme().is_none() && uri.authority().is_none() {
@@ -322,7 +362,7 @@ async fn handle(
             ),
         );
     }
-    process(shared, client, authority, req).await
+    process(shared, memory, client, authority, req).await
 }
 
 /// The path and query that is both checked and sent: normalised by
@@ -365,10 +405,61 @@ fn untrusted_origin(snapshot: &crate::cache::RobotsSnapshot) -> Option<Response<
     ))
 }
 
+/// The explained decision for a request that is blocked, or that is audited although
+/// allowed (`audit.all_decisions`): writes its audit record and answers `Some(403)` when the
+/// request is blocked, `None` when it may go on.
+#[allow(clippy::too_many_arguments)]
+async fn decide_and_audit(
+    shared: &Shared,
+    policy: &Policy,
+    client: SocketAddr,
+    req: &Request<Incoming>,
+    authority: &Authority,
+    path: &str,
+    token: Option<&crate::robots::ProductToken>,
+    snapshot: &crate::cache::RobotsSnapshot,
+    started: Instant,
+) -> Option<Response<ProxyBody>> {
+    let now = shared.clock.now();
+    let decision = policy.decide(snapshot, token, path, now);
+    shared.metrics.decision_time(started);
+    let url = format!("{authority}{path}");
+    let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let status = (!decision.is_allowed()).then_some(403);
+    let record = decision.audit_record(
+        now,
+        client,
+        req.method(),
+        &url,
+        &authority.to_string(),
+        path,
+        user_agent,
+        token,
+        status,
+    );
+    shared.metrics.blocked(&record);
+    shared.write_audit(record).await;
+    if decision.is_allowed() {
+        return None;
+    }
+    shared.metrics.count(Decision::Disallow, authority.scheme());
+    tracing::info!(url = %url, token = ?token.map(|t| t.as_str()), reason = %decision.reason, "blocked");
+    Some(answer::blocked(
+        &decision,
+        &url,
+        token.map(|t| t.as_str()),
+        answer::wants_json(req.headers()),
+    ))
+}
+
 /// Decides one request for `authority` and answers 403 or forwards it. Shared by plain proxy
 /// requests and requests read inside an intercepted CONNECT tunnel.
+///
+/// Only the common path (decide, allow, forward) is awaited in place; every other await is
+/// boxed, which keeps this future small (hyper moves it at least once per request).
 async fn process(
-    shared: Arc<Shared>,
+    shared: &Arc<Shared>,
+    memory: &Mutex<ConnectionMemory>,
     client: SocketAddr,
     authority: Authority,
     req: Request<Incoming>,
@@ -377,16 +468,34 @@ async fn process(
     let live = shared.live();
     let path = checked_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
     let path = path.as_str();
-    let (token, _origin) = live.policy.token_for_user(safety::tied_token(&req), req.headers());
+    let (token, _origin) = live.policy.token_for_connection(
+        safety::tied_token(&req),
+        req.headers(),
+        &mut remembered(memory).user_agent,
+    );
     // safety: the destination guard, for an IP literal before robots.txt is even fetched.
     if let Some(p) = shared.safety.literal_prohibited(&authority) {
         let why = p.to_string();
-        return safety::refuse_request(&shared, client, &req, &authority, path, &token, &why).await;
+        let refusal =
+            Box::pin(safety::refuse_request(shared, client, &req, &authority, path, &token, &why));
+        return refusal.await;
     }
-    let snapshot = shared.cache.get(&authority).await;
+    let recent = shared.cache.recent(&remembered(memory).robots, &authority);
+    let snapshot = match recent {
+        Some(snapshot) => snapshot,
+        None => {
+            let generation = shared.cache.generation();
+            let fetching = Box::pin(shared.cache.get(&authority));
+            let snapshot = fetching.await;
+            shared.cache.remember(&mut remembered(memory).robots, generation, snapshot.clone());
+            snapshot
+        }
+    };
     // safety: the robots.txt fetch (or a redirect of it) went to a prohibited address.
     if let Some(why) = safety::robots_prohibited(&snapshot) {
-        return safety::refuse_request(&shared, client, &req, &authority, path, &token, why).await;
+        let refusal =
+            Box::pin(safety::refuse_request(shared, client, &req, &authority, path, &token, why));
+        return refusal.await;
     }
     if let Some(answer) = untrusted_origin(&snapshot) {
         shared.metrics.upstream_error("tls_certificate_error");
@@ -394,34 +503,21 @@ async fn process(
     }
     let audit_all = shared.audit.all_decisions();
     if audit_all || !live.policy.is_allowed(&snapshot, token.as_ref(), path) {
-        let now = shared.clock.now();
-        let decision = live.policy.decide(&snapshot, token.as_ref(), path, now);
-        shared.metrics.decision_time(started);
-        let url = format!("{authority}{path}");
-        let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
-        let status = (!decision.is_allowed()).then_some(403);
-        let record = decision.audit_record(
-            now,
+        // Boxed: the audit record and the explanation are big, and the allowed requests that
+        // never come here should not carry room for them.
+        let deciding = Box::pin(decide_and_audit(
+            shared,
+            &live.policy,
             client,
-            req.method(),
-            &url,
-            &authority.to_string(),
+            &req,
+            &authority,
             path,
-            user_agent,
             token.as_ref(),
-            status,
-        );
-        shared.metrics.blocked(&record);
-        shared.write_audit(record).await;
-        if !decision.is_allowed() {
-            shared.metrics.count(Decision::Disallow, authority.scheme());
-            tracing::info!(url = %url, token = ?token.as_ref().map(|t| t.as_str()), reason = %decision.reason, "blocked");
-            return answer::blocked(
-                &decision,
-                &url,
-                token.as_ref().map(|t| t.as_str()),
-                answer::wants_json(req.headers()),
-            );
+            &snapshot,
+            started,
+        ));
+        if let Some(blocked) = deciding.await {
+            return blocked;
         }
     } else {
         shared.metrics.decision_time(started);
@@ -453,29 +549,37 @@ async fn process(
             shared.metrics.count(Decision::Disallow, authority.scheme());
             let action = "usage_disallow";
             let policy = &live.policy;
-            return preferences::refuse(
-                &shared,
+            let refusal = Box::pin(preferences::refuse(
+                shared,
                 policy,
                 &subject,
                 &purposes,
                 &usage_prefs,
                 &block,
                 action,
-            )
-            .await;
+            ));
+            return refusal.await;
         }
         usage_subject =
             Some((req.method().clone(), subject.user_agent.map(str::to_owned), subject.want_json));
     }
     // Politeness (crate::pacing): wait for the site's pace, or answer 429. The permit is held
     // until the origin's response headers arrive.
-    let _permit = match shared.pacer.admit(&authority, &snapshot, token.as_ref()).await {
-        Ok(permit) => permit,
-        Err(throttled) => {
-            shared.metrics.count(Decision::Throttle, authority.scheme());
-            let t = token.as_ref();
-            return throttle::refused(&shared, client, &req, path, t, &snapshot, &throttled).await;
+    let _permit = if shared.pacer.is_enabled() {
+        let admitting = Box::pin(shared.pacer.admit(&authority, &snapshot, token.as_ref()));
+        match admitting.await {
+            Ok(permit) => permit,
+            Err(throttled) => {
+                shared.metrics.count(Decision::Throttle, authority.scheme());
+                let t = token.as_ref();
+                let refusal = Box::pin(throttle::refused(
+                    shared, client, &req, path, t, &snapshot, &throttled,
+                ));
+                return refusal.await;
+            }
         }
+    } else {
+        crate::pacing::PacePermit::default()
     };
     shared.metrics.count(Decision::Allow, authority.scheme());
     let upstream = match forward::upstream_request(
@@ -497,6 +601,7 @@ async fn process(
     let sent_method = upstream.method().clone();
     let resp = forward::send(
         &shared.client,
+        &authority,
         upstream,
         live.response_timeout,
         &shared.via,
@@ -514,7 +619,9 @@ async fn process(
             user_agent: None,
             token: token.as_ref(),
         };
-        return safety::prohibited(&shared, what, &p.to_string()).await;
+        let why = p.to_string();
+        let refusal = Box::pin(safety::prohibited(shared, what, &why));
+        return refusal.await;
     }
     let Some((method, user_agent, want_json)) = usage_subject else { return resp };
     let subject = preferences::Subject {
@@ -527,14 +634,14 @@ async fn process(
         snapshot: &snapshot,
         want_json,
     };
-    preferences::on_response(
-        &shared,
+    let answer = Box::pin(preferences::on_response(
+        shared,
         &live.policy,
         &live.usage,
         &subject,
         &purposes,
         usage_prefs,
         resp,
-    )
-    .await
+    ));
+    answer.await
 }

@@ -64,6 +64,11 @@ impl Safety {
         self.gate.admit(stream, peer, slot)
     }
 
+    /// Whether requests must carry credentials (a users file is configured).
+    pub(super) fn requires_credentials(&self) -> bool {
+        self.auth.is_some()
+    }
+
     /// Checks `Proxy-Authorization` when a users file is configured. The user is put in the
     /// request's extensions (for the token it is tied to); without credentials the answer is
     /// `407`.

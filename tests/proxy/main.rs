@@ -16,5 +16,6 @@ mod guard;
 mod https;
 mod limits;
 mod pacing;
+mod pool;
 mod streaming;
 mod usage;

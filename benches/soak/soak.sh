@@ -18,8 +18,9 @@
 #
 # Everything listens on 127.0.0.1: origins ORIGIN_PORT.. (18100-18119), the fault server
 # FAULT_PORT (18120), the proxy PROXY_PORT (18130), its admin listener on a free port. Files go to
-# RUN_DIR (default /tmp/robots-proxy-soak/<date-time>); the audit log of a full run is large
-# (~0.5 KiB per blocked request). Processes started are stopped by PID on exit.
+# RUN_DIR (default /tmp/robots-proxy-soak/<date-time>); a full run's audit log is large (~0.8 KiB
+# per blocked request, 1-2 GB), and so is the proxy's log at LOG_LEVEL=info (a line per blocked
+# request, ~0.4 GB). Processes started are stopped by PID on exit.
 set -euo pipefail
 source "$(cd "$(dirname "$0")" && pwd)/common.sh"
 
@@ -41,6 +42,7 @@ MIN_AGE=${MIN_AGE:-5s}
 RETRY_INITIAL=${RETRY_INITIAL:-2s}
 RETRY_MAX=${RETRY_MAX:-10s}
 FETCH_TIMEOUT=${FETCH_TIMEOUT:-3s}
+LOG_LEVEL=${LOG_LEVEL:-info}            # log.level; at info the proxy logs a line per block
 RSS_INTERVAL=${RSS_INTERVAL:-10}        # seconds between RSS samples
 if (( DURATION >= 240 )); then WARMUP=${WARMUP:-60}; else WARMUP=${WARMUP:-$(( DURATION / 4 ))}; fi
 RSS_TOL_KIB=${RSS_TOL_KIB:-8192}
@@ -82,6 +84,7 @@ start_proxy "$RUN_DIR" "$PROXY_PORT" \
   ROBOTS_PROXY_ROBOTS__RETRY_MAX="$RETRY_MAX" \
   ROBOTS_PROXY_ROBOTS__CONNECT_TIMEOUT=2s \
   ROBOTS_PROXY_ROBOTS__FETCH_TIMEOUT="$FETCH_TIMEOUT" \
+  ROBOTS_PROXY_LOG__LEVEL="$LOG_LEVEL" \
   ROBOTS_PROXY_LIMITS__MAX_CONNECTIONS=$(( CONNS * 2 + 1024 ))
 
 # One allowed request (not audited) to check the path end to end before the load.

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Checks a soak run directory (benches/soak/soak.sh) and prints PASS/FAIL lines.
+
+Reads loadgen.json (the load client's summary), blocked-ids.txt (the id=C-S query of every
+request answered 403), audit.jsonl (the proxy's audit log, after it stopped), metrics.txt (the
+proxy's /metrics, scraped once the audit writer was idle), rss.tsv (samples of the proxy) and
+fault.log (robots.txt requests the fault server saw). Exit status: the number of failed checks
+(at most 100). Standard library only.
+"""
+
+import argparse
+import collections
+import json
+import os
+import re
+import statistics
+import sys
+
+failures = 0
+
+
+def check(ok, text):
+    global failures
+    print(("PASS  " if ok else "FAIL  ") + text)
+    if not ok:
+        failures += 1
+    return ok
+
+
+def info(text):
+    print("INFO  " + text)
+
+
+def read_metrics(path):
+    """{(name, frozenset(labels)): value} from a Prometheus/OpenMetrics text scrape."""
+    out = {}
+    if not os.path.exists(path):
+        return out
+    pat = re.compile(r'^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})?\s+(\S+)')
+    for line in open(path, encoding="utf-8", errors="replace"):
+        m = pat.match(line)
+        if not m:
+            continue
+        labels = frozenset(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        try:
+            out[(m.group(1), labels)] = float(m.group(3))
+        except ValueError:
+            pass
+    return out
+
+
+def metric(metrics, name, **labels):
+    return metrics.get((name, frozenset(labels.items())))
+
+
+def table(title, counts):
+    items = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "none"
+    print(f"      {title:<22} {items}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--duration", type=float, required=True)
+    ap.add_argument("--warmup", type=float, required=True)
+    ap.add_argument("--rss-tol-kib", type=float, default=8192)
+    ap.add_argument("--rss-tol-pct", type=float, default=10)
+    ap.add_argument("--fault-origins", default="")
+    args = ap.parse_args()
+    run = args.run
+    faulty = {o for o in args.fault_origins.split(",") if o}
+
+    # --- the load client's view
+    try:
+        lg = json.load(open(os.path.join(run, "loadgen.json")))
+    except (OSError, ValueError) as e:
+        check(False, f"loadgen summary readable ({e})")
+        return
+    statuses = {int(k): v for k, v in lg["statuses"].items()}
+    print()
+    print(f"      requests {lg['requests']}, responses {lg['responses']}, "
+          f"errors {lg['errors_total']}, {lg['rps']:.0f} responses/s over {lg['elapsed_s']:.1f} s "
+          f"(issuing for {lg['duration_s']:.0f} s), connects {lg['connects']}, "
+          f"reconnects {lg['reconnects']}")
+    table("status", lg["statuses"])
+    table("allowed path", lg["allowed_path"])
+    table("disallowed path", lg["disallowed_path"])
+    if lg["errors"] or lg["connect_errors"] or lg["body_errors"]:
+        table("transport errors", lg["errors"])
+        table("connect errors", lg["connect_errors"])
+        table("body errors", lg["body_errors"])
+    lat = lg["latency_ms"]
+    print(f"      latency ms             p50 {lat['p50']}, p90 {lat['p90']}, p99 {lat['p99']}, "
+          f"p99.9 {lat['p999']}, max {lat['max']}")
+    for origin in sorted(faulty):
+        po = lg["per_origin"].get(origin, {})
+        print(f"      fault origin {origin}: allowed {po.get('allowed_path')}, "
+              f"disallowed {po.get('disallowed_path')}")
+    disallowed_sent = sum(lg["disallowed_path"].values())
+    if lg["responses"]:
+        info(f"{disallowed_sent / lg['responses']:.1%} of the answered requests went to a "
+             f"disallowed path (asked for {lg['disallow_fraction']:.0%})")
+    print()
+
+    check(lg["accounted"] and lg["requests"] == lg["responses"] + lg["errors_total"],
+          f"every request accounted for: {lg['requests']} = {lg['responses']} responses + "
+          f"{lg['errors_total']} errors")
+    transport = lg["errors_total"] + sum(lg["connect_errors"].values()) \
+        + sum(lg["body_errors"].values())
+    check(transport == 0, f"no transport errors (errors {lg['errors']}, connect "
+          f"{lg['connect_errors']}, body {lg['body_errors']})")
+    server_errors = {s: n for s, n in statuses.items() if s >= 500}
+    check(not server_errors, f"no 5xx answers ({server_errors or 'none'})")
+    wrong = {}
+    for origin, po in lg["per_origin"].items():
+        if origin in faulty:
+            bad = {f"{kind}:{s}": n for kind in ("allowed_path", "disallowed_path")
+                   for s, n in po[kind].items() if s not in ("200", "403")}
+        else:
+            bad = {f"allowed:{s}": n for s, n in po["allowed_path"].items() if s != "200"}
+            bad.update({f"disallowed:{s}": n for s, n in po["disallowed_path"].items()
+                        if s != "403"})
+        if bad:
+            wrong[origin] = bad
+    check(not wrong, "origins without faults: allowed paths 200 and disallowed paths 403 only; "
+          f"fault origins: 200 or 403 only ({wrong or 'so'})")
+
+    # --- the audit log against the 403s the client saw
+    blocked_ids = collections.Counter()
+    ids_path = os.path.join(run, "blocked-ids.txt")
+    if os.path.exists(ids_path):
+        for line in open(ids_path):
+            blocked_ids[line.strip()] += 1
+    client_403 = statuses.get(403, 0)
+    audit_lines = 0
+    torn = 0
+    audit_ids = collections.Counter()
+    actions = collections.Counter()
+    audited_403 = 0
+    audit_path = os.path.join(run, "audit.jsonl")
+    if os.path.exists(audit_path):
+        for line in open(audit_path, encoding="utf-8", errors="replace"):
+            audit_lines += 1
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                torn += 1
+                continue
+            actions[(rec.get("event.action"), rec.get("robots.state"),
+                     rec.get("http.response.status_code"))] += 1
+            if rec.get("http.response.status_code") == 403:
+                audited_403 += 1
+                audit_ids[rec.get("url.query", "")] += 1
+    print()
+    print(f"      audit log: {audit_lines} records "
+          f"({os.path.getsize(audit_path) if os.path.exists(audit_path) else 0} bytes)")
+    for (action, state, status), n in sorted(actions.items(), key=lambda kv: -kv[1]):
+        print(f"      {n:>10}  {action} (robots.state {state}, status {status})")
+    check(torn == 0, f"every audit line parses ({torn} do not)")
+    check(len(blocked_ids) == client_403 and sum(blocked_ids.values()) == client_403,
+          f"loadgen recorded an id for each of its {client_403} 403 answers")
+    dup = {k: n for k, n in audit_ids.items() if n > 1}
+    missing = set(blocked_ids) - set(audit_ids)
+    extra = set(audit_ids) - set(blocked_ids)
+    check(audited_403 == client_403 and not dup and not missing and not extra,
+          f"every 403 audited exactly once: client 403s {client_403}, audit 403 records "
+          f"{audited_403}, duplicated {len(dup)}, missing {len(missing)}, extra {len(extra)}"
+          + (f" (e.g. missing {sorted(missing)[:3]}, duplicated {list(dup)[:3]}, "
+             f"extra {sorted(extra)[:3]})" if dup or missing or extra else ""))
+
+    metrics = read_metrics(os.path.join(run, "metrics.txt"))
+    if metrics:
+        disallow = metric(metrics, "robots_proxy_requests_total", decision="disallow",
+                          scheme="http") or 0
+        refuse = metric(metrics, "robots_proxy_requests_total", decision="refuse",
+                        scheme="http") or 0
+        written = metric(metrics, "robots_proxy_audit_records_written_total") or 0
+        lost = metric(metrics, "robots_proxy_audit_records_failed_total") or 0
+        check(disallow + refuse == client_403,
+              f"proxy's counters: disallow {disallow:.0f} + refuse {refuse:.0f} = client 403s "
+              f"{client_403}")
+        check(written == audit_lines and lost == 0,
+              f"audit_records_written_total {written:.0f} = audit lines {audit_lines}, "
+              f"records lost {lost:.0f}")
+        fetches = {dict(labels).get("outcome"): int(v) for (name, labels), v in metrics.items()
+                   if name == "robots_proxy_robots_fetches_total" and v}
+        info(f"robots.txt fetches by outcome: {fetches}")
+        errs = {dict(labels).get("kind"): int(v) for (name, labels), v in metrics.items()
+                if name == "robots_proxy_upstream_errors_total" and v}
+        if errs:
+            info(f"upstream errors: {errs}")
+    else:
+        check(False, "the proxy's /metrics was scraped after the load")
+
+    faults = collections.Counter()
+    fault_log = os.path.join(run, "fault.log")
+    if os.path.exists(fault_log):
+        for line in open(fault_log):
+            parts = line.split()
+            if len(parts) == 3:
+                faults[parts[2]] += 1
+    info(f"robots.txt requests the fault server saw, by phase: {dict(faults)}")
+
+    # --- the proxy's log
+    proxy_log = os.path.join(run, "proxy.log")
+    levels = collections.Counter()
+    panics = []
+    messages = collections.Counter()
+    if os.path.exists(proxy_log):
+        for line in open(proxy_log, encoding="utf-8", errors="replace"):
+            if "panicked" in line:
+                panics.append(line.strip())
+            m = re.search(r"\b(ERROR|WARN)\b\s+(\S+)\s*:?\s*(.*)", line)
+            if m:
+                levels[m.group(1)] += 1
+                messages[re.sub(r"\d+", "N", m.group(3))[:110]] += 1
+    check(not panics, f"no panic in the proxy's log{': ' + panics[0] if panics else ''}")
+    info(f"proxy log: {dict(levels) or 'no'} warnings/errors")
+    for msg, n in messages.most_common(5):
+        print(f"      {n:>8}  {msg}")
+
+    # --- memory
+    samples = []
+    rss_path = os.path.join(run, "rss.tsv")
+    if os.path.exists(rss_path):
+        for line in open(rss_path):
+            parts = line.split()
+            if line.startswith("#") or len(parts) < 4 or not parts[1].isdigit():
+                continue
+            samples.append((float(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]),
+                            parts[4] if len(parts) > 4 else "?",
+                            parts[5] if len(parts) > 5 else "?"))
+    print()
+    print("      proxy samples (seconds: RSS MiB / fds / threads / client connections / "
+          "upstream connections):")
+    line = []
+    for t, rss, fds, threads, open_conns, upstream in samples:
+        line.append(f"{t:.0f}s: {rss / 1024:.1f}/{fds}/{threads}/{open_conns}/{upstream}")
+    for i in range(0, len(line), 5):
+        print("        " + "  ".join(line[i:i + 5]))
+    window = min(60.0, (args.duration - args.warmup) / 2)
+    early_s = [s for s in samples if args.warmup <= s[0] <= args.warmup + window]
+    late_s = [s for s in samples if args.duration - window <= s[0] <= args.duration]
+    if early_s and late_s:
+        e = statistics.median(s[1] for s in early_s)
+        l = statistics.median(s[1] for s in late_s)
+        tol = max(args.rss_tol_kib, e * args.rss_tol_pct / 100)
+        check(l - e <= tol,
+              f"RSS flat after warm-up: median {e / 1024:.1f} MiB in "
+              f"[{args.warmup:.0f}s, {args.warmup + window:.0f}s] ({len(early_s)} samples), "
+              f"{l / 1024:.1f} MiB in [{args.duration - window:.0f}s, {args.duration:.0f}s] "
+              f"({len(late_s)}), growth {(l - e) / 1024:+.1f} MiB, allowed "
+              f"{tol / 1024:.1f} MiB (max of {args.rss_tol_kib / 1024:.0f} MiB and "
+              f"{args.rss_tol_pct:.0f}%)")
+        info(f"open file descriptors: median {statistics.median(s[2] for s in early_s):.0f} "
+             f"after warm-up, {statistics.median(s[2] for s in late_s):.0f} at the end")
+    else:
+        check(False, f"enough RSS samples for the memory check ({len(samples)} samples)")
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(min(failures, 100))

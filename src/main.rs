@@ -325,8 +325,11 @@ mod serve {
             None
         };
         let proxy = Proxy::new(&config, cache, audit.clone(), clock, ca)?;
-        let listener = tokio::net::TcpListener::bind(config.proxy.listen)
-            .await
+        // A backlog to match limits.max_connections (the kernel caps it at somaxconn): with
+        // tokio's default of 128, a burst of new crawler connections overflowed the queue and
+        // waited a second for the SYN to be sent again.
+        let backlog = u32::try_from(config.limits.max_connections.clamp(128, 4096)).unwrap_or(1024);
+        let listener = crate::listen(config.proxy.listen, backlog)
             .with_context(|| format!("cannot listen on {} (proxy.listen)", config.proxy.listen))?;
         let admin_listener = tokio::net::TcpListener::bind(config.admin.listen)
             .await
@@ -603,4 +606,17 @@ mod health {
             .ok_or_else(|| ProbeError::NotHttp(authority.clone(), line.clone()))?;
         Ok((code, line))
     }
+}
+
+/// A listener on `addr` with a listen queue of `backlog` connections.
+fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As std and tokio do: a restarted proxy can listen again at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }

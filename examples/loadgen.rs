@@ -98,7 +98,7 @@ struct SoakArgs {
     #[arg(long, default_value = "shuffle", value_parser = ["shuffle", "rotate"])]
     order: String,
     /// Connections being opened (connected, first request not answered yet) at once; keep it
-    /// below the proxy's listen backlog (128: tokio's `TcpListener::bind`).
+    /// below the proxy's listen backlog (`limits.max_connections`, at most 4096).
     #[arg(long, default_value_t = 100)]
     connect_concurrency: usize,
     /// Seed of the generator that picks disallowed requests.
@@ -124,7 +124,7 @@ struct IdleArgs {
     #[arg(long, default_value = "60", value_name = "SECONDS")]
     hold: f64,
     /// Connections being opened (connected, first request not answered yet) at once; keep it
-    /// below the proxy's listen backlog (128: tokio's `TcpListener::bind`).
+    /// below the proxy's listen backlog (`limits.max_connections`, at most 4096).
     #[arg(long, default_value_t = 100)]
     connect_concurrency: usize,
     /// Requests in flight at once (the first and the second request on each connection).

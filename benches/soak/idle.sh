@@ -19,7 +19,7 @@ source "$(cd "$(dirname "$0")" && pwd)/common.sh"
 CONNS=${CONNS:-10000}
 HOLD=${HOLD:-60}
 CONNECT_CONCURRENCY=${CONNECT_CONCURRENCY:-100}  # connections opened at once (the proxy's
-                                                 # listen backlog is 128)
+                                                 # listen backlog: limits.max_connections, <= 4096)
 REQUEST_CONCURRENCY=${REQUEST_CONCURRENCY:-16}   # requests in flight
 SAMPLE_EVERY=${SAMPLE_EVERY:-10}
 NOFILE=${NOFILE:-65536}

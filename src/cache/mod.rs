@@ -575,7 +575,8 @@ fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
         RobotsState::Stale | RobotsState::Unreachable => {
             tracing::info!(
                 %authority, ?outcome, state = ?snapshot.state, failures = snapshot.failures,
-                retry_at = ?snapshot.expires_at, stored, "robots.txt unreachable"
+                retry_at = %humantime::format_rfc3339_seconds(snapshot.expires_at), stored,
+                "robots.txt unreachable"
             );
         }
     }

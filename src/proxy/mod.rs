@@ -124,6 +124,9 @@ pub struct Proxy {
 impl Proxy {
     /// Builds a proxy from the configuration and its collaborators. `ca` is required for
     /// `https.mode = "intercept"`; without it CONNECT requests in that mode are refused.
+    ///
+    /// Must be called inside a tokio runtime: the pool of origin connections starts its
+    /// reaper of idle connections here.
     pub fn new(
         config: &Config,
         cache: Arc<RobotsCache>,

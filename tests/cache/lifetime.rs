@@ -288,3 +288,42 @@ async fn cache_memory_bounds_the_entries() {
     assert!(cache.weighted_size() <= memory, "{} > {memory}", cache.weighted_size());
     assert!(cache.entry_count() <= 2, "{} entries", cache.entry_count());
 }
+
+/// What a client connection remembers ([`RecentRobots`]) is used only while it is what
+/// [`RobotsCache::get`] would answer: not when it was remembered before a fetch stored a newer
+/// copy, not after a purge, not once it has expired.
+#[tokio::test]
+async fn remembered_snapshots_follow_the_cache() {
+    use robots_proxy::cache::RecentRobots;
+    let origin = Origin::with_robots(Reply::ok(RULES)).await;
+    let (cache, clock) = cache();
+    let authority = origin.authority();
+    let mut recent = RecentRobots::default();
+
+    // Remembered at the generation read before the fetch, which then stored its copy.
+    let generation = cache.generation();
+    let first = cache.get(&authority).await;
+    cache.remember(&mut recent, generation, first);
+    assert!(cache.recent(&recent, &authority).is_none(), "the cache changed since");
+
+    let generation = cache.generation();
+    let second = cache.get(&authority).await;
+    cache.remember(&mut recent, generation, second.clone());
+    let used = cache.recent(&recent, &authority).expect("current and unchanged");
+    assert!(std::sync::Arc::ptr_eq(&used, &second));
+    assert_eq!(origin.robots_hits(), 1);
+
+    // A purge makes every remembered copy unusable.
+    cache.purge(&authority).await;
+    assert!(cache.recent(&recent, &authority).is_none(), "purged");
+    let refetched = cache.get(&authority).await;
+    assert_eq!(origin.robots_hits(), 2);
+    let generation = cache.generation();
+    assert!(std::sync::Arc::ptr_eq(&cache.get(&authority).await, &refetched));
+    cache.remember(&mut recent, generation, refetched);
+    assert!(cache.recent(&recent, &authority).is_some());
+
+    // Past its lifetime it is not used either, although the cache has not changed.
+    clock.advance(settings().max_age + SECOND);
+    assert!(cache.recent(&recent, &authority).is_none(), "expired");
+}

@@ -174,3 +174,28 @@ async fn unreachable_robots_blocks_with_the_fetch_state() {
     let records = proxy.audit_records().await;
     assert_eq!(records[0]["robots.state"], "unreachable");
 }
+
+/// A keep-alive connection remembers its last User-Agent's token; a client that changes its
+/// User-Agent on the same connection is decided by the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_user_agent_on_one_connection_changes_the_token() {
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start().await;
+    // One connection: reqwest keeps it alive, and at most one is idle per host.
+    let client = crate::support::reqwest_builder()
+        .proxy(reqwest::Proxy::all(format!("http://{}", proxy.addr)).unwrap())
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap();
+    let url = format!("{}/page", origin.base());
+    for (agent, status) in [
+        ("ExampleBot/1.0", 403),
+        ("OtherBot/2.0", 200),
+        ("ExampleBot/3.0 (+https://example.com)", 403),
+        ("OtherBot/2.0", 200),
+    ] {
+        let resp = client.get(&url).header("user-agent", agent).send().await.unwrap();
+        assert_eq!(resp.status(), status, "{agent}");
+        let _ = resp.bytes().await;
+    }
+}

@@ -125,12 +125,11 @@ impl Authority {
     /// Whether `written` is exactly [`Authority::host_header`], without building it: the
     /// check the proxy makes on every request whose target it may forward unchanged.
     pub fn is_host_header(&self, written: &str) -> bool {
-        let ipv6 = self.host.contains(':');
-        let rest = if ipv6 {
-            match written.strip_prefix('[').and_then(|w| w.strip_prefix(&*self.host)) {
-                Some(rest) => rest.strip_prefix(']'),
-                None => None,
-            }
+        let rest = if self.host.contains(':') {
+            written
+                .strip_prefix('[')
+                .and_then(|w| w.strip_prefix(&*self.host))
+                .and_then(|w| w.strip_prefix(']'))
         } else {
             written.strip_prefix(&*self.host)
         };

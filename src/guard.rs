@@ -400,6 +400,14 @@ pub struct ConnectSettings {
     pub keepalive: Option<Duration>,
 }
 
+impl ConnectSettings {
+    /// How the proxy connects to origins, for forwarding and for robots.txt: within
+    /// `connect_timeout`, with TCP keepalive probes after a minute idle.
+    pub fn origins(connect_timeout: Duration) -> Self {
+        ConnectSettings { connect_timeout, keepalive: Some(Duration::from_secs(60)) }
+    }
+}
+
 impl GuardedConnector {
     /// A connector that asks `guard` before every connection.
     pub fn new(guard: Arc<DestinationGuard>, settings: ConnectSettings) -> Self {

@@ -113,9 +113,18 @@ impl Policy {
         headers: &HeaderMap,
         recent: &mut RecentUserAgent,
     ) -> (Option<ProductToken>, TokenOrigin) {
+        self.token_with(tied, headers, Some(recent))
+    }
+
+    fn token_with(
+        &self,
+        tied: Option<&ProductToken>,
+        headers: &HeaderMap,
+        recent: Option<&mut RecentUserAgent>,
+    ) -> (Option<ProductToken>, TokenOrigin) {
         match tied {
             Some(token) => (Some(token.clone()), TokenOrigin::Credentials),
-            None => self.token_from_sources(headers, Some(recent)),
+            None => self.token_from_sources(headers, recent),
         }
     }
 
@@ -173,10 +182,7 @@ impl Policy {
         tied: Option<&ProductToken>,
         headers: &HeaderMap,
     ) -> (Option<ProductToken>, TokenOrigin) {
-        match tied {
-            Some(token) => (Some(token.clone()), TokenOrigin::Credentials),
-            None => self.token_for(headers),
-        }
+        self.token_with(tied, headers, None)
     }
 
     /// Whether `token` may fetch `path`: the verdict of [`Policy::decide`] without the

@@ -345,6 +345,24 @@ impl RobotsCache {
         }
     }
 
+    /// [`RobotsCache::get`] for a holder that keeps its recent snapshots in `recent`: served
+    /// from there while they are still the cache's, otherwise from the cache, and remembered.
+    pub async fn get_remembered(
+        &self,
+        recent: &std::sync::Mutex<RecentRobots>,
+        authority: &Authority,
+    ) -> Arc<RobotsSnapshot> {
+        let lock = || recent.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(snapshot) = self.recent(&lock(), authority) {
+            return snapshot;
+        }
+        let generation = self.generation();
+        // Boxed: the look-up and a possible fetch are big futures, needed only on a miss.
+        let snapshot = Box::pin(self.get(authority)).await;
+        self.remember(&mut lock(), generation, snapshot.clone());
+        snapshot
+    }
+
     /// The snapshot `recent` holds for `authority`, if it is still the cache's current one.
     /// Counted as a cache hit.
     pub fn recent(

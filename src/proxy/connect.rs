@@ -14,7 +14,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -381,7 +381,7 @@ async fn intercept<IO>(
     };
     let is_tls = prefix[0] == 0x16;
     // What the requests of this client connection remember from one to the next.
-    let memory = Arc::new(Mutex::new(ConnectionMemory::default()));
+    let memory = Arc::new(ConnectionMemory::default());
     let io = Rewind { prefix: Some(prefix), inner: io };
     if !is_tls {
         // Plain HTTP inside the tunnel (e.g. `CONNECT host:80`): decide it as HTTP.
@@ -467,7 +467,7 @@ async fn intercept<IO>(
 /// One request read inside a CONNECT tunnel.
 async fn inner(
     shared: Arc<Shared>,
-    memory: &Mutex<ConnectionMemory>,
+    memory: &ConnectionMemory,
     client: SocketAddr,
     connect: Authority,
     sni_mismatch: Option<String>,

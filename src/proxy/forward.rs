@@ -27,11 +27,9 @@ use crate::config::UpstreamSection;
 use crate::guard::{DestinationGuard, GuardedConnector};
 use crate::metrics::Metrics;
 
-/// The pooled clients for origins, connecting only where the destination guard allows: one
-/// for `http` origins, one for `https` origins (HTTP/2 or HTTP/1.1 by ALPN).
-///
-/// Two, not one TLS-capable client for both: a plain connection then has no TLS wrapper to go
-/// through on every read and write, which is most of the proxy's traffic.
+/// The pooled connections to origins, made only where the destination guard allows: our own
+/// pool for `http` origins (see [`super::pool`]), hyper-util's pooled client for `https`
+/// origins (HTTP/2 or HTTP/1.1 by ALPN).
 pub(crate) struct UpstreamClient {
     plain: super::pool::OriginPool,
     tls: Client<SharedConnector<HttpsConnector<GuardedConnector>>, Incoming>,
@@ -44,12 +42,9 @@ impl UpstreamClient {
         &self,
         authority: &Authority,
         mut req: Request<Incoming>,
-    ) -> Result<Response<Incoming>, (Box<dyn std::error::Error + Send + Sync>, bool)> {
+    ) -> Result<Response<Incoming>, Box<dyn std::error::Error + Send + Sync>> {
         if authority.scheme() == crate::authority::Scheme::Https {
-            return self.tls.request(req).await.map_err(|e| {
-                let connecting = e.is_connect();
-                (e.into(), connecting)
-            });
+            return Ok(self.tls.request(req).await?);
         }
         // A direct connection to the origin: origin-form (RFC 9112 §3.2.1).
         let origin_form = req
@@ -58,11 +53,15 @@ impl UpstreamClient {
             .cloned()
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
         *req.uri_mut() = Uri::from(origin_form);
-        self.plain.send(authority, req).await.map_err(|e| {
-            let connecting = matches!(e, super::pool::PoolError::Connect(_));
-            (e.into(), connecting)
-        })
+        Ok(self.plain.send(authority, req).await?)
     }
+}
+
+/// Whether `e` (from [`UpstreamClient::request`]) is a failure to connect, as opposed to one
+/// after the request was sent.
+fn is_connect_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<hyper_util::client::legacy::Error>().is_some_and(|e| e.is_connect())
+        || matches!(e.downcast_ref(), Some(super::pool::PoolError::Connect(_)))
 }
 
 /// A connector behind one `Arc`. hyper-util's client clones its connector on every request,
@@ -101,19 +100,16 @@ pub(crate) fn client(
     tls: rustls::ClientConfig,
     guard: std::sync::Arc<DestinationGuard>,
 ) -> UpstreamClient {
-    let plain = crate::guard::GuardedConnector::new(
+    let plain = GuardedConnector::new(
         guard.clone(),
-        crate::guard::ConnectSettings {
-            connect_timeout: settings.connect_timeout,
-            keepalive: Some(Duration::from_secs(60)),
-        },
+        crate::guard::ConnectSettings::origins(settings.connect_timeout),
     );
-    let tls = crate::tls::https_connector(tls, settings.connect_timeout, guard);
     let plain = super::pool::OriginPool::new(
-        SharedConnector(std::sync::Arc::new(plain)),
+        plain,
         settings.pool_idle_timeout,
         settings.pool_max_idle_per_host,
     );
+    let tls = crate::tls::https_connector(tls, settings.connect_timeout, guard);
     let tls = Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
@@ -246,9 +242,7 @@ pub(crate) fn upstream_request(
     *req.version_mut() = http::Version::HTTP_11;
     let headers = req.headers_mut();
     strip_hop_by_hop(headers);
-    if headers.contains_key(token_header) {
-        headers.remove(token_header);
-    }
+    headers.remove(token_header);
     headers.insert(header::HOST, host);
     via.add(headers, version);
     Ok(req)
@@ -269,7 +263,7 @@ pub(crate) async fn send(
     let sent = std::time::Instant::now();
     match tokio::time::timeout(response_timeout, client.request(authority, req)).await {
         Ok(Ok(resp)) => received(resp, sent, via, metrics),
-        Ok(Err((e, connecting))) => failed(&*e, connecting, &target, metrics),
+        Ok(Err(e)) => failed(&*e, &target, metrics),
         Err(_) => timed_out(&target, response_timeout, metrics),
     }
 }
@@ -293,7 +287,6 @@ fn received(
 #[cold]
 fn failed(
     e: &(dyn std::error::Error + 'static),
-    connecting: bool,
     target: &Uri,
     metrics: &Metrics,
 ) -> Response<ProxyBody> {
@@ -307,7 +300,7 @@ fn failed(
         resp.extensions_mut().insert(p.clone());
         return resp;
     }
-    let (status, kind, what) = classify(e, connecting);
+    let (status, kind, what) = classify(e);
     metrics.upstream_error(kind);
     tracing::debug!(target = %target, error = %crate::error::describe(e), "upstream request failed");
     answer::text(
@@ -332,10 +325,7 @@ fn timed_out(target: &Uri, response_timeout: Duration, metrics: &Metrics) -> Res
 }
 
 /// Maps an upstream error to a status, an RFC 9209 error type and a phrase.
-fn classify(
-    e: &(dyn std::error::Error + 'static),
-    connecting: bool,
-) -> (StatusCode, &'static str, &'static str) {
+fn classify(e: &(dyn std::error::Error + 'static)) -> (StatusCode, &'static str, &'static str) {
     let io_kind = {
         let mut source = e.source();
         let mut kind = None;
@@ -352,7 +342,7 @@ fn classify(
     if find_cause::<rustls::Error>(e).is_some() || text.contains("certificate") {
         return (StatusCode::BAD_GATEWAY, "tls_certificate_error", "TLS with the origin failed");
     }
-    if connecting {
+    if is_connect_failure(e) {
         return match io_kind {
             Some(std::io::ErrorKind::TimedOut) => (
                 StatusCode::GATEWAY_TIMEOUT,

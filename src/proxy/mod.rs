@@ -243,7 +243,7 @@ impl Proxy {
             let connection = Arc::new(Connection {
                 shared: self.shared.clone(),
                 peer,
-                memory: Mutex::default(),
+                memory: ConnectionMemory::default(),
             });
             let service = service_fn(move |req| {
                 let connection = connection.clone();
@@ -303,7 +303,7 @@ impl Proxy {
 struct Connection {
     shared: Arc<Shared>,
     peer: SocketAddr,
-    memory: Mutex<ConnectionMemory>,
+    memory: ConnectionMemory,
 }
 
 /// What a client connection remembers from one request to the next, so that the requests of
@@ -312,18 +312,14 @@ struct Connection {
 /// serves one at a time), so never contended.
 #[derive(Default)]
 struct ConnectionMemory {
-    robots: RecentRobots,
-    user_agent: RecentUserAgent,
-}
-
-fn remembered(memory: &Mutex<ConnectionMemory>) -> std::sync::MutexGuard<'_, ConnectionMemory> {
-    memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    robots: Mutex<RecentRobots>,
+    user_agent: Mutex<RecentUserAgent>,
 }
 
 /// One request from a client connection: a CONNECT, or an absolute-form proxy request.
 async fn handle(
     shared: &Arc<Shared>,
-    memory: &Mutex<ConnectionMemory>,
+    memory: &ConnectionMemory,
     client: SocketAddr,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
@@ -462,7 +458,7 @@ async fn decide_and_audit(
 /// boxed, which keeps this future small (hyper moves it at least once per request).
 async fn process(
     shared: &Arc<Shared>,
-    memory: &Mutex<ConnectionMemory>,
+    memory: &ConnectionMemory,
     client: SocketAddr,
     authority: Authority,
     req: Request<Incoming>,
@@ -474,7 +470,7 @@ async fn process(
     let (token, _origin) = live.policy.token_for_connection(
         safety::tied_token(&req),
         req.headers(),
-        &mut remembered(memory).user_agent,
+        &mut memory.user_agent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
     );
     // safety: the destination guard, for an IP literal before robots.txt is even fetched.
     if let Some(p) = shared.safety.literal_prohibited(&authority) {
@@ -483,17 +479,7 @@ async fn process(
             Box::pin(safety::refuse_request(shared, client, &req, &authority, path, &token, &why));
         return refusal.await;
     }
-    let recent = shared.cache.recent(&remembered(memory).robots, &authority);
-    let snapshot = match recent {
-        Some(snapshot) => snapshot,
-        None => {
-            let generation = shared.cache.generation();
-            let fetching = Box::pin(shared.cache.get(&authority));
-            let snapshot = fetching.await;
-            shared.cache.remember(&mut remembered(memory).robots, generation, snapshot.clone());
-            snapshot
-        }
-    };
+    let snapshot = shared.cache.get_remembered(&memory.robots, &authority).await;
     // safety: the robots.txt fetch (or a redirect of it) went to a prohibited address.
     if let Some(why) = safety::robots_prohibited(&snapshot) {
         let refusal =

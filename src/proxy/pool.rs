@@ -20,7 +20,6 @@ use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 
-use super::forward::SharedConnector;
 use crate::authority::Authority;
 use crate::guard::GuardedConnector;
 
@@ -30,7 +29,7 @@ const CLOSED_RETRIES: usize = 2;
 
 /// The shared pool of connections to `http` origins.
 pub(crate) struct OriginPool {
-    connector: SharedConnector<GuardedConnector>,
+    connector: GuardedConnector,
     idle: Arc<Mutex<HashMap<Authority, Vec<IdleConnection>>>>,
     max_idle_per_host: usize,
 }
@@ -41,37 +40,21 @@ struct IdleConnection {
 }
 
 /// Why a request could not be sent.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum PoolError {
     /// No connection could be made (the guard's refusal or a network error is its source).
-    Connect(Box<dyn std::error::Error + Send + Sync>),
+    #[error("cannot connect to the origin")]
+    Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The connection failed after the request was (at least partly) sent.
-    Request(hyper::Error),
-}
-
-impl std::fmt::Display for PoolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PoolError::Connect(_) => f.write_str("cannot connect to the origin"),
-            PoolError::Request(_) => f.write_str("the request to the origin failed"),
-        }
-    }
-}
-
-impl std::error::Error for PoolError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            PoolError::Connect(e) => Some(&**e),
-            PoolError::Request(e) => Some(e),
-        }
-    }
+    #[error("the request to the origin failed")]
+    Request(#[source] hyper::Error),
 }
 
 impl OriginPool {
     /// A pool connecting through `connector`. Starts the reaper of idle connections, which
     /// ends when the pool is dropped; must be called inside a tokio runtime.
     pub(crate) fn new(
-        connector: SharedConnector<GuardedConnector>,
+        connector: GuardedConnector,
         idle_timeout: Duration,
         max_idle_per_host: usize,
     ) -> Self {

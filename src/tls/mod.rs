@@ -138,10 +138,7 @@ pub fn https_connector(
     connect_timeout: std::time::Duration,
     guard: Arc<crate::guard::DestinationGuard>,
 ) -> hyper_rustls::HttpsConnector<crate::guard::GuardedConnector> {
-    let settings = crate::guard::ConnectSettings {
-        connect_timeout,
-        keepalive: Some(std::time::Duration::from_secs(60)),
-    };
+    let settings = crate::guard::ConnectSettings::origins(connect_timeout);
     let tcp = crate::guard::GuardedConnector::new(guard, settings);
     hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)

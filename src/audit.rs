@@ -112,6 +112,13 @@ pub struct AuditRecord {
     /// Age of the robots.txt in force, in seconds.
     #[serde(rename = "robots.age_seconds")]
     pub age_seconds: u64,
+    /// The reading of the path that decided (`as-sent`, `decoded`, `backslash`,
+    /// `parameters`: see [`crate::policy::Reading`]), for decisions on the rules.
+    #[serde(rename = "robots.reading", skip_serializing_if = "Option::is_none")]
+    pub reading: Option<String>,
+    /// The path and query as that reading reads it, when it differs from `robots.path`.
+    #[serde(rename = "robots.read_path", skip_serializing_if = "Option::is_none")]
+    pub read_path: Option<String>,
     /// The AI usage preference involved, for usage decisions (`robots.usage.*`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageAudit>,

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::robots::usage::{Category, Preference};
-use crate::robots::{normalize, ProductToken, Reason, RobotsTxt, Verdict};
+use crate::policy::{Reading, Readings};
+use crate::robots::usage::UsagePreferences;
+use crate::robots::{ProductToken, Reason, RobotsTxt, Verdict};
 
 /// What can go wrong in `check`, each naming the problem.
 #[derive(Debug, thiserror::Error)]
@@ -52,12 +54,13 @@ pub enum Outcome {
     SomeDisallowed,
 }
 
-/// The path and query of an absolute URL, as matched against robots.txt rules.
-///
-/// Dot-segments are resolved and percent-encoding is normalised, exactly as the proxy does
-/// before it decides and forwards.
+/// The path and query of an absolute URL, as matched against robots.txt rules: as written,
+/// octet for octet (Google's reading), with only the fragment dropped and an empty path made
+/// `/`. `//a` stays `//a` and `/a/../b` stays `/a/../b`; `check --as-proxy` adds the readings
+/// an origin server may apply ([`crate::policy::Readings`]).
 pub fn path_of_url(url: &str) -> Result<String, CheckError> {
-    let parsed = url::Url::parse(url.trim())
+    let url = url.trim();
+    let parsed = url::Url::parse(url)
         .map_err(|e| CheckError::BadUrl { url: url.to_owned(), reason: e.to_string() })?;
     if parsed.cannot_be_a_base() || !parsed.has_host() {
         return Err(CheckError::BadUrl {
@@ -65,12 +68,11 @@ pub fn path_of_url(url: &str) -> Result<String, CheckError> {
             reason: "it has no host and path".to_owned(),
         });
     }
-    let mut target = parsed.path().to_owned();
-    if let Some(q) = parsed.query() {
-        target.push('?');
-        target.push_str(q);
-    }
-    Ok(normalize::normalize_request_path(&target))
+    // What follows the authority, as written: the URL parser would resolve dot-segments and
+    // re-encode, which a crawler's request does not do.
+    let after_scheme = url.find("://").map_or(url, |i| &url[i + 3..]);
+    let start = after_scheme.find(['/', '?', '#']).unwrap_or(after_scheme.len());
+    Ok(Readings::of(&after_scheme[start..]).into_as_sent())
 }
 
 /// Reads a robots.txt file.
@@ -106,6 +108,22 @@ pub fn check_urls_for(
     explain: bool,
     out: &mut dyn Write,
 ) -> Result<Outcome, CheckError> {
+    check_urls_as(robots, agent, purposes, urls, explain, false, out)
+}
+
+/// Like [`check_urls_for`]; with `as_proxy` (`check --as-proxy`) each URL is decided as the
+/// proxy decides a request: on the path as written and on every reading an origin server may
+/// apply to it (`shared/spec/README.md`, "What the proxy decides on"). A URL is disallowed when
+/// any reading is, and every reading that differs is listed with its own verdict.
+pub fn check_urls_as(
+    robots: &RobotsTxt,
+    agent: Option<&ProductToken>,
+    purposes: &[Category],
+    urls: &[String],
+    explain: bool,
+    as_proxy: bool,
+    out: &mut dyn Write,
+) -> Result<Outcome, CheckError> {
     let paths = urls.iter().map(|u| path_of_url(u)).collect::<Result<Vec<_>, _>>()?;
     let mut outcome = Outcome::AllAllowed;
     if explain {
@@ -131,7 +149,15 @@ pub fn check_urls_for(
         }
     }
     for (url, path) in urls.iter().zip(&paths) {
-        let d = robots.decide(agent, path);
+        let readings = if as_proxy {
+            Readings::of(path).iter().map(|(r, p)| (r, p.to_owned())).collect()
+        } else {
+            vec![(Reading::AsSent, path.clone())]
+        };
+        let decisions: Vec<_> = readings.iter().map(|(_, p)| robots.decide(agent, p)).collect();
+        // The path as written decides, unless it is allowed and another reading is not.
+        let deciding = decisions.iter().position(|d| !d.is_allowed()).unwrap_or(0);
+        let d = &decisions[deciding];
         let mut word = match d.verdict() {
             Verdict::Allow => "allowed",
             Verdict::Disallow => {
@@ -139,13 +165,15 @@ pub fn check_urls_for(
                 "disallowed"
             }
         };
-        let mut why = match d.reason() {
-            Reason::Rule(rule) => format!("line {}: {}", rule.line(), rule),
-            Reason::NoRuleMatched => "no rule matched".to_owned(),
-            Reason::NoGroupApplies => "no group applies".to_owned(),
-            Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
-        };
-        let prefs = robots.usage(agent, path);
+        let mut why = reason_text(d.reason());
+        if deciding > 0 {
+            let (reading, read) = &readings[deciding];
+            why = format!("{why}; read as {read} by the {reading} reading");
+        }
+        let mut prefs = UsagePreferences::default();
+        for (_, p) in &readings {
+            prefs.combine(&robots.usage(agent, p));
+        }
         if d.is_allowed() {
             let refused = purposes.iter().find_map(|&c| {
                 let stated = prefs.get(c);
@@ -159,6 +187,15 @@ pub fn check_urls_for(
             }
         }
         writeln!(out, "{word:<10} {url}  ({why})")?;
+        for ((reading, read), d) in readings.iter().zip(&decisions).skip(1) {
+            let verdict = if d.is_allowed() { "allowed" } else { "disallowed" };
+            writeln!(
+                out,
+                "  reading {reading}: {read}  {verdict} ({}; {})",
+                reason_text(d.reason()),
+                reading.description()
+            )?;
+        }
         if !prefs.is_unknown() {
             let stated: Vec<String> = Category::ALL
                 .iter()
@@ -188,6 +225,16 @@ pub fn check_urls_for(
         }
     }
     Ok(outcome)
+}
+
+/// A decision's reason in a few words.
+fn reason_text(reason: Reason<'_>) -> String {
+    match reason {
+        Reason::Rule(rule) => format!("line {}: {}", rule.line(), rule),
+        Reason::NoRuleMatched => "no rule matched".to_owned(),
+        Reason::NoGroupApplies => "no group applies".to_owned(),
+        Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
+    }
 }
 
 /// One input line of `check --jsonl`.
@@ -337,10 +384,12 @@ mod tests {
     }
 
     #[test]
-    fn url_paths_are_normalised() {
+    fn url_paths_are_taken_as_written() {
         assert_eq!(path_of_url("http://a.test").unwrap(), "/");
-        assert_eq!(path_of_url("http://a.test/a/../b?x=1#f").unwrap(), "/b?x=1");
-        assert_eq!(path_of_url("http://a.test/%70rivate").unwrap(), "/private");
+        assert_eq!(path_of_url("http://a.test?q").unwrap(), "/?q");
+        assert_eq!(path_of_url("http://a.test/a/../b?x=1#f").unwrap(), "/a/../b?x=1");
+        assert_eq!(path_of_url("http://a.test//a").unwrap(), "//a");
+        assert_eq!(path_of_url("http://u@a.test:80/%70rivate").unwrap(), "/%70rivate");
         assert!(path_of_url("mailto:x@y").is_err());
         assert!(path_of_url("/relative").is_err());
     }

@@ -126,6 +126,11 @@ struct CheckArgs {
     /// Also show the groups that applied and every rule that matched, longest first.
     #[arg(long)]
     explain: bool,
+    /// Decide as the proxy decides a request: on the path as written and on every reading an
+    /// origin server may apply to it (percent-decoded with dot-segments removed and slashes
+    /// merged, `\` as `/`, `;parameters` dropped). Lists every reading that differs.
+    #[arg(long)]
+    as_proxy: bool,
     /// Decide as the proxy would for a crawler fetching for this purpose (`train-ai`, `ai-use`,
     /// `search`; repeatable): a URL whose AI usage preferences disallow it is disallowed.
     #[arg(long, value_name = "PURPOSE", value_parser = parse_purpose)]
@@ -134,7 +139,7 @@ struct CheckArgs {
     /// `{"robots": "<body>" | "robots_file": "<path>", "agent": "...", "url": "..."}`, and write
     /// one JSON answer per line: `{"allowed": bool, "line": N|null, "rule": "..."|null}`, or
     /// `{"error": "..."}` for a bad line.
-    #[arg(long, conflicts_with_all = ["robots", "urls", "explain"])]
+    #[arg(long, conflicts_with_all = ["robots", "urls", "explain", "as_proxy"])]
     jsonl: bool,
     /// Absolute URLs to check.
     #[arg(value_name = "URL", required_unless_present = "jsonl")]
@@ -453,12 +458,13 @@ fn run_check(args: CheckArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     let result = check::read_robots(&path).and_then(|robots| {
-        check::check_urls_for(
+        check::check_urls_as(
             &robots,
             agent.as_ref(),
             &args.purpose,
             &args.urls,
             args.explain,
+            args.as_proxy,
             &mut out,
         )
     });

@@ -4,6 +4,8 @@
 //! and "may it go?" ([`Policy::decide`]). The answer, a [`PolicyDecision`], carries everything a
 //! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
 
+pub mod readings;
+
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
@@ -12,6 +14,7 @@ use crate::audit::AuditRecord;
 use crate::cache::{FetchOutcome, RobotsRules, RobotsSnapshot, RobotsState};
 use crate::config::{PolicySection, TokenSource};
 use crate::robots::{ProductToken, Reason, Verdict};
+pub use readings::{Reading, Readings};
 
 /// How the product token is found, built from `[policy]`.
 #[derive(Clone)]
@@ -70,6 +73,11 @@ pub struct PolicyDecision {
     pub robots_url: String,
     /// Age of the robots.txt in force.
     pub age: Duration,
+    /// The reading of the path that decided: the first disallowed one, or the path as sent
+    /// when every reading is allowed.
+    pub reading: Reading,
+    /// The path and query as that reading reads it.
+    pub read_path: String,
 }
 
 /// The User-Agent a client connection sent last and the token found in it (see
@@ -185,27 +193,86 @@ impl Policy {
         self.token_with(tied, headers, None)
     }
 
-    /// Whether `token` may fetch `path`: the verdict of [`Policy::decide`] without the
-    /// explanation, for the hot path of allowed requests.
+    /// Whether `token` may fetch every reading of the request's path: the verdict of
+    /// [`Policy::decide`] without the explanation, for the hot path of allowed requests.
     pub fn is_allowed(
         &self,
         snapshot: &RobotsSnapshot,
         token: Option<&ProductToken>,
-        path: &str,
+        readings: &Readings,
     ) -> bool {
-        if path.split('?').next() == Some("/robots.txt") {
-            return true;
-        }
-        match &snapshot.rules {
-            RobotsRules::Parsed(robots) => robots.decide(token, path).is_allowed(),
-            RobotsRules::AllowAll => true,
-            RobotsRules::DisallowAll => false,
+        readings.iter().all(|(_, path)| path_allowed(snapshot, token, path))
+    }
+
+    /// Decides whether `token` may fetch the request whose path reads as `readings`: the most
+    /// restrictive reading wins (`shared/spec/README.md`, "What the proxy decides on"), and the
+    /// decision names the first reading that is disallowed.
+    pub fn decide(
+        &self,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+        readings: &Readings,
+        now: SystemTime,
+    ) -> PolicyDecision {
+        let refusing = readings
+            .iter()
+            .skip(1)
+            .find(|(_, path)| !path_allowed(snapshot, token, path))
+            .filter(|_| path_allowed(snapshot, token, readings.as_sent()));
+        match refusing {
+            Some((reading, path)) => {
+                let mut d = self.decide_path(snapshot, token, path, now);
+                d.reason = format!(
+                    "{} (the path read as {path}: {})",
+                    d.reason,
+                    reading.description()
+                );
+                d.reading = reading;
+                d
+            }
+            None => self.decide_path(snapshot, token, readings.as_sent(), now),
         }
     }
 
-    /// Decides whether `token` may fetch `path` (already normalised with
-    /// [`crate::robots::normalize::normalize_request_path`]) given what the cache knows.
-    pub fn decide(
+    /// The AI usage preferences robots.txt states for the request's path, combined over every
+    /// reading (per category the most restrictive), as [`crate::robots::RobotsTxt::usage`]
+    /// gives them for one path.
+    pub fn usage_for(
+        &self,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+        readings: &Readings,
+    ) -> crate::robots::usage::UsagePreferences {
+        let mut prefs = crate::robots::usage::UsagePreferences::default();
+        if let RobotsRules::Parsed(robots) = &snapshot.rules {
+            for (_, path) in readings.iter() {
+                prefs.combine(&robots.usage(token, path));
+            }
+        }
+        prefs
+    }
+
+    /// Every reading of the request's path with its own decision, the path as sent first (for
+    /// `check --as-proxy` and the admin `/robots` page).
+    pub fn decide_each(
+        &self,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+        readings: &Readings,
+        now: SystemTime,
+    ) -> Vec<PolicyDecision> {
+        readings
+            .iter()
+            .map(|(reading, path)| {
+                let mut d = self.decide_path(snapshot, token, path, now);
+                d.reading = reading;
+                d
+            })
+            .collect()
+    }
+
+    /// Decides whether `token` may fetch one reading, `path`, given what the cache knows.
+    fn decide_path(
         &self,
         snapshot: &RobotsSnapshot,
         token: Option<&ProductToken>,
@@ -221,8 +288,10 @@ impl Policy {
             state: snapshot.state,
             robots_url: snapshot.robots_url.clone(),
             age: snapshot.age(now),
+            reading: Reading::AsSent,
+            read_path: path.to_owned(),
         };
-        if path.split('?').next() == Some("/robots.txt") {
+        if crate::robots::is_robots_txt_path(path) {
             d.reason = "/robots.txt is always allowed".to_owned();
             return d;
         }
@@ -263,6 +332,15 @@ impl Policy {
             }
         }
         d
+    }
+}
+
+/// Whether one reading, `path`, may be fetched given what the cache knows.
+fn path_allowed(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, path: &str) -> bool {
+    match &snapshot.rules {
+        RobotsRules::Parsed(robots) => robots.decide(token, path).is_allowed(),
+        RobotsRules::AllowAll => true,
+        RobotsRules::DisallowAll => crate::robots::is_robots_txt_path(path),
     }
 }
 
@@ -329,6 +407,8 @@ impl PolicyDecision {
             robots_url: self.robots_url.clone(),
             state: self.state_word().to_owned(),
             age_seconds: self.age.as_secs(),
+            reading: Some(self.reading.name().to_owned()),
+            read_path: (self.read_path != path).then(|| self.read_path.clone()),
             usage: None,
         }
     }

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use super::{bad_request, json_response, Body};
 use crate::authority::Authority;
 use crate::cache::{FetchOutcome, RobotsRules, RobotsSnapshot};
-use crate::policy::outcome_text;
-use crate::proxy::{checked_path, Proxy};
+use crate::policy::{outcome_text, Readings};
+use crate::proxy::Proxy;
 use crate::robots::{ProductToken, RobotsTxt, RuleKind};
 
 pub(super) async fn explain(
@@ -35,7 +35,9 @@ pub(super) async fn explain(
         Ok(a) => a,
         Err(e) => return bad_request(&format!("{url:?}: {e}")),
     };
-    let path = checked_path(uri.path_and_query().map_or("/", |p| p.as_str()));
+    // The proxy forwards the path as sent and decides on every reading of it.
+    let readings = Readings::of(uri.path_and_query().map_or("/", |p| p.as_str()));
+    let path = readings.as_sent();
     let policy = proxy.policy();
     // Without `agent`, the token the proxy would use for a request that names none: the
     // configured default, if any.
@@ -56,7 +58,22 @@ pub(super) async fn explain(
     };
     let snapshot = proxy.cache().get(&authority).await;
     let now = proxy.clock().now();
-    let decision = policy.decide(&snapshot, token.as_ref(), &path, now);
+    let decision = policy.decide(&snapshot, token.as_ref(), &readings, now);
+    let each: Vec<Value> = policy
+        .decide_each(&snapshot, token.as_ref(), &readings, now)
+        .into_iter()
+        .map(|d| {
+            json!({
+                "reading": d.reading.name(),
+                "description": d.reading.description(),
+                "path": d.read_path,
+                "allowed": d.is_allowed(),
+                "reason": d.reason,
+                "rule": d.rule,
+                "line": d.line,
+            })
+        })
+        .collect();
     let body = json!({
         "url": format!("{authority}{path}"),
         "authority": authority.to_string(),
@@ -69,8 +86,11 @@ pub(super) async fn explain(
             "rule": decision.rule,
             "line": decision.line,
             "group": decision.group,
+            "reading": decision.reading.name(),
+            "read_path": decision.read_path,
         },
-        "usage": usage_state(&snapshot, token.as_ref(), &path),
+        "readings": each,
+        "usage": usage_state(&policy, &snapshot, token.as_ref(), &readings),
         "robots": robots_state(&snapshot, token.as_ref(), now),
     });
     json_response(StatusCode::OK, &body)
@@ -78,10 +98,15 @@ pub(super) async fn explain(
 
 /// The AI usage preferences robots.txt states for this URL (`Content-Usage`,
 /// `Content-Signal`): each category's value (`y`, `n`, `unknown`) and deciding line.
-fn usage_state(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, path: &str) -> Value {
+fn usage_state(
+    policy: &crate::policy::Policy,
+    snapshot: &RobotsSnapshot,
+    token: Option<&ProductToken>,
+    readings: &Readings,
+) -> Value {
     use crate::robots::usage::Category;
-    let RobotsRules::Parsed(robots) = &snapshot.rules else { return json!({}) };
-    let prefs = robots.usage(token, path);
+    let RobotsRules::Parsed(_) = &snapshot.rules else { return json!({}) };
+    let prefs = policy.usage_for(snapshot, token, readings);
     let mut out = serde_json::Map::new();
     for c in Category::ALL {
         let s = prefs.get(c);

@@ -82,6 +82,8 @@ pub(crate) fn blocked(
             "line": decision.line,
             "group": decision.group,
             "reason": decision.reason,
+            "reading": decision.reading.name(),
+            "read_path": decision.read_path,
         });
         let mut resp = Response::new(full(body.to_string()));
         resp.headers_mut()
@@ -95,6 +97,12 @@ pub(crate) fn blocked(
             _ => "(none: see reason)".to_owned(),
         };
         let group_line = decision.group.as_deref().unwrap_or("(none)");
+        let reading_line = format!(
+            "{}: {} ({})",
+            decision.reading,
+            decision.read_path,
+            decision.reading.description()
+        );
         let body = format!(
             "403 Forbidden: robots.txt does not allow this request.\n\
              \n\
@@ -103,6 +111,7 @@ pub(crate) fn blocked(
              robots.txt:    {robots} ({state}, {age}s old)\n\
              Group:         user-agent: {group_line}\n\
              Rule:          {rule_line}\n\
+             Reading:       {reading_line}\n\
              Reason:        {reason}\n",
             robots = decision.robots_url,
             state = decision.state_word(),

@@ -30,7 +30,6 @@ use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
-use crate::robots::normalize::normalize_request_path;
 use crate::robots::ProductToken;
 use crate::tls::HttpsMode;
 
@@ -215,6 +214,8 @@ fn connect_record(
         robots_url: authority.robots_url(),
         state: String::new(),
         age_seconds: 0,
+        reading: None,
+        read_path: None,
         usage: None,
     }
 }
@@ -497,7 +498,8 @@ async fn inner(
             shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
         // Inside an intercepted tunnel the request is visible: the record names it, not the
         // CONNECT.
-        let path = normalize_request_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+        let path = crate::policy::Readings::of(req.uri().path_and_query().map_or("/", |p| p.as_str()))
+            .into_as_sent();
         let mut record =
             connect_record(&shared, client, &req, &connect, token.as_ref(), false, &reason);
         record.method = req.method().as_str().to_owned();

@@ -34,8 +34,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
-use crate::policy::{Policy, PolicyError, RecentUserAgent};
-use crate::robots::normalize::normalize_request_path;
+use crate::policy::{Policy, PolicyError, Readings, RecentUserAgent};
 use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
 
@@ -364,25 +363,6 @@ async fn handle(
     process(shared, memory, client, authority, req).await
 }
 
-/// The path and query that is both checked and sent: normalised by
-/// [`normalize_request_path`], or copied as it is when it already is in that form (the common
-/// case).
-pub(crate) fn checked_path(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    let path_end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
-    let path = &bytes[..path_end];
-    let plain = bytes.first() == Some(&b'/')
-        && crate::robots::normalize::is_canonical(bytes)
-        && memchr::memchr(b'#', bytes).is_none()
-        && memchr::memmem::find(path, b"//").is_none()
-        && memchr::memmem::find(path, b"/.").is_none();
-    if plain {
-        raw.to_owned()
-    } else {
-        normalize_request_path(raw)
-    }
-}
-
 /// When robots.txt could not be fetched because the origin's TLS certificate failed
 /// verification, the request could not be forwarded either: answer 502 naming the TLS error
 /// rather than a 403 that would blame robots.txt.
@@ -414,13 +394,14 @@ async fn decide_and_audit(
     client: SocketAddr,
     req: &Request<Incoming>,
     authority: &Authority,
-    path: &str,
+    readings: &Readings,
     token: Option<&crate::robots::ProductToken>,
     snapshot: &crate::cache::RobotsSnapshot,
     started: Instant,
 ) -> Option<Response<ProxyBody>> {
     let now = shared.clock.now();
-    let decision = policy.decide(snapshot, token, path, now);
+    let decision = policy.decide(snapshot, token, readings, now);
+    let path = readings.as_sent();
     shared.metrics.decision_time(started);
     let url = format!("{authority}{path}");
     let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
@@ -442,7 +423,7 @@ async fn decide_and_audit(
         return None;
     }
     shared.metrics.count(Decision::Disallow, authority.scheme());
-    tracing::info!(url = %url, token = ?token.map(|t| t.as_str()), reason = %decision.reason, "blocked");
+    tracing::info!(url = %url, token = ?token.map(|t| t.as_str()), reading = %decision.reading, reason = %decision.reason, "blocked");
     Some(answer::blocked(
         &decision,
         &url,
@@ -465,8 +446,9 @@ async fn process(
 ) -> Response<ProxyBody> {
     let started = Instant::now();
     let live = shared.live();
-    let path = checked_path(req.uri().path_and_query().map_or("/", |p| p.as_str()));
-    let path = path.as_str();
+    // Forwarded as received; decided on every reading of it (policy::readings).
+    let readings = Readings::of(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let path = readings.as_sent();
     let (token, _origin) = live.policy.token_for_connection(
         safety::tied_token(&req),
         req.headers(),
@@ -491,7 +473,7 @@ async fn process(
         return answer;
     }
     let audit_all = shared.audit.all_decisions();
-    if audit_all || !live.policy.is_allowed(&snapshot, token.as_ref(), path) {
+    if audit_all || !live.policy.is_allowed(&snapshot, token.as_ref(), &readings) {
         // Boxed: the audit record and the explanation are big, and the allowed requests that
         // never come here should not carry room for them.
         let deciding = Box::pin(decide_and_audit(
@@ -500,7 +482,7 @@ async fn process(
             client,
             &req,
             &authority,
-            path,
+            &readings,
             token.as_ref(),
             &snapshot,
             started,
@@ -521,9 +503,7 @@ async fn process(
     let mut usage_prefs = crate::robots::usage::UsagePreferences::default();
     let mut usage_subject = None;
     if !purposes.is_empty() {
-        if let crate::cache::RobotsRules::Parsed(robots) = &snapshot.rules {
-            usage_prefs = robots.usage(token.as_ref(), path);
-        }
+        usage_prefs = live.policy.usage_for(&snapshot, token.as_ref(), &readings);
         let subject = preferences::Subject {
             client,
             method: req.method(),

@@ -43,7 +43,9 @@ impl Subject<'_> {
         status: Option<u16>,
     ) -> AuditRecord {
         let now = shared.clock.now();
-        let decision = policy.decide(self.snapshot, self.token, self.path, now);
+        // Cold path: the readings of the path as sent are the request's readings.
+        let readings = crate::policy::Readings::of(self.path);
+        let decision = policy.decide(self.snapshot, self.token, &readings, now);
         let url = format!("{}{}", self.authority, self.path);
         decision.audit_record(
             now,

@@ -210,6 +210,8 @@ pub(super) async fn prohibited(
         robots_url: what.authority.robots_url(),
         state: String::new(),
         age_seconds: 0,
+        reading: None,
+        read_path: None,
         usage: None,
     };
     shared.metrics.count(crate::metrics::Decision::Refuse, what.authority.scheme());

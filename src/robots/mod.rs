@@ -296,10 +296,17 @@ fn canonical_path(path: &str) -> Cow<'_, str> {
     Cow::Owned(String::from_utf8(out).unwrap_or_default())
 }
 
-/// Whether a canonical path is `/robots.txt`, with or without a query.
+/// Whether a canonical path is exactly `/robots.txt`, without a query: the one path robots.txt
+/// never disallows (`shared/spec/README.md`, "Matching a URL"). `/robots.txt?x` is another URL
+/// that the rules decide.
 fn is_robots_txt(path: &[u8]) -> bool {
-    const ROBOTS: &[u8] = b"/robots.txt";
-    path.starts_with(ROBOTS) && matches!(path.get(ROBOTS.len()), None | Some(b'?'))
+    path == b"/robots.txt"
+}
+
+/// Whether `path` (a path and query in any percent-encoding) is exactly `/robots.txt`, which is
+/// always allowed, whatever robots.txt says or whether it could be fetched.
+pub fn is_robots_txt_path(path: &str) -> bool {
+    is_robots_txt(canonical_path(path).as_bytes())
 }
 
 impl RobotsTxt {
@@ -332,8 +339,9 @@ impl RobotsTxt {
     /// Decides whether `token` (or, with `None`, a crawler without a token of its own) may crawl
     /// `path`: the path and query of the URL (`/a/b?c=d`), in any percent-encoding.
     ///
-    /// The path is normalised as `shared/spec/README.md` says but dot-segments are left alone;
-    /// a proxy removes them first with [`normalize::normalize_request_path`].
+    /// The path is normalised as `shared/spec/README.md` says ("Matching a URL") and otherwise
+    /// matched as written, octet for octet like Google: `//a` does not start with `/a`, and
+    /// dot-segments are not resolved. A proxy also decides on the readings an origin may apply.
     pub fn decide(&self, token: Option<&ProductToken>, path: &str) -> Decision<'_> {
         let rule_set = self.rule_set_for(token);
         let path = canonical_path(path);

@@ -19,8 +19,8 @@
 //! [`normalize_path_for_matching_into`] go one step further so that `%2A` and `%24` in a pattern
 //! name a URL's literal `*` and `$` (RFC 9309 §2.2.3).
 //!
-//! [`normalize_request_path`] goes further for the proxy: it also removes dot-segments and
-//! repeated slashes, because the path that is checked must be the path that is sent.
+//! The engine matches a path as written: dot-segments and repeated slashes are not resolved
+//! here. What an origin server makes of them is the proxy's concern (`crate::policy::readings`).
 
 /// What a byte is to RFC 3986, for the purpose of normalisation.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -140,7 +140,7 @@ pub fn normalize_into(input: &[u8], out: &mut Vec<u8>) {
 /// (`/path/file-with-a-%2A.html` matches `/path/file-with-a-*.html`). Encoding them in the path
 /// (and a `$` that is not a pattern's final anchor, see [`normalize_pattern`]) makes the literal
 /// and the encoded forms compare equal on both sides. This form is for matching only: a proxy
-/// forwards [`normalize_request_path`]'s result, which leaves `*` and `$` as they were sent.
+/// forwards the path as it was sent.
 pub fn normalize_path_for_matching_into(input: &[u8], out: &mut Vec<u8>) {
     normalize_with(input, out, true);
 }
@@ -225,67 +225,6 @@ pub fn normalize(input: &[u8]) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// Normalises the path and query of a request-target for both matching and forwarding.
-///
-/// `path_and_query` is what follows the authority in the request-target (`/a/b?c`), possibly
-/// empty. The result:
-///
-/// * starts with `/` (an empty path becomes `/`);
-/// * is in the canonical percent-encoded form of [`normalize`], so `%2e%2e` and `%70rivate` are
-///   seen as `..` and `private`;
-/// * has its dot-segments removed (RFC 3986 §5.2.4): `/a/../private` is `/private`;
-/// * has runs of `/` in the path folded into one: `//private` is `/private`;
-/// * keeps the query (after the first `?`) as it is, apart from percent-encoding normalisation,
-///   and drops any fragment.
-///
-/// A proxy must send the result upstream, not the original: otherwise the origin could resolve
-/// the path differently from the rule that allowed it.
-pub fn normalize_request_path(path_and_query: &str) -> String {
-    let raw = path_and_query.split('#').next().unwrap_or("");
-    let (path, query) = match raw.find('?') {
-        Some(q) => (&raw[..q], Some(&raw[q + 1..])),
-        None => (raw, None),
-    };
-    let mut canon = Vec::with_capacity(path.len() + 1);
-    normalize_into(path.as_bytes(), &mut canon);
-    let canon = String::from_utf8(canon).unwrap_or_default();
-    let mut out = remove_dot_segments(&canon);
-    if let Some(q) = query {
-        out.push('?');
-        let mut qb = Vec::with_capacity(q.len());
-        normalize_into(q.as_bytes(), &mut qb);
-        out.push_str(std::str::from_utf8(&qb).unwrap_or_default());
-    }
-    out
-}
-
-/// RFC 3986 §5.2.4 on an absolute path, plus folding of empty segments (`//`).
-fn remove_dot_segments(path: &str) -> String {
-    let mut segments: Vec<&str> = Vec::new();
-    let mut trailing_slash = false;
-    for seg in path.split('/') {
-        trailing_slash = false;
-        match seg {
-            "" => trailing_slash = true,
-            "." => trailing_slash = true,
-            ".." => {
-                segments.pop();
-                trailing_slash = true;
-            }
-            s => segments.push(s),
-        }
-    }
-    let mut out = String::with_capacity(path.len() + 1);
-    for s in &segments {
-        out.push('/');
-        out.push_str(s);
-    }
-    if trailing_slash || segments.is_empty() {
-        out.push('/');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,25 +274,5 @@ mod tests {
         assert!(!is_canonical_path_for_matching(b"/a*"));
         assert!(!is_canonical_path_for_matching(b"/a$"));
         assert!(is_canonical_path_for_matching(b"/a/b?c=d"));
-        // What is forwarded keeps them as sent.
-        assert_eq!(normalize_request_path("/file-*.html?x=$1"), "/file-*.html?x=$1");
-    }
-
-    #[test]
-    fn request_paths_cannot_hide_from_rules() {
-        assert_eq!(normalize_request_path("/a/../private"), "/private");
-        assert_eq!(normalize_request_path("/a/%2e%2e/private"), "/private");
-        assert_eq!(normalize_request_path("/%2E%2E/private"), "/private");
-        assert_eq!(normalize_request_path("//private"), "/private");
-        assert_eq!(normalize_request_path("/./private"), "/private");
-        assert_eq!(normalize_request_path("/%70rivate"), "/private");
-        assert_eq!(normalize_request_path("/private/"), "/private/");
-        assert_eq!(normalize_request_path("/private/."), "/private/");
-        assert_eq!(normalize_request_path("/a/b/.."), "/a/");
-        assert_eq!(normalize_request_path(""), "/");
-        assert_eq!(normalize_request_path("/../.."), "/");
-        assert_eq!(normalize_request_path("/x?a=/../b"), "/x?a=/../b");
-        assert_eq!(normalize_request_path("/x#frag"), "/x");
-        assert_eq!(normalize_request_path("/x?q=%7e"), "/x?q=~");
     }
 }

@@ -39,7 +39,8 @@ pub(crate) fn skip_bom(body: &[u8]) -> &[u8] {
 }
 
 /// Iterates over the physical lines of `body` with their 1-based numbers. A line ends at CR, LF
-/// or CRLF; the last line need not end at all.
+/// or CRLF; the last line need not end at all. What follows a NUL octet on a line is not part
+/// of it.
 pub(crate) fn physical_lines(body: &[u8]) -> impl Iterator<Item = (u32, &[u8])> {
     let mut rest = body;
     let mut number: u32 = 0;
@@ -49,7 +50,12 @@ pub(crate) fn physical_lines(body: &[u8]) -> impl Iterator<Item = (u32, &[u8])> 
         }
         number = number.saturating_add(1);
         let end = memchr::memchr2(b'\n', b'\r', rest).unwrap_or(rest.len());
-        let line = &rest[..end];
+        let mut line = &rest[..end];
+        // A NUL ends the line's content there, as in Google's parser (which reads each line as
+        // a C string); the line still counts.
+        if let Some(nul) = memchr::memchr(0, line) {
+            line = &line[..nul];
+        }
         let mut next = end;
         if next < rest.len() {
             next += if rest[next] == b'\r' && rest.get(next + 1) == Some(&b'\n') { 2 } else { 1 };

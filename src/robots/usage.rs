@@ -245,6 +245,21 @@ impl UsagePreferences {
         self.stated.iter().all(|s| s.preference == Preference::Unknown)
     }
 
+    /// Combines another URL's preferences in, per category the most restrictive (a proxy
+    /// that decides on several readings of one path combines theirs).
+    pub fn combine(&mut self, other: &UsagePreferences) {
+        for category in Category::ALL {
+            let theirs = other.get(category);
+            let slot = &mut self.stated[category.index()];
+            let combined = slot.preference.combine(theirs.preference);
+            if combined != slot.preference {
+                slot.line = theirs.line;
+            }
+            slot.preference = combined;
+            slot.from_header |= theirs.from_header;
+        }
+    }
+
     /// Adds one statement from robots.txt line `line`.
     pub(crate) fn add_robots(&mut self, category: Category, pref: Preference, line: u32) {
         let slot = &mut self.stated[category.index()];

@@ -27,6 +27,8 @@ fn record(task: usize, n: usize) -> AuditRecord {
         robots_url: "http://example.test/robots.txt".into(),
         state: "fresh".into(),
         age_seconds: 12,
+        reading: None,
+        read_path: None,
         usage: None,
     }
 }

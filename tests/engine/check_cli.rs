@@ -74,17 +74,45 @@ fn exit_1_when_any_url_is_disallowed() {
 }
 
 #[test]
-fn urls_are_normalised_before_matching() {
+fn urls_are_matched_as_written_like_google() {
     let f = robots_file(ROBOTS.as_bytes());
+    // Percent-encoding of unreserved characters is normalised...
+    let o = check(f.path(), &["--agent", "OtherBot", "https://example.com/%70rivate"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    // ...but the path is not resolved: `//private` does not start with `/private`.
     for url in [
         "https://example.com/a/../private",
-        "https://example.com/%70rivate",
         "https://example.com//private",
         "https://example.com/./private?x=1",
+        "https://example.com/public/..%2fprivate",
     ] {
         let o = check(f.path(), &["--agent", "OtherBot", url]);
-        assert_eq!(o.status.code(), Some(1), "{url}: {}", stdout(&o));
+        assert_eq!(o.status.code(), Some(0), "{url}: {}", stdout(&o));
     }
+}
+
+#[test]
+fn as_proxy_decides_on_every_reading_and_lists_them() {
+    let f = robots_file(ROBOTS.as_bytes());
+    for (url, reading) in [
+        ("https://example.com/a/../private", "decoded"),
+        ("https://example.com//private", "decoded"),
+        ("https://example.com/public/..%2fprivate/x", "decoded"),
+        ("https://example.com/%5cprivate", "backslash"),
+        ("https://example.com/public/..;/private", "parameters"),
+        ("https://example.com/;x/private", "parameters"),
+    ] {
+        let o = check(f.path(), &["--as-proxy", "--agent", "OtherBot", url]);
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(1), "{url}: {out}");
+        let first = out.lines().next().unwrap_or_default();
+        assert!(first.starts_with("disallowed") && first.contains(reading), "{url}: {out}");
+        assert!(out.contains(&format!("  reading {reading}: /private")), "{url}: {out}");
+    }
+    // A path that reads the same everywhere lists no other reading.
+    let o = check(f.path(), &["--as-proxy", "--agent", "OtherBot", "https://example.com/public"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! fast in a debug build.
 
 use proptest::prelude::*;
-use robots_proxy::robots::normalize::{normalize, normalize_request_path};
+use robots_proxy::policy::Readings;
+use robots_proxy::robots::normalize::normalize;
 use robots_proxy::robots::{ProductToken, RobotsTxt};
 
 use crate::util::glob_matches;
@@ -137,12 +138,24 @@ proptest! {
     }
 
     #[test]
-    fn request_path_normalisation_is_idempotent(input in "[/a.%2eEfF?#~é ]{0,24}") {
-        let once = normalize_request_path(&input);
-        prop_assert!(once.starts_with('/'));
-        prop_assert_eq!(normalize_request_path(&once), once.clone());
-        // And it is already canonical for matching.
-        prop_assert_eq!(normalize(once.as_bytes()), once);
+    fn readings_forward_what_was_sent(input in "[/a.%2eEfF5cC;?#~é\\ ]{0,24}") {
+        let readings = Readings::of(&input);
+        let sent = readings.as_sent();
+        prop_assert!(sent.starts_with('/'));
+        // Only the fragment is dropped and an empty path filled in.
+        let without_fragment = input.split('#').next().unwrap_or("");
+        let filled = format!("/{}", without_fragment);
+        prop_assert!(sent == without_fragment || sent == filled);
+        // Reading what is forwarded gives the same readings again.
+        prop_assert_eq!(&Readings::of(sent), &readings);
+        for (_, read) in readings.iter().skip(1) {
+            prop_assert!(read.starts_with('/'));
+            // Readings resolve every dot-segment and merge every slash run in the path, and
+            // write it in ASCII (the query is kept as sent).
+            let path = read.split('?').next().unwrap_or("");
+            prop_assert!(path.is_ascii());
+            prop_assert!(!path.contains("//") && !path.contains("/./") && !path.contains("/../"), "{}", read);
+        }
     }
 
     #[test]

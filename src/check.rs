@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::robots::usage::{Category, Preference};
 use crate::policy::{Reading, Readings};
 use crate::robots::usage::UsagePreferences;
+use crate::robots::usage::{Category, Preference};
 use crate::robots::{ProductToken, Reason, RobotsTxt, Verdict};
 
 /// What can go wrong in `check`, each naming the problem.

@@ -222,11 +222,8 @@ impl Policy {
         match refusing {
             Some((reading, path)) => {
                 let mut d = self.decide_path(snapshot, token, path, now);
-                d.reason = format!(
-                    "{} (the path read as {path}: {})",
-                    d.reason,
-                    reading.description()
-                );
+                d.reason =
+                    format!("{} (the path read as {path}: {})", d.reason, reading.description());
                 d.reading = reading;
                 d
             }

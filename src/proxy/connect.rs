@@ -498,8 +498,9 @@ async fn inner(
             shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
         // Inside an intercepted tunnel the request is visible: the record names it, not the
         // CONNECT.
-        let path = crate::policy::Readings::of(req.uri().path_and_query().map_or("/", |p| p.as_str()))
-            .into_as_sent();
+        let path =
+            crate::policy::Readings::of(req.uri().path_and_query().map_or("/", |p| p.as_str()))
+                .into_as_sent();
         let mut record =
             connect_record(&shared, client, &req, &connect, token.as_ref(), false, &reason);
         record.method = req.method().as_str().to_owned();

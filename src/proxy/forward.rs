@@ -47,11 +47,12 @@ impl UpstreamClient {
             return Ok(self.tls.request(req).await?);
         }
         // A direct connection to the origin: origin-form (RFC 9112 §3.2.1).
-        let origin_form = req
-            .uri()
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        // `as_str` reads an empty path (`GET http://host#frag`) as "/", but the empty value
+        // itself would be written as an empty request-target: send a real "/" for both.
+        let origin_form = match req.uri().path_and_query() {
+            Some(p) if p.as_str() != "/" => p.clone(),
+            _ => http::uri::PathAndQuery::from_static("/"),
+        };
         *req.uri_mut() = Uri::from(origin_form);
         Ok(self.plain.send(authority, req).await?)
     }

@@ -625,9 +625,14 @@ fn robots_txt_is_always_allowed() {
     }
     // Exactly that path, with no query (spec README, "Matching a URL"): with a query it is
     // another URL, which the rules decide.
-    for path in
-        ["/robots.txt.bak", "/robots.txt/x", "/a/robots.txt", "/ROBOTS.TXT", "/robots.txt?x=1", "/robots.txt?"]
-    {
+    for path in [
+        "/robots.txt.bak",
+        "/robots.txt/x",
+        "/a/robots.txt",
+        "/ROBOTS.TXT",
+        "/robots.txt?x=1",
+        "/robots.txt?",
+    ] {
         assert!(!robots.decide(None, path).is_allowed(), "{path}");
     }
 }

@@ -17,5 +17,6 @@ mod https;
 mod limits;
 mod pacing;
 mod pool;
+mod regression;
 mod streaming;
 mod usage;

@@ -9,7 +9,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use robots_proxy::robots::normalize::{normalize, normalize_request_path};
+use robots_proxy::policy::Readings;
+use robots_proxy::robots::normalize::normalize;
 use robots_proxy::robots::{ProductToken, Reason, RobotsTxt};
 
 fuzz_target!(|data: &[u8]| {
@@ -37,8 +38,8 @@ fuzz_target!(|data: &[u8]| {
     for path in &paths {
         let once = normalize(path.as_bytes());
         assert_eq!(normalize(once.as_bytes()), once);
-        let forwarded = normalize_request_path(path);
-        assert_eq!(normalize_request_path(&forwarded), forwarded);
+        let readings = Readings::of(path);
+        assert_eq!(Readings::of(readings.as_sent()), readings);
         for t in &tokens {
             let d = robots.decide(t.as_ref(), path);
             let all = robots.matching_rules(t.as_ref(), path);

@@ -1,26 +1,26 @@
-//! Fuzz target: URL and request-path normalisation, and authorities of absolute URIs.
+//! Fuzz target: request-targets as the proxy receives them: the readings it decides on, and
+//! the authority of an absolute URI.
 //!
-//! The proxy checks and forwards `normalize_request_path(target)`, so it must: never panic,
-//! start with `/`, be ASCII, hold no dot-segments and no `//` in its path part, and be a fixed
-//! point (normalising it again changes nothing: what was checked is what is sent).
+//! Every reading but the path as sent must start with `/`, be ASCII in its path, and hold no
+//! dot-segment and no `//` there; reading what is forwarded again changes nothing.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use robots_proxy::authority::Authority;
-use robots_proxy::robots::normalize::normalize_request_path;
+use robots_proxy::policy::Readings;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let out = normalize_request_path(&text);
-    assert!(out.starts_with('/'), "{out:?}");
-    assert!(out.is_ascii(), "{out:?}");
-    let path = out.split('?').next().unwrap_or("");
-    assert!(!path.contains("//"), "{out:?}");
-    for seg in path.split('/') {
-        assert!(seg != "." && seg != "..", "{out:?}");
+    let readings = Readings::of(&text);
+    let out = readings.as_sent();
+    assert!(out.starts_with('/') && !out.contains('#'), "{out:?}");
+    for (_, read) in readings.iter().skip(1) {
+        let path = read.split('?').next().unwrap_or("");
+        assert!(path.starts_with('/') && path.is_ascii(), "{read:?}");
+        assert!(!path.contains("//"), "{read:?}");
+        assert!(path.split('/').all(|seg| seg != "." && seg != ".."), "{read:?}");
     }
-    assert!(!out.contains('#'), "{out:?}");
-    assert_eq!(normalize_request_path(&out), out, "not a fixed point");
+    assert_eq!(Readings::of(out), readings, "not a fixed point");
 
     // The authority of an absolute-form target: never panics; a parsed authority prints to a
     // URL whose authority parses back to the same.

@@ -156,6 +156,26 @@ async fn robots_endpoint_gives_the_live_decision_and_the_cached_state() {
     assert_eq!(groups[1]["rules"][1]["pattern"], "/public");
     assert_eq!(robots["sitemaps"][0]["url"], "http://sitemaps.test/sitemap.xml");
     assert_eq!(origin.robots_hits(), 1);
+    // The path as sent is the only reading of an ordinary path.
+    let readings = answer["readings"].as_array().unwrap();
+    assert_eq!(readings.len(), 1, "{answer}");
+    assert_eq!(readings[0]["reading"], "as-sent");
+    assert_eq!(answer["decision"]["reading"], "as-sent");
+
+    // A path that nginx reads as /private/x: the decision names the reading, and every reading
+    // that differs is listed with its verdict.
+    let (_, answer) = get_json(&url("/public/..%2fprivate/x", "ExampleBot")).await;
+    assert_eq!(answer["path"], "/public/..%2fprivate/x", "{answer}");
+    assert_eq!(answer["decision"]["allowed"], false, "{answer}");
+    assert_eq!(answer["decision"]["reading"], "decoded", "{answer}");
+    assert_eq!(answer["decision"]["read_path"], "/private/x", "{answer}");
+    let readings = answer["readings"].as_array().unwrap();
+    assert_eq!(readings[0]["reading"], "as-sent");
+    assert_eq!(readings[0]["allowed"], true, "{answer}");
+    assert_eq!(readings[1]["reading"], "decoded");
+    assert_eq!(readings[1]["path"], "/private/x");
+    assert_eq!(readings[1]["allowed"], false);
+    assert_eq!(readings[1]["rule"], "disallow: /private");
 
     // A User-Agent works as the agent too; the cached copy is used.
     let (_, answer) =

@@ -24,6 +24,7 @@ use robots_proxy::audit::AuditLog;
 use robots_proxy::cache::RobotsCache;
 use robots_proxy::clock::{Clock, ManualClock};
 use robots_proxy::config::Config;
+use robots_proxy::guard::DestinationGuard;
 use robots_proxy::proxy::Proxy;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -152,13 +153,26 @@ impl InProcess {
         // 2027-01-15T08:00:00Z, so that times in answers can be checked exactly.
         let clock = Arc::new(ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000)));
         let dyn_clock: Arc<dyn Clock> = clock.clone();
-        let cache = Arc::new(RobotsCache::new(config.robots.clone(), dyn_clock.clone()));
+        // One guard and one TLS configuration, shared by the robots.txt fetcher and the proxy,
+        // as `main` does: both listeners are refused as destinations by both.
+        let tls = Arc::new(robots_proxy::tls::client_config(None).unwrap());
+        let guard = Arc::new(DestinationGuard::from_config(&config));
+        let connector = robots_proxy::tls::https_connector(
+            (*tls).clone(),
+            config.robots.connect_timeout,
+            guard.clone(),
+        );
+        let cache = Arc::new(RobotsCache::with_connector(
+            config.robots.clone(),
+            dyn_clock.clone(),
+            connector,
+        ));
         let audit_path = config.audit_path();
         let audit = AuditLog::open(audit_path.clone(), config.audit.clone()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy_addr = listener.local_addr().unwrap();
         config.proxy.listen = proxy_addr;
-        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, None).unwrap();
+        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, None, guard, tls).unwrap();
         let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let admin_addr = admin_listener.local_addr().unwrap();
         let (stop_proxy, proxy_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -348,9 +348,20 @@ impl ProxyProcess {
     /// Starts `robots-proxy serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0` with `args`
     /// added and only `env` in its environment (no stray `ROBOTS_PROXY_*` from the caller).
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> ProxyProcess {
+        Self::start_listening("127.0.0.1:0", "127.0.0.1:0", args, env)
+    }
+
+    /// [`ProxyProcess::start`] with `serve --listen LISTEN --admin-listen ADMIN`. The addresses
+    /// read back are the bound ones as the proxy prints them (`0.0.0.0:PORT` for a wildcard).
+    pub fn start_listening(
+        listen: &str,
+        admin: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ProxyProcess {
         let mut command = Command::new(env!("CARGO_BIN_EXE_robots-proxy"));
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen, "--admin-listen", admin])
             .args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

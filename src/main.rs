@@ -296,11 +296,17 @@ mod serve {
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let tls = robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?;
-        // The robots.txt fetcher connects through the destination guard too (SSRF).
+        // The one TLS client configuration and the one destination guard of the process,
+        // shared by the robots.txt fetcher and the proxy (forwards, tunnels): the listeners
+        // the guard learns below are refused by every component that connects out (SSRF).
+        let tls =
+            Arc::new(robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?);
         let guard = Arc::new(robots_proxy::guard::DestinationGuard::from_config(&config));
-        let connector =
-            robots_proxy::tls::https_connector(tls, config.robots.connect_timeout, guard);
+        let connector = robots_proxy::tls::https_connector(
+            (*tls).clone(),
+            config.robots.connect_timeout,
+            guard.clone(),
+        );
         let cache =
             Arc::new(RobotsCache::with_connector(config.robots.clone(), clock.clone(), connector));
         let audit_path = config.audit_path();
@@ -329,7 +335,7 @@ mod serve {
         } else {
             None
         };
-        let proxy = Proxy::new(&config, cache, audit.clone(), clock, ca)?;
+        let proxy = Proxy::new(&config, cache, audit.clone(), clock, ca, guard.clone(), tls)?;
         // A backlog to match limits.max_connections (the kernel caps it at somaxconn): with
         // tokio's default of 128, a burst of new crawler connections overflowed the queue and
         // waited a second for the SYN to be sent again.
@@ -341,6 +347,10 @@ mod serve {
             .with_context(|| format!("cannot listen on {} (admin.listen)", config.admin.listen))?;
         let local = listener.local_addr()?;
         let admin_local = admin_listener.local_addr()?;
+        // The bound addresses (the real ports, with port 0 configured), before either serves:
+        // neither listener is ever a destination.
+        guard.add_own_listener(local);
+        guard.add_own_listener(admin_local);
         eprintln!("robots-proxy listening on {local}");
         eprintln!("robots-proxy admin listening on {admin_local}");
         tracing::info!(

@@ -54,7 +54,13 @@ type Body = Full<Bytes>;
 ///
 /// Connections open at that point are left to finish on their own (they are short requests);
 /// the process exiting ends them.
+///
+/// The listener's address is added to the proxy's destination guard first: the admin
+/// endpoints have no authentication, so a client must never reach them through the proxy.
 pub async fn serve(listener: TcpListener, proxy: Proxy, shutdown: impl Future<Output = ()>) {
+    if let Ok(local) = listener.local_addr() {
+        proxy.guard().add_own_listener(local);
+    }
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {

@@ -30,8 +30,12 @@ use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
+use crate::policy::PolicyDecision;
 use crate::robots::ProductToken;
 use crate::tls::HttpsMode;
+
+/// What audit records and refusals give as the path of a CONNECT: it cannot be seen.
+const TUNNEL_PATH: &str = "(not visible in a tunnel)";
 
 /// Answers a CONNECT request.
 pub(super) async fn handle_connect(
@@ -175,7 +179,7 @@ async fn refuse_prohibited(
         client,
         method: "CONNECT",
         authority,
-        path: "(not visible in a tunnel)",
+        path: TUNNEL_PATH,
         user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
         token,
     };
@@ -201,7 +205,7 @@ fn connect_record(
         status_code: Some(if allowed { 200 } else { 403 }),
         url: authority.to_string(),
         domain: authority.to_string(),
-        path: "(not visible in a tunnel)".to_owned(),
+        path: TUNNEL_PATH.to_owned(),
         user_agent: req
             .headers()
             .get(http::header::USER_AGENT)
@@ -218,6 +222,46 @@ fn connect_record(
         read_path: None,
         usage: None,
     }
+}
+
+/// The audit record of a tunnel decided by robots.txt: `connect_refuse` with the reason
+/// `refused`, or `tunnel_allow` without one. The robots.txt facts (state, age, URL, group and,
+/// for a refusal, the rule and line) are those of `decision`, the policy's decision for `/`:
+/// when the tunnel is refused because every path is disallowed, its rule is the one that
+/// disallows `/`. A tunnel that opens names no rule, since no rule decided it.
+fn tunnel_record(
+    shared: &Shared,
+    client: SocketAddr,
+    req: &Request<Incoming>,
+    authority: &Authority,
+    token: Option<&ProductToken>,
+    decision: &PolicyDecision,
+    refused: Option<&str>,
+) -> AuditRecord {
+    let allowed = refused.is_none();
+    let url = authority.to_string();
+    let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let status = if allowed { 200 } else { 403 };
+    let mut record = decision.audit_record(
+        shared.clock.now(),
+        client,
+        &http::Method::CONNECT,
+        &url,
+        &url,
+        TUNNEL_PATH,
+        user_agent,
+        token,
+        Some(status),
+    );
+    record.action = if allowed { "tunnel_allow" } else { "connect_refuse" }.to_owned();
+    record.outcome = if allowed { "success" } else { "failure" }.to_owned();
+    record.reason =
+        refused.unwrap_or("tunnel allowed: the path cannot be seen inside a tunnel").to_owned();
+    if allowed {
+        record.rule = None;
+        record.line = None;
+    }
+    record
 }
 
 /// Tunnel mode: refuse when every path is disallowed, else relay bytes.
@@ -238,6 +282,16 @@ async fn tunnel(
         RobotsRules::DisallowAll => true,
         _ => false,
     };
+    // For the audit record: the group that applies and, when every path is disallowed, the
+    // rule that disallows `/`.
+    let decide_root = || {
+        shared.live().policy.decide(
+            &snapshot,
+            token.as_ref(),
+            &crate::policy::Readings::of("/"),
+            shared.clock.now(),
+        )
+    };
     if blocked {
         let reason = if matches!(snapshot.rules, RobotsRules::DisallowAll) {
             format!(
@@ -254,16 +308,16 @@ async fn tunnel(
                 token.as_ref().map_or("the `*` group", |t| t.as_str())
             )
         };
-        return refuse(
+        let record = tunnel_record(
             &shared,
             client,
             &req,
             &authority,
             token.as_ref(),
-            "http_request_denied",
-            reason,
-        )
-        .await;
+            &decide_root(),
+            Some(&reason),
+        );
+        return refuse_record(&shared, record, Scheme::Https, "http_request_denied", reason).await;
     }
     let addr = format!("{}:{}", bracket(authority.host()), authority.port());
     // safety: through the destination guard, to the addresses it checked.
@@ -294,15 +348,8 @@ async fn tunnel(
     let _ = upstream.set_nodelay(true);
     shared.metrics.count(Decision::Tunnel, Scheme::Https);
     if shared.https.audit_tunnels || shared.audit.all_decisions() {
-        let record = connect_record(
-            &shared,
-            client,
-            &req,
-            &authority,
-            token.as_ref(),
-            true,
-            "tunnel allowed: the path cannot be seen inside a tunnel",
-        );
+        let record =
+            tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
         shared.write_audit(record).await;
     }
     let idle = shared.https.tunnel_idle_timeout;

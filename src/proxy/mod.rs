@@ -32,6 +32,7 @@ use crate::authority::{Authority, Scheme};
 use crate::cache::{RecentRobots, RobotsCache};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::guard::DestinationGuard;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
 use crate::policy::{Policy, PolicyError, Readings, RecentUserAgent};
@@ -48,9 +49,6 @@ pub enum ProxyError {
     /// The policy configuration is invalid.
     #[error(transparent)]
     Policy(#[from] PolicyError),
-    /// The TLS client configuration for origins is invalid.
-    #[error(transparent)]
-    ClientTls(#[from] crate::tls::ClientTlsError),
     /// The users file cannot be used.
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
@@ -124,6 +122,12 @@ impl Proxy {
     /// Builds a proxy from the configuration and its collaborators. `ca` is required for
     /// `https.mode = "intercept"`; without it CONNECT requests in that mode are refused.
     ///
+    /// `guard` and `tls` are the process's one destination guard and TLS client configuration
+    /// for origins ([`crate::tls::client_config`]), shared with the robots.txt fetcher of
+    /// `cache` (see [`crate::tls::https_connector`]): the listeners the guard learns (the
+    /// proxy's in [`Proxy::serve`], the admin's in [`crate::admin::serve`]) are then refused
+    /// for forwards, tunnels and robots.txt fetches alike.
+    ///
     /// Must be called inside a tokio runtime: the pool of origin connections starts its
     /// reaper of idle connections here.
     pub fn new(
@@ -132,9 +136,9 @@ impl Proxy {
         audit: AuditLog,
         clock: Arc<dyn Clock>,
         ca: Option<Arc<CertificateAuthority>>,
+        guard: Arc<DestinationGuard>,
+        tls: Arc<rustls::ClientConfig>,
     ) -> Result<Self, ProxyError> {
-        let tls = crate::tls::client_config(config.https.upstream_ca_file.as_deref())?;
-        let guard = Arc::new(crate::guard::DestinationGuard::from_config(config));
         let pacer = Arc::new(Pacer::new(&config.pacing)?);
         let metrics =
             Arc::new(Metrics::with_pacer(cache.clone(), audit.clone(), Some(pacer.clone())));
@@ -144,7 +148,8 @@ impl Proxy {
             cache,
             pacer,
             audit,
-            client: forward::client(&config.upstream, tls, guard.clone()),
+            // A clone shares the verifier and the session cache of the one configuration.
+            client: forward::client(&config.upstream, (*tls).clone(), guard.clone()),
             clock,
             via: forward::Via::new(&config.proxy.via),
             listen: config.proxy.listen.to_string(),
@@ -165,6 +170,11 @@ impl Proxy {
         let live = Live::new(config)?;
         self.shared.live.store(Arc::new(live));
         Ok(())
+    }
+
+    /// The destination guard every connection of this proxy goes through.
+    pub fn guard(&self) -> &Arc<DestinationGuard> {
+        &self.shared.safety.guard
     }
 
     /// The metrics this proxy records.

@@ -4,6 +4,11 @@
 
 mod support;
 
+#[allow(dead_code)]
+#[path = "../cache/support.rs"]
+mod raw_origin;
+
 mod admin;
 mod binary;
+mod own_listeners;
 mod page;

@@ -24,6 +24,7 @@ use robots_proxy::audit::AuditLog;
 use robots_proxy::cache::RobotsCache;
 use robots_proxy::clock::{Clock, ManualClock};
 use robots_proxy::config::Config;
+use robots_proxy::guard::DestinationGuard;
 use robots_proxy::proxy::Proxy;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -152,13 +153,26 @@ impl InProcess {
         // 2027-01-15T08:00:00Z, so that times in answers can be checked exactly.
         let clock = Arc::new(ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000)));
         let dyn_clock: Arc<dyn Clock> = clock.clone();
-        let cache = Arc::new(RobotsCache::new(config.robots.clone(), dyn_clock.clone()));
+        // One guard and one TLS configuration, shared by the robots.txt fetcher and the proxy,
+        // as `main` does: both listeners are refused as destinations by both.
+        let tls = Arc::new(robots_proxy::tls::client_config(None).unwrap());
+        let guard = Arc::new(DestinationGuard::from_config(&config));
+        let connector = robots_proxy::tls::https_connector(
+            (*tls).clone(),
+            config.robots.connect_timeout,
+            guard.clone(),
+        );
+        let cache = Arc::new(RobotsCache::with_connector(
+            config.robots.clone(),
+            dyn_clock.clone(),
+            connector,
+        ));
         let audit_path = config.audit_path();
         let audit = AuditLog::open(audit_path.clone(), config.audit.clone()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy_addr = listener.local_addr().unwrap();
         config.proxy.listen = proxy_addr;
-        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, None).unwrap();
+        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, None, guard, tls).unwrap();
         let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let admin_addr = admin_listener.local_addr().unwrap();
         let (stop_proxy, proxy_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -334,9 +348,20 @@ impl ProxyProcess {
     /// Starts `robots-proxy serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0` with `args`
     /// added and only `env` in its environment (no stray `ROBOTS_PROXY_*` from the caller).
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> ProxyProcess {
+        Self::start_listening("127.0.0.1:0", "127.0.0.1:0", args, env)
+    }
+
+    /// [`ProxyProcess::start`] with `serve --listen LISTEN --admin-listen ADMIN`. The addresses
+    /// read back are the bound ones as the proxy prints them (`0.0.0.0:PORT` for a wildcard).
+    pub fn start_listening(
+        listen: &str,
+        admin: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ProxyProcess {
         let mut command = Command::new(env!("CARGO_BIN_EXE_robots-proxy"));
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen, "--admin-listen", admin])
             .args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

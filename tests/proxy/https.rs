@@ -535,7 +535,9 @@ async fn domain_fronting_refusals_audited() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tunnel_decisions_audited() {
-    let origin = TlsOrigin::start("User-agent: ExampleBot\nDisallow: /\n").await;
+    let robots =
+        "User-agent: ExampleBot\nDisallow: /\n\nUser-agent: *\nDisallow: /\nAllow: /public\n";
+    let origin = TlsOrigin::start(robots).await;
     let proxy = HttpsProxy::start(&origin.ca, &[origin.port()], |c| {
         c.https.mode = HttpsMode::Tunnel;
         c.https.audit_tunnels = true;
@@ -544,6 +546,7 @@ async fn tunnel_decisions_audited() {
     let refused =
         connect(proxy.addr(), &origin.host(), "User-Agent: ExampleBot/1\r\n").await.refused();
     assert_eq!(refused.status, 403);
+    proxy.proxy.clock.advance(std::time::Duration::from_secs(30));
     let _open = connect(proxy.addr(), &origin.host(), "User-Agent: curl/8\r\n").await.tunnel();
     let records = proxy.proxy.audit_records().await;
     assert_eq!(records.len(), 2, "{records:?}");
@@ -556,7 +559,20 @@ async fn tunnel_decisions_audited() {
     for r in &records {
         assert!(r["url.path"].as_str().unwrap().contains("not visible"), "{r}");
         assert_eq!(r["robots.url"], format!("{}/robots.txt", origin.base()));
+        assert_eq!(r["robots.state"], "fresh", "{r}");
     }
+    // The refusal names the rule that disallows every path, in the token's group.
+    assert_eq!(refusal["event.action"], "connect_refuse");
+    assert_eq!(refusal["robots.rule"], "disallow: /", "{refusal}");
+    assert_eq!(refusal["robots.line"], 2, "{refusal}");
+    assert_eq!(refusal["robots.group"], "ExampleBot (line 1)", "{refusal}");
+    assert_eq!(refusal["robots.age_seconds"], 0, "{refusal}");
+    // The tunnel that opens was decided by no rule (`allow: /public` keeps it open): its group
+    // and the age of the robots.txt it was decided on, no rule.
+    assert_eq!(allowed["robots.group"], "* (line 4)", "{allowed}");
+    assert_eq!(allowed["robots.age_seconds"], 30, "{allowed}");
+    assert!(allowed.get("robots.rule").is_none(), "{allowed}");
+    assert!(allowed.get("robots.line").is_none(), "{allowed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -606,6 +622,13 @@ async fn tunnel_mode_refusal_for_unreachable_robots_says_so() {
     assert_eq!(answer.status, 403, "{answer:?}");
     assert!(answer.body.contains("unreachable"), "{}", answer.body);
     assert!(!answer.body.contains("disallows every path"), "{}", answer.body);
+    let records = proxy.proxy.audit_records().await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(r["event.action"], "connect_refuse");
+    assert_eq!(r["robots.state"], "unreachable", "{r}");
+    assert_eq!(r["robots.url"], format!("https://127.0.0.1:{port}/robots.txt"), "{r}");
+    assert!(r.get("robots.rule").is_none(), "no rule decided: {r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -179,11 +179,17 @@ impl TestProxy {
         edit(&mut config);
         let clock = Arc::new(ManualClock::default());
         let dyn_clock: Arc<dyn Clock> = clock.clone();
-        let tls =
-            robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref()).unwrap();
+        // One guard and one TLS configuration, shared by the robots.txt fetcher and the proxy,
+        // as `main` does.
+        let tls = Arc::new(
+            robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref()).unwrap(),
+        );
         let guard = Arc::new(DestinationGuard::from_config(&config));
-        let connector =
-            robots_proxy::tls::https_connector(tls, config.robots.connect_timeout, guard);
+        let connector = robots_proxy::tls::https_connector(
+            (*tls).clone(),
+            config.robots.connect_timeout,
+            guard.clone(),
+        );
         let cache = Arc::new(RobotsCache::with_connector(
             config.robots.clone(),
             dyn_clock.clone(),
@@ -194,7 +200,7 @@ impl TestProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         config.proxy.listen = addr;
-        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, ca).unwrap();
+        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, ca, guard, tls).unwrap();
         let pacer = proxy.pacer();
         let metrics = proxy.metrics().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -1,0 +1,108 @@
+//! The proxy's own listen addresses, which are never a destination.
+//!
+//! A request to the proxy listener would loop; one to the admin listener would reach endpoints
+//! that have no authentication (the audit summary, cache purges). So an address is refused
+//! when a connection to it would arrive at one of this process's listeners:
+//!
+//! * the listener's own address and port;
+//! * for a listener on a wildcard address (`0.0.0.0`, `[::]`): any loopback address
+//!   (`127.0.0.0/8`, `::1`) and every address of a local interface, with that port;
+//! * the unspecified address (`0.0.0.0`, `::`) with the port of any listener: connecting there
+//!   reaches the local host.
+//!
+//! The interface addresses are asked from the system (`if-addrs`) when a destination has the
+//! port of a wildcard listener, and kept for [`INTERFACES_TTL`], so that an address added to an
+//! interface after start is recognised too.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// How long a list of the local interface addresses is used before it is asked for again.
+const INTERFACES_TTL: Duration = Duration::from_secs(2);
+
+/// The listen addresses of this process (see the module documentation).
+#[derive(Debug, Default)]
+pub(super) struct OwnListeners {
+    listeners: RwLock<Vec<SocketAddr>>,
+    /// The local interface addresses (already [`super::canonical`]) and when they were read.
+    interfaces: Mutex<Option<(Instant, Arc<[IpAddr]>)>>,
+}
+
+impl OwnListeners {
+    /// `listeners` as the process's own.
+    pub(super) fn new(listeners: &[SocketAddr]) -> Self {
+        let own = OwnListeners::default();
+        for &addr in listeners {
+            own.add(addr);
+        }
+        own
+    }
+
+    /// Adds a listen address (once).
+    pub(super) fn add(&self, addr: SocketAddr) {
+        let mut listeners = self.listeners.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !listeners.contains(&addr) {
+            listeners.push(addr);
+        }
+    }
+
+    /// The listen addresses known so far.
+    pub(super) fn listeners(&self) -> Vec<SocketAddr> {
+        self.listeners.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Whether a connection to `addr` would arrive at one of the listeners.
+    pub(super) fn contains(&self, addr: SocketAddr) -> bool {
+        let ip = super::canonical(addr.ip());
+        let mut wildcard = false;
+        {
+            let listeners = self.listeners.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            for listen in listeners.iter().filter(|l| l.port() == addr.port()) {
+                let listen_ip = super::canonical(listen.ip());
+                if listen_ip == ip || ip.is_unspecified() {
+                    return true;
+                }
+                wildcard |= listen_ip.is_unspecified();
+            }
+        }
+        if !wildcard {
+            return false;
+        }
+        if ip.is_loopback() {
+            return true;
+        }
+        match self.interface_addresses() {
+            Some(local) => local.contains(&ip),
+            // Not knowing the local addresses, refuse rather than risk reaching the listener.
+            None => true,
+        }
+    }
+
+    /// The local interface addresses, from the last [`INTERFACES_TTL`] or asked for now.
+    /// `None` when the system cannot tell.
+    fn interface_addresses(&self) -> Option<Arc<[IpAddr]>> {
+        let mut cached = self.interfaces.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((read, addrs)) = cached.as_ref() {
+            if read.elapsed() < INTERFACES_TTL {
+                return Some(addrs.clone());
+            }
+        }
+        match if_addrs::get_if_addrs() {
+            Ok(interfaces) => {
+                let addrs: Arc<[IpAddr]> =
+                    interfaces.iter().map(|i| super::canonical(i.ip())).collect();
+                *cached = Some((Instant::now(), addrs.clone()));
+                Some(addrs)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "cannot list the local interface addresses; destinations on the port of a \
+                     wildcard listener are refused"
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The process's own listeners are never a destination (issue #12): not the proxy listener (a
+//! request there would loop) and not the admin listener (its endpoints have no authentication:
+//! the audit summary, cache purges), whatever `access.allow_destinations` re-opens, for
+//! forwarded requests and for robots.txt fetches and their redirects, and through every
+//! address a wildcard listener is reached by.
+
+use std::net::{IpAddr, SocketAddr};
+
+use crate::raw_origin::{Origin as RawOrigin, Reply};
+use crate::support::{proxied_client, InProcess, Origin, ProxyProcess};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+/// The `Proxy-Status` header of a response, or "".
+fn proxy_status(resp: &reqwest::Response) -> String {
+    resp.headers().get("proxy-status").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_listener_is_never_a_destination() {
+    let origin = Origin::start(ROBOTS).await;
+    // Loopback is re-opened (the harness allows 127.0.0.0/8), the admin listens on 127.0.0.1.
+    let p = InProcess::start().await;
+    let client = p.client();
+    let page = format!("{}/page", origin.base());
+    assert_eq!(client.get(&page).send().await.unwrap().status(), 200);
+    assert_eq!(origin.robots_hits(), 1, "robots.txt is cached now");
+
+    let admin = p.admin_addr.port();
+    for url in [
+        format!("http://127.0.0.1:{admin}/api/summary"),
+        format!("http://127.0.0.1:{admin}/healthz"),
+        format!("http://localhost:{admin}/api/summary"),
+    ] {
+        let resp = client.get(&url).send().await.unwrap();
+        assert_eq!(resp.status(), 403, "{url}");
+        let status = proxy_status(&resp);
+        assert!(status.contains("error=destination_ip_prohibited"), "{url}: {status}");
+        let body = resp.text().await.unwrap();
+        assert!(body.starts_with("403 Forbidden"), "{url}: {body}");
+        assert!(!body.contains("\"requests\""), "the admin's data is not returned: {body}");
+    }
+    let own = client.get(format!("http://127.0.0.1:{admin}/api/summary")).send().await.unwrap();
+    assert!(proxy_status(&own).contains("own listener"), "{}", proxy_status(&own));
+
+    let purge = client.post(format!("http://127.0.0.1:{admin}/cache/purge-all")).send();
+    assert_eq!(purge.await.unwrap().status(), 403);
+    assert_eq!(client.get(&page).send().await.unwrap().status(), 200);
+    assert_eq!(origin.robots_hits(), 1, "nothing was purged: robots.txt still comes from cache");
+
+    p.audit.flush().await.unwrap();
+    let audit = std::fs::read_to_string(&p.audit_path).unwrap();
+    let refusals: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &serde_json::Value| r["event.action"] == "destination_prohibited")
+        .collect();
+    assert_eq!(refusals.len(), 5, "{audit}");
+    assert!(refusals.iter().any(|r| r["http.request.method"] == "POST"), "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robots_txt_redirect_to_the_admin_listener_is_a_prohibited_fetch() {
+    let p = InProcess::start().await;
+    // Followed, the redirect would read the admin's `ok` as an empty robots.txt: allow all.
+    let healthz = format!("http://127.0.0.1:{}/healthz", p.admin_addr.port());
+    let origin = RawOrigin::with_robots(Reply::redirect(302, &healthz)).await;
+    origin.route("/page", Reply::ok("page"));
+    let resp = p.client().get(format!("{}/page", origin.base_url())).send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+    let status = proxy_status(&resp);
+    assert!(status.contains("error=destination_ip_prohibited"), "{status}");
+    let body = resp.text().await.unwrap();
+    assert!(body.contains(&format!("robots.txt at {healthz}")), "{body}");
+    assert!(body.contains("own listener"), "{body}");
+    assert_eq!(origin.robots_hits(), 1);
+    assert_eq!(origin.hits("/page"), 0, "the page is not fetched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wildcard_listeners_are_never_destinations() {
+    let origin = Origin::start(ROBOTS).await;
+    // The real binary, both listeners on 0.0.0.0 (as in the Docker image), every destination
+    // range re-opened: only the own-listener rule stands between a client and the listeners.
+    let state = tempfile::tempdir().unwrap();
+    let p = ProxyProcess::start_listening(
+        "0.0.0.0:0",
+        "0.0.0.0:0",
+        &[],
+        &[
+            ("ROBOTS_PROXY_STATE_DIR", state.path().to_str().unwrap()),
+            ("ROBOTS_PROXY_ACCESS__ALLOW_DESTINATIONS", "0.0.0.0/0,::/0"),
+        ],
+    );
+    assert!(p.proxy_addr.ip().is_unspecified(), "{}", p.proxy_addr);
+    let client = proxied_client(SocketAddr::from(([127, 0, 0, 1], p.proxy_addr.port())));
+    let page = format!("{}/page", origin.base());
+    assert_eq!(client.get(&page).send().await.unwrap().status(), 200, "other ports are open");
+
+    let mut hosts = vec!["127.0.0.1".to_owned(), "127.0.0.2".to_owned(), "[::1]".to_owned()];
+    let interfaces = if_addrs::get_if_addrs().unwrap();
+    hosts.extend(interfaces.iter().filter_map(|i| match i.ip() {
+        IpAddr::V4(v4) if !v4.is_loopback() => Some(v4.to_string()),
+        _ => None,
+    }));
+    for port in [p.proxy_addr.port(), p.admin_addr.port()] {
+        for host in &hosts {
+            let url = format!("http://{host}:{port}/api/summary");
+            let resp = client.get(&url).send().await.unwrap();
+            assert_eq!(resp.status(), 403, "{url}");
+            let status = proxy_status(&resp);
+            assert!(status.contains("own listener"), "{url}: {status}");
+        }
+    }
+}

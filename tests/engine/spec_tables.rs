@@ -711,3 +711,30 @@ fn tokens_sharing_long_prefixes_find_their_own_groups() {
         assert!(rules_for(&robots, Some(other)).is_empty(), "{other}");
     }
 }
+
+#[test]
+fn a_nul_octet_ends_the_line_there() {
+    // Google's parser reads each line as a C string: what follows a NUL is not part of it,
+    // and the line still counts.
+    let body = "User-agent: *\nDisallow: /private\0/ignored\nDisallow: /x\0\nAllow: /y\n";
+    let robots = RobotsTxt::parse(body.as_bytes());
+    assert!(!robots.decide(None, "/private/z").is_allowed());
+    assert!(!robots.decide(None, "/x").is_allowed());
+    let d = robots.decide(None, "/private/z");
+    assert_eq!(d.rule().map(|r| (r.line(), r.pattern().to_owned())), Some((2, "/private".into())));
+    // A NUL before the colon leaves no directive.
+    let robots = RobotsTxt::parse(b"User-agent: *\nDis\0allow: /a\n");
+    assert!(robots.decide(None, "/a").is_allowed());
+}
+
+#[test]
+fn octets_never_allowed_raw_in_a_uri_compare_percent_encoded() {
+    // A rule written with a raw space names the encoded path (spec README): the site owner's
+    // evident intent, where Google's library keeps the space and never matches.
+    let body = "User-agent: *\nDisallow: /a b\nDisallow: /q\"x\nDisallow: /c|d\nDisallow: /e{f}\n";
+    for url in ["/a%20b", "/a b", "/a%20bc", "/q%22x", "/c%7Cd", "/c%7cd", "/e%7Bf%7D"] {
+        assert!(!allowed(body, "bot", url), "{url}");
+    }
+    assert!(allowed(body, "bot", "/a+b"), "`+` is not a space in a path");
+    assert!(allowed(body, "bot", "/ab"));
+}

@@ -241,10 +241,8 @@ impl Policy {
         readings: &Readings,
     ) -> crate::robots::usage::UsagePreferences {
         let mut prefs = crate::robots::usage::UsagePreferences::default();
-        if let RobotsRules::Parsed(robots) = &snapshot.rules {
-            for (_, path) in readings.iter() {
-                prefs.combine(&robots.usage(token, path));
-            }
+        for (_, path) in readings.iter() {
+            prefs.combine(&snapshot.rules.usage(token, path));
         }
         prefs
     }
@@ -334,11 +332,7 @@ impl Policy {
 
 /// Whether one reading, `path`, may be fetched given what the cache knows.
 fn path_allowed(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, path: &str) -> bool {
-    match &snapshot.rules {
-        RobotsRules::Parsed(robots) => robots.decide(token, path).is_allowed(),
-        RobotsRules::AllowAll => true,
-        RobotsRules::DisallowAll => crate::robots::is_robots_txt_path(path),
-    }
+    snapshot.rules.allows(token, path)
 }
 
 fn state_word(state: RobotsState) -> &'static str {

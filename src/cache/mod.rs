@@ -45,7 +45,8 @@ use tokio::sync::{watch, Mutex, Semaphore};
 use crate::authority::Authority;
 use crate::clock::Clock;
 use crate::config::RobotsSection;
-use crate::robots::RobotsTxt;
+use crate::robots::usage::UsagePreferences;
+use crate::robots::{CrawlDelay, ProductToken, RobotsTxt};
 use fetch::{Fetch, Fetched, HttpFetcher};
 
 /// The rules in force for an authority.
@@ -59,6 +60,54 @@ pub enum RobotsRules {
     AllowAll,
     /// Everything disallowed: robots.txt unreachable and no earlier copy (§2.3.1.4).
     DisallowAll,
+}
+
+impl RobotsRules {
+    /// Whether these rules let `token` fetch `path` (a path and query, one reading of it).
+    /// `/robots.txt` itself is always allowed, whatever the rules.
+    pub fn allows(&self, token: Option<&ProductToken>, path: &str) -> bool {
+        match self {
+            RobotsRules::Parsed(robots) => robots.decide(token, path).is_allowed(),
+            RobotsRules::AllowAll => true,
+            RobotsRules::DisallowAll => crate::robots::is_robots_txt_path(path),
+        }
+    }
+
+    /// Whether these rules disallow every path for `token` (so a whole tunnel may be refused).
+    pub fn disallows_everything(&self, token: Option<&ProductToken>) -> bool {
+        match self {
+            RobotsRules::Parsed(robots) => robots.disallows_everything(token),
+            RobotsRules::DisallowAll => true,
+            RobotsRules::AllowAll => false,
+        }
+    }
+
+    /// The `crawl-delay` that applies to `token`, if robots.txt was parsed and states one.
+    pub fn crawl_delay(&self, token: Option<&ProductToken>) -> Option<CrawlDelay> {
+        self.parsed().and_then(|robots| robots.crawl_delay(token))
+    }
+
+    /// The AI usage preferences robots.txt states for `path` (unknown unless it was parsed).
+    pub fn usage(&self, token: Option<&ProductToken>, path: &str) -> UsagePreferences {
+        self.parsed().map(|robots| robots.usage(token, path)).unwrap_or_default()
+    }
+
+    /// The parsed robots.txt, if these rules come from one.
+    pub fn parsed(&self) -> Option<&RobotsTxt> {
+        match self {
+            RobotsRules::Parsed(robots) => Some(robots),
+            RobotsRules::AllowAll | RobotsRules::DisallowAll => None,
+        }
+    }
+
+    /// `parsed`, `allow_all` or `disallow_all`, for the admin page.
+    pub fn kind_word(&self) -> &'static str {
+        match self {
+            RobotsRules::Parsed(_) => "parsed",
+            RobotsRules::AllowAll => "allow_all",
+            RobotsRules::DisallowAll => "disallow_all",
+        }
+    }
 }
 
 /// The state of an authority's robots.txt, as the audit log and 403 bodies report it.
@@ -131,6 +180,29 @@ impl RobotsSnapshot {
     /// a fetch.
     pub fn is_current(&self, now: SystemTime) -> bool {
         now < self.expires_at
+    }
+
+    /// Why the robots.txt fetch was refused by the destination guard, when everything is
+    /// disallowed for that reason (the request is then refused as `destination_ip_prohibited`).
+    pub fn prohibited_fetch(&self) -> Option<&str> {
+        match (&self.last_outcome, &self.rules) {
+            (FetchOutcome::Prohibited(why), RobotsRules::DisallowAll) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// The TLS error, when robots.txt could not be fetched because the origin's certificate
+    /// failed verification and nothing earlier is cached: a request could not be forwarded
+    /// either.
+    pub fn untrusted_certificate(&self) -> Option<&str> {
+        match (&self.last_outcome, &self.rules) {
+            (FetchOutcome::Network(error), RobotsRules::DisallowAll)
+                if error.to_ascii_lowercase().contains("certificate") =>
+            {
+                Some(error)
+            }
+            _ => None,
+        }
     }
 
     /// Approximate memory held by this entry, in bytes: what the cache weighs it by.

@@ -55,7 +55,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::authority::Authority;
-use crate::cache::{RobotsRules, RobotsSnapshot};
+use crate::cache::RobotsSnapshot;
 use crate::robots::{CrawlDelay, ProductToken};
 use schedule::{Bound, Lane, Limits, Refusal, Schedule};
 
@@ -72,10 +72,7 @@ const IDLE_MARGIN: Duration = Duration::from_secs(5 * 60);
 /// The `Crawl-delay` that applies to `token` on the authority of `snapshot`, if robots.txt
 /// was parsed and its group for the token has one.
 pub fn crawl_delay(snapshot: &RobotsSnapshot, token: Option<&ProductToken>) -> Option<CrawlDelay> {
-    match &snapshot.rules {
-        RobotsRules::Parsed(robots) => robots.crawl_delay(token),
-        RobotsRules::AllowAll | RobotsRules::DisallowAll => None,
-    }
+    snapshot.rules.crawl_delay(token)
 }
 
 /// Paces requests per authority; see the [module documentation](self).

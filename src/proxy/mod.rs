@@ -237,28 +237,34 @@ impl Proxy {
             let _ = stream.set_nodelay(true);
             // safety: access.allow_clients and limits.max_connections; refused ones are closed.
             let Some(io) = self.shared.safety.admit(stream, peer, slot) else { continue };
-            let verdicts = io.verdicts();
             // One per connection: cloning it for each request touches only this connection's
             // counter, not one that every connection shares.
             let connection = Arc::new(Connection {
                 shared: self.shared.clone(),
                 peer,
                 memory: ConnectionMemory::default(),
+                verdicts: io.verdicts(),
             });
             let service = service_fn(move |req| {
                 let connection = connection.clone();
                 // safety: request smuggling checks, one verdict per request head, in order.
-                let verdict = verdicts.next();
+                let verdict = connection.verdicts.next();
                 async move {
-                    let Connection { shared, peer, memory } = &*connection;
+                    let Connection { shared, peer, memory, verdicts } = &*connection;
                     if let Some(refused) = shared.safety.check_request(*peer, &req, verdict) {
                         return Ok::<_, Infallible>(refused);
                     }
+                    let connect = req.method() == Method::CONNECT;
                     // Boxed: hyper keeps the service's future in the connection for as long
                     // as the connection lives, idle or not, and moves it on every request;
                     // a pointer is cheaper to move and to keep than the whole request state.
                     let handling = Box::pin(handle(shared, memory, *peer, req));
-                    Ok::<_, Infallible>(handling.await)
+                    let resp = handling.await;
+                    if connect {
+                        // safety: a refused CONNECT leaves the connection in HTTP/1.1.
+                        verdicts.connect_answered(resp.status().is_success());
+                    }
+                    Ok::<_, Infallible>(resp)
                 }
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
@@ -304,6 +310,8 @@ struct Connection {
     shared: Arc<Shared>,
     peer: SocketAddr,
     memory: ConnectionMemory,
+    /// The framing watch's verdicts on its request heads (see `crate::framing`).
+    verdicts: crate::framing::Verdicts,
 }
 
 /// What a client connection remembers from one request to the next, so that the requests of

@@ -40,7 +40,23 @@ use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
 
 /// The body of every response the proxy sends: streamed from the origin or written by us.
-pub type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = UnsyncBoxBody<Bytes, BodyError>;
+
+/// Why a response body streamed from an origin ended before it was complete. The client's
+/// connection is then aborted (its response head has gone out already).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BodyError {
+    /// Reading the body from the origin failed.
+    #[error("reading the response body from the origin failed")]
+    Upstream(#[source] hyper::Error),
+    /// The origin sent nothing more of the body for `upstream.body_idle_timeout`.
+    #[error(
+        "the origin sent nothing of the response body for {} (upstream.body_idle_timeout)",
+        humantime::format_duration(*.0)
+    )]
+    Idle(Duration),
+}
 
 /// Why the proxy cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +102,7 @@ struct Live {
     policy: Arc<Policy>,
     usage: Arc<crate::usage::UsagePolicy>,
     response_timeout: Duration,
+    body_idle_timeout: Duration,
 }
 
 impl Live {
@@ -94,6 +111,7 @@ impl Live {
             policy: Arc::new(Policy::new(&config.policy)?),
             usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
             response_timeout: config.upstream.response_timeout,
+            body_idle_timeout: config.upstream.body_idle_timeout,
         })
     }
 }
@@ -158,9 +176,9 @@ impl Proxy {
         Ok(Proxy { shared: Arc::new(shared) })
     }
 
-    /// Applies the reloadable part of `config` (the `[policy]` section and
-    /// `upstream.response_timeout`) to requests that start from now on. Open connections and
-    /// the robots cache are kept. On error nothing changes. The audit options are the audit
+    /// Applies the reloadable part of `config` (the `[policy]` section,
+    /// `upstream.response_timeout` and `upstream.body_idle_timeout`) to requests that start
+    /// from now on. Open connections and the robots cache are kept. On error nothing changes. The audit options are the audit
     /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
     pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
         let live = Live::new(config)?;
@@ -600,7 +618,7 @@ async fn process(
         &shared.client,
         &authority,
         upstream,
-        live.response_timeout,
+        forward::Timeouts { response: live.response_timeout, body_idle: live.body_idle_timeout },
         &shared.via,
         &shared.metrics,
     )

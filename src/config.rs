@@ -524,6 +524,7 @@ impl Config {
         let u = &self.upstream;
         need(nonzero(u.connect_timeout), "upstream.connect_timeout", &zero_msg);
         need(nonzero(u.response_timeout), "upstream.response_timeout", &zero_msg);
+        need(nonzero(u.body_idle_timeout), "upstream.body_idle_timeout", &zero_msg);
         need(nonzero(u.pool_idle_timeout), "upstream.pool_idle_timeout", &zero_msg);
 
         let r = &self.robots;
@@ -721,6 +722,7 @@ pub const RELOADABLE: &[&str] = &[
     "audit.fsync_interval",
     "log.level",
     "upstream.response_timeout",
+    "upstream.body_idle_timeout",
 ];
 
 /// Whether `key` is applied on a reload (see [`RELOADABLE`]).
@@ -754,6 +756,10 @@ pub struct UpstreamSection {
     /// Time allowed from sending a request to receiving the response headers.
     #[serde(with = "humantime_serde")]
     pub response_timeout: Duration,
+    /// Longest wait for the next piece of a response body; then the response is cut off and
+    /// the origin connection dropped.
+    #[serde(with = "humantime_serde")]
+    pub body_idle_timeout: Duration,
     /// Idle pooled connections are closed after this long.
     #[serde(with = "humantime_serde")]
     pub pool_idle_timeout: Duration,
@@ -766,6 +772,7 @@ impl Default for UpstreamSection {
         UpstreamSection {
             connect_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(60),
+            body_idle_timeout: Duration::from_secs(60),
             pool_idle_timeout: Duration::from_secs(60),
             pool_max_idle_per_host: 256,
         }

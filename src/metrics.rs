@@ -91,7 +91,8 @@ impl Decision {
 
 /// The upstream failure kinds counted in `robots_proxy_upstream_errors_total`: the RFC 9209
 /// error types the proxy answers with.
-pub const UPSTREAM_ERROR_KINDS: [&str; 8] = [
+pub const UPSTREAM_ERROR_KINDS: [&str; 9] = [
+    "connection_read_timeout",
     "connection_refused",
     "connection_timeout",
     "destination_unavailable",

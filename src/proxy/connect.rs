@@ -28,6 +28,7 @@ use super::{answer, process, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::cache::RobotsRules;
+use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
 use crate::policy::PolicyDecision;
@@ -435,13 +436,17 @@ async fn intercept<IO>(
         // Plain HTTP inside the tunnel (e.g. `CONNECT host:80`): decide it as HTTP.
         let authority =
             Authority::new(Scheme::Http, connect.host(), connect.port()).unwrap_or(connect);
+        // safety: request smuggling checks, as on the listener.
+        let io = Watched::new(io, Some(FramingWatch::new(limits.max_header_bytes())));
+        let verdicts = io.verdicts();
         let service = service_fn(move |mut req: Request<Incoming>| {
             let (shared, authority, memory) = (shared.clone(), authority.clone(), memory.clone());
+            let framing = Framing::take(&verdicts, &req);
             if let Some(user) = &user {
                 req.extensions_mut().insert(user.clone());
             }
             async move {
-                let answer = inner(shared, &memory, client, authority, None, req).await;
+                let answer = inner(shared, &memory, client, authority, None, framing, req).await;
                 Ok::<_, std::convert::Infallible>(answer)
             }
         });
@@ -488,14 +493,21 @@ async fn intercept<IO>(
     let mismatch = sni.filter(|s| {
         Authority::new(Scheme::Https, s, connect.port()).map_or(true, |a| a != connect)
     });
+    // safety: request smuggling checks on the decrypted HTTP/1 stream, as on the listener
+    // (HTTP/2 frames its messages itself and forbids Transfer-Encoding).
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let watch = (!h2).then(|| FramingWatch::new(limits.max_header_bytes()));
+    let tls = Watched::new(tls, watch);
+    let verdicts = tls.verdicts();
     let service = service_fn(move |mut req: Request<Incoming>| {
         let (shared, connect, mismatch) = (shared.clone(), connect.clone(), mismatch.clone());
         let memory = memory.clone();
+        let framing = Framing::take(&verdicts, &req);
         if let Some(user) = &user {
             req.extensions_mut().insert(user.clone());
         }
         async move {
-            let answer = inner(shared, &memory, client, connect, mismatch, req).await;
+            let answer = inner(shared, &memory, client, connect, mismatch, framing, req).await;
             Ok::<_, std::convert::Infallible>(answer)
         }
     });
@@ -512,8 +524,46 @@ async fn intercept<IO>(
     }
 }
 
-/// One request read inside a CONNECT tunnel.
+/// The framing verdict of a request read inside a tunnel, and the watch that gave it.
+struct Framing {
+    verdict: Verdict,
+    verdicts: Verdicts,
+}
+
+impl Framing {
+    /// The verdict for `req`, taken in order as hyper hands the requests over. HTTP/2
+    /// requests have none (the watch does not follow HTTP/2).
+    fn take(verdicts: &Verdicts, req: &Request<Incoming>) -> Framing {
+        let verdict =
+            if req.version() < http::Version::HTTP_2 { verdicts.next() } else { Verdict::Clean };
+        Framing { verdict, verdicts: verdicts.clone() }
+    }
+}
+
+/// One request read inside a CONNECT tunnel: refused when its framing is a smuggling attempt
+/// (see `safety::Safety::check_request`), decided and forwarded otherwise.
 async fn inner(
+    shared: Arc<Shared>,
+    memory: &ConnectionMemory,
+    client: SocketAddr,
+    connect: Authority,
+    sni_mismatch: Option<String>,
+    framing: Framing,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    if let Some(refused) = shared.safety.check_request(client, &req, framing.verdict) {
+        return refused;
+    }
+    let is_connect = req.method() == http::Method::CONNECT;
+    let resp = decide_inner(shared, memory, client, connect, sni_mismatch, req).await;
+    if is_connect {
+        framing.verdicts.connect_answered(resp.status().is_success());
+    }
+    resp
+}
+
+/// [`inner`] after the framing checks.
+async fn decide_inner(
     shared: Arc<Shared>,
     memory: &ConnectionMemory,
     client: SocketAddr,

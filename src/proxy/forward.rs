@@ -12,16 +12,22 @@
 //!   target URI rather than forward the received Host field value"), so a request for an
 //!   allowed site cannot carry another site's `Host` to its server.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
-use hyper::body::Incoming;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use super::{answer, ProxyBody};
+use super::{answer, BodyError, ProxyBody};
 use crate::authority::Authority;
 use crate::config::UpstreamSection;
 use crate::guard::{DestinationGuard, GuardedConnector};
@@ -249,39 +255,121 @@ pub(crate) fn upstream_request(
     Ok(req)
 }
 
+/// How long the origin may take: to the response head (`upstream.response_timeout`), and
+/// between pieces of the body (`upstream.body_idle_timeout`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub(crate) response: Duration,
+    pub(crate) body_idle: Duration,
+}
+
 /// Sends `req` upstream and turns failures into the proxy's own 502 / 504 answers. Records the
 /// round trip (to the response head) and failures in `metrics`.
 pub(crate) async fn send(
     client: &UpstreamClient,
     authority: &Authority,
     req: Request<Incoming>,
-    response_timeout: Duration,
+    timeouts: Timeouts,
     via: &Via,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
 ) -> Response<ProxyBody> {
     // Cheap: a `Uri` clone shares its bytes. Only formatted when something fails.
     let target = req.uri().clone();
     let sent = std::time::Instant::now();
-    match tokio::time::timeout(response_timeout, client.request(authority, req)).await {
-        Ok(Ok(resp)) => received(resp, sent, via, metrics),
+    match tokio::time::timeout(timeouts.response, client.request(authority, req)).await {
+        Ok(Ok(resp)) => received(resp, sent, via, metrics, target, timeouts.body_idle),
         Ok(Err(e)) => failed(&*e, &target, metrics),
-        Err(_) => timed_out(&target, response_timeout, metrics),
+        Err(_) => timed_out(&target, timeouts.response, metrics),
     }
 }
 
-/// The origin's response as the client gets it: hop-by-hop fields out, our `Via` in.
+/// The origin's response as the client gets it: hop-by-hop fields out, our `Via` in, the body
+/// bounded by `body_idle` ([`IdleLimited`]).
 fn received(
     resp: Response<Incoming>,
     sent: std::time::Instant,
     via: &Via,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
+    target: Uri,
+    body_idle: Duration,
 ) -> Response<ProxyBody> {
     metrics.upstream_round_trip(sent.elapsed());
     let version = resp.version();
-    let mut resp = resp.map(http_body_util::BodyExt::boxed_unsync);
+    let mut resp = resp.map(|body| {
+        let limited = IdleLimited {
+            inner: body,
+            timeout: body_idle,
+            timer: None,
+            waiting: false,
+            target,
+            metrics: metrics.clone(),
+        };
+        http_body_util::BodyExt::boxed_unsync(limited)
+    });
     strip_hop_by_hop(resp.headers_mut());
     via.add(resp.headers_mut(), version);
     resp
+}
+
+/// An origin's response body that fails with [`BodyError::Idle`] when the origin sends
+/// nothing for `timeout` while the proxy waits for it. hyper then aborts the client's
+/// response (no terminating chunk, or fewer bytes than its `Content-Length`), and the origin
+/// connection, its body dropped unread, is closed rather than reused.
+///
+/// Only the time spent waiting on the origin counts: a client that reads slowly stops the
+/// proxy from asking for more, and that is `limits.client_write_timeout`'s business.
+struct IdleLimited {
+    inner: Incoming,
+    timeout: Duration,
+    /// Made the first time the origin keeps the proxy waiting, re-armed after.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Whether `timer` runs for the current wait.
+    waiting: bool,
+    /// For the log line (a `Uri` clone shares its bytes).
+    target: Uri,
+    metrics: Arc<Metrics>,
+}
+
+impl Body for IdleLimited {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            this.waiting = false;
+            return Poll::Ready(frame.map(|f| f.map_err(BodyError::Upstream)));
+        }
+        let deadline = tokio::time::Instant::now() + this.timeout;
+        let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if !this.waiting {
+            timer.as_mut().reset(deadline);
+            this.waiting = true;
+        }
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        this.waiting = false;
+        this.metrics.upstream_error("connection_read_timeout");
+        tracing::warn!(
+            authority = %this.target.authority().map_or("", |a| a.as_str()),
+            url = %this.target,
+            timeout = %humantime::format_duration(this.timeout),
+            "the origin stalled in the response body; the response is cut off (upstream.body_idle_timeout)"
+        );
+        Poll::Ready(Some(Err(BodyError::Idle(this.timeout))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// The proxy's answer when the origin could not be reached or answered badly.

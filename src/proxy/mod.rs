@@ -40,7 +40,23 @@ use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
 
 /// The body of every response the proxy sends: streamed from the origin or written by us.
-pub type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = UnsyncBoxBody<Bytes, BodyError>;
+
+/// Why a response body streamed from an origin ended before it was complete. The client's
+/// connection is then aborted (its response head has gone out already).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BodyError {
+    /// Reading the body from the origin failed.
+    #[error("reading the response body from the origin failed")]
+    Upstream(#[source] hyper::Error),
+    /// The origin sent nothing more of the body for `upstream.body_idle_timeout`.
+    #[error(
+        "the origin sent nothing of the response body for {} (upstream.body_idle_timeout)",
+        humantime::format_duration(*.0)
+    )]
+    Idle(Duration),
+}
 
 /// Why the proxy cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +99,7 @@ struct Live {
     policy: Arc<Policy>,
     usage: Arc<crate::usage::UsagePolicy>,
     response_timeout: Duration,
+    body_idle_timeout: Duration,
 }
 
 impl Live {
@@ -91,6 +108,7 @@ impl Live {
             policy: Arc::new(Policy::new(&config.policy)?),
             usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
             response_timeout: config.upstream.response_timeout,
+            body_idle_timeout: config.upstream.body_idle_timeout,
         })
     }
 }
@@ -162,9 +180,9 @@ impl Proxy {
         Ok(Proxy { shared: Arc::new(shared) })
     }
 
-    /// Applies the reloadable part of `config` (the `[policy]` section and
-    /// `upstream.response_timeout`) to requests that start from now on. Open connections and
-    /// the robots cache are kept. On error nothing changes. The audit options are the audit
+    /// Applies the reloadable part of `config` (the `[policy]` section,
+    /// `upstream.response_timeout` and `upstream.body_idle_timeout`) to requests that start
+    /// from now on. Open connections and the robots cache are kept. On error nothing changes. The audit options are the audit
     /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
     pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
         let live = Live::new(config)?;
@@ -246,28 +264,34 @@ impl Proxy {
             let _ = stream.set_nodelay(true);
             // safety: access.allow_clients and limits.max_connections; refused ones are closed.
             let Some(io) = self.shared.safety.admit(stream, peer, slot) else { continue };
-            let verdicts = io.verdicts();
             // One per connection: cloning it for each request touches only this connection's
             // counter, not one that every connection shares.
             let connection = Arc::new(Connection {
                 shared: self.shared.clone(),
                 peer,
                 memory: ConnectionMemory::default(),
+                verdicts: io.verdicts(),
             });
             let service = service_fn(move |req| {
                 let connection = connection.clone();
                 // safety: request smuggling checks, one verdict per request head, in order.
-                let verdict = verdicts.next();
+                let verdict = connection.verdicts.next();
                 async move {
-                    let Connection { shared, peer, memory } = &*connection;
+                    let Connection { shared, peer, memory, verdicts } = &*connection;
                     if let Some(refused) = shared.safety.check_request(*peer, &req, verdict) {
                         return Ok::<_, Infallible>(refused);
                     }
+                    let connect = req.method() == Method::CONNECT;
                     // Boxed: hyper keeps the service's future in the connection for as long
                     // as the connection lives, idle or not, and moves it on every request;
                     // a pointer is cheaper to move and to keep than the whole request state.
                     let handling = Box::pin(handle(shared, memory, *peer, req));
-                    Ok::<_, Infallible>(handling.await)
+                    let resp = handling.await;
+                    if connect {
+                        // safety: a refused CONNECT leaves the connection in HTTP/1.1.
+                        verdicts.connect_answered(resp.status().is_success());
+                    }
+                    Ok::<_, Infallible>(resp)
                 }
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
@@ -313,6 +337,8 @@ struct Connection {
     shared: Arc<Shared>,
     peer: SocketAddr,
     memory: ConnectionMemory,
+    /// The framing watch's verdicts on its request heads (see `crate::framing`).
+    verdicts: crate::framing::Verdicts,
 }
 
 /// What a client connection remembers from one request to the next, so that the requests of
@@ -582,7 +608,7 @@ async fn process(
         &shared.client,
         &authority,
         upstream,
-        live.response_timeout,
+        forward::Timeouts { response: live.response_timeout, body_idle: live.body_idle_timeout },
         &shared.via,
         &shared.metrics,
     )

@@ -192,3 +192,21 @@ fn from_process_env_keeps_only_our_variables() {
     let s = ConfigSources::from_process_env(None, Overrides::default());
     assert!(s.env.iter().all(|(name, _)| name.starts_with(config::ENV_PREFIX)));
 }
+
+#[test]
+fn upstream_body_idle_timeout_is_set_like_every_key_and_not_zero() {
+    let config = load_ok(sources(None, &[("ROBOTS_PROXY_UPSTREAM__BODY_IDLE_TIMEOUT", "750ms")]));
+    assert_eq!(config.upstream.body_idle_timeout, Duration::from_millis(750));
+    assert!(config::is_reloadable("upstream.body_idle_timeout"));
+    let e = load_err(sources(None, &[("ROBOTS_PROXY_UPSTREAM__BODY_IDLE_TIMEOUT", "0s")]));
+    let problem = e
+        .problems()
+        .iter()
+        .find(|p| p.key.as_deref() == Some("upstream.body_idle_timeout"))
+        .unwrap_or_else(|| panic!("no problem for the key: {e}"));
+    assert_eq!(problem.message, "must be longer than zero");
+    assert_eq!(
+        problem.origin,
+        Some(Origin::Env(Some("ROBOTS_PROXY_UPSTREAM__BODY_IDLE_TIMEOUT".into())))
+    );
+}

@@ -444,3 +444,58 @@ async fn clients_that_hang_up_mid_request_and_mid_response() {
     served_meanwhile(&proxy, &origin).await;
     served_meanwhile(&proxy, &origin).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_stalling_mid_body_is_cut_off_and_its_connection_dropped() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let d = dropped.clone();
+    let stalling = FaultOrigin::start(move |mut socket: TcpStream, path: String| {
+        let dropped = d.clone();
+        async move {
+            if path == "/robots.txt" {
+                let _ =
+                    socket.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n").await;
+                return;
+            }
+            if path != "/stall" {
+                let _ = socket.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
+                return;
+            }
+            // 10 of 1000 promised bytes, then nothing; the proxy must hang up.
+            let head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789";
+            let _ = socket.write_all(head).await;
+            let mut buf = [0u8; 64];
+            let read = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buf)).await;
+            if let Ok(Ok(0) | Err(_)) = read {
+                dropped.store(true, Ordering::SeqCst);
+            }
+        }
+    })
+    .await;
+    let proxy =
+        TestProxy::start_with(|c| c.upstream.body_idle_timeout = Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+    let get = format!("GET {}/stall HTTP/1.1\r\nHost: x\r\n\r\n", stalling.base());
+    client.write_all(get.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut received));
+    assert!(read.await.is_ok(), "the proxy ends the client's response");
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(300), "not before the timeout: {elapsed:?}");
+    let text = String::from_utf8_lossy(&received);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(head.to_ascii_lowercase().contains("content-length: 1000"), "{text}");
+    assert_eq!(body, "0123456789", "the body is cut short, not padded or completed");
+    assert!(eventually(Duration::from_secs(3), || dropped.load(Ordering::SeqCst)).await);
+    let metrics = proxy.metrics.encode();
+    assert!(
+        metrics.contains("robots_proxy_upstream_errors_total{kind=\"connection_read_timeout\"} 1"),
+        "{metrics}"
+    );
+    // The next request to that origin is served, over a new connection.
+    let resp = raw_get(proxy.addr, &format!("{}/next", stalling.base()), "x", "").await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert_eq!(resp.body, "ok");
+}

@@ -12,6 +12,7 @@ mod blocking;
 mod faults;
 mod fetch_table;
 mod forwarding;
+mod framing;
 mod guard;
 mod https;
 mod limits;

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::authority::Scheme;
-use crate::cache::{FetchClass, RobotsCache};
+use crate::cache::{FetchClass, RobotsStore};
 
 /// The prefix of every metric name.
 pub const PREFIX: &str = "robots_proxy";
@@ -212,13 +212,13 @@ impl fmt::Debug for Metrics {
 
 impl Metrics {
     /// Metrics for a proxy using `cache` and `audit`, whose own counters are read at scrape time.
-    pub fn new(cache: Arc<RobotsCache>, audit: AuditLog) -> Self {
+    pub fn new(cache: Arc<dyn RobotsStore>, audit: AuditLog) -> Self {
         Self::with_pacer(cache, audit, None)
     }
 
     /// Like [`Metrics::new`], also reporting the pacer's statistics ([`crate::pacing`]).
     pub fn with_pacer(
-        cache: Arc<RobotsCache>,
+        cache: Arc<dyn RobotsStore>,
         audit: AuditLog,
         pacer: Option<Arc<crate::pacing::Pacer>>,
     ) -> Self {
@@ -401,7 +401,7 @@ impl Drop for ConnectionGuard {
 
 /// Counters kept elsewhere, read at scrape time.
 struct ScrapeTime {
-    cache: Arc<RobotsCache>,
+    cache: Arc<dyn RobotsStore>,
     audit: AuditLog,
     pacer: Option<Arc<crate::pacing::Pacer>>,
 }
@@ -437,21 +437,22 @@ impl ScrapeTime {
 
 impl Collector for ScrapeTime {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let stats = self.cache.stats();
+        let store = self.cache.stats_now();
+        let stats = store.counters;
         let gauge_value = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         Self::gauge(
             &mut encoder,
             "cache_entries",
             "Authorities whose robots.txt state is cached.",
             None,
-            gauge_value(self.cache.entry_count()),
+            gauge_value(store.entries),
         )?;
         Self::gauge(
             &mut encoder,
             "cache_memory",
             "Memory the cached robots.txt entries weigh, against robots.cache_memory.",
             Some(&Unit::Bytes),
-            gauge_value(self.cache.weighted_size()),
+            gauge_value(store.memory_bytes),
         )?;
         Self::counter(
             &mut encoder,

@@ -6,19 +6,31 @@
 
 pub mod readings;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 
 use crate::audit::AuditRecord;
-use crate::cache::{FetchOutcome, RobotsRules, RobotsSnapshot, RobotsState};
+use crate::authority::Authority;
+use crate::cache::RobotsRules;
 use crate::config::{PolicySection, TokenSource};
-use crate::robots::{ProductToken, Reason, Verdict};
+use crate::robots::{Reason, Verdict};
 pub use readings::{Reading, Readings};
+
+// The types the proxy and the admin listener need from the robots store and the engine: they
+// reach both only through the policy.
+pub use crate::cache::{
+    FetchClass, FetchOutcome, RecentRobots, RobotsSnapshot, RobotsState, RobotsStore, StoreStats,
+};
+pub use crate::robots::usage::{Category, Preference, UsagePreferences};
+pub use crate::robots::{ProductToken, RobotsTxt, RuleKind};
 
 /// How the product token is found, built from `[policy]`.
 #[derive(Clone)]
 pub struct Policy {
+    /// Where robots.txt snapshots come from (the in-process cache, or a fleet-wide store).
+    store: Arc<dyn RobotsStore>,
     /// User-Agent header → token, since a crawler sends the same header on every request.
     user_agents: moka::sync::Cache<http::HeaderValue, Option<ProductToken>>,
     sources: Vec<TokenSource>,
@@ -89,17 +101,66 @@ pub struct RecentUserAgent {
 }
 
 impl Policy {
-    /// Builds the policy from its configuration section.
-    pub fn new(section: &PolicySection) -> Result<Self, PolicyError> {
+    /// Builds the policy from its configuration section, asking `store` for robots.txt.
+    pub fn new(section: &PolicySection, store: Arc<dyn RobotsStore>) -> Result<Self, PolicyError> {
         let token_header = http::HeaderName::from_bytes(section.token_header.as_bytes())
             .map_err(|_| PolicyError::TokenHeader(section.token_header.clone()))?;
         let default_token = section.default_token.as_deref().map(ProductToken::new).transpose()?;
         Ok(Policy {
+            store,
             user_agents: moka::sync::Cache::new(4096),
             sources: section.token_sources.clone(),
             token_header,
             default_token,
         })
+    }
+
+    /// The robots.txt snapshot for `authority` (fetched first when missing or due), for a client
+    /// connection that keeps the snapshots it used last in `memory`: served from there while
+    /// they are still the store's.
+    pub async fn robots_for(
+        &self,
+        memory: &Mutex<RecentRobots>,
+        authority: &Authority,
+    ) -> Arc<RobotsSnapshot> {
+        let lock = || memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(snapshot) = self.store.recent(&lock(), authority) {
+            return snapshot;
+        }
+        let generation = self.store.generation();
+        let snapshot = self.store.get(authority).await;
+        self.store.remember(&mut lock(), generation, snapshot.clone());
+        snapshot
+    }
+
+    /// The robots.txt snapshot for `authority`, fetched first when missing or due.
+    pub async fn robots(&self, authority: &Authority) -> Arc<RobotsSnapshot> {
+        self.store.get(authority).await
+    }
+
+    /// Drops the robots.txt of `authority` from the store.
+    pub async fn purge(&self, authority: &Authority) {
+        self.store.purge(authority).await;
+    }
+
+    /// Drops every robots.txt from the store; answers how many authorities it held.
+    pub async fn purge_all(&self) -> u64 {
+        self.store.purge_all().await
+    }
+
+    /// The robots store's size and counters.
+    pub async fn store_stats(&self) -> StoreStats {
+        self.store.stats().await
+    }
+
+    /// Whether robots.txt disallows every path for `token` (so tunnel mode may refuse a whole
+    /// CONNECT).
+    pub fn disallows_everything(
+        &self,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+    ) -> bool {
+        snapshot.rules.disallows_everything(token)
     }
 
     /// The header that names the token explicitly; the proxy strips it before forwarding.
@@ -239,8 +300,8 @@ impl Policy {
         snapshot: &RobotsSnapshot,
         token: Option<&ProductToken>,
         readings: &Readings,
-    ) -> crate::robots::usage::UsagePreferences {
-        let mut prefs = crate::robots::usage::UsagePreferences::default();
+    ) -> UsagePreferences {
+        let mut prefs = UsagePreferences::default();
         for (_, path) in readings.iter() {
             prefs.combine(&snapshot.rules.usage(token, path));
         }

@@ -33,8 +33,8 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::authority::{Authority, Scheme};
-use crate::cache::FetchClass;
 use crate::metrics::{Decision, PREFIX};
+use crate::policy::FetchClass;
 use crate::proxy::Proxy;
 
 /// The status page: self-contained HTML, CSS and JavaScript (no external assets), which polls
@@ -177,8 +177,8 @@ fn page() -> Response<Body> {
 }
 
 async fn metrics(proxy: &Proxy) -> Response<Body> {
-    // moka counts entries lazily; settle the counts so the scrape is current.
-    proxy.cache().run_pending_tasks().await;
+    // The store counts entries lazily; settle the counts so the scrape is current.
+    proxy.policy().store_stats().await;
     let mut resp = Response::new(Full::new(Bytes::from(proxy.metrics().encode())));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -207,9 +207,8 @@ async fn readyz(proxy: &Proxy) -> Response<Body> {
 
 async fn summary(proxy: &Proxy) -> Response<Body> {
     let metrics = proxy.metrics();
-    let cache = proxy.cache();
-    cache.run_pending_tasks().await;
-    let stats = cache.stats();
+    let store = proxy.policy().store_stats().await;
+    let stats = store.counters;
     let audit = proxy.audit().stats();
     let requests =
         |d: Decision| metrics.requests(d, Scheme::Http) + metrics.requests(d, Scheme::Https);
@@ -232,8 +231,8 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
             },
             "blocks": metrics.blocks(TOP),
             "cache": {
-                "entries": cache.entry_count(),
-                "memory_bytes": cache.weighted_size(),
+                "entries": store.entries,
+                "memory_bytes": store.memory_bytes,
                 "hits": stats.hits,
                 "misses": stats.misses,
                 "fetches": fetches,
@@ -280,8 +279,9 @@ async fn purge(proxy: &Proxy, query: &HashMap<String, String>) -> Response<Body>
         Err(e) => return bad_request(&e),
     };
     let mut purged = Vec::with_capacity(targets.len());
+    let policy = proxy.policy();
     for target in targets {
-        proxy.cache().purge(&target).await;
+        policy.purge(&target).await;
         tracing::info!(authority = %target, "robots.txt purged from the cache (admin)");
         purged.push(target.to_string());
     }
@@ -289,9 +289,7 @@ async fn purge(proxy: &Proxy, query: &HashMap<String, String>) -> Response<Body>
 }
 
 async fn purge_all(proxy: &Proxy) -> Response<Body> {
-    proxy.cache().run_pending_tasks().await;
-    let entries = proxy.cache().entry_count();
-    proxy.cache().purge_all().await;
+    let entries = proxy.policy().purge_all().await;
     tracing::info!(entries, "every robots.txt purged from the cache (admin)");
     json_response(StatusCode::OK, &json!({ "purged_all": true, "entries_before": entries }))
 }

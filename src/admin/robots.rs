@@ -13,10 +13,11 @@ use serde_json::{json, Value};
 
 use super::{bad_request, json_response, Body};
 use crate::authority::Authority;
-use crate::cache::{FetchOutcome, RobotsRules, RobotsSnapshot};
-use crate::policy::{outcome_text, Readings};
+use crate::policy::{
+    outcome_text, Category, FetchOutcome, ProductToken, Readings, RobotsSnapshot, RobotsState,
+    RobotsTxt, RuleKind,
+};
 use crate::proxy::Proxy;
-use crate::robots::{ProductToken, RobotsTxt, RuleKind};
 
 pub(super) async fn explain(
     proxy: &Proxy,
@@ -56,7 +57,7 @@ pub(super) async fn explain(
             (None, _) => (None, "none: only the `*` groups apply"),
         },
     };
-    let snapshot = proxy.cache().get(&authority).await;
+    let snapshot = policy.robots(&authority).await;
     let now = proxy.clock().now();
     let decision = policy.decide(&snapshot, token.as_ref(), &readings, now);
     let each: Vec<Value> = policy
@@ -104,8 +105,9 @@ fn usage_state(
     token: Option<&ProductToken>,
     readings: &Readings,
 ) -> Value {
-    use crate::robots::usage::Category;
-    let RobotsRules::Parsed(_) = &snapshot.rules else { return json!({}) };
+    if snapshot.rules.parsed().is_none() {
+        return json!({});
+    }
     let prefs = policy.usage_for(snapshot, token, readings);
     let mut out = serde_json::Map::new();
     for c in Category::ALL {
@@ -117,10 +119,10 @@ fn usage_state(
 
 /// The cached state of one authority's robots.txt.
 fn robots_state(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, now: SystemTime) -> Value {
-    let (rules, groups, sitemaps) = match &snapshot.rules {
-        RobotsRules::Parsed(robots) => ("parsed", groups(robots, token), sitemaps(robots)),
-        RobotsRules::AllowAll => ("allow_all", json!([]), json!([])),
-        RobotsRules::DisallowAll => ("disallow_all", json!([]), json!([])),
+    let rules = snapshot.rules.kind_word();
+    let (groups, sitemaps) = match snapshot.rules.parsed() {
+        Some(robots) => (groups(robots, token), sitemaps(robots)),
+        None => (json!([]), json!([])),
     };
     let status = match &snapshot.last_outcome {
         FetchOutcome::Status(code) => json!(code),
@@ -129,7 +131,7 @@ fn robots_state(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, now: Sy
     json!({
         "url": snapshot.robots_url,
         "state": snapshot.state,
-        "stale": snapshot.state == crate::cache::RobotsState::Stale,
+        "stale": snapshot.state == RobotsState::Stale,
         "rules": rules,
         "status": status,
         "outcome": outcome_text(&snapshot.last_outcome),

@@ -33,6 +33,9 @@
 
 mod fetch;
 mod state;
+mod store;
+
+pub use store::{RobotsStore, StoreFuture, StoreStats};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -27,12 +27,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use super::{answer, process, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
-use crate::cache::RobotsRules;
 use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
-use crate::policy::PolicyDecision;
-use crate::robots::ProductToken;
+use crate::policy::{PolicyDecision, ProductToken, RobotsState};
 use crate::tls::HttpsMode;
 
 /// What audit records and refusals give as the path of a CONNECT: it cannot be seen.
@@ -273,20 +271,17 @@ async fn tunnel(
     authority: Authority,
     token: Option<ProductToken>,
 ) -> Response<ProxyBody> {
-    let snapshot = shared.cache.get(&authority).await;
+    let live = shared.live();
+    let snapshot = live.policy.robots(&authority).await;
     // safety: the robots.txt fetch went to a prohibited address.
     if let Some(why) = safety::robots_prohibited(&snapshot) {
         return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
     }
-    let blocked = match &snapshot.rules {
-        RobotsRules::Parsed(robots) => robots.disallows_everything(token.as_ref()),
-        RobotsRules::DisallowAll => true,
-        _ => false,
-    };
+    let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
     // For the audit record: the group that applies and, when every path is disallowed, the
     // rule that disallows `/`.
     let decide_root = || {
-        shared.live().policy.decide(
+        live.policy.decide(
             &snapshot,
             token.as_ref(),
             &crate::policy::Readings::of("/"),
@@ -294,7 +289,7 @@ async fn tunnel(
         )
     };
     if blocked {
-        let reason = if matches!(snapshot.rules, RobotsRules::DisallowAll) {
+        let reason = if snapshot.state == RobotsState::Unreachable {
             format!(
                 "robots.txt at {} is unreachable ({}): all paths are disallowed until it can \
                  be fetched; the tunnel is refused",

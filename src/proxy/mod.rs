@@ -29,13 +29,15 @@ use tokio::net::TcpListener;
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::authority::{Authority, Scheme};
-use crate::cache::{RecentRobots, RobotsCache};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::guard::DestinationGuard;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
-use crate::policy::{Policy, PolicyError, Readings, RecentUserAgent};
+use crate::policy::{
+    Policy, PolicyError, ProductToken, Readings, RecentRobots, RecentUserAgent, RobotsSnapshot,
+    RobotsStore, UsagePreferences,
+};
 use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
 
@@ -78,7 +80,8 @@ struct Shared {
     /// What a configuration reload changes; read once per request.
     live: ArcSwap<Live>,
     metrics: Arc<Metrics>,
-    cache: Arc<RobotsCache>,
+    /// The robots store, for the policy a reload builds.
+    store: Arc<dyn RobotsStore>,
     pacer: Arc<Pacer>,
     audit: AuditLog,
     client: forward::UpstreamClient,
@@ -103,9 +106,9 @@ struct Live {
 }
 
 impl Live {
-    fn new(config: &Config) -> Result<Self, PolicyError> {
+    fn new(config: &Config, store: &Arc<dyn RobotsStore>) -> Result<Self, PolicyError> {
         Ok(Live {
-            policy: Arc::new(Policy::new(&config.policy)?),
+            policy: Arc::new(Policy::new(&config.policy, store.clone())?),
             usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
             response_timeout: config.upstream.response_timeout,
             body_idle_timeout: config.upstream.body_idle_timeout,
@@ -142,7 +145,7 @@ impl Proxy {
     ///
     /// `guard` and `tls` are the process's one destination guard and TLS client configuration
     /// for origins ([`crate::tls::client_config`]), shared with the robots.txt fetcher of
-    /// `cache` (see [`crate::tls::https_connector`]): the listeners the guard learns (the
+    /// `store` (see [`crate::tls::https_connector`]): the listeners the guard learns (the
     /// proxy's in [`Proxy::serve`], the admin's in [`crate::admin::serve`]) are then refused
     /// for forwards, tunnels and robots.txt fetches alike.
     ///
@@ -150,7 +153,7 @@ impl Proxy {
     /// reaper of idle connections here.
     pub fn new(
         config: &Config,
-        cache: Arc<RobotsCache>,
+        store: Arc<dyn RobotsStore>,
         audit: AuditLog,
         clock: Arc<dyn Clock>,
         ca: Option<Arc<CertificateAuthority>>,
@@ -159,11 +162,11 @@ impl Proxy {
     ) -> Result<Self, ProxyError> {
         let pacer = Arc::new(Pacer::new(&config.pacing)?);
         let metrics =
-            Arc::new(Metrics::with_pacer(cache.clone(), audit.clone(), Some(pacer.clone())));
+            Arc::new(Metrics::with_pacer(store.clone(), audit.clone(), Some(pacer.clone())));
         let shared = Shared {
-            live: ArcSwap::from_pointee(Live::new(config)?),
+            live: ArcSwap::from_pointee(Live::new(config, &store)?),
             metrics,
-            cache,
+            store,
             pacer,
             audit,
             // A clone shares the verifier and the session cache of the one configuration.
@@ -185,7 +188,7 @@ impl Proxy {
     /// from now on. Open connections and the robots cache are kept. On error nothing changes. The audit options are the audit
     /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
     pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
-        let live = Live::new(config)?;
+        let live = Live::new(config, &self.shared.store)?;
         self.shared.live.store(Arc::new(live));
         Ok(())
     }
@@ -198,11 +201,6 @@ impl Proxy {
     /// The metrics this proxy records.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.shared.metrics
-    }
-
-    /// The robots cache the proxy decides with.
-    pub fn cache(&self) -> &Arc<RobotsCache> {
-        &self.shared.cache
     }
 
     /// The audit log the proxy writes to.
@@ -402,13 +400,8 @@ async fn handle(
 /// When robots.txt could not be fetched because the origin's TLS certificate failed
 /// verification, the request could not be forwarded either: answer 502 naming the TLS error
 /// rather than a 403 that would blame robots.txt.
-fn untrusted_origin(snapshot: &crate::cache::RobotsSnapshot) -> Option<Response<ProxyBody>> {
-    let crate::cache::FetchOutcome::Network(error) = &snapshot.last_outcome else { return None };
-    if !matches!(snapshot.rules, crate::cache::RobotsRules::DisallowAll)
-        || !error.to_ascii_lowercase().contains("certificate")
-    {
-        return None;
-    }
+fn untrusted_origin(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
+    let error = snapshot.untrusted_certificate()?;
     Some(answer::text(
         StatusCode::BAD_GATEWAY,
         "tls_certificate_error",
@@ -431,8 +424,8 @@ async fn decide_and_audit(
     req: &Request<Incoming>,
     authority: &Authority,
     readings: &Readings,
-    token: Option<&crate::robots::ProductToken>,
-    snapshot: &crate::cache::RobotsSnapshot,
+    token: Option<&ProductToken>,
+    snapshot: &RobotsSnapshot,
     started: Instant,
 ) -> Option<Response<ProxyBody>> {
     let now = shared.clock.now();
@@ -497,7 +490,7 @@ async fn process(
             Box::pin(safety::refuse_request(shared, client, &req, &authority, path, &token, &why));
         return refusal.await;
     }
-    let snapshot = shared.cache.get_remembered(&memory.robots, &authority).await;
+    let snapshot = live.policy.robots_for(&memory.robots, &authority).await;
     // safety: the robots.txt fetch (or a redirect of it) went to a prohibited address.
     if let Some(why) = safety::robots_prohibited(&snapshot) {
         let refusal =
@@ -536,7 +529,7 @@ async fn process(
     } else {
         Vec::new()
     };
-    let mut usage_prefs = crate::robots::usage::UsagePreferences::default();
+    let mut usage_prefs = UsagePreferences::default();
     let mut usage_subject = None;
     if !purposes.is_empty() {
         usage_prefs = live.policy.usage_for(&snapshot, token.as_ref(), &readings);

@@ -9,9 +9,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditRecord, UsageAudit};
 use crate::authority::Authority;
-use crate::cache::RobotsSnapshot;
-use crate::robots::usage::{Preference, UsagePreferences};
-use crate::robots::ProductToken;
+use crate::policy::{Preference, ProductToken, RobotsSnapshot, UsagePreferences};
 use crate::usage::{Purpose, UsageBlock, UsagePolicy};
 
 /// The response header that carries usage preferences (draft-ietf-aipref-attach).

@@ -15,12 +15,11 @@ use super::{answer, ProxyBody, Shared};
 use crate::access::{AccessError, AuthFailure, AuthenticatedUser, Authenticator, ClientAcl};
 use crate::audit::AuditRecord;
 use crate::authority::Authority;
-use crate::cache::{FetchOutcome, RobotsRules, RobotsSnapshot};
 use crate::config::Config;
 use crate::framing::Verdict;
 use crate::guard::{DestinationGuard, Prohibited};
 use crate::limits::{ClientIo, ConnectionGate, LimitsSection};
-use crate::robots::ProductToken;
+use crate::policy::{ProductToken, RobotsSnapshot};
 
 /// The safety state of one proxy.
 pub(super) struct Safety {
@@ -254,8 +253,5 @@ pub(super) async fn refuse_request<B>(
 /// The reason to refuse when the robots.txt fetch (or one of its redirects) went to a
 /// prohibited address and no rules are in force because of it.
 pub(super) fn robots_prohibited(snapshot: &RobotsSnapshot) -> Option<&str> {
-    match (&snapshot.last_outcome, &snapshot.rules) {
-        (FetchOutcome::Prohibited(why), RobotsRules::DisallowAll) => Some(why),
-        _ => None,
-    }
+    snapshot.prohibited_fetch()
 }

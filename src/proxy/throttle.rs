@@ -8,9 +8,8 @@ use hyper::body::Incoming;
 
 use super::preferences::Subject;
 use super::{answer, ProxyBody, Shared};
-use crate::cache::RobotsSnapshot;
 use crate::pacing::{Pace, Throttled};
-use crate::robots::ProductToken;
+use crate::policy::{ProductToken, RobotsSnapshot};
 
 /// `event.action` of the audit record of a throttled request.
 pub(crate) const THROTTLED_ACTION: &str = "throttled";

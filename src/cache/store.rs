@@ -1,0 +1,117 @@
+//! The robots store: the seam between the policy and wherever robots.txt snapshots live.
+//!
+//! [`RobotsStore`] is what the policy asks: get a snapshot (one coalesced fetch per authority
+//! when it is missing or due), purge, and report. [`super::RobotsCache`] is the in-process
+//! store (moka); a fleet-wide one (Redis) implements the same trait without touching the proxy.
+//!
+//! The hot path stays cheap: a client connection keeps the snapshots it used last in a
+//! [`RecentRobots`], and [`RobotsStore::recent`] answers from there, without a look-up or an
+//! allocation, while the store says they are still its current ones.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::{CacheStats, RecentRobots, RobotsCache, RobotsSnapshot};
+use crate::authority::Authority;
+
+/// A boxed future borrowed from the store, so that the trait can be used as `dyn RobotsStore`.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Size and counters of a store, for `/metrics` and the admin page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Authorities held (approximate).
+    pub entries: u64,
+    /// Bytes the held entries weigh (approximate).
+    pub memory_bytes: u64,
+    /// Hits, misses and completed fetches by class.
+    pub counters: CacheStats,
+}
+
+/// Where the policy gets robots.txt snapshots from.
+pub trait RobotsStore: Send + Sync + 'static {
+    /// The snapshot `memory` holds for `authority`, if it is still the store's current one
+    /// (counted as a hit). Synchronous: the hot path of a keep-alive connection.
+    fn recent(&self, memory: &RecentRobots, authority: &Authority) -> Option<Arc<RobotsSnapshot>>;
+
+    /// The store's generation now: read before [`RobotsStore::get`] and given to
+    /// [`RobotsStore::remember`] with its result.
+    fn generation(&self) -> u64;
+
+    /// Keeps `snapshot`, got when the store was at `generation`, in `memory`.
+    fn remember(&self, memory: &mut RecentRobots, generation: u64, snapshot: Arc<RobotsSnapshot>);
+
+    /// The robots.txt state for `authority`, fetched first when missing or due: one fetch per
+    /// authority however many ask. Never fails: fetch failures are states.
+    fn get<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<RobotsSnapshot>>;
+
+    /// What the store holds for `authority`, current or not, without fetching.
+    fn peek<'a>(&'a self, authority: &'a Authority)
+        -> StoreFuture<'a, Option<Arc<RobotsSnapshot>>>;
+
+    /// Drops the robots.txt of `authority`, so the next request fetches it again.
+    fn purge<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, ()>;
+
+    /// Drops every robots.txt; answers how many authorities were held.
+    fn purge_all(&self) -> StoreFuture<'_, u64>;
+
+    /// Size and counters, after pending housekeeping.
+    fn stats(&self) -> StoreFuture<'_, StoreStats>;
+
+    /// Size and counters as they stand, without waiting (for `/metrics`).
+    fn stats_now(&self) -> StoreStats;
+}
+
+impl RobotsStore for RobotsCache {
+    fn recent(&self, memory: &RecentRobots, authority: &Authority) -> Option<Arc<RobotsSnapshot>> {
+        RobotsCache::recent(self, memory, authority)
+    }
+
+    fn generation(&self) -> u64 {
+        RobotsCache::generation(self)
+    }
+
+    fn remember(&self, memory: &mut RecentRobots, generation: u64, snapshot: Arc<RobotsSnapshot>) {
+        RobotsCache::remember(self, memory, generation, snapshot);
+    }
+
+    fn get<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<RobotsSnapshot>> {
+        Box::pin(RobotsCache::get(self, authority))
+    }
+
+    fn peek<'a>(
+        &'a self,
+        authority: &'a Authority,
+    ) -> StoreFuture<'a, Option<Arc<RobotsSnapshot>>> {
+        Box::pin(RobotsCache::peek(self, authority))
+    }
+
+    fn purge<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, ()> {
+        Box::pin(RobotsCache::purge(self, authority))
+    }
+
+    fn purge_all(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            self.run_pending_tasks().await;
+            let entries = self.entry_count();
+            RobotsCache::purge_all(self).await;
+            entries
+        })
+    }
+
+    fn stats(&self) -> StoreFuture<'_, StoreStats> {
+        Box::pin(async move {
+            self.run_pending_tasks().await;
+            self.stats_now()
+        })
+    }
+
+    fn stats_now(&self) -> StoreStats {
+        StoreStats {
+            entries: self.entry_count(),
+            memory_bytes: self.weighted_size(),
+            counters: RobotsCache::stats(self),
+        }
+    }
+}

@@ -187,7 +187,7 @@ impl ConnectionGate {
 
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 Content-Type: text/plain; charset=utf-8\r\n\
-Proxy-Status: robots-proxy; error=connection_limit_reached; details=\"limits.max_connections\"\r\n\
+Proxy-Status: robots-proxy;error=connection_limit_reached;details=\"limits.max_connections\"\r\n\
 Retry-After: 1\r\n\
 Connection: close\r\n\
 Content-Length: 65\r\n\

@@ -18,22 +18,23 @@ pub(crate) fn full(body: impl Into<Bytes>) -> ProxyBody {
     Full::new(body.into()).map_err(|never| match never {}).boxed_unsync()
 }
 
-/// An RFC 9209 `Proxy-Status` value: `robots-proxy; error=<type>; details="<text>"`.
+/// An RFC 9209 `Proxy-Status` value: `robots-proxy;error=<type>;details="<text>"`, written
+/// as a structured-field item (RFC 9651) by `sfv`. `details` is a structured-field string,
+/// printable ASCII only: any other character is written `?`.
 pub(crate) fn proxy_status(error: &str, details: &str) -> HeaderValue {
-    // `details` is a structured-field string: printable ASCII, with `"` and `\` escaped.
-    let mut escaped = String::with_capacity(details.len());
-    for c in details.chars() {
-        match c {
-            '"' | '\\' => {
-                escaped.push('\\');
-                escaped.push(c);
-            }
-            ' '..='~' => escaped.push(c),
-            _ => escaped.push('?'),
-        }
-    }
-    let value = format!("{PROXY_NAME}; error={error}; details=\"{escaped}\"");
-    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(PROXY_NAME))
+    let printable: String =
+        details.chars().map(|c| if (' '..='~').contains(&c) { c } else { '?' }).collect();
+    let item = || -> Result<String, sfv::Error> {
+        Ok(sfv::ItemSerializer::new()
+            .bare_item(sfv::TokenRef::from_str(PROXY_NAME)?)
+            .parameter(sfv::KeyRef::from_str("error")?, sfv::TokenRef::from_str(error)?)
+            .parameter(sfv::KeyRef::from_str("details")?, sfv::StringRef::from_str(&printable)?)
+            .finish())
+    };
+    item()
+        .ok()
+        .and_then(|value| HeaderValue::from_str(&value).ok())
+        .unwrap_or_else(|| HeaderValue::from_static(PROXY_NAME))
 }
 
 /// A plain-text answer from the proxy itself.
@@ -137,4 +138,18 @@ pub(crate) fn wants_json(headers: &http::HeaderMap) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("application/json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proxy_status;
+
+    #[test]
+    fn proxy_status_is_a_structured_field_item() {
+        let v = proxy_status("http_request_denied", "disallowed by \"line 2\": /a\\b ü");
+        assert_eq!(
+            v.to_str().unwrap(),
+            r#"robots-proxy;error=http_request_denied;details="disallowed by \"line 2\": /a\\b ?""#
+        );
+    }
 }

@@ -155,9 +155,8 @@ pub enum GuardError {
     /// Every address of the host is prohibited.
     #[error(transparent)]
     Prohibited(#[from] Prohibited),
-    /// The name could not be resolved. The message says "dns error" so the proxy's error
-    /// classification reports it as a name resolution failure.
-    #[error("dns error: cannot resolve {host}: {source}")]
+    /// The name could not be resolved (the proxy reports it as `dns_error`, found by type).
+    #[error("cannot resolve {host}: {source}")]
     Resolve {
         /// The name.
         host: String,
@@ -165,7 +164,7 @@ pub enum GuardError {
         source: io::Error,
     },
     /// The name resolved to no address at all.
-    #[error("dns error: {0} has no address")]
+    #[error("{0} has no address")]
     NoAddress(String),
     /// The URI names no host.
     #[error("the URI {0} has no host")]

@@ -413,26 +413,22 @@ fn timed_out(target: &Uri, response_timeout: Duration, metrics: &Metrics) -> Res
     )
 }
 
-/// Maps an upstream error to a status, an RFC 9209 error type and a phrase.
+/// Maps an upstream error to a status, an RFC 9209 error type and a phrase, by the types in
+/// its chain (never by its text).
 fn classify(e: &(dyn std::error::Error + 'static)) -> (StatusCode, &'static str, &'static str) {
-    let io_kind = {
-        let mut source = e.source();
-        let mut kind = None;
-        while let Some(s) = source {
-            if let Some(io) = s.downcast_ref::<std::io::Error>() {
-                kind = Some(io.kind());
-                break;
-            }
-            source = s.source();
-        }
-        kind
-    };
-    let text = crate::error::describe(e).to_ascii_lowercase();
-    if find_cause::<rustls::Error>(e).is_some() || text.contains("certificate") {
+    let io_kind = find_cause::<std::io::Error>(e).map(std::io::Error::kind);
+    if find_cause::<rustls::Error>(e).is_some() {
         return (StatusCode::BAD_GATEWAY, "tls_certificate_error", "TLS with the origin failed");
     }
     if is_connect_failure(e) {
+        let unresolved = matches!(
+            find_cause::<crate::guard::GuardError>(e),
+            Some(crate::guard::GuardError::Resolve { .. } | crate::guard::GuardError::NoAddress(_))
+        );
         return match io_kind {
+            _ if unresolved => {
+                (StatusCode::BAD_GATEWAY, "dns_error", "the origin's name could not be resolved")
+            }
             Some(std::io::ErrorKind::TimedOut) => (
                 StatusCode::GATEWAY_TIMEOUT,
                 "connection_timeout",
@@ -441,15 +437,23 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> (StatusCode, &'static str,
             Some(std::io::ErrorKind::ConnectionRefused) => {
                 (StatusCode::BAD_GATEWAY, "connection_refused", "the origin refused the connection")
             }
-            _ if text.contains("dns") => {
-                (StatusCode::BAD_GATEWAY, "dns_error", "the origin's name could not be resolved")
-            }
             _ => {
                 (StatusCode::BAD_GATEWAY, "destination_unavailable", "cannot connect to the origin")
             }
         };
     }
-    if text.contains("incomplete") || text.contains("closed") || text.contains("reset") {
+    let hyper_closed = find_cause::<hyper::Error>(e)
+        .is_some_and(|h| h.is_incomplete_message() || h.is_closed() || h.is_canceled());
+    let io_closed = matches!(
+        io_kind,
+        Some(
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        )
+    );
+    if hyper_closed || io_closed {
         return (
             StatusCode::BAD_GATEWAY,
             "http_response_incomplete",
@@ -459,7 +463,8 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> (StatusCode, &'static str,
     (StatusCode::BAD_GATEWAY, "http_protocol_error", "the origin sent an invalid response")
 }
 
-/// The first cause of type `T` in an error's chain.
+/// The first cause of type `T` in an error's chain, looking also inside `io::Error`s (whose
+/// `source` skips the error they wrap: a TLS or guard error travels through hyper as one).
 fn find_cause<'a, T: std::error::Error + 'static>(
     e: &'a (dyn std::error::Error + 'static),
 ) -> Option<&'a T> {
@@ -467,6 +472,12 @@ fn find_cause<'a, T: std::error::Error + 'static>(
     while let Some(s) = source {
         if let Some(t) = s.downcast_ref::<T>() {
             return Some(t);
+        }
+        if let Some(inner) = s.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            let inner: &(dyn std::error::Error + 'static) = inner;
+            if let Some(t) = find_cause::<T>(inner) {
+                return Some(t);
+            }
         }
         source = s.source();
     }

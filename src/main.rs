@@ -493,13 +493,16 @@ fn run_check(args: CheckArgs) -> ExitCode {
     }
 }
 
-/// `robots-proxy health`: a minimal HTTP/1.1 probe, so that a container image without a shell
-/// or curl (distroless) can still have a `HEALTHCHECK`.
+/// `robots-proxy health`: an HTTP/1.1 probe with hyper's client, so that a container image
+/// without a shell or curl (distroless) can still have a `HEALTHCHECK`.
 mod health {
-    use std::io::{Read, Write};
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     use std::process::ExitCode;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
+
+    use http_body_util::Empty;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
 
     use super::HealthArgs;
 
@@ -507,19 +510,17 @@ mod health {
     #[derive(Debug, thiserror::Error)]
     enum ProbeError {
         #[error("{0:?} is not a URL: {1}")]
-        Url(String, url::ParseError),
+        Url(String, http::uri::InvalidUri),
         #[error("{0:?}: only http:// URLs can be probed")]
         Scheme(String),
-        #[error("{0:?} has no host")]
-        Host(String),
-        #[error("cannot resolve {0}: {1}")]
-        Resolve(String, std::io::Error),
         #[error("cannot connect to {0}: {1}")]
-        Connect(String, std::io::Error),
+        Connect(String, String),
         #[error("no answer from {0}: {1}")]
-        Io(String, std::io::Error),
-        #[error("{0} answered something that is not HTTP: {1:?}")]
-        NotHttp(String, String),
+        Request(String, String),
+        #[error("no answer from {0} within {1:?}")]
+        Timeout(String, Duration),
+        #[error("cannot start the probe: {0}")]
+        Runtime(std::io::Error),
         #[error("cannot load the configuration to find admin.listen: {0:#}")]
         Config(anyhow::Error),
     }
@@ -560,67 +561,51 @@ mod health {
         Ok(format!("http://{addr}/healthz"))
     }
 
-    /// GETs `url`; the status code and the status line.
+    /// GETs `url` within `timeout`; the status code and the status line (`HTTP/1.1 200 OK`).
     fn probe(url: &str, timeout: Duration) -> Result<(u16, String), ProbeError> {
-        let parsed = url::Url::parse(url).map_err(|e| ProbeError::Url(url.to_owned(), e))?;
-        if parsed.scheme() != "http" {
+        let uri: http::Uri = url.trim().parse().map_err(|e| ProbeError::Url(url.to_owned(), e))?;
+        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
             return Err(ProbeError::Scheme(url.to_owned()));
         }
-        let host = parsed.host_str().ok_or_else(|| ProbeError::Host(url.to_owned()))?;
-        let port = parsed.port_or_known_default().unwrap_or(80);
-        let authority = format!("{host}:{port}");
-        let deadline = Instant::now() + timeout;
-        let host_for_lookup = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<SocketAddr> = (host_for_lookup, port)
-            .to_socket_addrs()
-            .map_err(|e| ProbeError::Resolve(authority.clone(), e))?
-            .collect();
-        let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
-        let mut stream = None;
-        for addr in addrs {
-            let left =
-                deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-            match TcpStream::connect_timeout(&addr, left) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
+        let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ProbeError::Runtime)?;
+        runtime.block_on(async {
+            let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
+            let request = http::Request::get(uri)
+                .header(http::header::USER_AGENT, "robots-proxy-health")
+                .header(http::header::CONNECTION, "close")
+                .body(Empty::new())
+                .map_err(|e| ProbeError::Request(authority.clone(), e.to_string()))?;
+            let answer = tokio::time::timeout(timeout, client.request(request))
+                .await
+                .map_err(|_| ProbeError::Timeout(authority.clone(), timeout))?;
+            let response = answer.map_err(|e| {
+                // The whole chain: "tcp connect error: Connection refused (os error 111)".
+                let mut cause = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    cause.push_str(": ");
+                    cause.push_str(&s.to_string());
+                    source = s.source();
                 }
-                Err(e) => last = e,
-            }
-        }
-        let mut stream = stream.ok_or_else(|| ProbeError::Connect(authority.clone(), last))?;
-        let io = |e| ProbeError::Io(authority.clone(), e);
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        stream.set_read_timeout(Some(left)).map_err(io)?;
-        stream.set_write_timeout(Some(left)).map_err(io)?;
-        let path = match parsed.query() {
-            Some(q) => format!("{}?{q}", parsed.path()),
-            None => parsed.path().to_owned(),
-        };
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: robots-proxy-health\r\n\
-             Connection: close\r\n\r\n",
-            parsed.host_str().unwrap_or(host)
-        );
-        stream.write_all(request.as_bytes()).map_err(io)?;
-        // The status line is all that matters; read at most a little more than it.
-        let mut head = Vec::with_capacity(256);
-        let mut buf = [0u8; 256];
-        while !head.windows(2).any(|w| w == b"\r\n") && head.len() < 4096 {
-            let n = stream.read(&mut buf).map_err(io)?;
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
-        let text = String::from_utf8_lossy(&head);
-        let line = text.lines().next().unwrap_or_default().to_owned();
-        let code = line
-            .strip_prefix("HTTP/1.")
-            .and_then(|rest| rest.get(2..5))
-            .and_then(|c| c.parse::<u16>().ok())
-            .ok_or_else(|| ProbeError::NotHttp(authority.clone(), line.clone()))?;
-        Ok((code, line))
+                if e.is_connect() {
+                    ProbeError::Connect(authority.clone(), cause)
+                } else {
+                    ProbeError::Request(authority.clone(), cause)
+                }
+            })?;
+            let status = response.status();
+            let line = format!(
+                "{:?} {} {}",
+                response.version(),
+                status.as_u16(),
+                status.canonical_reason().unwrap_or_default()
+            );
+            Ok((status.as_u16(), line.trim_end().to_owned()))
+        })
     }
 }
 

@@ -65,6 +65,19 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// How a request whose audit record says `action` is counted: every request is counted
+    /// once, from what was finally done with it.
+    pub fn of(action: crate::audit::AuditAction) -> Decision {
+        use crate::audit::AuditAction as A;
+        match action {
+            A::RobotsDisallow | A::UsageDisallow | A::UsageWithhold => Decision::Disallow,
+            A::Throttled => Decision::Throttle,
+            A::DestinationProhibited | A::ConnectRefuse => Decision::Refuse,
+            A::TunnelAllow => Decision::Tunnel,
+            _ => Decision::Allow,
+        }
+    }
+
     const ALL: [Decision; 5] = [
         Decision::Allow,
         Decision::Disallow,
@@ -355,9 +368,12 @@ impl Metrics {
         self.started
     }
 
-    /// Remembers a blocked request for the admin page. Records of allowed requests are ignored.
+    /// Remembers a blocked request for the admin page. Records of allowed requests, and of
+    /// requests held back by pacing (429: they may come again), are ignored.
     pub fn blocked(&self, record: &AuditRecord) {
-        if record.outcome != "failure" {
+        if record.outcome != crate::audit::AuditOutcome::Failure
+            || record.action == crate::audit::AuditAction::Throttled
+        {
             return;
         }
         let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());

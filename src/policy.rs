@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 
-use crate::audit::AuditRecord;
+use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::cache::RobotsRules;
 use crate::config::{PolicySection, TokenSource};
@@ -442,8 +442,8 @@ impl PolicyDecision {
         let allowed = self.is_allowed();
         AuditRecord {
             timestamp: crate::audit::timestamp(now),
-            action: if allowed { "robots_allow" } else { "robots_disallow" }.to_owned(),
-            outcome: if allowed { "success" } else { "failure" }.to_owned(),
+            action: if allowed { AuditAction::RobotsAllow } else { AuditAction::RobotsDisallow },
+            outcome: if allowed { AuditOutcome::Success } else { AuditOutcome::Failure },
             reason: self.reason.clone(),
             client_address: client.to_string(),
             method: method.as_str().to_owned(),

@@ -52,18 +52,76 @@ pub const EVENT_DATASET: &str = "robots_proxy.audit";
 /// Most records written as one batch before the writer checks for control requests again.
 pub const MAX_BATCH: usize = 1024;
 
+/// What the proxy did with a request: the record's `event.action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AuditAction {
+    /// Forwarded: robots.txt allows it (written with `audit.all_decisions`).
+    RobotsAllow,
+    /// Refused: robots.txt disallows it.
+    RobotsDisallow,
+    /// Refused before forwarding: an AI usage preference in robots.txt disallows a purpose.
+    UsageDisallow,
+    /// The response was withheld: its `Content-Usage` header disallows a purpose.
+    UsageWithhold,
+    /// Forwarded with the merged `Content-Usage` preferences.
+    UsageAnnotate,
+    /// Refused with 429: the site's pace.
+    Throttled,
+    /// Refused: the destination address is prohibited (the destination guard).
+    DestinationProhibited,
+    /// A CONNECT refused (tunnel mode, ports, fronting).
+    ConnectRefuse,
+    /// A tunnel opened (tunnel mode).
+    TunnelAllow,
+}
+
+impl AuditAction {
+    /// The name written in `event.action`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::RobotsAllow => "robots_allow",
+            AuditAction::RobotsDisallow => "robots_disallow",
+            AuditAction::UsageDisallow => "usage_disallow",
+            AuditAction::UsageWithhold => "usage_withhold",
+            AuditAction::UsageAnnotate => "usage_annotate",
+            AuditAction::Throttled => "throttled",
+            AuditAction::DestinationProhibited => "destination_prohibited",
+            AuditAction::ConnectRefuse => "connect_refuse",
+            AuditAction::TunnelAllow => "tunnel_allow",
+        }
+    }
+}
+
+impl std::fmt::Display for AuditAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether the request went through: the record's `event.outcome`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditOutcome {
+    /// Forwarded (or the tunnel opened).
+    Success,
+    /// Refused or withheld.
+    Failure,
+}
+
 /// One audit record. Serialised flat, with dotted ECS field names.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct AuditRecord {
     /// When the decision was made, RFC 3339 UTC (see [`timestamp`]).
     #[serde(rename = "@timestamp")]
     pub timestamp: String,
-    /// `robots_disallow`, `robots_allow`, … (what the proxy did).
+    /// What the proxy did (`robots_disallow`, `robots_allow`, …).
     #[serde(rename = "event.action")]
-    pub action: String,
-    /// `success` when the request was forwarded, `failure` when it was blocked.
+    pub action: AuditAction,
+    /// `success` when the request was forwarded, `failure` when it was refused.
     #[serde(rename = "event.outcome")]
-    pub outcome: String,
+    pub outcome: AuditOutcome,
     /// A sentence for a person.
     #[serde(rename = "event.reason")]
     pub reason: String,

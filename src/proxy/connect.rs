@@ -25,7 +25,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use super::{answer, process, safety, ConnectionMemory, ProxyBody, Shared};
-use crate::audit::AuditRecord;
+use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::{Authority, Scheme};
 use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
 use crate::guard::{ConnectTcpError, GuardError};
@@ -159,10 +159,8 @@ async fn refuse_record(
     error: &str,
     reason: String,
 ) -> Response<ProxyBody> {
-    shared.metrics.count(Decision::Refuse, scheme);
-    shared.metrics.blocked(&record);
-    shared.write_audit(record).await;
-    answer::text(StatusCode::FORBIDDEN, error, format!("403 Forbidden: {reason}\n"))
+    let answer = answer::text(StatusCode::FORBIDDEN, error, format!("403 Forbidden: {reason}\n"));
+    shared.refuse(record, scheme, answer).await
 }
 
 /// The 403 for a CONNECT to a prohibited destination (see `safety::prohibited`).
@@ -196,8 +194,8 @@ fn connect_record(
 ) -> AuditRecord {
     AuditRecord {
         timestamp: crate::audit::timestamp(shared.clock.now()),
-        action: if allowed { "tunnel_allow" } else { "connect_refuse" }.to_owned(),
-        outcome: if allowed { "success" } else { "failure" }.to_owned(),
+        action: if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse },
+        outcome: if allowed { AuditOutcome::Success } else { AuditOutcome::Failure },
         reason: reason.to_owned(),
         client_address: client.to_string(),
         method: "CONNECT".to_owned(),
@@ -252,8 +250,8 @@ fn tunnel_record(
         token,
         Some(status),
     );
-    record.action = if allowed { "tunnel_allow" } else { "connect_refuse" }.to_owned();
-    record.outcome = if allowed { "success" } else { "failure" }.to_owned();
+    record.action = if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse };
+    record.outcome = if allowed { AuditOutcome::Success } else { AuditOutcome::Failure };
     record.reason =
         refused.unwrap_or("tunnel allowed: the path cannot be seen inside a tunnel").to_owned();
     if allowed {

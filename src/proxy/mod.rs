@@ -125,6 +125,29 @@ impl Shared {
         }
     }
 
+    /// The one way a request is refused: counts it (once, from what the record says was
+    /// done), lists it among the blocks on the admin page, logs it, writes its audit record,
+    /// and gives back the answer.
+    async fn refuse(
+        &self,
+        record: AuditRecord,
+        scheme: Scheme,
+        answer: Response<ProxyBody>,
+    ) -> Response<ProxyBody> {
+        self.metrics.count(Decision::of(record.action), scheme);
+        self.metrics.blocked(&record);
+        tracing::info!(
+            action = %record.action,
+            url = %record.url,
+            token = ?record.product_token,
+            reading = ?record.reading,
+            reason = %record.reason,
+            "refused"
+        );
+        self.write_audit(record).await;
+        answer
+    }
+
     /// The reloadable settings in force now. A request reads them once, so that a reload in
     /// the middle of it cannot mix old and new (say, decide by one token header and strip
     /// another).
@@ -446,19 +469,17 @@ async fn decide_and_audit(
         token,
         status,
     );
-    shared.metrics.blocked(&record);
-    shared.write_audit(record).await;
     if decision.is_allowed() {
+        shared.write_audit(record).await;
         return None;
     }
-    shared.metrics.count(Decision::Disallow, authority.scheme());
-    tracing::info!(url = %url, token = ?token.map(|t| t.as_str()), reading = %decision.reading, reason = %decision.reason, "blocked");
-    Some(answer::blocked(
+    let answer = answer::blocked(
         &decision,
         &url,
         token.map(|t| t.as_str()),
         answer::wants_json(req.headers()),
-    ))
+    );
+    Some(shared.refuse(record, authority.scheme(), answer).await)
 }
 
 /// Decides one request for `authority` and answers 403 or forwards it. Shared by plain proxy
@@ -544,8 +565,7 @@ async fn process(
             want_json: answer::wants_json(req.headers()),
         };
         if let Some(block) = live.usage.blocking(&purposes, &usage_prefs) {
-            shared.metrics.count(Decision::Disallow, authority.scheme());
-            let action = "usage_disallow";
+            let action = crate::audit::AuditAction::UsageDisallow;
             let policy = &live.policy;
             let refusal = Box::pin(preferences::refuse(
                 shared,
@@ -568,7 +588,6 @@ async fn process(
         match admitting.await {
             Ok(permit) => permit,
             Err(throttled) => {
-                shared.metrics.count(Decision::Throttle, authority.scheme());
                 let t = token.as_ref();
                 let refusal = Box::pin(throttle::refused(
                     shared, client, &req, path, t, &snapshot, &throttled,
@@ -579,7 +598,8 @@ async fn process(
     } else {
         crate::pacing::PacePermit::default()
     };
-    shared.metrics.count(Decision::Allow, authority.scheme());
+    // Counted as allowed once the origin's answer is known: it may still be refused (the
+    // guard at connect time) or withheld (usage preferences), and each request counts once.
     let upstream = match forward::upstream_request(
         req,
         &authority,
@@ -589,11 +609,12 @@ async fn process(
     ) {
         Ok(r) => r,
         Err(e) => {
+            shared.metrics.count(Decision::Allow, authority.scheme());
             return answer::text(
                 StatusCode::BAD_REQUEST,
                 "http_request_error",
                 format!("400 Bad Request: cannot build the upstream request: {e}\n"),
-            )
+            );
         }
     };
     let sent_method = upstream.method().clone();
@@ -621,7 +642,10 @@ async fn process(
         let refusal = Box::pin(safety::prohibited(shared, what, &why));
         return refusal.await;
     }
-    let Some((method, user_agent, want_json)) = usage_subject else { return resp };
+    let Some((method, user_agent, want_json)) = usage_subject else {
+        shared.metrics.count(Decision::Allow, authority.scheme());
+        return resp;
+    };
     let subject = preferences::Subject {
         client,
         method: &method,

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use http::{header, HeaderValue, Response, StatusCode};
 
 use super::{answer, ProxyBody, Shared};
-use crate::audit::{AuditRecord, UsageAudit};
+use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
 use crate::authority::Authority;
 use crate::policy::{Preference, ProductToken, RobotsSnapshot, UsagePreferences};
 use crate::usage::{Purpose, UsageBlock, UsagePolicy};
@@ -64,14 +64,14 @@ fn record(
     shared: &Shared,
     subject: &Subject<'_>,
     policy: &crate::policy::Policy,
-    action: &str,
+    action: AuditAction,
     reason: &str,
     status: Option<u16>,
     usage: UsageAudit,
 ) -> AuditRecord {
     let mut record = subject.decision_record(shared, policy, status);
-    record.action = action.to_owned();
-    record.outcome = if status.is_some() { "failure" } else { "success" }.to_owned();
+    record.action = action;
+    record.outcome = if status.is_some() { AuditOutcome::Failure } else { AuditOutcome::Success };
     record.reason = reason.to_owned();
     record.usage = Some(usage);
     record
@@ -85,7 +85,7 @@ pub(super) async fn refuse(
     purposes: &[Purpose],
     prefs: &UsagePreferences,
     block: &UsageBlock,
-    action: &str,
+    action: AuditAction,
 ) -> Response<ProxyBody> {
     let stated = prefs.get(block.category);
     let usage = UsageAudit {
@@ -96,8 +96,6 @@ pub(super) async fn refuse(
         preferences: prefs.to_header(),
     };
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
-    shared.metrics.blocked(&rec);
-    shared.write_audit(rec).await;
     let url = format!("{}{}", subject.authority, subject.path);
     let token = subject.token.map_or("(none)", |t| t.as_str());
     let mut resp = if subject.want_json {
@@ -140,7 +138,7 @@ pub(super) async fn refuse(
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut()
         .insert("proxy-status", answer::proxy_status("http_request_denied", &block.reason));
-    resp
+    shared.refuse(rec, subject.authority.scheme(), resp).await
 }
 
 /// Applies the response's `Content-Usage` header: withholds the response when an enforced
@@ -163,7 +161,16 @@ pub(super) async fn on_response(
     if let Some(block) = usage.blocking(purposes, &prefs) {
         // The body is dropped with `resp`: the content never reaches the crawler.
         drop(resp);
-        return refuse(shared, policy, subject, purposes, &prefs, &block, "usage_withhold").await;
+        return refuse(
+            shared,
+            policy,
+            subject,
+            purposes,
+            &prefs,
+            &block,
+            AuditAction::UsageWithhold,
+        )
+        .await;
     }
     if UsagePolicy::annotates(purposes) {
         resp.headers_mut().remove(CONTENT_USAGE);
@@ -191,10 +198,19 @@ pub(super) async fn on_response(
                     preferences: Some(merged.clone()),
                 };
                 let reason = format!("forwarded with Content-Usage: {merged}");
-                let rec = record(shared, subject, policy, "usage_annotate", &reason, None, usage);
+                let rec = record(
+                    shared,
+                    subject,
+                    policy,
+                    AuditAction::UsageAnnotate,
+                    &reason,
+                    None,
+                    usage,
+                );
                 shared.write_audit(rec).await;
             }
         }
     }
+    shared.metrics.count(crate::metrics::Decision::Allow, subject.authority.scheme());
     resp
 }

@@ -13,7 +13,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::{answer, ProxyBody, Shared};
 use crate::access::{AccessError, AuthFailure, AuthenticatedUser, Authenticator, ClientAcl};
-use crate::audit::AuditRecord;
+use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::config::Config;
 use crate::framing::Verdict;
@@ -192,8 +192,8 @@ pub(super) async fn prohibited(
     };
     let record = AuditRecord {
         timestamp: crate::audit::timestamp(shared.clock.now()),
-        action: "destination_prohibited".to_owned(),
-        outcome: "failure".to_owned(),
+        action: AuditAction::DestinationProhibited,
+        outcome: AuditOutcome::Failure,
         reason: why.to_owned(),
         client_address: what.client.to_string(),
         method: what.method.to_owned(),
@@ -213,11 +213,7 @@ pub(super) async fn prohibited(
         read_path: None,
         usage: None,
     };
-    shared.metrics.count(crate::metrics::Decision::Refuse, what.authority.scheme());
-    shared.metrics.blocked(&record);
-    shared.write_audit(record).await;
-    tracing::info!(client = %what.client, url = %url, reason = %why, "destination prohibited");
-    answer::text(
+    let answer = answer::text(
         StatusCode::FORBIDDEN,
         "destination_ip_prohibited",
         format!(
@@ -226,7 +222,8 @@ pub(super) async fn prohibited(
              addresses, nor to itself. An administrator can re-open ranges with \
              access.allow_destinations.\n"
         ),
-    )
+    );
+    shared.refuse(record, what.authority.scheme(), answer).await
 }
 
 /// [`prohibited`] for a request about to be decided.

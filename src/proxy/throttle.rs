@@ -8,11 +8,9 @@ use hyper::body::Incoming;
 
 use super::preferences::Subject;
 use super::{answer, ProxyBody, Shared};
+use crate::audit::{AuditAction, AuditOutcome};
 use crate::pacing::{Pace, Throttled};
 use crate::policy::{ProductToken, RobotsSnapshot};
-
-/// `event.action` of the audit record of a throttled request.
-pub(crate) const THROTTLED_ACTION: &str = "throttled";
 
 /// Records the refusal and answers it.
 pub(super) async fn refused(
@@ -40,8 +38,8 @@ pub(super) async fn refused(
     };
     let status = Some(StatusCode::TOO_MANY_REQUESTS.as_u16());
     let mut record = subject.decision_record(shared, &shared.live().policy, status);
-    THROTTLED_ACTION.clone_into(&mut record.action);
-    "failure".clone_into(&mut record.outcome);
+    record.action = AuditAction::Throttled;
+    record.outcome = AuditOutcome::Failure;
     record.reason = throttled.to_string();
     (record.rule, record.line) = match throttled.pace {
         Pace::CrawlDelay { delay, line } => {
@@ -49,10 +47,9 @@ pub(super) async fn refused(
         }
         _ => (None, None),
     };
-    shared.write_audit(record).await;
     let token = token.map(ProductToken::as_str);
-    tracing::info!(url = %url, token = ?token, reason = %throttled, "throttled");
-    response(throttled, &url, token, subject.want_json)
+    let answer = response(throttled, &url, token, subject.want_json);
+    shared.refuse(record, authority.scheme(), answer).await
 }
 
 /// The 429 itself. JSON when the client asked for it, like the 403.

@@ -10,8 +10,8 @@ use robots_proxy::config::{AuditSection, FsyncPolicy};
 fn record(task: usize, n: usize) -> AuditRecord {
     AuditRecord {
         timestamp: audit::timestamp(SystemTime::now()),
-        action: "robots_disallow".into(),
-        outcome: "failure".into(),
+        action: robots_proxy::audit::AuditAction::RobotsDisallow,
+        outcome: robots_proxy::audit::AuditOutcome::Failure,
         reason: "disallowed by robots.txt line 3".into(),
         client_address: "127.0.0.1:50000".into(),
         method: "GET".into(),

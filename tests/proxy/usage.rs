@@ -95,6 +95,12 @@ async fn a_disallowing_response_header_withholds_the_body() {
     assert_eq!(withheld.len(), 1, "{records:?}");
     assert_eq!(withheld[0]["robots.usage.source"], "response header");
     assert_eq!(withheld[0]["url.full"], format!("{}/page", origin.base_url()));
+    // Each request is counted once, by what was finally done with it: the withheld one as
+    // disallowed (not also as allowed), the other as allowed.
+    use robots_proxy::authority::Scheme;
+    use robots_proxy::metrics::Decision;
+    assert_eq!(proxy.metrics.requests(Decision::Disallow, Scheme::Http), 1);
+    assert_eq!(proxy.metrics.requests(Decision::Allow, Scheme::Http), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

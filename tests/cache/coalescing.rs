@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use robots_proxy::cache::RobotsState;
 
-use crate::support::{allowed, cache, eventually, settings, Origin, Reply};
+use super::support::{allowed, cache, eventually, settings, Origin, Reply};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 

@@ -6,7 +6,7 @@ use robots_proxy::authority::{Authority, Scheme};
 use robots_proxy::cache::{FetchOutcome, RobotsRules, RobotsSnapshot, RobotsState};
 use robots_proxy::clock::Clock;
 
-use crate::support::{allowed, cache, cache_with, settings, Origin, Reply, TEST_AGENT};
+use super::support::{allowed, cache, cache_with, settings, Origin, Reply, TEST_AGENT};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\nAllow: /private/ok\n";
 

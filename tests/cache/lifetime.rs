@@ -7,7 +7,7 @@ use robots_proxy::cache::{FetchOutcome, RobotsRules, RobotsState};
 use robots_proxy::clock::Clock;
 use robots_proxy::config::{ByteSize, RobotsSection};
 
-use crate::support::{allowed, cache, cache_with, settings, Origin, Reply};
+use super::support::{allowed, cache, cache_with, settings, Origin, Reply};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 const SECOND: Duration = Duration::from_secs(1);

@@ -11,7 +11,7 @@ use robots_proxy::config::{
     self, ByteSize, ConfigSources, LogFormat, Origin, Overrides, TokenSource, CONFIG_FILE_ENV,
 };
 
-use crate::{load_err, load_ok, sources, write};
+use super::{load_err, load_ok, sources, write};
 
 #[test]
 fn sections_keys_and_top_level() {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use robots_proxy::config::{self, ByteSize, Config, ConfigError, Origin};
 
-use crate::{load_err, load_ok, sources, write};
+use super::{load_err, load_ok, sources, write};
 
 #[test]
 fn no_file_no_env_gives_the_defaults() {

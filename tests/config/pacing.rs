@@ -6,7 +6,7 @@ use std::time::Duration;
 use robots_proxy::config::{self, Origin};
 use robots_proxy::pacing::SitePace;
 
-use crate::{load_err, load_ok, sources, write};
+use super::{load_err, load_ok, sources, write};
 
 const INLINE: &str = "[pacing]\nenabled = true\ndefault_rps = 2.5\nmax_wait = \"5s\"\nsites = \
                       [{ authority = \"https://www.example.com\", rps = 2, concurrency = 4 }]\n";

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use robots_proxy::config::{self, Config};
 
-use crate::{load_ok, sources};
+use super::{load_ok, sources};
 
 fn shipped() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config/robots-proxy.toml")

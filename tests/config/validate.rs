@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use robots_proxy::config::{Config, Origin, Overrides};
 
-use crate::{load_err, sources, write};
+use super::{load_err, sources, write};
 
 /// The problem for `key`, from loading `toml` as a file with no environment.
 fn file_problem(toml: &str, key: &str) -> String {

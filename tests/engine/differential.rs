@@ -11,7 +11,7 @@
 //! * a [`Fix::Judge`] checks a precise condition on the case (for example that the other
 //!   engine's own pattern matcher contradicts a reference matcher on a pattern of the file).
 //!
-//! Each explanation used is counted and printed (`cargo test --test engine differential --
+//! Each explanation used is counted and printed (`cargo test --test main engine::differential --
 //! --nocapture`); any disagreement left unexplained fails the test and is listed.
 
 use std::collections::BTreeMap;
@@ -20,7 +20,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use robots_proxy::robots::normalize::{normalize_path_for_matching_into, normalize_pattern};
 use robots_proxy::robots::{ProductToken, RobotsTxt, MIN_SIZE_LIMIT};
 
-use crate::util::{fixtures, glob_matches, token, Rng};
+use super::util::{fixtures, glob_matches, token, Rng};
 
 /// One question asked of all three engines.
 #[derive(Clone, Debug)]
@@ -887,7 +887,7 @@ fn real_files() {
 }
 
 /// The whole corpus, when asked for: `ROBOTS_CORPUS=../shared/corpus/robots cargo test --test
-/// engine corpus -- --ignored --nocapture`.
+/// main corpus_files -- --ignored --nocapture`.
 #[test]
 #[ignore = "slow; needs ROBOTS_CORPUS"]
 fn corpus_files() {

@@ -4,7 +4,7 @@
 use robots_proxy::robots::normalize::normalize;
 use robots_proxy::robots::{ProductToken, RobotsTxt, RuleKind};
 
-use crate::util::{fixture, fixtures, token};
+use super::util::{fixture, fixtures, token};
 
 /// The physical lines of a body, split independently of the engine: CRLF, CR or LF end a line.
 fn physical_lines(body: &[u8]) -> Vec<&[u8]> {

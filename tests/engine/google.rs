@@ -3,7 +3,7 @@
 
 use robots_proxy::robots::{ProductToken, RobotsTxt, RuleKind, MAX_LINE_BYTES};
 
-use crate::util::{allowed, deciding_rule, rule_texts, rules_for, token};
+use super::util::{allowed, deciding_rule, rule_texts, rules_for, token};
 
 fn check_pattern(pattern: &str, matching: &[&str], not_matching: &[&str]) {
     let body = format!("User-agent: *\nDisallow: {pattern}\n");

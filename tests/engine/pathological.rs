@@ -133,9 +133,9 @@ fn huge_single_line_and_many_user_agents() {
     let robots = RobotsTxt::parse(body.as_bytes());
     assert_eq!(robots.groups().len(), 1);
     assert!(!robots
-        .decide(Some(&crate::util::token(&format!("bot-{}", letters(9_999)))), "/x")
+        .decide(Some(&super::util::token(&format!("bot-{}", letters(9_999)))), "/x")
         .is_allowed());
-    assert!(robots.decide(Some(&crate::util::token("other")), "/x").is_allowed());
+    assert!(robots.decide(Some(&super::util::token("other")), "/x").is_allowed());
 }
 
 #[test]
@@ -160,7 +160,7 @@ fn wildcards_at_several_depths_of_the_index() {
 
 #[test]
 fn many_anchored_wildcards_on_one_node_agree_with_a_naive_scan() {
-    use crate::util::{glob_matches, Rng};
+    use super::util::{glob_matches, Rng};
     use robots_proxy::robots::normalize::normalize;
     // Enough `/*...$` rules on the root node that they are looked up by the path's tail.
     let alphabet = ["a", "b", ".", "x", "0", "1", "/", "*"];

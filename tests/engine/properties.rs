@@ -6,7 +6,7 @@ use robots_proxy::policy::Readings;
 use robots_proxy::robots::normalize::normalize;
 use robots_proxy::robots::{ProductToken, RobotsTxt};
 
-use crate::util::glob_matches;
+use super::util::glob_matches;
 
 /// Pieces that robots.txt patterns and paths are made of, chosen to collide often.
 const PIECES: &[&str] =

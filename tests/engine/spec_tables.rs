@@ -4,7 +4,7 @@
 use robots_proxy::robots::normalize::normalize;
 use robots_proxy::robots::{Reason, RobotsTxt, RuleKind, Verdict, MIN_SIZE_LIMIT};
 
-use crate::util::{allowed, deciding_rule, rule_texts, rules_for, token};
+use super::util::{allowed, deciding_rule, rule_texts, rules_for, token};
 
 // ---------------------------------------------------------------------------------------------
 // Parsing

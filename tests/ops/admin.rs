@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{get, get_json, post_json, sample, wait_until, InProcess, KeepAlive, Origin};
+use super::support::{get, get_json, post_json, sample, wait_until, InProcess, KeepAlive, Origin};
 
 const ROBOTS: &str = "User-agent: ExampleBot\nDisallow: /private\nContent-Usage: train-ai=n\n\nUser-agent: *\nDisallow: /\nAllow: /public\nCrawl-delay: 2\n\nSitemap: http://sitemaps.test/sitemap.xml\n";
 
@@ -240,14 +240,14 @@ async fn purge_makes_the_next_request_refetch() {
     assert_eq!(origin.robots_hits(), 3);
 
     // Only POST purges; a POST from another site's page is refused; a bad authority is named.
-    let resp = crate::support::direct_client()
+    let resp = super::support::direct_client()
         .get(format!("{}/cache/purge-all", p.admin()))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 405);
     assert_eq!(resp.headers()["allow"], "POST");
-    let resp = crate::support::direct_client()
+    let resp = super::support::direct_client()
         .post(format!("{}/cache/purge-all", p.admin()))
         .header("Origin", "http://attacker.test")
         .send()

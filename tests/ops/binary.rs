@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::support::{
+use super::support::{
     get, get_json, proxied_client, sample, write_atomically, KeepAlive, Origin, ProxyProcess,
     SLOW_CHUNK,
 };

@@ -6,8 +6,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::raw_origin::{Origin as RawOrigin, Reply};
-use crate::support::{proxied_client, InProcess, Origin, ProxyProcess};
+use super::support::{proxied_client, InProcess, Origin, ProxyProcess};
+use crate::cache::support::{Origin as RawOrigin, Reply};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{get, InProcess, Origin};
+use super::support::{get, InProcess, Origin};
 
 /// Chromium's binary, from the `PATH`.
 fn chromium() -> Option<PathBuf> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{raw, raw_get, Origin, TestProxy};
+use super::support::{raw, raw_get, Origin, TestProxy};
 
 const ROBOTS: &str = "User-agent: AliceBot\nDisallow: /\n\nUser-agent: *\nDisallow: /private\n";
 
@@ -99,7 +99,7 @@ async fn valid_credentials_pass_and_are_not_forwarded() {
     let dir = tempfile::tempdir().unwrap();
     let origin = Origin::start(ROBOTS).await;
     let proxy = auth_proxy(&dir).await;
-    let client = crate::support::reqwest_builder()
+    let client = super::support::reqwest_builder()
         .proxy(
             reqwest::Proxy::all(format!("http://{}", proxy.addr))
                 .unwrap()

@@ -1,7 +1,7 @@
 //! Blocking: disallowed requests get 403 without reaching the origin, whatever the path trick,
 //! and each block has exactly one audit record.
 
-use crate::support::{raw_get, Origin, TestProxy};
+use super::support::{raw_get, Origin, TestProxy};
 
 const ROBOTS: &str = "# test robots\nUser-agent: *\nDisallow: /private\n\nUser-agent: ExampleBot\nDisallow: /\nAllow: /public\n";
 
@@ -183,7 +183,7 @@ async fn changing_user_agent_on_one_connection_changes_the_token() {
     let origin = Origin::start(ROBOTS).await;
     let proxy = TestProxy::start().await;
     // One connection: reqwest keeps it alive, and at most one is idle per host.
-    let client = crate::support::reqwest_builder()
+    let client = super::support::reqwest_builder()
         .proxy(reqwest::Proxy::all(format!("http://{}", proxy.addr)).unwrap())
         .pool_max_idle_per_host(1)
         .build()

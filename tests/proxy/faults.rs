@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::raw_origin::{eventually, Origin as RawOrigin, Reply};
-use crate::support::{raw, raw_get, Origin, RawResponse, TestProxy};
+use super::support::{raw, raw_get, Origin, RawResponse, TestProxy};
+use crate::cache::support::{eventually, Origin as RawOrigin, Reply};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 

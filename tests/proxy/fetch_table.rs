@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::raw_origin::{Origin, Reply};
-use crate::support::{raw_get, RawResponse, TestProxy};
+use super::support::{raw_get, RawResponse, TestProxy};
+use crate::cache::support::{Origin, Reply};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{raw, raw_get, Origin, TestProxy};
+use super::support::{raw, raw_get, Origin, TestProxy};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::support::{Origin, TestProxy};
-use crate::tls_support::{connect, tls_over, HttpsProxy, TestCa, TlsOrigin, H1, WAIT};
+use super::support::{Origin, TestProxy};
+use super::tls_support::{connect, tls_over, HttpsProxy, TestCa, TlsOrigin, H1, WAIT};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 
@@ -37,7 +37,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, bytes: &str
 fn statuses(mut text: &str) -> Vec<u16> {
     let mut out = Vec::new();
     while let Some((head, rest)) = text.split_once("\r\n\r\n") {
-        let resp = crate::support::parse_response(head.as_bytes());
+        let resp = super::support::parse_response(head.as_bytes());
         out.push(resp.status);
         let length = resp.headers.get("content-length").and_then(|l| l.parse().ok());
         text = rest.get(length.unwrap_or(rest.len())..).unwrap_or_default();

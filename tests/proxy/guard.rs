@@ -11,8 +11,8 @@ use tower_service::Service;
 
 use robots_proxy::guard::{ConnectSettings, DestinationGuard, GuardedConnector};
 
-use crate::raw_origin::{Origin as RawOrigin, Reply};
-use crate::support::{raw, raw_get, Origin, TestProxy};
+use super::support::{raw, raw_get, Origin, TestProxy};
+use crate::cache::support::{Origin as RawOrigin, Reply};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 

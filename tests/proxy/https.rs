@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use http::Version;
 
-use crate::support::Origin;
-use crate::tls_support::{
+use super::support::Origin;
+use super::tls_support::{
     client_tls, connect, error_chain, h1_get, h1_over, h2_get, h2_over, reqwest_client, tls_over,
     HttpsProxy, TestCa, TlsOrigin, H1, H2_H1, WAIT,
 };

@@ -11,8 +11,8 @@ use tokio::net::TcpStream;
 use robots_proxy::config::ByteSize;
 use robots_proxy::limits::WhenFull;
 
-use crate::faults::FaultOrigin;
-use crate::support::{parse_response, raw, raw_get, Origin, TestProxy};
+use super::faults::FaultOrigin;
+use super::support::{parse_response, raw, raw_get, Origin, TestProxy};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{raw_get, TestProxy};
+use super::support::{raw_get, TestProxy};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\nAllow: /private/open\n";
 const SECRET: &str = "the secret nobody may crawl";
@@ -112,7 +112,7 @@ async fn no_trick_brings_a_disallowed_file_back_from_nginx() {
     let host = nginx.addr.to_string();
     // The tricks are real: straight to nginx, each serves the secret file.
     for trick in TRICKS {
-        let direct = crate::support::raw(
+        let direct = super::support::raw(
             nginx.addr,
             &format!("GET {trick} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
         )

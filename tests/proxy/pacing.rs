@@ -11,7 +11,7 @@ use robots_proxy::config::Config;
 use robots_proxy::metrics::Decision;
 use robots_proxy::pacing::PacingStats;
 
-use crate::support::{Origin, TestProxy};
+use super::support::{Origin, TestProxy};
 
 /// Each group ends with a rule, so that the next `user-agent` line starts a new group.
 const ROBOTS: &str = "User-agent: SlowBot\nCrawl-delay: 0.2\nDisallow: /private\n\n\

@@ -16,8 +16,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::raw_origin::eventually;
-use crate::support::TestProxy;
+use super::support::TestProxy;
+use crate::cache::support::eventually;
 
 /// What an origin has seen of its connections.
 #[derive(Default)]

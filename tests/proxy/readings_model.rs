@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestRunner};
 
-use crate::support::{raw_get, Origin, TestProxy};
+use super::support::{raw_get, Origin, TestProxy};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\nAllow: /private/open\n";
 

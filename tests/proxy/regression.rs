@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use crate::support::{raw_get, Origin, TestProxy};
-use crate::tls_support::{
+use super::support::{raw_get, Origin, TestProxy};
+use super::tls_support::{
     connect, h1_get, h1_over, h2_get, h2_over, tls_over, HttpsProxy, TestCa, TlsOrigin, H1, H2_H1,
 };
 

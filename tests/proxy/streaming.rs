@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::support::Origin;
+use super::support::Origin;
 
 /// The proxy binary, started on an ephemeral port; stopped on drop.
 struct ProxyProcess {
@@ -63,7 +63,7 @@ impl Drop for ProxyProcess {
 async fn hundred_mib_download_with_flat_memory() {
     let origin = Origin::start("User-agent: *\nDisallow: /private\n").await;
     let proxy = ProxyProcess::start();
-    let client = crate::support::reqwest_builder()
+    let client = super::support::reqwest_builder()
         .proxy(reqwest::Proxy::all(format!("http://{}", proxy.addr)).unwrap())
         .timeout(Duration::from_secs(120))
         .build()

@@ -27,7 +27,7 @@ use tokio_rustls::client::TlsStream;
 use robots_proxy::config::Config;
 use robots_proxy::tls::ca::{CaFiles, CertificateAuthority};
 
-use crate::support::{parse_response, RawResponse, TestProxy};
+use super::support::{parse_response, RawResponse, TestProxy};
 
 /// Bounds every network wait of a test client, so a hang fails the test instead of stalling it.
 pub const WAIT: Duration = Duration::from_secs(20);

@@ -3,8 +3,8 @@
 
 use robots_proxy::usage::{UsageCrawler, UsageMode};
 
-use crate::raw_origin::{Origin, Reply};
-use crate::support::TestProxy;
+use super::support::TestProxy;
+use crate::cache::support::{Origin, Reply};
 
 const SIGNALS: &str = "User-Agent: *\n\
                        Content-Signal: search=yes, ai-train=no\n\

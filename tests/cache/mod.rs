@@ -4,4 +4,5 @@
 mod coalescing;
 mod fetch_table;
 mod lifetime;
-mod support;
+/// Also the raw origin of the proxy and ops tests.
+pub(crate) mod support;

@@ -4,10 +4,6 @@
 
 mod support;
 
-#[allow(dead_code)]
-#[path = "../cache/support.rs"]
-mod raw_origin;
-
 mod admin;
 mod binary;
 mod own_listeners;

@@ -3,10 +3,6 @@
 mod support;
 mod tls_support;
 
-#[allow(dead_code)]
-#[path = "../cache/support.rs"]
-mod raw_origin;
-
 mod access;
 mod blocking;
 mod faults;

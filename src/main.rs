@@ -335,7 +335,17 @@ mod serve {
         } else {
             None
         };
-        let proxy = Proxy::new(&config, cache, audit.clone(), clock, ca, guard.clone(), tls)?;
+        let pacer = Arc::new(robots_proxy::pacing::Pacer::new(&config.pacing)?);
+        let parts = robots_proxy::proxy::ProxyParts {
+            store: cache,
+            audit: audit.clone(),
+            clock,
+            ca,
+            guard: guard.clone(),
+            tls,
+            pacer,
+        };
+        let proxy = Proxy::new(&config, parts)?;
         // A backlog to match limits.max_connections (the kernel caps it at somaxconn): with
         // tokio's default of 128, a burst of new crawler connections overflowed the queue and
         // waited a second for the SYN to be sent again.

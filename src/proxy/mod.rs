@@ -70,9 +70,6 @@ pub enum ProxyError {
     /// The users file cannot be used.
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
-    /// The pacing configuration is invalid.
-    #[error(transparent)]
-    Pacing(#[from] crate::pacing::PacingError),
 }
 
 /// Everything a request handler needs, shared by all connections.
@@ -156,6 +153,24 @@ impl Shared {
     }
 }
 
+/// What the composition root builds once for the process and hands to [`Proxy::new`].
+pub struct ProxyParts {
+    /// Where robots.txt snapshots come from (the policy's store).
+    pub store: Arc<dyn RobotsStore>,
+    /// The audit log writer.
+    pub audit: AuditLog,
+    /// The clock decisions are made by.
+    pub clock: Arc<dyn Clock>,
+    /// The CA for HTTPS interception, when `https.mode = "intercept"`.
+    pub ca: Option<Arc<CertificateAuthority>>,
+    /// The process's one destination guard.
+    pub guard: Arc<DestinationGuard>,
+    /// The process's one TLS client configuration for origins.
+    pub tls: Arc<rustls::ClientConfig>,
+    /// The pacer (pacing per authority across every crawler).
+    pub pacer: Arc<Pacer>,
+}
+
 /// A configured proxy, ready to serve a listener.
 #[derive(Clone)]
 pub struct Proxy {
@@ -163,27 +178,20 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Builds a proxy from the configuration and its collaborators. `ca` is required for
+    /// Builds a proxy from the configuration and the collaborators the composition root
+    /// (`main.rs`) made once for the process. `parts.ca` is required for
     /// `https.mode = "intercept"`; without it CONNECT requests in that mode are refused.
     ///
-    /// `guard` and `tls` are the process's one destination guard and TLS client configuration
-    /// for origins ([`crate::tls::client_config`]), shared with the robots.txt fetcher of
-    /// `store` (see [`crate::tls::https_connector`]): the listeners the guard learns (the
-    /// proxy's in [`Proxy::serve`], the admin's in [`crate::admin::serve`]) are then refused
-    /// for forwards, tunnels and robots.txt fetches alike.
+    /// `parts.guard` and `parts.tls` are the process's one destination guard and TLS client
+    /// configuration for origins ([`crate::tls::client_config`]), shared with the robots.txt
+    /// fetcher of `parts.store` (see [`crate::tls::https_connector`]): the listeners the guard
+    /// learns (the proxy's in [`Proxy::serve`], the admin's in [`crate::admin::serve`]) are
+    /// then refused for forwards, tunnels and robots.txt fetches alike.
     ///
     /// Must be called inside a tokio runtime: the pool of origin connections starts its
     /// reaper of idle connections here.
-    pub fn new(
-        config: &Config,
-        store: Arc<dyn RobotsStore>,
-        audit: AuditLog,
-        clock: Arc<dyn Clock>,
-        ca: Option<Arc<CertificateAuthority>>,
-        guard: Arc<DestinationGuard>,
-        tls: Arc<rustls::ClientConfig>,
-    ) -> Result<Self, ProxyError> {
-        let pacer = Arc::new(Pacer::new(&config.pacing)?);
+    pub fn new(config: &Config, parts: ProxyParts) -> Result<Self, ProxyError> {
+        let ProxyParts { store, audit, clock, ca, guard, tls, pacer } = parts;
         let metrics =
             Arc::new(Metrics::with_pacer(store.clone(), audit.clone(), Some(pacer.clone())));
         let shared = Shared {

@@ -172,7 +172,17 @@ impl InProcess {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy_addr = listener.local_addr().unwrap();
         config.proxy.listen = proxy_addr;
-        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, None, guard, tls).unwrap();
+        let pacer = Arc::new(robots_proxy::pacing::Pacer::new(&config.pacing).unwrap());
+        let parts = robots_proxy::proxy::ProxyParts {
+            store: cache,
+            audit: audit.clone(),
+            clock: dyn_clock,
+            ca: None,
+            guard,
+            tls,
+            pacer,
+        };
+        let proxy = Proxy::new(&config, parts).unwrap();
         let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let admin_addr = admin_listener.local_addr().unwrap();
         let (stop_proxy, proxy_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -200,7 +200,17 @@ impl TestProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         config.proxy.listen = addr;
-        let proxy = Proxy::new(&config, cache, audit.clone(), dyn_clock, ca, guard, tls).unwrap();
+        let pacer = Arc::new(robots_proxy::pacing::Pacer::new(&config.pacing).unwrap());
+        let parts = robots_proxy::proxy::ProxyParts {
+            store: cache,
+            audit: audit.clone(),
+            clock: dyn_clock,
+            ca: ca,
+            guard,
+            tls,
+            pacer,
+        };
+        let proxy = Proxy::new(&config, parts).unwrap();
         let pacer = proxy.pacer();
         let metrics = proxy.metrics().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -205,7 +205,7 @@ impl TestProxy {
             store: cache,
             audit: audit.clone(),
             clock: dyn_clock,
-            ca: ca,
+            ca,
             guard,
             tls,
             pacer,

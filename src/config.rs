@@ -43,6 +43,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::robots::ProductToken;
 
+// Sections that live with their owners, re-exported so that `config::X` names every section.
+pub use crate::audit::{AuditSection, FsyncPolicy};
+pub use crate::cache::RobotsSection;
+pub use crate::units::ByteSize;
+
 /// The prefix of every configuration environment variable.
 pub const ENV_PREFIX: &str = "ROBOTS_PROXY_";
 
@@ -464,6 +469,16 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The destination guard of this configuration: `access.allow_destinations`, and
+    /// `proxy.listen` and `admin.listen` as the proxy's own addresses (the admin listener has
+    /// no authentication: clients must not reach it through the proxy).
+    pub fn destination_guard(&self) -> crate::guard::DestinationGuard {
+        crate::guard::DestinationGuard::new(
+            &self.access.allow_destinations,
+            &[self.proxy.listen, self.admin.listen],
+        )
+    }
+
     /// The audit log's path: `audit.path`, under `state_dir` when relative.
     pub fn audit_path(&self) -> PathBuf {
         // `Path::join` with an absolute path gives that path, which is what an absolute
@@ -779,63 +794,6 @@ impl Default for UpstreamSection {
     }
 }
 
-/// `[robots]`: the rows of `shared/spec/README.md`, "Fetching and caching".
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct RobotsSection {
-    /// The User-Agent the proxy fetches robots.txt with.
-    pub user_agent: String,
-    /// Time allowed to connect for a robots.txt fetch.
-    #[serde(with = "humantime_serde")]
-    pub connect_timeout: Duration,
-    /// Time allowed for a whole robots.txt fetch, redirects and body included.
-    #[serde(with = "humantime_serde")]
-    pub fetch_timeout: Duration,
-    /// Bytes of a robots.txt body that are read and parsed (at least 500 KiB); the rest is
-    /// ignored.
-    pub max_body: ByteSize,
-    /// Redirects followed; more is treated as 404 (unavailable).
-    pub max_redirects: u32,
-    /// robots.txt fetches running at once, all origins together; more wait for a slot.
-    pub max_concurrent_fetches: usize,
-    /// How long a fetched robots.txt is used before it is fetched again.
-    #[serde(with = "humantime_serde")]
-    pub max_age: Duration,
-    /// `Cache-Control: max-age` can shorten the lifetime, but not below this.
-    #[serde(with = "humantime_serde")]
-    pub min_age: Duration,
-    /// After failing for this long, use the last copy, or allow everything without one.
-    #[serde(with = "humantime_serde")]
-    pub give_up_after: Duration,
-    /// First wait before retrying an unreachable robots.txt; doubles on each failure.
-    #[serde(with = "humantime_serde")]
-    pub retry_initial: Duration,
-    /// Longest wait between retries.
-    #[serde(with = "humantime_serde")]
-    pub retry_max: Duration,
-    /// Memory the cache of compiled robots.txt may hold.
-    pub cache_memory: ByteSize,
-}
-
-impl Default for RobotsSection {
-    fn default() -> Self {
-        RobotsSection {
-            user_agent: concat!("robots-proxy/", env!("CARGO_PKG_VERSION")).to_owned(),
-            connect_timeout: Duration::from_secs(5),
-            fetch_timeout: Duration::from_secs(20),
-            max_body: ByteSize(500 * 1024),
-            max_redirects: 5,
-            max_concurrent_fetches: 64,
-            max_age: Duration::from_secs(24 * 3600),
-            min_age: Duration::from_secs(60),
-            give_up_after: Duration::from_secs(30 * 24 * 3600),
-            retry_initial: Duration::from_secs(10),
-            retry_max: Duration::from_secs(3600),
-            cache_memory: ByteSize(256 * 1024 * 1024),
-        }
-    }
-}
-
 /// Where the product token comes from.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -881,48 +839,6 @@ impl Default for PolicySection {
     }
 }
 
-/// When the audit log is synced to disk.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum FsyncPolicy {
-    /// Never: the OS decides.
-    Never,
-    /// Every `audit.fsync_interval`.
-    Interval,
-    /// After every batch of records written.
-    Always,
-}
-
-/// `[audit]`
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct AuditSection {
-    /// The audit log file (JSON lines). Relative paths are under `state_dir`.
-    pub path: PathBuf,
-    /// Record every decision, not only blocks.
-    pub all_decisions: bool,
-    /// When to fsync.
-    pub fsync: FsyncPolicy,
-    /// The interval for `fsync = "interval"`.
-    #[serde(with = "humantime_serde")]
-    pub fsync_interval: Duration,
-    /// Records that may wait for the writer. When the queue is full, requests wait for room:
-    /// a record is never dropped, so a stalled disk slows the proxy down instead.
-    pub queue_capacity: usize,
-}
-
-impl Default for AuditSection {
-    fn default() -> Self {
-        AuditSection {
-            path: PathBuf::from("audit.jsonl"),
-            all_decisions: false,
-            fsync: FsyncPolicy::Interval,
-            fsync_interval: Duration::from_secs(1),
-            queue_capacity: 4096,
-        }
-    }
-}
-
 /// Format of operational logs.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -946,78 +862,6 @@ pub struct LogSection {
 impl Default for LogSection {
     fn default() -> Self {
         LogSection { format: LogFormat::Text, level: "info".to_owned() }
-    }
-}
-
-/// A size in bytes, written as a number or the human way (`"500KiB"`, `"256MiB"`).
-///
-/// Shown (and serialised) in the largest binary unit that divides it exactly, so `render` gives
-/// back what an operator would write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ByteSize(pub u64);
-
-impl From<ByteSize> for u64 {
-    fn from(b: ByteSize) -> u64 {
-        b.0
-    }
-}
-
-impl fmt::Display for ByteSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-        for (unit, size) in UNITS {
-            if self.0 != 0 && self.0.is_multiple_of(size) {
-                return write!(f, "{}{unit}", self.0 / size);
-            }
-        }
-        write!(f, "{}B", self.0)
-    }
-}
-
-impl Serialize for ByteSize {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ByteSize {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Number(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d) {
-            Ok(Raw::Number(n)) => Ok(ByteSize(n)),
-            Ok(Raw::Text(t)) => t.parse().map_err(serde::de::Error::custom),
-            Err(_) => Err(serde::de::Error::custom(
-                "expected a size: a number of bytes or a string like \"500KiB\"",
-            )),
-        }
-    }
-}
-
-impl std::str::FromStr for ByteSize {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-        let (num, unit) = s.split_at(split);
-        let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size like \"500KiB\""))?;
-        let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1,
-            "kib" | "k" => 1 << 10,
-            "mib" | "m" => 1 << 20,
-            "gib" | "g" => 1 << 30,
-            "kb" => 1000,
-            "mb" => 1_000_000,
-            "gb" => 1_000_000_000,
-            other => {
-                return Err(format!("unknown size unit {other:?} in {s:?} (use B, KiB, MiB, GiB)"))
-            }
-        };
-        n.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("{s:?} is too large"))
     }
 }
 
@@ -1308,6 +1152,17 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn both_listeners_of_a_configuration_are_its_own() {
+        let mut config = Config::default();
+        config.access.allow_destinations = vec!["127.0.0.0/8".parse().unwrap()];
+        let guard = config.destination_guard();
+        for own in [config.proxy.listen, config.admin.listen] {
+            assert!(guard.check(own).is_err(), "{own}");
+        }
+        assert_eq!(guard.check("127.0.0.1:1".parse().unwrap()), Ok(()));
+    }
+
     use super::*;
 
     #[test]

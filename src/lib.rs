@@ -33,6 +33,7 @@
 //! * [`notify`]: readiness and status for systemd (`sd_notify`).
 //! * [`access`]: who may use the proxy (client access list, proxy authentication).
 //! * [`guard`]: where the proxy may connect (the SSRF guard and its connector).
+//! * [`units`]: units the configuration is written in (sizes).
 //! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -57,4 +58,5 @@ pub mod policy;
 pub mod proxy;
 pub mod robots;
 pub mod tls;
+pub mod units;
 pub mod usage;

@@ -21,8 +21,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-use crate::config::ByteSize;
 use crate::framing::{FramingWatch, Verdicts};
+use crate::units::ByteSize;
 
 /// What happens to a connection beyond `limits.max_connections`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

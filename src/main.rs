@@ -301,7 +301,7 @@ mod serve {
         // the guard learns below are refused by every component that connects out (SSRF).
         let tls =
             Arc::new(robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref())?);
-        let guard = Arc::new(robots_proxy::guard::DestinationGuard::from_config(&config));
+        let guard = Arc::new(config.destination_guard());
         let connector = robots_proxy::tls::https_connector(
             (*tls).clone(),
             config.robots.connect_timeout,

@@ -39,7 +39,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::config::{AuditSection, FsyncPolicy};
+pub use section::{AuditSection, FsyncPolicy};
 
 /// The version of the Elastic Common Schema the field names follow, written in every line as
 /// `ecs.version`.
@@ -480,6 +480,7 @@ impl AuditLog {
     }
 }
 
+mod section;
 mod writer;
 
 use writer::Writer;

@@ -20,8 +20,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::FetchOutcome;
+use super::RobotsSection;
 use crate::authority::{Authority, Scheme};
-use crate::config::RobotsSection;
 use crate::robots::{RobotsTxt, MIN_SIZE_LIMIT};
 
 /// How long an idle pooled connection to an origin is kept. Robots.txt fetches to one origin

@@ -32,8 +32,11 @@
 //!   from a 4xx.
 
 mod fetch;
+mod section;
 mod state;
 mod store;
+
+pub use section::RobotsSection;
 
 pub use store::{RobotsStore, StoreFuture, StoreStats};
 
@@ -47,7 +50,6 @@ use tokio::sync::{watch, Mutex, Semaphore};
 
 use crate::authority::Authority;
 use crate::clock::Clock;
-use crate::config::RobotsSection;
 use crate::robots::usage::UsagePreferences;
 use crate::robots::{CrawlDelay, ProductToken, RobotsTxt};
 use fetch::{Fetch, Fetched, HttpFetcher};

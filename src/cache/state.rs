@@ -5,9 +5,9 @@
 use std::time::{Duration, SystemTime};
 
 use super::fetch::Fetched;
+use super::RobotsSection;
 use super::{RobotsRules, RobotsSnapshot, RobotsState};
 use crate::authority::Authority;
-use crate::config::RobotsSection;
 
 /// Used when adding a configured duration to `now` would overflow `SystemTime`.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);

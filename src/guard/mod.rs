@@ -189,13 +189,6 @@ impl DestinationGuard {
         }
     }
 
-    /// The guard of a configuration: `access.allow_destinations`, and `proxy.listen` and
-    /// `admin.listen` as the proxy's own addresses (the admin listener has no authentication:
-    /// clients must not reach it through the proxy).
-    pub fn from_config(config: &crate::config::Config) -> Self {
-        Self::new(&config.access.allow_destinations, &[config.proxy.listen, config.admin.listen])
-    }
-
     /// Adds a listen address of this process: the bound address of a listener, which is only
     /// known once bound with port 0. Every listener of the process must be added (the proxy's
     /// and the admin's), before it serves. A wildcard address (`0.0.0.0`, `[::]`) covers

@@ -24,7 +24,6 @@ use robots_proxy::audit::AuditLog;
 use robots_proxy::cache::RobotsCache;
 use robots_proxy::clock::{Clock, ManualClock};
 use robots_proxy::config::Config;
-use robots_proxy::guard::DestinationGuard;
 use robots_proxy::proxy::Proxy;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -156,7 +155,7 @@ impl InProcess {
         // One guard and one TLS configuration, shared by the robots.txt fetcher and the proxy,
         // as `main` does: both listeners are refused as destinations by both.
         let tls = Arc::new(robots_proxy::tls::client_config(None).unwrap());
-        let guard = Arc::new(DestinationGuard::from_config(&config));
+        let guard = Arc::new(config.destination_guard());
         let connector = robots_proxy::tls::https_connector(
             (*tls).clone(),
             config.robots.connect_timeout,

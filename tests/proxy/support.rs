@@ -21,7 +21,6 @@ use robots_proxy::audit::AuditLog;
 use robots_proxy::cache::RobotsCache;
 use robots_proxy::clock::{Clock, ManualClock};
 use robots_proxy::config::Config;
-use robots_proxy::guard::DestinationGuard;
 use robots_proxy::pacing::Pacer;
 use robots_proxy::proxy::Proxy;
 
@@ -184,7 +183,7 @@ impl TestProxy {
         let tls = Arc::new(
             robots_proxy::tls::client_config(config.https.upstream_ca_file.as_deref()).unwrap(),
         );
-        let guard = Arc::new(DestinationGuard::from_config(&config));
+        let guard = Arc::new(config.destination_guard());
         let connector = robots_proxy::tls::https_connector(
             (*tls).clone(),
             config.robots.connect_timeout,

@@ -1,0 +1,48 @@
+//! `[audit]`: where and how the audit log is written, the audit log's own section.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// When the audit log is synced to disk.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsyncPolicy {
+    /// Never: the OS decides.
+    Never,
+    /// Every `audit.fsync_interval`.
+    Interval,
+    /// After every batch of records written.
+    Always,
+}
+
+/// `[audit]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditSection {
+    /// The audit log file (JSON lines). Relative paths are under `state_dir`.
+    pub path: PathBuf,
+    /// Record every decision, not only blocks.
+    pub all_decisions: bool,
+    /// When to fsync.
+    pub fsync: FsyncPolicy,
+    /// The interval for `fsync = "interval"`.
+    #[serde(with = "humantime_serde")]
+    pub fsync_interval: Duration,
+    /// Records that may wait for the writer. When the queue is full, requests wait for room:
+    /// a record is never dropped, so a stalled disk slows the proxy down instead.
+    pub queue_capacity: usize,
+}
+
+impl Default for AuditSection {
+    fn default() -> Self {
+        AuditSection {
+            path: PathBuf::from("audit.jsonl"),
+            all_decisions: false,
+            fsync: FsyncPolicy::Interval,
+            fsync_interval: Duration::from_secs(1),
+            queue_capacity: 4096,
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! `[robots]`: how robots.txt is fetched and cached, the cache's own section.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::ByteSize;
+
+/// `[robots]`: the rows of `shared/spec/README.md`, "Fetching and caching".
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RobotsSection {
+    /// The User-Agent the proxy fetches robots.txt with.
+    pub user_agent: String,
+    /// Time allowed to connect for a robots.txt fetch.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Time allowed for a whole robots.txt fetch, redirects and body included.
+    #[serde(with = "humantime_serde")]
+    pub fetch_timeout: Duration,
+    /// Bytes of a robots.txt body that are read and parsed (at least 500 KiB); the rest is
+    /// ignored.
+    pub max_body: ByteSize,
+    /// Redirects followed; more is treated as 404 (unavailable).
+    pub max_redirects: u32,
+    /// robots.txt fetches running at once, all origins together; more wait for a slot.
+    pub max_concurrent_fetches: usize,
+    /// How long a fetched robots.txt is used before it is fetched again.
+    #[serde(with = "humantime_serde")]
+    pub max_age: Duration,
+    /// `Cache-Control: max-age` can shorten the lifetime, but not below this.
+    #[serde(with = "humantime_serde")]
+    pub min_age: Duration,
+    /// After failing for this long, use the last copy, or allow everything without one.
+    #[serde(with = "humantime_serde")]
+    pub give_up_after: Duration,
+    /// First wait before retrying an unreachable robots.txt; doubles on each failure.
+    #[serde(with = "humantime_serde")]
+    pub retry_initial: Duration,
+    /// Longest wait between retries.
+    #[serde(with = "humantime_serde")]
+    pub retry_max: Duration,
+    /// Memory the cache of compiled robots.txt may hold.
+    pub cache_memory: ByteSize,
+}
+
+impl Default for RobotsSection {
+    fn default() -> Self {
+        RobotsSection {
+            user_agent: concat!("robots-proxy/", env!("CARGO_PKG_VERSION")).to_owned(),
+            connect_timeout: Duration::from_secs(5),
+            fetch_timeout: Duration::from_secs(20),
+            max_body: ByteSize(500 * 1024),
+            max_redirects: 5,
+            max_concurrent_fetches: 64,
+            max_age: Duration::from_secs(24 * 3600),
+            min_age: Duration::from_secs(60),
+            give_up_after: Duration::from_secs(30 * 24 * 3600),
+            retry_initial: Duration::from_secs(10),
+            retry_max: Duration::from_secs(3600),
+            cache_memory: ByteSize(256 * 1024 * 1024),
+        }
+    }
+}

@@ -1,0 +1,652 @@
+//! The proxy's configuration: built-in defaults, a TOML file, `ROBOTS_PROXY_*` environment
+//! variables and command-line flags, in that order of precedence (later wins).
+//!
+//! Every key is documented, with its default, in `config/robots-proxy.toml`.
+//!
+//! # Sources
+//!
+//! 1. **Defaults**: [`Config::default()`].
+//! 2. **File**: the TOML file given with `--config FILE`. A file that was named but cannot be
+//!    read is an error; without one only the other sources apply. Unknown keys are errors.
+//! 3. **Environment**: `ROBOTS_PROXY_<SECTION>__<KEY>` (two underscores between section and key),
+//!    for example `ROBOTS_PROXY_PROXY__LISTEN=127.0.0.1:9000`, `ROBOTS_PROXY_ROBOTS__MAX_AGE=12h`;
+//!    top-level keys have no section: `ROBOTS_PROXY_STATE_DIR=/var/lib/robots-proxy`.
+//!    * Variables without the `ROBOTS_PROXY_` prefix are never looked at.
+//!    * Every variable *with* the prefix must name a key ([`CONFIG_FILE_ENV`] excepted): a typo
+//!      such as `ROBOTS_PROXY_PROXY__LISTN` stops start-up, naming the variable and the key it
+//!      probably meant, rather than silently leaving the default in force.
+//!    * Values are read according to the key's type, not guessed from their look: a text key
+//!      takes the value verbatim (`ROBOTS_PROXY_ROBOTS__USER_AGENT=12345` is the string
+//!      `"12345"`), a number key takes digits, a boolean key `true` or `false`, a list key a
+//!      comma-separated list (`ROBOTS_PROXY_POLICY__TOKEN_SOURCES=header,default`), a decimal
+//!      key a decimal number (`ROBOTS_PROXY_PACING__DEFAULT_RPS=2.5`), and an empty value
+//!      unsets an optional key (`ROBOTS_PROXY_POLICY__DEFAULT_TOKEN=`). A list of tables
+//!      (`pacing.sites`) cannot be written in one variable: it is set in the file only.
+//! 4. **Command line**: [`Overrides`], filled by the CLI.
+//!
+//! After the sources are merged, [`Config`] is validated as a whole (`robots.min_age` ≤
+//! `robots.max_age`, …). Every problem found is reported at once, each naming the key and where
+//! its value came from ([`Origin`]), so a bad deployment is fixed in one round.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::{Tag, Value};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+use crate::robots::ProductToken;
+
+// Sections that live with their owners, re-exported so that `config::X` names every section.
+pub use crate::audit::{AuditSection, FsyncPolicy};
+pub use crate::cache::RobotsSection;
+pub use crate::units::ByteSize;
+
+/// The prefix of every configuration environment variable.
+pub const ENV_PREFIX: &str = "ROBOTS_PROXY_";
+
+/// The environment variable the CLI may read the configuration file's path from
+/// (`#[arg(long, env = CONFIG_FILE_ENV)]`). It has the [`ENV_PREFIX`] but names no key, so the
+/// loader skips it instead of reporting it as unknown.
+pub const CONFIG_FILE_ENV: &str = "ROBOTS_PROXY_CONFIG";
+
+/// Separates the section from the key in an environment variable's name. One underscore cannot
+/// do it: keys contain underscores themselves (`max_age`).
+const ENV_SEPARATOR: &str = "__";
+
+/// The name figment records for values that came from the environment.
+const ENV_PROVIDER: &str = "environment";
+
+/// Where the configuration comes from. Built by the CLI, or by hand in tests, so that loading
+/// never reads the process environment behind the caller's back.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigSources {
+    /// The TOML file (`--config`). `None`: defaults, environment and overrides only.
+    pub file: Option<PathBuf>,
+    /// Environment variables as `(name, value)` pairs. Only names starting with
+    /// [`ENV_PREFIX`] are read; the others may be passed in and are ignored.
+    pub env: Vec<(String, String)>,
+    /// Command-line flags; they win over everything else.
+    pub overrides: Overrides,
+}
+
+impl ConfigSources {
+    /// Sources with the `ROBOTS_PROXY_*` variables of this process.
+    ///
+    /// Values that are not valid UTF-8 are converted lossily (invalid bytes become U+FFFD), which
+    /// the validation then reports where it matters (header values, tokens).
+    pub fn from_process_env(file: Option<PathBuf>, overrides: Overrides) -> Self {
+        let env = std::env::vars_os()
+            .filter_map(|(name, value)| {
+                let name = name.into_string().ok()?;
+                name.starts_with(ENV_PREFIX).then(|| (name, value.to_string_lossy().into_owned()))
+            })
+            .collect();
+        ConfigSources { file, env, overrides }
+    }
+}
+
+/// Values given on the command line. `None` leaves the value from the other sources in force.
+///
+/// These are typed already (clap parsed them), so they cannot fail to deserialize; they are
+/// applied after the other sources are merged and before validation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `state_dir`.
+    pub state_dir: Option<PathBuf>,
+    /// `proxy.listen`.
+    pub listen: Option<SocketAddr>,
+    /// `admin.listen`.
+    pub admin_listen: Option<SocketAddr>,
+    /// `audit.path`.
+    pub audit_path: Option<PathBuf>,
+    /// `log.level`.
+    pub log_level: Option<String>,
+    /// `log.format`.
+    pub log_format: Option<LogFormat>,
+}
+
+impl Overrides {
+    /// Applies the overrides to `config`; returns the keys that were overridden.
+    fn apply(&self, config: &mut Config) -> BTreeSet<&'static str> {
+        let mut keys = BTreeSet::new();
+        if let Some(dir) = &self.state_dir {
+            config.state_dir = dir.clone();
+            keys.insert("state_dir");
+        }
+        if let Some(listen) = self.listen {
+            config.proxy.listen = listen;
+            keys.insert("proxy.listen");
+        }
+        if let Some(listen) = self.admin_listen {
+            config.admin.listen = listen;
+            keys.insert("admin.listen");
+        }
+        if let Some(path) = &self.audit_path {
+            config.audit.path = path.clone();
+            keys.insert("audit.path");
+        }
+        if let Some(level) = &self.log_level {
+            config.log.level = level.clone();
+            keys.insert("log.level");
+        }
+        if let Some(format) = self.log_format {
+            config.log.format = format;
+            keys.insert("log.format");
+        }
+        keys
+    }
+}
+
+/// Loads the configuration from `sources`, merges it and validates it.
+///
+/// On failure every problem found is returned, not only the first: unknown keys and variables,
+/// values of the wrong type, and values that are individually fine but wrong together.
+pub fn load(sources: ConfigSources) -> Result<Config, ConfigError> {
+    let schema = Schema::new();
+    let mut problems = Vec::new();
+
+    let mut figment = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(path) = &sources.file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::ReadFile { path: path.clone(), source })?;
+        figment = figment.merge(FileProvider { path: path.clone(), text });
+    }
+    let env = EnvProvider::new(&sources.env, &schema, &mut problems);
+    figment = figment.merge(env.clone());
+
+    let mut config = match figment.extract::<Config>() {
+        Ok(config) => config,
+        Err(error) => {
+            problems.extend(extraction_problems(error, &figment, &env));
+            return Err(ConfigError::Invalid(problems));
+        }
+    };
+    let overridden = sources.overrides.apply(&mut config);
+    for (key, message) in config.check() {
+        let origin = if overridden.contains(key) {
+            Some(Origin::CommandLine)
+        } else {
+            figment.find_metadata(key).map(|m| Origin::from_metadata(m, Some(key), &env))
+        };
+        problems.push(Problem { key: Some(key.to_owned()), origin, message });
+    }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::Invalid(problems))
+    }
+}
+
+/// The effective configuration as TOML, every key included except unset optional ones, in the
+/// format `config/robots-proxy.toml` uses, so the output can be used as a configuration file.
+pub fn render(config: &Config) -> String {
+    // Serialising cannot fail: every field is a string, number, bool, list or table, and the
+    // tables come after the plain values in `Config`. Should that ever change, say so in the
+    // output rather than panicking.
+    toml::to_string(config)
+        .unwrap_or_else(|e| format!("# the configuration cannot be shown as TOML: {e}\n"))
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where state lives (audit log by default, later the CA).
+    pub state_dir: PathBuf,
+    /// The proxy listener.
+    pub proxy: ProxySection,
+    /// The admin listener: metrics, health, the status page.
+    pub admin: AdminSection,
+    /// Connections to origins.
+    pub upstream: UpstreamSection,
+    /// Fetching and caching robots.txt.
+    pub robots: RobotsSection,
+    /// How the product token is found.
+    pub policy: PolicySection,
+    /// The audit log of decisions.
+    pub audit: AuditSection,
+    /// Operational logs.
+    pub log: LogSection,
+    /// HTTPS through CONNECT.
+    pub https: crate::tls::HttpsSection,
+    /// Politeness: Crawl-delay and a pace per authority.
+    pub pacing: crate::pacing::PacingSection,
+    /// AI usage preferences for crawlers' purposes.
+    pub usage: crate::usage::UsageSection,
+    /// Who may use the proxy and where it may connect (client access list, proxy
+    /// authentication, destination guard).
+    pub access: crate::access::AccessSection,
+    /// Connection and request limits.
+    pub limits: crate::limits::LimitsSection,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            state_dir: PathBuf::from("./state"),
+            proxy: ProxySection::default(),
+            admin: AdminSection::default(),
+            upstream: UpstreamSection::default(),
+            robots: RobotsSection::default(),
+            policy: PolicySection::default(),
+            audit: AuditSection::default(),
+            log: LogSection::default(),
+            https: crate::tls::HttpsSection::default(),
+            pacing: crate::pacing::PacingSection::default(),
+            usage: crate::usage::UsageSection::default(),
+            access: crate::access::AccessSection::default(),
+            limits: crate::limits::LimitsSection::default(),
+        }
+    }
+}
+
+impl Config {
+    /// The destination guard of this configuration: `access.allow_destinations`, and
+    /// `proxy.listen` and `admin.listen` as the proxy's own addresses (the admin listener has
+    /// no authentication: clients must not reach it through the proxy).
+    pub fn destination_guard(&self) -> crate::guard::DestinationGuard {
+        crate::guard::DestinationGuard::new(
+            &self.access.allow_destinations,
+            &[self.proxy.listen, self.admin.listen],
+        )
+    }
+
+    /// The audit log's path: `audit.path`, under `state_dir` when relative.
+    pub fn audit_path(&self) -> PathBuf {
+        // `Path::join` with an absolute path gives that path, which is what an absolute
+        // `audit.path` means.
+        self.state_dir.join(&self.audit.path)
+    }
+
+    /// Checks the rules that serde cannot express (ranges, relations between keys, header and
+    /// token syntax). [`load`] calls this; it is public for configurations built in code.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let problems: Vec<Problem> = self
+            .check()
+            .into_iter()
+            .map(|(key, message)| Problem { key: Some(key.to_owned()), origin: None, message })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
+    /// Every rule broken, as (key, message).
+    fn check(&self) -> Vec<(&'static str, String)> {
+        let mut bad = Vec::new();
+        let mut need = |ok: bool, key: &'static str, message: &dyn Fn() -> String| {
+            if !ok {
+                bad.push((key, message()));
+            }
+        };
+        let nonzero = |d: Duration| !d.is_zero();
+        let zero_msg = || "must be longer than zero".to_owned();
+
+        need(!self.state_dir.as_os_str().is_empty(), "state_dir", &|| "must not be empty".into());
+
+        let h = &self.https;
+        need(!h.connect_ports.is_empty(), "https.connect_ports", &|| {
+            "must list at least one port (use https.mode = \"reject\" to refuse CONNECT)".into()
+        });
+        need(!h.connect_ports.contains(&0), "https.connect_ports", &|| "0 is not a port".into());
+        need(nonzero(h.tunnel_idle_timeout), "https.tunnel_idle_timeout", &zero_msg);
+        need(h.ca_cert.is_some() == h.ca_key.is_some(), "https.ca_cert", &|| {
+            "https.ca_cert and https.ca_key must be set together".into()
+        });
+
+        let p = &self.proxy;
+        need(is_token(&p.via), "proxy.via", &|| {
+            format!(
+                "{:?} is not a valid Via pseudonym: use letters, digits and !#$%&'*+-.^_`|~ only",
+                p.via
+            )
+        });
+        need(nonzero(p.header_read_timeout), "proxy.header_read_timeout", &zero_msg);
+        need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
+            format!("{} is also proxy.listen; the two need their own ports", p.listen)
+        });
+
+        let u = &self.upstream;
+        need(nonzero(u.connect_timeout), "upstream.connect_timeout", &zero_msg);
+        need(nonzero(u.response_timeout), "upstream.response_timeout", &zero_msg);
+        need(nonzero(u.body_idle_timeout), "upstream.body_idle_timeout", &zero_msg);
+        need(nonzero(u.pool_idle_timeout), "upstream.pool_idle_timeout", &zero_msg);
+
+        let r = &self.robots;
+        need(!r.user_agent.trim().is_empty(), "robots.user_agent", &|| {
+            "must not be empty: origins see it on every robots.txt fetch".into()
+        });
+        need(
+            r.user_agent.trim().is_empty() || http::HeaderValue::from_str(&r.user_agent).is_ok(),
+            "robots.user_agent",
+            &|| format!("{:?} is not a valid header value (no control characters)", r.user_agent),
+        );
+        need(nonzero(r.connect_timeout), "robots.connect_timeout", &zero_msg);
+        need(nonzero(r.fetch_timeout), "robots.fetch_timeout", &zero_msg);
+        need(r.connect_timeout <= r.fetch_timeout, "robots.connect_timeout", &|| {
+            format!(
+                "{} is longer than robots.fetch_timeout ({}), which includes connecting",
+                show(r.connect_timeout),
+                show(r.fetch_timeout)
+            )
+        });
+        need(r.max_body >= MIN_ROBOTS_BODY, "robots.max_body", &|| {
+            format!(
+                "{} is below {MIN_ROBOTS_BODY}: RFC 9309 §2.5 requires parsing at least 500 KiB",
+                r.max_body
+            )
+        });
+        need(r.max_redirects <= MAX_REDIRECTS, "robots.max_redirects", &|| {
+            format!("{} is more than {MAX_REDIRECTS}", r.max_redirects)
+        });
+        need(nonzero(r.max_age), "robots.max_age", &zero_msg);
+        need(r.min_age <= r.max_age, "robots.min_age", &|| {
+            format!("{} is longer than robots.max_age ({})", show(r.min_age), show(r.max_age))
+        });
+        need(nonzero(r.retry_initial), "robots.retry_initial", &zero_msg);
+        need(r.retry_initial <= r.retry_max, "robots.retry_initial", &|| {
+            format!(
+                "{} is longer than robots.retry_max ({})",
+                show(r.retry_initial),
+                show(r.retry_max)
+            )
+        });
+        need(r.max_concurrent_fetches > 0, "robots.max_concurrent_fetches", &|| {
+            "must be at least 1".into()
+        });
+        need(r.cache_memory >= r.max_body, "robots.cache_memory", &|| {
+            format!(
+                "{} cannot hold even one robots.txt of robots.max_body ({})",
+                r.cache_memory, r.max_body
+            )
+        });
+
+        let pol = &self.policy;
+        need(!pol.token_sources.is_empty(), "policy.token_sources", &|| {
+            "must name at least one of: header, user-agent, default".into()
+        });
+        let mut seen = Vec::new();
+        for source in &pol.token_sources {
+            need(!seen.contains(source), "policy.token_sources", &|| {
+                format!("{} is listed twice", source.name())
+            });
+            seen.push(*source);
+        }
+        match http::HeaderName::from_bytes(pol.token_header.as_bytes()) {
+            Err(_) => need(false, "policy.token_header", &|| {
+                format!("{:?} is not a valid header name", pol.token_header)
+            }),
+            Ok(name) => {
+                need(!RESERVED_HEADERS.contains(&name.as_str()), "policy.token_header", &|| {
+                    format!(
+                        "{:?} cannot be used: the proxy strips this header before forwarding, and \
+                     the request needs it",
+                        pol.token_header
+                    )
+                })
+            }
+        }
+        if let Some(token) = &pol.default_token {
+            if let Err(e) = ProductToken::new(token) {
+                need(false, "policy.default_token", &|| e.to_string());
+            }
+        }
+
+        let a = &self.audit;
+        need(!a.path.as_os_str().is_empty(), "audit.path", &|| "must not be empty".into());
+        need(
+            a.fsync != FsyncPolicy::Interval || nonzero(a.fsync_interval),
+            "audit.fsync_interval",
+            &zero_msg,
+        );
+        need(a.queue_capacity > 0, "audit.queue_capacity", &|| "must be at least 1".into());
+
+        if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
+            need(false, "log.level", &|| {
+                format!("{:?} is not a valid filter: {e}", self.log.level)
+            });
+        }
+
+        // [access] and [limits] (see src/access.rs, src/limits.rs).
+        need(!self.access.allow_clients.is_empty(), "access.allow_clients", &|| {
+            "must list at least one range, or no client could use the proxy (loopback: \
+             127.0.0.0/8, ::1/128)"
+                .into()
+        });
+        bad.extend(self.limits.check());
+        bad.extend(self.pacing.check());
+        bad.extend(self.usage.problems());
+        bad
+    }
+}
+
+/// RFC 9309 §2.5: "crawlers SHOULD impose a parsing limit to protect their systems […] The
+/// parsing limit MUST be at least 500 kibibytes".
+const MIN_ROBOTS_BODY: ByteSize = ByteSize(500 * 1024);
+
+/// RFC 9309 §2.3.1.2: "crawlers SHOULD follow at least five consecutive redirects"; more than 20
+/// only makes redirect loops expensive.
+const MAX_REDIRECTS: u32 = 20;
+
+/// Headers that `policy.token_header` must not name: stripping them before forwarding would
+/// break the request or hide it (hop-by-hop and framing headers, `Host`, `User-Agent`, `Via`).
+const RESERVED_HEADERS: &[&str] = &[
+    "connection",
+    "content-length",
+    "content-type",
+    "host",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "user-agent",
+    "via",
+];
+
+/// RFC 9110 §5.6.2 `token`: what a `Via` pseudonym must be.
+fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn show(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// `[proxy]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxySection {
+    /// Address of the proxy listener.
+    pub listen: SocketAddr,
+    /// The pseudonym in the `Via` header added to forwarded messages.
+    pub via: String,
+    /// How long to wait for a client's request headers.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// On SIGTERM / SIGINT, how long in-flight requests may take to finish.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ProxySection {
+    fn default() -> Self {
+        ProxySection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            via: "robots-proxy".to_owned(),
+            header_read_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSection {
+    /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`, the status page). It
+    /// has no authentication: keep it on loopback or a private network.
+    pub listen: SocketAddr,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        AdminSection { listen: SocketAddr::from(([127, 0, 0, 1], 9090)) }
+    }
+}
+
+/// Keys (or, ending in `.`, sections) that a running proxy applies on a reload (SIGHUP). Every
+/// other key takes effect only after a restart.
+pub const RELOADABLE: &[&str] = &[
+    "policy.",
+    "usage.",
+    "audit.all_decisions",
+    "audit.fsync",
+    "audit.fsync_interval",
+    "log.level",
+    "upstream.response_timeout",
+    "upstream.body_idle_timeout",
+];
+
+/// Whether `key` is applied on a reload (see [`RELOADABLE`]).
+pub fn is_reloadable(key: &str) -> bool {
+    RELOADABLE.iter().any(|r| if r.ends_with('.') { key.starts_with(r) } else { key == *r })
+}
+
+/// The keys whose values differ between `old` and `new` and that need a restart to take
+/// effect, dotted and sorted.
+pub fn needs_restart(old: &Config, new: &Config) -> Vec<String> {
+    let leaves = |config: &Config| {
+        let mut out = BTreeMap::new();
+        if let Ok(Value::Dict(_, dict)) = Value::serialize(config) {
+            Schema::leaves("", &dict, &mut out);
+        }
+        out.retain(|_, v| !matches!(v, Value::Dict(..)));
+        out
+    };
+    let (old, new) = (leaves(old), leaves(new));
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    keys.into_iter().filter(|k| old.get(*k) != new.get(*k) && !is_reloadable(k)).cloned().collect()
+}
+
+/// `[upstream]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpstreamSection {
+    /// Time allowed to open a TCP connection to an origin.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Time allowed from sending a request to receiving the response headers.
+    #[serde(with = "humantime_serde")]
+    pub response_timeout: Duration,
+    /// Longest wait for the next piece of a response body; then the response is cut off and
+    /// the origin connection dropped.
+    #[serde(with = "humantime_serde")]
+    pub body_idle_timeout: Duration,
+    /// Idle pooled connections are closed after this long.
+    #[serde(with = "humantime_serde")]
+    pub pool_idle_timeout: Duration,
+    /// Most idle pooled connections kept per origin.
+    pub pool_max_idle_per_host: usize,
+}
+
+impl Default for UpstreamSection {
+    fn default() -> Self {
+        UpstreamSection {
+            connect_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(60),
+            body_idle_timeout: Duration::from_secs(60),
+            pool_idle_timeout: Duration::from_secs(60),
+            pool_max_idle_per_host: 256,
+        }
+    }
+}
+
+/// Where the product token comes from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenSource {
+    /// The request header named by `policy.token_header`, stripped before forwarding.
+    Header,
+    /// The User-Agent header, by the engine's heuristic.
+    UserAgent,
+    /// `policy.default_token`.
+    Default,
+}
+
+impl TokenSource {
+    /// The name used in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenSource::Header => "header",
+            TokenSource::UserAgent => "user-agent",
+            TokenSource::Default => "default",
+        }
+    }
+}
+
+/// `[policy]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicySection {
+    /// Sources of the product token, tried in order; the first that gives one wins.
+    pub token_sources: Vec<TokenSource>,
+    /// The request header that names the token explicitly.
+    pub token_header: String,
+    /// The token used when no other source gives one (none: only `*` groups apply).
+    pub default_token: Option<String>,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        PolicySection {
+            token_sources: vec![TokenSource::Header, TokenSource::UserAgent, TokenSource::Default],
+            token_header: "X-Robots-Product-Token".to_owned(),
+            default_token: None,
+        }
+    }
+}
+
+/// Format of operational logs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// Human-readable text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSection {
+    /// `text` or `json`.
+    pub format: LogFormat,
+    /// A tracing filter (`info`, `robots_proxy=debug`); `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection { format: LogFormat::Text, level: "info".to_owned() }
+    }
+}
+
+mod layers;
+mod problems;
+#[cfg(test)]
+mod tests;
+
+use layers::*;
+use problems::*;
+pub use problems::{ConfigError, Origin, Problem};

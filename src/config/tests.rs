@@ -1,0 +1,148 @@
+#[test]
+fn both_listeners_of_a_configuration_are_its_own() {
+    let mut config = Config::default();
+    config.access.allow_destinations = vec!["127.0.0.0/8".parse().unwrap()];
+    let guard = config.destination_guard();
+    for own in [config.proxy.listen, config.admin.listen] {
+        assert!(guard.check(own).is_err(), "{own}");
+    }
+    assert_eq!(guard.check("127.0.0.1:1".parse().unwrap()), Ok(()));
+}
+
+use super::layers::*;
+use super::*;
+use figment::value::Num;
+
+#[test]
+fn schema_sample_sets_every_optional_key() {
+    let Ok(Value::Dict(_, dict)) = Value::serialize(schema_sample()) else {
+        panic!("the configuration serialises to a table");
+    };
+    let mut leaves = BTreeMap::new();
+    Schema::leaves("", &dict, &mut leaves);
+    let unset: Vec<_> =
+        leaves.iter().filter(|(_, v)| matches!(v, Value::Empty(..))).map(|(k, _)| k).collect();
+    assert!(unset.is_empty(), "set these in schema_sample(): {unset:?}");
+}
+
+#[test]
+fn schema_kinds() {
+    let schema = Schema::new();
+    assert_eq!(schema.kinds["proxy"], KeyKind::Section);
+    assert_eq!(schema.kinds["state_dir"], KeyKind::Text);
+    assert_eq!(schema.kinds["proxy.listen"], KeyKind::Text);
+    assert_eq!(schema.kinds["robots.user_agent"], KeyKind::Text);
+    assert_eq!(schema.kinds["robots.max_age"], KeyKind::Text);
+    assert_eq!(schema.kinds["robots.max_body"], KeyKind::Text);
+    assert_eq!(schema.kinds["robots.max_redirects"], KeyKind::Integer);
+    assert_eq!(schema.kinds["audit.all_decisions"], KeyKind::Boolean);
+    assert_eq!(schema.kinds["policy.token_sources"], KeyKind::List);
+    assert_eq!(schema.kinds["policy.default_token"], KeyKind::Text);
+    assert_eq!(schema.kinds["https.connect_ports"], KeyKind::List);
+    assert_eq!(schema.kinds["access.allow_clients"], KeyKind::List);
+    assert_eq!(schema.kinds["access.allow_destinations"], KeyKind::List);
+    assert_eq!(schema.kinds["limits.max_connections"], KeyKind::Integer);
+    assert_eq!(schema.kinds["limits.when_full"], KeyKind::Text);
+    assert_eq!(schema.kinds["pacing.default_rps"], KeyKind::Float);
+    assert_eq!(schema.kinds["pacing.default_concurrency"], KeyKind::Integer);
+    assert_eq!(schema.kinds["pacing.max_wait"], KeyKind::Text);
+    assert_eq!(schema.kinds["pacing.sites"], KeyKind::Tables);
+    assert_eq!(
+        schema.optional.iter().collect::<Vec<_>>(),
+        [
+            "access.users_file",
+            "https.ca_cert",
+            "https.ca_key",
+            "https.upstream_ca_file",
+            "policy.default_token"
+        ]
+    );
+}
+
+#[test]
+fn env_values_typed_by_key() {
+    let v = |kind: KeyKind, raw: &str| kind.value(raw, false);
+    assert!(matches!(v(KeyKind::Text, "123"), Value::String(_, s) if s == "123"));
+    assert!(matches!(v(KeyKind::Text, "true"), Value::String(_, s) if s == "true"));
+    assert!(matches!(v(KeyKind::Text, " a b "), Value::String(_, s) if s == " a b "));
+    assert!(matches!(v(KeyKind::Integer, " 7 "), Value::Num(..)));
+    assert!(matches!(v(KeyKind::Integer, "-7"), Value::Num(..)));
+    assert!(matches!(v(KeyKind::Integer, "seven"), Value::String(..)));
+    assert!(matches!(v(KeyKind::Boolean, "TRUE"), Value::Bool(_, true)));
+    assert!(matches!(v(KeyKind::Float, " 2.5 "), Value::Num(_, Num::F64(n)) if n == 2.5));
+    assert!(matches!(v(KeyKind::Float, "2"), Value::Num(_, Num::F64(n)) if n == 2.0));
+    assert!(matches!(v(KeyKind::Float, "fast"), Value::String(..)));
+    assert!(matches!(v(KeyKind::Boolean, "yes"), Value::String(..)));
+    let Value::Array(_, items) = v(KeyKind::List, "header, user-agent,,") else {
+        panic!("a list");
+    };
+    assert_eq!(items.len(), 2);
+    let Value::Array(_, ports) = v(KeyKind::List, "[443, 8443]") else { panic!("a list") };
+    assert!(matches!(ports[0], Value::Num(..)), "{ports:?}");
+    assert!(matches!(KeyKind::Text.value("", true), Value::Empty(..)));
+    assert!(matches!(KeyKind::Text.value("", false), Value::String(_, s) if s.is_empty()));
+}
+
+#[test]
+fn byte_size_shows_and_parses_back() {
+    for (n, text) in
+        [(512_000, "500KiB"), (256 << 20, "256MiB"), (3 << 30, "3GiB"), (1000, "1000B"), (0, "0B")]
+    {
+        assert_eq!(ByteSize(n).to_string(), text);
+        assert_eq!(text.parse::<ByteSize>(), Ok(ByteSize(n)));
+    }
+    // 1.5 KiB is not a whole number of KiB: shown in bytes.
+    assert_eq!(ByteSize(1536).to_string(), "1536B");
+    assert!("1.5MiB".parse::<ByteSize>().is_err());
+    assert!("99999999999999GiB".parse::<ByteSize>().unwrap_err().contains("too large"));
+}
+
+#[test]
+fn closest_finds_typos_only() {
+    let keys = ["proxy.listen", "proxy.via", "robots.max_age"];
+    assert_eq!(closest("proxy.listn", keys.iter().copied()), Some("proxy.listen"));
+    assert_eq!(closest("proxy_listen", keys.iter().copied()), Some("proxy.listen"));
+    assert_eq!(closest("completely.else", keys.iter().copied()), None);
+}
+
+#[test]
+fn env_name_round_trip() {
+    assert_eq!(env_name("proxy.listen"), "ROBOTS_PROXY_PROXY__LISTEN");
+    assert_eq!(env_name("state_dir"), "ROBOTS_PROXY_STATE_DIR");
+}
+
+#[test]
+fn reloadable_keys_and_restart_changes() {
+    assert!(is_reloadable("policy.default_token"));
+    assert!(is_reloadable("audit.all_decisions"));
+    assert!(!is_reloadable("audit.path"));
+    assert!(!is_reloadable("policyx.default_token"));
+    let old = Config::default();
+    let mut new = Config::default();
+    new.policy.default_token = Some("ExampleBot".into());
+    new.audit.all_decisions = true;
+    new.log.level = "debug".into();
+    assert!(needs_restart(&old, &new).is_empty(), "{:?}", needs_restart(&old, &new));
+    new.robots.max_age = Duration::from_secs(60);
+    new.admin.listen = SocketAddr::from(([127, 0, 0, 1], 9999));
+    new.https.ca_cert = Some(PathBuf::from("/ca.pem"));
+    assert_eq!(needs_restart(&old, &new), ["admin.listen", "https.ca_cert", "robots.max_age"]);
+}
+
+#[test]
+fn admin_and_proxy_need_their_own_ports() {
+    let mut config = Config::default();
+    config.admin.listen = config.proxy.listen;
+    let bad = config.check();
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert_eq!(bad[0].0, "admin.listen");
+    // Port 0 (any free port) on both is fine: the two get different ports.
+    config.proxy.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.admin.listen = config.proxy.listen;
+    assert!(config.check().is_empty());
+}
+
+#[test]
+fn defaults_are_valid() {
+    assert!(Config::default().check().is_empty(), "{:?}", Config::default().check());
+}

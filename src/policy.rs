@@ -5,6 +5,7 @@
 //! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
 
 pub mod readings;
+mod section;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -14,9 +15,9 @@ use http::HeaderMap;
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::cache::RobotsRules;
-use crate::config::{PolicySection, TokenSource};
 use crate::robots::{Reason, Verdict};
 pub use readings::{Reading, Readings};
+pub use section::{PolicySection, TokenHeader, TokenSource};
 
 // The types the proxy and the admin listener need from the robots store and the engine: they
 // reach both only through the policy.
@@ -36,18 +37,6 @@ pub struct Policy {
     sources: Vec<TokenSource>,
     token_header: http::HeaderName,
     default_token: Option<ProductToken>,
-}
-
-/// Why the `[policy]` section cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PolicyError {
-    /// `policy.token_header` is not a header name.
-    #[error("policy.token_header: {0:?} is not a valid HTTP header name")]
-    TokenHeader(String),
-    /// `policy.default_token` is not a product token.
-    #[error("policy.default_token: {0}")]
-    DefaultToken(#[from] crate::robots::InvalidToken),
 }
 
 /// Where the product token of a request came from.
@@ -102,17 +91,14 @@ pub struct RecentUserAgent {
 
 impl Policy {
     /// Builds the policy from its configuration section, asking `store` for robots.txt.
-    pub fn new(section: &PolicySection, store: Arc<dyn RobotsStore>) -> Result<Self, PolicyError> {
-        let token_header = http::HeaderName::from_bytes(section.token_header.as_bytes())
-            .map_err(|_| PolicyError::TokenHeader(section.token_header.clone()))?;
-        let default_token = section.default_token.as_deref().map(ProductToken::new).transpose()?;
-        Ok(Policy {
+    pub fn new(section: &PolicySection, store: Arc<dyn RobotsStore>) -> Self {
+        Policy {
             store,
             user_agents: moka::sync::Cache::new(4096),
             sources: section.token_sources.clone(),
-            token_header,
-            default_token,
-        })
+            token_header: section.token_header.name().clone(),
+            default_token: section.default_token.clone(),
+        }
     }
 
     /// The robots.txt snapshot for `authority` (fetched first when missing or due), for a client

@@ -258,7 +258,7 @@ pub(super) fn schema_sample() -> Config {
         rps: Some(0.0),
         concurrency: Some(0),
     }];
-    config.policy.default_token = Some(String::new());
+    config.policy.default_token = crate::robots::ProductToken::new("Sample").ok();
     config.usage.crawlers = vec![crate::usage::UsageCrawler {
         token: Some(String::new()),
         user: Some(String::new()),

@@ -39,11 +39,10 @@ use figment::value::{Tag, Value};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::robots::ProductToken;
-
 // Sections that live with their owners, re-exported so that `config::X` names every section.
 pub use crate::audit::{AuditSection, FsyncPolicy};
 pub use crate::cache::RobotsSection;
+pub use crate::policy::{PolicySection, TokenHeader, TokenSource};
 pub use crate::units::ByteSize;
 
 /// The prefix of every configuration environment variable.
@@ -379,25 +378,19 @@ impl Config {
             });
             seen.push(*source);
         }
-        match http::HeaderName::from_bytes(pol.token_header.as_bytes()) {
-            Err(_) => need(false, "policy.token_header", &|| {
-                format!("{:?} is not a valid header name", pol.token_header)
-            }),
-            Ok(name) => {
-                need(!RESERVED_HEADERS.contains(&name.as_str()), "policy.token_header", &|| {
-                    format!(
-                        "{:?} cannot be used: the proxy strips this header before forwarding, and \
-                     the request needs it",
-                        pol.token_header
-                    )
-                })
-            }
-        }
-        if let Some(token) = &pol.default_token {
-            if let Err(e) = ProductToken::new(token) {
-                need(false, "policy.default_token", &|| e.to_string());
-            }
-        }
+        // Parsed already (a header name, a product token); what is left is how they combine
+        // with the rest of the request.
+        need(
+            !RESERVED_HEADERS.contains(&pol.token_header.name().as_str()),
+            "policy.token_header",
+            &|| {
+                format!(
+                    "{:?} cannot be used: the proxy strips this header before forwarding, and the \
+                 request needs it",
+                    pol.token_header.to_string()
+                )
+            },
+        );
 
         let a = &self.audit;
         need(!a.path.as_os_str().is_empty(), "audit.path", &|| "must not be empty".into());
@@ -567,51 +560,6 @@ impl Default for UpstreamSection {
             body_idle_timeout: Duration::from_secs(60),
             pool_idle_timeout: Duration::from_secs(60),
             pool_max_idle_per_host: 256,
-        }
-    }
-}
-
-/// Where the product token comes from.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum TokenSource {
-    /// The request header named by `policy.token_header`, stripped before forwarding.
-    Header,
-    /// The User-Agent header, by the engine's heuristic.
-    UserAgent,
-    /// `policy.default_token`.
-    Default,
-}
-
-impl TokenSource {
-    /// The name used in the configuration.
-    pub fn name(self) -> &'static str {
-        match self {
-            TokenSource::Header => "header",
-            TokenSource::UserAgent => "user-agent",
-            TokenSource::Default => "default",
-        }
-    }
-}
-
-/// `[policy]`
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct PolicySection {
-    /// Sources of the product token, tried in order; the first that gives one wins.
-    pub token_sources: Vec<TokenSource>,
-    /// The request header that names the token explicitly.
-    pub token_header: String,
-    /// The token used when no other source gives one (none: only `*` groups apply).
-    pub default_token: Option<String>,
-}
-
-impl Default for PolicySection {
-    fn default() -> Self {
-        PolicySection {
-            token_sources: vec![TokenSource::Header, TokenSource::UserAgent, TokenSource::Default],
-            token_header: "X-Robots-Product-Token".to_owned(),
-            default_token: None,
         }
     }
 }

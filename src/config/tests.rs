@@ -119,7 +119,7 @@ fn reloadable_keys_and_restart_changes() {
     assert!(!is_reloadable("policyx.default_token"));
     let old = Config::default();
     let mut new = Config::default();
-    new.policy.default_token = Some("ExampleBot".into());
+    new.policy.default_token = crate::robots::ProductToken::new("ExampleBot").ok();
     new.audit.all_decisions = true;
     new.log.level = "debug".into();
     assert!(needs_restart(&old, &new).is_empty(), "{:?}", needs_restart(&old, &new));

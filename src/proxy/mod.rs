@@ -35,8 +35,8 @@ use crate::guard::DestinationGuard;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
 use crate::policy::{
-    Policy, PolicyError, ProductToken, Readings, RecentRobots, RecentUserAgent, RobotsSnapshot,
-    RobotsStore, UsagePreferences,
+    Policy, ProductToken, Readings, RecentRobots, RecentUserAgent, RobotsSnapshot, RobotsStore,
+    UsagePreferences,
 };
 use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
@@ -64,9 +64,6 @@ pub enum BodyError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProxyError {
-    /// The policy configuration is invalid.
-    #[error(transparent)]
-    Policy(#[from] PolicyError),
     /// The users file cannot be used.
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
@@ -103,13 +100,13 @@ struct Live {
 }
 
 impl Live {
-    fn new(config: &Config, store: &Arc<dyn RobotsStore>) -> Result<Self, PolicyError> {
-        Ok(Live {
-            policy: Arc::new(Policy::new(&config.policy, store.clone())?),
+    fn new(config: &Config, store: &Arc<dyn RobotsStore>) -> Self {
+        Live {
+            policy: Arc::new(Policy::new(&config.policy, store.clone())),
             usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
             response_timeout: config.upstream.response_timeout,
             body_idle_timeout: config.upstream.body_idle_timeout,
-        })
+        }
     }
 }
 
@@ -195,7 +192,7 @@ impl Proxy {
         let metrics =
             Arc::new(Metrics::with_pacer(store.clone(), audit.clone(), Some(pacer.clone())));
         let shared = Shared {
-            live: ArcSwap::from_pointee(Live::new(config, &store)?),
+            live: ArcSwap::from_pointee(Live::new(config, &store)),
             metrics,
             store,
             pacer,
@@ -219,7 +216,7 @@ impl Proxy {
     /// from now on. Open connections and the robots cache are kept. On error nothing changes. The audit options are the audit
     /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
     pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
-        let live = Live::new(config, &self.shared.store)?;
+        let live = Live::new(config, &self.shared.store);
         self.shared.live.store(Arc::new(live));
         Ok(())
     }

@@ -36,7 +36,7 @@ default_token = "ExampleBot"
     expected.robots.max_age = Duration::from_secs(12 * 3600);
     expected.robots.max_body = ByteSize(1 << 20);
     expected.policy.token_sources = vec![config::TokenSource::UserAgent];
-    expected.policy.default_token = Some("ExampleBot".into());
+    expected.policy.default_token = robots_proxy::robots::ProductToken::new("ExampleBot").ok();
     assert_eq!(config, expected);
 }
 
@@ -166,7 +166,7 @@ fn toml_syntax_error_names_the_file_and_line() {
 fn render_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::default();
-    config.policy.default_token = Some("ExampleBot".into());
+    config.policy.default_token = robots_proxy::robots::ProductToken::new("ExampleBot").ok();
     config.robots.user_agent = "12345".into();
     config.robots.max_body = ByteSize(600 * 1024);
     config.robots.retry_initial = Duration::from_millis(1500);

@@ -47,7 +47,7 @@ fn shipped_file_loads_to_exactly_the_defaults() {
 fn shipped_file_mentions_every_key() {
     let text = std::fs::read_to_string(shipped()).unwrap();
     let mut every = Config::default();
-    every.policy.default_token = Some("ExampleBot".into());
+    every.policy.default_token = robots_proxy::robots::ProductToken::new("ExampleBot").ok();
     every.https.ca_cert = Some("/ca.pem".into());
     every.https.ca_key = Some("/ca-key.pem".into());
     every.https.upstream_ca_file = Some("/roots.pem".into());

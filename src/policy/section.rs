@@ -1,0 +1,135 @@
+//! `[policy]`: where the product token comes from, the policy's own section. Parsed, not
+//! checked: a bad header name or token is an error naming the key when the file is read.
+
+use std::fmt;
+
+use http::HeaderName;
+use serde::{Deserialize, Serialize};
+
+use crate::robots::ProductToken;
+
+/// Where the product token comes from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenSource {
+    /// The request header named by `policy.token_header`, stripped before forwarding.
+    Header,
+    /// The User-Agent header, by the engine's heuristic.
+    UserAgent,
+    /// `policy.default_token`.
+    Default,
+}
+
+impl TokenSource {
+    /// The name used in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenSource::Header => "header",
+            TokenSource::UserAgent => "user-agent",
+            TokenSource::Default => "default",
+        }
+    }
+}
+
+/// `[policy]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicySection {
+    /// Sources of the product token, tried in order; the first that gives one wins.
+    pub token_sources: Vec<TokenSource>,
+    /// The request header that names the token explicitly.
+    pub token_header: TokenHeader,
+    /// The token used when no other source gives one (none: only `*` groups apply).
+    #[serde(with = "optional_token")]
+    pub default_token: Option<ProductToken>,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        PolicySection {
+            token_sources: vec![TokenSource::Header, TokenSource::UserAgent, TokenSource::Default],
+            token_header: TokenHeader::default_header(),
+            default_token: None,
+        }
+    }
+}
+
+/// `policy.token_header`: a parsed header name, shown as the operator wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenHeader {
+    name: HeaderName,
+    written: String,
+}
+
+impl TokenHeader {
+    /// The default, `X-Robots-Product-Token`.
+    fn default_header() -> TokenHeader {
+        TokenHeader {
+            name: HeaderName::from_static("x-robots-product-token"),
+            written: "X-Robots-Product-Token".to_owned(),
+        }
+    }
+
+    /// The header name.
+    pub fn name(&self) -> &HeaderName {
+        &self.name
+    }
+}
+
+impl std::str::FromStr for TokenHeader {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        HeaderName::from_bytes(s.as_bytes())
+            .map(|name| TokenHeader { name, written: s.to_owned() })
+            .map_err(|_| format!("{s:?} is not a valid header name"))
+    }
+}
+
+impl fmt::Display for TokenHeader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.written)
+    }
+}
+
+impl PartialEq<&str> for TokenHeader {
+    fn eq(&self, other: &&str) -> bool {
+        self.name.as_str().eq_ignore_ascii_case(other)
+    }
+}
+
+impl Serialize for TokenHeader {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.written)
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenHeader {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// `policy.default_token` as a product token, written as its string.
+mod optional_token {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::robots::ProductToken;
+
+    pub(super) fn serialize<S: Serializer>(
+        token: &Option<ProductToken>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match token {
+            Some(token) => s.serialize_some(token.as_str()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<ProductToken>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|t| ProductToken::new(&t).map_err(serde::de::Error::custom)).transpose()
+    }
+}

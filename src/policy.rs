@@ -55,6 +55,19 @@ pub enum TokenOrigin {
     Credentials,
 }
 
+impl TokenOrigin {
+    /// The name written in audit records (`robots.token_source`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenOrigin::Header => "header",
+            TokenOrigin::UserAgent => "user-agent",
+            TokenOrigin::Default => "default",
+            TokenOrigin::None => "none",
+            TokenOrigin::Credentials => "credentials",
+        }
+    }
+}
+
 /// What the policy decided for one request, and why, in terms a person and an auditor read.
 #[derive(Debug, Clone)]
 pub struct PolicyDecision {
@@ -445,6 +458,7 @@ impl PolicyDecision {
             robots_url: self.robots_url.clone(),
             state: self.state_word().to_owned(),
             age_seconds: self.age.as_secs(),
+            token_source: None,
             reading: Some(self.reading.name().to_owned()),
             read_path: (self.read_path != path).then(|| self.read_path.clone()),
             usage: None,

@@ -169,6 +169,10 @@ pub struct AuditRecord {
     /// Age of the robots.txt in force, in seconds.
     #[serde(rename = "robots.age_seconds")]
     pub age_seconds: u64,
+    /// Where the product token came from (`header`, `user-agent`, `default`, `credentials`,
+    /// `none`), when the proxy saw the request.
+    #[serde(rename = "robots.token_source", skip_serializing_if = "Option::is_none")]
+    pub token_source: Option<&'static str>,
     /// The reading of the path that decided (`as-sent`, `decoded`, `backslash`,
     /// `parameters`: see [`crate::policy::Reading`]), for decisions on the rules.
     #[serde(rename = "robots.reading", skip_serializing_if = "Option::is_none")]

@@ -215,6 +215,7 @@ fn connect_record(
         robots_url: authority.robots_url(),
         state: String::new(),
         age_seconds: 0,
+        token_source: None,
         reading: None,
         read_path: None,
         usage: None,

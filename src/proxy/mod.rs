@@ -6,6 +6,7 @@
 
 mod answer;
 mod connect;
+mod facts;
 mod forward;
 mod pool;
 mod preferences;
@@ -35,8 +36,7 @@ use crate::guard::DestinationGuard;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
 use crate::policy::{
-    Policy, ProductToken, Readings, RecentRobots, RecentUserAgent, RobotsSnapshot, RobotsStore,
-    UsagePreferences,
+    Policy, Readings, RecentRobots, RecentUserAgent, RobotsSnapshot, RobotsStore, UsagePreferences,
 };
 use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
@@ -444,47 +444,37 @@ fn untrusted_origin(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
 /// The explained decision for a request that is blocked, or that is audited although
 /// allowed (`audit.all_decisions`): writes its audit record and answers `Some(403)` when the
 /// request is blocked, `None` when it may go on.
-#[allow(clippy::too_many_arguments)]
 async fn decide_and_audit(
     shared: &Shared,
     policy: &Policy,
-    client: SocketAddr,
-    req: &Request<Incoming>,
-    authority: &Authority,
-    readings: &Readings,
-    token: Option<&ProductToken>,
+    facts: &facts::Facts,
     snapshot: &RobotsSnapshot,
     started: Instant,
 ) -> Option<Response<ProxyBody>> {
     let now = shared.clock.now();
-    let decision = policy.decide(snapshot, token, readings, now);
-    let path = readings.as_sent();
+    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
     shared.metrics.decision_time(started);
-    let url = format!("{authority}{path}");
-    let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let url = facts.url();
     let status = (!decision.is_allowed()).then_some(403);
-    let record = decision.audit_record(
+    let mut record = decision.audit_record(
         now,
-        client,
-        req.method(),
+        facts.client,
+        &facts.method,
         &url,
-        &authority.to_string(),
-        path,
-        user_agent,
-        token,
+        &facts.authority.to_string(),
+        facts.path(),
+        facts.user_agent(),
+        facts.token(),
         status,
     );
+    record.token_source = Some(facts.token_origin.as_str());
     if decision.is_allowed() {
         shared.write_audit(record).await;
         return None;
     }
-    let answer = answer::blocked(
-        &decision,
-        &url,
-        token.map(|t| t.as_str()),
-        answer::wants_json(req.headers()),
-    );
-    Some(shared.refuse(record, authority.scheme(), answer).await)
+    let token = facts.token().map(|t| t.as_str());
+    let answer = answer::blocked(&decision, &url, token, facts.want_json);
+    Some(shared.refuse(record, facts.authority.scheme(), answer).await)
 }
 
 /// Decides one request for `authority` and answers 403 or forwards it. Shared by plain proxy
@@ -503,45 +493,34 @@ async fn process(
     let live = shared.live();
     // Forwarded as received; decided on every reading of it (policy::readings).
     let readings = Readings::of(req.uri().path_and_query().map_or("/", |p| p.as_str()));
-    let path = readings.as_sent();
-    let (token, _origin) = live.policy.token_for_connection(
+    let token = live.policy.token_for_connection(
         safety::tied_token(&req),
         req.headers(),
         &mut memory.user_agent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
     );
+    let facts = facts::Facts::of(&req, client, authority, readings, token);
+    let authority = &facts.authority;
     // safety: the destination guard, for an IP literal before robots.txt is even fetched.
-    if let Some(p) = shared.safety.literal_prohibited(&authority) {
+    if let Some(p) = shared.safety.literal_prohibited(authority) {
         let why = p.to_string();
-        let refusal =
-            Box::pin(safety::refuse_request(shared, client, &req, &authority, path, &token, &why));
-        return refusal.await;
+        return Box::pin(safety::refuse_request(shared, &facts, &why)).await;
     }
-    let snapshot = live.policy.robots_for(&memory.robots, &authority).await;
+    let snapshot = live.policy.robots_for(&memory.robots, authority).await;
     // safety: the robots.txt fetch (or a redirect of it) went to a prohibited address.
     if let Some(why) = safety::robots_prohibited(&snapshot) {
-        let refusal =
-            Box::pin(safety::refuse_request(shared, client, &req, &authority, path, &token, why));
-        return refusal.await;
+        return Box::pin(safety::refuse_request(shared, &facts, why)).await;
     }
     if let Some(answer) = untrusted_origin(&snapshot) {
         shared.metrics.upstream_error("tls_certificate_error");
         return answer;
     }
-    let audit_all = shared.audit.all_decisions();
-    if audit_all || !live.policy.is_allowed(&snapshot, token.as_ref(), &readings) {
+    // robots.txt: every reading of the path must be allowed.
+    if shared.audit.all_decisions()
+        || !live.policy.is_allowed(&snapshot, facts.token(), &facts.readings)
+    {
         // Boxed: the audit record and the explanation are big, and the allowed requests that
         // never come here should not carry room for them.
-        let deciding = Box::pin(decide_and_audit(
-            shared,
-            &live.policy,
-            client,
-            &req,
-            &authority,
-            &readings,
-            token.as_ref(),
-            &snapshot,
-            started,
-        ));
+        let deciding = Box::pin(decide_and_audit(shared, &live.policy, &facts, &snapshot, started));
         if let Some(blocked) = deciding.await {
             return blocked;
         }
@@ -550,31 +529,19 @@ async fn process(
     }
     // AI usage preferences (crate::usage): only for crawlers with configured purposes.
     let purposes = if live.usage.is_active() {
-        let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>();
-        live.usage.purposes_for(token.as_ref(), user.map(|u| u.name.as_str()))
+        live.usage.purposes_for(facts.token(), facts.user_name())
     } else {
         Vec::new()
     };
     let mut usage_prefs = UsagePreferences::default();
-    let mut usage_subject = None;
     if !purposes.is_empty() {
-        usage_prefs = live.policy.usage_for(&snapshot, token.as_ref(), &readings);
-        let subject = preferences::Subject {
-            client,
-            method: req.method(),
-            authority: &authority,
-            path,
-            user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
-            token: token.as_ref(),
-            snapshot: &snapshot,
-            want_json: answer::wants_json(req.headers()),
-        };
+        usage_prefs = live.policy.usage_for(&snapshot, facts.token(), &facts.readings);
         if let Some(block) = live.usage.blocking(&purposes, &usage_prefs) {
+            let subject = preferences::Subject { facts: &facts, snapshot: &snapshot };
             let action = crate::audit::AuditAction::UsageDisallow;
-            let policy = &live.policy;
             let refusal = Box::pin(preferences::refuse(
                 shared,
-                policy,
+                &live.policy,
                 &subject,
                 &purposes,
                 &usage_prefs,
@@ -583,21 +550,15 @@ async fn process(
             ));
             return refusal.await;
         }
-        usage_subject =
-            Some((req.method().clone(), subject.user_agent.map(str::to_owned), subject.want_json));
     }
     // Politeness (crate::pacing): wait for the site's pace, or answer 429. The permit is held
     // until the origin's response headers arrive.
     let _permit = if shared.pacer.is_enabled() {
-        let admitting = Box::pin(shared.pacer.admit(&authority, &snapshot, token.as_ref()));
+        let admitting = Box::pin(shared.pacer.admit(authority, &snapshot, facts.token()));
         match admitting.await {
             Ok(permit) => permit,
             Err(throttled) => {
-                let t = token.as_ref();
-                let refusal = Box::pin(throttle::refused(
-                    shared, client, &req, path, t, &snapshot, &throttled,
-                ));
-                return refusal.await;
+                return Box::pin(throttle::refused(shared, &facts, &snapshot, &throttled)).await;
             }
         }
     } else {
@@ -605,13 +566,14 @@ async fn process(
     };
     // Counted as allowed once the origin's answer is known: it may still be refused (the
     // guard at connect time) or withheld (usage preferences), and each request counts once.
-    let upstream = match forward::upstream_request(
+    let forwarded = forward::upstream_request(
         req,
-        &authority,
-        path,
+        authority,
+        facts.path(),
         live.policy.token_header(),
         &shared.via,
-    ) {
+    );
+    let upstream = match forwarded {
         Ok(r) => r,
         Err(e) => {
             shared.metrics.count(Decision::Allow, authority.scheme());
@@ -622,10 +584,9 @@ async fn process(
             );
         }
     };
-    let sent_method = upstream.method().clone();
     let resp = forward::send(
         &shared.client,
-        &authority,
+        authority,
         upstream,
         forward::Timeouts { response: live.response_timeout, body_idle: live.body_idle_timeout },
         &shared.via,
@@ -635,32 +596,14 @@ async fn process(
     // safety: the guard refused the origin's address at connect time (its DNS answer changed
     // since robots.txt was fetched): audit the 403 that `send` made of it.
     if let Some(p) = resp.extensions().get::<crate::guard::Prohibited>() {
-        let what = safety::Refused {
-            client,
-            method: sent_method.as_str(),
-            authority: &authority,
-            path,
-            user_agent: None,
-            token: token.as_ref(),
-        };
         let why = p.to_string();
-        let refusal = Box::pin(safety::prohibited(shared, what, &why));
-        return refusal.await;
+        return Box::pin(safety::refuse_request(shared, &facts, &why)).await;
     }
-    let Some((method, user_agent, want_json)) = usage_subject else {
+    if purposes.is_empty() {
         shared.metrics.count(Decision::Allow, authority.scheme());
         return resp;
-    };
-    let subject = preferences::Subject {
-        client,
-        method: &method,
-        authority: &authority,
-        path,
-        user_agent: user_agent.as_deref(),
-        token: token.as_ref(),
-        snapshot: &snapshot,
-        want_json,
-    };
+    }
+    let subject = preferences::Subject { facts: &facts, snapshot: &snapshot };
     let answer = Box::pin(preferences::on_response(
         shared,
         &live.policy,

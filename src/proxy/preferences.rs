@@ -2,29 +2,22 @@
 //! carries a disallowing preference for an enforced purpose, withhold a response whose
 //! `Content-Usage` header disallows it, and tell annotated crawlers the merged preference.
 
-use std::net::SocketAddr;
-
 use http::{header, HeaderValue, Response, StatusCode};
 
+use super::facts::Facts;
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
-use crate::authority::Authority;
-use crate::policy::{Preference, ProductToken, RobotsSnapshot, UsagePreferences};
+use crate::policy::{Preference, RobotsSnapshot, UsagePreferences};
 use crate::usage::{Purpose, UsageBlock, UsagePolicy};
 
 /// The response header that carries usage preferences (draft-ietf-aipref-attach).
 pub(super) const CONTENT_USAGE: &str = "content-usage";
 
-/// What the request is, for the answers and audit records of this module.
+/// What the request is, for the answers and audit records of this module: its facts and the
+/// robots.txt it was decided on.
 pub(super) struct Subject<'a> {
-    pub(super) client: SocketAddr,
-    pub(super) method: &'a http::Method,
-    pub(super) authority: &'a Authority,
-    pub(super) path: &'a str,
-    pub(super) user_agent: Option<&'a str>,
-    pub(super) token: Option<&'a ProductToken>,
+    pub(super) facts: &'a Facts,
     pub(super) snapshot: &'a RobotsSnapshot,
-    pub(super) want_json: bool,
 }
 
 fn purposes_text(purposes: &[Purpose]) -> String {
@@ -41,21 +34,21 @@ impl Subject<'_> {
         status: Option<u16>,
     ) -> AuditRecord {
         let now = shared.clock.now();
-        // Cold path: the readings of the path as sent are the request's readings.
-        let readings = crate::policy::Readings::of(self.path);
-        let decision = policy.decide(self.snapshot, self.token, &readings, now);
-        let url = format!("{}{}", self.authority, self.path);
-        decision.audit_record(
+        let facts = self.facts;
+        let decision = policy.decide(self.snapshot, facts.token(), &facts.readings, now);
+        let mut record = decision.audit_record(
             now,
-            self.client,
-            self.method,
-            &url,
-            &self.authority.to_string(),
-            self.path,
-            self.user_agent,
-            self.token,
+            facts.client,
+            &facts.method,
+            &facts.url(),
+            &facts.authority.to_string(),
+            facts.path(),
+            facts.user_agent(),
+            facts.token(),
             status,
-        )
+        );
+        record.token_source = Some(facts.token_origin.as_str());
+        record
     }
 }
 
@@ -96,13 +89,13 @@ pub(super) async fn refuse(
         preferences: prefs.to_header(),
     };
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
-    let url = format!("{}{}", subject.authority, subject.path);
-    let token = subject.token.map_or("(none)", |t| t.as_str());
-    let mut resp = if subject.want_json {
+    let url = subject.facts.url();
+    let token = subject.facts.token().map_or("(none)", |t| t.as_str());
+    let mut resp = if subject.facts.want_json {
         let body = serde_json::json!({
             "error": "usage_disallowed",
             "url": url,
-            "product_token": subject.token.map(|t| t.as_str()),
+            "product_token": subject.facts.token().map(|t| t.as_str()),
             "purpose": block.category.label(),
             "preference": format!("{}={}", block.category.label(), stated.preference.as_str()),
             "source": block.source,
@@ -138,7 +131,7 @@ pub(super) async fn refuse(
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut()
         .insert("proxy-status", answer::proxy_status("http_request_denied", &block.reason));
-    shared.refuse(rec, subject.authority.scheme(), resp).await
+    shared.refuse(rec, subject.facts.authority.scheme(), resp).await
 }
 
 /// Applies the response's `Content-Usage` header: withholds the response when an enforced
@@ -211,6 +204,6 @@ pub(super) async fn on_response(
             }
         }
     }
-    shared.metrics.count(crate::metrics::Decision::Allow, subject.authority.scheme());
+    shared.metrics.count(crate::metrics::Decision::Allow, subject.facts.authority.scheme());
     resp
 }

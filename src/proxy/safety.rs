@@ -209,6 +209,7 @@ pub(super) async fn prohibited(
         robots_url: what.authority.robots_url(),
         state: String::new(),
         age_seconds: 0,
+        token_source: None,
         reading: None,
         read_path: None,
         usage: None,
@@ -227,22 +228,18 @@ pub(super) async fn prohibited(
 }
 
 /// [`prohibited`] for a request about to be decided.
-pub(super) async fn refuse_request<B>(
+pub(super) async fn refuse_request(
     shared: &Shared,
-    client: SocketAddr,
-    req: &Request<B>,
-    authority: &Authority,
-    path: &str,
-    token: &Option<ProductToken>,
+    facts: &super::facts::Facts,
     why: &str,
 ) -> Response<ProxyBody> {
     let what = Refused {
-        client,
-        method: req.method().as_str(),
-        authority,
-        path,
-        user_agent: req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()),
-        token: token.as_ref(),
+        client: facts.client,
+        method: facts.method.as_str(),
+        authority: &facts.authority,
+        path: facts.path(),
+        user_agent: facts.user_agent(),
+        token: facts.token(),
     };
     prohibited(shared, what, why).await
 }

@@ -1,11 +1,9 @@
 //! The answer to a request that would break its site's pace ([`crate::pacing`]): 429 with
 //! `Retry-After`, a body saying why, and an audit record with `event.action = "throttled"`.
 
-use std::net::SocketAddr;
+use http::{header, HeaderValue, Response, StatusCode};
 
-use http::{header, HeaderValue, Request, Response, StatusCode};
-use hyper::body::Incoming;
-
+use super::facts::Facts;
 use super::preferences::Subject;
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome};
@@ -15,27 +13,14 @@ use crate::policy::{ProductToken, RobotsSnapshot};
 /// Records the refusal and answers it.
 pub(super) async fn refused(
     shared: &Shared,
-    client: SocketAddr,
-    req: &Request<Incoming>,
-    path: &str,
-    token: Option<&ProductToken>,
+    facts: &Facts,
     snapshot: &RobotsSnapshot,
     throttled: &Throttled,
 ) -> Response<ProxyBody> {
-    let authority = &throttled.authority;
-    let url = format!("{authority}{path}");
+    let url = facts.url();
     // The decision gives the robots.txt fields of the record (state, age, group); it allowed
     // the request, so its rule is replaced by the Crawl-delay that held the request back.
-    let subject = Subject {
-        client,
-        method: req.method(),
-        authority,
-        path,
-        user_agent: req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()),
-        token,
-        snapshot,
-        want_json: answer::wants_json(req.headers()),
-    };
+    let subject = Subject { facts, snapshot };
     let status = Some(StatusCode::TOO_MANY_REQUESTS.as_u16());
     let mut record = subject.decision_record(shared, &shared.live().policy, status);
     record.action = AuditAction::Throttled;
@@ -47,9 +32,9 @@ pub(super) async fn refused(
         }
         _ => (None, None),
     };
-    let token = token.map(ProductToken::as_str);
-    let answer = response(throttled, &url, token, subject.want_json);
-    shared.refuse(record, authority.scheme(), answer).await
+    let token = facts.token().map(ProductToken::as_str);
+    let answer = response(throttled, &url, token, facts.want_json);
+    shared.refuse(record, facts.authority.scheme(), answer).await
 }
 
 /// The 429 itself. JSON when the client asked for it, like the 403.

@@ -27,6 +27,7 @@ fn record(task: usize, n: usize) -> AuditRecord {
         robots_url: "http://example.test/robots.txt".into(),
         state: "fresh".into(),
         age_seconds: 12,
+        token_source: None,
         reading: None,
         read_path: None,
         usage: None,

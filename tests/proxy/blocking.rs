@@ -110,6 +110,8 @@ async fn json_403_and_audit_record() {
     assert_eq!(r["url.full"], format!("{}/private/report?id=7", origin.base()));
     assert_eq!(r["user_agent.original"], ua);
     assert_eq!(r["robots.product_token"], "Scrapy");
+    assert_eq!(r["robots.token_source"], "user-agent", "the facts say where the token came from");
+    assert_eq!(r["robots.reading"], "as-sent");
     assert_eq!(r["robots.line"], 3);
     assert_eq!(r["robots.rule"], "disallow: /private");
     assert_eq!(r["robots.url"], format!("{}/robots.txt", origin.base()));

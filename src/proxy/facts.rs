@@ -1,0 +1,85 @@
+//! One request's facts, read once: who asked, for what, speaking for which crawler.
+//!
+//! `process` builds them before anything is decided; every answer and audit record of the
+//! request (403, 429, usage refusals, guard refusals) is written from them, so the request is
+//! read in one place and the headers it was read from can be moved into the forwarded request.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{HeaderValue, Method, Request};
+
+use super::answer;
+use crate::access::AuthenticatedUser;
+use crate::authority::Authority;
+use crate::policy::{ProductToken, Readings, TokenOrigin};
+
+/// What the proxy knows about one request.
+pub(super) struct Facts {
+    /// The client's address.
+    pub(super) client: SocketAddr,
+    /// The request method.
+    pub(super) method: Method,
+    /// The authority the request is for (the robots.txt key).
+    pub(super) authority: Authority,
+    /// The path and query as sent, and every reading an origin may apply.
+    pub(super) readings: Readings,
+    /// The crawler's product token, and where it came from.
+    pub(super) token: Option<ProductToken>,
+    /// Where the token came from.
+    pub(super) token_origin: TokenOrigin,
+    /// The `User-Agent` header, if any.
+    user_agent: Option<HeaderValue>,
+    /// The authenticated user (`access.users_file`), if any.
+    pub(super) user: Option<Arc<AuthenticatedUser>>,
+    /// Whether the client asked for JSON answers.
+    pub(super) want_json: bool,
+}
+
+impl Facts {
+    /// Reads the facts of `req`, whose token the policy found already.
+    pub(super) fn of<B>(
+        req: &Request<B>,
+        client: SocketAddr,
+        authority: Authority,
+        readings: Readings,
+        (token, token_origin): (Option<ProductToken>, TokenOrigin),
+    ) -> Facts {
+        Facts {
+            client,
+            method: req.method().clone(),
+            authority,
+            readings,
+            token,
+            token_origin,
+            user_agent: req.headers().get(http::header::USER_AGENT).cloned(),
+            user: req.extensions().get::<Arc<AuthenticatedUser>>().cloned(),
+            want_json: answer::wants_json(req.headers()),
+        }
+    }
+
+    /// The path and query as sent (and forwarded).
+    pub(super) fn path(&self) -> &str {
+        self.readings.as_sent()
+    }
+
+    /// The full URL: `scheme://host[:port]` and the path and query as sent.
+    pub(super) fn url(&self) -> String {
+        format!("{}{}", self.authority, self.path())
+    }
+
+    /// The `User-Agent` header, when it is text.
+    pub(super) fn user_agent(&self) -> Option<&str> {
+        self.user_agent.as_ref().and_then(|v| v.to_str().ok())
+    }
+
+    /// The token, borrowed.
+    pub(super) fn token(&self) -> Option<&ProductToken> {
+        self.token.as_ref()
+    }
+
+    /// The authenticated user's name, if any.
+    pub(super) fn user_name(&self) -> Option<&str> {
+        self.user.as_ref().map(|u| u.name.as_str())
+    }
+}

@@ -1,14 +1,14 @@
 //! The robots cache: one robots.txt per authority, fetched once, kept under RFC 9309's rules.
 //!
-//! The rest of the crate talks to robots.txt only through [`RobotsCache::get`] (plus
-//! [`RobotsCache::purge`], [`RobotsCache::purge_all`] and a few metrics getters), so that a
-//! fleet-wide store (Redis) can later sit behind the same small interface.
+//! The rest of the crate reaches it only through the policy, which asks the [`RobotsStore`]
+//! trait (get, peek, purge, stats), so that a fleet-wide store (Redis) can sit behind the same
+//! small interface. [`RobotsCache`] is the in-process store.
 //!
 //! # How it works
 //!
 //! * **Key**: the [`Authority`] (scheme, host, port; RFC 9309 §2.3). Rules found through
 //!   redirects are stored under the authority that was asked for (§2.3.1.2).
-//! * **Status table** (§2.3.1.1–4): see [`state::next_snapshot`]. Fetch failures become cached
+//! * **Status table** (§2.3.1.1–4): see `state::next_snapshot`. Fetch failures become cached
 //!   *decisions* (allow all, disallow all, stale copy), never errors.
 //! * **Freshness** (§2.4) is computed here, from `fetched_at`/`expires_at` kept in the value
 //!   and the injected [`Clock`], because moka hides expired entries and a stale copy must stay
@@ -420,24 +420,6 @@ impl RobotsCache {
                 generation: AtomicU64::new(0),
             }),
         }
-    }
-
-    /// [`RobotsCache::get`] for a holder that keeps its recent snapshots in `recent`: served
-    /// from there while they are still the cache's, otherwise from the cache, and remembered.
-    pub async fn get_remembered(
-        &self,
-        recent: &std::sync::Mutex<RecentRobots>,
-        authority: &Authority,
-    ) -> Arc<RobotsSnapshot> {
-        let lock = || recent.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(snapshot) = self.recent(&lock(), authority) {
-            return snapshot;
-        }
-        let generation = self.generation();
-        // Boxed: the look-up and a possible fetch are big futures, needed only on a miss.
-        let snapshot = Box::pin(self.get(authority)).await;
-        self.remember(&mut lock(), generation, snapshot.clone());
-        snapshot
     }
 
     /// The snapshot `recent` holds for `authority`, if it is still the cache's current one.

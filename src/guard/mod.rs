@@ -22,7 +22,7 @@
 //! address space (CGNAT, RFC 6598), link-local (including the metadata address), multicast,
 //! reserved and broadcast IPv4; unspecified, loopback, unique-local (RFC 4193), site-local,
 //! link-local and multicast IPv6; IPv4-mapped and NAT64 IPv6 addresses by the IPv4 address they
-//! carry; and the proxy's own listeners whatever the allow list says (see [`own`]: a wildcard
+//! carry; and the proxy's own listeners whatever the allow list says (see the `own` module: a wildcard
 //! listener is reached through every local address, see `own.rs`).
 //!
 //! The process builds one guard (in `main`, its composition root) and shares it with every
@@ -328,7 +328,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Why `ip` (already [`canonical`]) is prohibited by default, or `None` for a public address.
+/// Why `ip` (already canonical) is prohibited by default, or `None` for a public address.
 pub fn prohibited_reason(ip: IpAddr) -> Option<Reason> {
     match ip {
         IpAddr::V4(v4) => v4_reason(v4),

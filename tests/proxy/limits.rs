@@ -12,7 +12,7 @@ use robots_proxy::config::ByteSize;
 use robots_proxy::limits::WhenFull;
 
 use super::faults::FaultOrigin;
-use super::support::{parse_response, raw, raw_get, Origin, TestProxy};
+use super::support::{parse_response, raw, raw_get, until, Origin, TestProxy};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 
@@ -163,10 +163,13 @@ async fn a_client_that_never_reads_is_disconnected() {
     let mut lazy = TcpStream::connect(proxy.addr).await.unwrap();
     let request = format!("GET {}/big/{TOTAL} HTTP/1.1\r\nHost: x\r\n\r\n", origin.base());
     lazy.write_all(request.as_bytes()).await.unwrap();
-    // Long enough for the buffers to fill and the 300 ms write timeout to pass.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The download has begun: the buffers fill and the client stalls the proxy's writes.
+    let big = format!("/big/{TOTAL}");
+    until("the origin is asked for the download", || origin.hits(&big) == 1).await;
     let resp = raw_get(proxy.addr, &format!("{}/fine", origin.base()), "x", "").await;
     assert_eq!(resp.status, 200, "served meanwhile: {resp:?}");
+    // The 300 ms write timeout passes and the proxy drops the client (no fixed wait).
+    until("the proxy drops the client", || proxy.metrics.open_connections() == 0).await;
     // What was buffered before the proxy gave up, then the end of the connection.
     let mut received = 0u64;
     let mut buf = vec![0u8; 256 * 1024];

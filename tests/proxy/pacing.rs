@@ -11,7 +11,7 @@ use robots_proxy::config::Config;
 use robots_proxy::metrics::Decision;
 use robots_proxy::pacing::PacingStats;
 
-use super::support::{Origin, TestProxy};
+use super::support::{until, Origin, TestProxy};
 
 /// Each group ends with a rule, so that the next `user-agent` line starts a new group.
 const ROBOTS: &str = "User-agent: SlowBot\nCrawl-delay: 0.2\nDisallow: /private\n\n\
@@ -25,17 +25,6 @@ fn enabled(config: &mut Config) {
 
 fn authority(origin: &Origin) -> Authority {
     Authority::from_uri(&origin.base().parse().unwrap()).unwrap()
-}
-
-/// Polls `ready` every 10 ms for up to 5 s.
-async fn until(what: &str, mut ready: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if ready() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting until {what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,6 +26,17 @@ use robots_proxy::proxy::Proxy;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
 
+/// Polls `ready` every 10 ms for up to 5 s; panics naming `what` if it never holds.
+pub async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if ready() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
 /// A request as the origin saw it.
 #[derive(Debug, Clone)]
 pub struct Seen {

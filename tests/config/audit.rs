@@ -222,7 +222,9 @@ async fn record_one_by_one(log: &AuditLog, count: usize) {
     }
 }
 
-#[tokio::test]
+// Paused time: the waits for a timer that must not fire pass at once. The writer's blocking
+// writes hold the clock still (tokio does not auto-advance while a spawn_blocking task runs).
+#[tokio::test(start_paused = true)]
 async fn fsync_never_leaves_syncing_to_flush() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
@@ -253,12 +255,12 @@ async fn fsync_always_syncs_every_batch() {
     assert_eq!(lines(&path).len(), 5);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn fsync_interval_syncs_at_most_once_per_interval_and_eventually() {
     let interval = Duration::from_millis(100);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let opened = std::time::Instant::now();
+    let opened = tokio::time::Instant::now();
     let log = AuditLog::open(
         path.clone(),
         AuditSection { fsync_interval: interval, ..settings(FsyncPolicy::Interval) },

@@ -24,6 +24,8 @@
 
 use std::fmt;
 
+use crate::robots::normalize;
+
 /// One way of reading a request-target's path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -153,15 +155,6 @@ fn may_read_differently(path: &[u8]) -> bool {
         || memchr::memmem::find(path, b"//").is_some()
 }
 
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
-
 /// `path` (without the query) as `reading` reads it, written for the engine.
 fn read_path(reading: Reading, path: &[u8]) -> String {
     let stripped;
@@ -180,7 +173,7 @@ fn read_path(reading: Reading, path: &[u8]) -> String {
         }
     }
     let resolved = resolve_segments(&decoded);
-    encode_for_engine(&resolved)
+    normalize::escape_decoded(&resolved)
 }
 
 /// Drops `;` and what follows it up to the end of each segment (on the path as sent: a
@@ -209,8 +202,8 @@ fn percent_decode_once(path: &[u8]) -> Vec<u8> {
     while i < path.len() {
         let b = path[i];
         if b == b'%' {
-            let hi = path.get(i + 1).copied().and_then(hex_value);
-            let lo = path.get(i + 2).copied().and_then(hex_value);
+            let hi = path.get(i + 1).copied().and_then(normalize::hex_value);
+            let lo = path.get(i + 2).copied().and_then(normalize::hex_value);
             if let (Some(hi), Some(lo)) = (hi, lo) {
                 out.push((hi << 4) | lo);
                 i += 3;
@@ -249,47 +242,6 @@ fn resolve_segments(path: &[u8]) -> Vec<u8> {
     }
     if ends_in_slash || segments.is_empty() {
         out.push(b'/');
-    }
-    out
-}
-
-/// Writes decoded octets so that the engine reads each as the octet it is: `/` stays a
-/// separator; `%`, `?` and `#` (which would start an escape, a query or a fragment) and every
-/// octet outside RFC 3986's unreserved and reserved sets are percent-encoded.
-fn encode_for_engine(path: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(path.len() + 8);
-    for &b in path {
-        let keep = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b':'
-                    | b'/'
-                    | b'['
-                    | b']'
-                    | b'@'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            );
-        if keep {
-            out.push(char::from(b));
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0x0f)]));
-        }
     }
     out
 }

@@ -77,7 +77,8 @@ static CLASS: [Class; 256] = class_table();
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
-fn hex_value(b: u8) -> Option<u8> {
+/// The value of one hex digit.
+pub fn hex_value(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
@@ -90,6 +91,21 @@ fn push_escaped(out: &mut Vec<u8>, b: u8) {
     out.push(b'%');
     out.push(HEX_UPPER[usize::from(b >> 4)]);
     out.push(HEX_UPPER[usize::from(b & 0x0f)]);
+}
+
+/// Writes octets that were already percent-decoded so that matching reads each as the octet it
+/// is: unreserved and reserved characters stay, except `?` and `#` (which would start a query
+/// or a fragment); `%` and every other octet are escaped.
+pub fn escape_decoded(input: &[u8]) -> String {
+    let mut out = Vec::with_capacity(input.len() + 8);
+    for &b in input {
+        match CLASS[usize::from(b)] {
+            Class::Unreserved | Class::Reserved if b != b'?' && b != b'#' => out.push(b),
+            _ => push_escaped(&mut out, b),
+        }
+    }
+    // ASCII by construction.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Whether `input` is already in canonical form, so that a caller can skip the copy.

@@ -42,24 +42,28 @@
 //!
 //! [`Pacer::stats`] and [`Pacer::queue_depths`] are for metrics.
 
+mod local;
 mod schedule;
 mod section;
+mod store;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::authority::Authority;
 use crate::cache::RobotsSnapshot;
 use crate::robots::{CrawlDelay, ProductToken};
-use schedule::{Bound, Lane, Limits, Refusal, Schedule};
+pub use schedule::Bound;
 
+pub use local::LocalPace;
+pub use schedule::{Lane, Limits, Refusal};
 pub use section::{PacingError, PacingSection, SitePace, MAX_CONCURRENCY};
+pub use store::{Admission, Held, PaceAsk, PaceFuture, PaceStore};
 
 /// Most authorities whose pacing state is kept at once.
 pub const MAX_SITES: u64 = 100_000;
@@ -89,28 +93,7 @@ struct Enabled {
     max_crawl_delay: Duration,
     default: Limits,
     overrides: HashMap<Authority, Limits>,
-    sites: moka::sync::Cache<Authority, Arc<Site>>,
-}
-
-/// One authority: its limits, its schedule and its connection slots.
-struct Site {
-    limits: Limits,
-    schedule: Mutex<Schedule>,
-    connections: Option<Arc<Semaphore>>,
-}
-
-impl Site {
-    fn new(limits: Limits) -> Site {
-        let connections =
-            limits.concurrency.map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS))));
-        Site { limits, schedule: Mutex::new(Schedule::default()), connections }
-    }
-
-    /// The schedule. Never held across an `.await`; a panic while it was held (a bug) leaves
-    /// bookkeeping that is still consistent enough to go on with.
-    fn schedule(&self) -> MutexGuard<'_, Schedule> {
-        self.schedule.lock().unwrap_or_else(|e| e.into_inner())
-    }
+    store: Arc<dyn PaceStore>,
 }
 
 #[derive(Default)]
@@ -139,10 +122,16 @@ pub struct PacingStats {
 
 /// Leave to forward one request. Dropping it frees the request's connection slot (with a
 /// concurrency limit): keep it until the origin's response headers have arrived.
-#[derive(Debug, Default)]
+#[derive(Default)]
 #[must_use = "the request's connection slot is freed when the permit is dropped"]
 pub struct PacePermit {
-    _connection: Option<OwnedSemaphorePermit>,
+    _slot: Option<Box<dyn Send + Sync>>,
+}
+
+impl fmt::Debug for PacePermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PacePermit").field("holds_slot", &self._slot.is_some()).finish()
+    }
 }
 
 /// A request refused because it would break the pace of its authority: answered with 429.
@@ -263,45 +252,39 @@ fn retry_after(wait: Duration) -> Duration {
     Duration::from_secs(secs.max(1))
 }
 
-/// Counts a request as waiting until dropped, in its authority's queue and in the stats, so a
-/// request whose client hangs up while waiting leaves the queue all the same.
-struct Queued<'a> {
-    site: &'a Site,
-    counters: &'a Counters,
-}
+/// Counts a request as waiting in the stats until dropped.
+struct Waiting<'a>(&'a Counters);
 
-impl Drop for Queued<'_> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.site.schedule().leave();
-        self.counters.waiting.fetch_sub(1, Ordering::Relaxed);
+        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl Pacer {
-    /// A pacer for `section`; it does nothing when `section.enabled` is false.
+    /// A pacer for `section` that keeps the pace in this process; it does nothing when
+    /// `section.enabled` is false.
     pub fn new(section: &PacingSection) -> Result<Self, PacingError> {
+        Self::with_store(section, Arc::new(LocalPace::new(idle_after(section)?)))
+    }
+
+    /// A pacer for `section` that keeps the pace in `store` (for a fleet, a shared one).
+    pub fn with_store(
+        section: &PacingSection,
+        store: Arc<dyn PaceStore>,
+    ) -> Result<Self, PacingError> {
         let (default, sites) = section.resolve()?;
         let counters = Counters::default();
         if !section.enabled {
             return Ok(Pacer { enabled: None, counters });
         }
-        let longest_interval = sites
-            .iter()
-            .map(|(_, l)| l)
-            .chain([&default])
-            .filter_map(|l| l.interval)
-            .max()
-            .unwrap_or_default();
-        let longest_spacing = longest_interval.max(section.max_crawl_delay);
-        let idle = longest_spacing.saturating_add(section.max_wait).saturating_add(IDLE_MARGIN);
-        let cache = moka::sync::Cache::builder().max_capacity(MAX_SITES).time_to_idle(idle).build();
         Ok(Pacer {
             enabled: Some(Enabled {
                 obey_crawl_delay: section.obey_crawl_delay,
                 max_crawl_delay: section.max_crawl_delay,
                 default,
                 overrides: sites.into_iter().collect(),
-                sites: cache,
+                store,
             }),
             counters,
         })
@@ -355,68 +338,28 @@ impl Pacer {
         if lane.is_none() && limits.is_unlimited() {
             return Ok(PacePermit::default());
         }
-        let site = on.sites.get_with_by_ref(authority, || Arc::new(Site::new(limits)));
-        let limits = site.limits;
-        let arrival = Instant::now();
-        let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
-        let connection_free = site.connections.as_ref().is_none_or(|c| c.available_permits() > 0);
-        let reserved = site.schedule().reserve(arrival, lane, &limits, connection_free);
-        let slot = match reserved {
-            Ok(slot) => slot,
-            Err(refusal) => return Err(self.refused(authority, lane, &limits, refusal)),
-        };
         self.counters.waiting.fetch_add(1, Ordering::Relaxed);
-        let queued = Queued { site: &site, counters: &self.counters };
-        let mut waited = false;
-        if slot.start > arrival {
-            waited = true;
-            tokio::time::sleep_until(slot.start).await;
-        }
-        let connection = match &site.connections {
-            None => None,
-            Some(connections) => match connections.clone().try_acquire_owned() {
-                Ok(permit) => Some(permit),
-                Err(_) => {
-                    waited = true;
-                    let wait =
-                        tokio::time::timeout_at(deadline, connections.clone().acquire_owned());
-                    match wait.await {
-                        Ok(Ok(permit)) => Some(permit),
-                        // Timed out (or the semaphore closed, which it never is).
-                        Ok(Err(_)) | Err(_) => {
-                            drop(queued);
-                            return Err(self.throttled(
-                                authority,
-                                Pace::Concurrency { max: limits.concurrency.unwrap_or_default() },
-                                ThrottleCause::NoConnection { max_wait: limits.max_wait },
-                                Duration::ZERO,
-                            ));
-                        }
-                    }
+        let waiting = Waiting(&self.counters);
+        let arrival = Instant::now();
+        let admitted = on.store.admit(PaceAsk { authority, lane, limits }).await;
+        drop(waiting);
+        match admitted {
+            Ok(admission) => {
+                if admission.waited {
+                    let nanos = u64::try_from(arrival.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    self.counters.delayed.fetch_add(1, Ordering::Relaxed);
+                    self.counters.delay_nanos.fetch_add(nanos, Ordering::Relaxed);
                 }
-            },
-        };
-        let now = Instant::now();
-        let begun = site.schedule().begin(now, lane, &limits, deadline);
-        match begun {
-            Ok(start) if start > now => {
-                waited = true;
-                tokio::time::sleep_until(start).await;
+                Ok(PacePermit { _slot: admission.slot })
             }
-            Ok(_) => {}
-            Err((start, bound)) => {
-                drop(queued);
-                let refusal = Refusal::TooLong { wait: start - arrival, bound };
-                return Err(self.refused(authority, lane, &limits, refusal));
-            }
+            Err(Held::Refused(refusal)) => Err(self.refused(authority, lane, &limits, refusal)),
+            Err(Held::NoConnection) => Err(self.throttled(
+                authority,
+                Pace::Concurrency { max: limits.concurrency.unwrap_or_default() },
+                ThrottleCause::NoConnection { max_wait: limits.max_wait },
+                Duration::ZERO,
+            )),
         }
-        drop(queued);
-        if waited {
-            let nanos = u64::try_from(arrival.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            self.counters.delayed.fetch_add(1, Ordering::Relaxed);
-            self.counters.delay_nanos.fetch_add(nanos, Ordering::Relaxed);
-        }
-        Ok(PacePermit { _connection: connection })
     }
 
     /// The [`Throttled`] error for a refusal of the core, counted.
@@ -464,27 +407,35 @@ impl Pacer {
             total_delay: Duration::from_nanos(c.delay_nanos.load(Ordering::Relaxed)),
             refused: c.refused.load(Ordering::Relaxed),
             waiting: c.waiting.load(Ordering::Relaxed),
-            sites: self.enabled.as_ref().map_or(0, |on| on.sites.entry_count()),
+            sites: self.enabled.as_ref().map_or(0, |on| on.store.sites()),
         }
     }
 
     /// Requests waiting for `authority` right now.
     pub fn queue_depth(&self, authority: &Authority) -> usize {
-        let Some(on) = &self.enabled else { return 0 };
-        // `iter` would not keep the entry alive, but is linear; one look-up is fine here.
-        on.sites.get(authority).map_or(0, |site| site.schedule().waiting())
+        self.enabled.as_ref().map_or(0, |on| on.store.queue_depth(authority))
     }
 
     /// Every authority with requests waiting, and how many: for a per-authority queue-depth
     /// gauge. Reading does not keep idle state alive.
     pub fn queue_depths(&self) -> Vec<(Authority, usize)> {
-        let Some(on) = &self.enabled else { return Vec::new() };
-        on.sites
-            .iter()
-            .map(|(authority, site)| (authority.as_ref().clone(), site.schedule().waiting()))
-            .filter(|(_, waiting)| *waiting > 0)
-            .collect()
+        self.enabled.as_ref().map_or_else(Vec::new, |on| on.store.queue_depths())
     }
+}
+
+/// How long the state of an authority must be kept after its last request: longer than any
+/// spacing and wait of `section` could last, plus a margin for requests still in flight.
+pub fn idle_after(section: &PacingSection) -> Result<Duration, PacingError> {
+    let (default, sites) = section.resolve()?;
+    let longest_interval = sites
+        .iter()
+        .map(|(_, l)| l)
+        .chain([&default])
+        .filter_map(|l| l.interval)
+        .max()
+        .unwrap_or_default();
+    let longest_spacing = longest_interval.max(section.max_crawl_delay);
+    Ok(longest_spacing.saturating_add(section.max_wait).saturating_add(IDLE_MARGIN))
 }
 
 #[cfg(test)]

@@ -33,17 +33,17 @@ pub(crate) const MAX_SPACING: Duration = Duration::from_secs(24 * 3600);
 
 /// The pace of one authority, resolved from `[pacing]` and its per-site overrides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// Least time between two request starts to the authority (`1 / rps`); `None`: no rate
     /// limit.
-    pub(crate) interval: Option<Duration>,
+    pub interval: Option<Duration>,
     /// Most requests to the authority in flight at once; `None`: no limit. Enforced by the
     /// async layer (a semaphore); the core only needs to know whether one is free.
-    pub(crate) concurrency: Option<usize>,
+    pub concurrency: Option<usize>,
     /// Most requests waiting for the authority at once.
-    pub(crate) queue_limit: usize,
+    pub queue_limit: usize,
     /// Longest a request may wait before it starts.
-    pub(crate) max_wait: Duration,
+    pub max_wait: Duration,
 }
 
 impl Limits {
@@ -73,12 +73,12 @@ impl Limits {
 /// The Crawl-delay lane a request belongs to: the robots.txt line its delay comes from, and
 /// the delay (already capped by `pacing.max_crawl_delay`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Lane {
+pub struct Lane {
     /// The 1-based line of the `crawl-delay` in robots.txt: one per group, so it names the
     /// group whose delay applies.
-    pub(crate) line: u32,
+    pub line: u32,
     /// The spacing of the lane; never zero (a zero delay is no lane).
-    pub(crate) delay: Duration,
+    pub delay: Duration,
 }
 
 impl Lane {
@@ -91,7 +91,7 @@ impl Lane {
 
 /// What held a request back: the part of the pace that set its start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Bound {
+pub enum Bound {
     /// The Crawl-delay of its lane.
     CrawlDelay,
     /// The authority's rate.
@@ -102,7 +102,7 @@ pub(crate) enum Bound {
 
 /// Why the core will not let a request wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// The request would start only after `wait`, more than `max_wait`.
     TooLong {
         /// The wait it would have needed.
@@ -125,9 +125,9 @@ pub(crate) enum Refusal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot {
     /// When the request may start, at the earliest.
-    pub(crate) start: Instant,
+    pub start: Instant,
     /// What set `start`, when it is later than the arrival.
-    pub(crate) bound: Option<Bound>,
+    pub bound: Option<Bound>,
 }
 
 /// One spacing: the earliest start still free to reserve, and the last actual start.

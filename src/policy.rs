@@ -410,6 +410,7 @@ pub fn outcome_text(outcome: &FetchOutcome) -> String {
         FetchOutcome::Status(code) => format!("HTTP {code}"),
         FetchOutcome::RedirectLimit => "too many redirects".to_owned(),
         FetchOutcome::Network(e) | FetchOutcome::Prohibited(e) => e.clone(),
+        FetchOutcome::Fleet(e) => format!("fleet: {e}"),
     }
 }
 

@@ -37,6 +37,8 @@ pub(crate) enum Fetched {
         status: u16,
         /// The parsed body.
         robots: Arc<RobotsTxt>,
+        /// The body as received (capped): what a fleet shares, so each instance parses it.
+        body: bytes::Bytes,
         /// What the response's `Cache-Control` asks for, if anything (see
         /// [`freshness_hint`]).
         max_age: Option<Duration>,
@@ -237,7 +239,8 @@ where
             let max_age = freshness_hint(response.headers());
             let body = read_capped(response.into_body(), self.body_limit).await?;
             let robots = RobotsTxt::parse_with_limit(&body, self.body_limit);
-            return Ok(Fetched::Robots { status: code, robots: Arc::new(robots), max_age });
+            let (robots, body) = (Arc::new(robots), bytes::Bytes::from(body));
+            return Ok(Fetched::Robots { status: code, robots, body, max_age });
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             return Ok(Fetched::Unreachable { outcome: FetchOutcome::Status(code) });
@@ -263,7 +266,7 @@ where
 
 /// The number of body bytes worth parsing: the configured limit, never below RFC 9309 §2.5's
 /// 500 KiB.
-fn body_limit(configured: u64) -> usize {
+pub(super) fn body_limit(configured: u64) -> usize {
     usize::try_from(configured).unwrap_or(usize::MAX).max(MIN_SIZE_LIMIT)
 }
 

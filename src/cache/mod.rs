@@ -33,11 +33,13 @@
 
 mod fetch;
 mod section;
+mod shared;
 mod state;
 mod store;
 
 pub use section::RobotsSection;
 
+pub use shared::{SharedError, SharedRobots};
 pub use store::{RobotsStore, StoreFuture, StoreStats};
 
 use std::collections::HashMap;
@@ -52,7 +54,7 @@ use crate::authority::Authority;
 use crate::clock::Clock;
 use crate::robots::usage::UsagePreferences;
 use crate::robots::{CrawlDelay, ProductToken, RobotsTxt};
-use fetch::{Fetch, Fetched, HttpFetcher};
+use fetch::{Fetch, HttpFetcher};
 
 /// The rules in force for an authority.
 #[derive(Debug, Clone)]
@@ -116,7 +118,7 @@ impl RobotsRules {
 }
 
 /// The state of an authority's robots.txt, as the audit log and 403 bodies report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RobotsState {
@@ -133,7 +135,8 @@ pub enum RobotsState {
 }
 
 /// What the last fetch attempt gave.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "detail")]
 #[non_exhaustive]
 pub enum FetchOutcome {
     /// An HTTP status (after redirects).
@@ -146,6 +149,9 @@ pub enum FetchOutcome {
     /// ([`crate::guard`]): the description names the address and why. Counts as unreachable
     /// (§2.3.1.4); the proxy answers such requests with `destination_ip_prohibited`.
     Prohibited(String),
+    /// The fleet's shared store could not be reached and `fleet.on_redis_error` is
+    /// `refuse`: nothing was fetched, nothing is cached, and the proxy answers 503.
+    Fleet(String),
 }
 
 /// What the cache knows about one authority's robots.txt at one moment.
@@ -210,6 +216,15 @@ impl RobotsSnapshot {
         }
     }
 
+    /// Why the fleet's shared state could not be used, when the request must be refused for
+    /// it (`fleet.on_redis_error = "refuse"`): the proxy answers 503.
+    pub fn fleet_unavailable(&self) -> Option<&str> {
+        match &self.last_outcome {
+            FetchOutcome::Fleet(why) => Some(why),
+            _ => None,
+        }
+    }
+
     /// Approximate memory held by this entry, in bytes: what the cache weighs it by.
     pub fn weight(&self) -> usize {
         let rules = match &self.rules {
@@ -264,7 +279,7 @@ impl FetchClass {
             FetchOutcome::Status(500..=599) => FetchClass::ServerError,
             FetchOutcome::Status(_) | FetchOutcome::Network(_) => FetchClass::Network,
             // The destination guard refused the address: no connection was made.
-            FetchOutcome::Prohibited(_) => FetchClass::Network,
+            FetchOutcome::Prohibited(_) | FetchOutcome::Fleet(_) => FetchClass::Network,
             FetchOutcome::RedirectLimit => FetchClass::RedirectLimit,
         }
     }
@@ -340,6 +355,10 @@ struct Inner {
     /// Changes whenever `entries` gains, replaces or drops an entry: what a
     /// [`RecentRobots`] checks to know its copies are still the cache's.
     generation: AtomicU64,
+    /// The fleet's shared store, when robots.txt is shared ([`RobotsCache::share_with`]).
+    shared: std::sync::OnceLock<Arc<dyn SharedRobots>>,
+    /// Bytes of a body worth parsing (as the fetcher reads them).
+    body_limit: usize,
 }
 
 /// The few snapshots one holder (a client connection) used last, so that a keep-alive
@@ -400,6 +419,7 @@ impl RobotsCache {
     ) -> Self {
         let ttl = settings.give_up_after.saturating_add(settings.max_age).min(MAX_TTL);
         let settings_fetches = settings.max_concurrent_fetches;
+        let settings_body = settings.max_body.0;
         let entries = moka::future::Cache::builder()
             .max_capacity(settings.cache_memory.0)
             .weigher(|_key: &Authority, value: &Arc<RobotsSnapshot>| {
@@ -418,8 +438,16 @@ impl RobotsCache {
                 fetch_slots: Semaphore::new(settings_fetches.clamp(1, Semaphore::MAX_PERMITS)),
                 counters: Counters::default(),
                 generation: AtomicU64::new(0),
+                shared: std::sync::OnceLock::new(),
+                body_limit: fetch::body_limit(settings_body),
             }),
         }
+    }
+
+    /// Shares robots.txt with a fleet through `shared` from now on (see [`SharedRobots`]).
+    /// Only the first call counts.
+    pub fn share_with(&self, shared: Arc<dyn SharedRobots>) {
+        let _ = self.inner.shared.set(shared);
     }
 
     /// The snapshot `recent` holds for `authority`, if it is still the cache's current one.
@@ -514,14 +542,31 @@ impl RobotsCache {
     }
 
     /// What the cache holds for `authority`, current or not, without fetching.
+    /// With a fleet, what the shared store holds when this instance holds nothing.
     pub async fn peek(&self, authority: &Authority) -> Option<Arc<RobotsSnapshot>> {
-        self.inner.entries.get(authority).await
+        if let Some(local) = self.inner.entries.get(authority).await {
+            return Some(local);
+        }
+        let shared = self.inner.shared.get()?;
+        let record = shared.load(authority).await.ok()??;
+        shared::decode(authority, &record, self.inner.body_limit).map(|(s, _)| Arc::new(s))
     }
 
     /// Drops the cached robots.txt of `authority`, so the next request fetches it again. A
     /// fetch in flight still answers the requests already waiting for it, but its result is
     /// not stored.
     pub async fn purge(&self, authority: &Authority) {
+        self.purge_local(authority).await;
+        if let Some(shared) = self.inner.shared.get() {
+            if let Err(e) = shared.purge(Some(authority)).await {
+                tracing::warn!(%authority, error = %e, "the fleet's copy of robots.txt was not purged");
+            }
+        }
+    }
+
+    /// Drops this instance's copy of the robots.txt of `authority` only (another instance of
+    /// the fleet purged it).
+    pub async fn purge_local(&self, authority: &Authority) {
         let mut in_flight = self.inner.in_flight.lock().await;
         in_flight.remove(authority);
         self.inner.entries.invalidate(authority).await;
@@ -530,6 +575,17 @@ impl RobotsCache {
 
     /// Drops every cached robots.txt (and forgets fetches in flight, as [`Self::purge`]).
     pub async fn purge_all(&self) {
+        self.purge_all_local().await;
+        if let Some(shared) = self.inner.shared.get() {
+            if let Err(e) = shared.purge(None).await {
+                tracing::warn!(error = %e, "the fleet's copies of robots.txt were not purged");
+            }
+        }
+    }
+
+    /// Drops every copy this instance holds (another instance of the fleet purged them all,
+    /// or purges may have been missed while the fleet was out of reach).
+    pub async fn purge_all_local(&self) {
         let mut in_flight = self.inner.in_flight.lock().await;
         in_flight.clear();
         self.inner.entries.invalidate_all();
@@ -598,34 +654,56 @@ impl Inner {
         sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
     ) {
         tracing::debug!(%authority, "fetching robots.txt");
-        // At most `max_concurrent_fetches` at once; the semaphore is never closed. Waiting for a
-        // slot is not part of `fetch_timeout`.
-        let _slot = this.fetch_slots.acquire().await;
-        // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
-        // "unreachable" outcome instead of leaving the waiters without an answer.
-        let fetched = match tokio::spawn(this.fetcher.fetch(authority.clone())).await {
-            Ok(fetched) => fetched,
-            Err(e) => Fetched::Unreachable {
-                outcome: FetchOutcome::Network(format!("robots.txt fetch failed: {e}")),
-            },
-        };
-        let class = FetchClass::of(&fetched.outcome());
-        this.counters.fetches[class as usize].fetch_add(1, Ordering::Relaxed);
+        if let Some(shared) = this.shared.get() {
+            match shared::refresh(&this, shared.as_ref(), &authority).await {
+                Ok(snapshot) => return Inner::store(&this, &authority, id, snapshot, sender).await,
+                Err(e) if shared.required() => {
+                    let now = this.clock.now();
+                    let snapshot = RobotsSnapshot {
+                        authority: authority.clone(),
+                        robots_url: authority.robots_url(),
+                        rules: RobotsRules::DisallowAll,
+                        state: RobotsState::Unreachable,
+                        last_outcome: FetchOutcome::Fleet(e.to_string()),
+                        fetched_at: now,
+                        expires_at: now,
+                        failing_since: Some(now),
+                        failures: 1,
+                    };
+                    // Not stored: the next request asks the fleet again.
+                    this.in_flight.lock().await.remove(&authority);
+                    sender.send_replace(Some(Arc::new(snapshot)));
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(%authority, error = %e, "fleet out of reach: fetching robots.txt here");
+                }
+            }
+        }
+        let fetched = shared::fetch_here(&this, &authority).await;
         let now = this.clock.now();
-        let mut in_flight = this.in_flight.lock().await;
         let prev = this.entries.get(&authority).await;
-        let snapshot = Arc::new(state::next_snapshot(
-            prev.as_deref(),
-            &authority,
-            fetched,
-            now,
-            &this.settings,
-        ));
-        let still_wanted = in_flight.get(&authority).is_some_and(|f| f.id == id);
+        let snapshot =
+            state::next_snapshot(prev.as_deref(), &authority, fetched, now, &this.settings);
+        Inner::store(&this, &authority, id, snapshot, sender).await;
+    }
+
+    /// Stores the result of fetch `id` (unless purged meanwhile) and hands it to every
+    /// waiting request.
+    async fn store(
+        this: &Arc<Self>,
+        authority: &Authority,
+        id: u64,
+        snapshot: RobotsSnapshot,
+        sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
+    ) {
+        let snapshot = Arc::new(snapshot);
+        let mut in_flight = this.in_flight.lock().await;
+        let still_wanted = in_flight.get(authority).is_some_and(|f| f.id == id);
         if still_wanted {
             this.entries.insert(authority.clone(), snapshot.clone()).await;
             this.generation.fetch_add(1, Ordering::AcqRel);
-            in_flight.remove(&authority);
+            in_flight.remove(authority);
         }
         drop(in_flight);
         log_outcome(&snapshot, still_wanted);

@@ -140,6 +140,7 @@ mod tests {
         Fetched::Robots {
             status: 200,
             robots: Arc::new(RobotsTxt::parse(b"User-agent: *\nDisallow: /x\n")),
+            body: bytes::Bytes::new(),
             max_age: None,
         }
     }

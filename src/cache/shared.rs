@@ -1,0 +1,277 @@
+//! robots.txt shared with a fleet: one fetch per authority for every instance.
+//!
+//! A [`SharedRobots`] (Redis, in `crate::fleet`) keeps, per authority, a record of what RFC
+//! 9309's rules need: the raw body (capped as a local fetch is), the rules' kind, the state,
+//! the last outcome, when it was fetched, when it expires, and the failure count and start
+//! that drive the back-off, the stale copy and the give-up rule. The status table itself
+//! (`state::next_snapshot`) runs where the fetch runs, so every instance reaches the same
+//! state from the same answers.
+//!
+//! When a local entry is missing or due, the instance's one fetch task ([`refresh`]):
+//! 1. loads the shared record, and uses it when it is still current (no origin fetch);
+//! 2. otherwise takes the authority's fetch lease (which expires by itself, so an instance
+//!    that dies holding it delays the others only until then), fetches, applies the status
+//!    table to the shared previous state, and stores the new record;
+//! 3. or, when another instance holds the lease, waits for its record (polling), and takes
+//!    the lease itself if it expires first.
+//!
+//! The parsed copy is kept in the local cache until the shared expiry, so a request to a
+//! cached site makes no round trip to the shared store.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::fetch::Fetched;
+use super::store::StoreFuture;
+use super::{state, FetchClass, FetchOutcome, Inner, RobotsRules, RobotsSnapshot, RobotsState};
+use crate::authority::Authority;
+use crate::robots::RobotsTxt;
+
+/// The shared store could not be reached or answered wrongly: the description.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct SharedError(pub String);
+
+/// Where a fleet's robots.txt records live (see the [module documentation](self)).
+pub trait SharedRobots: Send + Sync + 'static {
+    /// The record kept for `authority`, if any.
+    fn load<'a>(
+        &'a self,
+        authority: &'a Authority,
+    ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>>;
+
+    /// Takes the fetch lease of `authority` for `ttl`: `true` when this instance got it.
+    fn lease<'a>(
+        &'a self,
+        authority: &'a Authority,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, SharedError>>;
+
+    /// Stores the record of `authority` for `ttl` and gives the fetch lease back.
+    fn store<'a>(
+        &'a self,
+        authority: &'a Authority,
+        record: Vec<u8>,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<(), SharedError>>;
+
+    /// Drops the record of `authority` (every record with `None`) and tells every instance
+    /// to drop its local copy.
+    fn purge<'a>(
+        &'a self,
+        authority: Option<&'a Authority>,
+    ) -> StoreFuture<'a, Result<(), SharedError>>;
+
+    /// Whether a request must be refused when the shared store cannot be reached
+    /// (`fleet.on_redis_error = "refuse"`), rather than decided on this instance's own fetch.
+    fn required(&self) -> bool;
+}
+
+/// How long a waiting instance sleeps between looks at the record another one is fetching.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Beyond `fetch_timeout`, how long the fetch lease lasts: time to store the record.
+const LEASE_SLACK: Duration = Duration::from_secs(2);
+
+/// The first line of a record (JSON); the raw body follows after a newline.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    v: u8,
+    rules: Kind,
+    state: RobotsState,
+    outcome: FetchOutcome,
+    fetched_at_ms: u64,
+    expires_at_ms: u64,
+    failing_since_ms: Option<u64>,
+    failures: u32,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    Parsed,
+    AllowAll,
+    DisallowAll,
+}
+
+fn millis(t: SystemTime) -> u64 {
+    let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+fn from_millis(ms: u64) -> SystemTime {
+    UNIX_EPOCH.checked_add(Duration::from_millis(ms)).unwrap_or(UNIX_EPOCH)
+}
+
+/// The record of `snapshot`, whose parsed rules (if any) came from `body`.
+pub(super) fn encode(snapshot: &RobotsSnapshot, body: Option<&Bytes>) -> Vec<u8> {
+    let rules = match &snapshot.rules {
+        RobotsRules::Parsed(_) => Kind::Parsed,
+        RobotsRules::AllowAll => Kind::AllowAll,
+        RobotsRules::DisallowAll => Kind::DisallowAll,
+    };
+    let header = Header {
+        v: 1,
+        rules,
+        state: snapshot.state,
+        outcome: snapshot.last_outcome.clone(),
+        fetched_at_ms: millis(snapshot.fetched_at),
+        expires_at_ms: millis(snapshot.expires_at),
+        failing_since_ms: snapshot.failing_since.map(millis),
+        failures: snapshot.failures,
+    };
+    let mut out = serde_json::to_vec(&header).unwrap_or_default();
+    out.push(b'\n');
+    if rules == Kind::Parsed {
+        out.extend_from_slice(body.map_or(&[][..], |b| &b[..]));
+    }
+    out
+}
+
+/// The snapshot a record describes, and its body; `None` for a record this version cannot
+/// read (it is then fetched again, as if missing).
+pub(super) fn decode(
+    authority: &Authority,
+    record: &[u8],
+    body_limit: usize,
+) -> Option<(RobotsSnapshot, Option<Bytes>)> {
+    let split = memchr::memchr(b'\n', record)?;
+    let header: Header = serde_json::from_slice(&record[..split]).ok()?;
+    if header.v != 1 {
+        return None;
+    }
+    let body = Bytes::copy_from_slice(&record[split + 1..]);
+    let (rules, body) = match header.rules {
+        Kind::Parsed => {
+            let robots = RobotsTxt::parse_with_limit(&body, body_limit);
+            (RobotsRules::Parsed(Arc::new(robots)), Some(body))
+        }
+        Kind::AllowAll => (RobotsRules::AllowAll, None),
+        Kind::DisallowAll => (RobotsRules::DisallowAll, None),
+    };
+    let snapshot = RobotsSnapshot {
+        authority: authority.clone(),
+        robots_url: authority.robots_url(),
+        rules,
+        state: header.state,
+        last_outcome: header.outcome,
+        fetched_at: from_millis(header.fetched_at_ms),
+        expires_at: from_millis(header.expires_at_ms),
+        failing_since: header.failing_since_ms.map(from_millis),
+        failures: header.failures,
+    };
+    Some((snapshot, body))
+}
+
+/// The snapshot for `authority`, through the fleet: the shared record when it is current,
+/// else one fetch for the whole fleet (see the [module documentation](self)).
+pub(super) async fn refresh(
+    inner: &Arc<Inner>,
+    shared: &dyn SharedRobots,
+    authority: &Authority,
+) -> Result<RobotsSnapshot, SharedError> {
+    let settings = &inner.settings;
+    let lease = settings.fetch_timeout.saturating_add(LEASE_SLACK);
+    // Past this, give up waiting for another instance and fetch here (it must have lost
+    // its lease twice over: the store is misbehaving).
+    let give_up = tokio::time::Instant::now() + lease.saturating_mul(2) + settings.fetch_timeout;
+    let body_limit = inner.body_limit;
+    loop {
+        let record = shared.load(authority).await?;
+        let prev = record.as_deref().and_then(|r| decode(authority, r, body_limit));
+        if let Some((snapshot, _)) = &prev {
+            if snapshot.is_current(inner.clock.now()) {
+                return Ok(snapshot.clone());
+            }
+        }
+        if shared.lease(authority, lease).await? {
+            let fetched = fetch_here(inner, authority).await;
+            let body = match &fetched {
+                Fetched::Robots { body, .. } => Some(body.clone()),
+                _ => prev.as_ref().and_then(|(_, body)| body.clone()),
+            };
+            let now = inner.clock.now();
+            let prev_snapshot = prev.as_ref().map(|(s, _)| s);
+            let snapshot = state::next_snapshot(prev_snapshot, authority, fetched, now, settings);
+            let record = encode(&snapshot, body.as_ref());
+            if let Err(e) = shared.store(authority, record, record_ttl(&snapshot, now, inner)).await
+            {
+                tracing::debug!(%authority, error = %e, "robots.txt not shared with the fleet");
+            }
+            return Ok(snapshot);
+        }
+        if tokio::time::Instant::now() >= give_up {
+            return Err(SharedError(format!(
+                "no instance of the fleet stored the robots.txt of {authority} in time"
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// How long the shared store keeps a record: past its expiry, as long as the local cache
+/// would keep it (a stale copy stays usable while the origin fails, up to the give-up).
+fn record_ttl(snapshot: &RobotsSnapshot, now: SystemTime, inner: &Inner) -> Duration {
+    let until_expiry = snapshot.expires_at.duration_since(now).unwrap_or_default();
+    let keep = inner.settings.give_up_after.saturating_add(inner.settings.max_age);
+    until_expiry.max(keep).min(super::MAX_TTL).max(Duration::from_secs(1))
+}
+
+/// One fetch from the origin by this instance, counted: the same steps as a local fetch.
+pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Fetched {
+    // At most `max_concurrent_fetches` at once; the semaphore is never closed. Waiting for a
+    // slot is not part of `fetch_timeout`.
+    let _slot = inner.fetch_slots.acquire().await;
+    // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
+    // "unreachable" outcome instead of leaving the waiters without an answer.
+    let fetched = match tokio::spawn(inner.fetcher.fetch(authority.clone())).await {
+        Ok(fetched) => fetched,
+        Err(e) => Fetched::Unreachable {
+            outcome: FetchOutcome::Network(format!("robots.txt fetch failed: {e}")),
+        },
+    };
+    let class = FetchClass::of(&fetched.outcome());
+    inner.counters.fetches[class as usize].fetch_add(1, Ordering::Relaxed);
+    fetched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::Scheme;
+
+    #[test]
+    fn a_record_round_trips_with_its_body() {
+        let a = Authority::new(Scheme::Http, "a.test", 80).unwrap();
+        let body = Bytes::from_static(b"User-agent: *\nDisallow: /x\xff\n");
+        let t = from_millis(1_800_000_000_123);
+        let snapshot = RobotsSnapshot {
+            authority: a.clone(),
+            robots_url: a.robots_url(),
+            rules: RobotsRules::Parsed(Arc::new(RobotsTxt::parse(&body))),
+            state: RobotsState::Stale,
+            last_outcome: FetchOutcome::Network("reset".into()),
+            fetched_at: t,
+            expires_at: t + Duration::from_secs(60),
+            failing_since: Some(t),
+            failures: 3,
+        };
+        let record = encode(&snapshot, Some(&body));
+        let (back, back_body) = decode(&a, &record, 1 << 20).unwrap();
+        assert_eq!(back_body.as_deref(), Some(&body[..]));
+        assert!(!back.rules.allows(None, "/x%FF"));
+        assert!(back.rules.allows(None, "/y"));
+        assert_eq!((back.state, back.failures), (RobotsState::Stale, 3));
+        assert_eq!(
+            (back.fetched_at, back.expires_at, back.failing_since),
+            (t, t + Duration::from_secs(60), Some(t))
+        );
+        assert_eq!(back.last_outcome, FetchOutcome::Network("reset".into()));
+        assert!(decode(&a, b"{\"v\":9}\n", 10).is_none());
+        assert!(decode(&a, b"garbage", 10).is_none());
+    }
+}

@@ -47,6 +47,7 @@ pub mod check;
 pub mod clock;
 pub mod config;
 mod error;
+pub mod fleet;
 pub mod framing;
 pub mod guard;
 pub mod limits;

@@ -222,6 +222,8 @@ pub struct Config {
     pub access: crate::access::AccessSection,
     /// Connection and request limits.
     pub limits: crate::limits::LimitsSection,
+    /// Sharing robots.txt and the pace with other instances through Redis.
+    pub fleet: crate::fleet::FleetSection,
 }
 
 impl Default for Config {
@@ -240,6 +242,7 @@ impl Default for Config {
             usage: crate::usage::UsageSection::default(),
             access: crate::access::AccessSection::default(),
             limits: crate::limits::LimitsSection::default(),
+            fleet: crate::fleet::FleetSection::default(),
         }
     }
 }
@@ -415,6 +418,7 @@ impl Config {
         });
         bad.extend(self.limits.check());
         bad.extend(self.pacing.check());
+        bad.extend(self.fleet.check());
         bad.extend(self.usage.problems());
         bad
     }

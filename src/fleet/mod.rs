@@ -1,0 +1,193 @@
+//! A fleet of gateways: robots.txt and the pace shared through Redis (or Valkey).
+//!
+//! With `fleet.redis` empty nothing here runs and every instance keeps its own state. With
+//! it set, the instance:
+//!
+//! * shares robots.txt ([`robots::SharedRedis`], behind the cache's
+//!   [`crate::cache::SharedRobots`] seam): one fetch per authority for the whole fleet, a
+//!   purge on any instance reaches every instance within a second (pub/sub);
+//! * shares the pace ([`pace::RedisPace`], behind [`crate::pacing::PaceStore`]): starts are
+//!   reserved atomically by a server-side script on Redis's own clock (`TIME`), concurrency
+//!   slots are leases that expire when an instance dies;
+//! * announces itself with an expiring heartbeat ([`view`]), listed on every instance's
+//!   status page and `/api/summary`.
+//!
+//! When Redis cannot be reached (`fleet.on_redis_error`): `local` goes on with this
+//! instance's own cache and pace, `refuse` answers 503 to requests that need the shared
+//! state. Either way the change is logged once, `robots_proxy_fleet_up` says 0, and every
+//! call to Redis is bounded by `fleet.timeout`. While Redis is out of reach, calls are not
+//! even tried (they fail at once) until the heartbeat, once a second, finds it back.
+
+pub mod pace;
+pub mod robots;
+mod section;
+pub mod view;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+pub use section::{FleetSection, OnRedisError, RedisUrl};
+
+use crate::cache::SharedError;
+
+/// How often an instance announces itself and probes Redis while it is out of reach.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How long an announcement lasts: an instance that stopped is gone from the view after it.
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
+
+/// The fleet could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The Redis client could not be made from `fleet.redis`.
+    #[error("fleet.redis: {0}")]
+    Client(#[from] redis::RedisError),
+}
+
+/// This instance's link to the fleet. Shared (`Arc`) by the robots store, the pace store, the
+/// heartbeat and the admin view.
+pub struct Fleet {
+    client: redis::Client,
+    conn: ConnectionManager,
+    prefix: String,
+    name: String,
+    mode: OnRedisError,
+    timeout: Duration,
+    redacted_url: String,
+    /// Whether the last call to Redis worked.
+    up: AtomicBool,
+    /// Whether the instance has told the log that Redis is out of reach (once per outage).
+    down_logged: AtomicBool,
+    /// The last heartbeat's round trip, in microseconds.
+    rtt_micros: AtomicU64,
+    /// When the instance started (announced).
+    pub(crate) started: SystemTime,
+}
+
+impl Fleet {
+    /// The fleet of `section`, or `None` when `fleet.redis` is empty. Does not connect:
+    /// an instance starts even when Redis is out of reach, and joins when it can.
+    /// `default_name` names the instance when `fleet.instance` is empty.
+    pub fn new(
+        section: &FleetSection,
+        default_name: &str,
+    ) -> Result<Option<Arc<Fleet>>, FleetError> {
+        let Some(client) = section.redis.client.clone() else { return Ok(None) };
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(section.timeout))
+            .set_response_timeout(Some(section.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(1));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        let name = if section.instance.is_empty() {
+            default_name.to_owned()
+        } else {
+            section.instance.clone()
+        };
+        Ok(Some(Arc::new(Fleet {
+            client,
+            conn,
+            prefix: section.key_prefix.clone(),
+            name,
+            mode: section.on_redis_error,
+            timeout: section.timeout,
+            redacted_url: section.redis.redacted(),
+            up: AtomicBool::new(false),
+            down_logged: AtomicBool::new(false),
+            rtt_micros: AtomicU64::new(0),
+            started: SystemTime::now(),
+        })))
+    }
+
+    /// This instance's name in the fleet.
+    pub fn instance(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the last call to Redis worked.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// Whether requests needing the shared state are refused while Redis is out of reach.
+    pub fn refuses_when_down(&self) -> bool {
+        self.mode == OnRedisError::Refuse
+    }
+
+    /// The last heartbeat's round trip to Redis.
+    pub fn round_trip(&self) -> Duration {
+        Duration::from_micros(self.rtt_micros.load(Ordering::Relaxed))
+    }
+
+    /// `fleet.redis`, its password hidden.
+    pub fn redis_url(&self) -> &str {
+        &self.redacted_url
+    }
+
+    /// `key_prefix` + `rest`.
+    pub(crate) fn key(&self, rest: &str) -> String {
+        let mut key = String::with_capacity(self.prefix.len() + rest.len());
+        key.push_str(&self.prefix);
+        key.push_str(rest);
+        key
+    }
+
+    /// Runs one command or script invocation against Redis, bounded by `fleet.timeout`.
+    /// While Redis is known to be out of reach, fails at once (the heartbeat probes).
+    pub(crate) async fn call<T, F, Fut>(&self, run: F) -> Result<T, SharedError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        if !self.is_up() && self.down_logged.load(Ordering::Relaxed) {
+            return Err(SharedError(format!("Redis at {} is out of reach", self.redacted_url)));
+        }
+        self.attempt(run).await
+    }
+
+    /// [`Fleet::call`] even while Redis is known to be out of reach: the heartbeat's probe.
+    async fn attempt<T, F, Fut>(&self, run: F) -> Result<T, SharedError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        match tokio::time::timeout(self.timeout, run(self.conn.clone())).await {
+            Ok(Ok(value)) => {
+                self.mark_up();
+                Ok(value)
+            }
+            Ok(Err(e)) => Err(self.mark_down(e.to_string())),
+            Err(_) => Err(self.mark_down(format!(
+                "no answer within fleet.timeout ({})",
+                humantime::format_duration(self.timeout)
+            ))),
+        }
+    }
+
+    fn mark_up(&self) {
+        if !self.up.swap(true, Ordering::Relaxed) && self.down_logged.swap(false, Ordering::Relaxed)
+        {
+            tracing::warn!(redis = %self.redacted_url, instance = %self.name, "fleet: Redis is back; sharing robots.txt and the pace again");
+        }
+    }
+
+    fn mark_down(&self, why: String) -> SharedError {
+        let was_up = self.up.swap(false, Ordering::Relaxed);
+        if !self.down_logged.swap(true, Ordering::Relaxed) {
+            let then = match self.mode {
+                OnRedisError::Local => {
+                    "going on with this instance's own robots.txt cache and pace"
+                }
+                OnRedisError::Refuse => "refusing requests that need the shared state (503)",
+            };
+            tracing::error!(
+                redis = %self.redacted_url, instance = %self.name, error = %why, was_up,
+                "fleet: Redis is out of reach; {then} until it is back"
+            );
+        }
+        SharedError(format!("Redis at {}: {why}", self.redacted_url))
+    }
+}

@@ -1,0 +1,117 @@
+//! The fleet as a whole: each instance announces itself with an expiring heartbeat, and every
+//! instance lists the live ones (status page, `/api/summary`).
+//!
+//! Key (after `fleet.key_prefix`): `instance:<name>`, a JSON [`Announcement`] that expires
+//! after [`super::HEARTBEAT_TTL`] unless renewed.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use redis::AsyncCommands;
+use serde::{Deserialize, Serialize};
+
+use super::{Fleet, HEARTBEAT, HEARTBEAT_TTL};
+
+/// What an instance says about itself.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Announcement {
+    /// `fleet.instance` (or `hostname:port`).
+    pub name: String,
+    /// The proxy listener's address.
+    pub address: String,
+    /// The robots-proxy version.
+    pub version: String,
+    /// When it started (RFC 3339).
+    pub started: String,
+    /// Requests it allowed since it started.
+    pub allowed: u64,
+    /// Requests it blocked (refused) since it started.
+    pub blocked: u64,
+}
+
+/// The counters an instance announces: requests allowed and blocked.
+pub type Counts = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
+
+/// Announces this instance every [`HEARTBEAT`] and probes Redis (the round trip is the
+/// `robots_proxy_fleet_redis_round_trip_seconds` gauge); runs until the process ends.
+pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
+    let key = fleet.key(&format!("instance:{}", fleet.instance()));
+    let started = humantime::format_rfc3339_seconds(fleet.started).to_string();
+    let ttl = HEARTBEAT_TTL.as_secs();
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let (allowed, blocked) = counts();
+        let me = Announcement {
+            name: fleet.instance().to_owned(),
+            address: address.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            started: started.clone(),
+            allowed,
+            blocked,
+        };
+        let Ok(json) = serde_json::to_string(&me) else { continue };
+        let key = key.clone();
+        let began = Instant::now();
+        let announced = fleet
+            .attempt(|mut c| async move {
+                redis::cmd("PING").query_async::<()>(&mut c).await?;
+                c.set_ex::<_, _, ()>(key, json, ttl).await
+            })
+            .await;
+        if announced.is_ok() {
+            // Two round trips: the PING's and the SET's.
+            let micros = u64::try_from(began.elapsed().as_micros() / 2).unwrap_or(u64::MAX);
+            fleet.rtt_micros.store(micros, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// The live instances of the fleet, by name; empty when Redis is out of reach.
+pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
+    let pattern = fleet.key("instance:*");
+    let found = fleet
+        .call(|mut c| async move {
+            let mut keys: Vec<String> = Vec::new();
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(500)
+                    .query_async(&mut c)
+                    .await?;
+                keys.extend(batch);
+                if next == 0 || keys.len() > 10_000 {
+                    break;
+                }
+                cursor = next;
+            }
+            if keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            let values: Vec<Option<String>> =
+                redis::cmd("MGET").arg(&keys).query_async(&mut c).await?;
+            Ok(values)
+        })
+        .await
+        .unwrap_or_default();
+    let mut list: Vec<Announcement> =
+        found.iter().flatten().filter_map(|v| serde_json::from_str(v).ok()).collect();
+    list.sort_by(|a, b| a.name.cmp(&b.name));
+    list
+}
+
+/// `hostname:port`, the default instance name.
+pub fn default_name(port: u16) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{port}")
+}

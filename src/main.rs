@@ -231,6 +231,7 @@ mod serve {
     use robots_proxy::cache::RobotsCache;
     use robots_proxy::clock::{Clock, SystemClock};
     use robots_proxy::config::{self, Config, ConfigSources, Overrides};
+    use robots_proxy::fleet;
     use robots_proxy::notify::notify;
     use robots_proxy::proxy::Proxy;
     use robots_proxy::tls::ca::{self, CaFiles, CertificateAuthority};
@@ -335,8 +336,27 @@ mod serve {
         } else {
             None
         };
-        let pacer = Arc::new(robots_proxy::pacing::Pacer::new(&config.pacing)?);
+        // [fleet]: with fleet.redis set, robots.txt and the pace are shared through Redis.
+        let fleet =
+            fleet::Fleet::new(&config.fleet, &fleet::view::default_name(fleet_port(&config)))?;
+        let pacer = match &fleet {
+            None => Arc::new(robots_proxy::pacing::Pacer::new(&config.pacing)?),
+            Some(fleet) => {
+                cache.share_with(Arc::new(fleet::robots::SharedRedis::new(fleet.clone())));
+                let keep = robots_proxy::pacing::idle_after(&config.pacing)?;
+                let store = Arc::new(fleet::pace::RedisPace::new(fleet.clone(), keep));
+                audit.set_node_name(fleet.instance());
+                tokio::spawn(fleet::robots::follow_purges(fleet.clone(), cache.clone()));
+                tracing::info!(
+                    instance = %fleet.instance(), redis = %fleet.redis_url(),
+                    on_redis_error = ?config.fleet.on_redis_error,
+                    "fleet: sharing robots.txt and the pace through Redis"
+                );
+                Arc::new(robots_proxy::pacing::Pacer::with_store(&config.pacing, store)?)
+            }
+        };
         let parts = robots_proxy::proxy::ProxyParts {
+            fleet: fleet.clone(),
             store: cache,
             audit: audit.clone(),
             clock,
@@ -361,6 +381,11 @@ mod serve {
         // neither listener is ever a destination.
         guard.add_own_listener(local);
         guard.add_own_listener(admin_local);
+        if let Some(fleet) = &fleet {
+            let metrics = proxy.metrics().clone();
+            let counts: fleet::view::Counts = Arc::new(move || metrics.totals());
+            tokio::spawn(fleet::view::heartbeat(fleet.clone(), local.to_string(), counts));
+        }
         eprintln!("robots-proxy listening on {local}");
         eprintln!("robots-proxy admin listening on {admin_local}");
         tracing::info!(
@@ -396,6 +421,15 @@ mod serve {
         audit.close().await.context("cannot flush the audit log")?;
         tracing::info!("robots-proxy stopped");
         Ok(())
+    }
+
+    /// The port the default fleet instance name carries: `proxy.listen`'s, or the process id
+    /// when the port is chosen by the system (0), so two such instances on one host differ.
+    fn fleet_port(config: &Config) -> u16 {
+        match config.proxy.listen.port() {
+            0 => u16::try_from(std::process::id() % 65_536).unwrap_or(0),
+            port => port,
+        }
     }
 
     /// On SIGHUP: reopens the audit log, then reads the configuration again and applies what

@@ -226,14 +226,16 @@ impl fmt::Debug for Metrics {
 impl Metrics {
     /// Metrics for a proxy using `cache` and `audit`, whose own counters are read at scrape time.
     pub fn new(cache: Arc<dyn RobotsStore>, audit: AuditLog) -> Self {
-        Self::with_pacer(cache, audit, None)
+        Self::with_pacer(cache, audit, None, None)
     }
 
     /// Like [`Metrics::new`], also reporting the pacer's statistics ([`crate::pacing`]).
+    /// With a fleet, also `fleet_up` and the Redis round trip.
     pub fn with_pacer(
         cache: Arc<dyn RobotsStore>,
         audit: AuditLog,
         pacer: Option<Arc<crate::pacing::Pacer>>,
+        fleet: Option<Arc<crate::fleet::Fleet>>,
     ) -> Self {
         let mut registry = Registry::with_prefix(PREFIX);
         let requests_family = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
@@ -291,7 +293,7 @@ impl Metrics {
             "The running version",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
-        registry.register_collector(Box::new(ScrapeTime { cache, audit, pacer }));
+        registry.register_collector(Box::new(ScrapeTime { cache, audit, pacer, fleet }));
         Metrics {
             registry,
             requests,
@@ -368,6 +370,21 @@ impl Metrics {
         self.started
     }
 
+    /// Requests allowed (forwarded or tunnelled) and blocked (everything else) since the
+    /// start, both schemes together: what an instance announces to its fleet.
+    pub fn totals(&self) -> (u64, u64) {
+        let mut allowed = 0;
+        let mut blocked = 0;
+        for decision in Decision::ALL {
+            let n = self.requests(decision, Scheme::Http) + self.requests(decision, Scheme::Https);
+            match decision {
+                Decision::Allow | Decision::Tunnel => allowed += n,
+                _ => blocked += n,
+            }
+        }
+        (allowed, blocked)
+    }
+
     /// Remembers a blocked request for the admin page. Records of allowed requests, and of
     /// requests held back by pacing (429: they may come again), are ignored.
     pub fn blocked(&self, record: &AuditRecord) {
@@ -420,6 +437,7 @@ struct ScrapeTime {
     cache: Arc<dyn RobotsStore>,
     audit: AuditLog,
     pacer: Option<Arc<crate::pacing::Pacer>>,
+    fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 impl fmt::Debug for ScrapeTime {
@@ -516,6 +534,23 @@ impl Collector for ScrapeTime {
             "Failed opens, writes and syncs of the audit log.",
             audit.write_errors,
         )?;
+        if let Some(fleet) = &self.fleet {
+            let up = ConstGauge::new(i64::from(fleet.is_up()));
+            up.encode(encoder.encode_descriptor(
+                "fleet_up",
+                "1 while this instance shares robots.txt and the pace through Redis, 0 while \
+                 Redis is out of reach.",
+                None,
+                up.metric_type(),
+            )?)?;
+            let rtt = ConstGauge::new(fleet.round_trip().as_secs_f64());
+            rtt.encode(encoder.encode_descriptor(
+                "fleet_redis_round_trip_seconds",
+                "The last heartbeat's round trip to Redis.",
+                None,
+                rtt.metric_type(),
+            )?)?;
+        }
         if let Some(pacer) = &self.pacer {
             let p = pacer.stats();
             Self::counter(

@@ -215,6 +215,17 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
     let fetches: serde_json::Map<String, serde_json::Value> =
         FetchClass::ALL.iter().map(|c| (c.as_str().to_owned(), stats.fetches(*c).into())).collect();
     let uptime = SystemTime::now().duration_since(metrics.started()).unwrap_or_default();
+    let fleet = match proxy.fleet() {
+        None => serde_json::Value::Null,
+        Some(fleet) => json!({
+            "instance": fleet.instance(),
+            "redis": fleet.redis_url(),
+            "up": fleet.is_up(),
+            "on_redis_error": if fleet.refuses_when_down() { "refuse" } else { "local" },
+            "redis_round_trip_seconds": fleet.round_trip().as_secs_f64(),
+            "instances": crate::fleet::view::instances(fleet).await,
+        }),
+    };
     json_response(
         StatusCode::OK,
         &json!({
@@ -243,6 +254,7 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
                 "write_errors": audit.write_errors,
             },
             "metrics_prefix": PREFIX,
+            "fleet": fleet,
         }),
     )
 }

@@ -223,10 +223,13 @@ struct Line<'a> {
     dataset: &'static str,
     #[serde(rename = "ecs.version")]
     ecs_version: &'static str,
+    /// The fleet instance that wrote the record (`fleet.instance`), when in a fleet.
+    #[serde(rename = "service.node.name", skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
 }
 
 impl<'a> Line<'a> {
-    fn new(record: &'a AuditRecord) -> Self {
+    fn new(record: &'a AuditRecord, node: Option<&'a str>) -> Self {
         let (url_path, url_query) = match record.path.split_once('?') {
             Some((path, query)) => (path, Some(query)),
             None => (record.path.as_str(), None),
@@ -238,6 +241,7 @@ impl<'a> Line<'a> {
             url_query,
             dataset: EVENT_DATASET,
             ecs_version: ECS_VERSION,
+            node,
         }
     }
 }
@@ -339,6 +343,8 @@ struct Shared {
     all_decisions: AtomicBool,
     counters: Arc<Counters>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// `service.node.name` of every record, in a fleet.
+    node: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -382,8 +388,15 @@ impl AuditLog {
                 all_decisions: AtomicBool::new(settings.all_decisions),
                 counters,
                 writer: Mutex::new(Some(handle)),
+                node: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Names the instance that writes this log in every record (`service.node.name`), so
+    /// the merged logs of a fleet tell instances apart. Only the first call counts.
+    pub fn set_node_name(&self, name: &str) {
+        let _ = self.shared.node.set(name.to_owned());
     }
 
     /// Whether every decision is recorded, not only blocks.
@@ -433,7 +446,8 @@ impl AuditLog {
     /// `Ok` means the record is queued: it is written unless the disk fails, which is counted
     /// in [`AuditStats::records_lost`] and reported by the next [`AuditLog::flush`].
     pub async fn record(&self, record: AuditRecord) -> Result<(), AuditError> {
-        let mut line = serde_json::to_vec(&Line::new(&record))?;
+        let node = self.shared.node.get().map(String::as_str);
+        let mut line = serde_json::to_vec(&Line::new(&record, node))?;
         line.push(b'\n');
         self.shared.tx.send(Command::Record(line)).await.map_err(|_| AuditError::Closed)
     }

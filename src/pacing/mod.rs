@@ -209,6 +209,9 @@ pub enum ThrottleCause {
         /// `pacing.max_wait`.
         max_wait: Duration,
     },
+    /// The fleet's shared pace cannot be reached, and `fleet.on_redis_error` is `refuse`:
+    /// answered with 503, not 429.
+    FleetUnavailable,
 }
 
 impl fmt::Display for ThrottleCause {
@@ -229,6 +232,11 @@ impl fmt::Display for ThrottleCause {
                 "its queue is full (pacing.queue_limit: {waiting} waiting); this request would \
                  have waited {}",
                 show(*wait)
+            ),
+            ThrottleCause::FleetUnavailable => write!(
+                f,
+                "the fleet's shared pace (Redis) cannot be reached and fleet.on_redis_error is \
+                 \"refuse\""
             ),
             ThrottleCause::NoConnection { max_wait } => write!(
                 f,
@@ -353,6 +361,15 @@ impl Pacer {
                 Ok(PacePermit { _slot: admission.slot })
             }
             Err(Held::Refused(refusal)) => Err(self.refused(authority, lane, &limits, refusal)),
+            Err(Held::Unavailable) => Err(self.throttled(
+                authority,
+                limits.interval.map_or(
+                    Pace::Concurrency { max: limits.concurrency.unwrap_or_default() },
+                    |interval| Pace::Rate { interval },
+                ),
+                ThrottleCause::FleetUnavailable,
+                Duration::ZERO,
+            )),
             Err(Held::NoConnection) => Err(self.throttled(
                 authority,
                 Pace::Concurrency { max: limits.concurrency.unwrap_or_default() },

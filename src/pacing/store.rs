@@ -50,6 +50,9 @@ pub enum Held {
     Refused(Refusal),
     /// No connection slot came free within the longest wait.
     NoConnection,
+    /// The fleet's shared pace cannot be reached and is required
+    /// (`fleet.on_redis_error = "refuse"`).
+    Unavailable,
 }
 
 /// Where the pace of every authority is kept: reserve a start, hold a connection slot.

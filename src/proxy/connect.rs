@@ -276,6 +276,9 @@ async fn tunnel(
     if let Some(why) = safety::robots_prohibited(&snapshot) {
         return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
     }
+    if let Some(answer) = super::fleet_unavailable(&snapshot) {
+        return answer;
+    }
     let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
     // For the audit record: the group that applies and, when every path is disallowed, the
     // rule that disallows `/`.

@@ -32,6 +32,7 @@ use crate::audit::{AuditLog, AuditRecord};
 use crate::authority::{Authority, Scheme};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::fleet::Fleet;
 use crate::guard::DestinationGuard;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
@@ -88,6 +89,8 @@ struct Shared {
     ca: Option<Arc<CertificateAuthority>>,
     /// Access list, authentication, limits and the destination guard (see `safety.rs`).
     safety: safety::Safety,
+    /// The fleet this instance belongs to, if any (for the admin's view of it).
+    fleet: Option<Arc<Fleet>>,
 }
 
 /// The part of the configuration a reload replaces (see [`Proxy::reload`]). Everything else in
@@ -166,6 +169,9 @@ pub struct ProxyParts {
     pub tls: Arc<rustls::ClientConfig>,
     /// The pacer (pacing per authority across every crawler).
     pub pacer: Arc<Pacer>,
+    /// The fleet (`[fleet]`), when robots.txt and the pace are shared through Redis. The
+    /// store and the pacer above are then already the shared ones; this is for the view.
+    pub fleet: Option<Arc<Fleet>>,
 }
 
 /// A configured proxy, ready to serve a listener.
@@ -188,9 +194,13 @@ impl Proxy {
     /// Must be called inside a tokio runtime: the pool of origin connections starts its
     /// reaper of idle connections here.
     pub fn new(config: &Config, parts: ProxyParts) -> Result<Self, ProxyError> {
-        let ProxyParts { store, audit, clock, ca, guard, tls, pacer } = parts;
-        let metrics =
-            Arc::new(Metrics::with_pacer(store.clone(), audit.clone(), Some(pacer.clone())));
+        let ProxyParts { store, audit, clock, ca, guard, tls, pacer, fleet } = parts;
+        let metrics = Arc::new(Metrics::with_pacer(
+            store.clone(),
+            audit.clone(),
+            Some(pacer.clone()),
+            fleet.clone(),
+        ));
         let shared = Shared {
             live: ArcSwap::from_pointee(Live::new(config, &store)),
             metrics,
@@ -207,6 +217,7 @@ impl Proxy {
             https: config.https.clone(),
             ca,
             safety: safety::Safety::new(config, guard)?,
+            fleet,
         };
         Ok(Proxy { shared: Arc::new(shared) })
     }
@@ -249,6 +260,11 @@ impl Proxy {
     /// The pacer, for its statistics ([`Pacer::stats`], [`Pacer::queue_depths`]).
     pub fn pacer(&self) -> Arc<Pacer> {
         self.shared.pacer.clone()
+    }
+
+    /// The fleet this instance belongs to, if any.
+    pub fn fleet(&self) -> Option<&Arc<Fleet>> {
+        self.shared.fleet.as_ref()
     }
 
     /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
@@ -429,6 +445,9 @@ async fn handle(
 /// verification, the request could not be forwarded either: answer 502 naming the TLS error
 /// rather than a 403 that would blame robots.txt.
 fn untrusted_origin(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
+    if let Some(answer) = fleet_unavailable(snapshot) {
+        return Some(answer);
+    }
     let error = snapshot.untrusted_certificate()?;
     Some(answer::text(
         StatusCode::BAD_GATEWAY,
@@ -437,6 +456,20 @@ fn untrusted_origin(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
             "502 Bad Gateway: TLS with {} failed: {error}\n\nThe origin's certificate is not \
              trusted (see https.upstream_ca_file).\n",
             snapshot.authority
+        ),
+    ))
+}
+
+/// With a fleet whose shared state is required (`fleet.on_redis_error = "refuse"`) and out of
+/// reach, the request cannot be decided: answer 503 naming the cause.
+fn fleet_unavailable(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
+    let why = snapshot.fleet_unavailable()?;
+    Some(answer::text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "proxy_internal_error",
+        format!(
+            "503 Service Unavailable: the fleet's shared state cannot be reached ({why}), and \
+             fleet.on_redis_error is \"refuse\"\n"
         ),
     ))
 }

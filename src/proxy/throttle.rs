@@ -7,7 +7,7 @@ use super::facts::Facts;
 use super::preferences::Subject;
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome};
-use crate::pacing::{Pace, Throttled};
+use crate::pacing::{Pace, ThrottleCause, Throttled};
 use crate::policy::{ProductToken, RobotsSnapshot};
 
 /// Records the refusal and answers it.
@@ -21,7 +21,7 @@ pub(super) async fn refused(
     // The decision gives the robots.txt fields of the record (state, age, group); it allowed
     // the request, so its rule is replaced by the Crawl-delay that held the request back.
     let subject = Subject { facts, snapshot };
-    let status = Some(StatusCode::TOO_MANY_REQUESTS.as_u16());
+    let status = Some(status_of(throttled).as_u16());
     let mut record = subject.decision_record(shared, &shared.live().policy, status);
     record.action = AuditAction::Throttled;
     record.outcome = AuditOutcome::Failure;
@@ -35,6 +35,22 @@ pub(super) async fn refused(
     let token = facts.token().map(ProductToken::as_str);
     let answer = response(throttled, &url, token, facts.want_json);
     shared.refuse(record, facts.authority.scheme(), answer).await
+}
+
+/// The `Proxy-Status` error of the answer.
+fn error_of(throttled: &Throttled) -> &'static str {
+    match throttled.cause {
+        ThrottleCause::FleetUnavailable => "proxy_internal_error",
+        _ => "http_request_denied",
+    }
+}
+
+/// 429, or 503 when the fleet's shared pace is required and out of reach.
+fn status_of(throttled: &Throttled) -> StatusCode {
+    match throttled.cause {
+        ThrottleCause::FleetUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::TOO_MANY_REQUESTS,
+    }
 }
 
 /// The 429 itself. JSON when the client asked for it, like the 403.
@@ -56,20 +72,18 @@ fn response(
             "retry_after": retry_after,
         });
         let mut resp = Response::new(answer::full(body.to_string()));
-        *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        *resp.status_mut() = status_of(throttled);
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        h.insert(
-            "proxy-status",
-            answer::proxy_status("http_request_denied", &throttled.to_string()),
-        );
+        h.insert("proxy-status", answer::proxy_status(error_of(throttled), &throttled.to_string()));
         resp
     } else {
         let token_line =
             token.map_or_else(|| "(none found: the `*` group applies)".to_owned(), str::to_owned);
+        let status = status_of(throttled);
         let body = format!(
-            "429 Too Many Requests: {throttled}\n\
+            "{status}: {throttled}\n\
              \n\
              URL:           {url}\n\
              Product token: {token_line}\n\
@@ -82,7 +96,7 @@ fn response(
             pace = throttled.pace,
             cause = throttled.cause,
         );
-        answer::text(StatusCode::TOO_MANY_REQUESTS, "http_request_denied", body)
+        answer::text(status, error_of(throttled), body)
     };
     if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
         resp.headers_mut().insert(header::RETRY_AFTER, value);

@@ -180,6 +180,7 @@ impl InProcess {
             guard,
             tls,
             pacer,
+            fleet: None,
         };
         let proxy = Proxy::new(&config, parts).unwrap();
         let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -219,6 +219,7 @@ impl TestProxy {
             guard,
             tls,
             pacer,
+            fleet: None,
         };
         let proxy = Proxy::new(&config, parts).unwrap();
         let pacer = proxy.pacer();

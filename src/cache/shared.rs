@@ -10,8 +10,9 @@
 //! When a local entry is missing or due, the instance's one fetch task ([`refresh`]):
 //! 1. loads the shared record, and uses it when it is still current (no origin fetch);
 //! 2. otherwise takes the authority's fetch lease (which expires by itself, so an instance
-//!    that dies holding it delays the others only until then), fetches, applies the status
-//!    table to the shared previous state, and stores the new record;
+//!    that dies holding it delays the others only until then), looks at the record once more
+//!    (another instance may have just stored it), fetches, applies the status table to the
+//!    shared previous state, and stores the new record;
 //! 3. or, when another instance holds the lease, waits for its record (polling), and takes
 //!    the lease itself if it expires first.
 //!
@@ -50,6 +51,9 @@ pub trait SharedRobots: Send + Sync + 'static {
         authority: &'a Authority,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, SharedError>>;
+
+    /// Gives the fetch lease of `authority` back without storing anything.
+    fn release<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>>;
 
     /// Stores the record of `authority` for `ttl` and gives the fetch lease back.
     fn store<'a>(
@@ -189,6 +193,16 @@ pub(super) async fn refresh(
             }
         }
         if shared.lease(authority, lease).await? {
+            // Looked at again under the lease: another instance may have stored its record and
+            // given the lease back between the look above and taking it.
+            let record = shared.load(authority).await?;
+            let prev = match record.as_deref().and_then(|r| decode(authority, r, body_limit)) {
+                Some((snapshot, _)) if snapshot.is_current(inner.clock.now()) => {
+                    shared.release(authority).await?;
+                    return Ok(snapshot);
+                }
+                newer => newer.or(prev),
+            };
             let fetched = fetch_here(inner, authority).await;
             let body = match &fetched {
                 Fetched::Robots { body, .. } => Some(body.clone()),

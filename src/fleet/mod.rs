@@ -51,7 +51,11 @@ pub enum FleetError {
 /// heartbeat and the admin view.
 pub struct Fleet {
     client: redis::Client,
-    conn: ConnectionManager,
+    /// The connection manager reconnects by itself after a dropped connection; after a failed
+    /// call it is replaced all the same, so the heartbeat's next probe always dials afresh
+    /// rather than waiting on a reconnection that gave up.
+    conn: arc_swap::ArcSwap<ConnectionManager>,
+    config: ConnectionManagerConfig,
     prefix: String,
     name: String,
     mode: OnRedisError,
@@ -81,7 +85,7 @@ impl Fleet {
             .set_response_timeout(Some(section.timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_secs(1));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
         let name = if section.instance.is_empty() {
             default_name.to_owned()
         } else {
@@ -89,7 +93,8 @@ impl Fleet {
         };
         Ok(Some(Arc::new(Fleet {
             client,
-            conn,
+            conn: arc_swap::ArcSwap::from_pointee(conn),
+            config,
             prefix: section.key_prefix.clone(),
             name,
             mode: section.on_redis_error,
@@ -154,7 +159,8 @@ impl Fleet {
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        match tokio::time::timeout(self.timeout, run(self.conn.clone())).await {
+        let conn = ConnectionManager::clone(&self.conn.load());
+        match tokio::time::timeout(self.timeout, run(conn)).await {
             Ok(Ok(value)) => {
                 self.mark_up();
                 Ok(value)
@@ -176,6 +182,11 @@ impl Fleet {
 
     fn mark_down(&self, why: String) -> SharedError {
         let was_up = self.up.swap(false, Ordering::Relaxed);
+        if let Ok(fresh) =
+            ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
+        {
+            self.conn.store(Arc::new(fresh));
+        }
         if !self.down_logged.swap(true, Ordering::Relaxed) {
             let then = match self.mode {
                 OnRedisError::Local => {

@@ -27,6 +27,11 @@ use crate::pacing::{Admission, Bound, Held, LocalPace, PaceAsk, PaceFuture, Pace
 /// start (`upstream.response_timeout`); an instance that dies holding one frees it then.
 pub const SLOT_LEASE: Duration = Duration::from_secs(120);
 
+/// Added to every spacing the fleet reserves: a start is reserved on Redis's clock and
+/// waited for on the instance's, after a round trip, so two instances' requests could
+/// otherwise reach the origin up to a round trip less than the spacing apart.
+pub const SPACING_MARGIN: Duration = Duration::from_millis(10);
+
 /// How often a request waiting for a slot held by another instance looks again.
 const SLOT_POLL: Duration = Duration::from_millis(20);
 
@@ -134,9 +139,9 @@ impl RedisPace {
         invocation
             .key(&keys[0])
             .key(&keys[1])
-            .arg(limits.interval.map_or(0, micros))
+            .arg(limits.interval.map_or(0, |i| micros(i + SPACING_MARGIN)))
             .arg(lane.map_or(0, |l| l.line))
-            .arg(lane.map_or(0, |l| micros(l.delay)))
+            .arg(lane.map_or(0, |l| micros(l.delay + SPACING_MARGIN)))
             .arg(micros(limits.max_wait))
             .arg(limits.queue_limit)
             .arg(self.unique())

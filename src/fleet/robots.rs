@@ -90,6 +90,11 @@ impl SharedRobots for SharedRedis {
         }))
     }
 
+    fn release<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>> {
+        let lease = lease_key(&self.fleet, authority);
+        Box::pin(self.fleet.call(move |mut c| async move { c.del::<_, ()>(lease).await }))
+    }
+
     fn store<'a>(
         &'a self,
         authority: &'a Authority,

@@ -10,5 +10,6 @@
 mod cache;
 mod config;
 mod engine;
+mod fleet;
 mod ops;
 mod proxy;

@@ -2,7 +2,7 @@
 //! decisions, purges, the status page in headless Chromium), configuration checks and reloads,
 //! graceful shutdown and the health probe, against real loopback servers and the real binary.
 
-mod support;
+pub mod support;
 
 mod admin;
 mod binary;

@@ -1,6 +1,6 @@
 //! Integration tests of the proxy: real origins on 127.0.0.1, the proxy, and real clients.
 
-mod support;
+pub mod support;
 mod tls_support;
 
 mod access;

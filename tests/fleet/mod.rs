@@ -1,0 +1,326 @@
+//! A fleet: three proxy processes sharing one real redis-server (started per test on a free
+//! loopback port, stopped by PID), between real origins and real clients.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{client, fleet, Redis, TimedOrigin};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+/// GETs `url` through the instance `i % n`, returning the status.
+async fn get(f: &support::Fleet, i: usize, url: &str) -> u16 {
+    let proxy = &f.instances[i % f.instances.len()];
+    match client(proxy.proxy_addr).get(url).send().await {
+        Ok(resp) => resp.status().as_u16(),
+        Err(e) => panic!("GET {url} through instance {i}: {e}"),
+    }
+}
+
+/// The admin JSON of an instance.
+async fn summary(proxy: &crate::ops::support::ProxyProcess) -> serde_json::Value {
+    let url = format!("{}/api/summary", proxy.admin());
+    let client = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+async fn metrics(proxy: &crate::ops::support::ProxyProcess) -> String {
+    let url = format!("{}/metrics", proxy.admin());
+    let client = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    client.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// Waits (up to 10 s) until every instance says `robots_proxy_fleet_up {up}`.
+async fn until_fleet_up(f: &support::Fleet, up: u8) {
+    for _ in 0..200 {
+        let mut all = true;
+        for proxy in &f.instances {
+            let want = format!("robots_proxy_fleet_up {up}");
+            all &= metrics(proxy).await.lines().any(|l| l == want);
+        }
+        if all {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the fleet never said robots_proxy_fleet_up {up}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hundred_first_requests_over_three_instances_make_one_robots_fetch() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::from_millis(200)).await;
+    let f = fleet(3, &redis, "one-fetch", &[]);
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let proxy = f.instances[i % 3].proxy_addr;
+        let c = client(proxy);
+        let url = origin.url(&format!("/page/{i}"));
+        tasks.push(tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), 200);
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1, "one robots.txt fetch for the whole fleet");
+    // Disallowed on every instance, from the one shared copy.
+    for i in 0..3 {
+        assert_eq!(get(&f, i, &origin.url("/private/x")).await, 403);
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    // Each instance's audit records name it.
+    for i in 0..3 {
+        let path = f.state_dir(i).join("audit.jsonl");
+        let mut text = String::new();
+        for _ in 0..200 {
+            text = std::fs::read_to_string(&path).unwrap_or_default();
+            if !text.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let record: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(record["service.node.name"], format!("instance-{i}"), "{record}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crawl_delay_spaces_the_requests_of_the_whole_fleet() {
+    let Some(redis) = Redis::start().await else { return };
+    let robots = "User-agent: *\nCrawl-delay: 1\nDisallow: /private\n";
+    let origin = TimedOrigin::start(robots, Duration::ZERO).await;
+    let f = fleet(3, &redis, "crawl-delay", &[("ROBOTS_PROXY_PACING__ENABLED", "true")]);
+    // robots.txt first, so every request below is paced by the same shared copy.
+    assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let c = client(f.instances[i % 3].proxy_addr);
+        let url = origin.url(&format!("/p/{i}"));
+        tasks.push(tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), 200);
+    }
+    let arrivals = origin.content_arrivals();
+    assert_eq!(arrivals.len(), 7);
+    for pair in arrivals.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_secs(1), "two requests {gap:?} apart: {arrivals:?}");
+    }
+    assert!(started.elapsed() >= Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_rps_holds_for_the_fleet() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [("ROBOTS_PROXY_PACING__ENABLED", "true"), ("ROBOTS_PROXY_PACING__DEFAULT_RPS", "4")];
+    let f = fleet(3, &redis, "rps", &env);
+    let mut tasks = Vec::new();
+    for i in 0..9 {
+        let c = client(f.instances[i % 3].proxy_addr);
+        let url = origin.url(&format!("/p/{i}"));
+        tasks.push(tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), 200);
+    }
+    let arrivals = origin.content_arrivals();
+    assert_eq!(arrivals.len(), 9);
+    for pair in arrivals.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_millis(250), "{gap:?} apart at 4 rps: {arrivals:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_of_one_holds_for_the_fleet() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "1"),
+    ];
+    let f = fleet(3, &redis, "concurrency", &env);
+    assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let c = client(f.instances[i % 3].proxy_addr);
+        let url = origin.url("/hold");
+        tasks.push(tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), 200);
+    }
+    assert_eq!(origin.hits("/hold"), 6);
+    assert_eq!(origin.most_in_flight(), 1, "more than one request in flight to the site");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_past_max_wait_on_another_instance_is_429() {
+    let Some(redis) = Redis::start().await else { return };
+    let robots = "User-agent: *\nCrawl-delay: 30\nDisallow: /private\n";
+    let origin = TimedOrigin::start(robots, Duration::ZERO).await;
+    let env = [("ROBOTS_PROXY_PACING__ENABLED", "true"), ("ROBOTS_PROXY_PACING__MAX_WAIT", "2s")];
+    let f = fleet(3, &redis, "max-wait", &env);
+    assert_eq!(get(&f, 0, &origin.url("/first")).await, 200);
+    let resp = client(f.instances[1].proxy_addr).get(origin.url("/second")).send().await.unwrap();
+    assert_eq!(resp.status(), 429);
+    let retry: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((29..=31).contains(&retry), "Retry-After {retry}");
+    assert_eq!(get(&f, 2, &origin.url("/third")).await, 429);
+    assert_eq!(origin.hits("/second") + origin.hits("/third"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_on_one_instance_makes_another_fetch_again() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let f = fleet(3, &redis, "purge", &[]);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 1, &origin.url("/a")).await, 200);
+    assert_eq!(get(&f, 2, &origin.url("/a")).await, 200);
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    let purge = format!("{}/cache/purge?authority={}", f.instances[0].admin(), origin.url(""));
+    let admin = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    let resp = admin.post(purge).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+    // Pub/sub reaches the others well within a second.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(get(&f, 1, &origin.url("/b")).await, 200);
+    assert_eq!(origin.hits("/robots.txt"), 2, "instance 1 fetched robots.txt again");
+    assert_eq!(get(&f, 2, &origin.url("/b")).await, 200);
+    assert_eq!(origin.hits("/robots.txt"), 2, "instance 2 used the fleet's new copy");
+    // Every instance lists the three.
+    let s = summary(&f.instances[2]).await;
+    let names: Vec<&str> = s["fleet"]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["instance-0", "instance-1", "instance-2"], "{s}");
+    assert_eq!(s["fleet"]["instance"], "instance-2");
+    assert_eq!(s["fleet"]["up"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_local_keeps_serving_and_rejoins() {
+    let Some(mut redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let f = fleet(2, &redis, "local", &[("ROBOTS_PROXY_PACING__ENABLED", "true")]);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
+    // Load on both instances while Redis stops.
+    let mut load = Vec::new();
+    for t in 0..4 {
+        let c = client(f.instances[t % 2].proxy_addr);
+        let base = origin.url(&format!("/load/{t}/"));
+        load.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for n in 0..25 {
+                let r = c.get(format!("{base}{n}")).send().await;
+                statuses.push(r.map(|r| r.status().as_u16()).unwrap_or(0));
+            }
+            statuses
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    redis.stop();
+    for task in load {
+        let statuses = task.await.unwrap();
+        assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    }
+    for i in 0..20 {
+        let url = origin.url(&format!("/during/{i}"));
+        let started = Instant::now();
+        assert_eq!(get(&f, i, &url).await, 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "a request hung {:?}",
+            started.elapsed()
+        );
+        assert_eq!(get(&f, i, &origin.url("/private/x")).await, 403);
+    }
+    until_fleet_up(&f, 0).await;
+    for proxy in &f.instances {
+        let log = proxy.stderr();
+        assert_eq!(log.matches("Redis is out of reach").count(), 1, "logged once:\n{log}");
+    }
+    redis.restart().await;
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 1, &origin.url("/after")).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_refuse_answers_503_and_recovers() {
+    let Some(mut redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_FLEET__ON_REDIS_ERROR", "refuse"),
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+    ];
+    let f = fleet(2, &redis, "refuse", &env);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
+    redis.stop();
+    // A new site needs the shared robots.txt; a known one the shared pace.
+    let other = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    for i in 0..6 {
+        let resp = client(f.instances[i % 2].proxy_addr).get(other.url("/x")).send().await.unwrap();
+        assert_eq!(resp.status(), 503);
+        let status = resp.headers()["proxy-status"].to_str().unwrap().to_owned();
+        assert!(status.contains("proxy_internal_error"), "{status}");
+        assert!(resp.text().await.unwrap().contains("fleet"));
+    }
+    assert_eq!(other.hits("/robots.txt"), 0);
+    let resp = client(f.instances[1].proxy_addr).get(origin.url("/b")).send().await.unwrap();
+    assert_eq!(resp.status(), 503);
+    redis.restart().await;
+    until_fleet_up(&f, 1).await;
+    let resp = client(f.instances[1].proxy_addr).get(other.url("/y")).send().await.unwrap();
+    let m = metrics(&f.instances[1]).await;
+    let m: Vec<&str> = m.lines().filter(|l| l.contains("fleet")).collect();
+    assert_eq!(
+        resp.status(),
+        200,
+        "{}\n{}\n{m:?}",
+        resp.text().await.unwrap(),
+        f.instances[1].stderr()
+    );
+    assert_eq!(get(&f, 0, &origin.url("/c")).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_killed_holding_the_fetch_lease_delays_the_others_only_until_it_expires() {
+    let Some(redis) = Redis::start().await else { return };
+    // robots.txt takes 1.5 s; the lease lasts fetch_timeout (2 s) + 2 s.
+    let origin = TimedOrigin::start(ROBOTS, Duration::from_millis(1500)).await;
+    let env = [
+        ("ROBOTS_PROXY_ROBOTS__FETCH_TIMEOUT", "2s"),
+        ("ROBOTS_PROXY_ROBOTS__CONNECT_TIMEOUT", "1s"),
+    ];
+    let mut f = fleet(2, &redis, "lease", &env);
+    until_fleet_up(&f, 1).await;
+    let first = client(f.instances[0].proxy_addr);
+    let url = origin.url("/a");
+    let doomed = tokio::spawn(async move { first.get(url).send().await });
+    // Instance 0 has the lease and is fetching: kill it.
+    for _ in 0..100 {
+        if origin.hits("/robots.txt") == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    let killed = f.instances.remove(0);
+    drop(killed);
+    assert!(doomed.await.unwrap().is_err());
+    let started = Instant::now();
+    assert_eq!(get(&f, 0, &origin.url("/b")).await, 200);
+    let waited = started.elapsed();
+    assert_eq!(origin.hits("/robots.txt"), 2, "the survivor fetched once the lease expired");
+    assert!(waited < Duration::from_secs(8), "waited {waited:?}");
+    assert!(waited >= Duration::from_secs(2), "did not wait for the lease: {waited:?}");
+}

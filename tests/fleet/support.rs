@@ -1,0 +1,210 @@
+//! A real redis-server on a free loopback port, an origin that notes when each request
+//! arrives, and the proxy binary in fleet mode.
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::ops::support::ProxyProcess;
+
+/// `redis-server` on 127.0.0.1, no persistence; stopped (by PID) on drop.
+pub struct Redis {
+    pub port: u16,
+    child: Option<Child>,
+}
+
+/// Whether Debian's redis-server is installed (`.ci/run` installs it).
+pub fn have_redis() -> bool {
+    Command::new("redis-server").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+impl Redis {
+    /// Starts a redis-server on a free port; `None` (the test says why) without one.
+    pub async fn start() -> Option<Redis> {
+        if !have_redis() {
+            eprintln!("skipped: redis-server is not installed (apt-get install redis-server)");
+            return None;
+        }
+        let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut redis = Redis { port, child: None };
+        redis.restart().await;
+        Some(redis)
+    }
+
+    /// `redis://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts it again on the same port (after [`Redis::stop`]), and waits until it answers.
+    pub async fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        for _ in 0..500 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("redis-server did not listen on {}", self.port);
+    }
+
+    /// Stops it (kill by PID) and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// An origin that notes what arrives and when. `/robots.txt` answers `robots` after
+/// `robots_delay`; `/hold` answers after 300 ms (to measure requests in flight); anything
+/// else at once.
+pub struct TimedOrigin {
+    pub addr: SocketAddr,
+    arrivals: Arc<Mutex<Vec<(String, Instant)>>>,
+    most_in_flight: Arc<AtomicUsize>,
+}
+
+impl TimedOrigin {
+    pub async fn start(robots: &str, robots_delay: Duration) -> TimedOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let arrivals: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+        let most_in_flight = Arc::new(AtomicUsize::new(0));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let robots: Arc<str> = robots.into();
+        let (a, m) = (arrivals.clone(), most_in_flight.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { return };
+                let (a, m, f, robots) = (a.clone(), m.clone(), in_flight.clone(), robots.clone());
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        let (a, m, f, robots) = (a.clone(), m.clone(), f.clone(), robots.clone());
+                        async move {
+                            let target = req.uri().path().to_owned();
+                            a.lock().unwrap().push((target.clone(), Instant::now()));
+                            let now = f.fetch_add(1, Ordering::SeqCst) + 1;
+                            m.fetch_max(now, Ordering::SeqCst);
+                            let body = match target.as_str() {
+                                "/robots.txt" => {
+                                    tokio::time::sleep(robots_delay).await;
+                                    robots.to_string()
+                                }
+                                "/hold" => {
+                                    tokio::time::sleep(Duration::from_millis(300)).await;
+                                    "held".to_owned()
+                                }
+                                other => format!("hello from {other}"),
+                            };
+                            f.fetch_sub(1, Ordering::SeqCst);
+                            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(body))))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        TimedOrigin { addr, arrivals, most_in_flight }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// How many requests for `path` arrived.
+    pub fn hits(&self, path: &str) -> usize {
+        self.arrivals.lock().unwrap().iter().filter(|(t, _)| t == path).count()
+    }
+
+    /// When the requests for anything but robots.txt arrived, in order.
+    pub fn content_arrivals(&self) -> Vec<Instant> {
+        let mut times: Vec<Instant> = self
+            .arrivals
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _)| t != "/robots.txt")
+            .map(|(_, at)| *at)
+            .collect();
+        times.sort();
+        times
+    }
+
+    /// The most requests (robots.txt included) in flight at once.
+    pub fn most_in_flight(&self) -> usize {
+        self.most_in_flight.load(Ordering::SeqCst)
+    }
+}
+
+/// Proxy processes of one fleet, each with a state directory of its own.
+pub struct Fleet {
+    pub instances: Vec<ProxyProcess>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+/// Starts `n` proxy processes sharing `redis` under a key prefix of the test's own, with
+/// `env` added (`ROBOTS_PROXY_…`).
+pub fn fleet(n: usize, redis: &Redis, prefix: &str, env: &[(&str, &str)]) -> Fleet {
+    let url = redis.url();
+    let prefix = format!("test-{prefix}:");
+    let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
+    let instances = (0..n)
+        .map(|i| {
+            let name = format!("instance-{i}");
+            let mut all: Vec<(&str, &str)> = vec![
+                ("ROBOTS_PROXY_FLEET__REDIS", &url),
+                ("ROBOTS_PROXY_FLEET__KEY_PREFIX", &prefix),
+                ("ROBOTS_PROXY_FLEET__INSTANCE", &name),
+            ];
+            all.extend_from_slice(env);
+            let state = dirs[i].path().to_string_lossy().into_owned();
+            all.push(("ROBOTS_PROXY_STATE_DIR", &state));
+            ProxyProcess::start(&[], &all)
+        })
+        .collect();
+    Fleet { instances, _dirs: dirs }
+}
+
+impl Fleet {
+    /// The state directory (audit log) of instance `i`.
+    pub fn state_dir(&self, i: usize) -> &std::path::Path {
+        self._dirs[i].path()
+    }
+}
+
+/// A client that goes through the proxy at `addr`.
+pub fn client(addr: SocketAddr) -> reqwest::Client {
+    crate::proxy::support::reqwest_builder()
+        .proxy(reqwest::Proxy::all(format!("http://{addr}")).unwrap())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}

@@ -128,10 +128,13 @@ async fn default_rps_holds_for_the_fleet() {
     }
     let arrivals = origin.content_arrivals();
     assert_eq!(arrivals.len(), 9);
+    // Reserved 250 ms apart on Redis's clock; forwarding adds a little jitter to each.
     for pair in arrivals.windows(2) {
         let gap = pair[1] - pair[0];
-        assert!(gap >= Duration::from_millis(250), "{gap:?} apart at 4 rps: {arrivals:?}");
+        assert!(gap >= Duration::from_millis(230), "{gap:?} apart at 4 rps: {arrivals:?}");
     }
+    let span = arrivals[8] - arrivals[0];
+    assert!(span >= Duration::from_millis(2000), "9 requests at 4 rps in {span:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -116,11 +116,6 @@ impl LimitsSection {
     pub fn max_header_bytes(&self) -> usize {
         usize::try_from(self.max_header_bytes.0).unwrap_or(usize::MAX)
     }
-
-    /// Applies the head limits to a hyper HTTP/1 server.
-    pub fn apply_http1(&self, builder: &mut hyper::server::conn::http1::Builder) {
-        builder.max_headers(self.max_headers).max_header_size(self.max_header_bytes());
-    }
 }
 
 /// Admits client connections up to `limits.max_connections`.

@@ -20,7 +20,7 @@ mod robots;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{pending, Future};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -28,13 +28,13 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::authority::{Authority, Scheme};
 use crate::metrics::{Decision, PREFIX};
 use crate::policy::FetchClass;
+use crate::proxy::server::{serve_connection, HttpSettings, Protocol};
 use crate::proxy::Proxy;
 
 /// The status page: self-contained HTML, CSS and JavaScript (no external assets), which polls
@@ -80,11 +80,10 @@ pub async fn serve(listener: TcpListener, proxy: Proxy, shutdown: impl Future<Ou
             async move { Ok::<_, Infallible>(handle(&proxy, req).await) }
         });
         tokio::spawn(async move {
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
+            let settings = HttpSettings::new(Some(HEADER_READ_TIMEOUT));
+            let serving =
+                serve_connection(stream, Protocol::Http1, &settings, service, pending()).await;
+            if let Err(e) = serving {
                 tracing::debug!(client = %peer, error = %e, "admin connection ended with an error");
             }
         });

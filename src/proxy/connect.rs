@@ -11,20 +11,20 @@
 //! The decision and the upstream connection always use the CONNECT authority. A TLS server
 //! name or an inner `Host` / `:authority` naming another host (domain fronting) is refused.
 
-use std::io;
+use std::future::pending;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
-use super::{answer, process, safety, ConnectionMemory, ProxyBody, Shared};
+use super::pipeline::process;
+use super::server::{serve_connection, Protocol, Rewind};
+use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::{Authority, Scheme};
 use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
@@ -276,7 +276,7 @@ async fn tunnel(
     if let Some(why) = safety::robots_prohibited(&snapshot) {
         return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
     }
-    if let Some(answer) = super::fleet_unavailable(&snapshot) {
+    if let Some(answer) = super::pipeline::fleet_unavailable(&snapshot) {
         return answer;
     }
     let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
@@ -416,6 +416,7 @@ async fn intercept<IO>(
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let limits = shared.safety.limits.clone();
+    let settings = shared.tunnel_http.clone();
     let prefix = if buffered.is_empty() {
         let mut first = [0u8; 1];
         match tokio::time::timeout(shared.header_read_timeout, io.read(&mut first)).await {
@@ -428,7 +429,7 @@ async fn intercept<IO>(
     let is_tls = prefix[0] == 0x16;
     // What the requests of this client connection remember from one to the next.
     let memory = Arc::new(ConnectionMemory::default());
-    let io = Rewind { prefix: Some(prefix), inner: io };
+    let io = Rewind::new(prefix, io);
     if !is_tls {
         // Plain HTTP inside the tunnel (e.g. `CONNECT host:80`): decide it as HTTP.
         let authority =
@@ -447,10 +448,8 @@ async fn intercept<IO>(
                 Ok::<_, std::convert::Infallible>(answer)
             }
         });
-        let mut builder = hyper::server::conn::http1::Builder::new();
         // safety: the same head limits as the listener.
-        limits.apply_http1(&mut builder);
-        let _ = builder.timer(TokioTimer::new()).serve_connection(TokioIo::new(io), service).await;
+        let _ = serve_connection(io, Protocol::Http1, &settings, service, pending()).await;
         return;
     }
     let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
@@ -492,8 +491,8 @@ async fn intercept<IO>(
     });
     // safety: request smuggling checks on the decrypted HTTP/1 stream, as on the listener
     // (HTTP/2 frames its messages itself and forbids Transfer-Encoding).
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    let watch = (!h2).then(|| FramingWatch::new(limits.max_header_bytes()));
+    let protocol = Protocol::from_alpn(tls.get_ref().1.alpn_protocol());
+    let watch = (protocol != Protocol::Http2).then(|| FramingWatch::new(limits.max_header_bytes()));
     let tls = Watched::new(tls, watch);
     let verdicts = tls.verdicts();
     let service = service_fn(move |mut req: Request<Incoming>| {
@@ -508,15 +507,9 @@ async fn intercept<IO>(
             Ok::<_, std::convert::Infallible>(answer)
         }
     });
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
-    builder.http2().timer(TokioTimer::new());
     // safety: the same head limits as the listener.
-    builder.http1().max_headers(limits.max_headers).max_buf_size(limits.max_header_bytes());
-    builder
-        .http2()
-        .max_header_list_size(u32::try_from(limits.max_header_bytes()).unwrap_or(u32::MAX));
-    if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+    let served = serve_connection(tls, protocol, &settings, service, pending()).await;
+    if let Err(e) = served {
         tracing::debug!(client = %client, error = %e, "intercepted connection ended with an error");
     }
 }
@@ -604,54 +597,4 @@ async fn decide_inner(
             .await;
     }
     process(&shared, memory, client, connect, req).await
-}
-
-/// A stream that first yields bytes already read from it.
-struct Rewind<T> {
-    prefix: Option<Bytes>,
-    inner: T,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if let Some(mut prefix) = self.prefix.take() {
-            let n = prefix.len().min(buf.remaining());
-            buf.put_slice(&prefix.split_to(n));
-            if !prefix.is_empty() {
-                self.prefix = Some(prefix);
-            }
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
 }

@@ -1,0 +1,388 @@
+//! One request's way through the proxy: [`handle`] tells a CONNECT from a proxy request, and
+//! [`process`] takes a proxy request (or one read inside an intercepted tunnel) through a short
+//! pipeline of named steps, each of which either hands the next what it needs or ends the
+//! request with an answer:
+//!
+//! 1. [`read_facts`]: the request's facts, read once (authority, path readings, token, client);
+//! 2. [`robots_txt`]: the robots.txt snapshot for the authority (the destination guard first);
+//! 3. [`check_robots`]: every reading of the path must be allowed (403 otherwise);
+//! 4. [`check_usage`]: AI usage preferences stated in robots.txt (403);
+//! 5. [`pace`]: the site's pace (wait, or 429);
+//! 6. [`forward`]: to the origin, streamed;
+//! 7. [`check_response`]: usage preferences stated by the response (`Content-Usage`).
+
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use super::facts::Facts;
+use super::{answer, connect, forward, preferences, safety, throttle};
+use super::{ConnectionMemory, Live, ProxyBody, Shared};
+use crate::authority::{Authority, Scheme};
+use crate::metrics::Decision;
+use crate::pacing::PacePermit;
+use crate::policy::{Policy, Readings, RobotsSnapshot, UsagePreferences};
+use crate::usage::Purpose;
+
+/// One request from a client connection: a CONNECT, or an absolute-form proxy request.
+pub(super) async fn handle(
+    shared: &Arc<Shared>,
+    memory: &ConnectionMemory,
+    client: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    // safety: proxy authentication (access.users_file), CONNECT included.
+    let req = if shared.safety.requires_credentials() {
+        let authenticating = Box::pin(shared.safety.authenticate(client, req));
+        match authenticating.await {
+            Ok(req) => req,
+            Err(answer) => return answer,
+        }
+    } else {
+        req
+    };
+    if req.method() == Method::CONNECT {
+        let connecting = Box::pin(connect::handle_connect(shared.clone(), client, req));
+        return connecting.await;
+    }
+    let uri = req.uri();
+    if uri.scheme().is_none() && uri.authority().is_none() {
+        return answer::not_a_proxy_request(&shared.listen);
+    }
+    let authority = match Authority::from_uri(uri) {
+        Ok(a) => a,
+        Err(e) => {
+            return answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                format!("400 Bad Request: cannot proxy {uri}: {e}\n"),
+            )
+        }
+    };
+    if authority.scheme() != Scheme::Http {
+        return answer::text(
+            StatusCode::BAD_REQUEST,
+            "http_request_error",
+            format!(
+                "400 Bad Request: {uri}: send https:// requests through CONNECT \
+                 (set HTTPS_PROXY), not as plain proxy requests\n"
+            ),
+        );
+    }
+    process(shared, memory, client, authority, req).await
+}
+
+/// Decides one request for `authority` and answers 403 (or 429) or forwards it. Shared by
+/// plain proxy requests and requests read inside an intercepted CONNECT tunnel.
+///
+/// Only the common path (decide, allow, forward) is awaited in place; every other await is
+/// boxed inside its step, which keeps this future small (hyper moves it at least once per
+/// request).
+pub(super) async fn process(
+    shared: &Arc<Shared>,
+    memory: &ConnectionMemory,
+    client: SocketAddr,
+    authority: Authority,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let live = shared.live();
+    let facts = read_facts(&live, memory, client, authority, &req);
+    match steps(shared, &live, memory, &facts, req, started).await {
+        ControlFlow::Break(answer) | ControlFlow::Continue(answer) => answer,
+    }
+}
+
+/// The steps after the facts; `Break` is an answer that ends the request early.
+async fn steps(
+    shared: &Arc<Shared>,
+    live: &Live,
+    memory: &ConnectionMemory,
+    facts: &Facts,
+    req: Request<Incoming>,
+    started: Instant,
+) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
+    let snapshot = robots_txt(shared, live, memory, facts).await?;
+    check_robots(shared, live, facts, &snapshot, started).await?;
+    let usage = check_usage(shared, live, facts, &snapshot).await?;
+    let _permit = pace(shared, facts, &snapshot).await?;
+    let resp = forward(shared, live, facts, req).await?;
+    ControlFlow::Continue(check_response(shared, live, facts, &snapshot, usage, resp).await)
+}
+
+/// Step 1: the request's facts. The path is forwarded as received and decided on every
+/// reading of it (`policy::readings`); the token is the tied user's, the header's, the
+/// User-Agent's or the default, in the configured order.
+fn read_facts(
+    live: &Live,
+    memory: &ConnectionMemory,
+    client: SocketAddr,
+    authority: Authority,
+    req: &Request<Incoming>,
+) -> Facts {
+    let readings = Readings::of(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let token = live.policy.token_for_connection(
+        safety::tied_token(req),
+        req.headers(),
+        &mut memory.user_agent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+    );
+    Facts::of(req, client, authority, readings, token)
+}
+
+/// Step 2: the robots.txt snapshot of the authority, from the connection's memory or the
+/// store. Refused first when the destination guard prohibits an IP literal (before robots.txt
+/// is even fetched) or the robots.txt fetch went to a prohibited address; a 503 when the
+/// fleet's shared state is required and out of reach; a 502 when the origin's certificate is
+/// not trusted.
+async fn robots_txt(
+    shared: &Shared,
+    live: &Live,
+    memory: &ConnectionMemory,
+    facts: &Facts,
+) -> ControlFlow<Response<ProxyBody>, Arc<RobotsSnapshot>> {
+    // safety: the destination guard, for an IP literal before robots.txt is even fetched.
+    if let Some(p) = shared.safety.literal_prohibited(&facts.authority) {
+        let why = p.to_string();
+        return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, &why)).await);
+    }
+    let snapshot = live.policy.robots_for(&memory.robots, &facts.authority).await;
+    // safety: the robots.txt fetch (or a redirect of it) went to a prohibited address.
+    if let Some(why) = safety::robots_prohibited(&snapshot) {
+        return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, why)).await);
+    }
+    if let Some(answer) = fleet_unavailable(&snapshot) {
+        return ControlFlow::Break(answer);
+    }
+    if let Some(answer) = untrusted_origin(&snapshot) {
+        shared.metrics.upstream_error("tls_certificate_error");
+        return ControlFlow::Break(answer);
+    }
+    ControlFlow::Continue(snapshot)
+}
+
+/// With a fleet whose shared state is required (`fleet.on_redis_error = "refuse"`) and out of
+/// reach, the request cannot be decided: answer 503 naming the cause.
+pub(super) fn fleet_unavailable(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
+    let why = snapshot.fleet_unavailable()?;
+    Some(answer::text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "proxy_internal_error",
+        format!(
+            "503 Service Unavailable: the fleet's shared state cannot be reached ({why}), and \
+             fleet.on_redis_error is \"refuse\"\n"
+        ),
+    ))
+}
+
+/// When robots.txt could not be fetched because the origin's TLS certificate failed
+/// verification, the request could not be forwarded either: answer 502 naming the TLS error
+/// rather than a 403 that would blame robots.txt.
+fn untrusted_origin(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
+    let error = snapshot.untrusted_certificate()?;
+    Some(answer::text(
+        StatusCode::BAD_GATEWAY,
+        "tls_certificate_error",
+        format!(
+            "502 Bad Gateway: TLS with {} failed: {error}\n\nThe origin's certificate is not \
+             trusted (see https.upstream_ca_file).\n",
+            snapshot.authority
+        ),
+    ))
+}
+
+/// Step 3: robots.txt. Every reading of the path must be allowed; the explained decision (and
+/// its audit record) is made only for a refusal or with `audit.all_decisions`.
+async fn check_robots(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+    started: Instant,
+) -> ControlFlow<Response<ProxyBody>> {
+    if shared.audit.all_decisions()
+        || !live.policy.is_allowed(snapshot, facts.token(), &facts.readings)
+    {
+        // Boxed: the audit record and the explanation are big, and the allowed requests that
+        // never come here should not carry room for them.
+        let deciding = Box::pin(decide_and_audit(shared, &live.policy, facts, snapshot, started));
+        if let Some(blocked) = deciding.await {
+            return ControlFlow::Break(blocked);
+        }
+    } else {
+        shared.metrics.decision_time(started);
+    }
+    ControlFlow::Continue(())
+}
+
+/// The explained decision for a request that is blocked, or that is audited although
+/// allowed (`audit.all_decisions`): writes its audit record and answers `Some(403)` when the
+/// request is blocked, `None` when it may go on.
+async fn decide_and_audit(
+    shared: &Shared,
+    policy: &Policy,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+    started: Instant,
+) -> Option<Response<ProxyBody>> {
+    let now = shared.clock.now();
+    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
+    shared.metrics.decision_time(started);
+    let url = facts.url();
+    let status = (!decision.is_allowed()).then_some(403);
+    let mut record = decision.audit_record(
+        now,
+        facts.client,
+        &facts.method,
+        &url,
+        &facts.authority.to_string(),
+        facts.path(),
+        facts.user_agent(),
+        facts.token(),
+        status,
+    );
+    record.token_source = Some(facts.token_origin.as_str());
+    if decision.is_allowed() {
+        shared.write_audit(record).await;
+        return None;
+    }
+    let token = facts.token().map(|t| t.as_str());
+    let answer = answer::blocked(&decision, &url, token, facts.want_json);
+    Some(shared.refuse(record, facts.authority.scheme(), answer).await)
+}
+
+/// What [`check_usage`] found, for [`check_response`]: the crawler's configured purposes
+/// (none for most crawlers) and the preferences robots.txt states for the path.
+struct Usage {
+    purposes: Vec<Purpose>,
+    preferences: UsagePreferences,
+}
+
+/// Step 4: AI usage preferences (`crate::usage`), only for crawlers with configured purposes:
+/// an enforced purpose that robots.txt disallows for the path is refused.
+async fn check_usage(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+) -> ControlFlow<Response<ProxyBody>, Usage> {
+    let purposes = if live.usage.is_active() {
+        live.usage.purposes_for(facts.token(), facts.user_name())
+    } else {
+        Vec::new()
+    };
+    if purposes.is_empty() {
+        return ControlFlow::Continue(Usage { purposes, preferences: UsagePreferences::default() });
+    }
+    let preferences = live.policy.usage_for(snapshot, facts.token(), &facts.readings);
+    if let Some(block) = live.usage.blocking(&purposes, &preferences) {
+        let subject = preferences::Subject { facts, snapshot };
+        let action = crate::audit::AuditAction::UsageDisallow;
+        let refusal = Box::pin(preferences::refuse(
+            shared,
+            &live.policy,
+            &subject,
+            &purposes,
+            &preferences,
+            &block,
+            action,
+        ));
+        return ControlFlow::Break(refusal.await);
+    }
+    ControlFlow::Continue(Usage { purposes, preferences })
+}
+
+/// Step 5: politeness (`crate::pacing`): wait for the site's pace, or answer 429. The permit is
+/// held until the origin's response headers arrive.
+async fn pace(
+    shared: &Shared,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+) -> ControlFlow<Response<ProxyBody>, PacePermit> {
+    if !shared.pacer.is_enabled() {
+        return ControlFlow::Continue(PacePermit::default());
+    }
+    let admitting = Box::pin(shared.pacer.admit(&facts.authority, snapshot, facts.token()));
+    match admitting.await {
+        Ok(permit) => ControlFlow::Continue(permit),
+        Err(throttled) => ControlFlow::Break(
+            Box::pin(throttle::refused(shared, facts, snapshot, &throttled)).await,
+        ),
+    }
+}
+
+/// Step 6: the request to the origin, and its response. Counted as allowed only once the
+/// origin's answer is known ([`check_response`]): it may still be refused (the guard at
+/// connect time) or withheld (usage preferences), and each request counts once.
+async fn forward(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    req: Request<Incoming>,
+) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
+    let authority = &facts.authority;
+    let forwarded = forward::upstream_request(
+        req,
+        authority,
+        facts.path(),
+        live.policy.token_header(),
+        &shared.via,
+    );
+    let upstream = match forwarded {
+        Ok(r) => r,
+        Err(e) => {
+            shared.metrics.count(Decision::Allow, authority.scheme());
+            return ControlFlow::Break(answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                format!("400 Bad Request: cannot build the upstream request: {e}\n"),
+            ));
+        }
+    };
+    let resp = forward::send(
+        &shared.client,
+        authority,
+        upstream,
+        forward::Timeouts { response: live.response_timeout, body_idle: live.body_idle_timeout },
+        &shared.via,
+        &shared.metrics,
+    )
+    .await;
+    // safety: the guard refused the origin's address at connect time (its DNS answer changed
+    // since robots.txt was fetched): audit the 403 that `send` made of it.
+    if let Some(p) = resp.extensions().get::<crate::guard::Prohibited>() {
+        let why = p.to_string();
+        return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, &why)).await);
+    }
+    ControlFlow::Continue(resp)
+}
+
+/// Step 7: the origin's response, counted as allowed, or withheld when its `Content-Usage`
+/// header disallows an enforced purpose of the crawler.
+async fn check_response(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+    usage: Usage,
+    resp: Response<ProxyBody>,
+) -> Response<ProxyBody> {
+    if usage.purposes.is_empty() {
+        shared.metrics.count(Decision::Allow, facts.authority.scheme());
+        return resp;
+    }
+    let subject = preferences::Subject { facts, snapshot };
+    let answer = Box::pin(preferences::on_response(
+        shared,
+        &live.policy,
+        &live.usage,
+        &subject,
+        &usage.purposes,
+        usage.preferences,
+        resp,
+    ));
+    answer.await
+}

@@ -1,0 +1,452 @@
+//! One way to serve a client connection: HTTP/1.1 or HTTP/2 over any byte stream, with the
+//! configured limits applied, for the proxy's listener, the connections read inside an
+//! intercepted CONNECT tunnel and the admin listener.
+//!
+//! The limits a connection gets are an [`HttpSettings`]: how long a client may take to send a
+//! request head (`proxy.header_read_timeout`), how many header fields and bytes it may hold
+//! (`limits.max_headers`, `limits.max_header_bytes`; HTTP/2's `SETTINGS_MAX_HEADER_LIST_SIZE`
+//! is the same byte limit) and whether a `CONNECT` may take the connection over. The framing
+//! watch ([`crate::framing`]) reads along on the stream the caller hands in (it must see the
+//! bytes hyper reads, so it sits below the server).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request};
+use hyper::body::{Body, Incoming};
+use hyper::rt::bounds::Http2ServerConnExec;
+use hyper::server::conn::{http1, http2};
+use hyper::service::{service_fn, HttpService};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+
+use super::{pipeline, ConnectionMemory, Proxy, Shared};
+use crate::framing::{Verdict, Verdicts};
+use crate::limits::LimitsSection;
+
+/// The HTTP version a connection is served with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// Read the first bytes: the HTTP/2 connection preface (RFC 9113 §3.4) means HTTP/2,
+    /// anything else HTTP/1.1. For TLS connections whose ALPN may not say.
+    Auto,
+    /// HTTP/1.1 (and 1.0).
+    Http1,
+    /// HTTP/2, as negotiated by ALPN (`h2`).
+    Http2,
+}
+
+impl Protocol {
+    /// The protocol ALPN chose: `h2` is HTTP/2; anything else (or nothing) is told by the
+    /// first bytes, so that a client with prior knowledge of HTTP/2 is served too.
+    pub(crate) fn from_alpn(alpn: Option<&[u8]>) -> Protocol {
+        if alpn == Some(b"h2") {
+            Protocol::Http2
+        } else {
+            Protocol::Auto
+        }
+    }
+}
+
+/// The limits a server applies to its connections.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HttpSettings {
+    /// How long a client may take to send a request head (and, HTTP/1, how long a keep-alive
+    /// connection may sit idle between requests). `None`: hyper's default (30 s).
+    header_read_timeout: Option<Duration>,
+    /// Most header fields in a request head (HTTP/1). `None`: hyper's default (100).
+    max_headers: Option<usize>,
+    /// Largest request head in bytes (HTTP/1 head, HTTP/2 header list). `None`: hyper's
+    /// defaults.
+    max_header_bytes: Option<usize>,
+    /// Whether a `CONNECT` answered 2xx (HTTP/1) hands the connection to the service.
+    /// HTTP/2 CONNECT streams are always handed over.
+    upgrades: bool,
+}
+
+impl HttpSettings {
+    /// hyper's defaults, with request heads bounded by `header_read_timeout` when given.
+    pub(crate) fn new(header_read_timeout: Option<Duration>) -> Self {
+        HttpSettings { header_read_timeout, ..HttpSettings::default() }
+    }
+
+    /// With the head limits of `limits` (`limits.max_headers`, `limits.max_header_bytes`).
+    pub(crate) fn with_limits(mut self, limits: &LimitsSection) -> Self {
+        self.max_headers = Some(limits.max_headers);
+        self.max_header_bytes = Some(limits.max_header_bytes());
+        self
+    }
+
+    /// With `CONNECT` taking the connection over (`hyper::upgrade::on`).
+    pub(crate) fn with_upgrades(mut self) -> Self {
+        self.upgrades = true;
+        self
+    }
+
+    fn http1(&self) -> http1::Builder {
+        let mut builder = http1::Builder::new();
+        builder.timer(TokioTimer::new()).keep_alive(true);
+        if let Some(timeout) = self.header_read_timeout {
+            builder.header_read_timeout(timeout);
+        }
+        if let Some(max) = self.max_headers {
+            builder.max_headers(max);
+        }
+        if let Some(max) = self.max_header_bytes {
+            builder.max_header_size(max);
+        }
+        builder
+    }
+
+    fn http2(&self) -> http2::Builder<TokioExecutor> {
+        let mut builder = http2::Builder::new(TokioExecutor::new());
+        builder.timer(TokioTimer::new());
+        if let Some(max) = self.max_header_bytes {
+            builder.max_header_list_size(u32::try_from(max).unwrap_or(u32::MAX));
+        }
+        builder
+    }
+}
+
+/// Why serving a connection ended early.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum ServeError {
+    /// hyper gave up on the connection (a malformed message, an I/O error, a timeout).
+    #[error(transparent)]
+    Http(#[from] hyper::Error),
+    /// Reading the first bytes (to tell HTTP/2 from HTTP/1.1) failed.
+    #[error("reading the connection preface failed")]
+    Preface(#[source] io::Error),
+}
+
+/// Serves `io` with `service` until the client is done, or, once `stop` completes, until the
+/// request in progress is answered (graceful shutdown: HTTP/1 closes after it, HTTP/2 sends
+/// `GOAWAY`).
+pub(crate) async fn serve_connection<I, S, B>(
+    io: I,
+    protocol: Protocol,
+    settings: &HttpSettings,
+    service: S,
+    stop: impl Future<Output = ()>,
+) -> Result<(), ServeError>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    TokioExecutor: Http2ServerConnExec<S::Future, B>,
+{
+    let version = match protocol {
+        Protocol::Http1 => Version::Http1,
+        Protocol::Http2 => Version::Http2,
+        Protocol::Auto => {
+            let mut io = io;
+            tokio::pin!(stop);
+            let (is_h2, prefix) = tokio::select! {
+                read = read_preface(&mut io) => read.map_err(ServeError::Preface)?,
+                () = &mut stop => return Ok(()),
+            };
+            let version = if is_h2 { Version::Http2 } else { Version::Http1 };
+            return serve_as(Rewind::new(prefix, io), version, settings, service, stop).await;
+        }
+    };
+    serve_as(io, version, settings, service, stop).await
+}
+
+/// A protocol once it is known.
+#[derive(Debug, Clone, Copy)]
+enum Version {
+    Http1,
+    Http2,
+}
+
+/// [`serve_connection`] once the protocol is known.
+async fn serve_as<I, S, B>(
+    io: I,
+    version: Version,
+    settings: &HttpSettings,
+    service: S,
+    stop: impl Future<Output = ()>,
+) -> Result<(), ServeError>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    TokioExecutor: Http2ServerConnExec<S::Future, B>,
+{
+    let io = TokioIo::new(io);
+    match version {
+        Version::Http1 if settings.upgrades => {
+            drain(settings.http1().serve_connection(io, service).with_upgrades(), stop).await
+        }
+        Version::Http1 => drain(settings.http1().serve_connection(io, service), stop).await,
+        Version::Http2 => drain(settings.http2().serve_connection(io, service), stop).await,
+    }
+}
+
+impl Proxy {
+    /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
+    /// lets open connections finish their current request for up to `grace`.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+        grace: Duration,
+    ) {
+        // Connections watch `stop` to finish gracefully; each holds a clone of `alive`, so
+        // `all_closed` completes when the last one ends.
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
+        tokio::pin!(shutdown);
+        // safety: a request to the proxy's own listener must never loop back into it.
+        if let Ok(local) = listener.local_addr() {
+            self.shared.safety.guard.add_own_listener(local);
+        }
+        self.shared.metrics.set_listening(true);
+        loop {
+            // safety: limits.max_connections with when_full = "wait" waits here, before accept.
+            let slot = tokio::select! {
+                slot = self.shared.safety.wait_for_slot() => slot,
+                () = &mut shutdown => break,
+            };
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait, don't die.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            // safety: access.allow_clients and limits.max_connections; refused ones are closed.
+            let Some(io) = self.shared.safety.admit(stream, peer, slot) else { continue };
+            let verdicts = io.verdicts();
+            let shared = self.shared.clone();
+            let mut stop_rx = stop_rx.clone();
+            let stopping = async move { drop(stop_rx.wait_for(|stop| *stop).await) };
+            let alive = alive.clone();
+            let open = self.shared.metrics.connection_opened();
+            tokio::spawn(async move {
+                let _alive = (alive, open);
+                serve_client(shared, peer, io, verdicts, Protocol::Http1, stopping).await;
+            });
+        }
+        drop(listener);
+        self.shared.metrics.set_listening(false);
+        drop(alive);
+        let _ = stop.send(true);
+        tokio::select! {
+            _ = all_closed.recv() => tracing::info!("all connections closed"),
+            () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing open connections"),
+        }
+    }
+}
+
+/// A client connection of a proxy listener, as its requests see it.
+struct Connection {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    memory: ConnectionMemory,
+    /// The framing watch's verdicts on its request heads (see `crate::framing`).
+    verdicts: Verdicts,
+}
+
+/// Serves one client connection of a proxy listener: every request is checked for smuggling
+/// and the request-target limit, then handled (`pipeline::handle`).
+async fn serve_client<I>(
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    io: I,
+    verdicts: Verdicts,
+    protocol: Protocol,
+    stop: impl Future<Output = ()>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = shared.listener_http.clone();
+    // One per connection: cloning it for each request touches only this connection's
+    // counter, not one that every connection shares.
+    let connection =
+        Arc::new(Connection { shared, peer, memory: ConnectionMemory::default(), verdicts });
+    let service = service_fn(move |req: Request<Incoming>| {
+        let connection = connection.clone();
+        // safety: request smuggling checks, one verdict per HTTP/1 request head, in order
+        // (HTTP/2 frames its messages itself and forbids Transfer-Encoding).
+        let verdict = if req.version() < http::Version::HTTP_2 {
+            connection.verdicts.next()
+        } else {
+            Verdict::Clean
+        };
+        async move {
+            let Connection { shared, peer, memory, verdicts } = &*connection;
+            if let Some(refused) = shared.safety.check_request(*peer, &req, verdict) {
+                return Ok::<_, Infallible>(refused);
+            }
+            let connect = req.method() == Method::CONNECT;
+            // Boxed: hyper keeps the service's future in the connection for as long
+            // as the connection lives, idle or not, and moves it on every request;
+            // a pointer is cheaper to move and to keep than the whole request state.
+            let handling = Box::pin(pipeline::handle(shared, memory, *peer, req));
+            let resp = handling.await;
+            if connect {
+                // safety: a refused CONNECT leaves the connection in HTTP/1.1.
+                verdicts.connect_answered(resp.status().is_success());
+            }
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    if let Err(e) = serve_connection(io, protocol, &settings, service, stop).await {
+        tracing::debug!(client = %peer, error = %e, "client connection ended with an error");
+    }
+}
+
+/// The HTTP/2 connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Reads until the bytes either are the HTTP/2 preface or cannot be (at most its 24 bytes,
+/// as hyper-util's automatic server does): whether they are, and what was read (for the server
+/// to read again).
+async fn read_preface<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<(bool, Bytes)> {
+    let mut buf = [0u8; H2_PREFACE.len()];
+    let mut filled = 0;
+    while filled < buf.len() {
+        let n = io.read(&mut buf[filled..]).await?;
+        filled += n;
+        if n == 0 || buf[..filled] != H2_PREFACE[..filled] {
+            return Ok((false, Bytes::copy_from_slice(&buf[..filled])));
+        }
+    }
+    Ok((true, Bytes::copy_from_slice(&buf)))
+}
+
+/// A hyper server connection that can be asked to finish gracefully.
+trait Drain: Future<Output = Result<(), hyper::Error>> {
+    fn drain(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> Drain for http1::Connection<I, S>
+where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn drain(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<I, S, B> Drain for http1::UpgradeableConnection<I, S>
+where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn drain(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<I, S, B> Drain for http2::Connection<I, S, TokioExecutor>
+where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    TokioExecutor: Http2ServerConnExec<S::Future, B>,
+{
+    fn drain(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Runs `conn`; when `stop` completes first, asks it to finish gracefully and waits for that.
+async fn drain<C: Drain>(conn: C, stop: impl Future<Output = ()>) -> Result<(), ServeError> {
+    tokio::pin!(conn);
+    tokio::pin!(stop);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        () = &mut stop => {
+            conn.as_mut().drain();
+            conn.await
+        }
+    };
+    Ok(result?)
+}
+
+/// A stream that first yields bytes already read from it.
+pub(crate) struct Rewind<T> {
+    prefix: Option<Bytes>,
+    inner: T,
+}
+
+impl<T> Rewind<T> {
+    /// `inner`, with `prefix` read again first.
+    pub(crate) fn new(prefix: Bytes, inner: T) -> Self {
+        Rewind { prefix: (!prefix.is_empty()).then_some(prefix), inner }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if let Some(mut prefix) = self.prefix.take() {
+            let n = prefix.len().min(buf.remaining());
+            buf.put_slice(&prefix.split_to(n));
+            if !prefix.is_empty() {
+                self.prefix = Some(prefix);
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 ///
 /// Shown (and serialised) in the largest binary unit that divides it exactly, so `render` gives
 /// back what an operator would write.
+///
+/// Not `bytesize::ByteSize` nor `ubyte::ByteUnit`: bytesize reads a bare `k`/`m`/`g` as powers
+/// of ten (here `64k` is 64 KiB) and multiplies through `f64`, so an overflowing size silently
+/// becomes `u64::MAX` instead of an error; ubyte refuses a bare `k` outright and its errors are
+/// a position, not a message; both accept fractions (`1.5MiB`), and bytesize displays
+/// `500.0 KiB`, which would change every validation message and rendered configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ByteSize(pub u64);
 

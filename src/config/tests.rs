@@ -95,6 +95,14 @@ fn byte_size_shows_and_parses_back() {
     assert_eq!(ByteSize(1536).to_string(), "1536B");
     assert!("1.5MiB".parse::<ByteSize>().is_err());
     assert!("99999999999999GiB".parse::<ByteSize>().unwrap_err().contains("too large"));
+    // What a general-purpose size crate would read otherwise, and configuration files written
+    // for this one rely on: a bare `k`, `m`, `g` is binary, a space before the unit is fine,
+    // and an unknown unit is an error, not a guess.
+    assert_eq!("64k".parse::<ByteSize>(), Ok(ByteSize(64 << 10)));
+    assert_eq!("2M".parse::<ByteSize>(), Ok(ByteSize(2 << 20)));
+    assert_eq!("1 MiB".parse::<ByteSize>(), Ok(ByteSize(1 << 20)));
+    assert_eq!("64KB".parse::<ByteSize>(), Ok(ByteSize(64_000)));
+    assert!("2 TiB".parse::<ByteSize>().unwrap_err().contains("unknown size unit"));
 }
 
 #[test]

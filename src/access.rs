@@ -96,6 +96,27 @@ pub struct AccessSection {
     /// Destination ranges re-opened although the destination guard prohibits them by default
     /// (loopback, private, link-local, …). The proxy's own listeners stay prohibited.
     pub allow_destinations: Vec<IpRange>,
+    /// The CAs (PEM bundle) that client certificates on the TLS listener are verified against;
+    /// a verified certificate names the user (see [`ClientCertificate`]).
+    pub client_ca: Option<PathBuf>,
+    /// Whether a client of the TLS listener must present a certificate (with `client_ca`).
+    pub client_certificate: ClientCertificate,
+}
+
+/// `access.client_certificate`: whether the TLS listener requires a client certificate.
+///
+/// A certificate that does not verify against `access.client_ca` is refused in both modes
+/// (the handshake fails with a TLS alert); "optional" only lets a client send none, and then
+/// `access.users_file` (if set) asks for `Proxy-Authorization` as on the plain listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ClientCertificate {
+    /// A client may present a certificate or none.
+    #[default]
+    Optional,
+    /// A client without a valid certificate is refused during the handshake.
+    Required,
 }
 
 impl Default for AccessSection {
@@ -107,6 +128,8 @@ impl Default for AccessSection {
             ],
             users_file: None,
             allow_destinations: Vec::new(),
+            client_ca: None,
+            client_certificate: ClientCertificate::Optional,
         }
     }
 }
@@ -325,6 +348,12 @@ impl Authenticator {
     /// Requests refused for bad credentials so far.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The product token the user `name` is tied to, if the file lists the user with one.
+    /// For users proved otherwise (a verified client certificate on the TLS listener).
+    pub fn token_of(&self, name: &str) -> Option<ProductToken> {
+        self.users.get(name).and_then(|user| user.token.clone())
     }
 
     /// The number of users.

@@ -314,6 +314,23 @@ impl Config {
         need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
             format!("{} is also proxy.listen; the two need their own ports", p.listen)
         });
+        if let Some(tls) = p.tls_listen {
+            let taken = tls.port() != 0 && (tls == p.listen || tls == self.admin.listen);
+            need(!taken, "proxy.tls_listen", &|| {
+                format!(
+                    "{tls} is also proxy.listen or admin.listen; each listener needs its own port"
+                )
+            });
+            need(p.tls_certificate.is_some() && p.tls_key.is_some(), "proxy.tls_listen", &|| {
+                "needs proxy.tls_certificate and proxy.tls_key (PEM files)".into()
+            });
+        } else {
+            let key =
+                if p.tls_certificate.is_some() { "proxy.tls_certificate" } else { "proxy.tls_key" };
+            need(p.tls_certificate.is_none() && p.tls_key.is_none(), key, &|| {
+                "the TLS listener's files are set but proxy.tls_listen is not".into()
+            });
+        }
 
         let u = &self.upstream;
         need(nonzero(u.connect_timeout), "upstream.connect_timeout", &zero_msg);
@@ -416,6 +433,22 @@ impl Config {
              127.0.0.0/8, ::1/128)"
                 .into()
         });
+        need(
+            self.access.client_ca.is_none() || p.tls_listen.is_some(),
+            "access.client_ca",
+            &|| {
+                "client certificates are asked for on the TLS listener only: set proxy.tls_listen"
+                    .into()
+            },
+        );
+        need(
+            self.access.client_certificate != crate::access::ClientCertificate::Required
+                || self.access.client_ca.is_some(),
+            "access.client_certificate",
+            &|| {
+                "\"required\" needs access.client_ca, the CAs that certificates are verified against".into()
+            },
+        );
         bad.extend(self.limits.check());
         bad.extend(self.pacing.check());
         bad.extend(self.fleet.check());
@@ -473,6 +506,13 @@ pub struct ProxySection {
     /// On SIGTERM / SIGINT, how long in-flight requests may take to finish.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// Address of the optional TLS listener (`https://` proxy URLs): the same proxy, reached
+    /// over TLS, HTTP/1.1 or HTTP/2 by ALPN.
+    pub tls_listen: Option<SocketAddr>,
+    /// The TLS listener's certificate chain (PEM, leaf first).
+    pub tls_certificate: Option<PathBuf>,
+    /// The TLS listener's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for ProxySection {
@@ -482,6 +522,9 @@ impl Default for ProxySection {
             via: "robots-proxy".to_owned(),
             header_read_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            tls_listen: None,
+            tls_certificate: None,
+            tls_key: None,
         }
     }
 }

@@ -50,11 +50,15 @@ fn schema_kinds() {
     assert_eq!(
         schema.optional.iter().collect::<Vec<_>>(),
         [
+            "access.client_ca",
             "access.users_file",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",
-            "policy.default_token"
+            "policy.default_token",
+            "proxy.tls_certificate",
+            "proxy.tls_key",
+            "proxy.tls_listen"
         ]
     );
 }

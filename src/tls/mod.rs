@@ -1,10 +1,12 @@
-//! TLS: the one crypto provider, the proxy's CA, and the verified client for origins.
+//! TLS: the one crypto provider, the proxy's CA, the verified client for origins, and the TLS
+//! listener for clients.
 //!
 //! The binary links exactly one rustls crypto provider, *ring* (features are chosen so that
 //! aws-lc-rs is never pulled in), and every rustls config is built with
 //! `builder_with_provider(provider())`, so no process-wide default is needed.
 
 pub mod ca;
+pub mod listener;
 
 use std::sync::Arc;
 

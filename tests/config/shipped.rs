@@ -52,6 +52,10 @@ fn shipped_file_mentions_every_key() {
     every.https.ca_key = Some("/ca-key.pem".into());
     every.https.upstream_ca_file = Some("/roots.pem".into());
     every.access.users_file = Some("/users".into());
+    every.access.client_ca = Some("/clients-ca.pem".into());
+    every.proxy.tls_listen = Some("127.0.0.1:8443".parse().unwrap());
+    every.proxy.tls_certificate = Some("/proxy.pem".into());
+    every.proxy.tls_key = Some("/proxy-key.pem".into());
     let wanted = keys(&config::render(&every), false);
     for key in ["state_dir", "proxy.listen", "policy.default_token", "log.level"] {
         assert!(wanted.contains(key), "the rendered keys include {key}: {wanted:?}");
@@ -72,11 +76,15 @@ fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
     assert_eq!(
         commented,
         [
+            "access.client_ca",
             "access.users_file",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",
             "policy.default_token",
+            "proxy.tls_certificate",
+            "proxy.tls_key",
+            "proxy.tls_listen",
             "robots.user_agent"
         ]
     );

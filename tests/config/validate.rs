@@ -164,3 +164,26 @@ fn validate_reports_keys_without_origin() {
     let e = config.validate().unwrap_err();
     assert_eq!(e.to_string(), "invalid configuration: robots.max_redirects: 100 is more than 20");
 }
+
+#[test]
+fn tls_listener_needs_its_certificate_and_key() {
+    let m = file_problem("[proxy]\ntls_listen = \"127.0.0.1:8443\"\n", "proxy.tls_listen");
+    assert_eq!(m, "needs proxy.tls_certificate and proxy.tls_key (PEM files)");
+    let m = file_problem("[proxy]\ntls_certificate = \"/proxy.pem\"\n", "proxy.tls_certificate");
+    assert_eq!(m, "the TLS listener's files are set but proxy.tls_listen is not");
+    let m = file_problem("[proxy]\ntls_listen = \"127.0.0.1:9090\"\n", "proxy.tls_listen");
+    assert!(m.contains("also proxy.listen or admin.listen"), "{m}");
+}
+
+#[test]
+fn client_certificates_need_the_tls_listener_and_a_ca() {
+    let m = file_problem("[access]\nclient_ca = \"/ca.pem\"\n", "access.client_ca");
+    assert!(m.contains("set proxy.tls_listen"), "{m}");
+    let m =
+        file_problem("[access]\nclient_certificate = \"required\"\n", "access.client_certificate");
+    assert!(m.contains("needs access.client_ca"), "{m}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "c.toml", "[access]\nclient_certificate = \"always\"\n");
+    let e = load_err(sources(Some(&path), &[])).to_string();
+    assert!(e.contains("access.client_certificate"), "{e}");
+}

@@ -150,12 +150,15 @@ impl ConnectionGate {
     }
 
     /// The accepted `stream` as a [`ClientIo`] holding its slot, or `None` (the stream is
-    /// answered `503` and closed) when every slot is taken in `refuse` mode.
+    /// answered `503` and closed) when every slot is taken in `refuse` mode. With `watch`, a
+    /// [`FramingWatch`] reads along (not for a TLS listener, whose bytes are encrypted: the
+    /// watch goes on the decrypted stream there).
     pub fn admit(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
         slot: Option<OwnedSemaphorePermit>,
+        watch: bool,
     ) -> Option<ClientIo> {
         let slot = match slot {
             Some(slot) => slot,
@@ -170,8 +173,8 @@ impl ConnectionGate {
                 }
             },
         };
-        let framing = FramingWatch::new(self.max_head);
-        Some(ClientIo::new(stream, Some(slot), self.write_timeout, Some(framing)))
+        let framing = watch.then(|| FramingWatch::new(self.max_head));
+        Some(ClientIo::new(stream, Some(slot), self.write_timeout, framing))
     }
 
     /// Connection slots free now.

@@ -375,10 +375,14 @@ mod serve {
         let admin_listener = tokio::net::TcpListener::bind(config.admin.listen)
             .await
             .with_context(|| format!("cannot listen on {} (admin.listen)", config.admin.listen))?;
+        let tls_listener = match config.proxy.tls_listen {
+            None => None,
+            Some(addr) => Some(crate::tls_listener(&config, addr, backlog)?),
+        };
         let local = listener.local_addr()?;
         let admin_local = admin_listener.local_addr()?;
-        // The bound addresses (the real ports, with port 0 configured), before either serves:
-        // neither listener is ever a destination.
+        // The bound addresses (the real ports, with port 0 configured), before any serves:
+        // no listener is ever a destination.
         guard.add_own_listener(local);
         guard.add_own_listener(admin_local);
         if let Some(fleet) = &fleet {
@@ -387,6 +391,11 @@ mod serve {
             tokio::spawn(fleet::view::heartbeat(fleet.clone(), local.to_string(), counts));
         }
         eprintln!("robots-proxy listening on {local}");
+        if let Some(tls) = &tls_listener {
+            let tls_local = tls.listener.local_addr()?;
+            guard.add_own_listener(tls_local);
+            eprintln!("robots-proxy TLS listening on {tls_local}");
+        }
         eprintln!("robots-proxy admin listening on {admin_local}");
         tracing::info!(
             listen = %local, admin = %admin_local, audit = %audit_path.display(),
@@ -414,7 +423,7 @@ mod serve {
             tell_systemd("STOPPING=1\nSTATUS=draining connections");
         };
         tell_systemd(&format!("READY=1\nSTATUS=proxy on {local}, admin on {admin_local}"));
-        proxy.serve(listener, shutdown, grace).await;
+        proxy.serve_with_tls(listener, tls_listener, shutdown, grace).await;
         hup_task.abort();
         let _ = admin_stop.send(());
         let _ = admin_task.await;
@@ -651,6 +660,33 @@ mod health {
             Ok((status.as_u16(), line.trim_end().to_owned()))
         })
     }
+}
+
+/// The TLS listener for clients (`proxy.tls_listen`), bound, with its certificate, key and
+/// client certificate verification loaded.
+fn tls_listener(
+    config: &robots_proxy::config::Config,
+    addr: std::net::SocketAddr,
+    backlog: u32,
+) -> anyhow::Result<robots_proxy::proxy::TlsListener> {
+    use anyhow::Context as _;
+    use robots_proxy::tls::listener::{listener_config, ListenerFiles};
+    // Config::validate has checked that both are set with proxy.tls_listen.
+    let (Some(certificate), Some(key)) = (&config.proxy.tls_certificate, &config.proxy.tls_key)
+    else {
+        anyhow::bail!("proxy.tls_listen needs proxy.tls_certificate and proxy.tls_key");
+    };
+    let files = ListenerFiles {
+        certificate,
+        key,
+        client_ca: config.access.client_ca.as_deref(),
+        require_client_certificate: config.access.client_certificate
+            == robots_proxy::access::ClientCertificate::Required,
+    };
+    let tls = listener_config(files)?;
+    let listener = listen(addr, backlog)
+        .with_context(|| format!("cannot listen on {addr} (proxy.tls_listen)"))?;
+    Ok(robots_proxy::proxy::TlsListener { listener, config: tls })
 }
 
 /// A listener on `addr` with a listen queue of `backlog` connections.

@@ -8,6 +8,7 @@ mod answer;
 mod connect;
 mod facts;
 mod forward;
+mod listener;
 mod pipeline;
 mod pool;
 mod preferences;
@@ -34,6 +35,8 @@ use crate::pacing::Pacer;
 use crate::policy::{Policy, RecentRobots, RecentUserAgent, RobotsStore};
 use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
+
+pub use listener::TlsListener;
 
 /// The body of every response the proxy sends: streamed from the origin or written by us.
 pub type ProxyBody = UnsyncBoxBody<Bytes, BodyError>;
@@ -274,8 +277,8 @@ impl Proxy {
 
 /// What a client connection remembers from one request to the next, so that the requests of
 /// a keep-alive connection (the same crawler, usually the same few sites) skip look-ups in
-/// structures every connection shares. Locked only by the request in progress (HTTP/1.1
-/// serves one at a time), so never contended.
+/// structures every connection shares. Locked only by the requests of the connection (one at
+/// a time on HTTP/1.1, briefly by concurrent streams on HTTP/2), so hardly ever contended.
 #[derive(Default)]
 struct ConnectionMemory {
     robots: Mutex<RecentRobots>,

@@ -35,8 +35,9 @@ pub(super) async fn handle(
     client: SocketAddr,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    // safety: proxy authentication (access.users_file), CONNECT included.
-    let req = if shared.safety.requires_credentials() {
+    // safety: proxy authentication (access.users_file), CONNECT included, unless a verified
+    // client certificate on the TLS listener named the user.
+    let req = if shared.safety.requires_credentials(&req) {
         let authenticating = Box::pin(shared.safety.authenticate(client, req));
         match authenticating.await {
             Ok(req) => req,

@@ -49,23 +49,34 @@ impl Safety {
     }
 
     /// The accepted connection, if its client may connect and a slot is free; otherwise it is
-    /// closed here (and logged).
+    /// closed here (and logged). `watch`: the framing watch reads the connection's bytes (not
+    /// on the TLS listener, where it reads the decrypted stream).
     pub(super) fn admit(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
         slot: Option<OwnedSemaphorePermit>,
+        watch: bool,
     ) -> Option<ClientIo> {
         if !self.acl.allows(peer.ip()) {
             self.acl.record_refusal(peer);
             return None;
         }
-        self.gate.admit(stream, peer, slot)
+        self.gate.admit(stream, peer, slot, watch)
     }
 
-    /// Whether requests must carry credentials (a users file is configured).
-    pub(super) fn requires_credentials(&self) -> bool {
-        self.auth.is_some()
+    /// Whether `req` must still prove its user with `Proxy-Authorization`: a users file is
+    /// configured and no verified client certificate named the user already.
+    pub(super) fn requires_credentials<B>(&self, req: &Request<B>) -> bool {
+        self.auth.is_some() && req.extensions().get::<Arc<AuthenticatedUser>>().is_none()
+    }
+
+    /// The user a verified client certificate names (`name`: see
+    /// [`crate::tls::listener::client_name`]), tied to the product token the users file gives
+    /// that name, exactly like a user who authenticated with a password.
+    pub(super) fn certified_user(&self, name: String) -> Arc<AuthenticatedUser> {
+        let token = self.auth.as_ref().and_then(|auth| auth.token_of(&name));
+        Arc::new(AuthenticatedUser { name, token })
     }
 
     /// Checks `Proxy-Authorization` when a users file is configured. The user is put in the

@@ -9,27 +9,20 @@
 //! watch ([`crate::framing`]) reads along on the stream the caller hands in (it must see the
 //! bytes hyper reads, so it sits below the server).
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Request};
 use hyper::body::{Body, Incoming};
 use hyper::rt::bounds::Http2ServerConnExec;
 use hyper::server::conn::{http1, http2};
-use hyper::service::{service_fn, HttpService};
+use hyper::service::HttpService;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::TcpListener;
 
-use super::{pipeline, ConnectionMemory, Proxy, Shared};
-use crate::framing::{Verdict, Verdicts};
 use crate::limits::LimitsSection;
 
 /// The HTTP version a connection is served with.
@@ -193,126 +186,6 @@ where
         }
         Version::Http1 => drain(settings.http1().serve_connection(io, service), stop).await,
         Version::Http2 => drain(settings.http2().serve_connection(io, service), stop).await,
-    }
-}
-
-impl Proxy {
-    /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
-    /// lets open connections finish their current request for up to `grace`.
-    pub async fn serve(
-        self,
-        listener: TcpListener,
-        shutdown: impl Future<Output = ()>,
-        grace: Duration,
-    ) {
-        // Connections watch `stop` to finish gracefully; each holds a clone of `alive`, so
-        // `all_closed` completes when the last one ends.
-        let (stop, stop_rx) = tokio::sync::watch::channel(false);
-        let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
-        tokio::pin!(shutdown);
-        // safety: a request to the proxy's own listener must never loop back into it.
-        if let Ok(local) = listener.local_addr() {
-            self.shared.safety.guard.add_own_listener(local);
-        }
-        self.shared.metrics.set_listening(true);
-        loop {
-            // safety: limits.max_connections with when_full = "wait" waits here, before accept.
-            let slot = tokio::select! {
-                slot = self.shared.safety.wait_for_slot() => slot,
-                () = &mut shutdown => break,
-            };
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(conn) => conn,
-                    Err(e) => {
-                        // Out of file descriptors and the like: wait, don't die.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
-            };
-            let _ = stream.set_nodelay(true);
-            // safety: access.allow_clients and limits.max_connections; refused ones are closed.
-            let Some(io) = self.shared.safety.admit(stream, peer, slot) else { continue };
-            let verdicts = io.verdicts();
-            let shared = self.shared.clone();
-            let mut stop_rx = stop_rx.clone();
-            let stopping = async move { drop(stop_rx.wait_for(|stop| *stop).await) };
-            let alive = alive.clone();
-            let open = self.shared.metrics.connection_opened();
-            tokio::spawn(async move {
-                let _alive = (alive, open);
-                serve_client(shared, peer, io, verdicts, Protocol::Http1, stopping).await;
-            });
-        }
-        drop(listener);
-        self.shared.metrics.set_listening(false);
-        drop(alive);
-        let _ = stop.send(true);
-        tokio::select! {
-            _ = all_closed.recv() => tracing::info!("all connections closed"),
-            () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing open connections"),
-        }
-    }
-}
-
-/// A client connection of a proxy listener, as its requests see it.
-struct Connection {
-    shared: Arc<Shared>,
-    peer: SocketAddr,
-    memory: ConnectionMemory,
-    /// The framing watch's verdicts on its request heads (see `crate::framing`).
-    verdicts: Verdicts,
-}
-
-/// Serves one client connection of a proxy listener: every request is checked for smuggling
-/// and the request-target limit, then handled (`pipeline::handle`).
-async fn serve_client<I>(
-    shared: Arc<Shared>,
-    peer: SocketAddr,
-    io: I,
-    verdicts: Verdicts,
-    protocol: Protocol,
-    stop: impl Future<Output = ()>,
-) where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let settings = shared.listener_http.clone();
-    // One per connection: cloning it for each request touches only this connection's
-    // counter, not one that every connection shares.
-    let connection =
-        Arc::new(Connection { shared, peer, memory: ConnectionMemory::default(), verdicts });
-    let service = service_fn(move |req: Request<Incoming>| {
-        let connection = connection.clone();
-        // safety: request smuggling checks, one verdict per HTTP/1 request head, in order
-        // (HTTP/2 frames its messages itself and forbids Transfer-Encoding).
-        let verdict = if req.version() < http::Version::HTTP_2 {
-            connection.verdicts.next()
-        } else {
-            Verdict::Clean
-        };
-        async move {
-            let Connection { shared, peer, memory, verdicts } = &*connection;
-            if let Some(refused) = shared.safety.check_request(*peer, &req, verdict) {
-                return Ok::<_, Infallible>(refused);
-            }
-            let connect = req.method() == Method::CONNECT;
-            // Boxed: hyper keeps the service's future in the connection for as long
-            // as the connection lives, idle or not, and moves it on every request;
-            // a pointer is cheaper to move and to keep than the whole request state.
-            let handling = Box::pin(pipeline::handle(shared, memory, *peer, req));
-            let resp = handling.await;
-            if connect {
-                // safety: a refused CONNECT leaves the connection in HTTP/1.1.
-                verdicts.connect_answered(resp.status().is_success());
-            }
-            Ok::<_, Infallible>(resp)
-        }
-    });
-    if let Err(e) = serve_connection(io, protocol, &settings, service, stop).await {
-        tracing::debug!(client = %peer, error = %e, "client connection ended with an error");
     }
 }
 

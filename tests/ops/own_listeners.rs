@@ -113,3 +113,71 @@ async fn wildcard_listeners_are_never_destinations() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_listener_is_never_a_destination_and_refused_clients_are_named() {
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (cert_path, key_path) = (state.path().join("proxy.pem"), state.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    // The real binary with a TLS listener that requires client certificates.
+    let p = ProxyProcess::start(
+        &[],
+        &[
+            ("ROBOTS_PROXY_STATE_DIR", state.path().to_str().unwrap()),
+            ("ROBOTS_PROXY_PROXY__TLS_LISTEN", "127.0.0.1:0"),
+            ("ROBOTS_PROXY_PROXY__TLS_CERTIFICATE", cert_path.to_str().unwrap()),
+            ("ROBOTS_PROXY_PROXY__TLS_KEY", key_path.to_str().unwrap()),
+            ("ROBOTS_PROXY_ACCESS__CLIENT_CA", cert_path.to_str().unwrap()),
+            ("ROBOTS_PROXY_ACCESS__CLIENT_CERTIFICATE", "required"),
+        ],
+    );
+    let stderr = p.stderr();
+    let tls: SocketAddr = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("robots-proxy TLS listening on "))
+        .unwrap_or_else(|| panic!("the TLS listener is announced: {stderr}"))
+        .trim()
+        .parse()
+        .unwrap();
+
+    // The guard knows the TLS listener's bound port.
+    let client = proxied_client(p.proxy_addr);
+    let page = format!("{}/page", origin.base());
+    assert_eq!(client.get(&page).send().await.unwrap().status(), 200);
+    let resp = client.get(format!("http://127.0.0.1:{}/x", tls.port())).send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+    assert!(proxy_status(&resp).contains("own listener"), "{}", proxy_status(&resp));
+
+    // A client without a certificate: a TLS alert for it, a WARN line naming the cause.
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("HTTPS-proxy"))
+    {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "20", "--proxy-insecure", "--proxy"])
+            .arg(format!("https://{tls}"))
+            .arg(&page)
+            .env_remove("http_proxy")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "refused");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("alert"), "curl names the TLS alert: {said}");
+        p.wait_for_stderr("TLS client refused", 1).await;
+        let log = p.stderr();
+        let line = log.lines().find(|l| l.contains("TLS client refused")).unwrap();
+        assert!(line.contains("WARN"), "{line}");
+        assert!(line.contains("sent no certificate"), "{line}");
+        eprintln!("{line}");
+    } else {
+        eprintln!("skipped the refused-client part: no curl with HTTPS-proxy support");
+    }
+}

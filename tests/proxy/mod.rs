@@ -18,4 +18,5 @@ mod pool;
 mod readings_model;
 mod regression;
 mod streaming;
+mod tls_listener;
 mod usage;

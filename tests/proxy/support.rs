@@ -157,6 +157,8 @@ fn futures_stream(
 /// The proxy, in this process, on an ephemeral port.
 pub struct TestProxy {
     pub addr: SocketAddr,
+    /// The TLS listener's address, when `proxy.tls_listen` was set (bound to a free port).
+    pub tls_addr: Option<SocketAddr>,
     pub clock: Arc<ManualClock>,
     pub audit_path: PathBuf,
     pub audit: AuditLog,
@@ -224,9 +226,27 @@ impl TestProxy {
         let proxy = Proxy::new(&config, parts).unwrap();
         let pacer = proxy.pacer();
         let metrics = proxy.metrics().clone();
+        // The TLS listener (`proxy.tls_listen`), on a free port of 127.0.0.1 whatever the
+        // configured address, set up from the configured files as `main` does.
+        let tls = if config.proxy.tls_listen.is_some() {
+            let files = robots_proxy::tls::listener::ListenerFiles {
+                certificate: config.proxy.tls_certificate.as_deref().unwrap(),
+                key: config.proxy.tls_key.as_deref().unwrap(),
+                client_ca: config.access.client_ca.as_deref(),
+                require_client_certificate: config.access.client_certificate
+                    == robots_proxy::access::ClientCertificate::Required,
+            };
+            let tls = robots_proxy::tls::listener::listener_config(files).unwrap();
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            Some(robots_proxy::proxy::TlsListener { listener, config: tls })
+        } else {
+            None
+        };
+        let tls_addr = tls.as_ref().map(|t| t.listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(proxy.serve(
+        tokio::spawn(proxy.serve_with_tls(
             listener,
+            tls,
             async {
                 let _ = stopped.await;
             },
@@ -234,6 +254,7 @@ impl TestProxy {
         ));
         TestProxy {
             addr,
+            tls_addr,
             clock,
             audit_path,
             audit,

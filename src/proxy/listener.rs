@@ -1,0 +1,266 @@
+//! The proxy's listeners: the plain one (`proxy.listen`) and the optional TLS one
+//! (`proxy.tls_listen`, `https://` proxy URLs). Both admit connections the same way (access
+//! list, connection limits), serve them with [`super::server::serve_connection`] and hand every
+//! request to the same pipeline, so whatever holds on one holds on the other.
+//!
+//! On the TLS listener the framing watch reads the decrypted stream (HTTP/1 only), ALPN picks
+//! HTTP/2 or HTTP/1.1, and a verified client certificate (`access.client_ca`) names the user of
+//! every request of the connection, as `Proxy-Authorization` does on the plain listener.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
+
+use super::server::{serve_connection, Protocol};
+use super::{pipeline, ConnectionMemory, Proxy, Shared};
+use crate::access::AuthenticatedUser;
+use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
+use crate::limits::ClientIo;
+use crate::tls::listener::{client_certificate_problem, client_name};
+
+/// The TLS listener for clients (`proxy.tls_listen`) and its server configuration
+/// ([`crate::tls::listener::listener_config`]).
+pub struct TlsListener {
+    /// The bound listener.
+    pub listener: TcpListener,
+    /// Its certificate, ALPN and client certificate verification.
+    pub config: Arc<rustls::ServerConfig>,
+}
+
+impl Proxy {
+    /// Serves connections from `listener` until `shutdown` completes, then stops accepting and
+    /// lets open connections finish their current request for up to `grace`.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+        grace: Duration,
+    ) {
+        self.serve_with_tls(listener, None, shutdown, grace).await;
+    }
+
+    /// [`Proxy::serve`], with the TLS listener too when `tls` is given: both stop accepting
+    /// when `shutdown` completes, and their connections share the grace period.
+    pub async fn serve_with_tls(
+        self,
+        listener: TcpListener,
+        tls: Option<TlsListener>,
+        shutdown: impl Future<Output = ()>,
+        grace: Duration,
+    ) {
+        // Connections watch `stop` to finish gracefully; each holds a clone of `alive`, so
+        // `all_closed` completes when the last one ends. `quit` stops the accept loops.
+        let (stop, stop_rx) = watch::channel(false);
+        let (alive, mut all_closed) = mpsc::channel::<()>(1);
+        let (quit, _) = watch::channel(false);
+        // safety: a request to one of the proxy's own listeners must never loop back into it.
+        for own in std::iter::once(&listener).chain(tls.as_ref().map(|t| &t.listener)) {
+            if let Ok(local) = own.local_addr() {
+                self.shared.safety.guard.add_own_listener(local);
+            }
+        }
+        self.shared.metrics.set_listening(true);
+        let plain = self.accept(listener, None, quit.subscribe(), &stop_rx, &alive);
+        let secure = async {
+            if let Some(TlsListener { listener, config }) = tls {
+                let acceptor = TlsAcceptor::from(config);
+                self.accept(listener, Some(acceptor), quit.subscribe(), &stop_rx, &alive).await;
+            }
+        };
+        let quitting = async {
+            shutdown.await;
+            let _ = quit.send(true);
+        };
+        tokio::join!(plain, secure, quitting);
+        self.shared.metrics.set_listening(false);
+        drop(alive);
+        let _ = stop.send(true);
+        tokio::select! {
+            _ = all_closed.recv() => tracing::info!("all connections closed"),
+            () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing open connections"),
+        }
+    }
+
+    /// Accepts connections from `listener` (over TLS with `tls`) until `quit` says so; the
+    /// listener is closed when this returns.
+    async fn accept(
+        &self,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        mut quit: watch::Receiver<bool>,
+        stop_rx: &watch::Receiver<bool>,
+        alive: &mpsc::Sender<()>,
+    ) {
+        let quitting = async move { drop(quit.wait_for(|quit| *quit).await) };
+        tokio::pin!(quitting);
+        loop {
+            // safety: limits.max_connections with when_full = "wait" waits here, before accept.
+            let slot = tokio::select! {
+                slot = self.shared.safety.wait_for_slot() => slot,
+                () = &mut quitting => break,
+            };
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait, don't die.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut quitting => break,
+            };
+            let _ = stream.set_nodelay(true);
+            // safety: access.allow_clients and limits.max_connections; refused ones are closed.
+            let watch = tls.is_none();
+            let Some(io) = self.shared.safety.admit(stream, peer, slot, watch) else { continue };
+            let shared = self.shared.clone();
+            let mut stop_rx = stop_rx.clone();
+            let stopping = async move { drop(stop_rx.wait_for(|stop| *stop).await) };
+            let alive = alive.clone();
+            let open = self.shared.metrics.connection_opened();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let _alive = (alive, open);
+                match tls {
+                    None => {
+                        let verdicts = io.verdicts();
+                        let protocol = Protocol::Http1;
+                        serve_client(shared, peer, io, verdicts, protocol, None, stopping).await;
+                    }
+                    Some(acceptor) => serve_tls_client(shared, peer, io, acceptor, stopping).await,
+                }
+            });
+        }
+    }
+}
+
+/// A client connection of the TLS listener: the handshake (bounded by
+/// `proxy.header_read_timeout`), the user its certificate names, then HTTP/2 or HTTP/1.1 by
+/// ALPN. A handshake that fails for the client certificate is logged at WARN with its cause
+/// (the client has had a TLS alert).
+async fn serve_tls_client(
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    io: ClientIo,
+    acceptor: TlsAcceptor,
+    stop: impl Future<Output = ()>,
+) {
+    let handshake = tokio::time::timeout(shared.header_read_timeout, acceptor.accept(io));
+    let tls = match handshake.await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            match client_certificate_problem(&e) {
+                Some(cause) => tracing::warn!(client = %peer, cause, "TLS client refused"),
+                None => {
+                    tracing::debug!(client = %peer, error = %e, "TLS handshake with client failed")
+                }
+            }
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(client = %peer, "TLS handshake with client timed out");
+            return;
+        }
+    };
+    let session = tls.get_ref().1;
+    let protocol = Protocol::from_alpn(session.alpn_protocol());
+    // Only verified certificates are here: rustls refused any other in the handshake.
+    let user = match session.peer_certificates().and_then(|chain| chain.first()) {
+        None => None,
+        Some(cert) => match client_name(cert) {
+            Some(name) => Some(shared.safety.certified_user(name)),
+            None => {
+                tracing::warn!(
+                    client = %peer,
+                    cause = "the client certificate has neither a subject common name nor a DNS \
+                             name to name its user",
+                    "TLS client refused"
+                );
+                return;
+            }
+        },
+    };
+    // safety: request smuggling checks on the decrypted HTTP/1 stream, as on the plain listener
+    // (HTTP/2 frames its messages itself and forbids Transfer-Encoding).
+    let max_head = shared.safety.limits.max_header_bytes();
+    let watch = (protocol != Protocol::Http2).then(|| FramingWatch::new(max_head));
+    let io = Watched::new(tls, watch);
+    let verdicts = io.verdicts();
+    serve_client(shared, peer, io, verdicts, protocol, user, stop).await;
+}
+
+/// A client connection of a proxy listener, as its requests see it.
+struct Connection {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    memory: ConnectionMemory,
+    /// The framing watch's verdicts on its request heads (see `crate::framing`).
+    verdicts: Verdicts,
+    /// The user a verified client certificate named (TLS listener), for every request.
+    user: Option<Arc<AuthenticatedUser>>,
+}
+
+/// Serves one client connection of a proxy listener: every request is checked for smuggling
+/// and the request-target limit, then handled (`pipeline::handle`).
+async fn serve_client<I>(
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    io: I,
+    verdicts: Verdicts,
+    protocol: Protocol,
+    user: Option<Arc<AuthenticatedUser>>,
+    stop: impl Future<Output = ()>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = shared.listener_http.clone();
+    let memory = ConnectionMemory::default();
+    // One per connection: cloning it for each request touches only this connection's
+    // counter, not one that every connection shares.
+    let connection = Arc::new(Connection { shared, peer, memory, verdicts, user });
+    let service = service_fn(move |mut req: Request<Incoming>| {
+        let connection = connection.clone();
+        // safety: request smuggling checks, one verdict per HTTP/1 request head, in order
+        // (HTTP/2 frames its messages itself and forbids Transfer-Encoding).
+        let verdict = if req.version() < http::Version::HTTP_2 {
+            connection.verdicts.next()
+        } else {
+            Verdict::Clean
+        };
+        if let Some(user) = &connection.user {
+            req.extensions_mut().insert(user.clone());
+        }
+        async move {
+            let Connection { shared, peer, memory, verdicts, .. } = &*connection;
+            if let Some(refused) = shared.safety.check_request(*peer, &req, verdict) {
+                return Ok::<_, Infallible>(refused);
+            }
+            let connect = req.method() == Method::CONNECT;
+            // Boxed: hyper keeps the service's future in the connection for as long
+            // as the connection lives, idle or not, and moves it on every request;
+            // a pointer is cheaper to move and to keep than the whole request state.
+            let handling = Box::pin(pipeline::handle(shared, memory, *peer, req));
+            let resp = handling.await;
+            if connect {
+                // safety: a refused CONNECT leaves the connection in HTTP/1.1.
+                verdicts.connect_answered(resp.status().is_success());
+            }
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    if let Err(e) = serve_connection(io, protocol, &settings, service, stop).await {
+        tracing::debug!(client = %peer, error = %e, "client connection ended with an error");
+    }
+}

@@ -323,3 +323,29 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
         self.inner.is_write_vectored()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_preface_tells_http2_and_keeps_what_was_read() {
+        let mut h2 = &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x12\x04"[..];
+        let (is_h2, read) = read_preface(&mut h2).await.unwrap();
+        assert!(is_h2);
+        assert_eq!(&read[..], H2_PREFACE, "nothing past the preface is read");
+        let mut h1 = &b"PRIVATE / HTTP/1.1\r\n"[..];
+        let (is_h2, read) = read_preface(&mut h1).await.unwrap();
+        assert!(!is_h2);
+        assert!(b"PRIVATE / HTTP/1.1\r\n".starts_with(&read), "{read:?}");
+        let mut rewound = Rewind::new(read, h1);
+        let mut all = Vec::new();
+        rewound.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all, b"PRIVATE / HTTP/1.1\r\n", "the server reads every byte");
+        let mut short = &b"PRI * HT"[..];
+        assert_eq!(
+            read_preface(&mut short).await.unwrap(),
+            (false, Bytes::from_static(b"PRI * HT"))
+        );
+    }
+}

@@ -571,3 +571,36 @@ for url in urls:
     assert_eq!(run(None, urls[..1].to_vec()).await, ["407"]);
     assert_eq!(plain.content_hits() + origin.content_hits(), 2, "carol's two allowed requests");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_with_prior_knowledge_and_no_alpn_is_told_by_its_preface() {
+    let pki = Pki::new();
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| pki.configure(c, None)).await;
+    let tls = tls_to(proxy.tls_addr.unwrap(), &pki, &[], None).await.unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), None, "no ALPN");
+    let (send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let ok = h2_get(send.clone(), &format!("{}/public", origin.base())).await;
+    assert_eq!((ok.status, ok.version), (200, Version::HTTP_2), "{ok:?}");
+    let blocked = h2_get(send, &format!("{}/private", origin.base())).await;
+    assert_eq!(blocked.status, 403, "{blocked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_list_holds_on_the_tls_listener() {
+    let pki = Pki::new();
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| {
+        pki.configure(c, None);
+        c.access.allow_clients = vec!["10.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    // Closed before the handshake: the client sees the connection end, no TLS at all.
+    let refused = tls_to(proxy.tls_addr.unwrap(), &pki, &[b"http/1.1"], None).await;
+    assert!(refused.is_err(), "no handshake for a client outside the access list");
+    assert!(origin.seen().is_empty());
+}

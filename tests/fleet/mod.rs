@@ -327,3 +327,26 @@ async fn an_instance_killed_holding_the_fetch_lease_delays_the_others_only_until
     assert!(waited < Duration::from_secs(8), "waited {waited:?}");
     assert!(waited >= Duration::from_secs(2), "did not wait for the lease: {waited:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_stalls_is_bounded_by_fleet_timeout() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [("ROBOTS_PROXY_FLEET__TIMEOUT", "300ms"), ("ROBOTS_PROXY_PACING__ENABLED", "true")];
+    let f = fleet(1, &redis, "stall", &env);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
+    redis.stall(3);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A new site needs robots.txt: Redis does not answer, the instance fetches it itself.
+    let other = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let started = Instant::now();
+    assert_eq!(get(&f, 0, &other.url("/x")).await, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "waited {:?} for a stalled Redis",
+        started.elapsed()
+    );
+    assert_eq!(other.hits("/robots.txt"), 1);
+    until_fleet_up(&f, 1).await;
+}

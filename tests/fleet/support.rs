@@ -51,7 +51,7 @@ impl Redis {
     pub async fn restart(&mut self) {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+            .args(["--save", "", "--appendonly", "no", "--enable-debug-command", "local"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -64,6 +64,20 @@ impl Redis {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("redis-server did not listen on {}", self.port);
+    }
+
+    /// Makes it answer nothing for `seconds` (`DEBUG SLEEP`), from another thread.
+    pub fn stall(&self, seconds: u32) {
+        use std::io::{Read, Write};
+        let port = self.port;
+        std::thread::spawn(move || {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let arg = seconds.to_string();
+            let cmd = format!("*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n${}\r\n{arg}\r\n", arg.len());
+            c.write_all(cmd.as_bytes()).unwrap();
+            let mut reply = [0u8; 16];
+            let _ = c.read(&mut reply);
+        });
     }
 
     /// Stops it (kill by PID) and waits for it to exit.

@@ -60,6 +60,10 @@ struct Cli {
     /// Runtime worker threads (1: a single-threaded runtime, leaving cores to the proxy).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Talk TLS to the proxy (its `proxy.tls_listen`), trusting this PEM certificate (or CA):
+    /// an `https://` proxy URL. Plain TCP without it.
+    #[arg(long, value_name = "PEM")]
+    proxy_tls: Option<std::path::PathBuf>,
     /// Longest wait for a response (head and body) before counting a `timeout` error.
     #[arg(long, default_value = "30", value_name = "SECONDS")]
     request_timeout: f64,
@@ -159,6 +163,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(pem) = &cli.proxy_tls {
+        match tls_connector(pem) {
+            Ok(tls) => {
+                let _ = PROXY_TLS.set(tls);
+            }
+            Err(e) => {
+                eprintln!("loadgen: --proxy-tls: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let common = Common { proxy: cli.proxy, user_agent: cli.user_agent, request_timeout };
     let result = match cli.mode {
         Mode::Soak(args) => runtime.block_on(soak(common, args)),
@@ -214,7 +229,30 @@ fn parse_origins(spec: &str) -> Result<Vec<String>, String> {
 
 type Sender = SendRequest<Empty<Bytes>>;
 
-/// Opens a connection to the proxy and starts its hyper connection task.
+/// The TLS client configuration for `--proxy-tls`, set once in `main`.
+static PROXY_TLS: std::sync::OnceLock<tokio_rustls::TlsConnector> = std::sync::OnceLock::new();
+
+/// A TLS connector trusting the certificates in `pem`.
+fn tls_connector(pem: &std::path::Path) -> Result<tokio_rustls::TlsConnector, String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(pem)
+        .map_err(|e| format!("{}: {e}", pem.display()))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| format!("{}: {e}", pem.display()))?;
+        roots.add(cert).map_err(|e| format!("{}: {e}", pem.display()))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
+}
+
+/// Opens a connection to the proxy (TLS with `--proxy-tls`) and starts its hyper connection
+/// task.
 async fn connect(proxy: SocketAddr) -> Result<Sender, String> {
     let tcp = match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(proxy)).await {
         Ok(Ok(tcp)) => tcp,
@@ -222,6 +260,17 @@ async fn connect(proxy: SocketAddr) -> Result<Sender, String> {
         Err(_) => return Err("connect:timeout".into()),
     };
     let _ = tcp.set_nodelay(true);
+    if let Some(tls) = PROXY_TLS.get() {
+        let name = rustls::pki_types::ServerName::IpAddress(proxy.ip().into());
+        let stream = tls.connect(name, tcp).await.map_err(|e| format!("tls:{:?}", e.kind()))?;
+        let (sender, conn) = http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("handshake:{}", hyper_kind(&e)))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        return Ok(sender);
+    }
     let (sender, conn) = http1::handshake::<_, Empty<Bytes>>(TokioIo::new(tcp))
         .await
         .map_err(|e| format!("handshake:{}", hyper_kind(&e)))?;

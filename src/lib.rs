@@ -35,6 +35,7 @@
 //! * [`guard`]: where the proxy may connect (the SSRF guard and its connector).
 //! * [`units`]: units the configuration is written in (sizes).
 //! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
+//! * [`signing`]: Web Bot Auth signatures on forwarded requests, and the key directory.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -58,6 +59,7 @@ pub mod pacing;
 pub mod policy;
 pub mod proxy;
 pub mod robots;
+pub mod signing;
 pub mod tls;
 pub mod units;
 pub mod usage;

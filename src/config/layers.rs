@@ -272,6 +272,22 @@ pub(super) fn schema_sample() -> Config {
     config.proxy.tls_listen = Some(config.proxy.listen);
     config.proxy.tls_certificate = Some(PathBuf::new());
     config.proxy.tls_key = Some(PathBuf::new());
+    let time = Some(crate::signing::section::Timestamp(std::time::UNIX_EPOCH));
+    config.signing.directory_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    if let (Ok(name), Ok(agent)) = ("sample".parse(), "https://example.com".parse()) {
+        config.signing.keys = vec![crate::signing::KeyEntry {
+            name,
+            sign_from: time,
+            sign_until: time,
+            publish_until: time,
+        }];
+        config.signing.identities = vec![crate::signing::SigningIdentity {
+            token: Some(crate::signing::TokenPattern::Any),
+            user: Some(String::new()),
+            keys: vec![],
+            agent,
+        }];
+    }
     config
 }
 

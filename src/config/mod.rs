@@ -224,6 +224,8 @@ pub struct Config {
     pub limits: crate::limits::LimitsSection,
     /// Sharing robots.txt and the pace with other instances through Redis.
     pub fleet: crate::fleet::FleetSection,
+    /// Web Bot Auth signatures on forwarded requests, and the key directory.
+    pub signing: crate::signing::SigningSection,
 }
 
 impl Default for Config {
@@ -243,19 +245,20 @@ impl Default for Config {
             access: crate::access::AccessSection::default(),
             limits: crate::limits::LimitsSection::default(),
             fleet: crate::fleet::FleetSection::default(),
+            signing: crate::signing::SigningSection::default(),
         }
     }
 }
 
 impl Config {
     /// The destination guard of this configuration: `access.allow_destinations`, and
-    /// `proxy.listen` and `admin.listen` as the proxy's own addresses (the admin listener has
-    /// no authentication: clients must not reach it through the proxy).
+    /// `proxy.listen`, `admin.listen` and `signing.directory_listen` as the proxy's own
+    /// addresses (the admin listener has no authentication: clients must not reach it through
+    /// the proxy).
     pub fn destination_guard(&self) -> crate::guard::DestinationGuard {
-        crate::guard::DestinationGuard::new(
-            &self.access.allow_destinations,
-            &[self.proxy.listen, self.admin.listen],
-        )
+        let mut own = vec![self.proxy.listen, self.admin.listen];
+        own.extend(self.signing.directory_listen);
+        crate::guard::DestinationGuard::new(&self.access.allow_destinations, &own)
     }
 
     /// The audit log's path: `audit.path`, under `state_dir` when relative.
@@ -330,6 +333,18 @@ impl Config {
             need(p.tls_certificate.is_none() && p.tls_key.is_none(), key, &|| {
                 "the TLS listener's files are set but proxy.tls_listen is not".into()
             });
+        }
+        if let Some(directory) = self.signing.directory_listen {
+            let taken = [p.listen, self.admin.listen];
+            need(
+                directory.port() == 0 || !taken.contains(&directory),
+                "signing.directory_listen",
+                &|| {
+                    format!(
+                        "{directory} is also proxy.listen or admin.listen; it needs its own port"
+                    )
+                },
+            );
         }
 
         let u = &self.upstream;
@@ -453,6 +468,7 @@ impl Config {
         bad.extend(self.pacing.check());
         bad.extend(self.fleet.check());
         bad.extend(self.usage.problems());
+        bad.extend(self.signing.check());
         bad
     }
 }

@@ -47,6 +47,9 @@ fn schema_kinds() {
     assert_eq!(schema.kinds["pacing.default_concurrency"], KeyKind::Integer);
     assert_eq!(schema.kinds["pacing.max_wait"], KeyKind::Text);
     assert_eq!(schema.kinds["pacing.sites"], KeyKind::Tables);
+    assert_eq!(schema.kinds["signing.keys"], KeyKind::Tables);
+    assert_eq!(schema.kinds["signing.identities"], KeyKind::Tables);
+    assert_eq!(schema.kinds["signing.directory_listen"], KeyKind::Text);
     assert_eq!(
         schema.optional.iter().collect::<Vec<_>>(),
         [
@@ -58,7 +61,8 @@ fn schema_kinds() {
             "policy.default_token",
             "proxy.tls_certificate",
             "proxy.tls_key",
-            "proxy.tls_listen"
+            "proxy.tls_listen",
+            "signing.directory_listen"
         ]
     );
 }

@@ -56,6 +56,7 @@ fn shipped_file_mentions_every_key() {
     every.proxy.tls_listen = Some("127.0.0.1:8443".parse().unwrap());
     every.proxy.tls_certificate = Some("/proxy.pem".into());
     every.proxy.tls_key = Some("/proxy-key.pem".into());
+    every.signing.directory_listen = Some(([127, 0, 0, 1], 9443).into());
     let wanted = keys(&config::render(&every), false);
     for key in ["state_dir", "proxy.listen", "policy.default_token", "log.level"] {
         assert!(wanted.contains(key), "the rendered keys include {key}: {wanted:?}");
@@ -85,7 +86,8 @@ fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
             "proxy.tls_certificate",
             "proxy.tls_key",
             "proxy.tls_listen",
-            "robots.user_agent"
+            "robots.user_agent",
+            "signing.directory_listen"
         ]
     );
 }

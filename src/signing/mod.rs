@@ -1,0 +1,370 @@
+//! Web Bot Auth: HTTP Message Signatures (RFC 9421) on requests that leave for origins, for the
+//! crawlers the organisation signs for (draft-ietf-webbotauth-httpsig-protocol), and the key
+//! directory that lets sites check them (`/.well-known/http-message-signatures-directory`).
+//!
+//! A signed request carries three fields:
+//!
+//! ```text
+//! Signature-Agent: sig1="https://bots.example.com"
+//! Signature-Input: sig1=("@authority" "signature-agent";key="sig1");created=1764046800;
+//!                  expires=1764046860;keyid="poqk…r0U";alg="ed25519";tag="web-bot-auth"
+//! Signature: sig1=:base64 of the Ed25519 signature:
+//! ```
+//!
+//! `Signature-Agent` is a structured-field dictionary, and the covered component names its
+//! member (`"signature-agent";key="sig1"`): the form of the current drafts and of Cloudflare's
+//! test vectors, which the `web-bot-auth` crate verifies.
+//!
+//! The signature base (RFC 9421 §2.5) depends only on the authority, the agent, the key and
+//! the time window, never on the path or the other fields, and Ed25519 is deterministic: a
+//! signature is made once per (identity, key, authority) and window (`signing.reuse`) and then
+//! reused, so signing costs a hash-map look-up per request.
+
+pub mod commands;
+pub mod directory;
+pub mod keys;
+pub mod section;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::RwLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64ct::{Base64, Encoding};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+
+use keys::{KeyError, SigningKey};
+pub use section::{KeyEntry, SigningIdentity, SigningSection, TokenPattern};
+
+/// `Signature-Agent`.
+pub static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
+/// `Signature-Input`.
+pub static SIGNATURE_INPUT: HeaderName = HeaderName::from_static("signature-input");
+/// `Signature`.
+pub static SIGNATURE: HeaderName = HeaderName::from_static("signature");
+
+/// The label of the proxy's signature and of its `Signature-Agent` member.
+pub const LABEL: &str = "sig1";
+/// The `tag` of request signatures.
+pub const REQUEST_TAG: &str = "web-bot-auth";
+/// The `alg` of every signature.
+pub const ALG: &str = "ed25519";
+
+/// Most cached signatures per (identity, key) before old windows are dropped.
+const CACHE_LIMIT: usize = 4096;
+
+/// Why the signer cannot be built or cannot sign.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SigningError {
+    /// A configured key cannot be loaded.
+    #[error("signing key {name}: {source}")]
+    Key {
+        /// The key's name.
+        name: String,
+        /// Why.
+        source: KeyError,
+    },
+    /// A value does not fit in a structured field or a header (not expected: every input is
+    /// checked when the configuration is read).
+    #[error("cannot serialise the signature fields: {0}")]
+    Fields(String),
+    /// The time is before 1970 (a clock gone wrong).
+    #[error("the clock is before 1970")]
+    Clock,
+}
+
+/// A configured key with its windows.
+struct Configured {
+    key: SigningKey,
+    entry: KeyEntry,
+}
+
+/// A crawler signed for.
+struct Identity {
+    token: Option<TokenPattern>,
+    user: Option<String>,
+    /// Indexes into `Signer::keys`, by preference.
+    keys: Vec<usize>,
+    /// The whole `Signature-Agent` field: `sig1="https://…"`.
+    agent_field: HeaderValue,
+    /// The member's value as it appears in the signature base: `"https://…"`.
+    agent_value: String,
+    /// One cache per entry of `keys`: authority → signature of the current window.
+    cache: Vec<RwLock<HashMap<Box<str>, Cached>>>,
+}
+
+#[derive(Clone)]
+struct Cached {
+    created: u64,
+    input: HeaderValue,
+    signature: HeaderValue,
+}
+
+/// Signs requests for the configured identities. Built once by the composition root.
+pub struct Signer {
+    keys: Vec<Configured>,
+    identities: Vec<Identity>,
+    lifetime: u64,
+    reuse: u64,
+    keep_client_signatures: bool,
+    directory_lifetime: Duration,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signer")
+            .field("keys", &self.keys.iter().map(|k| k.key.name().as_str()).collect::<Vec<_>>())
+            .field("identities", &self.identities.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Signer::plan`] chose for one request: the identity and the key that sign it.
+#[derive(Clone, Copy)]
+pub struct Signing<'a> {
+    signer: &'a Signer,
+    identity: &'a Identity,
+    /// Position in `identity.keys`.
+    slot: usize,
+}
+
+impl Signer {
+    /// Loads every key of `section` from its `keys_dir` (under `state_dir` when relative).
+    /// `None` when no key is configured: nothing is signed or published. With keys but no
+    /// identity, the keys are published (the directory) and nothing is signed.
+    pub fn new(section: &SigningSection, state_dir: &Path) -> Result<Option<Signer>, SigningError> {
+        if section.keys.is_empty() {
+            return Ok(None);
+        }
+        let dir = state_dir.join(&section.keys_dir);
+        let mut keys = Vec::with_capacity(section.keys.len());
+        for entry in &section.keys {
+            let key = SigningKey::load(&entry.name, &entry.name.file_in(&dir))
+                .map_err(|source| SigningError::Key { name: entry.name.to_string(), source })?;
+            keys.push(Configured { key, entry: entry.clone() });
+        }
+        let mut identities = Vec::with_capacity(section.identities.len());
+        for who in &section.identities {
+            let indexes: Vec<usize> = who
+                .keys
+                .iter()
+                .filter_map(|name| keys.iter().position(|k| k.key.name() == name))
+                .collect();
+            let agent_value = sf_string(who.agent.as_str())?;
+            let agent_field = HeaderValue::from_str(&format!("{LABEL}={agent_value}"))
+                .map_err(|e| SigningError::Fields(e.to_string()))?;
+            identities.push(Identity {
+                token: who.token.clone(),
+                user: who.user.clone(),
+                cache: indexes.iter().map(|_| RwLock::default()).collect(),
+                keys: indexes,
+                agent_field,
+                agent_value,
+            });
+        }
+        Ok(Some(Signer {
+            keys,
+            identities,
+            lifetime: section.lifetime.as_secs().max(1),
+            reuse: section.reuse.as_secs(),
+            keep_client_signatures: section.keep_client_signatures,
+            directory_lifetime: section.directory_lifetime,
+        }))
+    }
+
+    /// Whom a request with `token` (its product token) from `user` (the authenticated user) is
+    /// signed for, with which key, at `now`; `None` when it is not signed: no identity matches,
+    /// none of its keys signs at `now`, or the client signed it already and
+    /// `signing.keep_client_signatures` is on. A user's identity wins over a token's, and a
+    /// token's over `*`.
+    pub fn plan(
+        &self,
+        token: Option<&str>,
+        user: Option<&str>,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Option<Signing<'_>> {
+        if self.keep_client_signatures
+            && (headers.contains_key(&SIGNATURE) || headers.contains_key(&SIGNATURE_INPUT))
+        {
+            return None;
+        }
+        let by_user =
+            user.and_then(|u| self.identities.iter().find(|i| i.user.as_deref() == Some(u)));
+        let by_token = || {
+            let t = token?;
+            self.identities.iter().find(|i| match &i.token {
+                Some(TokenPattern::Token(p)) => p.as_str().eq_ignore_ascii_case(t),
+                _ => false,
+            })
+        };
+        let any = || self.identities.iter().find(|i| i.token == Some(TokenPattern::Any));
+        let identity = by_user.or_else(by_token).or_else(any)?;
+        let slot = identity.keys.iter().position(|&k| self.keys[k].entry.signs_at(now))?;
+        Some(Signing { signer: self, identity, slot })
+    }
+
+    /// Every configured key, with whether it signs and whether it is published at `now`.
+    pub fn keys(&self, now: SystemTime) -> impl Iterator<Item = (&SigningKey, bool, bool)> {
+        self.keys.iter().map(move |k| (&k.key, k.entry.signs_at(now), k.entry.published_at(now)))
+    }
+
+    /// The keys the directory lists at `now`.
+    pub fn published(&self, now: SystemTime) -> impl Iterator<Item = &SigningKey> {
+        self.keys.iter().filter(move |k| k.entry.published_at(now)).map(|k| &k.key)
+    }
+
+    /// How long the directory's signatures last.
+    pub fn directory_lifetime(&self) -> Duration {
+        self.directory_lifetime
+    }
+
+    /// `created` for `now`: rounded down to the reuse window.
+    fn window(&self, now: SystemTime) -> Result<u64, SigningError> {
+        let secs = now.duration_since(UNIX_EPOCH).map_err(|_| SigningError::Clock)?.as_secs();
+        Ok(if self.reuse > 0 { secs - secs % self.reuse } else { secs })
+    }
+}
+
+impl Signing<'_> {
+    fn key(&self) -> &SigningKey {
+        &self.signer.keys[self.identity.keys[self.slot]].key
+    }
+
+    /// The key id the request is signed with.
+    pub fn keyid(&self) -> &str {
+        self.key().keyid()
+    }
+
+    /// Signs the request to `authority` (exactly its `Host` / `:authority`) whose header
+    /// fields are `headers`: sets `Signature-Agent`, `Signature-Input` and `Signature`,
+    /// replacing any the client sent. Call it last, after every other change to the request.
+    pub fn sign(
+        &self,
+        authority: &str,
+        headers: &mut HeaderMap,
+        now: SystemTime,
+    ) -> Result<(), SigningError> {
+        let created = self.signer.window(now)?;
+        let cache = &self.identity.cache[self.slot];
+        let hit = cache
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(authority)
+            .filter(|c| c.created == created)
+            .cloned();
+        let cached = match hit {
+            Some(c) => c,
+            None => {
+                let made = self.make(authority, created)?;
+                let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
+                if map.len() >= CACHE_LIMIT {
+                    map.retain(|_, c| c.created == created);
+                    if map.len() >= CACHE_LIMIT {
+                        map.clear();
+                    }
+                }
+                map.insert(authority.into(), made.clone());
+                made
+            }
+        };
+        headers.remove(&SIGNATURE);
+        headers.remove(&SIGNATURE_INPUT);
+        headers.insert(SIGNATURE_AGENT.clone(), self.identity.agent_field.clone());
+        headers.insert(SIGNATURE_INPUT.clone(), cached.input);
+        headers.insert(SIGNATURE.clone(), cached.signature);
+        Ok(())
+    }
+
+    /// Makes the signature fields for `authority` and `created`, without the cache.
+    fn make(&self, authority: &str, created: u64) -> Result<Cached, SigningError> {
+        let expires = created + self.signer.lifetime;
+        let params = request_params(created, expires, self.keyid())?;
+        let base = request_base(authority, &self.identity.agent_value, &params);
+        let signature = self.key().sign(base.as_bytes());
+        let field = |text: String| {
+            HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
+                .map_err(|e| SigningError::Fields(e.to_string()))
+        };
+        Ok(Cached {
+            created,
+            input: field(format!("{LABEL}={params}"))?,
+            signature: field(format!("{LABEL}=:{}:", Base64::encode_string(&signature)))?,
+        })
+    }
+
+    /// Signs afresh, bypassing the cache: what a request would cost without it (benchmarks).
+    #[doc(hidden)]
+    pub fn sign_uncached(&self, authority: &str, now: SystemTime) -> Result<(), SigningError> {
+        self.make(authority, self.signer.window(now)?).map(drop)
+    }
+}
+
+/// `text` as a structured-field string (`"…"`, with `\` and `"` escaped).
+fn sf_string(text: &str) -> Result<String, SigningError> {
+    let string = sfv::StringRef::from_str(text).map_err(|e| SigningError::Fields(e.to_string()))?;
+    Ok(sfv::ItemSerializer::new().bare_item(string).finish())
+}
+
+/// The signature parameters of a request signature, as `Signature-Input` carries them after
+/// the label and as the `@signature-params` line of the base ends:
+/// `("@authority" "signature-agent";key="sig1");created=…;expires=…;keyid="…";alg="ed25519";tag="web-bot-auth"`.
+pub fn request_params(created: u64, expires: u64, keyid: &str) -> Result<String, SigningError> {
+    let fields = |e: sfv::Error| SigningError::Fields(e.to_string());
+    let int = |n: u64| {
+        i64::try_from(n)
+            .ok()
+            .and_then(|n| sfv::Integer::try_from(n).ok())
+            .ok_or_else(|| SigningError::Fields(format!("{n} is out of range")))
+    };
+    let keyid = sfv::StringRef::from_str(keyid).map_err(fields)?;
+    let mut list = sfv::ListSerializer::new();
+    {
+        let mut inner = list.inner_list();
+        let _ = inner.bare_item(sfv::StringRef::constant("@authority"));
+        let _ = inner
+            .bare_item(sfv::StringRef::constant("signature-agent"))
+            .parameter(sfv::KeyRef::constant("key"), sfv::StringRef::constant(LABEL));
+        let _ = inner
+            .finish()
+            .parameter(sfv::KeyRef::constant("created"), sfv::RefBareItem::Integer(int(created)?))
+            .parameter(sfv::KeyRef::constant("expires"), sfv::RefBareItem::Integer(int(expires)?))
+            .parameter(sfv::KeyRef::constant("keyid"), keyid)
+            .parameter(sfv::KeyRef::constant("alg"), sfv::StringRef::constant(ALG))
+            .parameter(sfv::KeyRef::constant("tag"), sfv::StringRef::constant(REQUEST_TAG));
+    }
+    list.finish().ok_or_else(|| SigningError::Fields("empty signature parameters".into()))
+}
+
+/// The signature base of a request signature (RFC 9421 §2.5): one line per covered component,
+/// `"@signature-params"` last, lines joined by `\n`, no newline at the end.
+pub fn request_base(authority: &str, agent_value: &str, params: &str) -> String {
+    format!(
+        "\"@authority\": {authority}\n\"signature-agent\";key=\"{LABEL}\": {agent_value}\n\
+         \"@signature-params\": {params}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_and_base_are_exact() {
+        let params = request_params(1735689600, 1735689660, "poqk").unwrap();
+        assert_eq!(
+            params,
+            r#"("@authority" "signature-agent";key="sig1");created=1735689600;expires=1735689660;keyid="poqk";alg="ed25519";tag="web-bot-auth""#
+        );
+        let agent = sf_string("https://bots.example.com").unwrap();
+        assert_eq!(agent, "\"https://bots.example.com\"");
+        assert_eq!(
+            request_base("example.com", &agent, &params),
+            format!(
+                "\"@authority\": example.com\n\"signature-agent\";key=\"sig1\": \
+                 \"https://bots.example.com\"\n\"@signature-params\": {params}"
+            )
+        );
+    }
+}

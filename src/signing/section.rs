@@ -1,0 +1,370 @@
+//! `[signing]`: Web Bot Auth signatures, the signer's own section. Parsed, not checked: a bad
+//! key name, product token, agent URL or timestamp is an error naming the key when the file is
+//! read; [`SigningSection::check`] adds the rules between entries (a key an identity names
+//! must be listed, windows must be in order).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::keys::KeyName;
+use crate::robots::ProductToken;
+
+/// The longest signature lifetime accepted: the draft recommends at most 24 hours.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// `[signing]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SigningSection {
+    /// `expires` − `created` of every request signature.
+    #[serde(with = "humantime_serde")]
+    pub lifetime: Duration,
+    /// `created` is rounded down to a multiple of this, so a signature for an authority is
+    /// made once and reused for this long (0 s: `created` is the second of sending).
+    #[serde(with = "humantime_serde")]
+    pub reuse: Duration,
+    /// A request that already carries `Signature` or `Signature-Input` is forwarded as it is,
+    /// unsigned by the proxy. `false`: the client's signature fields are replaced by ours.
+    pub keep_client_signatures: bool,
+    /// Where `robots-proxy keys new` writes keys and the proxy reads them; relative paths are
+    /// under `state_dir`.
+    pub keys_dir: PathBuf,
+    /// How long the key directory's own signatures stay valid, and how long it may be cached.
+    #[serde(with = "humantime_serde")]
+    pub directory_lifetime: Duration,
+    /// Address of the key directory listener; unset: none.
+    pub directory_listen: Option<SocketAddr>,
+    /// The keys, with their validity windows (configuration file only).
+    pub keys: Vec<KeyEntry>,
+    /// Who is signed for, with which keys and `Signature-Agent` (configuration file only).
+    pub identities: Vec<SigningIdentity>,
+}
+
+impl Default for SigningSection {
+    fn default() -> Self {
+        SigningSection {
+            lifetime: Duration::from_secs(60),
+            reuse: Duration::from_secs(5),
+            keep_client_signatures: true,
+            keys_dir: PathBuf::from("keys"),
+            directory_lifetime: Duration::from_secs(3600),
+            directory_listen: None,
+            keys: Vec::new(),
+            identities: Vec::new(),
+        }
+    }
+}
+
+/// One entry of `signing.keys`: a key file and when it is used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    /// The key's name: the file `NAME.pem` in `keys_dir`.
+    pub name: KeyName,
+    /// The key signs from this time on. Unset: from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sign_from: Option<Timestamp>,
+    /// The key signs until this time (retired after). Unset: no end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sign_until: Option<Timestamp>,
+    /// The key is listed in the directory until this time. Unset: as long as it is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_until: Option<Timestamp>,
+}
+
+impl KeyEntry {
+    /// Whether the key may sign at `now`.
+    pub fn signs_at(&self, now: SystemTime) -> bool {
+        self.sign_from.is_none_or(|t| t.0 <= now) && self.sign_until.is_none_or(|t| now < t.0)
+    }
+
+    /// Whether the directory lists the key at `now`.
+    pub fn published_at(&self, now: SystemTime) -> bool {
+        self.publish_until.is_none_or(|t| now < t.0)
+    }
+}
+
+/// One entry of `signing.identities`: a crawler the proxy signs for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigningIdentity {
+    /// The product token (case-insensitive), or `*` for every request not matched otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<TokenPattern>,
+    /// Or the authenticated proxy user (`access.users_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Names of `signing.keys`, by preference: the first that signs at the time is used.
+    pub keys: Vec<KeyName>,
+    /// The `Signature-Agent`: where the organisation publishes its key directory.
+    pub agent: AgentUrl,
+}
+
+/// A product token, or `*` for any request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenPattern {
+    /// Every request, whatever its token (and one without).
+    Any,
+    /// Requests for this token.
+    Token(ProductToken),
+}
+
+impl FromStr for TokenPattern {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "*" {
+            return Ok(TokenPattern::Any);
+        }
+        ProductToken::new(s).map(TokenPattern::Token).map_err(|e| e.to_string())
+    }
+}
+
+impl fmt::Display for TokenPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenPattern::Any => f.write_str("*"),
+            TokenPattern::Token(t) => f.write_str(t.as_str()),
+        }
+    }
+}
+
+/// An `http` or `https` URL that fits in a structured-field string (printable ASCII), as the
+/// `Signature-Agent` dictionary member carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentUrl(String);
+
+impl AgentUrl {
+    /// The URL as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for AgentUrl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let url = url::Url::parse(s).map_err(|e| format!("{s:?} is not a URL: {e}"))?;
+        if !matches!(url.scheme(), "https" | "http") || url.host_str().is_none() {
+            return Err(format!("{s:?}: the Signature-Agent must be an https:// (or http://) URL"));
+        }
+        if sfv::StringRef::from_str(s).is_err() {
+            return Err(format!("{s:?}: only printable ASCII fits in Signature-Agent"));
+        }
+        Ok(AgentUrl(s.to_owned()))
+    }
+}
+
+/// A point in time, written in RFC 3339 (`2026-12-01T00:00:00Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Timestamp(pub SystemTime);
+
+impl FromStr for Timestamp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        humantime::parse_rfc3339_weak(s)
+            .map(Timestamp)
+            .map_err(|e| format!("{s:?} is not an RFC 3339 time like 2026-12-01T00:00:00Z: {e}"))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_rfc3339_seconds(self.0))
+    }
+}
+
+/// Serialised as the text it was parsed from, parsed on the way in.
+macro_rules! as_text {
+    ($($t:ty),*) => {$(
+        impl Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    )*};
+}
+as_text!(TokenPattern, AgentUrl, Timestamp);
+
+impl fmt::Display for AgentUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl SigningSection {
+    /// Every rule broken, as (key, message), for [`crate::config::Config`]'s validation.
+    pub(crate) fn check(&self) -> Vec<(&'static str, String)> {
+        let mut bad = Vec::new();
+        if self.lifetime.is_zero() || self.lifetime > MAX_LIFETIME {
+            bad.push(("signing.lifetime", "must be longer than zero and at most 24h".into()));
+        }
+        if self.reuse >= self.lifetime {
+            bad.push((
+                "signing.reuse",
+                format!(
+                    "{} is not shorter than signing.lifetime ({}): a reused signature would \
+                     reach the origin expired",
+                    humantime::format_duration(self.reuse),
+                    humantime::format_duration(self.lifetime)
+                ),
+            ));
+        }
+        if self.directory_lifetime.is_zero() || self.directory_lifetime > MAX_LIFETIME {
+            bad.push((
+                "signing.directory_lifetime",
+                "must be longer than zero and at most 24h".into(),
+            ));
+        }
+        if self.keys_dir.as_os_str().is_empty() {
+            bad.push(("signing.keys_dir", "must not be empty".into()));
+        }
+        for (i, key) in self.keys.iter().enumerate() {
+            let entry = || format!("entry {} ({})", i + 1, key.name);
+            if self.keys[..i].iter().any(|k| k.name == key.name) {
+                bad.push(("signing.keys", format!("{}: listed more than once", entry())));
+            }
+            if let (Some(from), Some(until)) = (key.sign_from, key.sign_until) {
+                if from >= until {
+                    bad.push((
+                        "signing.keys",
+                        format!("{}: sign_from {from} is not before sign_until {until}", entry()),
+                    ));
+                }
+            }
+            if let Some(publish) = key.publish_until {
+                let last_use = key.sign_until.map(|t| t.0 + self.lifetime);
+                if last_use.is_none_or(|t| publish.0 < t) {
+                    bad.push((
+                        "signing.keys",
+                        format!(
+                            "{}: publish_until {publish} comes before the key's last signature \
+                             expires (set sign_until at least signing.lifetime earlier)",
+                            entry()
+                        ),
+                    ));
+                }
+            }
+        }
+        for (i, who) in self.identities.iter().enumerate() {
+            let entry = || format!("entry {}", i + 1);
+            if who.token.is_none() == who.user.is_none() {
+                bad.push((
+                    "signing.identities",
+                    format!("{}: give exactly one of token or user", entry()),
+                ));
+            }
+            let same = |other: &SigningIdentity| {
+                (who.token.is_some() && other.token == who.token)
+                    || (who.user.is_some() && other.user == who.user)
+            };
+            if self.identities[..i].iter().any(same) {
+                bad.push((
+                    "signing.identities",
+                    format!("{}: its token or user is listed twice", entry()),
+                ));
+            }
+            if who.keys.is_empty() {
+                bad.push(("signing.identities", format!("{}: keys is empty", entry())));
+            }
+            for name in &who.keys {
+                if !self.keys.iter().any(|k| &k.name == name) {
+                    bad.push((
+                        "signing.identities",
+                        format!("{}: key {name} is not listed in signing.keys", entry()),
+                    ));
+                }
+            }
+        }
+        bad
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str, from: Option<&str>, until: Option<&str>, publish: Option<&str>) -> KeyEntry {
+        KeyEntry {
+            name: name.parse().unwrap(),
+            sign_from: from.map(|t| t.parse().unwrap()),
+            sign_until: until.map(|t| t.parse().unwrap()),
+            publish_until: publish.map(|t| t.parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn values_are_parsed() {
+        assert!("https://bots.example.com".parse::<AgentUrl>().is_ok());
+        assert!("ftp://bots.example.com".parse::<AgentUrl>().is_err());
+        assert!("https://bots.example.com/é".parse::<AgentUrl>().is_err());
+        assert!("not a url".parse::<AgentUrl>().is_err());
+        assert_eq!("*".parse::<TokenPattern>().unwrap(), TokenPattern::Any);
+        assert!("Bad Token".parse::<TokenPattern>().is_err());
+        assert!("2026-12-01".parse::<Timestamp>().is_err());
+        let t: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        assert_eq!(t.to_string(), "2026-12-01T00:00:00Z");
+    }
+
+    #[test]
+    fn defaults_pass() {
+        assert!(SigningSection::default().check().is_empty());
+    }
+
+    #[test]
+    fn rules_between_entries_are_named() {
+        let section = SigningSection {
+            reuse: Duration::from_secs(60),
+            keys: vec![
+                key("a", Some("2026-12-01T00:00:00Z"), Some("2026-11-01T00:00:00Z"), None),
+                key("a", None, Some("2026-12-01T00:00:00Z"), Some("2026-12-01T00:00:30Z")),
+            ],
+            identities: vec![
+                SigningIdentity {
+                    token: Some("Bot".parse().unwrap()),
+                    user: None,
+                    keys: vec!["a".parse().unwrap(), "missing".parse().unwrap()],
+                    agent: "https://bots.example.com".parse().unwrap(),
+                },
+                SigningIdentity {
+                    token: Some("bot".parse().unwrap()),
+                    user: Some("team".into()),
+                    keys: vec![],
+                    agent: "https://bots.example.com".parse().unwrap(),
+                },
+            ],
+            ..SigningSection::default()
+        };
+        let text = format!("{:?}", section.check());
+        for needle in [
+            "signing.reuse",
+            "listed more than once",
+            "is not before sign_until",
+            "publish_until",
+            "key missing is not listed",
+            "exactly one of token or user",
+            "keys is empty",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+    }
+
+    #[test]
+    fn windows() {
+        let k = key("a", Some("2026-12-01T00:00:00Z"), Some("2027-01-01T00:00:00Z"), None);
+        let at = |t: &str| t.parse::<Timestamp>().unwrap().0;
+        assert!(!k.signs_at(at("2026-11-30T23:59:59Z")));
+        assert!(k.signs_at(at("2026-12-01T00:00:00Z")));
+        assert!(!k.signs_at(at("2027-01-01T00:00:00Z")));
+        assert!(k.published_at(at("2030-01-01T00:00:00Z")));
+    }
+}

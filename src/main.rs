@@ -44,6 +44,9 @@ enum Command {
     /// Manage proxy users (access.users_file).
     #[command(subcommand)]
     User(UserCommand),
+    /// Manage Web Bot Auth signing keys and their directory ([signing]).
+    #[command(subcommand)]
+    Keys(robots_proxy::signing::commands::KeysCommand),
 }
 
 #[derive(Args)]
@@ -197,6 +200,11 @@ fn main() -> ExitCode {
             }
         }
         Command::Health(args) => health::run(args),
+        Command::Keys(command) => robots_proxy::signing::commands::run(command, &|file| {
+            serve::load(file, None, None)
+                .map(|config| (config.signing, config.state_dir))
+                .map_err(|e| format!("{e:#}"))
+        }),
         Command::Config(ConfigCommand::Check { config, listen, admin_listen }) => {
             match serve::load(config, listen, admin_listen) {
                 Ok(config) => {
@@ -355,15 +363,19 @@ mod serve {
                 Arc::new(robots_proxy::pacing::Pacer::with_store(&config.pacing, store)?)
             }
         };
+        let signer = robots_proxy::signing::Signer::new(&config.signing, &config.state_dir)
+            .context("cannot set up signing ([signing])")?
+            .map(Arc::new);
         let parts = robots_proxy::proxy::ProxyParts {
             fleet: fleet.clone(),
             store: cache,
             audit: audit.clone(),
-            clock,
+            clock: clock.clone(),
             ca,
             guard: guard.clone(),
             tls,
             pacer,
+            signer: signer.clone(),
         };
         let proxy = Proxy::new(&config, parts)?;
         // A backlog to match limits.max_connections (the kernel caps it at somaxconn): with
@@ -379,6 +391,18 @@ mod serve {
             None => None,
             Some(addr) => Some(crate::tls_listener(&config, addr, backlog)?),
         };
+        let directory_listener = match (config.signing.directory_listen, &signer) {
+            (Some(addr), Some(signer)) => {
+                let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+                    format!("cannot listen on {addr} (signing.directory_listen)")
+                })?;
+                Some((listener, signer.clone()))
+            }
+            (Some(_), None) => {
+                anyhow::bail!("signing.directory_listen is set but signing.keys is empty")
+            }
+            (None, _) => None,
+        };
         let local = listener.local_addr()?;
         let admin_local = admin_listener.local_addr()?;
         // The bound addresses (the real ports, with port 0 configured), before any serves:
@@ -390,6 +414,25 @@ mod serve {
             let counts: fleet::view::Counts = Arc::new(move || metrics.totals());
             tokio::spawn(fleet::view::heartbeat(fleet.clone(), local.to_string(), counts));
         }
+        let (directory_stop, directory_stopped) = tokio::sync::oneshot::channel::<()>();
+        let directory_task = match directory_listener {
+            Some((listener, signer)) => {
+                let directory_local = listener.local_addr()?;
+                guard.add_own_listener(directory_local);
+                eprintln!("robots-proxy key directory listening on {directory_local}");
+                let stopped = async move {
+                    let _ = directory_stopped.await;
+                };
+                let serving = robots_proxy::signing::directory::serve(
+                    listener,
+                    signer,
+                    clock.clone(),
+                    stopped,
+                );
+                Some(tokio::spawn(serving))
+            }
+            None => None,
+        };
         eprintln!("robots-proxy listening on {local}");
         if let Some(tls) = &tls_listener {
             let tls_local = tls.listener.local_addr()?;
@@ -427,6 +470,10 @@ mod serve {
         hup_task.abort();
         let _ = admin_stop.send(());
         let _ = admin_task.await;
+        let _ = directory_stop.send(());
+        if let Some(task) = directory_task {
+            let _ = task.await;
+        }
         audit.close().await.context("cannot flush the audit log")?;
         tracing::info!("robots-proxy stopped");
         Ok(())

@@ -463,6 +463,7 @@ impl PolicyDecision {
             reading: Some(self.reading.name().to_owned()),
             read_path: (self.read_path != path).then(|| self.read_path.clone()),
             usage: None,
+            signature_keyid: None,
         }
     }
 }

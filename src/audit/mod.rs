@@ -183,6 +183,10 @@ pub struct AuditRecord {
     /// The AI usage preference involved, for usage decisions (`robots.usage.*`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageAudit>,
+    /// The key id (JWK thumbprint) of the Web Bot Auth signature the proxy put on the
+    /// forwarded request, when it signed it (`signing`).
+    #[serde(rename = "robots.signature.keyid", skip_serializing_if = "Option::is_none")]
+    pub signature_keyid: Option<String>,
 }
 
 /// The AI usage preference part of an audit record: which category, what the site said, where

@@ -219,6 +219,7 @@ fn connect_record(
         reading: None,
         read_path: None,
         usage: None,
+        signature_keyid: None,
     }
 }
 

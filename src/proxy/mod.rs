@@ -33,6 +33,7 @@ use crate::guard::DestinationGuard;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
 use crate::policy::{Policy, RecentRobots, RecentUserAgent, RobotsStore};
+use crate::signing::Signer;
 use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
 
@@ -90,6 +91,8 @@ struct Shared {
     connect_timeout: Duration,
     https: HttpsSection,
     ca: Option<Arc<CertificateAuthority>>,
+    /// Web Bot Auth: signs the requests of the identities it knows, last thing before they go.
+    signer: Option<Arc<Signer>>,
     /// Access list, authentication, limits and the destination guard (see `safety.rs`).
     safety: safety::Safety,
     /// The fleet this instance belongs to, if any (for the admin's view of it).
@@ -175,6 +178,8 @@ pub struct ProxyParts {
     /// The fleet (`[fleet]`), when robots.txt and the pace are shared through Redis. The
     /// store and the pacer above are then already the shared ones; this is for the view.
     pub fleet: Option<Arc<Fleet>>,
+    /// The Web Bot Auth signer (`[signing]`), when keys are configured.
+    pub signer: Option<Arc<Signer>>,
 }
 
 /// A configured proxy, ready to serve a listener.
@@ -197,7 +202,7 @@ impl Proxy {
     /// Must be called inside a tokio runtime: the pool of origin connections starts its
     /// reaper of idle connections here.
     pub fn new(config: &Config, parts: ProxyParts) -> Result<Self, ProxyError> {
-        let ProxyParts { store, audit, clock, ca, guard, tls, pacer, fleet } = parts;
+        let ProxyParts { store, audit, clock, ca, guard, tls, pacer, fleet, signer } = parts;
         let metrics = Arc::new(Metrics::with_pacer(
             store.clone(),
             audit.clone(),
@@ -223,6 +228,7 @@ impl Proxy {
             connect_timeout: config.upstream.connect_timeout,
             https: config.https.clone(),
             ca,
+            signer,
             safety: safety::Safety::new(config, guard)?,
             fleet,
         };

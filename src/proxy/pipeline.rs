@@ -26,6 +26,7 @@ use crate::authority::{Authority, Scheme};
 use crate::metrics::Decision;
 use crate::pacing::PacePermit;
 use crate::policy::{Policy, Readings, RobotsSnapshot, UsagePreferences};
+use crate::signing::Signing;
 use crate::usage::Purpose;
 
 /// One request from a client connection: a CONNECT, or an absolute-form proxy request.
@@ -107,11 +108,12 @@ async fn steps(
     req: Request<Incoming>,
     started: Instant,
 ) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
+    let signing = plan_signing(shared, facts, &req);
     let snapshot = robots_txt(shared, live, memory, facts).await?;
-    check_robots(shared, live, facts, &snapshot, started).await?;
+    check_robots(shared, live, facts, &snapshot, started, signing.as_ref()).await?;
     let usage = check_usage(shared, live, facts, &snapshot).await?;
     let _permit = pace(shared, facts, &snapshot).await?;
-    let resp = forward(shared, live, facts, req).await?;
+    let resp = forward(shared, live, facts, req, signing.as_ref()).await?;
     ControlFlow::Continue(check_response(shared, live, facts, &snapshot, usage, resp).await)
 }
 
@@ -132,6 +134,18 @@ fn read_facts(
         &mut memory.user_agent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
     );
     Facts::of(req, client, authority, readings, token)
+}
+
+/// Web Bot Auth: whom the request will be signed for, if anyone (it is signed last, in
+/// [`forward`]). Chosen before the decision, so that its audit record names the key.
+fn plan_signing<'s>(
+    shared: &'s Shared,
+    facts: &Facts,
+    req: &Request<Incoming>,
+) -> Option<Signing<'s>> {
+    let signer = shared.signer.as_deref()?;
+    let token = facts.token().map(|t| t.as_str());
+    signer.plan(token, facts.user_name(), req.headers(), shared.clock.now())
 }
 
 /// Step 2: the robots.txt snapshot of the authority, from the connection's memory or the
@@ -203,13 +217,15 @@ async fn check_robots(
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     started: Instant,
+    signing: Option<&Signing<'_>>,
 ) -> ControlFlow<Response<ProxyBody>> {
     if shared.audit.all_decisions()
         || !live.policy.is_allowed(snapshot, facts.token(), &facts.readings)
     {
         // Boxed: the audit record and the explanation are big, and the allowed requests that
         // never come here should not carry room for them.
-        let deciding = Box::pin(decide_and_audit(shared, &live.policy, facts, snapshot, started));
+        let deciding =
+            Box::pin(decide_and_audit(shared, &live.policy, facts, snapshot, started, signing));
         if let Some(blocked) = deciding.await {
             return ControlFlow::Break(blocked);
         }
@@ -228,6 +244,7 @@ async fn decide_and_audit(
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     started: Instant,
+    signing: Option<&Signing<'_>>,
 ) -> Option<Response<ProxyBody>> {
     let now = shared.clock.now();
     let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
@@ -247,6 +264,7 @@ async fn decide_and_audit(
     );
     record.token_source = Some(facts.token_origin.as_str());
     if decision.is_allowed() {
+        record.signature_keyid = signing.map(|s| s.keyid().to_owned());
         shared.write_audit(record).await;
         return None;
     }
@@ -323,6 +341,7 @@ async fn forward(
     live: &Live,
     facts: &Facts,
     req: Request<Incoming>,
+    signing: Option<&Signing<'_>>,
 ) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
     let authority = &facts.authority;
     let forwarded = forward::upstream_request(
@@ -332,7 +351,7 @@ async fn forward(
         live.policy.token_header(),
         &shared.via,
     );
-    let upstream = match forwarded {
+    let mut upstream = match forwarded {
         Ok(r) => r,
         Err(e) => {
             shared.metrics.count(Decision::Allow, authority.scheme());
@@ -343,6 +362,13 @@ async fn forward(
             ));
         }
     };
+    // Signed last: nothing changes the request after this.
+    if let Some(signing) = signing {
+        if let Some(refused) = sign(shared, signing, &mut upstream) {
+            shared.metrics.count(Decision::Allow, authority.scheme());
+            return ControlFlow::Break(refused);
+        }
+    }
     let resp = forward::send(
         &shared.client,
         authority,
@@ -359,6 +385,29 @@ async fn forward(
         return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, &why)).await);
     }
     ControlFlow::Continue(resp)
+}
+
+/// Signs the request about to be forwarded (`Host` is already the authority's, the last change
+/// made to it). A failure gives the proxy's own 500 to answer: a request meant to be signed
+/// never leaves unsigned.
+fn sign(
+    shared: &Shared,
+    signing: &Signing<'_>,
+    upstream: &mut Request<Incoming>,
+) -> Option<Response<ProxyBody>> {
+    // A clone shares the value's bytes; `upstream_request` set it to the authority.
+    let host = upstream.headers().get(http::header::HOST).cloned();
+    let signed = match host.as_ref().and_then(|h| h.to_str().ok()) {
+        Some(authority) => signing.sign(authority, upstream.headers_mut(), shared.clock.now()),
+        None => Err(crate::signing::SigningError::Fields("the request has no Host".into())),
+    };
+    let e = signed.err()?;
+    tracing::error!(error = %e, "cannot sign a request; it is not forwarded");
+    Some(answer::text(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "proxy_internal_error",
+        format!("500 Internal Server Error: cannot sign the request (signing): {e}\n"),
+    ))
 }
 
 /// Step 7: the origin's response, counted as allowed, or withheld when its `Content-Usage`

@@ -224,6 +224,7 @@ pub(super) async fn prohibited(
         reading: None,
         read_path: None,
         usage: None,
+        signature_keyid: None,
     };
     let answer = answer::text(
         StatusCode::FORBIDDEN,

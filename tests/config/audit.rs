@@ -31,6 +31,7 @@ fn record(task: usize, n: usize) -> AuditRecord {
         reading: None,
         read_path: None,
         usage: None,
+        signature_keyid: None,
     }
 }
 

@@ -181,6 +181,7 @@ impl InProcess {
             tls,
             pacer,
             fleet: None,
+            signer: None,
         };
         let proxy = Proxy::new(&config, parts).unwrap();
         let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -166,6 +166,8 @@ pub struct TestProxy {
     pub pacer: Arc<Pacer>,
     /// The proxy's metrics.
     pub metrics: Arc<robots_proxy::metrics::Metrics>,
+    /// The proxy's signer (`[signing]`), when keys are configured.
+    pub signer: Option<Arc<robots_proxy::signing::Signer>>,
     _state: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -213,6 +215,10 @@ impl TestProxy {
         let addr = listener.local_addr().unwrap();
         config.proxy.listen = addr;
         let pacer = Arc::new(robots_proxy::pacing::Pacer::new(&config.pacing).unwrap());
+        // As `main` does: keys from `signing.keys_dir` (tests give an absolute one).
+        let signer = robots_proxy::signing::Signer::new(&config.signing, &config.state_dir)
+            .unwrap()
+            .map(Arc::new);
         let parts = robots_proxy::proxy::ProxyParts {
             store: cache,
             audit: audit.clone(),
@@ -222,6 +228,7 @@ impl TestProxy {
             tls,
             pacer,
             fleet: None,
+            signer: signer.clone(),
         };
         let proxy = Proxy::new(&config, parts).unwrap();
         let pacer = proxy.pacer();
@@ -260,6 +267,7 @@ impl TestProxy {
             audit,
             pacer,
             metrics,
+            signer,
             _state: state,
             stop: Some(stop),
         }

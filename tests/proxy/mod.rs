@@ -17,6 +17,7 @@ mod pacing;
 mod pool;
 mod readings_model;
 mod regression;
+mod signing;
 mod streaming;
 mod tls_listener;
 mod usage;

@@ -1,0 +1,361 @@
+//! Web Bot Auth signatures made by the real proxy on its way to real origins on 127.0.0.1, and
+//! checked by another implementation: Cloudflare's `web-bot-auth` crate, with the keys it
+//! reads from the proxy's own key directory listener.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use http::HeaderMap;
+use sfv::FieldType;
+use web_bot_auth::components::{
+    CoveredComponent, DerivedComponent, HTTPField, HTTPFieldParameters,
+};
+use web_bot_auth::keyring::{JSONWebKeySet, KeyRing};
+use web_bot_auth::message_signatures::{MessageVerifier, SignedMessage};
+use web_bot_auth::WebBotAuthVerifier;
+
+use robots_proxy::config::Config;
+use robots_proxy::signing::keys::{KeyName, SigningKey};
+use robots_proxy::signing::{directory, Signer};
+
+use super::support::{Origin, TestProxy};
+use super::tls_support::{connect, h2_over, tls_over, HttpsProxy, TlsOrigin, H1};
+
+const AGENT: &str = "https://bots.example.com";
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+/// A message as an origin received it, for the `web-bot-auth` verifier.
+struct Received {
+    authority: String,
+    headers: HeaderMap,
+}
+
+impl SignedMessage for Received {
+    fn lookup_component(&self, name: &CoveredComponent) -> Vec<String> {
+        match name {
+            CoveredComponent::Derived(DerivedComponent::Authority { .. }) => {
+                vec![self.authority.clone()]
+            }
+            CoveredComponent::HTTP(HTTPField { name, parameters }) => {
+                let values: Vec<String> = self
+                    .headers
+                    .get_all(name.as_str())
+                    .iter()
+                    .filter_map(|v| v.to_str().ok().map(str::to_owned))
+                    .collect();
+                let key = parameters.0.iter().find_map(|p| match p {
+                    HTTPFieldParameters::Key(k) => Some(k.clone()),
+                    _ => None,
+                });
+                let Some(key) = key else { return values };
+                // RFC 9421 §2.1.2: the member of the dictionary, serialised.
+                let Ok(dict) = sfv::Parser::new(&values.join(", ")).parse::<sfv::Dictionary>()
+                else {
+                    return vec![];
+                };
+                match dict.get(key.as_str()) {
+                    Some(sfv::ListEntry::Item(item)) => vec![item.serialize()],
+                    _ => vec![],
+                }
+            }
+            _ => vec![],
+        }
+    }
+}
+
+/// What the `web-bot-auth` crate says of a received request: `Ok` when the signature verifies
+/// with `keys` and has not expired (its newer versions refuse expired signatures in `verify`;
+/// 0.7 reports expiry as an advisory, checked here the same way).
+fn verify(received: &Received, keys: &KeyRing) -> Result<(), String> {
+    let verifier = WebBotAuthVerifier::parse(received).map_err(|e| format!("parse: {e}"))?;
+    let advisory = verifier.get_parsed_label().base.parameters.details.possibly_insecure(|_| false);
+    if advisory.is_expired.unwrap_or(true) {
+        return Err("expired".into());
+    }
+    verifier.verify(keys, None).map(drop).map_err(|e| format!("verify: {e}"))
+}
+
+/// Makes the key `name` in `dir` and gives its key id.
+fn make_key(dir: &Path, name: &str) -> String {
+    let name: KeyName = name.parse().unwrap();
+    SigningKey::create(&name, &name.file_in(dir)).unwrap().keyid().to_owned()
+}
+
+/// `[signing]` with key `k1` in `dir` for `ExampleBot`.
+fn signing(config: &mut Config, dir: &Path) {
+    config.signing.keys_dir = dir.to_owned();
+    config.signing.keys = vec![toml_entry(r#"{ name = "k1" }"#)];
+    config.signing.identities = vec![toml_entry(&format!(
+        r#"{{ token = "ExampleBot", keys = ["k1"], agent = "{AGENT}" }}"#
+    ))];
+    config.audit.all_decisions = true;
+}
+
+/// One table entry, parsed as the configuration file is.
+fn toml_entry<T: serde::de::DeserializeOwned>(inline: &str) -> T {
+    #[derive(serde::Deserialize)]
+    struct Wrap<T> {
+        v: T,
+    }
+    toml::from_str::<Wrap<T>>(&format!("v = {inline}")).unwrap().v
+}
+
+/// Serves the proxy's key directory on 127.0.0.1 and fetches it: the keys it lists, after
+/// checking with `web-bot-auth` that every one of them signed the response for the
+/// authority it was asked for.
+async fn directory_keys(signer: Arc<Signer>) -> (KeyRing, JSONWebKeySet) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let clock: Arc<dyn robots_proxy::clock::Clock> = Arc::new(robots_proxy::clock::SystemClock);
+    tokio::spawn(directory::serve(listener, signer, clock, std::future::pending()));
+    let resp = super::support::reqwest_builder()
+        .build()
+        .unwrap()
+        .get(format!("http://{addr}{}", directory::PATH))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], directory::MEDIA_TYPE);
+    let headers = resp.headers().clone();
+    let jwks: JSONWebKeySet = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    let mut ring = KeyRing::default();
+    assert!(ring.import_jwks(jwks.clone()).iter().all(Option::is_none));
+    let received = Received { authority: addr.to_string(), headers };
+    for key in &jwks.keys {
+        let thumbprint = key.b64_thumbprint();
+        // The directory signature made by this key (draft: one per key it lists).
+        let by_this_key = |message: &Received| {
+            MessageVerifier::parse(message, |(_, inner)| {
+                let param = |name: &str| {
+                    inner.params.get(name).and_then(|v| v.as_string()).map(|v| v.as_str())
+                };
+                param("tag") == Some(directory::DIRECTORY_TAG)
+                    && param("keyid") == Some(thumbprint.as_str())
+            })
+        };
+        let verifier = by_this_key(&received).expect("a signature by each key");
+        let advisory = verifier.parsed.base.parameters.details.possibly_insecure(|_| false);
+        assert_eq!(advisory.is_expired, Some(false));
+        verifier.verify(&ring, None).expect("the directory signature verifies");
+        // Signed for the authority asked for, not any other.
+        let headers = received.headers.clone();
+        let elsewhere = Received { authority: "evil.example".into(), headers };
+        assert!(by_this_key(&elsewhere).unwrap().verify(&ring, None).is_err());
+    }
+    (ring, jwks)
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).map(|v| v.to_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn plain_http_request_is_signed_and_verified_with_the_directory_keys() {
+    let keys = tempfile::tempdir().unwrap();
+    let keyid = make_key(keys.path(), "k1");
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| signing(c, keys.path())).await;
+    let resp = proxy
+        .client()
+        .get(format!("{}/page?q=1", origin.base()))
+        .header("user-agent", "ExampleBot/1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let seen = origin.seen().into_iter().find(|s| s.target == "/page?q=1").unwrap();
+    assert_eq!(header(&seen.headers, "signature-agent").unwrap(), format!("sig1=\"{AGENT}\""));
+    let input = header(&seen.headers, "signature-input").unwrap();
+    assert!(
+        input.starts_with(r#"sig1=("@authority" "signature-agent";key="sig1");created="#),
+        "{input}"
+    );
+    assert!(input.contains(&format!(r#"keyid="{keyid}";alg="ed25519";tag="web-bot-auth""#)));
+
+    let (ring, jwks) = directory_keys(proxy.signer.clone().unwrap()).await;
+    assert_eq!(jwks.keys.len(), 1);
+    assert_eq!(jwks.keys[0].b64_thumbprint(), keyid, "keyid is the RFC 7638 thumbprint");
+    let authority = header(&seen.headers, "host").unwrap();
+    assert_eq!(authority, origin.addr.to_string());
+    let received = Received { authority: authority.clone(), headers: seen.headers.clone() };
+    verify(&received, &ring).expect("the proxy's signature verifies");
+
+    // Another authority, or another Signature-Agent, and it no longer does.
+    let moved = Received { authority: "127.0.0.1:1".into(), headers: seen.headers.clone() };
+    assert!(verify(&moved, &ring).unwrap_err().contains("verify"));
+    let mut agent = seen.headers.clone();
+    agent.insert("signature-agent", "sig1=\"https://other.example\"".parse().unwrap());
+    let claimed = Received { authority, headers: agent };
+    assert!(verify(&claimed, &ring).unwrap_err().contains("verify"));
+
+    // The audit record of the allowed request names the key.
+    let records = proxy.audit_records().await;
+    let record = records.iter().find(|r| r["robots.path"] == "/page?q=1").unwrap();
+    assert_eq!(record["robots.signature.keyid"], keyid.as_str());
+}
+
+#[tokio::test]
+async fn an_expired_signature_fails_verification() {
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "k1");
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| signing(c, keys.path())).await;
+    // The proxy's clock stands 10 minutes back: its 60 s signatures have long expired.
+    proxy.clock.set(SystemTime::now() - Duration::from_secs(600));
+    let resp = proxy
+        .client()
+        .get(format!("{}/old", origin.base()))
+        .header("user-agent", "ExampleBot/1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let seen = origin.seen().into_iter().find(|s| s.target == "/old").unwrap();
+    let (ring, _) = directory_keys(proxy.signer.clone().unwrap()).await;
+    let received = Received { authority: origin.addr.to_string(), headers: seen.headers };
+    assert_eq!(verify(&received, &ring).unwrap_err(), "expired");
+    // Only its time is wrong: the signature itself is sound.
+    let verifier = WebBotAuthVerifier::parse(&received).unwrap();
+    verifier.verify(&ring, None).expect("the expired signature is otherwise valid");
+}
+
+#[tokio::test]
+async fn unmapped_tokens_and_blocked_requests_are_not_signed() {
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "k1");
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| signing(c, keys.path())).await;
+    let client = proxy.client();
+    let other = client
+        .get(format!("{}/other", origin.base()))
+        .header("user-agent", "OtherBot/2.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+    let blocked = client
+        .get(format!("{}/private/x", origin.base()))
+        .header("user-agent", "ExampleBot/1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(blocked.status(), 403);
+    let seen = origin.seen().into_iter().find(|s| s.target == "/other").unwrap();
+    for name in ["signature", "signature-input", "signature-agent"] {
+        assert!(seen.headers.get(name).is_none(), "{name} on an unmapped token");
+    }
+    assert_eq!(origin.hits("/private/x"), 0);
+    let records = proxy.audit_records().await;
+    assert!(records.iter().all(|r| r.get("robots.signature.keyid").is_none()), "{records:?}");
+}
+
+#[tokio::test]
+async fn a_request_the_client_signed_is_left_as_it_is_unless_configured() {
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "k1");
+    let origin = Origin::start(ROBOTS).await;
+    let theirs = [
+        ("signature-agent", "sig1=\"https://client.example\""),
+        ("signature-input", "sig1=(\"@authority\");created=1;keyid=\"x\""),
+        ("signature", "sig1=:AAAA:"),
+    ];
+    let send = |proxy: &TestProxy, path: &str| {
+        let mut req = proxy
+            .client()
+            .get(format!("{}{path}", origin.base()))
+            .header("user-agent", "ExampleBot/1.0");
+        for (k, v) in theirs {
+            req = req.header(k, v);
+        }
+        req.send()
+    };
+    let keeping = TestProxy::start_with(|c| signing(c, keys.path())).await;
+    assert_eq!(send(&keeping, "/kept").await.unwrap().status(), 200);
+    let seen = origin.seen().into_iter().find(|s| s.target == "/kept").unwrap();
+    for (k, v) in theirs {
+        assert_eq!(header(&seen.headers, k).unwrap(), v, "{k} kept");
+    }
+
+    let replacing = TestProxy::start_with(|c| {
+        signing(c, keys.path());
+        c.signing.keep_client_signatures = false;
+    })
+    .await;
+    assert_eq!(send(&replacing, "/replaced").await.unwrap().status(), 200);
+    let seen = origin.seen().into_iter().find(|s| s.target == "/replaced").unwrap();
+    assert_eq!(seen.headers.get_all("signature").iter().count(), 1);
+    assert_eq!(header(&seen.headers, "signature-agent").unwrap(), format!("sig1=\"{AGENT}\""));
+    let (ring, _) = directory_keys(replacing.signer.clone().unwrap()).await;
+    let received = Received { authority: origin.addr.to_string(), headers: seen.headers };
+    verify(&received, &ring).expect("the proxy's signature replaced the client's");
+}
+
+#[tokio::test]
+async fn intercepted_https_is_signed_over_http1_and_http2() {
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "k1");
+    let origin = TlsOrigin::start(ROBOTS).await;
+    let proxy = HttpsProxy::start(&origin.ca, &[origin.port()], |c| signing(c, keys.path())).await;
+
+    // HTTP/1.1 inside the tunnel, by reqwest.
+    let resp = proxy
+        .client(H1)
+        .get(format!("{}/h1", origin.base()))
+        .header("user-agent", "ExampleBot/1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    // HTTP/2 inside the tunnel.
+    let tunnel = connect(proxy.addr(), &origin.host(), "").await.tunnel();
+    let tls = tls_over(tunnel, proxy.client_tls(&[b"h2"]), "localhost").await.unwrap();
+    let mut send = h2_over(tls).await;
+    let req = http::Request::get(format!("{}/h2", origin.base()))
+        .version(http::Version::HTTP_2)
+        .header("user-agent", "ExampleBot/1.0")
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    send.ready().await.unwrap();
+    let answer = send.send_request(req).await.unwrap();
+    assert_eq!(answer.status(), 200);
+
+    let (ring, _) = directory_keys(proxy.proxy.signer.clone().unwrap()).await;
+    for path in ["/h1", "/h2"] {
+        let seen = origin.seen_for(path).pop().unwrap_or_else(|| panic!("{path} reached"));
+        let authority = seen.authority.clone().unwrap();
+        assert_eq!(authority, origin.host());
+        let received = Received { authority, headers: seen.headers.clone() };
+        verify(&received, &ring).unwrap_or_else(|e| panic!("{path} ({:?}): {e}", seen.version));
+    }
+}
+
+#[test]
+fn keys_new_writes_mode_0600_and_never_overwrites() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .args(["keys", "new", "bot-2026", "--dir"])
+            .arg(dir.path())
+            .env_remove("ROBOTS_PROXY_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(first.status.success(), "{first:?}");
+    let path = dir.path().join("bot-2026.pem");
+    let written = std::fs::read(&path).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    let name: KeyName = "bot-2026".parse().unwrap();
+    let key = SigningKey::load(&name, &path).unwrap();
+    assert!(String::from_utf8_lossy(&first.stdout).contains(key.keyid()));
+
+    let second = run();
+    assert_eq!(second.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("exists already") && said.contains("never overwritten"), "{said}");
+    assert_eq!(std::fs::read(&path).unwrap(), written, "the key is unchanged");
+}

@@ -350,6 +350,84 @@ pub fn request_base(authority: &str, agent_value: &str, params: &str) -> String 
 mod tests {
     use super::*;
 
+    /// A signer over keys `old` (retired at T, listed until T + 1 h) and `new` (from T), for
+    /// the user `team` and the tokens `Bot` and `*`; T is 2027-01-01T00:00:00Z.
+    fn rotating(dir: &Path) -> Signer {
+        for name in ["old", "new", "any"] {
+            let name: keys::KeyName = name.parse().unwrap();
+            SigningKey::create(&name, &name.file_in(dir)).unwrap();
+        }
+        let section: SigningSection = toml::from_str(&format!(
+            r#"
+            keys_dir = "{}"
+            keys = [
+              {{ name = "old", sign_until = "2027-01-01T00:00:00Z", publish_until = "2027-01-01T01:00:00Z" }},
+              {{ name = "new", sign_from = "2027-01-01T00:00:00Z" }},
+              {{ name = "any" }},
+            ]
+            identities = [
+              {{ token = "*", keys = ["any"], agent = "https://any.example" }},
+              {{ token = "Bot", keys = ["new", "old"], agent = "https://bots.example" }},
+              {{ user = "team", keys = ["new"], agent = "https://team.example" }},
+            ]
+            "#,
+            dir.display()
+        ))
+        .unwrap();
+        assert!(section.check().is_empty(), "{:?}", section.check());
+        Signer::new(&section, Path::new("/")).unwrap().unwrap()
+    }
+
+    fn at(t: &str) -> SystemTime {
+        humantime::parse_rfc3339(t).unwrap()
+    }
+
+    fn name_of(signing: &Signing<'_>) -> String {
+        signing.key().name().to_string()
+    }
+
+    #[test]
+    fn rotation_follows_the_windows_and_the_directory_keeps_a_retired_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = rotating(dir.path());
+        let none = HeaderMap::new();
+        let bot = |t| signer.plan(Some("bot"), None, &none, at(t)).map(|s| name_of(&s));
+        assert_eq!(bot("2026-12-31T23:59:59Z").as_deref(), Some("old"));
+        assert_eq!(bot("2027-01-01T00:00:00Z").as_deref(), Some("new"));
+        let listed = |t| signer.published(at(t)).map(|k| k.name().to_string()).collect::<Vec<_>>();
+        assert_eq!(listed("2027-01-01T00:30:00Z"), ["old", "new", "any"], "retired, still listed");
+        assert_eq!(listed("2027-01-01T01:00:00Z"), ["new", "any"]);
+        // The user's identity wins over the token's, the token's over "*"; the team's only key
+        // does not sign yet before T: not signed at all.
+        let team = |t| signer.plan(Some("Bot"), Some("team"), &none, at(t)).map(|s| name_of(&s));
+        assert_eq!(team("2027-06-01T00:00:00Z").as_deref(), Some("new"));
+        assert_eq!(team("2026-06-01T00:00:00Z"), None);
+        let other = signer.plan(Some("Other"), None, &none, at("2027-06-01T00:00:00Z"));
+        assert_eq!(other.map(|s| name_of(&s)).as_deref(), Some("any"));
+        // A request the client signed is left alone (keep_client_signatures).
+        let mut signed = HeaderMap::new();
+        signed.insert(&SIGNATURE_INPUT, HeaderValue::from_static("sig1=()"));
+        assert!(signer.plan(Some("Bot"), None, &signed, at("2027-06-01T00:00:00Z")).is_none());
+    }
+
+    #[test]
+    fn signatures_are_reused_within_the_window_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = rotating(dir.path());
+        let t = at("2027-06-01T00:00:01Z");
+        let plan = signer.plan(Some("Bot"), None, &HeaderMap::new(), t).unwrap();
+        let fields = |authority: &str, now: SystemTime| {
+            let mut headers = HeaderMap::new();
+            plan.sign(authority, &mut headers, now).unwrap();
+            (headers[&SIGNATURE_INPUT].clone(), headers[&SIGNATURE].clone())
+        };
+        let first = fields("a.example", t);
+        assert!(first.0.to_str().unwrap().contains("created=1811808000;expires=1811808060"));
+        assert_eq!(fields("a.example", t + Duration::from_secs(3)), first, "same 5 s window");
+        assert_ne!(fields("a.example", t + Duration::from_secs(5)), first, "next window");
+        assert_ne!(fields("b.example", t).1, first.1, "another authority");
+    }
+
     #[test]
     fn params_and_base_are_exact() {
         let params = request_params(1735689600, 1735689660, "poqk").unwrap();

@@ -181,3 +181,55 @@ async fn tls_listener_is_never_a_destination_and_refused_clients_are_named() {
         eprintln!("skipped the refused-client part: no curl with HTTPS-proxy support");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_directory_listener_serves_the_keys_and_is_never_a_destination() {
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    // `keys new` as an operator runs it, then the real binary with the directory listener.
+    let made = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["keys", "new", "k1"])
+        .env_clear()
+        .env("ROBOTS_PROXY_STATE_DIR", state_dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let config = state.path().join("robots-proxy.toml");
+    std::fs::write(
+        &config,
+        "[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [{ name = \"k1\" }]\n\
+         identities = [{ token = \"*\", keys = [\"k1\"], agent = \"https://bots.example.com\" }]\n",
+    )
+    .unwrap();
+    let p = ProxyProcess::start(
+        &["--config", config.to_str().unwrap()],
+        &[("ROBOTS_PROXY_STATE_DIR", state_dir)],
+    );
+    let line = p
+        .stderr()
+        .lines()
+        .find_map(|l| l.strip_prefix("robots-proxy key directory listening on ").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no directory line:\n{}", p.stderr()));
+    let directory: SocketAddr = line.trim().parse().unwrap();
+    let url = format!("http://{directory}/.well-known/http-message-signatures-directory");
+
+    let direct = super::support::direct_client().get(&url).send().await.unwrap();
+    assert_eq!(direct.status(), 200);
+    assert_eq!(
+        direct.headers()["content-type"],
+        "application/http-message-signatures-directory+json"
+    );
+    let input = direct.headers()["signature-input"].to_str().unwrap().to_owned();
+    assert!(input.contains("tag=\"http-message-signatures-directory\""), "{input}");
+    let body: serde_json::Value = direct.json().await.unwrap();
+    assert_eq!(body["keys"][0]["kty"], "OKP");
+    assert_eq!(body["keys"][0]["crv"], "Ed25519");
+
+    // Every request through the proxy is signed ("*"); the directory itself is refused.
+    let client = proxied_client(p.proxy_addr);
+    assert_eq!(client.get(format!("{}/page", origin.base())).send().await.unwrap().status(), 200);
+    let through = client.get(&url).send().await.unwrap();
+    assert_eq!(through.status(), 403);
+    assert!(proxy_status(&through).contains("own listener"), "{}", proxy_status(&through));
+}

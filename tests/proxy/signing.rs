@@ -332,6 +332,45 @@ async fn intercepted_https_is_signed_over_http1_and_http2() {
     }
 }
 
+#[tokio::test]
+async fn a_retired_key_stays_in_the_directory_and_the_new_one_signs() {
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "old");
+    let new = make_key(keys.path(), "new");
+    let origin = Origin::start(ROBOTS).await;
+    let now = humantime::format_rfc3339_seconds(SystemTime::now());
+    let later = humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(3600));
+    let proxy = TestProxy::start_with(|c| {
+        c.signing.keys_dir = keys.path().to_owned();
+        c.signing.keys = vec![
+            toml_entry(&format!(
+                r#"{{ name = "old", sign_until = "{now}", publish_until = "{later}" }}"#
+            )),
+            toml_entry(&format!(r#"{{ name = "new", sign_from = "{now}" }}"#)),
+        ];
+        c.signing.identities = vec![toml_entry(&format!(
+            r#"{{ token = "ExampleBot", keys = ["old", "new"], agent = "{AGENT}" }}"#
+        ))];
+    })
+    .await;
+    let resp = proxy
+        .client()
+        .get(format!("{}/rotated", origin.base()))
+        .header("user-agent", "ExampleBot/1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // Both keys listed, each signing the directory (checked inside).
+    let (ring, jwks) = directory_keys(proxy.signer.clone().unwrap()).await;
+    assert_eq!(jwks.keys.len(), 2);
+    let seen = origin.seen().into_iter().find(|s| s.target == "/rotated").unwrap();
+    let input = header(&seen.headers, "signature-input").unwrap();
+    assert!(input.contains(&format!("keyid=\"{new}\"")), "signed by the new key: {input}");
+    let received = Received { authority: origin.addr.to_string(), headers: seen.headers };
+    verify(&received, &ring).unwrap();
+}
+
 #[test]
 fn keys_new_writes_mode_0600_and_never_overwrites() {
     use std::os::unix::fs::PermissionsExt;

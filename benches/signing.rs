@@ -1,0 +1,52 @@
+//! Web Bot Auth signing costs per request: the look-up a request pays when the signature for
+//! its authority and window is cached (every request but the first of each window), against
+//! making it afresh (an Ed25519 signature and the structured fields), and choosing the key.
+//!
+//! `cargo bench --profile release --bench signing`. The proxy-level comparison (signing every
+//! request against not signing) is `../shared/bench/run.sh` with the configuration in the
+//! README ("Web Bot Auth signatures").
+
+use std::time::SystemTime;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use http::HeaderMap;
+
+use robots_proxy::signing::keys::{KeyName, SigningKey};
+use robots_proxy::signing::{Signer, SigningSection};
+
+fn signer(dir: &std::path::Path) -> Signer {
+    let name: KeyName = "bench".parse().unwrap();
+    SigningKey::create(&name, &name.file_in(dir)).unwrap();
+    let section: SigningSection = toml::from_str(&format!(
+        "keys_dir = {:?}\nkeys = [{{ name = \"bench\" }}]\n\
+         identities = [{{ token = \"*\", keys = [\"bench\"], agent = \"https://bots.example.com\" }}]\n",
+        dir.display().to_string()
+    ))
+    .unwrap();
+    Signer::new(&section, std::path::Path::new("/")).unwrap().unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = signer(dir.path());
+    let now = SystemTime::now();
+    let empty = HeaderMap::new();
+    let mut group = c.benchmark_group("signing");
+    group.bench_function("plan (choose identity and key)", |b| {
+        b.iter(|| signer.plan(Some("ExampleBot"), None, &empty, now).is_some())
+    });
+    let plan = signer.plan(Some("ExampleBot"), None, &empty, now).unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert("host", "www.example.com".parse().unwrap());
+    headers.insert("user-agent", "ExampleBot/1.0".parse().unwrap());
+    group.bench_function("sign, cached (same authority and window)", |b| {
+        b.iter(|| plan.sign("www.example.com", &mut headers, now).unwrap())
+    });
+    group.bench_function("sign, uncached (Ed25519 and fields)", |b| {
+        b.iter(|| plan.sign_uncached("www.example.com", now).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -136,9 +136,8 @@ pub fn answer<B>(signer: &Signer, req: &Request<B>, now: SystemTime) -> Response
             |t: String| HeaderValue::try_from(t).map_err(|e| SigningError::Fields(e.to_string()));
         Ok((value(i)?, value(s)?))
     });
-    let body =
-        if req.method() == Method::HEAD { String::new() } else { body(keys.iter().copied()) };
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    // hyper sends no body for HEAD, and keeps its Content-Length.
+    let mut resp = Response::new(Full::new(Bytes::from(body(keys.iter().copied()))));
     let headers = resp.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(MEDIA_TYPE));
     if let Ok(v) = HeaderValue::try_from(format!("max-age={}", lifetime.as_secs())) {

@@ -114,7 +114,8 @@ async fn steps(
     let usage = check_usage(shared, live, facts, &snapshot).await?;
     let _permit = pace(shared, facts, &snapshot).await?;
     let resp = forward(shared, live, facts, req, signing.as_ref()).await?;
-    ControlFlow::Continue(check_response(shared, live, facts, &snapshot, usage, resp).await)
+    let signed = signing.as_ref().map(|s| s.keyid());
+    ControlFlow::Continue(check_response(shared, live, facts, &snapshot, usage, signed, resp).await)
 }
 
 /// Step 1: the request's facts. The path is forwarded as received and decided on every
@@ -298,7 +299,7 @@ async fn check_usage(
     }
     let preferences = live.policy.usage_for(snapshot, facts.token(), &facts.readings);
     if let Some(block) = live.usage.blocking(&purposes, &preferences) {
-        let subject = preferences::Subject { facts, snapshot };
+        let subject = preferences::Subject { facts, snapshot, signed: None };
         let action = crate::audit::AuditAction::UsageDisallow;
         let refusal = Box::pin(preferences::refuse(
             shared,
@@ -418,13 +419,14 @@ async fn check_response(
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     usage: Usage,
+    signed: Option<&str>,
     resp: Response<ProxyBody>,
 ) -> Response<ProxyBody> {
     if usage.purposes.is_empty() {
         shared.metrics.count(Decision::Allow, facts.authority.scheme());
         return resp;
     }
-    let subject = preferences::Subject { facts, snapshot };
+    let subject = preferences::Subject { facts, snapshot, signed };
     let answer = Box::pin(preferences::on_response(
         shared,
         &live.policy,

@@ -13,11 +13,12 @@ use crate::usage::{Purpose, UsageBlock, UsagePolicy};
 /// The response header that carries usage preferences (draft-ietf-aipref-attach).
 pub(super) const CONTENT_USAGE: &str = "content-usage";
 
-/// What the request is, for the answers and audit records of this module: its facts and the
-/// robots.txt it was decided on.
+/// What the request is, for the answers and audit records of this module: its facts, the
+/// robots.txt it was decided on, and the key id it left signed with, if it was forwarded signed.
 pub(super) struct Subject<'a> {
     pub(super) facts: &'a Facts,
     pub(super) snapshot: &'a RobotsSnapshot,
+    pub(super) signed: Option<&'a str>,
 }
 
 fn purposes_text(purposes: &[Purpose]) -> String {
@@ -67,6 +68,7 @@ fn record(
     record.outcome = if status.is_some() { AuditOutcome::Failure } else { AuditOutcome::Success };
     record.reason = reason.to_owned();
     record.usage = Some(usage);
+    record.signature_keyid = subject.signed.map(str::to_owned);
     record
 }
 

@@ -333,6 +333,37 @@ async fn intercepted_https_is_signed_over_http1_and_http2() {
 }
 
 #[tokio::test]
+async fn usage_records_of_a_signed_request_name_the_key() {
+    let keys = tempfile::tempdir().unwrap();
+    let keyid = make_key(keys.path(), "k1");
+    let origin = Origin::start("User-agent: *\nContent-Signal: ai-train=no\nAllow: /\n").await;
+    let proxy = TestProxy::start_with(|c| {
+        signing(c, keys.path());
+        c.audit.all_decisions = false;
+        c.usage.train_ai = robots_proxy::usage::UsageMode::Annotate;
+        c.usage.crawlers = vec![toml_entry(r#"{ token = "ExampleBot", purposes = ["train-ai"] }"#)];
+    })
+    .await;
+    let resp = proxy
+        .client()
+        .get(format!("{}/article", origin.base()))
+        .header("user-agent", "ExampleBot/1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(origin
+        .seen()
+        .iter()
+        .any(|s| s.target == "/article" && s.headers.contains_key("signature")));
+    let records = proxy.audit_records().await;
+    let annotated: Vec<_> =
+        records.iter().filter(|r| r["event.action"] == "usage_annotate").collect();
+    assert_eq!(annotated.len(), 1, "{records:?}");
+    assert_eq!(annotated[0]["robots.signature.keyid"], keyid.as_str());
+}
+
+#[tokio::test]
 async fn a_retired_key_stays_in_the_directory_and_the_new_one_signs() {
     let keys = tempfile::tempdir().unwrap();
     make_key(keys.path(), "old");

@@ -187,3 +187,40 @@ fn client_certificates_need_the_tls_listener_and_a_ca() {
     let e = load_err(sources(Some(&path), &[])).to_string();
     assert!(e.contains("access.client_certificate"), "{e}");
 }
+
+#[test]
+fn signing_identity_naming_an_unlisted_key() {
+    let m = file_problem(
+        "[signing]\nkeys = [{ name = \"k1\" }]\n\
+         identities = [{ token = \"ExampleBot\", keys = [\"k2\"], agent = \"https://bots.example.com\" }]\n",
+        "signing.identities",
+    );
+    assert_eq!(m, "entry 1: key k2 is not listed in signing.keys");
+}
+
+#[test]
+fn signing_reuse_not_shorter_than_lifetime() {
+    let m = file_problem("[signing]\nlifetime = \"10s\"\nreuse = \"10s\"\n", "signing.reuse");
+    assert!(m.contains("a reused signature would reach the origin expired"), "{m}");
+}
+
+#[test]
+fn signing_values_are_parsed_when_the_file_is_read() {
+    for (toml, says) in [
+        ("keys = [{ name = \"../k\" }]", "is not a key name"),
+        ("keys = [{ name = \"k\", sign_from = \"tomorrow\" }]", "is not an RFC 3339 time"),
+        (
+            "identities = [{ token = \"*\", keys = [\"k\"], agent = \"ftp://bots.example.com\" }]",
+            "must be an https:// (or http://) URL",
+        ),
+        (
+            "identities = [{ token = \"Bad Bot\", keys = [\"k\"], agent = \"https://b.example\" }]",
+            "Bad Bot",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "c.toml", &format!("[signing]\n{toml}\n"));
+        let e = load_err(sources(Some(&path), &[])).to_string();
+        assert!(e.contains("signing.") && e.contains(says), "{toml}: {e}");
+    }
+}

@@ -429,3 +429,41 @@ fn keys_new_writes_mode_0600_and_never_overwrites() {
     assert!(said.contains("exists already") && said.contains("never overwritten"), "{said}");
     assert_eq!(std::fs::read(&path).unwrap(), written, "the key is unchanged");
 }
+
+#[test]
+fn keys_export_writes_a_directory_whose_signature_verifies_for_the_authority() {
+    let state = tempfile::tempdir().unwrap();
+    let keyid = make_key(&state.path().join("keys"), "k1");
+    let config = state.path().join("c.toml");
+    std::fs::write(&config, "[signing]\nkeys = [{ name = \"k1\" }]\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["keys", "export", "--authority", "Bots.Example.com", "--valid", "1h", "--config"])
+        .arg(&config)
+        .env_clear()
+        .env("ROBOTS_PROXY_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let jwks: JSONWebKeySet = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(jwks.keys.len(), 1);
+    assert_eq!(jwks.keys[0].b64_thumbprint(), keyid);
+    let mut ring = KeyRing::default();
+    assert!(ring.import_jwks(jwks).iter().all(Option::is_none));
+    let mut headers = HeaderMap::new();
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        let (name, value) = line.split_once(": ").unwrap();
+        headers
+            .insert(http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+    }
+    assert_eq!(header(&headers, "content-type").unwrap(), directory::MEDIA_TYPE);
+    let parse = |authority: &str| {
+        let received = Received { authority: authority.into(), headers: headers.clone() };
+        MessageVerifier::parse(&received, |(_, inner)| {
+            inner.params.get("tag").and_then(|v| v.as_string()).map(|v| v.as_str())
+                == Some(directory::DIRECTORY_TAG)
+        })
+        .unwrap()
+    };
+    parse("bots.example.com").verify(&ring, None).expect("signed for the authority given");
+    assert!(parse("other.example.com").verify(&ring, None).is_err());
+}

@@ -440,30 +440,26 @@ impl PolicyDecision {
         status_code: Option<u16>,
     ) -> AuditRecord {
         let allowed = self.is_allowed();
-        AuditRecord {
-            timestamp: crate::audit::timestamp(now),
-            action: if allowed { AuditAction::RobotsAllow } else { AuditAction::RobotsDisallow },
-            outcome: if allowed { AuditOutcome::Success } else { AuditOutcome::Failure },
-            reason: self.reason.clone(),
-            client_address: client.to_string(),
-            method: method.as_str().to_owned(),
-            status_code,
-            url: url.to_owned(),
-            domain: domain.to_owned(),
-            path: path.to_owned(),
-            user_agent: user_agent.map(str::to_owned),
-            product_token: token.map(|t| t.as_str().to_owned()),
-            rule: self.rule.clone(),
-            line: self.line,
-            group: self.group.clone(),
-            robots_url: self.robots_url.clone(),
-            state: self.state_word().to_owned(),
-            age_seconds: self.age.as_secs(),
-            token_source: None,
-            reading: Some(self.reading.name().to_owned()),
-            read_path: (self.read_path != path).then(|| self.read_path.clone()),
-            usage: None,
-            signature_keyid: None,
-        }
+        let action = if allowed { AuditAction::RobotsAllow } else { AuditAction::RobotsDisallow };
+        let subject = crate::audit::AuditSubject {
+            client,
+            method: method.as_str(),
+            url,
+            domain,
+            path,
+            user_agent,
+            token: token.map(ProductToken::as_str),
+            robots_url: &self.robots_url,
+        };
+        let mut record = AuditRecord::new(action, now, subject, status_code, self.reason.clone());
+        record.outcome = if allowed { AuditOutcome::Success } else { AuditOutcome::Failure };
+        record.rule = self.rule.clone();
+        record.line = self.line;
+        record.group = self.group.clone();
+        record.state = self.state_word().to_owned();
+        record.age_seconds = self.age.as_secs();
+        record.reading = Some(self.reading.name().to_owned());
+        record.read_path = (self.read_path != path).then(|| self.read_path.clone());
+        record
     }
 }

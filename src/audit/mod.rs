@@ -189,6 +189,68 @@ pub struct AuditRecord {
     pub signature_keyid: Option<String>,
 }
 
+/// What every audit record says about the request it is about: who asked for what.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditSubject<'a> {
+    /// The client's address.
+    pub client: std::net::SocketAddr,
+    /// The request method (`CONNECT` for a tunnel).
+    pub method: &'a str,
+    /// The full URL (for a tunnel, the authority).
+    pub url: &'a str,
+    /// The authority, `scheme://host[:port]`.
+    pub domain: &'a str,
+    /// The path and query as sent.
+    pub path: &'a str,
+    /// The User-Agent header.
+    pub user_agent: Option<&'a str>,
+    /// The product token the request was decided for.
+    pub token: Option<&'a str>,
+    /// The authority's robots.txt URL.
+    pub robots_url: &'a str,
+}
+
+impl AuditRecord {
+    /// The one way an audit record is made: `action` on `subject` at `now`, with the outcome
+    /// that follows from `status_code` (none or below 400: success). The robots.txt fields
+    /// (rule, line, group, state, age, reading) are empty: the decision that has them fills
+    /// them in, as do the usage and signing parts.
+    pub fn new(
+        action: AuditAction,
+        now: std::time::SystemTime,
+        subject: AuditSubject<'_>,
+        status_code: Option<u16>,
+        reason: String,
+    ) -> Self {
+        let failed = status_code.is_some_and(|s| s >= 400);
+        AuditRecord {
+            timestamp: timestamp(now),
+            action,
+            outcome: if failed { AuditOutcome::Failure } else { AuditOutcome::Success },
+            reason,
+            client_address: subject.client.to_string(),
+            method: subject.method.to_owned(),
+            status_code,
+            url: subject.url.to_owned(),
+            domain: subject.domain.to_owned(),
+            path: subject.path.to_owned(),
+            user_agent: subject.user_agent.map(str::to_owned),
+            product_token: subject.token.map(str::to_owned),
+            rule: None,
+            line: None,
+            group: None,
+            robots_url: subject.robots_url.to_owned(),
+            state: String::new(),
+            age_seconds: 0,
+            token_source: None,
+            reading: None,
+            read_path: None,
+            usage: None,
+            signature_keyid: None,
+        }
+    }
+}
+
 /// The AI usage preference part of an audit record: which category, what the site said, where
 /// it said it, and what the crawler fetched for. Lets a compliance team answer "which
 /// opted-out pages did we fetch for training, and when".

@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use super::pipeline::process;
 use super::server::{serve_connection, Protocol, Rewind};
 use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
-use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
+use crate::audit::{AuditAction, AuditOutcome, AuditRecord, AuditSubject};
 use crate::authority::{Authority, Scheme};
 use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
 use crate::guard::{ConnectTcpError, GuardError};
@@ -192,35 +192,20 @@ fn connect_record(
     allowed: bool,
     reason: &str,
 ) -> AuditRecord {
-    AuditRecord {
-        timestamp: crate::audit::timestamp(shared.clock.now()),
-        action: if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse },
-        outcome: if allowed { AuditOutcome::Success } else { AuditOutcome::Failure },
-        reason: reason.to_owned(),
-        client_address: client.to_string(),
-        method: "CONNECT".to_owned(),
-        status_code: Some(if allowed { 200 } else { 403 }),
-        url: authority.to_string(),
-        domain: authority.to_string(),
-        path: TUNNEL_PATH.to_owned(),
-        user_agent: req
-            .headers()
-            .get(http::header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-        product_token: token.map(|t| t.as_str().to_owned()),
-        rule: None,
-        line: None,
-        group: None,
-        robots_url: authority.robots_url(),
-        state: String::new(),
-        age_seconds: 0,
-        token_source: None,
-        reading: None,
-        read_path: None,
-        usage: None,
-        signature_keyid: None,
-    }
+    let action = if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse };
+    let url = authority.to_string();
+    let subject = AuditSubject {
+        client,
+        method: "CONNECT",
+        url: &url,
+        domain: &url,
+        path: TUNNEL_PATH,
+        user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
+        token: token.map(ProductToken::as_str),
+        robots_url: &authority.robots_url(),
+    };
+    let status = Some(if allowed { 200 } else { 403 });
+    AuditRecord::new(action, shared.clock.now(), subject, status, reason.to_owned())
 }
 
 /// The audit record of a tunnel decided by robots.txt: `connect_refuse` with the reason

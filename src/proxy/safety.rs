@@ -13,7 +13,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::{answer, ProxyBody, Shared};
 use crate::access::{AccessError, AuthFailure, AuthenticatedUser, Authenticator, ClientAcl};
-use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
+use crate::audit::{AuditAction, AuditRecord, AuditSubject};
 use crate::authority::Authority;
 use crate::config::Config;
 use crate::framing::Verdict;
@@ -201,31 +201,18 @@ pub(super) async fn prohibited(
     } else {
         format!("{}{}", what.authority, what.path)
     };
-    let record = AuditRecord {
-        timestamp: crate::audit::timestamp(shared.clock.now()),
-        action: AuditAction::DestinationProhibited,
-        outcome: AuditOutcome::Failure,
-        reason: why.to_owned(),
-        client_address: what.client.to_string(),
-        method: what.method.to_owned(),
-        status_code: Some(403),
-        url: url.clone(),
-        domain: what.authority.to_string(),
-        path: what.path.to_owned(),
-        user_agent: what.user_agent.map(str::to_owned),
-        product_token: what.token.map(|t| t.as_str().to_owned()),
-        rule: None,
-        line: None,
-        group: None,
-        robots_url: what.authority.robots_url(),
-        state: String::new(),
-        age_seconds: 0,
-        token_source: None,
-        reading: None,
-        read_path: None,
-        usage: None,
-        signature_keyid: None,
+    let subject = AuditSubject {
+        client: what.client,
+        method: what.method,
+        url: &url,
+        domain: &what.authority.to_string(),
+        path: what.path,
+        user_agent: what.user_agent,
+        token: what.token.map(ProductToken::as_str),
+        robots_url: &what.authority.robots_url(),
     };
+    let action = AuditAction::DestinationProhibited;
+    let record = AuditRecord::new(action, shared.clock.now(), subject, Some(403), why.to_owned());
     let answer = answer::text(
         StatusCode::FORBIDDEN,
         "destination_ip_prohibited",

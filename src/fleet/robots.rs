@@ -178,7 +178,8 @@ async fn delete_matching(
 
 /// Listens for purges from every instance (this one included) and drops the local copies
 /// they name; runs until the process ends. After any gap in the subscription (Redis out of
-/// reach), every local copy is dropped, since purges may have been missed.
+/// reach, at start or later), every local copy is dropped, since purges may have been missed
+/// and copies fetched meanwhile were this instance's own.
 pub async fn follow_purges(fleet: Arc<Fleet>, cache: Arc<RobotsCache>) {
     let channel = fleet.key("purge");
     let mut first = true;
@@ -193,10 +194,13 @@ pub async fn follow_purges(fleet: Arc<Fleet>, cache: Arc<RobotsCache>) {
             Ok(Ok(pubsub)) => pubsub,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "fleet: cannot subscribe to purges yet");
+                // Copies fetched here meanwhile were not shared: drop them once subscribed.
+                first = false;
                 tokio::time::sleep(super::HEARTBEAT).await;
                 continue;
             }
             Err(_) => {
+                first = false;
                 tokio::time::sleep(super::HEARTBEAT).await;
                 continue;
             }

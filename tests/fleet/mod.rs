@@ -350,3 +350,31 @@ async fn a_redis_that_stalls_is_bounded_by_fleet_timeout() {
     assert_eq!(other.hits("/robots.txt"), 1);
     until_fleet_up(&f, 1).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_starts_without_redis_and_joins_when_it_comes() {
+    let Some(mut redis) = Redis::start().await else { return };
+    redis.stop();
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let f = fleet(1, &redis, "late", &[]);
+    // Serves on its own meanwhile.
+    assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
+    assert_eq!(get(&f, 0, &origin.url("/private/a")).await, 403);
+    assert_eq!(origin.hits("/robots.txt"), 1);
+    until_fleet_up(&f, 0).await;
+    redis.restart().await;
+    until_fleet_up(&f, 1).await;
+    // Joined: its own copy is dropped and robots.txt is fetched once more, for the fleet.
+    let mut fetched_again = false;
+    for _ in 0..100 {
+        assert_eq!(get(&f, 0, &origin.url("/b")).await, 200);
+        if origin.hits("/robots.txt") == 2 {
+            fetched_again = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(fetched_again, "the copy fetched alone was kept after joining");
+    let s = summary(&f.instances[0]).await;
+    assert_eq!(s["fleet"]["up"], true, "{s}");
+}

@@ -179,13 +179,107 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     TokioExecutor: Http2ServerConnExec<S::Future, B>,
 {
-    let io = TokioIo::new(io);
     match version {
         Version::Http1 if settings.upgrades => {
-            drain(settings.http1().serve_connection(io, service).with_upgrades(), stop).await
+            let conn = settings.http1().serve_connection(TokioIo::new(io), service);
+            drain(conn.with_upgrades(), stop).await
         }
-        Version::Http1 => drain(settings.http1().serve_connection(io, service), stop).await,
-        Version::Http2 => drain(settings.http2().serve_connection(io, service), stop).await,
+        Version::Http1 => {
+            drain(settings.http1().serve_connection(TokioIo::new(io), service), stop).await
+        }
+        // HTTP/2 has no header read timeout that also ends idle connections, as HTTP/1's
+        // does: a connection on which the client sends nothing for that long is asked to
+        // finish (GOAWAY; streams still open, tunnels included, run to their end), so an idle
+        // client does not keep its connection slot.
+        Version::Http2 => match settings.header_read_timeout {
+            Some(idle) => {
+                let (io, quiet) = Activity::watch(io, idle);
+                let conn = settings.http2().serve_connection(TokioIo::new(io), service);
+                let stop = async move {
+                    tokio::select! {
+                        () = stop => {}
+                        () = quiet => {}
+                    }
+                };
+                drain(conn, stop).await
+            }
+            None => drain(settings.http2().serve_connection(TokioIo::new(io), service), stop).await,
+        },
+    }
+}
+
+/// A stream that notes when its client last sent anything.
+struct Activity<T> {
+    inner: T,
+    last: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    base: tokio::time::Instant,
+}
+
+impl<T> Activity<T> {
+    /// `inner`, watched, and a future that completes once the client has sent nothing for
+    /// `idle`.
+    fn watch(inner: T, idle: Duration) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        use std::sync::atomic::Ordering;
+        let last = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let base = tokio::time::Instant::now();
+        let seen = last.clone();
+        let quiet = async move {
+            loop {
+                let at = Duration::from_millis(seen.load(Ordering::Relaxed));
+                let deadline = base + at + idle;
+                if tokio::time::Instant::now() >= deadline {
+                    return;
+                }
+                tokio::time::sleep_until(deadline).await;
+            }
+        };
+        (Activity { inner, last, base }, quiet)
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Activity<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.last.store(ms, std::sync::atomic::Ordering::Relaxed);
+        }
+        read
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Activity<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 

@@ -604,3 +604,27 @@ async fn the_access_list_holds_on_the_tls_listener() {
     assert!(refused.is_err(), "no handshake for a client outside the access list");
     assert!(origin.seen().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_client_is_let_go_after_the_header_read_timeout() {
+    let pki = Pki::new();
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| {
+        pki.configure(c, None);
+        c.proxy.header_read_timeout = std::time::Duration::from_millis(500);
+    })
+    .await;
+    let tls = tls_to(proxy.tls_addr.unwrap(), &pki, &[b"h2"], None).await.unwrap();
+    let (send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    let ended = tokio::spawn(conn);
+    let ok = h2_get(send.clone(), &format!("{}/public", origin.base())).await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    // Nothing more from the client: the proxy sends GOAWAY and the connection ends, so an idle
+    // HTTP/2 client does not hold its connection slot (as an idle HTTP/1 one does not).
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(5), ended).await;
+    assert!(closed.is_ok(), "the idle HTTP/2 connection was kept open");
+    assert!(send.is_closed());
+}

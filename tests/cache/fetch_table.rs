@@ -240,11 +240,8 @@ async fn status_600_disallows_all() {
 /// §2.3.1.4: a refused connection is unreachable.
 #[tokio::test]
 async fn connection_refused_disallows_all() {
-    // A port that was just listened on: closed when the listener is dropped, at once.
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    // A port that refuses connections (bound, never listening).
+    let (_reserved, port) = crate::proxy::support::refusing_port();
     let authority = Authority::new(Scheme::Http, "127.0.0.1", port).unwrap();
     let (cache, _clock) = cache();
     let snapshot = cache.get(&authority).await;

@@ -614,8 +614,8 @@ async fn stalled_tls_handshake_is_closed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tunnel_mode_refusal_for_unreachable_robots_says_so() {
-    // A port that was just free: nothing listens there, so robots.txt is unreachable.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // A port that refuses connections, so robots.txt is unreachable.
+    let (_reserved, port) = crate::proxy::support::refusing_port();
     let ca = TestCa::new("unused");
     let proxy = HttpsProxy::start(&ca, &[port], |c| c.https.mode = HttpsMode::Tunnel).await;
     let answer = connect(proxy.addr(), &format!("127.0.0.1:{port}"), "").await.refused();

@@ -342,3 +342,13 @@ pub async fn raw_get(proxy: SocketAddr, url: &str, host: &str, extra: &str) -> R
     raw(proxy, &format!("GET {url} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"))
         .await
 }
+
+/// A loopback port that refuses every connection for as long as the returned socket lives:
+/// bound, never listening, so no other test (or process) can take it meanwhile, as it could a
+/// port whose listener was dropped.
+pub fn refusing_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (socket, port)
+}

@@ -50,7 +50,9 @@ pub(crate) fn text(status: StatusCode, error: &str, body: String) -> Response<Pr
 }
 
 /// The 400 for a request that is not a proxy request (origin-form), telling how to use us.
-pub(crate) fn not_a_proxy_request(listen: &str) -> Response<ProxyBody> {
+/// `proxy_url` is the listener's, as a client sets it (`http://…`, or `https://…` for the TLS
+/// listener).
+pub(crate) fn not_a_proxy_request(proxy_url: &str) -> Response<ProxyBody> {
     text(
         StatusCode::BAD_REQUEST,
         "http_request_error",
@@ -59,8 +61,8 @@ pub(crate) fn not_a_proxy_request(listen: &str) -> Response<ProxyBody> {
              It only serves proxy requests (absolute-form, e.g. `GET http://example.com/ HTTP/1.1`).\n\
              Point your crawler at it instead of requesting it directly:\n\
              \n\
-             \x20   export HTTP_PROXY=http://{listen}\n\
-             \x20   curl -x http://{listen} http://example.com/\n"
+             \x20   export HTTP_PROXY={proxy_url}\n\
+             \x20   curl -x {proxy_url} http://example.com/\n"
         ),
     )
 }

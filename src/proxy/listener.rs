@@ -137,7 +137,8 @@ impl Proxy {
                     None => {
                         let verdicts = io.verdicts();
                         let protocol = Protocol::Http1;
-                        serve_client(shared, peer, io, verdicts, protocol, None, stopping).await;
+                        let plain = Listener::Plain;
+                        serve_client(shared, peer, io, verdicts, protocol, plain, stopping).await;
                     }
                     Some(acceptor) => serve_tls_client(shared, peer, io, acceptor, stopping).await,
                 }
@@ -198,7 +199,15 @@ async fn serve_tls_client(
     let watch = (protocol != Protocol::Http2).then(|| FramingWatch::new(max_head));
     let io = Watched::new(tls, watch);
     let verdicts = io.verdicts();
-    serve_client(shared, peer, io, verdicts, protocol, user, stop).await;
+    serve_client(shared, peer, io, verdicts, protocol, Listener::Tls(user), stop).await;
+}
+
+/// Which listener a client connection came through.
+enum Listener {
+    /// `proxy.listen`.
+    Plain,
+    /// `proxy.tls_listen`, with the user a verified client certificate named, if any.
+    Tls(Option<Arc<AuthenticatedUser>>),
 }
 
 /// A client connection of a proxy listener, as its requests see it.
@@ -220,13 +229,17 @@ async fn serve_client<I>(
     io: I,
     verdicts: Verdicts,
     protocol: Protocol,
-    user: Option<Arc<AuthenticatedUser>>,
+    listener: Listener,
     stop: impl Future<Output = ()>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let settings = shared.listener_http.clone();
-    let memory = ConnectionMemory::default();
+    let (user, over_tls) = match listener {
+        Listener::Plain => (None, false),
+        Listener::Tls(user) => (user, true),
+    };
+    let memory = ConnectionMemory { over_tls, ..ConnectionMemory::default() };
     // One per connection: cloning it for each request touches only this connection's
     // counter, not one that every connection shares.
     let connection = Arc::new(Connection { shared, peer, memory, verdicts, user });

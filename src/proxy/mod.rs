@@ -80,6 +80,8 @@ struct Shared {
     clock: Arc<dyn Clock>,
     via: forward::Via,
     listen: String,
+    /// `proxy.tls_listen`, when the TLS listener is on.
+    tls_listen: Option<String>,
     /// How long a client may take for a TLS handshake or its first bytes in a tunnel
     /// (`proxy.header_read_timeout`).
     header_read_timeout: Duration,
@@ -220,6 +222,7 @@ impl Proxy {
             clock,
             via: forward::Via::new(&config.proxy.via),
             listen: config.proxy.listen.to_string(),
+            tls_listen: config.proxy.tls_listen.map(|a| a.to_string()),
             header_read_timeout: config.proxy.header_read_timeout,
             listener_http: server::HttpSettings::new(Some(config.proxy.header_read_timeout))
                 .with_limits(&config.limits)
@@ -289,4 +292,7 @@ impl Proxy {
 struct ConnectionMemory {
     robots: Mutex<RecentRobots>,
     user_agent: Mutex<RecentUserAgent>,
+    /// Whether the connection came through the TLS listener (for the proxy URL the
+    /// "not a proxy request" answer gives).
+    over_tls: bool,
 }

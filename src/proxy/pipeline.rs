@@ -53,7 +53,11 @@ pub(super) async fn handle(
     }
     let uri = req.uri();
     if uri.scheme().is_none() && uri.authority().is_none() {
-        return answer::not_a_proxy_request(&shared.listen);
+        let proxy_url = match (&shared.tls_listen, memory.over_tls) {
+            (Some(tls), true) => format!("https://{tls}"),
+            _ => format!("http://{}", shared.listen),
+        };
+        return answer::not_a_proxy_request(&proxy_url);
     }
     let authority = match Authority::from_uri(uri) {
         Ok(a) => a,

@@ -628,3 +628,24 @@ async fn an_idle_http2_client_is_let_go_after_the_header_read_timeout() {
     assert!(closed.is_ok(), "the idle HTTP/2 connection was kept open");
     assert!(send.is_closed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_request_to_the_tls_listener_is_told_the_https_proxy_url() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = Pki::new();
+    let proxy = TestProxy::start_with(|c| pki.configure(c, None)).await;
+    let mut tls = tls_to(proxy.tls_addr.unwrap(), &pki, &[b"http/1.1"], None).await.unwrap();
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(WAIT, tls.read_to_string(&mut answer)).await.unwrap().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("export HTTP_PROXY=https://127.0.0.1:"), "{answer}");
+    // The plain listener still names itself.
+    let plain = crate::proxy::support::raw(
+        proxy.addr,
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(plain.status, 400);
+    assert!(plain.body.contains("export HTTP_PROXY=http://127.0.0.1:"), "{}", plain.body);
+}

@@ -59,6 +59,7 @@ pub mod pacing;
 pub mod policy;
 pub mod proxy;
 pub mod robots;
+pub(crate) mod server;
 pub mod signing;
 pub mod tls;
 pub mod units;

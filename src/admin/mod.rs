@@ -20,7 +20,7 @@ mod robots;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::future::{pending, Future};
+use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -34,8 +34,8 @@ use tokio::net::TcpListener;
 use crate::authority::{Authority, Scheme};
 use crate::metrics::{Decision, PREFIX};
 use crate::policy::FetchClass;
-use crate::proxy::server::{serve_connection, HttpSettings, Protocol};
 use crate::proxy::Proxy;
+use crate::server::serve_side_listener;
 
 /// The status page: self-contained HTML, CSS and JavaScript (no external assets), which polls
 /// `/api/summary`.
@@ -61,33 +61,14 @@ pub async fn serve(listener: TcpListener, proxy: Proxy, shutdown: impl Future<Ou
     if let Ok(local) = listener.local_addr() {
         proxy.guard().add_own_listener(local);
     }
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    tracing::warn!(error = %e, "admin accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
+    let service = move || {
         let proxy = proxy.clone();
-        let service = service_fn(move |req| {
+        service_fn(move |req| {
             let proxy = proxy.clone();
             async move { Ok::<_, Infallible>(handle(&proxy, req).await) }
-        });
-        tokio::spawn(async move {
-            let settings = HttpSettings::new(Some(HEADER_READ_TIMEOUT));
-            let serving =
-                serve_connection(stream, Protocol::Http1, &settings, service, pending()).await;
-            if let Err(e) = serving {
-                tracing::debug!(client = %peer, error = %e, "admin connection ended with an error");
-            }
-        });
-    }
+        })
+    };
+    serve_side_listener(listener, "admin", HEADER_READ_TIMEOUT, service, shutdown).await;
 }
 
 /// Routes one request.

@@ -23,7 +23,6 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::pipeline::process;
-use super::server::{serve_connection, Protocol, Rewind};
 use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, AuditSubject};
 use crate::authority::{Authority, Scheme};
@@ -31,6 +30,7 @@ use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
 use crate::policy::{PolicyDecision, ProductToken, RobotsState};
+use crate::server::{serve_connection, Protocol, Rewind};
 use crate::tls::HttpsMode;
 
 /// What audit records and refusals give as the path of a CONNECT: it cannot be seen.

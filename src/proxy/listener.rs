@@ -1,6 +1,6 @@
 //! The proxy's listeners: the plain one (`proxy.listen`) and the optional TLS one
 //! (`proxy.tls_listen`, `https://` proxy URLs). Both admit connections the same way (access
-//! list, connection limits), serve them with [`super::server::serve_connection`] and hand every
+//! list, connection limits), serve them with [`crate::server::serve_connection`] and hand every
 //! request to the same pipeline, so whatever holds on one holds on the other.
 //!
 //! On the TLS listener the framing watch reads the decrypted stream (HTTP/1 only), ALPN picks
@@ -21,11 +21,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
-use super::server::{serve_connection, Protocol};
 use super::{pipeline, ConnectionMemory, Proxy, Shared};
 use crate::access::AuthenticatedUser;
 use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
 use crate::limits::ClientIo;
+use crate::server::{serve_connection, Protocol};
 use crate::tls::listener::{client_certificate_problem, client_name};
 
 /// The TLS listener for clients (`proxy.tls_listen`) and its server configuration

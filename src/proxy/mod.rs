@@ -13,7 +13,7 @@ mod pipeline;
 mod pool;
 mod preferences;
 mod safety;
-pub(crate) mod server;
+
 mod throttle;
 
 use std::sync::{Arc, Mutex};
@@ -87,9 +87,9 @@ struct Shared {
     header_read_timeout: Duration,
     /// How the listener serves its connections: the head limits, `proxy.header_read_timeout`
     /// and CONNECT upgrades.
-    listener_http: server::HttpSettings,
+    listener_http: crate::server::HttpSettings,
     /// How connections read inside a CONNECT tunnel are served: the same head limits.
-    tunnel_http: server::HttpSettings,
+    tunnel_http: crate::server::HttpSettings,
     connect_timeout: Duration,
     https: HttpsSection,
     ca: Option<Arc<CertificateAuthority>>,
@@ -224,10 +224,10 @@ impl Proxy {
             listen: config.proxy.listen.to_string(),
             tls_listen: config.proxy.tls_listen.map(|a| a.to_string()),
             header_read_timeout: config.proxy.header_read_timeout,
-            listener_http: server::HttpSettings::new(Some(config.proxy.header_read_timeout))
+            listener_http: crate::server::HttpSettings::new(Some(config.proxy.header_read_timeout))
                 .with_limits(&config.limits)
                 .with_upgrades(),
-            tunnel_http: server::HttpSettings::new(None).with_limits(&config.limits),
+            tunnel_http: crate::server::HttpSettings::new(None).with_limits(&config.limits),
             connect_timeout: config.upstream.connect_timeout,
             https: config.https.clone(),
             ca,

@@ -22,7 +22,6 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use super::keys::{Jwk, SigningKey};
@@ -164,33 +163,13 @@ pub async fn serve(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) {
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    tracing::warn!(error = %e, "directory listener: accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => return,
-        };
+    let service = move || {
         let (signer, clock) = (signer.clone(), clock.clone());
-        let service = service_fn(move |req: Request<Incoming>| {
+        service_fn(move |req: Request<Incoming>| {
             let resp = answer(&signer, &req, clock.now());
             async move { Ok::<_, Infallible>(resp) }
-        });
-        tokio::spawn(async move {
-            let served = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(e) = served {
-                tracing::debug!(client = %peer, error = %e, "directory connection ended with an error");
-            }
-        });
-    }
+        })
+    };
+    let timeout = Duration::from_secs(30);
+    crate::server::serve_side_listener(listener, "key directory", timeout, service, shutdown).await;
 }

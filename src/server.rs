@@ -156,6 +156,51 @@ where
     serve_as(io, version, settings, service, stop).await
 }
 
+/// Serves a side listener (the admin listener, the key directory) until `shutdown`
+/// completes: every connection HTTP/1.1, request heads bounded by `header_read_timeout`,
+/// served by a service from `make_service`. Connections open
+/// at shutdown finish on their own (short requests; the process exiting ends them). `name`
+/// names the listener in logs.
+pub(crate) async fn serve_side_listener<F, S, B>(
+    listener: tokio::net::TcpListener,
+    name: &'static str,
+    header_read_timeout: Duration,
+    make_service: F,
+    shutdown: impl Future<Output = ()>,
+) where
+    F: Fn() -> S,
+    S: HttpService<Incoming, ResBody = B> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    tracing::warn!(listener = name, error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => return,
+        };
+        let service = make_service();
+        tokio::spawn(async move {
+            let settings = HttpSettings::new(Some(header_read_timeout));
+            let pending = std::future::pending::<()>();
+            let serving = serve_connection(stream, Protocol::Http1, &settings, service, pending);
+            if let Err(e) = serving.await {
+                tracing::debug!(listener = name, client = %peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}
+
 /// A protocol once it is known.
 #[derive(Debug, Clone, Copy)]
 enum Version {

@@ -25,7 +25,7 @@ use hyper::service::service_fn;
 use tokio::net::TcpListener;
 
 use super::keys::{Jwk, SigningKey};
-use super::{Signer, SigningError, ALG, SIGNATURE, SIGNATURE_INPUT};
+use super::{directory_params, Signer, SigningError, SIGNATURE, SIGNATURE_INPUT};
 use crate::clock::Clock;
 
 /// Where the directory is served.
@@ -67,32 +67,6 @@ pub fn signature_fields(
         signatures.push(format!("{label}=:{}:", Base64::encode_string(&signature)));
     }
     Ok((inputs.join(", "), signatures.join(", ")))
-}
-
-fn directory_params(created: u64, expires: u64, keyid: &str) -> Result<String, SigningError> {
-    let fields = |e: sfv::Error| SigningError::Fields(e.to_string());
-    let int = |n: u64| {
-        i64::try_from(n)
-            .ok()
-            .and_then(|n| sfv::Integer::try_from(n).ok())
-            .ok_or_else(|| SigningError::Fields(format!("{n} is out of range")))
-    };
-    let keyid = sfv::StringRef::from_str(keyid).map_err(fields)?;
-    let mut list = sfv::ListSerializer::new();
-    {
-        let mut inner = list.inner_list();
-        let _ = inner
-            .bare_item(sfv::StringRef::constant("@authority"))
-            .parameter(sfv::KeyRef::constant("req"), true);
-        let _ = inner
-            .finish()
-            .parameter(sfv::KeyRef::constant("created"), sfv::RefBareItem::Integer(int(created)?))
-            .parameter(sfv::KeyRef::constant("expires"), sfv::RefBareItem::Integer(int(expires)?))
-            .parameter(sfv::KeyRef::constant("keyid"), keyid)
-            .parameter(sfv::KeyRef::constant("alg"), sfv::StringRef::constant(ALG))
-            .parameter(sfv::KeyRef::constant("tag"), sfv::StringRef::constant(DIRECTORY_TAG));
-    }
-    list.finish().ok_or_else(|| SigningError::Fields("empty signature parameters".into()))
 }
 
 /// The authority a directory request was made for: the absolute-form target's, else `Host`,

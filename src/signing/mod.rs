@@ -311,30 +311,60 @@ fn sf_string(text: &str) -> Result<String, SigningError> {
 /// the label and as the `@signature-params` line of the base ends:
 /// `("@authority" "signature-agent";key="sig1");created=…;expires=…;keyid="…";alg="ed25519";tag="web-bot-auth"`.
 pub fn request_params(created: u64, expires: u64, keyid: &str) -> Result<String, SigningError> {
-    let fields = |e: sfv::Error| SigningError::Fields(e.to_string());
+    let components = |inner: &mut sfv::InnerListSerializer<'_>| {
+        let _ = inner.bare_item(sfv::StringRef::constant("@authority"));
+        let _ = inner
+            .bare_item(sfv::StringRef::constant("signature-agent"))
+            .parameter(sfv::KeyRef::constant("key"), sfv::StringRef::constant(LABEL));
+    };
+    signature_params(components, created, expires, keyid, REQUEST_TAG)
+}
+
+/// Signature parameters (RFC 9421 §2.3): the covered components `components` writes, then
+/// `created`, `expires`, `keyid`, `alg` and `tag`, the parameters every signature of the
+/// proxy carries (requests and the key directory alike).
+fn signature_params(
+    components: impl FnOnce(&mut sfv::InnerListSerializer<'_>),
+    created: u64,
+    expires: u64,
+    keyid: &str,
+    tag: &'static str,
+) -> Result<String, SigningError> {
     let int = |n: u64| {
         i64::try_from(n)
             .ok()
             .and_then(|n| sfv::Integer::try_from(n).ok())
             .ok_or_else(|| SigningError::Fields(format!("{n} is out of range")))
     };
-    let keyid = sfv::StringRef::from_str(keyid).map_err(fields)?;
+    let keyid = sfv::StringRef::from_str(keyid).map_err(|e| SigningError::Fields(e.to_string()))?;
     let mut list = sfv::ListSerializer::new();
     {
         let mut inner = list.inner_list();
-        let _ = inner.bare_item(sfv::StringRef::constant("@authority"));
-        let _ = inner
-            .bare_item(sfv::StringRef::constant("signature-agent"))
-            .parameter(sfv::KeyRef::constant("key"), sfv::StringRef::constant(LABEL));
+        components(&mut inner);
         let _ = inner
             .finish()
             .parameter(sfv::KeyRef::constant("created"), sfv::RefBareItem::Integer(int(created)?))
             .parameter(sfv::KeyRef::constant("expires"), sfv::RefBareItem::Integer(int(expires)?))
             .parameter(sfv::KeyRef::constant("keyid"), keyid)
             .parameter(sfv::KeyRef::constant("alg"), sfv::StringRef::constant(ALG))
-            .parameter(sfv::KeyRef::constant("tag"), sfv::StringRef::constant(REQUEST_TAG));
+            .parameter(sfv::KeyRef::constant("tag"), sfv::StringRef::constant(tag));
     }
     list.finish().ok_or_else(|| SigningError::Fields("empty signature parameters".into()))
+}
+
+/// [`signature_params`] of a key directory response: `("@authority";req)`, tagged
+/// `http-message-signatures-directory`.
+pub(crate) fn directory_params(
+    created: u64,
+    expires: u64,
+    keyid: &str,
+) -> Result<String, SigningError> {
+    let components = |inner: &mut sfv::InnerListSerializer<'_>| {
+        let _ = inner
+            .bare_item(sfv::StringRef::constant("@authority"))
+            .parameter(sfv::KeyRef::constant("req"), true);
+    };
+    signature_params(components, created, expires, keyid, directory::DIRECTORY_TAG)
 }
 
 /// The signature base of a request signature (RFC 9421 §2.5): one line per covered component,

@@ -18,6 +18,22 @@ async fn get(f: &support::Fleet, i: usize, url: &str) -> u16 {
     }
 }
 
+/// GETs every URL at once, the i-th through instance `i % n`: the statuses, in order.
+async fn all_at_once(f: &support::Fleet, urls: impl Iterator<Item = String>) -> Vec<u16> {
+    let tasks: Vec<_> = urls
+        .enumerate()
+        .map(|(i, url)| {
+            let c = client(f.instances[i % f.instances.len()].proxy_addr);
+            tokio::spawn(async move { c.get(url).send().await.map(|r| r.status().as_u16()) })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in tasks {
+        statuses.push(t.await.unwrap().unwrap());
+    }
+    statuses
+}
+
 /// The admin JSON of an instance.
 async fn summary(proxy: &crate::ops::support::ProxyProcess) -> serde_json::Value {
     let url = format!("{}/api/summary", proxy.admin());
@@ -52,15 +68,9 @@ async fn three_hundred_first_requests_over_three_instances_make_one_robots_fetch
     let Some(redis) = Redis::start().await else { return };
     let origin = TimedOrigin::start(ROBOTS, Duration::from_millis(200)).await;
     let f = fleet(3, &redis, "one-fetch", &[]);
-    let mut tasks = Vec::new();
-    for i in 0..300 {
-        let proxy = f.instances[i % 3].proxy_addr;
-        let c = client(proxy);
-        let url = origin.url(&format!("/page/{i}"));
-        tasks.push(tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) }));
-    }
-    for t in tasks {
-        assert_eq!(t.await.unwrap().unwrap(), 200);
+    let urls = (0..300).map(|i| origin.url(&format!("/page/{i}")));
+    for status in all_at_once(&f, urls).await {
+        assert_eq!(status, 200);
     }
     assert_eq!(origin.hits("/robots.txt"), 1, "one robots.txt fetch for the whole fleet");
     // Disallowed on every instance, from the one shared copy.
@@ -93,14 +103,9 @@ async fn crawl_delay_spaces_the_requests_of_the_whole_fleet() {
     // robots.txt first, so every request below is paced by the same shared copy.
     assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for i in 0..6 {
-        let c = client(f.instances[i % 3].proxy_addr);
-        let url = origin.url(&format!("/p/{i}"));
-        tasks.push(tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) }));
-    }
-    for t in tasks {
-        assert_eq!(t.await.unwrap().unwrap(), 200);
+    let urls = (0..6).map(|i| origin.url(&format!("/p/{i}")));
+    for status in all_at_once(&f, urls).await {
+        assert_eq!(status, 200);
     }
     let arrivals = origin.content_arrivals();
     assert_eq!(arrivals.len(), 7);
@@ -117,14 +122,9 @@ async fn default_rps_holds_for_the_fleet() {
     let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
     let env = [("ROBOTS_PROXY_PACING__ENABLED", "true"), ("ROBOTS_PROXY_PACING__DEFAULT_RPS", "4")];
     let f = fleet(3, &redis, "rps", &env);
-    let mut tasks = Vec::new();
-    for i in 0..9 {
-        let c = client(f.instances[i % 3].proxy_addr);
-        let url = origin.url(&format!("/p/{i}"));
-        tasks.push(tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) }));
-    }
-    for t in tasks {
-        assert_eq!(t.await.unwrap().unwrap(), 200);
+    let urls = (0..9).map(|i| origin.url(&format!("/p/{i}")));
+    for status in all_at_once(&f, urls).await {
+        assert_eq!(status, 200);
     }
     let arrivals = origin.content_arrivals();
     assert_eq!(arrivals.len(), 9);
@@ -147,14 +147,9 @@ async fn a_concurrency_of_one_holds_for_the_fleet() {
     ];
     let f = fleet(3, &redis, "concurrency", &env);
     assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
-    let mut tasks = Vec::new();
-    for i in 0..6 {
-        let c = client(f.instances[i % 3].proxy_addr);
-        let url = origin.url("/hold");
-        tasks.push(tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) }));
-    }
-    for t in tasks {
-        assert_eq!(t.await.unwrap().unwrap(), 200);
+    let urls = (0..6).map(|_| origin.url("/hold"));
+    for status in all_at_once(&f, urls).await {
+        assert_eq!(status, 200);
     }
     assert_eq!(origin.hits("/hold"), 6);
     assert_eq!(origin.most_in_flight(), 1, "more than one request in flight to the site");

@@ -37,6 +37,29 @@ pub(super) struct Facts {
 }
 
 impl Facts {
+    /// The audit record of `decision` (the policy's, for this request) made at `now`,
+    /// answered with `status`: the request's own fields and where its token came from.
+    pub(super) fn audit_record(
+        &self,
+        decision: &crate::policy::PolicyDecision,
+        now: std::time::SystemTime,
+        status: Option<u16>,
+    ) -> crate::audit::AuditRecord {
+        let mut record = decision.audit_record(
+            now,
+            self.client,
+            &self.method,
+            &self.url(),
+            &self.authority.to_string(),
+            self.path(),
+            self.user_agent(),
+            self.token(),
+            status,
+        );
+        record.token_source = Some(self.token_origin.as_str());
+        record
+    }
+
     /// Reads the facts of `req`, whose token the policy found already.
     pub(super) fn of<B>(
         req: &Request<B>,

@@ -254,27 +254,15 @@ async fn decide_and_audit(
     let now = shared.clock.now();
     let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
     shared.metrics.decision_time(started);
-    let url = facts.url();
     let status = (!decision.is_allowed()).then_some(403);
-    let mut record = decision.audit_record(
-        now,
-        facts.client,
-        &facts.method,
-        &url,
-        &facts.authority.to_string(),
-        facts.path(),
-        facts.user_agent(),
-        facts.token(),
-        status,
-    );
-    record.token_source = Some(facts.token_origin.as_str());
+    let mut record = facts.audit_record(&decision, now, status);
     if decision.is_allowed() {
         record.signature_keyid = signing.map(|s| s.keyid().to_owned());
         shared.write_audit(record).await;
         return None;
     }
     let token = facts.token().map(|t| t.as_str());
-    let answer = answer::blocked(&decision, &url, token, facts.want_json);
+    let answer = answer::blocked(&decision, &record.url, token, facts.want_json);
     Some(shared.refuse(record, facts.authority.scheme(), answer).await)
 }
 

@@ -37,19 +37,7 @@ impl Subject<'_> {
         let now = shared.clock.now();
         let facts = self.facts;
         let decision = policy.decide(self.snapshot, facts.token(), &facts.readings, now);
-        let mut record = decision.audit_record(
-            now,
-            facts.client,
-            &facts.method,
-            &facts.url(),
-            &facts.authority.to_string(),
-            facts.path(),
-            facts.user_agent(),
-            facts.token(),
-            status,
-        );
-        record.token_source = Some(facts.token_origin.as_str());
-        record
+        facts.audit_record(&decision, now, status)
     }
 }
 

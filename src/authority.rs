@@ -50,6 +50,10 @@ pub enum AuthorityError {
     /// The port is not a number in 1..=65535.
     #[error("invalid port {0:?}")]
     Port(String),
+    /// The host name is longer than DNS allows: 253 octets in all, 63 in a label (RFC 1035
+    /// §2.3.4). No such name resolves, so the request is refused before robots.txt is looked up.
+    #[error("host name too long ({0} octets; DNS allows 253 in all and 63 in a label)")]
+    HostTooLong(usize),
 }
 
 /// A normalised origin: the key of the robots cache.
@@ -89,7 +93,8 @@ impl Authority {
     pub fn from_host_port(scheme: Scheme, host_port: &str) -> Result<Self, AuthorityError> {
         let (host, port) = split_host_port(host_port)?;
         let port = match port {
-            None => scheme.default_port(),
+            // RFC 3986 §3.2.3: an empty port (`host:`) is the scheme's default, as in WHATWG.
+            None | Some("") => scheme.default_port(),
             Some(p) => p
                 .parse::<u16>()
                 .ok()
@@ -97,6 +102,12 @@ impl Authority {
                 .ok_or_else(|| AuthorityError::Port(p.to_owned()))?,
         };
         Self::new(scheme, host, port)
+    }
+
+    /// Whether a CONNECT request-target names a port, as RFC 9110 §9.3.6 requires
+    /// (`host:port`, `[v6]:port`): `[::1]` alone and `host:` do not.
+    pub fn names_port(host_port: &str) -> bool {
+        matches!(split_host_port(host_port), Ok((_, Some(port))) if !port.is_empty())
     }
 
     /// The scheme.
@@ -199,8 +210,7 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
         return Err(AuthorityError::MissingHost);
     }
     let bare = host.trim_start_matches('[').trim_end_matches(']');
-    // An IPv4 address that parses is already in its one written form (the parser refuses
-    // leading zeros and short forms), so it is kept as it is; IPv6 has several forms.
+    // An IPv4 address in dotted-decimal form is already in its one written form.
     if bare.parse::<std::net::Ipv4Addr>().is_ok() {
         return Ok(bare.to_owned());
     }
@@ -208,6 +218,20 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
         return Ok(ip.to_string());
     }
     let trimmed = host.strip_suffix('.').unwrap_or(host);
+    // The other spellings of an IPv4 address (`127.1`, `2130706433`, `0x7f.1`, `00177.1`) reach
+    // the same address through every resolver (inet_aton), so they are one authority: one
+    // robots.txt, one pace. WHATWG URL's host parser decides which names are IPv4 ("ends in a
+    // number") and reads them; a name that ends in a number but is no address (`foo.1`) is
+    // refused, as WHATWG refuses it.
+    if ends_in_a_number(trimmed) {
+        return match url::Host::parse(trimmed) {
+            Ok(url::Host::Ipv4(ip)) => Ok(ip.to_string()),
+            _ => Err(AuthorityError::Host(host.to_owned())),
+        };
+    }
+    if trimmed.len() > 253 {
+        return Err(AuthorityError::HostTooLong(trimmed.len()));
+    }
     // Fast path: a plain ASCII name without punycode labels is its own ASCII form.
     if !trimmed.is_empty()
         && trimmed.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
@@ -226,6 +250,9 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
     }
     let ascii =
         idna::domain_to_ascii(trimmed).map_err(|_| AuthorityError::Host(host.to_owned()))?;
+    if ascii.len() > 253 || ascii.split('.').any(|label| label.len() > 63) {
+        return Err(AuthorityError::HostTooLong(ascii.len()));
+    }
     // The ASCII form must itself be a plain name: no empty label, no trailing dot left over
     // (IDNA maps some characters to dots), so that the key is the same however it is written.
     if ascii.is_empty() || ascii.ends_with('.') || ascii.starts_with('.') || ascii.contains("..") {
@@ -244,6 +271,18 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
         return Err(AuthorityError::Host(host.to_owned()));
     }
     Ok(ascii)
+}
+
+/// WHATWG URL's "ends in a number" check: the last label (one empty last label dropped) is all
+/// decimal digits, or `0x`/`0X` and hex digits. Such a host is an IPv4 address or no host at all.
+fn ends_in_a_number(host: &str) -> bool {
+    let last = host.rsplit('.').next().unwrap_or("");
+    if !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()) {
+        return true;
+    }
+    last.strip_prefix("0x")
+        .or_else(|| last.strip_prefix("0X"))
+        .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[cfg(test)]
@@ -309,6 +348,66 @@ mod tests {
             "xn--bcher-kva.example"
         );
         assert!(Authority::new(Scheme::Http, "a.b.", 80).is_ok());
+    }
+
+    #[test]
+    fn other_spellings_of_an_ipv4_address_are_one_authority() {
+        let canonical = auth("http://127.0.0.1:8080/").unwrap();
+        for alias in [
+            "http://127.1:8080/",
+            "http://2130706433:8080/",
+            "http://0x7f.1:8080/",
+            "http://0X7F.0.0.1:8080/",
+            "http://00177.1:8080/",
+            "http://0000000177.0.0.1:8080/",
+            "http://127.0.0.1.:8080/",
+            "http://127.0.1:8080/",
+        ] {
+            let a = auth(alias).unwrap();
+            assert_eq!(a, canonical, "{alias}");
+            assert_eq!(a.host_header(), "127.0.0.1:8080", "{alias}");
+        }
+        // Names that end in a number but are no address are refused, as WHATWG refuses them.
+        for bad in ["foo.1", "a.0x1", "256.256.256.256", "1.2.3.4.5", "0x100000000", "09.1"] {
+            assert!(Authority::new(Scheme::Http, bad, 80).is_err(), "{bad}");
+        }
+        // A name whose last label merely contains digits is a name.
+        assert_eq!(Authority::new(Scheme::Http, "a.1b", 80).unwrap().host(), "a.1b");
+        assert_eq!(Authority::new(Scheme::Http, "0xg.example", 80).unwrap().host(), "0xg.example");
+    }
+
+    #[test]
+    fn an_empty_port_is_the_default_port() {
+        assert_eq!(auth("http://a.test:/x").unwrap(), auth("http://a.test/").unwrap());
+        assert_eq!(Authority::from_host_port(Scheme::Https, "[::1]:").unwrap().port(), 443);
+        assert!(!Authority::names_port("a.test:"));
+        assert!(!Authority::names_port("[::1]"));
+        assert!(!Authority::names_port("a.test"));
+        assert!(Authority::names_port("[::1]:443"));
+        assert!(Authority::names_port("a.test:443"));
+    }
+
+    #[test]
+    fn host_names_longer_than_dns_allows_are_refused() {
+        let label64 = "a".repeat(64);
+        assert_eq!(
+            Authority::new(Scheme::Http, &format!("{label64}.example"), 80),
+            Err(AuthorityError::HostTooLong(72))
+        );
+        let long = vec!["abcdefghi"; 26].join("."); // 259 octets
+        assert!(matches!(
+            Authority::new(Scheme::Http, &long, 80),
+            Err(AuthorityError::HostTooLong(259))
+        ));
+        let fits = format!("{}.{}", "a".repeat(63), vec!["abcdefghi"; 18].join("."));
+        assert!(fits.len() <= 253);
+        assert!(Authority::new(Scheme::Http, &fits, 80).is_ok());
+        // Unicode names are measured in their ASCII (punycode) form.
+        let unicode = format!("{}.example", "ü".repeat(60));
+        assert!(matches!(
+            Authority::new(Scheme::Http, &unicode, 80),
+            Err(AuthorityError::HostTooLong(_))
+        ));
     }
 
     #[test]

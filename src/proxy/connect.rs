@@ -59,7 +59,7 @@ pub(super) async fn handle_connect(
             )
         }
     };
-    if !target.contains(':') {
+    if !Authority::names_port(&target) {
         return answer::text(
             StatusCode::BAD_REQUEST,
             "http_request_error",

@@ -11,7 +11,7 @@ use robots_proxy::config::Config;
 use robots_proxy::metrics::Decision;
 use robots_proxy::pacing::PacingStats;
 
-use super::support::{until, Origin, TestProxy};
+use super::support::{raw_get, until, Origin, TestProxy};
 
 /// Each group ends with a rule, so that the next `user-agent` line starts a new group.
 const ROBOTS: &str = "User-agent: SlowBot\nCrawl-delay: 0.2\nDisallow: /private\n\n\
@@ -196,4 +196,31 @@ async fn disabled_pacing_never_waits() {
     assert_eq!(proxy.pacer.stats(), PacingStats::default());
     assert!(!proxy.pacer.is_enabled());
     assert_eq!(origin.content_hits(), 10);
+}
+
+/// The other spellings of 127.0.0.1 (`127.1`, `2130706433`, `0x7f.1`, `00177.1`) connect to the
+/// same origin, so they are the same site: one robots.txt fetch, one Crawl-delay, and the request
+/// is forwarded with the `Host` robots.txt was fetched with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv4_aliases_share_the_site_robots_txt_and_pace() {
+    let origin = Origin::start("User-agent: *\nCrawl-delay: 5\nDisallow: /private\n").await;
+    let proxy = TestProxy::start_with(|c| {
+        enabled(c);
+        c.pacing.max_wait = Duration::from_millis(500);
+    })
+    .await;
+    let port = origin.addr.port();
+    let first = raw_get(proxy.addr, &format!("http://127.0.0.1:{port}/a"), "x", "").await;
+    assert_eq!(first.status, 200);
+    for alias in ["127.1", "2130706433", "0x7f.1", "00177.1", "000177.0.0.1"] {
+        let url = format!("http://{alias}:{port}/b");
+        let resp = raw_get(proxy.addr, &url, &format!("{alias}:{port}"), "").await;
+        assert_eq!(resp.status, 429, "{url} escaped the site's Crawl-delay: {resp:?}");
+        let private = format!("http://{alias}:{port}/private");
+        assert_eq!(raw_get(proxy.addr, &private, "x", "").await.status, 403, "{private}");
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1, "each alias fetched robots.txt again");
+    assert_eq!(origin.content_hits(), 1);
+    let hosts: Vec<_> = origin.seen().iter().map(|s| s.headers["host"].clone()).collect();
+    assert!(hosts.iter().all(|h| h == &format!("127.0.0.1:{port}")), "{hosts:?}");
 }

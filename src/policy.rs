@@ -291,6 +291,16 @@ impl Policy {
         }
     }
 
+    /// The usage preferences robots.txt states for every path of the site, for a request whose
+    /// path cannot be seen (a CONNECT tunnel).
+    pub fn usage_everywhere(
+        &self,
+        snapshot: &RobotsSnapshot,
+        token: Option<&ProductToken>,
+    ) -> UsagePreferences {
+        snapshot.rules.usage_everywhere(token)
+    }
+
     /// The AI usage preferences robots.txt states for the request's path, combined over every
     /// reading (per category the most restrictive), as [`crate::robots::RobotsTxt::usage`]
     /// gives them for one path.

@@ -155,6 +155,15 @@ pub struct UsageBlock {
     pub reason: String,
 }
 
+/// Whether a preference that is still unknown is final (see [`UsagePolicy::blocking`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// More may be stated: the origin's response head is still to come.
+    No,
+    /// Nothing more will be stated.
+    Yes,
+}
+
 impl UsagePolicy {
     /// Compiles the section (assumed validated).
     pub fn new(section: &UsageSection) -> Self {
@@ -215,13 +224,24 @@ impl UsagePolicy {
             .collect()
     }
 
-    /// The first enforced purpose that `prefs` disallow (unknown counts as `usage.unknown`).
-    pub fn blocking(&self, purposes: &[Purpose], prefs: &UsagePreferences) -> Option<UsageBlock> {
+    /// The first enforced purpose that `prefs` disallow. An unknown preference counts as
+    /// `usage.unknown` only when `settled`: when nothing more can be learnt (the response head
+    /// has been merged in, or the request is a tunnel whose responses cannot be seen). Before
+    /// the origin answers, its `Content-Usage` header may still state the preference, so only an
+    /// explicit `n` refuses there.
+    pub fn blocking(
+        &self,
+        purposes: &[Purpose],
+        prefs: &UsagePreferences,
+        settled: Settled,
+    ) -> Option<UsageBlock> {
         for p in purposes.iter().filter(|p| p.mode == UsageMode::Enforce) {
             let stated = prefs.get(p.category);
             let disallowed = match stated.preference {
                 Preference::Disallow => true,
-                Preference::Unknown => self.unknown == UnknownPreference::Disallow,
+                Preference::Unknown => {
+                    settled == Settled::Yes && self.unknown == UnknownPreference::Disallow
+                }
                 _ => false,
             };
             if disallowed {

@@ -99,6 +99,11 @@ impl RobotsRules {
         self.parsed().map(|robots| robots.usage(token, path)).unwrap_or_default()
     }
 
+    /// The AI usage preferences robots.txt states for every path (unknown unless it was parsed).
+    pub fn usage_everywhere(&self, token: Option<&ProductToken>) -> UsagePreferences {
+        self.parsed().map(|robots| robots.usage_everywhere(token)).unwrap_or_default()
+    }
+
     /// The parsed robots.txt, if these rules come from one.
     pub fn parsed(&self) -> Option<&RobotsTxt> {
         match self {

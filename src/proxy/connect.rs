@@ -32,6 +32,7 @@ use crate::metrics::Decision;
 use crate::policy::{PolicyDecision, ProductToken, RobotsState};
 use crate::server::{serve_connection, Protocol, Rewind};
 use crate::tls::HttpsMode;
+use crate::usage::Settled;
 
 /// What audit records and refusals give as the path of a CONNECT: it cannot be seen.
 const TUNNEL_PATH: &str = "(not visible in a tunnel)";
@@ -302,6 +303,35 @@ async fn tunnel(
             Some(&reason),
         );
         return refuse_record(&shared, record, Scheme::Https, "http_request_denied", reason).await;
+    }
+    // AI usage preferences: the path and the responses cannot be seen in a tunnel, so only a
+    // preference robots.txt states for every path of the site can be honoured, and an unknown
+    // one is settled now (`usage.unknown`), since no `Content-Usage` header will be seen.
+    if live.usage.is_active() {
+        let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>();
+        let purposes = live.usage.purposes_for(token.as_ref(), user.map(|u| u.name.as_str()));
+        let prefs = live.policy.usage_everywhere(&snapshot, token.as_ref());
+        if let Some(block) = live.usage.blocking(&purposes, &prefs, Settled::Yes) {
+            let reason = format!(
+                "{}; the tunnel is refused (in tunnel mode only preferences robots.txt at {} \
+                 states for every path can be seen)",
+                block.reason,
+                authority.robots_url()
+            );
+            let mut record = tunnel_record(
+                &shared,
+                client,
+                &req,
+                &authority,
+                token.as_ref(),
+                &decide_root(),
+                Some(&reason),
+            );
+            record.action = AuditAction::UsageDisallow;
+            record.usage = Some(super::preferences::usage_audit(&purposes, &prefs, &block));
+            return refuse_record(&shared, record, Scheme::Https, "http_request_denied", reason)
+                .await;
+        }
     }
     let addr = format!("{}:{}", bracket(authority.host()), authority.port());
     // safety: through the destination guard, to the addresses it checked.

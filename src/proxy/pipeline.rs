@@ -27,7 +27,7 @@ use crate::metrics::Decision;
 use crate::pacing::PacePermit;
 use crate::policy::{Policy, Readings, RobotsSnapshot, UsagePreferences};
 use crate::signing::Signing;
-use crate::usage::Purpose;
+use crate::usage::{Purpose, Settled};
 
 /// One request from a client connection: a CONNECT, or an absolute-form proxy request.
 pub(super) async fn handle(
@@ -290,7 +290,7 @@ async fn check_usage(
         return ControlFlow::Continue(Usage { purposes, preferences: UsagePreferences::default() });
     }
     let preferences = live.policy.usage_for(snapshot, facts.token(), &facts.readings);
-    if let Some(block) = live.usage.blocking(&purposes, &preferences) {
+    if let Some(block) = live.usage.blocking(&purposes, &preferences, Settled::No) {
         let subject = preferences::Subject { facts, snapshot, signed: None };
         let action = crate::audit::AuditAction::UsageDisallow;
         let refusal = Box::pin(preferences::refuse(

@@ -7,8 +7,8 @@ use http::{header, HeaderValue, Response, StatusCode};
 use super::facts::Facts;
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
-use crate::policy::{Preference, RobotsSnapshot, UsagePreferences};
-use crate::usage::{Purpose, UsageBlock, UsagePolicy};
+use crate::policy::{Category, Preference, RobotsSnapshot, UsagePreferences};
+use crate::usage::{Purpose, Settled, UsageBlock, UsagePolicy};
 
 /// The response header that carries usage preferences (draft-ietf-aipref-attach).
 pub(super) const CONTENT_USAGE: &str = "content-usage";
@@ -38,6 +38,30 @@ impl Subject<'_> {
         let facts = self.facts;
         let decision = policy.decide(self.snapshot, facts.token(), &facts.readings, now);
         facts.audit_record(&decision, now, status)
+    }
+}
+
+/// The members of a `Content-Usage` value whose label the proxy does not know (not one of
+/// [`Category`]'s labels), as written, without empty members.
+fn foreign_members(value: &str) -> impl Iterator<Item = String> + '_ {
+    value.split(',').map(str::trim).filter(|m| !m.is_empty()).filter_map(|member| {
+        let label = member.split(['=', ';']).next().unwrap_or("").trim();
+        Category::from_label(label).is_none().then(|| member.to_owned())
+    })
+}
+
+/// The `robots.usage.*` audit fields of a usage refusal.
+pub(super) fn usage_audit(
+    purposes: &[Purpose],
+    prefs: &UsagePreferences,
+    block: &UsageBlock,
+) -> UsageAudit {
+    UsageAudit {
+        category: block.category.label().to_owned(),
+        value: prefs.get(block.category).preference.as_str().to_owned(),
+        source: block.source.clone(),
+        purpose: purposes_text(purposes),
+        preferences: prefs.to_header(),
     }
 }
 
@@ -71,13 +95,7 @@ pub(super) async fn refuse(
     action: AuditAction,
 ) -> Response<ProxyBody> {
     let stated = prefs.get(block.category);
-    let usage = UsageAudit {
-        category: block.category.label().to_owned(),
-        value: stated.preference.as_str().to_owned(),
-        source: block.source.clone(),
-        purpose: purposes_text(purposes),
-        preferences: prefs.to_header(),
-    };
+    let usage = usage_audit(purposes, prefs, block);
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
     let url = subject.facts.url();
     let token = subject.facts.token().map_or("(none)", |t| t.as_str());
@@ -136,12 +154,16 @@ pub(super) async fn on_response(
     mut prefs: UsagePreferences,
     mut resp: Response<ProxyBody>,
 ) -> Response<ProxyBody> {
+    // Members the proxy does not know (a newer vocabulary's labels) are passed on as they are
+    // when annotating: the merge rewrites only what it understands.
+    let mut foreign: Vec<String> = Vec::new();
     for value in resp.headers().get_all(CONTENT_USAGE) {
         if let Ok(text) = value.to_str() {
             prefs.add_header(text);
+            foreign.extend(foreign_members(text));
         }
     }
-    if let Some(block) = usage.blocking(purposes, &prefs) {
+    if let Some(block) = usage.blocking(purposes, &prefs, Settled::Yes) {
         // The body is dropped with `resp`: the content never reaches the crawler.
         drop(resp);
         return refuse(
@@ -157,10 +179,15 @@ pub(super) async fn on_response(
     }
     if UsagePolicy::annotates(purposes) {
         resp.headers_mut().remove(CONTENT_USAGE);
-        if let Some(merged) = prefs.to_header() {
-            if let Ok(v) = HeaderValue::from_str(&merged) {
+        let known = prefs.to_header();
+        let header: Vec<&str> =
+            known.iter().map(String::as_str).chain(foreign.iter().map(String::as_str)).collect();
+        if !header.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&header.join(", ")) {
                 resp.headers_mut().insert(CONTENT_USAGE, v);
             }
+        }
+        if let Some(merged) = known {
             // Audit every annotated response whose preference is known.
             let first = purposes
                 .iter()
@@ -196,4 +223,17 @@ pub(super) async fn on_response(
     }
     shared.metrics.count(crate::metrics::Decision::Allow, subject.facts.authority.scheme());
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::foreign_members;
+
+    #[test]
+    fn foreign_members_are_kept_as_written() {
+        let kept: Vec<String> =
+            foreign_members("train-genai=n, bots=n;x=1, train-ai=y,, ai-train=no").collect();
+        assert_eq!(kept, ["train-genai=n", "bots=n;x=1"]);
+        assert_eq!(foreign_members("search=y").count(), 0);
+    }
 }

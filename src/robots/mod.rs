@@ -428,6 +428,14 @@ impl RobotsTxt {
         usage::decide(groups.iter().flat_map(|g| g.usage.iter()), path.as_bytes())
     }
 
+    /// The usage preferences that hold on every path for `token` (see [`usage::everywhere`]),
+    /// for a request whose path cannot be seen (a CONNECT tunnel). A site whose rules disallow
+    /// everything states none.
+    pub fn usage_everywhere(&self, token: Option<&ProductToken>) -> usage::UsagePreferences {
+        let groups = self.groups_for(token);
+        usage::everywhere(groups.iter().flat_map(|g| g.usage.iter()))
+    }
+
     /// The `crawl-delay` that applies to `token`: the first one among its groups.
     pub fn crawl_delay(&self, token: Option<&ProductToken>) -> Option<CrawlDelay> {
         self.groups_for(token).into_iter().find_map(|g| g.crawl_delay)

@@ -270,6 +270,11 @@ impl UsagePreferences {
         slot.preference = combined;
     }
 
+    /// Forgets what was stated for `category`: it becomes unknown.
+    pub(crate) fn forget(&mut self, category: Category) {
+        self.stated[category.index()] = Stated::default();
+    }
+
     /// Combines a `Content-Usage` response header's statements in.
     pub fn add_header(&mut self, header: &str) {
         for (category, pref) in parse_preferences(header) {
@@ -308,6 +313,30 @@ pub(crate) fn decide<'a>(
     for rule in rules.filter(|r| r.pattern.len() == longest && r.applies_to(path)) {
         for &(category, pref) in &rule.prefs {
             out.add_robots(category, pref, rule.line);
+        }
+    }
+    out
+}
+
+/// The robots.txt preferences that hold on every path of the site, for a request whose path
+/// cannot be seen (a CONNECT tunnel). A category is stated for every path only when the rules
+/// without a path state it and every rule with a path (which wins on the paths it matches)
+/// states the same value; otherwise it is unknown.
+pub(crate) fn everywhere<'a>(
+    rules: impl Iterator<Item = &'a UsageRule> + Clone,
+) -> UsagePreferences {
+    let mut out = decide(rules.clone().filter(|r| r.pattern.is_empty()), b"");
+    for category in Category::ALL {
+        let base = out.get(category).preference;
+        if base == Preference::Unknown {
+            continue;
+        }
+        let differs = rules
+            .clone()
+            .filter(|r| !r.pattern.is_empty())
+            .any(|r| r.prefs.iter().find(|(c, _)| *c == category).map(|(_, p)| *p) != Some(base));
+        if differs {
+            out.forget(category);
         }
     }
     out
@@ -371,6 +400,29 @@ mod tests {
         assert_eq!(mixed.get(Category::Search).preference, Preference::Allow);
         assert_eq!(mixed.get(Category::AiUse).preference, Preference::Unknown);
         assert_eq!(mixed.to_header().as_deref(), Some("train-ai=n, search=y"));
+    }
+
+    #[test]
+    fn everywhere_needs_every_path_rule_to_agree() {
+        let site_wide = UsageRule::content_usage(b"train-ai=n, search=y", 2).unwrap();
+        let same = UsageRule::content_usage(b"/a/ train-ai=n", 3).unwrap();
+        let other = UsageRule::content_usage(b"/blog/ search=y", 4).unwrap();
+        let signal = UsageRule::content_signal(b"ai-train=no", 5).unwrap();
+        let all = everywhere([site_wide.clone()].iter());
+        assert_eq!(all.get(Category::TrainAi).preference, Preference::Disallow);
+        assert_eq!(all.get(Category::TrainAi).line, Some(2));
+        assert_eq!(all.get(Category::Search).preference, Preference::Allow);
+        let agreeing = everywhere([site_wide.clone(), same].iter());
+        assert_eq!(agreeing.get(Category::TrainAi).preference, Preference::Disallow);
+        // `/blog/` says nothing of train-ai, and wins on its paths: train-ai is unknown there.
+        let split = everywhere([site_wide, other.clone()].iter());
+        assert_eq!(split.get(Category::TrainAi).preference, Preference::Unknown);
+        assert_eq!(split.get(Category::Search).preference, Preference::Allow);
+        assert_eq!(
+            everywhere([signal].iter()).get(Category::TrainAi).preference,
+            Preference::Disallow
+        );
+        assert!(everywhere([other].iter()).is_unknown());
     }
 
     #[test]

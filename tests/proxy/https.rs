@@ -717,3 +717,44 @@ fn serve_in_intercept_mode_creates_a_ca_in_the_state_dir_and_says_where() {
     let cert_path = cert.display().to_string();
     assert!(seen.iter().any(|l| l.contains(&cert_path)), "the path is logged: {seen:#?}");
 }
+
+/// Tunnel mode cannot see paths or responses, but a usage preference robots.txt states for every
+/// path (here Cloudflare's `ai-train=no`) holds for the whole tunnel: a training crawler's
+/// CONNECT is refused and audited; a search crawler's, and a crawler's without purposes, open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_mode_refuses_a_crawler_whose_purpose_the_whole_site_disallows() {
+    use robots_proxy::usage::{UsageCrawler, UsageMode};
+    let robots = "User-agent: *\nContent-Signal: search=yes, ai-train=no\nAllow: /\n";
+    let origin = TlsOrigin::start(robots).await;
+    let crawler = |token: &str, purpose: &str| UsageCrawler {
+        token: Some(token.to_owned()),
+        user: None,
+        purposes: vec![purpose.to_owned()],
+    };
+    let proxy = HttpsProxy::start(&origin.ca, &[origin.port()], |c| {
+        c.https.mode = HttpsMode::Tunnel;
+        c.usage.train_ai = UsageMode::Enforce;
+        c.usage.search = UsageMode::Enforce;
+        c.usage.crawlers = vec![crawler("Trainer", "train-ai"), crawler("Finder", "search")];
+    })
+    .await;
+    let answer = connect(proxy.addr(), &origin.host(), "User-Agent: Trainer/1.0\r\n").await;
+    let answer = answer.refused();
+    assert_eq!(answer.status, 403, "{answer:?}");
+    assert!(answer.body.contains("ai-train") || answer.body.contains("train-ai"), "{answer:?}");
+    assert!(answer.body.contains("tunnel is refused"), "{}", answer.body);
+    for ua in ["User-Agent: Finder/1.0\r\n", "User-Agent: OtherBot/1.0\r\n"] {
+        let tunnel = connect(proxy.addr(), &origin.host(), ua).await.tunnel();
+        let tls = tls_over(tunnel, client_tls(&[&origin.ca.der], H1), "localhost").await.unwrap();
+        let answer = h1_get(&mut h1_over(tls).await, "/a", &origin.host(), &[]).await;
+        assert_eq!(answer.status, 200, "{ua}");
+    }
+    let records = proxy.proxy.audit_records().await;
+    let usage: Vec<_> = records.iter().filter(|r| r["event.action"] == "usage_disallow").collect();
+    assert_eq!(usage.len(), 1, "{records:?}");
+    assert_eq!(usage[0]["robots.usage.category"], "train-ai");
+    assert_eq!(usage[0]["robots.usage.value"], "n");
+    assert_eq!(usage[0]["robots.usage.source"], "robots.txt line 2");
+    assert_eq!(usage[0]["http.request.method"], "CONNECT");
+    assert_eq!(origin.content_hits(), 2);
+}

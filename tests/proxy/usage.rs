@@ -1,7 +1,7 @@
 //! AI usage preferences through the proxy: enforce and annotate, from robots.txt and from the
 //! `Content-Usage` response header, with audit records.
 
-use robots_proxy::usage::{UsageCrawler, UsageMode};
+use robots_proxy::usage::{UnknownPreference, UsageCrawler, UsageMode};
 
 use super::support::TestProxy;
 use crate::cache::support::{Origin, Reply};
@@ -129,4 +129,51 @@ async fn annotate_passes_and_adds_the_merged_header() {
     assert_eq!(r["robots.usage.source"], "robots.txt line 2");
     assert_eq!(r["robots.usage.preferences"], "train-ai=n, ai-use=n, search=y");
     assert_eq!(r["event.outcome"], "success");
+}
+
+/// `usage.unknown = "disallow"`: robots.txt says nothing, so the origin is asked, and its
+/// `Content-Usage` header settles it: `y` lets the response through, silence withholds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_preference_is_settled_by_the_response_header() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route("/cu-y", Reply::ok("allowed body").header("Content-Usage", "train-ai=y"));
+    origin.route("/silent", Reply::ok("silent body"));
+    let proxy = TestProxy::start_with(|c| {
+        c.usage.train_ai = UsageMode::Enforce;
+        c.usage.unknown = UnknownPreference::Disallow;
+        c.usage.crawlers = vec![crawler("AcmeTrainer", &["train-ai"])];
+    })
+    .await;
+
+    let resp = get(&proxy, &origin, "/cu-y", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "allowed body");
+
+    let resp = get(&proxy, &origin, "/silent", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 403);
+    let body = resp.text().await.unwrap();
+    assert!(!body.contains("silent body"), "{body}");
+    assert!(body.contains("usage.unknown"), "{body}");
+    let records = proxy.audit_records().await;
+    let withheld: Vec<_> =
+        records.iter().filter(|r| r["event.action"] == "usage_withhold").collect();
+    assert_eq!(withheld.len(), 1, "{records:?}");
+    assert_eq!(withheld[0]["robots.usage.value"], "unknown");
+    assert_eq!(withheld[0]["url.full"], format!("{}/silent", origin.base_url()));
+}
+
+/// Annotating rewrites only the members the proxy understands: an origin's members of another
+/// vocabulary reach the crawler as they were sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotate_keeps_members_it_does_not_know() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route("/genai", Reply::ok("g").header("Content-Usage", "train-genai=n, bots=n"));
+    origin.route("/mixed", Reply::ok("m").header("Content-Usage", "train-genai=n, train-ai=n"));
+    let proxy = proxy_with((UsageMode::Annotate, UsageMode::Annotate)).await;
+
+    let resp = get(&proxy, &origin, "/genai", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-usage"], "train-genai=n, bots=n");
+    let resp = get(&proxy, &origin, "/mixed", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.headers()["content-usage"], "train-ai=n, train-genai=n");
 }

@@ -13,3 +13,4 @@ mod engine;
 mod fleet;
 mod ops;
 mod proxy;
+mod skip;

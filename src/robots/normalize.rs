@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn rfc_9309_percent_encoding_table() {
         // RFC 9309 §2.2.2, the table of equivalent forms.
-        assert_eq!(normalize(b"/foo/bar?baz=quz"), normalize(b"/foo/bar?baz=quz"));
+        assert_eq!(normalize(b"/foo/bar?baz=quz"), "/foo/bar?baz=quz");
         assert_eq!(normalize("/foo/bar/ツ".as_bytes()), "/foo/bar/%E3%83%84");
         assert_eq!(normalize(b"/foo/bar/%E3%83%84"), "/foo/bar/%E3%83%84");
         assert_eq!(normalize(b"/foo/bar/%e3%83%84"), "/foo/bar/%E3%83%84");

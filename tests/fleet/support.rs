@@ -33,7 +33,7 @@ impl Redis {
     /// Starts a redis-server on a free port; `None` (the test says why) without one.
     pub async fn start() -> Option<Redis> {
         if !have_redis() {
-            eprintln!("skipped: redis-server is not installed (apt-get install redis-server)");
+            crate::skip::missing("redis-server", "apt-get install redis-server");
             return None;
         }
         let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

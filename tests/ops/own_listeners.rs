@@ -178,7 +178,7 @@ async fn tls_listener_is_never_a_destination_and_refused_clients_are_named() {
         assert!(line.contains("sent no certificate"), "{line}");
         eprintln!("{line}");
     } else {
-        eprintln!("skipped the refused-client part: no curl with HTTPS-proxy support");
+        crate::skip::missing("curl with HTTPS-proxy support", "apt-get install curl");
     }
 }
 

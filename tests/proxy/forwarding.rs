@@ -82,19 +82,98 @@ async fn request_body_is_streamed_upstream() {
     assert_eq!(resp.bytes().await.unwrap().len(), payload.len());
 }
 
+/// An upload is streamed, not buffered: the origin has the first half (and echoes it back
+/// through the proxy) while the client still holds the second half.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_reaches_the_origin_before_the_client_has_sent_it_all() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start("").await;
+    let proxy = TestProxy::start().await;
+    let half = 256 * 1024;
+    let mut conn = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!(
+        "POST {}/stream-echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        origin.base(),
+        2 * half
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&vec![b'a'; half]).await.unwrap();
+    // Read until the echo holds a good part of the first half: it went through the proxy to the
+    // origin and back while the second half is still with the client.
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while got.iter().filter(|&&b| b == b'a').count() < half / 2 {
+        let read = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut chunk)).await;
+        let n = read.expect("the origin echoed nothing of the first half: buffered?").unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&chunk[..n]);
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    conn.write_all(&vec![b'b'; half]).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), conn.read_to_end(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    let body_start = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&got[..body_start]).to_ascii_lowercase();
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let body = dechunk(&got[body_start..]);
+    assert_eq!(body.len(), 2 * half);
+    assert!(body[..half].iter().all(|&b| b == b'a') && body[half..].iter().all(|&b| b == b'b'));
+}
+
+/// The payload of a chunked body (RFC 9112 §7.1), without extensions or trailers.
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = raw.windows(2).position(|w| w == b"\r\n").expect("a chunk-size line");
+        let size_text = String::from_utf8_lossy(&raw[..line_end]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = &raw[size + 2..];
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_connection_is_502_with_proxy_status() {
-    // A port that was just free: nothing listens there.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    use std::io::{Read, Write};
+    // The origin serves robots.txt on its one connection, and before it answers, stops
+    // listening and keeps the port bound without listening: every later connection, the
+    // forward's, is refused, and no other test can take the port meanwhile.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let origin = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let n = conn.read(&mut buf).unwrap();
+        drop(listener);
+        let refusing = tokio::net::TcpSocket::new_v4().unwrap();
+        // The accepted connection still uses the port: SO_REUSEADDR lets a socket that will
+        // never listen share it.
+        refusing.set_reuseaddr(true).unwrap();
+        refusing.bind(format!("127.0.0.1:{port}").parse().unwrap()).expect("port taken meanwhile");
+        let robots = "User-agent: *\nAllow: /\n";
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n",
+            robots.len()
+        );
+        conn.write_all(format!("{head}{robots}").as_bytes()).unwrap();
+        (String::from_utf8_lossy(&buf[..n]).into_owned(), refusing)
+    });
     let proxy = TestProxy::start().await;
     let resp = raw_get(proxy.addr, &format!("http://127.0.0.1:{port}/x"), "x", "").await;
-    // Either the robots fetch fails first (403: unreachable) or the forward does (502); with the
-    // robots fetch failing, the spec says disallow.
-    assert!(resp.status == 403 || resp.status == 502, "{resp:?}");
-    assert!(resp.headers.contains_key("proxy-status"));
+    let (robots_request, _refusing) = origin.join().unwrap();
+    assert!(robots_request.starts_with("GET /robots.txt "), "{robots_request}");
+    assert_eq!(resp.status, 502, "{resp:?}");
+    let status = &resp.headers["proxy-status"];
+    assert!(status.contains("error=connection_refused"), "{status}");
+    assert!(resp.body.contains("refused the connection"), "{}", resp.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -99,12 +99,31 @@ async fn an_idle_keep_alive_connection_is_closed() {
     let proxy =
         TestProxy::start_with(|c| c.proxy.header_read_timeout = Duration::from_millis(300)).await;
     let mut conn = TcpStream::connect(proxy.addr).await.unwrap();
+    // The connection is kept alive between requests: a second request, sent after the first
+    // answer and well within the idle limit, is answered on it ...
     let request = format!("GET {}/x HTTP/1.1\r\nHost: x\r\n\r\n", origin.base());
     conn.write_all(request.as_bytes()).await.unwrap();
+    let want = "hello from /x";
+    let mut first = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&first).contains(want) {
+        let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut chunk))
+            .await
+            .expect("the first answer")
+            .unwrap();
+        assert!(n > 0, "closed after one request: {}", String::from_utf8_lossy(&first));
+        first.extend_from_slice(&chunk[..n]);
+    }
+    let request = format!("GET {}/y HTTP/1.1\r\nHost: x\r\n\r\n", origin.base());
+    conn.write_all(request.as_bytes()).await.unwrap();
+    // ... and then, once idle, it is closed: not before the idle limit has passed.
+    let idle_from = std::time::Instant::now();
     let rest = until_closed(&mut conn).await.expect("closed once idle");
+    let idle = idle_from.elapsed();
     let resp = parse_response(&rest);
-    assert_eq!(resp.status, 200, "the request was answered first: {resp:?}");
-    assert_eq!(resp.body, "hello from /x");
+    assert_eq!(resp.status, 200, "the second request was answered first: {resp:?}");
+    assert_eq!(resp.body, "hello from /y");
+    assert!(idle >= Duration::from_millis(250), "closed {idle:?} after the last request");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

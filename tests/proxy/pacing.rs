@@ -156,13 +156,24 @@ async fn a_wait_beyond_max_wait_is_answered_at_once() {
             .send()
     };
     // Crawl-delay 0.2 s: the sixth request sent at once would wait 1 s + 0.2 s at least.
-    let answers =
-        futures_util::future::join_all((0..8).map(|n| get(if n == 0 { "/a" } else { "/b" }))).await;
-    let statuses: Vec<u16> =
-        answers.iter().map(|r| r.as_ref().unwrap().status().as_u16()).collect();
-    let refused: Vec<_> =
-        answers.into_iter().map(Result::unwrap).filter(|r| r.status() == 429).collect();
+    let timed = |n: usize| {
+        let sent = get(if n == 0 { "/a" } else { "/b" });
+        async move {
+            let t0 = Instant::now();
+            let resp = sent.await.unwrap();
+            (resp, t0.elapsed())
+        }
+    };
+    let answers = futures_util::future::join_all((0..8).map(timed)).await;
+    let statuses: Vec<u16> = answers.iter().map(|(r, _)| r.status().as_u16()).collect();
+    let refused: Vec<_> = answers.into_iter().filter(|(r, _)| r.status() == 429).collect();
     assert!(!refused.is_empty(), "{statuses:?}");
+    // "At once": a refused request is answered before max_wait (1 s) could have passed, let
+    // alone the 1.2 s it would have waited; it does not wait first and then refuse.
+    for (_, took) in &refused {
+        assert!(*took < Duration::from_secs(1), "a 429 came after {took:?}");
+    }
+    let refused: Vec<_> = refused.into_iter().map(|(r, _)| r).collect();
     let resp = refused.into_iter().next().unwrap();
     let retry_after: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
     assert!(retry_after >= 2, "a wait over 1 s rounds up to at least 2 s: {retry_after}");

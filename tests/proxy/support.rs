@@ -117,6 +117,14 @@ async fn serve_origin(
     if target == "/slow" {
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
+    if target == "/stream-echo" {
+        // Each piece of the request body goes back as soon as it arrives.
+        use futures_util::StreamExt;
+        let frames = http_body_util::BodyStream::new(req.into_body())
+            .take_while(|frame| std::future::ready(frame.is_ok()))
+            .filter_map(|frame| std::future::ready(frame.ok().map(Ok::<_, Infallible>)));
+        return Response::new(StreamBody::new(frames).boxed_unsync());
+    }
     if target == "/echo" {
         let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
         return Response::new(Full::new(body).boxed_unsync());

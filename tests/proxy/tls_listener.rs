@@ -100,7 +100,7 @@ fn curl_has_https_proxy() -> bool {
     let out = Command::new("curl").arg("--version").output();
     let has = out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("HTTPS-proxy"));
     if !has {
-        eprintln!("skipped: no curl with HTTPS-proxy support (curl --version, Features)");
+        crate::skip::missing("curl with HTTPS-proxy support", "apt-get install curl");
     }
     has
 }
@@ -227,9 +227,11 @@ async fn curl_proxy_http2_when_this_curl_has_it() {
     }
     let help = Command::new("curl").args(["--help", "all"]).output().unwrap();
     if !String::from_utf8_lossy(&help.stdout).contains("--proxy-http2") {
-        eprintln!(
-            "skipped: this curl has no --proxy-http2 (curl 8.1 and newer); HTTP/2 to the proxy \
-             is tested with hyper's client (http2_to_the_tls_listener_*)"
+        // Debian 12's curl is 7.88: this test cannot run there, CI included. It stays for
+        // newer curls; HTTP/2 to the proxy is tested with hyper's client meanwhile.
+        crate::skip::report(
+            "this curl has no --proxy-http2 (curl 8.1 and newer; Debian 12 has 7.88); HTTP/2 to \
+             the proxy is tested with hyper's client (http2_to_the_tls_listener_*)",
         );
         return;
     }
@@ -495,7 +497,7 @@ async fn a_missing_or_wrong_client_certificate_is_refused_when_required() {
 async fn python_requests_through_the_tls_listener() {
     let has_requests = Command::new("python3").args(["-c", "import requests"]).status();
     if !has_requests.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: python3 with the requests package is not available");
+        crate::skip::missing("python3 with requests", "apt-get install python3-requests");
         return;
     }
     let pki = Pki::new();

@@ -53,6 +53,10 @@ pub struct LimitsSection {
     /// A client that reads nothing of its response for this long is disconnected.
     #[serde(with = "humantime_serde")]
     pub client_write_timeout: Duration,
+    /// A client that sends nothing of its request body for this long has the request failed
+    /// and its connection closed (the origin connection is dropped).
+    #[serde(with = "humantime_serde")]
+    pub client_body_idle_timeout: Duration,
 }
 
 impl Default for LimitsSection {
@@ -64,6 +68,7 @@ impl Default for LimitsSection {
             max_header_bytes: ByteSize(64 * 1024),
             max_headers: 100,
             client_write_timeout: Duration::from_secs(60),
+            client_body_idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -103,6 +108,9 @@ impl LimitsSection {
         }
         if self.client_write_timeout.is_zero() {
             bad.push(("limits.client_write_timeout", "must be longer than zero".to_owned()));
+        }
+        if self.client_body_idle_timeout.is_zero() {
+            bad.push(("limits.client_body_idle_timeout", "must be longer than zero".to_owned()));
         }
         bad
     }

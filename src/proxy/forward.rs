@@ -38,7 +38,106 @@ use crate::metrics::Metrics;
 /// origins (HTTP/2 or HTTP/1.1 by ALPN).
 pub(crate) struct UpstreamClient {
     plain: super::pool::OriginPool,
-    tls: Client<SharedConnector<HttpsConnector<GuardedConnector>>, Incoming>,
+    tls: Client<SharedConnector<HttpsConnector<GuardedConnector>>, UpstreamBody>,
+}
+
+/// A client's request body on its way to the origin, failed when the client sends nothing of it
+/// for `limits.client_body_idle_timeout` ([`ClientBodyError::Idle`]): without that, a client
+/// that stops half-way through its `Content-Length` to an origin that has already answered
+/// would hold its connection slot and an origin connection forever.
+pub(crate) struct UpstreamBody {
+    inner: Incoming,
+    idle: IdleTimer,
+}
+
+/// Why a client's request body could not be forwarded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum ClientBodyError {
+    /// Reading the body from the client failed.
+    #[error("reading the request body from the client failed")]
+    Client(#[source] hyper::Error),
+    /// The client sent nothing more of the body for `limits.client_body_idle_timeout`.
+    #[error(
+        "the client sent nothing of the request body for {} (limits.client_body_idle_timeout)",
+        humantime::format_duration(*.0)
+    )]
+    Idle(Duration),
+}
+
+impl UpstreamBody {
+    pub(crate) fn new(inner: Incoming, timeout: Duration) -> Self {
+        UpstreamBody { inner, idle: IdleTimer::new(timeout) }
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = ClientBodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            this.idle.reset();
+            return Poll::Ready(frame.map(|f| f.map_err(ClientBodyError::Client)));
+        }
+        if this.idle.poll_expired(cx).is_pending() {
+            return Poll::Pending;
+        }
+        tracing::info!(
+            timeout = %humantime::format_duration(this.idle.timeout),
+            "the client stalled in its request body; the request is failed \
+             (limits.client_body_idle_timeout)"
+        );
+        Poll::Ready(Some(Err(ClientBodyError::Idle(this.idle.timeout))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The idle timer of a body being relayed: it runs only while the proxy waits for the sender,
+/// from the first moment it keeps the proxy waiting, and starts over whenever a frame comes.
+struct IdleTimer {
+    timeout: Duration,
+    /// Made the first time the sender keeps the proxy waiting, re-armed after.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Whether `timer` runs for the current wait.
+    waiting: bool,
+}
+
+impl IdleTimer {
+    fn new(timeout: Duration) -> Self {
+        IdleTimer { timeout, timer: None, waiting: false }
+    }
+
+    /// A frame came (or the body ended): the next wait starts afresh.
+    fn reset(&mut self) {
+        self.waiting = false;
+    }
+
+    /// Called while the sender keeps the proxy waiting: ready once it has for `timeout`.
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if !self.waiting {
+            timer.as_mut().reset(deadline);
+            self.waiting = true;
+        }
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.waiting = false;
+        Poll::Ready(())
+    }
 }
 
 impl UpstreamClient {
@@ -47,7 +146,7 @@ impl UpstreamClient {
     async fn request(
         &self,
         authority: &Authority,
-        mut req: Request<Incoming>,
+        mut req: Request<UpstreamBody>,
     ) -> Result<Response<Incoming>, Box<dyn std::error::Error + Send + Sync>> {
         if authority.scheme() == crate::authority::Scheme::Https {
             return Ok(self.tls.request(req).await?);
@@ -248,11 +347,33 @@ pub(crate) fn upstream_request(
     let version = req.version();
     *req.version_mut() = http::Version::HTTP_11;
     let headers = req.headers_mut();
+    if version == http::Version::HTTP_2 {
+        join_cookies(headers);
+    }
     strip_hop_by_hop(headers);
     headers.remove(token_header);
     headers.insert(header::HOST, host);
     via.add(headers, version);
     Ok(req)
+}
+
+/// RFC 9113 §8.2.3: an HTTP/2 client may split `cookie` into one field per pair, and "if there
+/// are multiple cookie header fields after decompression, these MUST be concatenated into a
+/// single octet string using the two-octet delimiter of 0x3b, 0x20 (the ASCII string "; ")
+/// before being passed into a non-HTTP/2 context, such as an HTTP/1.1 connection". Every
+/// origin connection is HTTP/1.1 for a request that came over HTTP/2 and goes to an `http`
+/// origin; for `https` origins hyper may speak HTTP/2, where one field is as good.
+fn join_cookies(headers: &mut HeaderMap) {
+    let mut values = headers.get_all(header::COOKIE).iter();
+    let (Some(first), Some(_)) = (values.next(), values.next()) else { return };
+    let mut joined = first.as_bytes().to_vec();
+    for value in headers.get_all(header::COOKIE).iter().skip(1) {
+        joined.extend_from_slice(b"; ");
+        joined.extend_from_slice(value.as_bytes());
+    }
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, value);
+    }
 }
 
 /// How long the origin may take: to the response head (`upstream.response_timeout`), and
@@ -261,6 +382,8 @@ pub(crate) fn upstream_request(
 pub(crate) struct Timeouts {
     pub(crate) response: Duration,
     pub(crate) body_idle: Duration,
+    /// `limits.client_body_idle_timeout`, for the client's request body.
+    pub(crate) client_body_idle: Duration,
 }
 
 /// Sends `req` upstream and turns failures into the proxy's own 502 / 504 answers. Records the
@@ -276,6 +399,7 @@ pub(crate) async fn send(
     // Cheap: a `Uri` clone shares its bytes. Only formatted when something fails.
     let target = req.uri().clone();
     let sent = std::time::Instant::now();
+    let req = req.map(|body| UpstreamBody::new(body, timeouts.client_body_idle));
     match tokio::time::timeout(timeouts.response, client.request(authority, req)).await {
         Ok(Ok(resp)) => received(resp, sent, via, metrics, target, timeouts.body_idle),
         Ok(Err(e)) => failed(&*e, &target, metrics),
@@ -294,13 +418,28 @@ fn received(
     body_idle: Duration,
 ) -> Response<ProxyBody> {
     metrics.upstream_round_trip(sent.elapsed());
+    if let Some(problem) = unforwardable(&resp) {
+        metrics.upstream_error("http_protocol_error");
+        tracing::warn!(url = %target, problem, "the origin's response cannot be forwarded");
+        return answer::text(
+            StatusCode::BAD_GATEWAY,
+            "http_protocol_error",
+            format!("502 Bad Gateway: {problem}\n\nURL: {target}\n"),
+        );
+    }
+    let mut resp = resp;
+    // RFC 9112 §6.3 ¶3: a message with both Transfer-Encoding and Content-Length is framed by
+    // the transfer coding (hyper read it so), and "an intermediary that chooses to forward the
+    // message MUST first remove the received Content-Length field". Left in, hyper's server
+    // would trust it and cut the body short.
+    if resp.headers().contains_key(header::TRANSFER_ENCODING) {
+        resp.headers_mut().remove(header::CONTENT_LENGTH);
+    }
     let version = resp.version();
     let mut resp = resp.map(|body| {
         let limited = IdleLimited {
             inner: body,
-            timeout: body_idle,
-            timer: None,
-            waiting: false,
+            idle: IdleTimer::new(body_idle),
             target,
             metrics: metrics.clone(),
         };
@@ -309,6 +448,38 @@ fn received(
     strip_hop_by_hop(resp.headers_mut());
     via.add(resp.headers_mut(), version);
     resp
+}
+
+/// Why an origin's response cannot be passed on as it is, if it cannot:
+///
+/// * a transfer coding other than `chunked`: hyper undoes only the chunked framing, and the
+///   `Transfer-Encoding` field is hop-by-hop, so a `gzip, chunked` body would reach the client
+///   still gzip-encoded with nothing saying so (RFC 9112 §6.1);
+/// * `101 Switching Protocols`: the proxy forwards no upgrade (`Upgrade` never leaves it), so an
+///   origin that switches anyway answered a request it was not sent.
+fn unforwardable(resp: &Response<Incoming>) -> Option<String> {
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        return Some(
+            "the origin switched protocols (101), but this proxy forwards no protocol upgrade"
+                .to_owned(),
+        );
+    }
+    let codings: Vec<String> = resp
+        .headers()
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("(not text)").split(','))
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty())
+        .collect();
+    if codings.iter().any(|c| c != "chunked") {
+        return Some(format!(
+            "the origin's response uses the transfer coding {:?}; this proxy decodes only \
+             chunked, and would pass the body on still encoded",
+            codings.join(", ")
+        ));
+    }
+    None
 }
 
 /// An origin's response body that fails with [`BodyError::Idle`] when the origin sends
@@ -320,11 +491,7 @@ fn received(
 /// proxy from asking for more, and that is `limits.client_write_timeout`'s business.
 struct IdleLimited {
     inner: Incoming,
-    timeout: Duration,
-    /// Made the first time the origin keeps the proxy waiting, re-armed after.
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// Whether `timer` runs for the current wait.
-    waiting: bool,
+    idle: IdleTimer,
     /// For the log line (a `Uri` clone shares its bytes).
     target: Uri,
     metrics: Arc<Metrics>,
@@ -340,27 +507,20 @@ impl Body for IdleLimited {
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
-            this.waiting = false;
+            this.idle.reset();
             return Poll::Ready(frame.map(|f| f.map_err(BodyError::Upstream)));
         }
-        let deadline = tokio::time::Instant::now() + this.timeout;
-        let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        if !this.waiting {
-            timer.as_mut().reset(deadline);
-            this.waiting = true;
-        }
-        if timer.as_mut().poll(cx).is_pending() {
+        if this.idle.poll_expired(cx).is_pending() {
             return Poll::Pending;
         }
-        this.waiting = false;
         this.metrics.upstream_error("connection_read_timeout");
         tracing::warn!(
             authority = %this.target.authority().map_or("", |a| a.as_str()),
             url = %this.target,
-            timeout = %humantime::format_duration(this.timeout),
+            timeout = %humantime::format_duration(this.idle.timeout),
             "the origin stalled in the response body; the response is cut off (upstream.body_idle_timeout)"
         );
-        Poll::Ready(Some(Err(BodyError::Idle(this.timeout))))
+        Poll::Ready(Some(Err(BodyError::Idle(this.idle.timeout))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -381,10 +541,12 @@ fn failed(
 ) -> Response<ProxyBody> {
     // safety: the destination guard refused the origin's address at connect time.
     if let Some(p) = crate::guard::find_prohibited(e) {
+        let host = target.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']');
+        let told = super::safety::client_reason(host, &p.to_string());
         let mut resp = answer::text(
             StatusCode::FORBIDDEN,
             "destination_ip_prohibited",
-            format!("403 Forbidden: {p}\n\nURL: {target}\n"),
+            format!("403 Forbidden: {told}\n\nURL: {target}\n"),
         );
         resp.extensions_mut().insert(p.clone());
         return resp;

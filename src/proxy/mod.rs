@@ -77,6 +77,8 @@ struct Shared {
     pacer: Arc<Pacer>,
     audit: AuditLog,
     client: forward::UpstreamClient,
+    /// `limits.client_body_idle_timeout`: a request body the client stops sending.
+    client_body_idle_timeout: Duration,
     clock: Arc<dyn Clock>,
     via: forward::Via,
     listen: String,
@@ -212,6 +214,7 @@ impl Proxy {
             fleet.clone(),
         ));
         let shared = Shared {
+            client_body_idle_timeout: config.limits.client_body_idle_timeout,
             live: ArcSwap::from_pointee(Live::new(config, &store)),
             metrics,
             store,

@@ -366,7 +366,11 @@ async fn forward(
         &shared.client,
         authority,
         upstream,
-        forward::Timeouts { response: live.response_timeout, body_idle: live.body_idle_timeout },
+        forward::Timeouts {
+            response: live.response_timeout,
+            body_idle: live.body_idle_timeout,
+            client_body_idle: shared.client_body_idle_timeout,
+        },
         &shared.via,
         &shared.metrics,
     )

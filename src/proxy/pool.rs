@@ -20,6 +20,7 @@ use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 
+use super::forward::UpstreamBody;
 use crate::authority::Authority;
 use crate::guard::GuardedConnector;
 
@@ -35,7 +36,7 @@ pub(crate) struct OriginPool {
 }
 
 struct IdleConnection {
-    sender: SendRequest<Incoming>,
+    sender: SendRequest<UpstreamBody>,
     since: Instant,
 }
 
@@ -69,7 +70,7 @@ impl OriginPool {
     pub(crate) async fn send(
         &self,
         authority: &Authority,
-        mut req: Request<Incoming>,
+        mut req: Request<UpstreamBody>,
     ) -> Result<Response<Incoming>, PoolError> {
         for _ in 0..CLOSED_RETRIES {
             let mut sender = match self.idle_connection(authority) {
@@ -101,7 +102,7 @@ impl OriginPool {
 
     /// An idle connection to `authority` that is ready for a request; closed ones are dropped
     /// on the way, ones still reading a response body are left for later.
-    fn idle_connection(&self, authority: &Authority) -> Option<SendRequest<Incoming>> {
+    fn idle_connection(&self, authority: &Authority) -> Option<SendRequest<UpstreamBody>> {
         let mut idle = self.lock();
         let list = idle.get_mut(authority)?;
         list.retain(|c| !c.sender.is_closed());
@@ -111,7 +112,7 @@ impl OriginPool {
 
     /// Returns a connection to the pool as soon as its response head is in: it is taken again
     /// only once the body has been read ([`SendRequest::is_ready`]).
-    fn put_back(&self, authority: &Authority, sender: SendRequest<Incoming>) {
+    fn put_back(&self, authority: &Authority, sender: SendRequest<UpstreamBody>) {
         if sender.is_closed() {
             return;
         }
@@ -127,7 +128,7 @@ impl OriginPool {
         list.push(IdleConnection { sender, since: Instant::now() });
     }
 
-    async fn connect(&self, authority: &Authority) -> Result<SendRequest<Incoming>, PoolError> {
+    async fn connect(&self, authority: &Authority) -> Result<SendRequest<UpstreamBody>, PoolError> {
         let uri: Uri = format!("http://{}/", authority.host_header())
             .parse()
             .map_err(|e: http::uri::InvalidUri| PoolError::Connect(e.into()))?;

@@ -213,17 +213,32 @@ pub(super) async fn prohibited(
     };
     let action = AuditAction::DestinationProhibited;
     let record = AuditRecord::new(action, shared.clock.now(), subject, Some(403), why.to_owned());
+    let told = client_reason(what.authority.host(), why);
     let answer = answer::text(
         StatusCode::FORBIDDEN,
         "destination_ip_prohibited",
         format!(
-            "403 Forbidden: {why}\n\nURL: {url}\n\nThis proxy does not connect to loopback, \
+            "403 Forbidden: {told}\n\nURL: {url}\n\nThis proxy does not connect to loopback, \
              private, link-local, shared (CGNAT), multicast, reserved or cloud metadata \
              addresses, nor to itself. An administrator can re-open ranges with \
              access.allow_destinations.\n"
         ),
     );
     shared.refuse(record, what.authority.scheme(), answer).await
+}
+
+/// What a client is told of a prohibited destination. A client that named an IP address is told
+/// why that address is refused. A client that named a host is not told the address the host
+/// resolves to here: with split-horizon DNS that would let anyone map internal names through
+/// the proxy. The full reason, address included, goes to the audit record and the log.
+pub(super) fn client_reason(host: &str, why: &str) -> String {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return why.to_owned();
+    }
+    format!(
+        "{host} resolves to an address this proxy does not connect to (the address is in the \
+         proxy's audit log, not told to clients); see access.allow_destinations"
+    )
 }
 
 /// [`prohibited`] for a request about to be decided.

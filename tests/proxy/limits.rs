@@ -250,3 +250,49 @@ async fn concurrent_robots_txt_fetches_are_capped() {
     }
     assert_eq!(most.load(Ordering::SeqCst), 1, "one robots.txt fetch at a time");
 }
+
+/// A client that sends part of its request body and then nothing, to an origin that answers
+/// without reading it, gets its response, and then its connection closed once the body has been
+/// idle for `limits.client_body_idle_timeout`: it holds no slot, and no origin connection, for
+/// ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_body_the_client_stops_sending_is_failed_when_idle() {
+    // An origin that answers at once without reading the body, then keeps reading whatever
+    // comes and never closes (as many do for 401s, 413s and redirects).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let n = conn.read(&mut buf).await.unwrap_or(0);
+                let robots = String::from_utf8_lossy(&buf[..n]).starts_with("GET /robots.txt");
+                let answer = if robots {
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{RULES}", RULES.len())
+                } else {
+                    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned()
+                };
+                let _ = conn.write_all(answer.as_bytes()).await;
+                while conn.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+            });
+        }
+    });
+    let proxy = TestProxy::start_with(|c| {
+        c.limits.client_body_idle_timeout = Duration::from_millis(300);
+        c.limits.max_connections = 1;
+    })
+    .await;
+    let mut conn = TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!("POST {base}/up HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&[b'x'; 10]).await.unwrap();
+    let stalled = std::time::Instant::now();
+    let rest = until_closed(&mut conn).await.expect("the stalled upload's connection is closed");
+    let took = stalled.elapsed();
+    assert!(took >= Duration::from_millis(250), "closed before the idle limit: {took:?}");
+    let resp = parse_response(&rest);
+    assert_eq!(resp.status, 200, "the origin's early answer was forwarded: {resp:?}");
+    // The one connection slot is free again: the next client is served.
+    let next = raw_get(proxy.addr, &format!("{base}/next"), "x", "").await;
+    assert_eq!(next.status, 200, "{next:?}");
+}

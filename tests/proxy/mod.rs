@@ -13,6 +13,7 @@ mod guard;
 mod https;
 mod limits;
 mod nginx;
+mod origin_framing;
 mod pacing;
 mod pool;
 mod readings_model;

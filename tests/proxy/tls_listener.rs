@@ -281,6 +281,34 @@ async fn tls_to(
     tokio::time::timeout(WAIT, connector.connect(name, tcp)).await.expect("TLS handshake hung")
 }
 
+/// RFC 9113 §8.2.3: an HTTP/2 client's `cookie` fields, one per pair, reach an HTTP/1.1 origin
+/// as one field joined with "; ".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_to_the_tls_listener_joins_split_cookies_for_http1_origins() {
+    let pki = Pki::new();
+    let plain = Origin::start(ROBOTS).await;
+    let origin = TlsOrigin::start(ROBOTS).await;
+    let https = HttpsProxy::start(&origin.ca, &[origin.port()], |c| pki.configure(c, None)).await;
+    let tls = tls_to(https.proxy.tls_addr.unwrap(), &pki, &[b"h2"], None).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(format!("{}/cookies", plain.base()))
+        .header("cookie", "a=1")
+        .header("cookie", "b=2")
+        .header("cookie", "c=3")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    tokio::time::timeout(WAIT, send.ready()).await.unwrap().unwrap();
+    let resp = tokio::time::timeout(WAIT, send.send_request(req)).await.unwrap().unwrap();
+    assert_eq!(resp.status(), 200);
+    let seen = plain.seen().into_iter().find(|s| s.target == "/cookies").unwrap();
+    let cookies: Vec<_> = seen.headers.get_all("cookie").iter().collect();
+    assert_eq!(cookies, ["a=1; b=2; c=3"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_to_the_tls_listener_serves_requests_and_connect_streams() {
     let pki = Pki::new();

@@ -8,7 +8,9 @@
 //! segments; the first must be a prefix of the path, each following one is placed at its
 //! leftmost occurrence after the previous, and an anchored last segment must end the path.
 //! Leftmost placement is always safe for `*`-only globs, so there is no backtracking and no
-//! pathological blow-up (`/*a*a*a*a*b` against a long path costs one scan per segment).
+//! pathological blow-up (`/*a*a*a*a*b` against a long path costs one scan per segment), and each
+//! segment is found by a linear search (`memchr::memmem`), so a long segment against a long path
+//! of near-matches costs one pass too, not their lengths multiplied.
 
 /// The parts of a pattern that matching needs, computed once when the file is compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +65,8 @@ pub(crate) fn matches_rest(rest: &[u8], anchored: bool, path: &[u8]) -> bool {
     true
 }
 
-/// Leftmost occurrence of `needle` (non-empty) in `haystack`.
+/// Leftmost occurrence of `needle` (non-empty) in `haystack`: linear in both lengths (two-way
+/// search), so a long segment against a long path of near-matches is not quadratic.
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.len() > haystack.len() {
         return None;
@@ -71,17 +74,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.len() == 1 {
         return memchr::memchr(needle[0], haystack);
     }
-    let first = needle[0];
-    let last_start = haystack.len() - needle.len();
-    let mut from = 0;
-    while from <= last_start {
-        let at = from + memchr::memchr(first, &haystack[from..=last_start])?;
-        if &haystack[at..at + needle.len()] == needle {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
+    memchr::memmem::find(haystack, needle)
 }
 
 #[cfg(test)]

@@ -220,8 +220,12 @@ impl Policy {
                                 return token.clone();
                             }
                         }
+                        // From the header's bytes, whatever they are: a byte outside ASCII
+                        // (Latin-1 `caf\xE9`) cannot be part of a product token (RFC 9309
+                        // §2.2.1: letters, `_` and `-`), so it only ends the word it is in;
+                        // the token is found in the ASCII rest as for any other value.
                         let token = self.user_agents.get_with_by_ref(v, || {
-                            v.to_str().ok().and_then(ProductToken::from_user_agent)
+                            ProductToken::from_user_agent(&String::from_utf8_lossy(v.as_bytes()))
                         });
                         if let Some(recent) = recent.as_deref_mut() {
                             recent.last = Some((v.clone(), token.clone()));
@@ -435,7 +439,7 @@ impl PolicyDecision {
         url: &str,
         domain: &str,
         path: &str,
-        user_agent: Option<&str>,
+        user_agent: Option<&[u8]>,
         token: Option<&ProductToken>,
         status_code: Option<u16>,
     ) -> AuditRecord {

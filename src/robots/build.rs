@@ -64,7 +64,7 @@ impl Builder {
                     if line.field == Field::Allow { RuleKind::Allow } else { RuleKind::Disallow };
                 let mut scratch = std::mem::take(&mut self.scratch);
                 scratch.clear();
-                normalize::normalize_pattern_into(line.value, &mut scratch);
+                let priority = normalize::normalize_pattern_into(line.value, &mut scratch) as u32;
                 // ASCII by construction (see `normalize`).
                 let pattern = std::str::from_utf8(&scratch).unwrap_or_default();
                 if kind == RuleKind::Allow {
@@ -72,11 +72,11 @@ impl Builder {
                     if let Some(slash) = pattern.rfind('/') {
                         if pattern[slash..].starts_with("/index.htm") {
                             let dir = format!("{}$", &pattern[..=slash]);
-                            self.push_rule(kind, &dir, line.number);
+                            self.push_rule(kind, &dir, line.number, dir.len() as u32);
                         }
                     }
                 }
-                self.push_rule(kind, pattern, line.number);
+                self.push_rule(kind, pattern, line.number, priority);
                 self.scratch = scratch;
             }
             Field::CrawlDelay => {
@@ -108,10 +108,10 @@ impl Builder {
         }
     }
 
-    fn push_rule(&mut self, kind: RuleKind, pattern: &str, line: u32) {
+    fn push_rule(&mut self, kind: RuleKind, pattern: &str, line: u32, priority: u32) {
         let group = self.groups.len() as u32 - 1;
         let shape = PatternShape::of(pattern.as_bytes());
-        self.rules.push(Rule { kind, pattern: pattern.into(), line, group, shape });
+        self.rules.push(Rule { kind, pattern: pattern.into(), line, group, shape, priority });
         if let Some(g) = self.groups.last_mut() {
             g.rules.end = self.rules.len() as u32;
         }
@@ -127,8 +127,10 @@ impl Builder {
                 .iter()
                 .zip(decoded)
                 .map(|(r, d)| match d {
+                    // Shorter by two octets per escape decoded, as if written decoded.
                     Some(p) => Rule {
                         shape: PatternShape::of(p.as_bytes()),
+                        priority: r.priority - (r.pattern.len() - p.len()) as u32,
                         pattern: p.into(),
                         ..r.clone()
                     },

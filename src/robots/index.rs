@@ -215,7 +215,7 @@ impl PrefixIndex {
         let need = rest.iter().filter(|&&b| b != b'*').fold(0, |m, &b| m | byte_bit(b));
         Entry {
             rule: id,
-            len: pattern.len() as u32,
+            len: rule.priority,
             line: rule.line,
             segs: Span { start: segs_start, len: self.segs.len() as u32 - segs_start },
             allow: rule.kind == RuleKind::Allow,
@@ -464,5 +464,5 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
         return (0..=last_start)
             .find(|&i| haystack[i] == first && same(&haystack[i + 1..i + needle.len()], tail));
     }
-    memchr::memmem::find(haystack, needle)
+    super::pattern::find(haystack, needle)
 }

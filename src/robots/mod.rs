@@ -76,6 +76,9 @@ pub struct Rule {
     line: u32,
     group: u32,
     shape: PatternShape,
+    /// The pattern's length in octets, its priority: the canonical form with a middle `$`
+    /// counted as written, one octet (see [`normalize::normalize_pattern_into`]).
+    priority: u32,
 }
 
 impl Rule {
@@ -430,7 +433,7 @@ impl RobotsTxt {
             .filter(|rule| pattern::matches(rule.pattern.as_bytes(), rule.shape, path.as_bytes()))
             .collect();
         out.sort_by_key(|r| {
-            (std::cmp::Reverse(r.pattern.len()), r.kind != RuleKind::Allow, r.line)
+            (std::cmp::Reverse(r.priority), r.kind != RuleKind::Allow, r.line)
         });
         out
     }

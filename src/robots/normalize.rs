@@ -211,11 +211,15 @@ pub fn normalize_pattern(input: &[u8]) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// [`normalize_pattern`] appending to `out`, so that a parser can reuse one buffer.
-pub fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) {
+/// [`normalize_pattern`] appending to `out`, so that a parser can reuse one buffer. Returns the
+/// pattern's priority length: its canonical length with each middle `$` counted as the one
+/// octet it was written as, not as the `%24` it becomes (Google measures the pattern as
+/// written, so `Allow: /p$q` weighs 4 octets and loses to `Disallow: /p*q*`).
+pub fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) -> usize {
     let start = out.len();
     normalize_into(input, out);
     let pattern = &out[start..];
+    let written_len = pattern.len();
     let body_len = pattern.len() - usize::from(pattern.last() == Some(&b'$'));
     if memchr::memchr(b'$', &pattern[..body_len]).is_some() {
         let mut rewritten = Vec::with_capacity(pattern.len() + 4);
@@ -230,6 +234,7 @@ pub fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) {
         out.truncate(start);
         out.extend_from_slice(&rewritten);
     }
+    written_len
 }
 
 fn normalize_with(input: &[u8], out: &mut Vec<u8>, encode_operators: bool) {

@@ -67,15 +67,33 @@ pub(crate) fn matches_rest(rest: &[u8], anchored: bool, path: &[u8]) -> bool {
 
 /// Leftmost occurrence of `needle` (non-empty) in `haystack`: linear in both lengths (two-way
 /// search), so a long segment against a long path of near-matches is not quadratic.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.len() > haystack.len() {
         return None;
     }
     if needle.len() == 1 {
         return memchr::memchr(needle[0], haystack);
     }
-    memchr::memmem::find(haystack, needle)
+    if needle.len() <= TAIL {
+        return memchr::memmem::find(haystack, needle);
+    }
+    // `memmem`'s vectorised prefilter looks for two rare bytes among the needle's first 256
+    // only; a long needle that starts with a run of one byte (`aaaa…ab`) gets no usable pair
+    // and is searched by the scalar two-way loop, about one step per byte of the path. Its
+    // last `TAIL` bytes are searched first, where the rare bytes usually are: every occurrence
+    // of the needle holds one of its tail `len - TAIL` bytes later, so no occurrence of the tail
+    // there means no occurrence at all. The first tail found is checked in full; if that fails,
+    // the plain search takes over from there, so the worst case stays linear.
+    let lead = needle.len() - TAIL;
+    let at = memchr::memmem::find(&haystack[lead..], &needle[lead..])?;
+    if haystack[at..at + needle.len()] == *needle {
+        return Some(at);
+    }
+    memchr::memmem::find(&haystack[at + 1..], needle).map(|i| at + 1 + i)
 }
+
+/// How many of a long needle's last bytes [`find`] searches first.
+const TAIL: usize = 255;
 
 #[cfg(test)]
 mod tests {
@@ -149,6 +167,24 @@ mod tests {
         assert!(m("/*x$", "/xx"));
         assert!(!m("/*xy$", "/xy/"));
         assert!(m("/*xy$", "/xyxy"));
+    }
+
+    /// Long needles go through the tail-first search: it must find what a naive scan finds.
+    #[test]
+    fn long_needles_are_found_as_a_naive_scan_finds_them() {
+        let naive = |h: &[u8], n: &[u8]| h.windows(n.len()).position(|w| w == n);
+        let needle = [vec![b'a'; 300], b"b".to_vec()].concat();
+        let cases = [
+            [b"b".to_vec(), vec![b'a'; 1000]].concat(),
+            [vec![b'a'; 1000], b"b".to_vec()].concat(),
+            // The tail (255 `a`s and `b`) first occurs where the whole needle does not fit.
+            [b"c".to_vec(), vec![b'a'; 299], b"b".to_vec(), vec![b'a'; 301], b"b".to_vec()].concat(),
+            [vec![b'a'; 150], b"c".to_vec(), vec![b'a'; 150], b"b".to_vec()].concat(),
+            [vec![b'a'; 299], b"b".to_vec(), vec![b'a'; 300], b"bzz".to_vec()].concat(),
+        ];
+        for h in &cases {
+            assert_eq!(find(h, &needle), naive(h, &needle), "{}", String::from_utf8_lossy(h));
+        }
     }
 
     #[test]

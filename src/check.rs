@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::policy::{Reading, Readings};
+use crate::policy::{decide_reading, Reading, Readings};
 use crate::robots::usage::UsagePreferences;
 use crate::robots::usage::{Category, Preference};
 use crate::robots::{ProductToken, Reason, RobotsTxt, Verdict};
@@ -150,11 +150,13 @@ pub fn check_urls_as(
     }
     for (url, path) in urls.iter().zip(&paths) {
         let readings = if as_proxy {
-            Readings::of(path).iter().map(|(r, p)| (r, p.to_owned())).collect()
+            let decoded = robots.has_decoded_patterns();
+            Readings::of(path).to_decide(decoded).map(|(r, p)| (r, p.to_owned())).collect()
         } else {
             vec![(Reading::AsSent, path.clone())]
         };
-        let decisions: Vec<_> = readings.iter().map(|(_, p)| robots.decide(agent, p)).collect();
+        let decisions: Vec<_> =
+            readings.iter().map(|&(r, ref p)| decide_reading(robots, agent, r, p)).collect();
         // The path as written decides, unless it is allowed and another reading is not.
         let deciding = decisions.iter().position(|d| !d.is_allowed()).unwrap_or(0);
         let d = &decisions[deciding];

@@ -220,8 +220,12 @@ impl Policy {
                                 return token.clone();
                             }
                         }
+                        // From the header's bytes, whatever they are: a byte outside ASCII
+                        // (Latin-1 `caf\xE9`) cannot be part of a product token (RFC 9309
+                        // §2.2.1: letters, `_` and `-`), so it only ends the word it is in;
+                        // the token is found in the ASCII rest as for any other value.
                         let token = self.user_agents.get_with_by_ref(v, || {
-                            v.to_str().ok().and_then(ProductToken::from_user_agent)
+                            ProductToken::from_user_agent(&String::from_utf8_lossy(v.as_bytes()))
                         });
                         if let Some(recent) = recent.as_deref_mut() {
                             recent.last = Some((v.clone(), token.clone()));
@@ -261,7 +265,8 @@ impl Policy {
         token: Option<&ProductToken>,
         readings: &Readings,
     ) -> bool {
-        readings.iter().all(|(_, path)| path_allowed(snapshot, token, path))
+        let decoded = has_decoded_patterns(&snapshot.rules);
+        readings.to_decide(decoded).all(|(reading, path)| path_allowed(snapshot, token, reading, path))
     }
 
     /// Decides whether `token` may fetch the request whose path reads as `readings`: the most
@@ -274,20 +279,21 @@ impl Policy {
         readings: &Readings,
         now: SystemTime,
     ) -> PolicyDecision {
+        let decoded = has_decoded_patterns(&snapshot.rules);
         let refusing = readings
-            .iter()
+            .to_decide(decoded)
             .skip(1)
-            .find(|(_, path)| !path_allowed(snapshot, token, path))
-            .filter(|_| path_allowed(snapshot, token, readings.as_sent()));
+            .find(|&(reading, path)| !path_allowed(snapshot, token, reading, path))
+            .filter(|_| path_allowed(snapshot, token, Reading::AsSent, readings.as_sent()));
         match refusing {
             Some((reading, path)) => {
-                let mut d = self.decide_path(snapshot, token, path, now);
+                let mut d = self.decide_path(snapshot, token, reading, path, now);
                 d.reason =
                     format!("{} (the path read as {path}: {})", d.reason, reading.description());
                 d.reading = reading;
                 d
             }
-            None => self.decide_path(snapshot, token, readings.as_sent(), now),
+            None => self.decide_path(snapshot, token, Reading::AsSent, readings.as_sent(), now),
         }
     }
 
@@ -327,9 +333,9 @@ impl Policy {
         now: SystemTime,
     ) -> Vec<PolicyDecision> {
         readings
-            .iter()
+            .to_decide(has_decoded_patterns(&snapshot.rules))
             .map(|(reading, path)| {
-                let mut d = self.decide_path(snapshot, token, path, now);
+                let mut d = self.decide_path(snapshot, token, reading, path, now);
                 d.reading = reading;
                 d
             })
@@ -341,6 +347,7 @@ impl Policy {
         &self,
         snapshot: &RobotsSnapshot,
         token: Option<&ProductToken>,
+        reading: Reading,
         path: &str,
         now: SystemTime,
     ) -> PolicyDecision {
@@ -362,7 +369,7 @@ impl Policy {
         }
         match &snapshot.rules {
             RobotsRules::Parsed(robots) => {
-                let decision = robots.decide(token, path);
+                let decision = decide_reading(robots, token, reading, path);
                 d.verdict = decision.verdict();
                 d.group = decision
                     .user_agent_line()
@@ -401,8 +408,37 @@ impl Policy {
 }
 
 /// Whether one reading, `path`, may be fetched given what the cache knows.
-fn path_allowed(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, path: &str) -> bool {
-    snapshot.rules.allows(token, path)
+fn path_allowed(
+    snapshot: &RobotsSnapshot,
+    token: Option<&ProductToken>,
+    reading: Reading,
+    path: &str,
+) -> bool {
+    match &snapshot.rules {
+        RobotsRules::Parsed(robots) if reading != Reading::AsSent => {
+            decide_reading(robots, token, reading, path).is_allowed()
+        }
+        rules => rules.allows(token, path),
+    }
+}
+
+/// Whether the rules have patterns that read differently decoded (see [`Readings::to_decide`]).
+fn has_decoded_patterns(rules: &RobotsRules) -> bool {
+    matches!(rules, RobotsRules::Parsed(robots) if robots.has_decoded_patterns())
+}
+
+/// The engine's decision on one reading: the path as sent against the patterns as written
+/// (Google's reading), every other reading against the patterns read decoded too.
+pub fn decide_reading<'r>(
+    robots: &'r crate::robots::RobotsTxt,
+    token: Option<&ProductToken>,
+    reading: Reading,
+    path: &str,
+) -> crate::robots::Decision<'r> {
+    match reading {
+        Reading::AsSent => robots.decide(token, path),
+        _ => robots.decide_decoded(token, path),
+    }
 }
 
 fn state_word(state: RobotsState) -> &'static str {
@@ -445,7 +481,7 @@ impl PolicyDecision {
         url: &str,
         domain: &str,
         path: &str,
-        user_agent: Option<&str>,
+        user_agent: Option<&[u8]>,
         token: Option<&ProductToken>,
         status_code: Option<u16>,
     ) -> AuditRecord {

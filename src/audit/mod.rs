@@ -202,8 +202,9 @@ pub struct AuditSubject<'a> {
     pub domain: &'a str,
     /// The path and query as sent.
     pub path: &'a str,
-    /// The User-Agent header.
-    pub user_agent: Option<&'a str>,
+    /// The User-Agent header's bytes, as received (escaped in the record by
+    /// [`escape_header_value`]).
+    pub user_agent: Option<&'a [u8]>,
     /// The product token the request was decided for.
     pub token: Option<&'a str>,
     /// The authority's robots.txt URL.
@@ -234,7 +235,7 @@ impl AuditRecord {
             url: subject.url.to_owned(),
             domain: subject.domain.to_owned(),
             path: subject.path.to_owned(),
-            user_agent: subject.user_agent.map(str::to_owned),
+            user_agent: subject.user_agent.map(escape_header_value),
             product_token: subject.token.map(str::to_owned),
             rule: None,
             line: None,
@@ -320,6 +321,28 @@ fn host_of(authority: &str) -> &str {
         return rest.find(']').map_or(rest, |end| &rest[..=end]);
     }
     rest.rsplit_once(':').map_or(rest, |(host, _)| host)
+}
+
+/// A header value's bytes as record text (`user_agent.original`): visible ASCII, space and tab
+/// as they are; a backslash as `\\`; every other byte (controls, and obs-text ≥ 0x80 such as a
+/// Latin-1 `\xE9`) as `\xHH` with upper-case hex. The escape is unambiguous and reversible, so
+/// a value with bytes that are not text keeps all of them, and a value in plain ASCII without a
+/// backslash is unchanged.
+pub fn escape_header_value(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'\t' | b' '..=b'~' => out.push(char::from(b)),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                out.push_str("\\x");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 15)]));
+            }
+        }
+    }
+    out
 }
 
 /// `at` as RFC 3339 UTC with milliseconds (`2026-11-22T04:33:16.123Z`), for `@timestamp`.
@@ -571,6 +594,15 @@ use writer::Writer;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn header_values_are_escaped_reversibly() {
+        use super::escape_header_value as e;
+        assert_eq!(e(b"ExampleBot/1.0 (+https://x.example)"), "ExampleBot/1.0 (+https://x.example)");
+        assert_eq!(e(b"ExampleBot/1.0 caf\xe9"), "ExampleBot/1.0 caf\\xE9");
+        assert_eq!(e("é".as_bytes()), "\\xC3\\xA9");
+        assert_eq!(e(b"a\\b\tc\x7f\x00"), "a\\\\b\tc\\x7F\\x00");
+    }
+
     use super::*;
 
     #[test]

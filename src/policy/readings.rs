@@ -129,6 +129,17 @@ impl Readings {
         std::iter::once((Reading::AsSent, self.as_sent.as_str()))
             .chain(self.others.iter().map(|(r, p)| (*r, p.as_str())))
     }
+
+    /// What is decided: every reading ([`Readings::iter`]), where each reading but the path as
+    /// sent is matched against the patterns read decoded too
+    /// (`crate::robots::RobotsTxt::decide_decoded`). When the robots.txt has such patterns
+    /// (`decoded_patterns`) and the decoded reading is the path as sent (`/wiki/Special:Random`
+    /// has nothing to decode), that reading is added: the same text, held against other
+    /// patterns.
+    pub fn to_decide(&self, decoded_patterns: bool) -> impl Iterator<Item = (Reading, &str)> + '_ {
+        let add = decoded_patterns && self.others.iter().all(|(r, _)| *r != Reading::Decoded);
+        self.iter().chain(add.then_some((Reading::Decoded, self.as_sent.as_str())))
+    }
 }
 
 /// The path and query as forwarded: a fragment dropped, an empty path made `/`.

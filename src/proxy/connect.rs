@@ -178,7 +178,7 @@ async fn refuse_prohibited(
         method: "CONNECT",
         authority,
         path: TUNNEL_PATH,
-        user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
+        user_agent: req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes()),
         token,
     };
     safety::prohibited(shared, what, why).await
@@ -201,7 +201,7 @@ fn connect_record(
         url: &url,
         domain: &url,
         path: TUNNEL_PATH,
-        user_agent: req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()),
+        user_agent: req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes()),
         token: token.map(ProductToken::as_str),
         robots_url: &authority.robots_url(),
     };
@@ -225,7 +225,7 @@ fn tunnel_record(
 ) -> AuditRecord {
     let allowed = refused.is_none();
     let url = authority.to_string();
-    let user_agent = req.headers().get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let user_agent = req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes());
     let status = if allowed { 200 } else { 403 };
     let mut record = decision.audit_record(
         shared.clock.now(),

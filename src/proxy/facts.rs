@@ -91,9 +91,9 @@ impl Facts {
         format!("{}{}", self.authority, self.path())
     }
 
-    /// The `User-Agent` header, when it is text.
-    pub(super) fn user_agent(&self) -> Option<&str> {
-        self.user_agent.as_ref().and_then(|v| v.to_str().ok())
+    /// The `User-Agent` header's bytes, whatever they are (the audit record escapes them).
+    pub(super) fn user_agent(&self) -> Option<&[u8]> {
+        self.user_agent.as_ref().map(|v| v.as_bytes())
     }
 
     /// The token, borrowed.

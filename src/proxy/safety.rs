@@ -185,7 +185,8 @@ pub(super) struct Refused<'a> {
     pub(super) authority: &'a Authority,
     /// The path and query (`(not visible in a tunnel)` for CONNECT).
     pub(super) path: &'a str,
-    pub(super) user_agent: Option<&'a str>,
+    /// The `User-Agent` header's bytes.
+    pub(super) user_agent: Option<&'a [u8]>,
     pub(super) token: Option<&'a ProductToken>,
 }
 

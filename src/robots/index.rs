@@ -215,7 +215,7 @@ impl PrefixIndex {
         let need = rest.iter().filter(|&&b| b != b'*').fold(0, |m, &b| m | byte_bit(b));
         Entry {
             rule: id,
-            len: pattern.len() as u32,
+            len: rule.priority,
             line: rule.line,
             segs: Span { start: segs_start, len: self.segs.len() as u32 - segs_start },
             allow: rule.kind == RuleKind::Allow,
@@ -238,6 +238,10 @@ impl PrefixIndex {
         }
         if e.need & !filter.bits() != 0 {
             return false;
+        }
+        if (!init.is_empty() || !e.anchored) && !filter.charge(path.len()) {
+            // Out of budget (see `MATCH_BUDGET`): the safe side, without searching.
+            return !e.allow;
         }
         // Each segment at its leftmost place after the previous one: always safe for `*`-only
         // globs (see `pattern`), so no backtracking.
@@ -307,7 +311,7 @@ impl PrefixIndex {
         let mut chain = [(0u32, 0u32); CHAIN];
         let mut len = 0usize;
         let mut best: Option<&Entry> = None;
-        let mut filter = PathFilter { path, bits: None };
+        let mut filter = PathFilter { path, bits: None, budget: MATCH_BUDGET };
         let mut node_id = 0u32;
         let mut depth = 0usize;
         loop {
@@ -365,9 +369,37 @@ fn byte_bit(b: u8) -> u64 {
 struct PathFilter<'p> {
     path: &'p [u8],
     bits: Option<u64>,
+    /// What is left of [`MATCH_BUDGET`] for this walk.
+    budget: usize,
 }
 
+/// How many path bytes one decision may search for wildcard segments. Each search is linear,
+/// so one rule costs at most about twice the length of the path after its prefix; that length
+/// is charged per rule tried. A hostile file of tens of thousands of wildcard rules, each of
+/// which the path passes the byte filter for, against a 64 KiB URL, would otherwise cost
+/// gigabytes of searching. 4 MiB is 64 rules against a 64 KiB path, and more than any real
+/// file needs: the corpus's decisions search a few hundred bytes.
+///
+/// Once it is spent, the rules still to be tried are judged without searching, on the safe
+/// side: a disallow counts as matching and an allow as not. The verdict can then only be more
+/// restrictive than the exact one, never less.
+const MATCH_BUDGET: usize = 4 << 20;
+
 impl PathFilter<'_> {
+    /// Charges the search of `len` path bytes; false once the budget cannot pay it.
+    fn charge(&mut self, len: usize) -> bool {
+        match self.budget.checked_sub(len) {
+            Some(left) => {
+                self.budget = left;
+                true
+            }
+            None => {
+                self.budget = 0;
+                false
+            }
+        }
+    }
+
     fn bits(&mut self) -> u64 {
         let path = self.path;
         *self.bits.get_or_insert_with(|| path.iter().fold(0, |m, &b| m | byte_bit(b)))
@@ -414,25 +446,23 @@ fn starts_with(s: &[u8], prefix: &[u8]) -> bool {
     s.len() >= prefix.len() && same(&s[..prefix.len()], prefix)
 }
 
-/// Leftmost occurrence of `needle` (non-empty) in `haystack`. Paths are short, so a plain scan
-/// on the first byte beats setting up a vectorised search; long haystacks use `memchr`.
+/// Below this haystack length a plain scan on the needle's first byte beats setting up
+/// `memmem`'s searcher. Its worst case is bounded by the length itself (at most 64 × 64 byte
+/// comparisons), so a hostile pattern cannot make it quadratic in anything that grows.
+const SHORT_HAYSTACK: usize = 64;
+
+/// Leftmost occurrence of `needle` (non-empty) in `haystack`: linear in both lengths (`memmem`
+/// is a two-way search with a SIMD prefilter), so a long `*` segment against a long path of
+/// near-matches costs one pass, not one comparison of the segment per byte of the path.
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     let (&first, tail) = needle.split_first()?;
     if needle.len() > haystack.len() {
         return None;
     }
-    let last_start = haystack.len() - needle.len();
-    if haystack.len() < 64 {
+    if haystack.len() < SHORT_HAYSTACK {
+        let last_start = haystack.len() - needle.len();
         return (0..=last_start)
             .find(|&i| haystack[i] == first && same(&haystack[i + 1..i + needle.len()], tail));
     }
-    let mut from = 0;
-    while from <= last_start {
-        let at = from + memchr::memchr(first, &haystack[from..=last_start])?;
-        if same(&haystack[at + 1..at + needle.len()], tail) {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
+    super::pattern::find(haystack, needle)
 }

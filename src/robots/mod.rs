@@ -15,6 +15,7 @@
 //! assert!(robots.decide(Some(&bot), "/private/ok").is_allowed());
 //! ```
 
+mod build;
 mod index;
 pub mod normalize;
 mod parse;
@@ -23,7 +24,6 @@ mod token;
 pub mod usage;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::time::Duration;
@@ -31,8 +31,8 @@ use std::time::Duration;
 pub use parse::MAX_LINE_BYTES;
 pub use token::{InvalidToken, ProductToken};
 
+use build::Builder;
 use index::PrefixIndex;
-use parse::{AgentName, Field};
 use pattern::PatternShape;
 
 /// The least a crawler must parse (RFC 9309 §2.5: "at least 500 kibibytes"). Limits below this
@@ -42,6 +42,9 @@ pub const MIN_SIZE_LIMIT: usize = 500 * 1024;
 /// A parsed and compiled robots.txt. Immutable; share it through `Arc`.
 pub struct RobotsTxt {
     rules: Vec<Rule>,
+    /// The rules with their patterns read decoded ([`normalize::decode_pattern`]), index for
+    /// index; empty when no pattern changes that way (most files).
+    decoded_rules: Vec<Rule>,
     groups: Vec<Group>,
     rule_sets: Vec<RuleSet>,
     /// (lookup key, lower-cased product token) → index into `rule_sets`, sorted by key then
@@ -73,6 +76,9 @@ pub struct Rule {
     line: u32,
     group: u32,
     shape: PatternShape,
+    /// The pattern's length in octets, its priority: the canonical form with a middle `$`
+    /// counted as written, one octet (see [`normalize::normalize_pattern_into`]).
+    priority: u32,
 }
 
 impl Rule {
@@ -195,6 +201,8 @@ impl Sitemap {
 struct RuleSet {
     groups: Vec<u32>,
     index: PrefixIndex,
+    /// The index over the decoded patterns, when one of the set's patterns changes decoded.
+    decoded: Option<PrefixIndex>,
     allow_rules: usize,
     disallows_root: bool,
 }
@@ -343,6 +351,31 @@ impl RobotsTxt {
     /// matched as written, octet for octet like Google: `//a` does not start with `/a`, and
     /// dot-segments are not resolved. A proxy also decides on the readings an origin may apply.
     pub fn decide(&self, token: Option<&ProductToken>, path: &str) -> Decision<'_> {
+        self.decide_against(token, path, false)
+    }
+
+    /// [`RobotsTxt::decide`] against the patterns read as an origin that percent-decodes reads
+    /// a path: `%XX` of a reserved character decoded (`Disallow: /wiki/Special%3ARandom` holds
+    /// `/wiki/Special:Random`, `/a%2Fb` holds `/a/b`). For a path read decoded (the proxy's
+    /// readings other than the path as sent); the path as sent is matched by
+    /// [`RobotsTxt::decide`], octet for octet like Google. The deciding rule is reported as
+    /// written.
+    pub fn decide_decoded(&self, token: Option<&ProductToken>, path: &str) -> Decision<'_> {
+        self.decide_against(token, path, true)
+    }
+
+    /// Whether some pattern reads differently decoded, so that [`RobotsTxt::decide_decoded`]
+    /// can differ from [`RobotsTxt::decide`] on the same path.
+    pub fn has_decoded_patterns(&self) -> bool {
+        !self.decoded_rules.is_empty()
+    }
+
+    fn decide_against(
+        &self,
+        token: Option<&ProductToken>,
+        path: &str,
+        decoded: bool,
+    ) -> Decision<'_> {
         let rule_set = self.rule_set_for(token);
         let path = canonical_path(path);
         if is_robots_txt(path.as_bytes()) {
@@ -361,7 +394,12 @@ impl RobotsTxt {
                 rule_set,
             };
         };
-        let best = self.rule_sets[set as usize].index.longest_match(path.as_bytes());
+        let set = &self.rule_sets[set as usize];
+        let index = match &set.decoded {
+            Some(d) if decoded => d,
+            _ => &set.index,
+        };
+        let best = index.longest_match(path.as_bytes());
         match best {
             Some(best) => {
                 let rule = &self.rules[best.rule as usize];
@@ -395,7 +433,7 @@ impl RobotsTxt {
             .filter(|rule| pattern::matches(rule.pattern.as_bytes(), rule.shape, path.as_bytes()))
             .collect();
         out.sort_by_key(|r| {
-            (std::cmp::Reverse(r.pattern.len()), r.kind != RuleKind::Allow, r.line)
+            (std::cmp::Reverse(r.priority), r.kind != RuleKind::Allow, r.line)
         });
         out
     }
@@ -487,7 +525,13 @@ impl RobotsTxt {
                     + g.user_agents.iter().map(|u| 32 + u.value.len()).sum::<usize>()
             })
             .sum();
-        let sets: usize = self.rule_sets.iter().map(|s| 64 + s.index.heap_size()).sum();
+        let rules = rules
+            + self.decoded_rules.iter().map(|r| std::mem::size_of::<Rule>() + r.pattern.len()).sum::<usize>();
+        let sets: usize = self
+            .rule_sets
+            .iter()
+            .map(|s| 64 + s.index.heap_size() + s.decoded.as_ref().map_or(0, |d| d.heap_size()))
+            .sum();
         let tokens: usize = self.by_token.iter().map(|(_, t, _)| 32 + t.len()).sum();
         let sitemaps: usize = self.sitemaps.iter().map(|s| 24 + s.url.len()).sum();
         std::mem::size_of::<Self>() + rules + groups + sets + tokens + sitemaps
@@ -521,181 +565,6 @@ impl fmt::Debug for RobotsTxt {
             .field("sitemaps", &self.sitemaps.len())
             .field("parsed_bytes", &self.parsed_bytes)
             .finish()
-    }
-}
-
-/// Collects groups and rules line by line, then compiles them.
-#[derive(Default)]
-struct Builder {
-    rules: Vec<Rule>,
-    groups: Vec<Group>,
-    /// Per group: the agent names of its `user-agent` lines.
-    names: Vec<Vec<AgentName>>,
-    sitemaps: Vec<Sitemap>,
-    /// Whether the current group has seen a rule line, so that the next `user-agent` line
-    /// starts a new group (RFC 9309 §2.1).
-    in_rules: bool,
-    /// Reused for normalising each pattern, so a rule costs one allocation.
-    scratch: Vec<u8>,
-}
-
-impl Builder {
-    fn build(mut self, body: &[u8]) -> RobotsTxt {
-        for line in parse::lines(body) {
-            self.line(line);
-        }
-        self.compile()
-    }
-
-    fn line(&mut self, line: parse::Line<'_>) {
-        match line.field {
-            Field::UserAgent => {
-                if self.groups.is_empty() || self.in_rules {
-                    let start = self.rules.len() as u32;
-                    self.groups.push(Group {
-                        user_agents: Vec::new(),
-                        rules: start..start,
-                        crawl_delay: None,
-                        usage: Vec::new(),
-                    });
-                    self.names.push(Vec::new());
-                    self.in_rules = false;
-                }
-                let value = String::from_utf8_lossy(line.value).into_owned().into_boxed_str();
-                if let (Some(g), Some(n)) = (self.groups.last_mut(), self.names.last_mut()) {
-                    g.user_agents.push(UserAgentLine { value, line: line.number });
-                    n.push(parse::agent_name(line.value));
-                }
-            }
-            Field::Allow | Field::Disallow => {
-                if self.groups.is_empty() {
-                    return; // rules before the first group are ignored
-                }
-                self.in_rules = true;
-                if line.value.is_empty() {
-                    return; // an empty rule matches nothing
-                }
-                let kind =
-                    if line.field == Field::Allow { RuleKind::Allow } else { RuleKind::Disallow };
-                let mut scratch = std::mem::take(&mut self.scratch);
-                scratch.clear();
-                normalize::normalize_pattern_into(line.value, &mut scratch);
-                // ASCII by construction (see `normalize`).
-                let pattern = std::str::from_utf8(&scratch).unwrap_or_default();
-                if kind == RuleKind::Allow {
-                    // Google: allowing `/dir/index.html` (or `.htm`) also allows `/dir/`.
-                    if let Some(slash) = pattern.rfind('/') {
-                        if pattern[slash..].starts_with("/index.htm") {
-                            let dir = format!("{}$", &pattern[..=slash]);
-                            self.push_rule(kind, &dir, line.number);
-                        }
-                    }
-                }
-                self.push_rule(kind, pattern, line.number);
-                self.scratch = scratch;
-            }
-            Field::CrawlDelay => {
-                if let (Some(g), Some(seconds)) =
-                    (self.groups.last_mut(), parse::crawl_delay_seconds(line.value))
-                {
-                    g.crawl_delay.get_or_insert(CrawlDelay { seconds, line: line.number });
-                }
-            }
-            Field::Sitemap => {
-                if !line.value.is_empty() {
-                    let url = String::from_utf8_lossy(line.value).into_owned().into_boxed_str();
-                    self.sitemaps.push(Sitemap { url, line: line.number });
-                }
-            }
-            Field::ContentSignal | Field::ContentUsage => {
-                // A usage preference is a rule of its group (draft-ietf-aipref-attach), so it
-                // also ends the group's user-agent lines; before the first group it is ignored.
-                let Some(g) = self.groups.last_mut() else { return };
-                self.in_rules = true;
-                let rule = if line.field == Field::ContentUsage {
-                    usage::UsageRule::content_usage(line.value, line.number)
-                } else {
-                    usage::UsageRule::content_signal(line.value, line.number)
-                };
-                g.usage.extend(rule);
-            }
-            Field::Unknown => {}
-        }
-    }
-
-    fn push_rule(&mut self, kind: RuleKind, pattern: &str, line: u32) {
-        let group = self.groups.len() as u32 - 1;
-        let shape = PatternShape::of(pattern.as_bytes());
-        self.rules.push(Rule { kind, pattern: pattern.into(), line, group, shape });
-        if let Some(g) = self.groups.last_mut() {
-            g.rules.end = self.rules.len() as u32;
-        }
-    }
-
-    fn compile(self) -> RobotsTxt {
-        let Builder { rules, groups, names, sitemaps, .. } = self;
-        // Which groups name each token, and `*`, in file order.
-        let mut token_groups: HashMap<Box<[u8]>, Vec<u32>> = HashMap::new();
-        let mut any_groups: Vec<u32> = Vec::new();
-        for (g, names) in names.iter().enumerate() {
-            for name in names {
-                let list = match name {
-                    AgentName::Any => &mut any_groups,
-                    AgentName::Token(t) if t.is_empty() => continue,
-                    AgentName::Token(t) => token_groups.entry(t.clone()).or_default(),
-                };
-                if list.last() != Some(&(g as u32)) {
-                    list.push(g as u32);
-                }
-            }
-        }
-        // One compiled rule set per distinct list of groups.
-        let mut rule_sets: Vec<RuleSet> = Vec::new();
-        let mut set_of: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut intern = |group_ids: Vec<u32>, rule_sets: &mut Vec<RuleSet>| -> u32 {
-            if let Some(&s) = set_of.get(&group_ids) {
-                return s;
-            }
-            let ids: Vec<u32> =
-                group_ids.iter().flat_map(|&g| groups[g as usize].rules.clone()).collect();
-            let allow_rules =
-                ids.iter().filter(|&&r| rules[r as usize].kind == RuleKind::Allow).count();
-            let disallows_root = ids.iter().any(|&r| {
-                let rule = &rules[r as usize];
-                rule.kind == RuleKind::Disallow
-                    && matches!(rule.pattern.trim_end_matches('*'), "" | "/")
-                    && !rule.shape.anchored
-            });
-            let index = PrefixIndex::build(&rules, ids);
-            let s = rule_sets.len() as u32;
-            rule_sets.push(RuleSet {
-                groups: group_ids.clone(),
-                index,
-                allow_rules,
-                disallows_root,
-            });
-            set_of.insert(group_ids, s);
-            s
-        };
-        let any = (!any_groups.is_empty()).then(|| intern(any_groups, &mut rule_sets));
-        let mut by_token: Vec<(u64, Box<[u8]>, u32)> = token_groups
-            .into_iter()
-            .map(|(token, gs)| {
-                let s = intern(gs, &mut rule_sets);
-                (token::lookup_key(&token), token, s)
-            })
-            .collect();
-        by_token.sort_unstable();
-        RobotsTxt {
-            rules,
-            groups,
-            rule_sets,
-            by_token,
-            any,
-            sitemaps,
-            parsed_bytes: 0,
-            ignored_bytes: 0,
-        }
     }
 }
 

@@ -99,13 +99,53 @@ fn push_escaped(out: &mut Vec<u8>, b: u8) {
 pub fn escape_decoded(input: &[u8]) -> String {
     let mut out = Vec::with_capacity(input.len() + 8);
     for &b in input {
-        match CLASS[usize::from(b)] {
-            Class::Unreserved | Class::Reserved if b != b'?' && b != b'#' => out.push(b),
-            _ => push_escaped(&mut out, b),
-        }
+        push_decoded(&mut out, b);
     }
     // ASCII by construction.
     String::from_utf8(out).unwrap_or_default()
+}
+
+/// One decoded octet as [`escape_decoded`] writes it.
+fn push_decoded(out: &mut Vec<u8>, b: u8) {
+    match CLASS[usize::from(b)] {
+        Class::Unreserved | Class::Reserved if b != b'?' && b != b'#' => out.push(b),
+        _ => push_escaped(out, b),
+    }
+}
+
+/// A pattern in canonical form ([`normalize_pattern`]) read as an origin reads a path it
+/// percent-decodes: every `%XX` decoded and written back by [`escape_decoded`], the function a
+/// decoded reading of a path goes through (`crate::policy::readings`), so that
+/// `/wiki/Special%3ARandom` becomes `/wiki/Special:Random` and `/a%2Fb` becomes `/a/b`. What
+/// [`escape_decoded`] escapes again (`%25`, `%3F`, `%23`, non-ASCII, …) comes out as it was;
+/// `%2A` and `%24` stay too, as they name a literal `*` and `$` where the raw characters are
+/// operators. `None` when nothing changes, the common case.
+pub fn decode_pattern(pattern: &[u8]) -> Option<String> {
+    let first = memchr::memchr(b'%', pattern)?;
+    let mut out = Vec::with_capacity(pattern.len());
+    out.extend_from_slice(&pattern[..first]);
+    let mut changed = false;
+    let mut i = first;
+    while i < pattern.len() {
+        let b = pattern[i];
+        let escaped = (b == b'%')
+            .then(|| Some(hex_value(*pattern.get(i + 1)?)? << 4 | hex_value(*pattern.get(i + 2)?)?))
+            .flatten();
+        match escaped {
+            Some(d) if d != b'*' && d != b'$' => {
+                let before = out.len();
+                push_decoded(&mut out, d);
+                changed |= out.len() - before == 1;
+                i += 3;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    // ASCII by construction.
+    changed.then(|| String::from_utf8(out).unwrap_or_default())
 }
 
 /// Whether `input` is already in canonical form, so that a caller can skip the copy.
@@ -171,11 +211,15 @@ pub fn normalize_pattern(input: &[u8]) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// [`normalize_pattern`] appending to `out`, so that a parser can reuse one buffer.
-pub fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) {
+/// [`normalize_pattern`] appending to `out`, so that a parser can reuse one buffer. Returns the
+/// pattern's priority length: its canonical length with each middle `$` counted as the one
+/// octet it was written as, not as the `%24` it becomes (Google measures the pattern as
+/// written, so `Allow: /p$q` weighs 4 octets and loses to `Disallow: /p*q*`).
+pub fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) -> usize {
     let start = out.len();
     normalize_into(input, out);
     let pattern = &out[start..];
+    let written_len = pattern.len();
     let body_len = pattern.len() - usize::from(pattern.last() == Some(&b'$'));
     if memchr::memchr(b'$', &pattern[..body_len]).is_some() {
         let mut rewritten = Vec::with_capacity(pattern.len() + 4);
@@ -190,6 +234,7 @@ pub fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) {
         out.truncate(start);
         out.extend_from_slice(&rewritten);
     }
+    written_len
 }
 
 fn normalize_with(input: &[u8], out: &mut Vec<u8>, encode_operators: bool) {
@@ -243,6 +288,16 @@ pub fn normalize(input: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn decoded_patterns() {
+        let d = |p: &str| decode_pattern(p.as_bytes());
+        assert_eq!(d("/wiki/Special%3ARandom").as_deref(), Some("/wiki/Special:Random"));
+        assert_eq!(d("/a%2Fb*%2C$").as_deref(), Some("/a/b*,$"));
+        // Kept: `%25`, `%2A`, `%24`, `%3F`, `%23`, non-ASCII, space; so nothing changes.
+        assert_eq!(d("/p%25%2A%24%3F%23%C3%A9%20"), None);
+        assert_eq!(d("/plain/*.php$"), None);
+    }
+
     use super::*;
 
     #[test]

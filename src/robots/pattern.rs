@@ -8,7 +8,9 @@
 //! segments; the first must be a prefix of the path, each following one is placed at its
 //! leftmost occurrence after the previous, and an anchored last segment must end the path.
 //! Leftmost placement is always safe for `*`-only globs, so there is no backtracking and no
-//! pathological blow-up (`/*a*a*a*a*b` against a long path costs one scan per segment).
+//! pathological blow-up (`/*a*a*a*a*b` against a long path costs one scan per segment), and each
+//! segment is found by a linear search (`memchr::memmem`), so a long segment against a long path
+//! of near-matches costs one pass too, not their lengths multiplied.
 
 /// The parts of a pattern that matching needs, computed once when the file is compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,26 +65,35 @@ pub(crate) fn matches_rest(rest: &[u8], anchored: bool, path: &[u8]) -> bool {
     true
 }
 
-/// Leftmost occurrence of `needle` (non-empty) in `haystack`.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+/// Leftmost occurrence of `needle` (non-empty) in `haystack`: linear in both lengths (two-way
+/// search), so a long segment against a long path of near-matches is not quadratic.
+pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.len() > haystack.len() {
         return None;
     }
     if needle.len() == 1 {
         return memchr::memchr(needle[0], haystack);
     }
-    let first = needle[0];
-    let last_start = haystack.len() - needle.len();
-    let mut from = 0;
-    while from <= last_start {
-        let at = from + memchr::memchr(first, &haystack[from..=last_start])?;
-        if &haystack[at..at + needle.len()] == needle {
-            return Some(at);
-        }
-        from = at + 1;
+    if needle.len() <= TAIL {
+        return memchr::memmem::find(haystack, needle);
     }
-    None
+    // `memmem`'s vectorised prefilter looks for two rare bytes among the needle's first 256
+    // only; a long needle that starts with a run of one byte (`aaaa…ab`) gets no usable pair
+    // and is searched by the scalar two-way loop, about one step per byte of the path. Its
+    // last `TAIL` bytes are searched first, where the rare bytes usually are: every occurrence
+    // of the needle holds one of its tail `len - TAIL` bytes later, so no occurrence of the tail
+    // there means no occurrence at all. The first tail found is checked in full; if that fails,
+    // the plain search takes over from there, so the worst case stays linear.
+    let lead = needle.len() - TAIL;
+    let at = memchr::memmem::find(&haystack[lead..], &needle[lead..])?;
+    if haystack[at..at + needle.len()] == *needle {
+        return Some(at);
+    }
+    memchr::memmem::find(&haystack[at + 1..], needle).map(|i| at + 1 + i)
 }
+
+/// How many of a long needle's last bytes [`find`] searches first.
+const TAIL: usize = 255;
 
 #[cfg(test)]
 mod tests {
@@ -156,6 +167,24 @@ mod tests {
         assert!(m("/*x$", "/xx"));
         assert!(!m("/*xy$", "/xy/"));
         assert!(m("/*xy$", "/xyxy"));
+    }
+
+    /// Long needles go through the tail-first search: it must find what a naive scan finds.
+    #[test]
+    fn long_needles_are_found_as_a_naive_scan_finds_them() {
+        let naive = |h: &[u8], n: &[u8]| h.windows(n.len()).position(|w| w == n);
+        let needle = [vec![b'a'; 300], b"b".to_vec()].concat();
+        let cases = [
+            [b"b".to_vec(), vec![b'a'; 1000]].concat(),
+            [vec![b'a'; 1000], b"b".to_vec()].concat(),
+            // The tail (255 `a`s and `b`) first occurs where the whole needle does not fit.
+            [b"c".to_vec(), vec![b'a'; 299], b"b".to_vec(), vec![b'a'; 301], b"b".to_vec()].concat(),
+            [vec![b'a'; 150], b"c".to_vec(), vec![b'a'; 150], b"b".to_vec()].concat(),
+            [vec![b'a'; 299], b"b".to_vec(), vec![b'a'; 300], b"bzz".to_vec()].concat(),
+        ];
+        for h in &cases {
+            assert_eq!(find(h, &needle), naive(h, &needle), "{}", String::from_utf8_lossy(h));
+        }
     }
 
     #[test]

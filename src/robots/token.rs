@@ -116,7 +116,10 @@ impl ProductToken {
     ///    comments, split at `;` (`(compatible; ExampleBot/0.1; +https://…)`).
     /// 2. A name is a candidate if it is made of letters, `_` and `-` only and is not the name of
     ///    a browser engine or platform (`Mozilla`, `AppleWebKit`, `Chrome`, `Safari`, `Windows`,
-    ///    …). Inside comments only `name/version` entries count, so `Windows NT 10.0` is skipped.
+    ///    …). Inside comments, `name/version` entries count; an entry without a version counts
+    ///    only right after `compatible` (`(compatible; GoogleOther)`, `(compatible; Yahoo!
+    ///    Slurp; …)`) or when it says it is a crawler (`Bytespider`): so `Windows NT 10.0`,
+    ///    `Win64`, `x64` and `en-US` are skipped.
     /// 3. The first candidate whose name says it is a crawler (`bot`, `crawl`, `spider`, `slurp`,
     ///    `fetch`, `scrap`, `archiv`) wins; otherwise the first candidate at all.
     ///
@@ -203,47 +206,85 @@ fn candidates(ua: &str) -> impl Iterator<Item = &str> {
     let mut depth = 0usize;
     let mut start = 0usize;
     let bytes = ua.as_bytes();
-    fn push<'a>(item: &'a str, in_comment: bool, out: &mut Vec<&'a str>) {
-        let item = item.trim();
-        let (name, has_version) = match item.find('/') {
-            Some(slash) => (&item[..slash], true),
-            None => (item, false),
-        };
-        if in_comment && !has_version {
-            return;
-        }
+    /// Where an item stands: a product outside comments, an entry of a comment, or the entry of
+    /// a comment right after its `compatible` entry (`(compatible; Bytespider; …)`).
+    #[derive(Clone, Copy, PartialEq)]
+    enum Place {
+        Product,
+        Comment,
+        AfterCompatible,
+    }
+    fn candidate(name: &str) -> Option<&str> {
         if name.len() < 2 || !name.bytes().all(is_token_byte) {
-            return;
+            return None;
         }
         if !name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) {
-            return;
+            return None;
         }
         let lower = name.to_ascii_lowercase();
         if NOT_CRAWLERS.contains(&lower.as_str()) {
+            return None;
+        }
+        Some(name)
+    }
+    fn push<'a>(item: &'a str, place: Place, out: &mut Vec<&'a str>) {
+        let item = item.trim();
+        if let Some(slash) = item.find('/') {
+            out.extend(candidate(&item[..slash]));
             return;
         }
-        out.push(name);
+        match place {
+            Place::Product => out.extend(candidate(item)),
+            // A comment entry without a version names the crawler only when it follows
+            // `compatible` (`(compatible; GoogleOther)`, `(compatible; Yahoo! Slurp; …)`) or
+            // says it is a crawler (`bot`, `spider`, …): other versionless entries are platform
+            // words (`Win64`, `x64`, `Linux`, `en-US`, `ARM`, `KHTML, like Gecko`). Each word
+            // of the entry is weighed, so `Yahoo! Slurp` gives `Slurp`.
+            Place::Comment | Place::AfterCompatible => {
+                for word in item.split_ascii_whitespace() {
+                    let Some(name) = candidate(word) else { continue };
+                    let lower = name.to_ascii_lowercase();
+                    if place == Place::AfterCompatible
+                        || CRAWLER_WORDS.iter().any(|w| lower.contains(w))
+                    {
+                        out.push(name);
+                    }
+                }
+            }
+        }
     }
+    // The place of the next comment entry: after a `compatible` entry, the one that follows.
+    let place_after = |entry: &str| {
+        if entry.trim().eq_ignore_ascii_case("compatible") {
+            Place::AfterCompatible
+        } else {
+            Place::Comment
+        }
+    };
+    let mut place = Place::Comment;
     for (i, &b) in bytes.iter().enumerate() {
         match b {
             b'(' => {
                 if depth == 0 {
                     for word in ua[start..i].split_whitespace() {
-                        push(word, false, &mut out);
+                        push(word, Place::Product, &mut out);
                     }
                 } else {
-                    push(&ua[start..i], true, &mut out);
+                    push(&ua[start..i], place, &mut out);
                 }
                 depth += 1;
                 start = i + 1;
+                place = Place::Comment;
             }
             b')' if depth > 0 => {
-                push(&ua[start..i], true, &mut out);
+                push(&ua[start..i], place, &mut out);
                 depth -= 1;
                 start = i + 1;
+                place = Place::Comment;
             }
             b';' | b',' if depth > 0 => {
-                push(&ua[start..i], true, &mut out);
+                push(&ua[start..i], place, &mut out);
+                place = place_after(&ua[start..i]);
                 start = i + 1;
             }
             _ => {}
@@ -251,10 +292,10 @@ fn candidates(ua: &str) -> impl Iterator<Item = &str> {
     }
     if depth == 0 {
         for word in ua[start..].split_whitespace() {
-            push(word, false, &mut out);
+            push(word, Place::Product, &mut out);
         }
     } else {
-        push(&ua[start..], true, &mut out);
+        push(&ua[start..], place, &mut out);
     }
     out.into_iter()
 }
@@ -316,6 +357,137 @@ mod tests {
         ];
         for (ua, want) in cases {
             assert_eq!(token(ua).as_deref(), Some(want), "{ua}");
+        }
+    }
+
+    /// The User-Agent strings today's major crawlers publish, verbatim (issue 26.3), and the
+    /// token each must give. GoogleOther's `W.X.Y.Z` is Google's own placeholder for the Chrome
+    /// version. Several name themselves in a comment without a version (Bytespider, PetalBot,
+    /// GoogleOther, Slurp): those gave no token before.
+    #[test]
+    fn published_crawler_user_agents() {
+        let cases = [
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko); compatible; GPTBot/1.1; \
+                 +https://openai.com/gptbot",
+                "GPTBot",
+            ),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko); compatible; ChatGPT-User/1.0; \
+                 +https://openai.com/bot",
+                "ChatGPT-User",
+            ),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko); compatible; OAI-SearchBot/1.0; \
+                 +https://openai.com/searchbot",
+                "OAI-SearchBot",
+            ),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; ClaudeBot/1.0; \
+                 +claudebot@anthropic.com)",
+                "ClaudeBot",
+            ),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; Claude-User/1.0; \
+                 +Claude-User@anthropic.com)",
+                "Claude-User",
+            ),
+            ("CCBot/2.0 (https://commoncrawl.org/faq/)", "CCBot"),
+            (
+                "Mozilla/5.0 (Linux; Android 5.0) AppleWebKit/537.36 (KHTML, like Gecko) Mobile \
+                 Safari/537.36 (compatible; Bytespider; spider-feedback@bytedance.com)",
+                "Bytespider",
+            ),
+            (
+                "Mozilla/5.0 (Linux; Android 7.0;) AppleWebKit/537.36 (KHTML, like Gecko) Mobile \
+                 Safari/537.36 (compatible; PetalBot;+https://webmaster.petalsearch.com/site/petalbot)",
+                "PetalBot",
+            ),
+            (
+                "Mozilla/5.0 (compatible;PetalBot;+https://webmaster.petalsearch.com/site/petalbot)",
+                "PetalBot",
+            ),
+            ("GoogleOther", "GoogleOther"),
+            (
+                "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 \
+                 (KHTML, like Gecko) Chrome/W.X.Y.Z Mobile Safari/537.36 (compatible; GoogleOther)",
+                "GoogleOther",
+            ),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GoogleOther) \
+                 Chrome/W.X.Y.Z Safari/537.36",
+                "GoogleOther",
+            ),
+            (
+                "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_5) AppleWebKit/605.1.15 (KHTML, like \
+                 Gecko) Version/13.1.1 Safari/605.1.15 (Applebot/0.1; +http://www.apple.com/go/applebot)",
+                "Applebot",
+            ),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; Amazonbot/0.1; \
+                 +https://developer.amazon.com/support/amazonbot) Chrome/119.0.6045.214 Safari/537.36",
+                "Amazonbot",
+            ),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; PerplexityBot/1.0; \
+                 +https://perplexity.ai/perplexitybot)",
+                "PerplexityBot",
+            ),
+            (
+                "meta-externalagent/1.1 \
+                 (+https://developers.facebook.com/docs/sharing/webmasters/crawler)",
+                "meta-externalagent",
+            ),
+            (
+                "Mozilla/5.0 (compatible; Yahoo! Slurp; http://help.yahoo.com/help/us/ysearch/slurp)",
+                "Slurp",
+            ),
+            ("Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", "bingbot"),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; bingbot/2.0; \
+                 +http://www.bing.com/bingbot.htm) Chrome/116.0.1938.76 Safari/537.36",
+                "bingbot",
+            ),
+            ("DuckDuckBot/1.1; (+http://duckduckgo.com/duckduckbot.html)", "DuckDuckBot"),
+            ("Mozilla/5.0 (compatible; YandexBot/3.0; +http://yandex.com/bots)", "YandexBot"),
+            (
+                "Mozilla/5.0 (compatible; Baiduspider/2.0; +http://www.baidu.com/search/spider.html)",
+                "Baiduspider",
+            ),
+            (
+                "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 \
+                 (KHTML, like Gecko) Chrome/W.X.Y.Z Mobile Safari/537.36 (compatible; \
+                 Googlebot/2.1; +http://www.google.com/bot.html)",
+                "Googlebot",
+            ),
+        ];
+        for (ua, want) in cases {
+            assert_eq!(token(ua).as_deref(), Some(want), "{ua}");
+        }
+        // Google-Extended is a robots.txt token only: it never appears in a User-Agent, and
+        // Googlebot's does not give it.
+        for (ua, _) in cases {
+            assert_ne!(token(ua).as_deref(), Some("Google-Extended"), "{ua}");
+        }
+    }
+
+    /// Versionless comment entries count only after `compatible` or with a crawler word:
+    /// platform words never become a token.
+    #[test]
+    fn platform_words_in_comments_are_not_tokens() {
+        for ua in [
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) \
+             Chrome/120.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (Windows; U; Windows NT 5.1; en-US; rv:1.9.2) Gecko/20100115 \
+             Firefox/3.6",
+            "Mozilla/5.0 (compatible; MSIE 10.0; Windows NT 6.2; ARM; Trident/6.0)",
+            "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0",
+            "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) \
+             Chrome/120.0.0.0 Mobile Safari/537.36",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, \
+             like Gecko) Version/17.1 Mobile/15E148 Safari/604.1",
+        ] {
+            assert_eq!(token(ua), None, "{ua}");
         }
     }
 

@@ -128,6 +128,8 @@ pub struct UsageRule {
     /// The canonical path pattern; empty when the rule applies to every path.
     pattern: Box<str>,
     shape: PatternShape,
+    /// The pattern's priority length ([`normalize::normalize_pattern_into`]).
+    priority: u32,
     line: u32,
     vocabulary: Vocabulary,
     prefs: Vec<(Category, Preference)>,
@@ -161,9 +163,14 @@ impl UsageRule {
         if prefs.is_empty() {
             return None;
         }
-        let pattern = normalize::normalize(path.as_bytes());
+        // A pattern like `allow`/`disallow` ones: a `$` that is not final is `%24`, as in the
+        // path it is matched against.
+        let mut pattern = Vec::with_capacity(path.len() + 4);
+        let priority = normalize::normalize_pattern_into(path.as_bytes(), &mut pattern) as u32;
+        // ASCII by construction (see `normalize`).
+        let pattern = String::from_utf8(pattern).unwrap_or_default();
         let shape = PatternShape::of(pattern.as_bytes());
-        Some(UsageRule { pattern: pattern.into(), shape, line, vocabulary, prefs })
+        Some(UsageRule { pattern: pattern.into(), shape, priority, line, vocabulary, prefs })
     }
 
     /// The path pattern (canonical form), or `""` for every path.
@@ -307,10 +314,10 @@ pub(crate) fn decide<'a>(
     rules: impl Iterator<Item = &'a UsageRule> + Clone,
     path: &[u8],
 ) -> UsagePreferences {
-    let longest = rules.clone().filter(|r| r.applies_to(path)).map(|r| r.pattern.len()).max();
+    let longest = rules.clone().filter(|r| r.applies_to(path)).map(|r| r.priority).max();
     let mut out = UsagePreferences::default();
     let Some(longest) = longest else { return out };
-    for rule in rules.filter(|r| r.pattern.len() == longest && r.applies_to(path)) {
+    for rule in rules.filter(|r| r.priority == longest && r.applies_to(path)) {
         for &(category, pref) in &rule.prefs {
             out.add_robots(category, pref, rule.line);
         }

@@ -280,3 +280,35 @@ fn jsonl_with_empty_input_answers_nothing() {
     assert_eq!(code, Some(0));
     assert!(out.is_empty());
 }
+
+/// Issue 26.4: rules written with encoded reserved characters hold the decoded paths an origin
+/// serves as the same resource, through the decoded reading; the path as sent stays Google's
+/// octet-for-octet reading.
+#[test]
+fn as_proxy_holds_encoded_rules_against_decoded_paths() {
+    let f = robots_file(
+        b"User-agent: *\nDisallow: /wiki/Special%3ARandom\nDisallow: /a%2Fb\nDisallow: /x%2Cy\n",
+    );
+    for (url, line) in [
+        ("https://example.com/wiki/Special:Random", 2),
+        ("https://example.com/a/b", 3),
+        ("https://example.com/x,y", 4),
+        ("https://example.com/x%2cy", 4),
+    ] {
+        let o = check(f.path(), &["--as-proxy", url]);
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(1), "{url}: {out}");
+        assert!(out.contains(&format!("line {line}")), "{url}: {out}");
+        // Without --as-proxy, the literal reading: only the encoded form matches.
+        let o = check(f.path(), &[url]);
+        let encoded = url.contains('%');
+        assert_eq!(o.status.code(), Some(if encoded { 1 } else { 0 }), "{url}: {}", stdout(&o));
+    }
+    // `/x%2cy`: the path as sent and the decoded reading `/x,y` now agree.
+    let o = check(f.path(), &["--as-proxy", "https://example.com/x%2cy"]);
+    let out = stdout(&o);
+    assert!(out.contains("reading decoded: /x,y  disallowed"), "{out}");
+    // Paths the rules do not name stay allowed in every reading.
+    let o = check(f.path(), &["--as-proxy", "https://example.com/wiki/Special:Other"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}

@@ -467,3 +467,20 @@ fn suite_sitemap_anywhere() {
         assert_eq!(robots.sitemaps()[0].url(), "http://foo.bar/sitemap.xml");
     }
 }
+
+/// Issue 26 "Lower", review §6: a `$` inside a pattern is measured as written, one octet (the
+/// matcher compares it as `%24`, but Google counts the pattern's own octets): `Allow: /p$q`
+/// (4) loses to `Disallow: /p*q*` (5) on `/p$q`.
+#[test]
+fn a_middle_dollar_counts_one_octet() {
+    let body = "User-agent: *\nAllow: /p$q\nDisallow: /p*q*\n";
+    assert!(!allowed(body, "bot", "/p$q"));
+    let robots = RobotsTxt::parse(body.as_bytes());
+    assert_eq!(robots.decide(None, "/p$q").rule().map(|r| r.line()), Some(3));
+    // `check --explain` lists them in the same order.
+    let lines: Vec<u32> = robots.matching_rules(None, "/p$q").iter().map(|r| r.line()).collect();
+    assert_eq!(lines, [3, 2]);
+    // A `%24` written as such is three octets, as Google counts it: `/p%24q` (6) beats `/p*q*`.
+    let body = "User-agent: *\nAllow: /p%24q\nDisallow: /p*q*\n";
+    assert!(allowed(body, "bot", "/p$q"));
+}

@@ -12,9 +12,11 @@
 //! * `fixtures`: real robots.txt files from `tests/fixtures/robots/`;
 //! * `differential`: agreement with the `texting_robots` and `robotstxt` crates, every accepted
 //!   difference named and explained;
-//! * `check_cli`: the `check` command as a process (exit codes, messages, `--explain`, `--jsonl`).
+//! * `check_cli`: the `check` command as a process (exit codes, messages, `--explain`, `--jsonl`);
+//! * `decoded`: patterns read decoded, for the readings other than the path as sent.
 
 mod check_cli;
+mod decoded;
 mod differential;
 mod fixtures;
 mod google;

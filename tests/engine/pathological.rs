@@ -199,3 +199,47 @@ fn many_anchored_wildcards_on_one_node_agree_with_a_naive_scan() {
         }
     }
 }
+
+/// The review's hostile input (issue 26.6): 40 rules `/*aaaa…b` (8,000 + i `a`s) against a
+/// 60 KB path `/b` + 60,000 `a`s. No rule matches (the only `b` comes before the `a`s), and the
+/// answer must come from a linear search: the old byte-by-byte search took 9.5 s in release.
+/// Its speed is measured by `benches/engine.rs` (`pathological/hostile_40_long_segments`).
+#[test]
+fn long_segments_against_a_long_path_of_near_matches() {
+    let mut body = String::from("User-agent: *\n");
+    for i in 0..40 {
+        body.push_str(&format!("Disallow: /*{}b\n", "a".repeat(8000 + i)));
+    }
+    let robots = RobotsTxt::parse(body.as_bytes());
+    let path = format!("/b{}", "a".repeat(60_000));
+    assert!(robots.decide(None, &path).is_allowed(), "no rule matches");
+    // The same rules do match once a `b` follows enough `a`s.
+    assert!(!robots.decide(None, &format!("{path}b")).is_allowed());
+    let d = robots.decide(None, &format!("/{}b", "a".repeat(8005)));
+    assert_eq!(d.rule().map(|r| r.line()), Some(7), "the longest that matches: 8,005 `a`s");
+}
+
+/// A decision's search work is bounded: past the budget (4 MiB of path searched), the rules
+/// still untried are judged on the safe side, so a file of many wildcard rules against a very
+/// long path can make a decision more restrictive, never slower than the bound nor less
+/// restrictive.
+#[test]
+fn search_work_per_decision_is_bounded_on_the_safe_side() {
+    let path = format!("/{}q", "a".repeat(65_536));
+    let rules = |n: usize| {
+        let mut body = String::from("User-agent: *\nAllow: /\n");
+        for i in 1..=n {
+            body.push_str(&format!("Disallow: /*q{}\n", "a".repeat(i)));
+        }
+        RobotsTxt::parse(body.as_bytes())
+    };
+    // 40 rules fit in the budget: decided exactly (no `q` is followed by an `a`).
+    let d = rules(40).decide(None, &path).rule().map(|r| r.kind());
+    assert_eq!(d, Some(RuleKind::Allow));
+    // 100 do not: the untried disallows count as matching.
+    let robots = rules(100);
+    let d = robots.decide(None, &path);
+    assert!(!d.is_allowed(), "out of budget: the safe side");
+    // A short path is decided exactly by the same file.
+    assert!(robots.decide(None, "/aaaq").is_allowed());
+}

@@ -127,3 +127,15 @@ fn check_shows_preferences_and_decides_for_a_purpose() {
     let (code, _) = run(&["--purpose", "mining"]);
     assert_eq!(code, Some(2));
 }
+
+/// Issue 26 "Lower", review §5: a `$` inside a `Content-Usage` path is a literal `$`, as in
+/// `allow`/`disallow` patterns, and matches a URL's `$` (or `%24`); it weighs one octet, so
+/// `/p*q*` (5 octets) is longer than `/p$q` (4).
+#[test]
+fn a_dollar_inside_a_usage_path_is_literal() {
+    let body = "User-agent: *\nContent-Usage: /a$b train-ai=n\n";
+    assert_eq!(train(&prefs(body, "bot", "/a$b")), (Preference::Disallow, Some(2)));
+    assert_eq!(train(&prefs(body, "bot", "/a%24b/c")), (Preference::Disallow, Some(2)));
+    let body = "User-agent: *\nContent-Usage: /p$q train-ai=y\nContent-Usage: /p*q* train-ai=n\n";
+    assert_eq!(train(&prefs(body, "bot", "/p$q")), (Preference::Disallow, Some(3)));
+}

@@ -343,7 +343,7 @@ impl Body for IdleLimited {
             this.waiting = false;
             return Poll::Ready(frame.map(|f| f.map_err(BodyError::Upstream)));
         }
-        let deadline = tokio::time::Instant::now() + this.timeout;
+        let deadline = crate::clock::deadline_after(tokio::time::Instant::now(), this.timeout);
         let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         if !this.waiting {
             timer.as_mut().reset(deadline);

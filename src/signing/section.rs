@@ -242,7 +242,9 @@ impl SigningSection {
                 }
             }
             if let Some(publish) = key.publish_until {
-                let last_use = key.sign_until.map(|t| t.0 + self.lifetime);
+                // An overflowing signing.lifetime is reported on its own (config::bounds).
+                let last_use =
+                    key.sign_until.map(|t| t.0.checked_add(self.lifetime).unwrap_or(t.0));
                 if last_use.is_none_or(|t| publish.0 < t) {
                     bad.push((
                         "signing.keys",

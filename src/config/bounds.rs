@@ -176,6 +176,7 @@ pub(crate) const BOUNDS: &[Bound] = &[
 ];
 
 /// The bound of `key`, if it has one.
+#[cfg(test)]
 pub(crate) fn bound(key: &str) -> Option<&'static Bound> {
     BOUNDS.iter().find(|b| b.key == key)
 }
@@ -220,6 +221,7 @@ impl Bound {
         Some(if self.why.is_empty() { message } else { format!("{message}: {}", self.why) })
     }
 
+    #[cfg(test)]
     /// The range as the documentation writes it: `1ns..=1day`, `0..=65536`, `500KiB..=64MiB`.
     pub(crate) fn describe(&self) -> String {
         match self.range {
@@ -234,6 +236,7 @@ impl Bound {
 }
 
 /// The "Bounds" lines of `config/robots-proxy.toml`, one a key.
+#[cfg(test)]
 pub(crate) fn documentation() -> String {
     BOUNDS.iter().map(|b| format!("#   {:<34}{}\n", b.key, b.describe())).collect()
 }

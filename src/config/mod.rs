@@ -305,6 +305,11 @@ impl Config {
         need(h.ca_cert.is_some() == h.ca_key.is_some(), "https.ca_cert", &|| {
             "https.ca_cert and https.ca_key must be set together".into()
         });
+        need(h.ca_cert.is_none() || h.ca_cert != h.ca_key, "https.ca_key", &|| {
+            "names the same file as https.ca_cert; the CA certificate and its key need files of \
+             their own"
+                .into()
+        });
 
         let p = &self.proxy;
         need(is_token(&p.via), "proxy.via", &|| {

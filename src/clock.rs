@@ -57,3 +57,11 @@ impl Clock for ManualClock {
         *self.now.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// `now + d` for timers, without the panic of `Instant + Duration` on overflow: a deadline that
+/// cannot be represented is a century away (in practice, never). The configuration bounds every
+/// duration (`config::bounds`), so this is a second line of defence, not the rule.
+pub fn deadline_after(now: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    now.checked_add(d).or_else(|| now.checked_add(CENTURY)).unwrap_or(now)
+}

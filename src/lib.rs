@@ -57,6 +57,7 @@ pub mod metrics;
 pub mod notify;
 pub mod pacing;
 pub mod policy;
+pub mod preflight;
 pub mod proxy;
 pub mod robots;
 pub(crate) mod server;

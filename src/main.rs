@@ -80,7 +80,10 @@ enum UserCommand {
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Validate the layered configuration (defaults, file, ROBOTS_PROXY_* environment, flags)
-    /// and print the effective result. Exit 1 with a message naming the key on any error.
+    /// and print the effective result. Also checks what `serve` needs from the machine, as
+    /// `serve` does before it starts: files that must exist and parse (users, TLS, CA, signing
+    /// keys) and directories that must be creatable (state_dir, the audit log's). Nothing is
+    /// created. Exit 1 with a message naming the key on any error.
     Check {
         /// Configuration file (TOML).
         #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
@@ -206,7 +209,7 @@ fn main() -> ExitCode {
                 .map_err(|e| format!("{e:#}"))
         }),
         Command::Config(ConfigCommand::Check { config, listen, admin_listen }) => {
-            match serve::load(config, listen, admin_listen) {
+            match serve::check(config, listen, admin_listen) {
                 Ok(config) => {
                     print!("{}", robots_proxy::config::render(&config));
                     ExitCode::SUCCESS
@@ -242,7 +245,7 @@ mod serve {
     use robots_proxy::fleet;
     use robots_proxy::notify::notify;
     use robots_proxy::proxy::Proxy;
-    use robots_proxy::tls::ca::{self, CaFiles, CertificateAuthority};
+    use robots_proxy::tls::ca::CertificateAuthority;
     use robots_proxy::tls::HttpsMode;
 
     /// Where the configuration comes from: the file and flags given at start, with the process
@@ -266,6 +269,25 @@ mod serve {
         pub(crate) fn load(&self) -> Result<Config, config::ConfigError> {
             config::load(ConfigSources::from_process_env(self.file.clone(), self.overrides.clone()))
         }
+
+        /// [`Sources::load`], then what the configuration needs from the machine (files,
+        /// directories; `robots_proxy::preflight`): what `config check`, `serve` and a reload
+        /// all refuse alike.
+        pub(crate) fn load_checked(&self) -> Result<Config, config::ConfigError> {
+            let config = self.load()?;
+            robots_proxy::preflight::check(&config)?;
+            Ok(config)
+        }
+    }
+
+    /// `config check`: the configuration `serve` would run with, refused where `serve` would
+    /// refuse it.
+    pub(crate) fn check(
+        config: Option<PathBuf>,
+        listen: Option<SocketAddr>,
+        admin_listen: Option<SocketAddr>,
+    ) -> anyhow::Result<Config> {
+        Ok(Sources::new(config, listen, admin_listen).load_checked()?)
     }
 
     /// Loads the layered configuration: defaults, file, environment, flags.
@@ -283,7 +305,7 @@ mod serve {
         admin_listen: Option<SocketAddr>,
     ) -> anyhow::Result<()> {
         let sources = Sources::new(config, listen, admin_listen);
-        let config = sources.load()?;
+        let config = sources.load_checked()?;
         robots_proxy::logging::init(&config.log)?;
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         runtime.block_on(serve(config, sources))
@@ -322,13 +344,15 @@ mod serve {
         let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
             .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
         let ca = if config.https.mode == HttpsMode::Intercept {
-            let dir = config.state_dir.join("ca");
-            let files = CaFiles {
-                cert: config.https.ca_cert.clone().unwrap_or_else(|| dir.join(ca::CA_CERT_FILE)),
-                key: config.https.ca_key.clone().unwrap_or_else(|| dir.join(ca::CA_KEY_FILE)),
-            };
-            let (authority, created) = CertificateAuthority::load_or_create(&files)
-                .with_context(|| format!("cannot load the CA ({})", files.cert.display()))?;
+            // A CA the operator named is loaded, never generated (preflight has checked that
+            // its files exist); only the default one under state_dir is made when missing.
+            let (files, configured) = robots_proxy::preflight::ca_files(&config);
+            let (authority, created) = if configured {
+                CertificateAuthority::load(&files).map(|ca| (ca, false))
+            } else {
+                CertificateAuthority::load_or_create(&files)
+            }
+            .with_context(|| format!("cannot load the CA ({})", files.cert.display()))?;
             if created {
                 tracing::warn!(
                     cert = %files.cert.display(),
@@ -506,7 +530,8 @@ mod serve {
             );
             proxy.metrics().reloaded(false);
         };
-        let new = match sources.load() {
+        // The same checks as at start: a reload refuses exactly what `serve` would.
+        let new = match sources.load_checked() {
             Ok(config) => config,
             Err(e) => return refused(&e),
         };

@@ -219,7 +219,7 @@ impl Writer {
             if !(self.dirty && self.fsync == FsyncPolicy::Interval) {
                 return rx.recv().await;
             }
-            let deadline = self.last_sync + self.fsync_interval;
+            let deadline = crate::clock::deadline_after(self.last_sync, self.fsync_interval);
             tokio::select! {
                 command = rx.recv() => return command,
                 () = tokio::time::sleep_until(deadline) => self.write_pending(true).await,
@@ -257,7 +257,10 @@ impl Writer {
             || match self.fsync {
                 FsyncPolicy::Never => false,
                 FsyncPolicy::Always => true,
-                FsyncPolicy::Interval => Instant::now() >= self.last_sync + self.fsync_interval,
+                FsyncPolicy::Interval => {
+                    Instant::now()
+                        >= crate::clock::deadline_after(self.last_sync, self.fsync_interval)
+                }
             };
         if self.pending.is_empty() && !(sync && self.dirty) {
             return;

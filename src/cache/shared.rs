@@ -182,7 +182,10 @@ pub(super) async fn refresh(
     let lease = settings.fetch_timeout.saturating_add(LEASE_SLACK);
     // Past this, give up waiting for another instance and fetch here (it must have lost
     // its lease twice over: the store is misbehaving).
-    let give_up = tokio::time::Instant::now() + lease.saturating_mul(2) + settings.fetch_timeout;
+    let give_up = crate::clock::deadline_after(
+        tokio::time::Instant::now(),
+        lease.saturating_mul(2).saturating_add(settings.fetch_timeout),
+    );
     let body_limit = inner.body_limit;
     loop {
         let record = shared.load(authority).await?;

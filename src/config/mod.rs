@@ -283,9 +283,10 @@ impl Config {
         }
     }
 
-    /// Every rule broken, as (key, message).
+    /// Every rule broken, as (key, message): the ranges of the table of bounds
+    /// ([`bounds::BOUNDS`]) first, then the rules between keys and the syntax of values.
     fn check(&self) -> Vec<(&'static str, String)> {
-        let mut bad = Vec::new();
+        let mut bad = bounds::problems(self);
         let mut need = |ok: bool, key: &'static str, message: &dyn Fn() -> String| {
             if !ok {
                 bad.push((key, message()));
@@ -301,9 +302,13 @@ impl Config {
             "must list at least one port (use https.mode = \"reject\" to refuse CONNECT)".into()
         });
         need(!h.connect_ports.contains(&0), "https.connect_ports", &|| "0 is not a port".into());
-        need(nonzero(h.tunnel_idle_timeout), "https.tunnel_idle_timeout", &zero_msg);
         need(h.ca_cert.is_some() == h.ca_key.is_some(), "https.ca_cert", &|| {
             "https.ca_cert and https.ca_key must be set together".into()
+        });
+        need(h.ca_cert.is_none() || h.ca_cert != h.ca_key, "https.ca_key", &|| {
+            "names the same file as https.ca_cert; the CA certificate and its key need files of \
+             their own"
+                .into()
         });
 
         let p = &self.proxy;
@@ -313,7 +318,6 @@ impl Config {
                 p.via
             )
         });
-        need(nonzero(p.header_read_timeout), "proxy.header_read_timeout", &zero_msg);
         need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
             format!("{} is also proxy.listen; the two need their own ports", p.listen)
         });
@@ -347,12 +351,6 @@ impl Config {
             );
         }
 
-        let u = &self.upstream;
-        need(nonzero(u.connect_timeout), "upstream.connect_timeout", &zero_msg);
-        need(nonzero(u.response_timeout), "upstream.response_timeout", &zero_msg);
-        need(nonzero(u.body_idle_timeout), "upstream.body_idle_timeout", &zero_msg);
-        need(nonzero(u.pool_idle_timeout), "upstream.pool_idle_timeout", &zero_msg);
-
         let r = &self.robots;
         need(!r.user_agent.trim().is_empty(), "robots.user_agent", &|| {
             "must not be empty: origins see it on every robots.txt fetch".into()
@@ -362,8 +360,6 @@ impl Config {
             "robots.user_agent",
             &|| format!("{:?} is not a valid header value (no control characters)", r.user_agent),
         );
-        need(nonzero(r.connect_timeout), "robots.connect_timeout", &zero_msg);
-        need(nonzero(r.fetch_timeout), "robots.fetch_timeout", &zero_msg);
         need(r.connect_timeout <= r.fetch_timeout, "robots.connect_timeout", &|| {
             format!(
                 "{} is longer than robots.fetch_timeout ({}), which includes connecting",
@@ -371,29 +367,15 @@ impl Config {
                 show(r.fetch_timeout)
             )
         });
-        need(r.max_body >= MIN_ROBOTS_BODY, "robots.max_body", &|| {
-            format!(
-                "{} is below {MIN_ROBOTS_BODY}: RFC 9309 §2.5 requires parsing at least 500 KiB",
-                r.max_body
-            )
-        });
-        need(r.max_redirects <= MAX_REDIRECTS, "robots.max_redirects", &|| {
-            format!("{} is more than {MAX_REDIRECTS}", r.max_redirects)
-        });
-        need(nonzero(r.max_age), "robots.max_age", &zero_msg);
         need(r.min_age <= r.max_age, "robots.min_age", &|| {
             format!("{} is longer than robots.max_age ({})", show(r.min_age), show(r.max_age))
         });
-        need(nonzero(r.retry_initial), "robots.retry_initial", &zero_msg);
         need(r.retry_initial <= r.retry_max, "robots.retry_initial", &|| {
             format!(
                 "{} is longer than robots.retry_max ({})",
                 show(r.retry_initial),
                 show(r.retry_max)
             )
-        });
-        need(r.max_concurrent_fetches > 0, "robots.max_concurrent_fetches", &|| {
-            "must be at least 1".into()
         });
         need(r.cache_memory >= r.max_body, "robots.cache_memory", &|| {
             format!(
@@ -434,7 +416,6 @@ impl Config {
             "audit.fsync_interval",
             &zero_msg,
         );
-        need(a.queue_capacity > 0, "audit.queue_capacity", &|| "must be at least 1".into());
 
         if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
             need(false, "log.level", &|| {
@@ -472,14 +453,6 @@ impl Config {
         bad
     }
 }
-
-/// RFC 9309 §2.5: "crawlers SHOULD impose a parsing limit to protect their systems […] The
-/// parsing limit MUST be at least 500 kibibytes".
-const MIN_ROBOTS_BODY: ByteSize = ByteSize(500 * 1024);
-
-/// RFC 9309 §2.3.1.2: "crawlers SHOULD follow at least five consecutive redirects"; more than 20
-/// only makes redirect loops expensive.
-const MAX_REDIRECTS: u32 = 20;
 
 /// Headers that `policy.token_header` must not name: stripping them before forwarding would
 /// break the request or hide it (hop-by-hop and framing headers, `Host`, `User-Agent`, `Via`).
@@ -653,6 +626,7 @@ impl Default for LogSection {
     }
 }
 
+mod bounds;
 mod layers;
 mod problems;
 #[cfg(test)]

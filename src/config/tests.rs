@@ -162,3 +162,41 @@ fn admin_and_proxy_need_their_own_ports() {
 fn defaults_are_valid() {
     assert!(Config::default().check().is_empty(), "{:?}", Config::default().check());
 }
+
+#[test]
+fn every_duration_size_and_count_has_a_bound() {
+    let mut values = BTreeMap::new();
+    if let Ok(Value::Dict(_, dict)) = Value::serialize(layers::schema_sample()) {
+        Schema::leaves("", &dict, &mut values);
+    }
+    let schema = Schema::new();
+    let mut unbounded = Vec::new();
+    for (key, kind) in &schema.kinds {
+        let numeric = match (kind, values.get(key)) {
+            (KeyKind::Integer, _) => true,
+            (KeyKind::Text, Some(Value::String(_, text))) => {
+                humantime::parse_duration(text).is_ok() || text.parse::<ByteSize>().is_ok()
+            }
+            _ => false,
+        };
+        if numeric && bounds::bound(key).is_none() {
+            unbounded.push(key.clone());
+        }
+    }
+    assert!(unbounded.is_empty(), "add these keys to config::bounds::BOUNDS: {unbounded:?}");
+    for bound in bounds::BOUNDS {
+        assert!(schema.kinds.contains_key(bound.key), "{} is not a key", bound.key);
+        assert_eq!(bound.problem(&Config::default()), None, "the default of {}", bound.key);
+    }
+}
+
+#[test]
+fn the_shipped_file_documents_every_bound() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/robots-proxy.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let wanted = bounds::documentation();
+    assert!(
+        text.contains(&wanted),
+        "config/robots-proxy.toml must list the bounds exactly so:\n{wanted}"
+    );
+}

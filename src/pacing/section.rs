@@ -87,20 +87,10 @@ impl PacingSection {
     /// Every rule broken, as (key, message), for [`crate::config::Config`]'s validation.
     pub(crate) fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
-        if self.max_crawl_delay.is_zero() || self.max_crawl_delay > MAX_SPACING {
-            bad.push((
-                "pacing.max_crawl_delay",
-                "must be longer than zero and at most 1 day".into(),
-            ));
-        }
-        if self.max_wait > MAX_SPACING {
-            bad.push(("pacing.max_wait", "must be at most 1 day".into()));
-        }
+        // max_crawl_delay, max_wait, default_concurrency and queue_limit have their ranges in
+        // the table of bounds (src/config/bounds.rs); rates and the sites are checked here.
         if let Err(e) = check_rps(self.default_rps) {
             bad.push(("pacing.default_rps", e));
-        }
-        if let Err(e) = check_concurrency(self.default_concurrency) {
-            bad.push(("pacing.default_concurrency", e));
         }
         let mut seen: Vec<Authority> = Vec::new();
         for (i, site) in self.sites.iter().enumerate() {
@@ -225,10 +215,7 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "pacing.max_crawl_delay",
-                "pacing.max_wait",
                 "pacing.default_rps",
-                "pacing.default_concurrency",
                 "pacing.sites",
                 "pacing.sites",
                 "pacing.sites",

@@ -126,7 +126,7 @@ impl IdleTimer {
 
     /// Called while the sender keeps the proxy waiting: ready once it has for `timeout`.
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        let deadline = crate::clock::deadline_after(tokio::time::Instant::now(), self.timeout);
         let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         if !self.waiting {
             timer.as_mut().reset(deadline);

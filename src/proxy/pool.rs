@@ -112,8 +112,11 @@ impl OriginPool {
 
     /// Returns a connection to the pool as soon as its response head is in: it is taken again
     /// only once the body has been read ([`SendRequest::is_ready`]).
+    ///
+    /// With `upstream.pool_max_idle_per_host = 0` nothing is pooled: the sender is dropped, and
+    /// hyper closes the connection once the response in flight has been read.
     fn put_back(&self, authority: &Authority, sender: SendRequest<UpstreamBody>) {
-        if sender.is_closed() {
+        if sender.is_closed() || self.max_idle_per_host == 0 {
             return;
         }
         let mut idle = self.lock();
@@ -121,7 +124,7 @@ impl OriginPool {
             Some(list) => list,
             None => idle.entry(authority.clone()).or_default(),
         };
-        if list.len() >= self.max_idle_per_host {
+        if list.len() >= self.max_idle_per_host && !list.is_empty() {
             // The longest idle goes: it is the least likely to be wanted soon.
             list.remove(0);
         }

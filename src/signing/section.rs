@@ -205,9 +205,8 @@ impl SigningSection {
     /// Every rule broken, as (key, message), for [`crate::config::Config`]'s validation.
     pub(crate) fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
-        if self.lifetime.is_zero() || self.lifetime > MAX_LIFETIME {
-            bad.push(("signing.lifetime", "must be longer than zero and at most 24h".into()));
-        }
+        // lifetime, reuse and directory_lifetime have their ranges in the table of bounds
+        // (src/config/bounds.rs); what is left here is how values relate.
         if self.reuse >= self.lifetime {
             bad.push((
                 "signing.reuse",
@@ -217,12 +216,6 @@ impl SigningSection {
                     humantime::format_duration(self.reuse),
                     humantime::format_duration(self.lifetime)
                 ),
-            ));
-        }
-        if self.directory_lifetime.is_zero() || self.directory_lifetime > MAX_LIFETIME {
-            bad.push((
-                "signing.directory_lifetime",
-                "must be longer than zero and at most 24h".into(),
             ));
         }
         if self.keys_dir.as_os_str().is_empty() {
@@ -242,7 +235,9 @@ impl SigningSection {
                 }
             }
             if let Some(publish) = key.publish_until {
-                let last_use = key.sign_until.map(|t| t.0 + self.lifetime);
+                // An overflowing signing.lifetime is reported on its own (config::bounds).
+                let last_use =
+                    key.sign_until.map(|t| t.0.checked_add(self.lifetime).unwrap_or(t.0));
                 if last_use.is_none_or(|t| publish.0 < t) {
                     bad.push((
                         "signing.keys",

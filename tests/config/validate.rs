@@ -224,3 +224,39 @@ fn signing_values_are_parsed_when_the_file_is_read() {
         assert!(e.contains("signing.") && e.contains(says), "{toml}: {e}");
     }
 }
+
+/// Values that deserialize fine but used to crash `serve` (issue 27 §8, §9): each is refused
+/// naming the key and the bound.
+#[test]
+fn huge_durations_and_counts_are_refused_naming_the_key_and_the_bound() {
+    let huge = "500000000000years";
+    let cases: &[(&str, &str, &str, &str)] = &[
+        ("proxy.header_read_timeout", "ROBOTS_PROXY_PROXY__HEADER_READ_TIMEOUT", huge, "1day"),
+        ("upstream.body_idle_timeout", "ROBOTS_PROXY_UPSTREAM__BODY_IDLE_TIMEOUT", huge, "1day"),
+        ("audit.fsync_interval", "ROBOTS_PROXY_AUDIT__FSYNC_INTERVAL", huge, "1day"),
+        ("robots.give_up_after", "ROBOTS_PROXY_ROBOTS__GIVE_UP_AFTER", huge, "1year"),
+        (
+            "audit.queue_capacity",
+            "ROBOTS_PROXY_AUDIT__QUEUE_CAPACITY",
+            "9223372036854775807",
+            "1048576",
+        ),
+        ("limits.max_headers", "ROBOTS_PROXY_LIMITS__MAX_HEADERS", "9223372036854775807", "8192"),
+        (
+            "upstream.pool_max_idle_per_host",
+            "ROBOTS_PROXY_UPSTREAM__POOL_MAX_IDLE_PER_HOST",
+            "9223372036854775807",
+            "65536",
+        ),
+    ];
+    for (key, var, value, bound) in cases {
+        let e = load_err(sources(None, &[(var, value)]));
+        let problem = e
+            .problems()
+            .iter()
+            .find(|p| p.key.as_deref() == Some(*key))
+            .unwrap_or_else(|| panic!("no problem for {key}: {e}"));
+        assert_eq!(problem.origin, Some(Origin::Env(Some(var.to_string()))), "{problem}");
+        assert!(problem.message.contains(&format!("is more than {bound}")), "{problem}");
+    }
+}

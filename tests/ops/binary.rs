@@ -230,3 +230,61 @@ async fn health_subcommand_probes_the_admin_listener() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("cannot connect"), "{}", text(&out.stderr));
 }
+
+/// A reload refuses what `serve` would refuse: a reloadable duration past its bound used to be
+/// applied, and the next slow response body (or audit record) panicked (issue 27 §8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_refuses_durations_past_their_bounds_and_keeps_serving() {
+    let origin = Origin::start("User-agent: *\nDisallow:\n").await;
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("robots-proxy.toml");
+    write_atomically(&file, &policy_config(state.path(), None, ""));
+    let proxy = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let client = proxied_client(proxy.proxy_addr);
+    let slow = format!("{}/slow/3", origin.base());
+    let body = client.get(&slow).send().await.unwrap().bytes().await.unwrap();
+    assert_eq!(body.len(), 3 * SLOW_CHUNK);
+
+    let extra = "[upstream]\nbody_idle_timeout = \"500000000000years\"\n\
+                 [audit]\nfsync_interval = \"500000000000years\"\n";
+    write_atomically(&file, &policy_config(state.path(), None, extra));
+    proxy.signal("HUP");
+    proxy.wait_for_stderr("the new configuration is refused", 1).await;
+    let log = proxy.stderr();
+    assert!(log.contains("upstream.body_idle_timeout"), "{log}");
+    assert!(log.contains("audit.fsync_interval"), "{log}");
+    assert!(log.contains("is more than 1day"), "{log}");
+
+    let body = client.get(&slow).send().await.unwrap().bytes().await.unwrap();
+    assert_eq!(body.len(), 3 * SLOW_CHUNK, "the running configuration still serves");
+    let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
+    assert_eq!(status, 200, "the audit writer is alive: {ready}");
+    assert!(!proxy.stderr().contains("panicked"), "{}", proxy.stderr());
+}
+
+/// `config check` and `serve` refuse the values that used to pass the check and then crash
+/// `serve` at start (exit 101) or on every connection (issue 27 §8, §9).
+#[test]
+fn config_check_and_serve_refuse_huge_counts_naming_the_key() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    for (var, key) in [
+        ("ROBOTS_PROXY_AUDIT__QUEUE_CAPACITY", "audit.queue_capacity"),
+        ("ROBOTS_PROXY_LIMITS__MAX_HEADERS", "limits.max_headers"),
+    ] {
+        let env = [("ROBOTS_PROXY_STATE_DIR", state_dir), (var, "9223372036854775807")];
+        for args in [
+            &["config", "check"][..],
+            &["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"],
+        ] {
+            let out = run(args, &env);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?} {var}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{key} (from environment variable {var})")),
+                "{stderr}"
+            );
+            assert!(stderr.contains("is more than"), "{stderr}");
+        }
+    }
+}

@@ -153,3 +153,60 @@ async fn idle_origin_connections_are_closed_after_the_pool_idle_timeout() {
     .await;
     assert!(closed, "the idle origin connection was not closed");
 }
+
+/// An origin (robots.txt allows everything) that counts the POSTs it receives and answers each
+/// with the number it has seen so far.
+async fn post_counting_origin() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let posts = Arc::new(AtomicUsize::new(0));
+    let p = posts.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let p = p.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let p = p.clone();
+                    async move {
+                        let body = if req.method() == http::Method::POST {
+                            let n = p.fetch_add(1, Ordering::SeqCst) + 1;
+                            format!("post number {n}")
+                        } else {
+                            "User-agent: *\nDisallow:\n".to_owned()
+                        };
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(body))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, posts)
+}
+
+/// `upstream.pool_max_idle_per_host = 0` means no pooling. It used to panic in the pool after
+/// the origin had received the request (issue 26 §7): a POST ran while the client saw a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_max_idle_per_host_zero_turns_pooling_off_and_answers() {
+    let (origin, posts) = post_counting_origin().await;
+    let state = tempfile::tempdir().unwrap();
+    let proxy = crate::ops::support::ProxyProcess::start(
+        &[],
+        &[
+            ("ROBOTS_PROXY_STATE_DIR", state.path().to_str().unwrap()),
+            ("ROBOTS_PROXY_UPSTREAM__POOL_MAX_IDLE_PER_HOST", "0"),
+            ("ROBOTS_PROXY_HTTPS__MODE", "reject"),
+        ],
+    );
+    let client = crate::ops::support::proxied_client(proxy.proxy_addr);
+    for i in 1..=3 {
+        let resp = client.post(format!("http://{origin}/submit")).body("x").send().await.unwrap();
+        assert_eq!(resp.status(), 200, "POST {i}; proxy log:\n{}", proxy.stderr());
+        assert_eq!(resp.text().await.unwrap(), format!("post number {i}"));
+        assert_eq!(posts.load(Ordering::SeqCst), i, "the origin received POST {i} exactly once");
+    }
+    assert!(!proxy.stderr().contains("panicked"), "{}", proxy.stderr());
+}

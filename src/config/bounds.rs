@@ -1,0 +1,261 @@
+//! The bounds of every duration, size and count of the configuration, in one table that the
+//! validation reads ([`BOUNDS`]).
+//!
+//! A value past these bounds is refused by `config check`, by `serve` and by a reload (SIGHUP)
+//! alike, naming the key and the bound. Without them, values that deserialize fine crashed the
+//! proxy later: a duration added to an `Instant` overflows past about 2.9e11 years, a queue of
+//! 2^63 slots is more than a semaphore holds, and a header count sizes an allocation on every
+//! connection (issue 27 §8, §9). The bounds are far beyond any sensible setting and far below
+//! anything that overflows.
+//!
+//! Relations between keys (`robots.min_age` ≤ `robots.max_age`, …) are checked in
+//! [`Config::check`](super::Config) and the sections' own checks; ranges are checked here only.
+//! A unit test requires every duration, size and integer key of the schema to be listed.
+
+use std::time::Duration;
+
+use super::{ByteSize, Config};
+use crate::signing::section::MAX_LIFETIME;
+
+/// The range a key's value must lie in.
+#[derive(Clone, Copy)]
+pub(crate) enum Range {
+    /// A duration in `min..=max`.
+    Duration { get: fn(&Config) -> Duration, min: Duration, max: Duration },
+    /// A size in `min..=max`.
+    Size { get: fn(&Config) -> ByteSize, min: ByteSize, max: ByteSize },
+    /// A count in `min..=max`.
+    Count { get: fn(&Config) -> u64, min: u64, max: u64 },
+}
+
+/// One key's bound.
+#[derive(Clone, Copy)]
+pub(crate) struct Bound {
+    /// The key, dotted.
+    pub(crate) key: &'static str,
+    pub(crate) range: Range,
+    /// Why the bound is what it is, when it is not only a guard against overflow; added to the
+    /// message of a value out of range.
+    pub(crate) why: &'static str,
+}
+
+const MINUTE: Duration = Duration::from_secs(60);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+/// A year as humantime counts it (365.25 days), so the bound reads "1year".
+const YEAR: Duration = Duration::from_secs(31_557_600);
+/// The shortest duration that is "longer than zero".
+const POSITIVE: Duration = Duration::from_nanos(1);
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+const fn duration(
+    key: &'static str,
+    get: fn(&Config) -> Duration,
+    min: Duration,
+    max: Duration,
+) -> Bound {
+    Bound { key, range: Range::Duration { get, min, max }, why: "" }
+}
+
+const fn count(key: &'static str, get: fn(&Config) -> u64, min: u64, max: u64) -> Bound {
+    Bound { key, range: Range::Count { get, min, max }, why: "" }
+}
+
+const fn size(key: &'static str, get: fn(&Config) -> ByteSize, min: u64, max: u64) -> Bound {
+    Bound { key, range: Range::Size { get, min: ByteSize(min), max: ByteSize(max) }, why: "" }
+}
+
+const fn because(bound: Bound, why: &'static str) -> Bound {
+    Bound { why, ..bound }
+}
+
+/// `usize` counts as `u64` (lossless on every platform Rust supports).
+const fn wide(n: usize) -> u64 {
+    n as u64
+}
+
+/// Every bounded key. Documented in `config/robots-proxy.toml` ("Bounds"), which a test keeps
+/// in step with this table.
+pub(crate) const BOUNDS: &[Bound] = &[
+    // [proxy]
+    duration("proxy.header_read_timeout", |c| c.proxy.header_read_timeout, POSITIVE, DAY),
+    duration("proxy.shutdown_grace", |c| c.proxy.shutdown_grace, Duration::ZERO, DAY),
+    // [upstream]
+    duration("upstream.connect_timeout", |c| c.upstream.connect_timeout, POSITIVE, DAY),
+    duration("upstream.response_timeout", |c| c.upstream.response_timeout, POSITIVE, DAY),
+    duration("upstream.body_idle_timeout", |c| c.upstream.body_idle_timeout, POSITIVE, DAY),
+    duration("upstream.pool_idle_timeout", |c| c.upstream.pool_idle_timeout, POSITIVE, DAY),
+    count(
+        "upstream.pool_max_idle_per_host",
+        |c| wide(c.upstream.pool_max_idle_per_host),
+        0,
+        65_536,
+    ),
+    // [robots]
+    duration("robots.connect_timeout", |c| c.robots.connect_timeout, POSITIVE, DAY),
+    duration("robots.fetch_timeout", |c| c.robots.fetch_timeout, POSITIVE, DAY),
+    because(
+        size("robots.max_body", |c| c.robots.max_body, 500 * KIB, 64 * MIB),
+        "RFC 9309 §2.5 requires parsing at least 500 KiB",
+    ),
+    // RFC 9309 §2.3.1.2: "crawlers SHOULD follow at least five consecutive redirects"; more
+    // than 20 only makes redirect loops expensive.
+    count("robots.max_redirects", |c| u64::from(c.robots.max_redirects), 0, 20),
+    count("robots.max_concurrent_fetches", |c| wide(c.robots.max_concurrent_fetches), 1, 65_536),
+    duration("robots.max_age", |c| c.robots.max_age, POSITIVE, YEAR),
+    duration("robots.min_age", |c| c.robots.min_age, Duration::ZERO, YEAR),
+    duration("robots.give_up_after", |c| c.robots.give_up_after, Duration::ZERO, YEAR),
+    duration(
+        "robots.retry_initial",
+        |c| c.robots.retry_initial,
+        POSITIVE,
+        Duration::from_secs(30 * 24 * 3600),
+    ),
+    duration(
+        "robots.retry_max",
+        |c| c.robots.retry_max,
+        Duration::ZERO,
+        Duration::from_secs(30 * 24 * 3600),
+    ),
+    size("robots.cache_memory", |c| c.robots.cache_memory, 0, 1024 * GIB),
+    // [audit]
+    duration("audit.fsync_interval", |c| c.audit.fsync_interval, Duration::ZERO, DAY),
+    count("audit.queue_capacity", |c| wide(c.audit.queue_capacity), 1, 1 << 20),
+    // [https]
+    duration("https.tunnel_idle_timeout", |c| c.https.tunnel_idle_timeout, POSITIVE, DAY),
+    // [pacing]
+    duration("pacing.max_crawl_delay", |c| c.pacing.max_crawl_delay, POSITIVE, DAY),
+    duration("pacing.max_wait", |c| c.pacing.max_wait, Duration::ZERO, DAY),
+    because(
+        count(
+            "pacing.default_concurrency",
+            |c| wide(c.pacing.default_concurrency),
+            0,
+            wide(crate::pacing::MAX_CONCURRENCY),
+        ),
+        "0 means no limit",
+    ),
+    count("pacing.queue_limit", |c| wide(c.pacing.queue_limit), 0, 1 << 20),
+    // [limits]
+    count("limits.max_connections", |c| wide(c.limits.max_connections), 1, 1 << 20),
+    size(
+        "limits.max_request_line",
+        |c| c.limits.max_request_line,
+        256,
+        crate::limits::MAX_HEADER_BYTES.0,
+    ),
+    size(
+        "limits.max_header_bytes",
+        |c| c.limits.max_header_bytes,
+        crate::limits::MIN_HEADER_BYTES.0,
+        crate::limits::MAX_HEADER_BYTES.0,
+    ),
+    because(
+        count("limits.max_headers", |c| wide(c.limits.max_headers), 1, 8192),
+        "each request head is parsed into an array of this many headers",
+    ),
+    duration("limits.client_write_timeout", |c| c.limits.client_write_timeout, POSITIVE, DAY),
+    duration(
+        "limits.client_body_idle_timeout",
+        |c| c.limits.client_body_idle_timeout,
+        POSITIVE,
+        DAY,
+    ),
+    // [fleet]
+    duration("fleet.timeout", |c| c.fleet.timeout, POSITIVE, MINUTE),
+    // [signing]
+    because(
+        duration("signing.lifetime", |c| c.signing.lifetime, POSITIVE, MAX_LIFETIME),
+        "the Web Bot Auth draft recommends at most 24 hours",
+    ),
+    duration("signing.reuse", |c| c.signing.reuse, Duration::ZERO, DAY),
+    because(
+        duration(
+            "signing.directory_lifetime",
+            |c| c.signing.directory_lifetime,
+            POSITIVE,
+            MAX_LIFETIME,
+        ),
+        "the Web Bot Auth draft recommends at most 24 hours",
+    ),
+];
+
+/// The bound of `key`, if it has one.
+#[cfg(test)]
+pub(crate) fn bound(key: &str) -> Option<&'static Bound> {
+    BOUNDS.iter().find(|b| b.key == key)
+}
+
+impl Bound {
+    /// What is wrong with `config`'s value for this key, if anything.
+    pub(crate) fn problem(&self, config: &Config) -> Option<String> {
+        let message = match self.range {
+            Range::Duration { get, min, max } => {
+                let value = get(config);
+                if value < min && min == POSITIVE {
+                    "must be longer than zero".to_owned()
+                } else if value < min {
+                    format!("{} is below {}", show(value), show(min))
+                } else if value > max {
+                    format!("{} is more than {}", show(value), show(max))
+                } else {
+                    return None;
+                }
+            }
+            Range::Size { get, min, max } => {
+                let value = get(config);
+                if value < min {
+                    format!("{value} is below {min}")
+                } else if value > max {
+                    format!("{value} is more than {max}")
+                } else {
+                    return None;
+                }
+            }
+            Range::Count { get, min, max } => {
+                let value = get(config);
+                if value < min {
+                    format!("must be at least {min}")
+                } else if value > max {
+                    format!("{value} is more than {max}")
+                } else {
+                    return None;
+                }
+            }
+        };
+        Some(if self.why.is_empty() { message } else { format!("{message}: {}", self.why) })
+    }
+
+    #[cfg(test)]
+    /// The range as the documentation writes it: `1ns..=1day`, `0..=65536`, `500KiB..=64MiB`.
+    pub(crate) fn describe(&self) -> String {
+        match self.range {
+            Range::Duration { min, max, .. } if min == POSITIVE => {
+                format!("more than 0, at most {}", show(max))
+            }
+            Range::Duration { min, max, .. } => format!("{} to {}", show(min), show(max)),
+            Range::Size { min, max, .. } => format!("{min} to {max}"),
+            Range::Count { min, max, .. } => format!("{min} to {max}"),
+        }
+    }
+}
+
+/// The "Bounds" lines of `config/robots-proxy.toml`, one a key.
+#[cfg(test)]
+pub(crate) fn documentation() -> String {
+    BOUNDS.iter().map(|b| format!("#   {:<34}{}\n", b.key, b.describe())).collect()
+}
+
+/// Every value out of its bound, as (key, message).
+pub(crate) fn problems(config: &Config) -> Vec<(&'static str, String)> {
+    BOUNDS.iter().filter_map(|b| b.problem(config).map(|m| (b.key, m))).collect()
+}
+
+fn show(d: Duration) -> String {
+    if d.is_zero() {
+        "0s".to_owned()
+    } else {
+        humantime::format_duration(d).to_string()
+    }
+}

@@ -1,0 +1,110 @@
+//! `config check` fails where `serve` would (issue 27 §10, §12): files that must exist and parse,
+//! directories that must be creatable. Each case runs both commands of the real binary.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// Runs the binary with `args` and only `env` (plus PATH) in its environment.
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+const SERVE: &[&str] = &["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
+
+/// `config check` and `serve` with the file `toml` both exit 1, and `config check` names `key`
+/// and says `why`.
+fn both_refuse(dir: &Path, toml: &str, key: &str, why: &str) {
+    let file = dir.join("c.toml");
+    std::fs::write(&file, toml).unwrap();
+    let file = file.to_str().unwrap();
+    let check = run(&["config", "check", "--config", file], &[]);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "config check accepted:\n{toml}\n{stderr}");
+    assert!(stderr.contains(key) && stderr.contains(why), "{key} / {why}:\n{stderr}");
+    let serve = run(&[SERVE, &["--config", file]].concat(), &[]);
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert_eq!(serve.status.code(), Some(1), "serve started with:\n{toml}\n{stderr}");
+    assert!(stderr.contains(key) && stderr.contains(why), "serve: {key} / {why}:\n{stderr}");
+}
+
+#[test]
+fn config_check_refuses_what_serve_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let state = d.join("state");
+    let base = format!("state_dir = {:?}\n", state.to_str().unwrap());
+    std::fs::write(d.join("plain-file"), "x").unwrap();
+
+    both_refuse(
+        d,
+        &format!(
+            "{base}[https]\nmode = \"reject\"\n[access]\nusers_file = \"/nonexistent/users\"\n"
+        ),
+        "access.users_file",
+        "No such file",
+    );
+    let under_file = d.join("plain-file").join("state");
+    both_refuse(
+        d,
+        &format!("state_dir = {:?}\n[https]\nmode = \"reject\"\n", under_file.to_str().unwrap()),
+        "state_dir",
+        "plain-file",
+    );
+    both_refuse(
+        d,
+        &format!("{base}[https]\nmode = \"reject\"\n[audit]\npath = \"/\"\n"),
+        "audit.path",
+        "is a directory",
+    );
+    both_refuse(
+        d,
+        &format!("{base}[https]\nmode = \"reject\"\n[[signing.keys]]\nname = \"missing\"\n"),
+        "signing.keys",
+        "missing",
+    );
+    both_refuse(
+        d,
+        &format!(
+            "{base}[https]\nmode = \"reject\"\n[proxy]\ntls_listen = \"127.0.0.1:0\"\n\
+             tls_certificate = \"/nonexistent/proxy.pem\"\ntls_key = \"/nonexistent/proxy-key.pem\"\n"
+        ),
+        "proxy.tls_listen",
+        "/nonexistent/proxy.pem",
+    );
+    assert!(!state.join("audit.jsonl").exists(), "config check creates nothing");
+    assert!(!state.exists(), "config check creates nothing");
+}
+
+/// A CA the operator named is never generated (issue 27 §12): both commands refuse naming the
+/// missing files, and nothing is written. Both keys on one path is said so.
+#[test]
+fn a_configured_ca_whose_files_are_missing_is_refused_not_generated() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (cert, key) = (d.join("newca/c.pem"), d.join("newca/k.pem"));
+    let toml = format!(
+        "state_dir = {:?}\n[https]\nmode = \"intercept\"\nca_cert = {:?}\nca_key = {:?}\n",
+        d.join("state").to_str().unwrap(),
+        cert.to_str().unwrap(),
+        key.to_str().unwrap()
+    );
+    both_refuse(d, &toml, "https.ca_cert", &format!("{} and {}", cert.display(), key.display()));
+    assert!(!cert.exists() && !key.exists(), "no CA was generated");
+
+    let same = d.join("same.pem");
+    let toml = format!(
+        "state_dir = {:?}\n[https]\nca_cert = {:?}\nca_key = {:?}\n",
+        d.join("state").to_str().unwrap(),
+        same.to_str().unwrap(),
+        same.to_str().unwrap()
+    );
+    both_refuse(d, &toml, "https.ca_key", "names the same file as https.ca_cert");
+    assert!(!same.exists());
+}

@@ -12,13 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderMap, CACHE_CONTROL, LOCATION, USER_AGENT};
+use http::header::{HeaderMap, ACCEPT_ENCODING, CACHE_CONTROL, LOCATION, USER_AGENT};
 use http::{HeaderValue, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use super::decode::{self, Decoder};
 use super::FetchOutcome;
 use super::RobotsSection;
 use crate::authority::{Authority, Scheme};
@@ -87,6 +88,10 @@ pub(crate) enum FetchError {
     /// Reading the response body failed (reset, bad chunking, …).
     #[error("reading the body: {0}")]
     Body(String),
+    /// The body's `Content-Encoding` is unknown, or the body is not valid in it: unreachable,
+    /// never an empty file.
+    #[error("robots.txt body cannot be decoded: {0}")]
+    Decode(#[from] decode::DecodeError),
     /// A URL that should have been valid could not be turned into a request.
     #[error("invalid request URL {0:?}")]
     Url(String),
@@ -212,7 +217,8 @@ where
     }
 
     /// Sends one unconditional `GET` (RFC 9309 §2.3.1: the crawler identifies itself; no
-    /// validators, so the answer is always a whole file).
+    /// validators, so the answer is always a whole file), accepting the content codings the
+    /// body decoder undoes ([`decode`]).
     async fn request(
         &self,
         url: &url::Url,
@@ -220,6 +226,7 @@ where
         let uri: Uri = url.as_str().parse().map_err(|_| FetchError::Url(url.to_string()))?;
         let request = Request::get(uri)
             .header(USER_AGENT, self.user_agent.clone())
+            .header(ACCEPT_ENCODING, HeaderValue::from_static(decode::ACCEPT_ENCODING))
             .body(Empty::new())
             .map_err(|_| FetchError::Url(url.to_string()))?;
         self.client.request(request).await.map_err(|e| match crate::guard::find_prohibited(&e) {
@@ -237,7 +244,8 @@ where
         let code = status.as_u16();
         if status.is_success() {
             let max_age = freshness_hint(response.headers());
-            let body = read_capped(response.into_body(), self.body_limit).await?;
+            let decoder = Decoder::new(response.headers(), self.body_limit)?;
+            let body = read_capped(response.into_body(), decoder).await?;
             let robots = RobotsTxt::parse_with_limit(&body, self.body_limit);
             let (robots, body) = (Arc::new(robots), bytes::Bytes::from(body));
             return Ok(Fetched::Robots { status: code, robots, body, max_age });
@@ -278,23 +286,24 @@ fn unreachable(error: FetchError) -> Fetched {
     Fetched::Unreachable { outcome }
 }
 
-/// Reads at most `limit + 1` bytes of `body`, then stops (dropping the body closes the
-/// connection instead of draining it). The extra byte lets
-/// [`RobotsTxt::parse_with_limit`] see that the body goes on past the limit and drop a line
-/// the limit cut in two, so a rule is never shortened (RFC 9309 §2.5: content past the limit is
-/// ignored, not an error).
-async fn read_capped(mut body: hyper::body::Incoming, limit: usize) -> Result<Vec<u8>, FetchError> {
-    let cap = limit.saturating_add(1);
-    let mut out = Vec::new();
-    while out.len() < cap {
+/// Reads `body` through `decoder` until it ends or `decoder` holds `limit + 1` decoded bytes,
+/// then stops (dropping the body closes the connection instead of draining it). The extra byte
+/// lets [`RobotsTxt::parse_with_limit`] see that the file goes on past the limit and drop a
+/// line the limit cut in two, so a rule is never shortened (RFC 9309 §2.5: content past the
+/// limit is ignored, not an error). The limit counts decoded bytes, so a compressed body
+/// cannot hold more memory than a plain one.
+async fn read_capped(
+    mut body: hyper::body::Incoming,
+    mut decoder: Decoder,
+) -> Result<Vec<u8>, FetchError> {
+    while !decoder.is_full() {
         let Some(frame) = body.frame().await else { break };
         let frame = frame.map_err(|e| FetchError::Body(crate::error::describe(&e)))?;
         if let Ok(data) = frame.into_data() {
-            let room = cap - out.len();
-            out.extend_from_slice(&data[..data.len().min(room)]);
+            decoder.push(&data)?;
         }
     }
-    Ok(out)
+    Ok(decoder.finish()?)
 }
 
 /// Where a redirect response points, resolved against the URL that was requested. `None` when

@@ -31,6 +31,7 @@
 //!   (the RFC's "assume the robots.txt is unavailable"), `failing_since` set to tell it apart
 //!   from a 4xx.
 
+mod decode;
 mod fetch;
 mod section;
 mod shared;

@@ -2,6 +2,7 @@
 //! (RFC 9309 §2.3.1), lifetimes and back-off (§2.4, §2.3.1.4), and one fetch per authority.
 
 mod coalescing;
+mod encoding;
 mod fetch_table;
 mod lifetime;
 /// Also the raw origin of the proxy and ops tests.

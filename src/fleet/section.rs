@@ -78,16 +78,70 @@ pub struct RedisUrl {
 }
 
 impl RedisUrl {
-    /// The URL with any password replaced by `***`.
+    /// The URL as it may be shown (logs, `/api/summary`, `config check`, errors): see
+    /// [`mask_redis_url`].
     pub fn redacted(&self) -> String {
-        match url::Url::parse(&self.text) {
-            Ok(mut u) if u.password().is_some() => {
-                let _ = u.set_password(Some("***"));
-                u.to_string()
+        mask_redis_url(&self.text)
+    }
+}
+
+/// Query parameters that carry a secret: redis reads `pass` (and the unix-socket forms
+/// carry their credentials nowhere else); `password` is masked too, should a later version
+/// read it.
+const SECRET_PARAMS: [&str; 2] = ["pass", "password"];
+
+/// `text`, a Redis URL as written, with every password replaced by `***`: the userinfo's
+/// (`redis://user:***@host`), a `pass=` query parameter's (`unix:///run/redis.sock?pass=***`),
+/// and, when the text does not parse as a URL, all of the userinfo (everything from `//` to the
+/// last `@`) as well as any `pass=` value. The one way a Redis URL is shown.
+pub(crate) fn mask_redis_url(text: &str) -> String {
+    // `app:pw@host` parses too, as a scheme `app` and a path: a URL without `//` is no
+    // Redis URL, and is masked as text.
+    let mut url = match url::Url::parse(text) {
+        Ok(url) if !url.cannot_be_a_base() => url,
+        _ => return mask_unparsed(text),
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some("***"));
+    }
+    let secret = |name: &str| SECRET_PARAMS.iter().any(|s| name.eq_ignore_ascii_case(s));
+    if url.query_pairs().any(|(name, _)| secret(&name)) {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(n, v)| {
+                let v = if secret(&n) { "***".to_owned() } else { v.into_owned() };
+                (n.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
+}
+
+/// [`mask_redis_url`] of a text that is no URL: the userinfo and `pass=` values masked by text.
+fn mask_unparsed(text: &str) -> String {
+    let mut out = match (text.find("//"), text.rfind('@')) {
+        (Some(start), Some(at)) if at > start + 2 => {
+            format!("{}***{}", &text[..start + 2], &text[at..])
+        }
+        (None, Some(at)) => format!("***{}", &text[at..]),
+        _ => text.to_owned(),
+    };
+    for name in SECRET_PARAMS {
+        let mut from = 0;
+        while let Some(found) = out[from..].to_ascii_lowercase().find(&format!("{name}=")) {
+            let value = from + found + name.len() + 1;
+            let before = out[..from + found].chars().next_back();
+            let end = out[value..].find(['&', '#']).map_or(out.len(), |e| value + e);
+            if matches!(before, Some('?' | '&' | ';')) {
+                out.replace_range(value..end, "***");
+                from = value + 3;
+            } else {
+                from = value;
             }
-            _ => self.text.clone(),
         }
     }
+    out
 }
 
 impl PartialEq for RedisUrl {
@@ -160,5 +214,40 @@ mod tests {
         assert!(RedisUrl::try_from(String::new()).unwrap().client.is_none());
         let err = RedisUrl::try_from("http://x:pw@h".to_owned()).unwrap_err();
         assert!(err.contains("not a Redis URL") && !err.contains("pw@"), "{err}");
+    }
+
+    #[test]
+    fn every_form_of_password_is_masked() {
+        let cases = [
+            ("redis://app:s3cretPW@10.0.0.5:6379/2", "redis://app:***@10.0.0.5:6379/2"),
+            ("rediss://app:s3cretPW@redis.internal:6380", "rediss://app:***@redis.internal:6380"),
+            ("redis://:s3cretPW@h", "redis://:***@h"),
+            ("unix:///run/redis.sock?pass=s3cretPW", "unix:///run/redis.sock?pass=***"),
+            (
+                "redis+unix:///run/redis.sock?db=1&pass=s3cretPW",
+                "redis+unix:///run/redis.sock?db=1&pass=***",
+            ),
+            (
+                "valkey+unix:///run/v.sock?user=app&pass=s3c%26retPW&db=2",
+                "valkey+unix:///run/v.sock?user=app&pass=***&db=2",
+            ),
+            // Does not parse (no `:` after the scheme): all of the userinfo goes.
+            ("rediss//app:s3cretPW@redis.internal:6379", "rediss//***@redis.internal:6379"),
+            ("redis://app:s3cret PW@[bad/x?pass=s3cretPW", "redis://***@[bad/x?pass=***"),
+            ("app:s3cretPW@redis.internal", "***@redis.internal"),
+            ("redis://h:6379", "redis://h:6379"),
+        ];
+        for (written, shown) in cases {
+            let masked = mask_redis_url(written);
+            assert_eq!(masked, shown, "{written}");
+            assert!(!masked.contains("s3c"), "{masked}");
+        }
+        let unix = RedisUrl::try_from("redis+unix:///run/r.sock?db=1&pass=s3cretPW".to_owned());
+        let unix = unix.unwrap();
+        assert!(unix.client.is_some());
+        assert!(!format!("{unix:?}").contains("s3cret"));
+        assert!(!serde_json::to_string(&unix).unwrap().contains("s3cret"));
+        let err = RedisUrl::try_from("rediss//app:s3cretPW@redis.internal:6379".to_owned());
+        assert!(!err.unwrap_err().contains("s3cret"));
     }
 }

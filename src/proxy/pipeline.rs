@@ -185,16 +185,14 @@ async fn robots_txt(
 }
 
 /// With a fleet whose shared state is required (`fleet.on_redis_error = "refuse"`) and out of
-/// reach, the request cannot be decided: answer 503 naming the cause.
+/// reach, the request cannot be decided: answer 503. The client is told no more than that:
+/// where the store is and why it failed are for the operator's log.
 pub(super) fn fleet_unavailable(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
-    let why = snapshot.fleet_unavailable()?;
+    snapshot.fleet_unavailable()?;
     Some(answer::text(
         StatusCode::SERVICE_UNAVAILABLE,
         "proxy_internal_error",
-        format!(
-            "503 Service Unavailable: the fleet's shared state cannot be reached ({why}), and \
-             fleet.on_redis_error is \"refuse\"\n"
-        ),
+        "503 Service Unavailable: the fleet's shared store cannot be reached\n".to_owned(),
     ))
 }
 

@@ -111,6 +111,30 @@ impl Redis {
         });
     }
 
+    /// Makes it answer nothing for `pause` (`DEBUG SLEEP`), from another thread; the handle
+    /// ends when Redis answers again, and fails if it never did.
+    pub fn pause(&self, pause: Duration) -> std::thread::JoinHandle<()> {
+        let mut c = self.connection();
+        std::thread::spawn(move || {
+            redis::cmd("DEBUG").arg("SLEEP").arg(pause.as_secs_f64()).query::<()>(&mut c).unwrap();
+        })
+    }
+
+    /// The members of the sorted set `key` with their scores, and Redis's clock, both in
+    /// microseconds.
+    pub fn scores(&self, key: &str) -> (Vec<(String, f64)>, f64) {
+        let mut c = self.connection();
+        let members: Vec<(String, f64)> =
+            redis::cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES").query(&mut c).unwrap();
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+        (members, (secs * 1_000_000 + micros) as f64)
+    }
+
+    /// The keys matching `pattern`.
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        redis::cmd("KEYS").arg(pattern).query(&mut self.connection()).unwrap()
+    }
+
     /// Stops it (kill by PID) and waits for it to exit.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -177,6 +177,7 @@ impl RedisPace {
             key: key.to_owned(),
             member: member.to_owned(),
             channel: self.channel.clone(),
+            lapses: Instant::now() + self.lease,
         })
     }
 
@@ -244,6 +245,7 @@ impl RedisPace {
             fleet: self.fleet.clone(),
             key: Some(keys.queue.clone()),
             member: member.clone(),
+            lapses: deadline + QUEUE_LAPSE,
         };
         let here = self.here.get_with_by_ref(authority, || {
             let here = Arc::new(Here::default());
@@ -401,21 +403,18 @@ struct Queued {
     /// `None` once the request left the queue another way.
     key: Option<String>,
     member: String,
+    /// When the entry lapses by itself: no use trying after.
+    lapses: Instant,
 }
 
 impl Drop for Queued {
     fn drop(&mut self) {
         let Some(key) = self.key.take() else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let fleet = self.fleet.clone();
         let member = std::mem::take(&mut self.member);
-        runtime.spawn(async move {
-            // Not taken out (Redis out of reach): the entry lapses after the deadline.
-            let _ = fleet
-                .call(|mut c| async move {
-                    redis::cmd("ZREM").arg(key).arg(member).query_async::<()>(&mut c).await
-                })
-                .await;
+        give_back(self.fleet.clone(), self.lapses, move |mut c| {
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(&key).arg(&member);
+            Box::pin(async move { zrem.query_async::<()>(&mut c).await })
         });
     }
 }
@@ -427,24 +426,58 @@ struct Slot {
     key: String,
     member: String,
     channel: String,
+    /// When its lease ends: no use trying after.
+    lapses: Instant,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let fleet = self.fleet.clone();
         let release = self.release.clone();
         let key = std::mem::take(&mut self.key);
         let member = std::mem::take(&mut self.member);
         let channel = std::mem::take(&mut self.channel);
-        runtime.spawn(async move {
-            let mut invocation = release.prepare_invoke();
-            invocation.key(key).arg(member).arg(channel);
-            // Not given back (Redis out of reach): the lease ends by itself.
-            let _: Result<u8, _> =
-                fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
+        give_back(self.fleet.clone(), self.lapses, move |mut c| {
+            let (release, key) = (release.clone(), key.clone());
+            let (member, channel) = (member.clone(), channel.clone());
+            Box::pin(async move {
+                let mut invocation = release.prepare_invoke();
+                invocation.key(key).arg(member).arg(channel);
+                invocation.invoke_async::<()>(&mut c).await
+            })
         });
     }
+}
+
+/// The first pause before giving something back again, doubled each time up to a second.
+const GIVE_BACK_RETRY: Duration = Duration::from_millis(100);
+
+/// One try at giving something back to Redis.
+type Try = std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<()>> + Send>>;
+
+/// Sends what `make` makes to Redis, in the background, until it is done or `lapses` comes
+/// (then what it gives back has lapsed by itself). While Redis is out of reach, every try
+/// fails at once, and it goes through once the heartbeat finds Redis back: a slot given back
+/// during an outage is not held until its lease ends.
+fn give_back(
+    fleet: Arc<Fleet>,
+    lapses: Instant,
+    make: impl Fn(redis::aio::ConnectionManager) -> Try + Send + Sync + 'static,
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    runtime.spawn(async move {
+        let mut pause = GIVE_BACK_RETRY;
+        loop {
+            if fleet.call(&make).await.is_ok() {
+                return;
+            }
+            let next = Instant::now() + pause;
+            if next >= lapses {
+                return;
+            }
+            tokio::time::sleep_until(next).await;
+            pause = (pause * 2).min(super::HEARTBEAT);
+        }
+    });
 }
 
 impl PaceStore for RedisPace {

@@ -376,7 +376,8 @@ mod serve {
             Some(fleet) => {
                 cache.share_with(Arc::new(fleet::robots::SharedRedis::new(fleet.clone())));
                 let keep = robots_proxy::pacing::idle_after(&config.pacing)?;
-                let store = Arc::new(fleet::pace::RedisPace::new(fleet.clone(), keep));
+                let lease = fleet::pace::slot_lease(config.upstream.response_timeout);
+                let store = Arc::new(fleet::pace::RedisPace::new(fleet.clone(), keep, lease));
                 audit.set_node_name(fleet.instance());
                 tokio::spawn(fleet::robots::follow_purges(fleet.clone(), cache.clone()));
                 tracing::info!(

@@ -30,7 +30,9 @@ pub fn have_redis() -> bool {
 }
 
 impl Redis {
-    /// Starts a redis-server on a free port; `None` (the test says why) without one.
+    /// Starts a redis-server on a free port; `None` (the test says why) without one, on a
+    /// developer's machine. Under CI (`CI` set) its absence fails the test: `.ci/run`
+    /// installs it.
     pub async fn start() -> Option<Redis> {
         if !have_redis() {
             crate::skip::missing("redis-server", "apt-get install redis-server");
@@ -45,6 +47,31 @@ impl Redis {
     /// `redis://127.0.0.1:PORT`
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A connection of the test's own (not counted as any instance's).
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+    }
+
+    /// The commands this server has processed so far (`INFO stats`), the test's own
+    /// `INFO` calls included.
+    pub fn commands(&self) -> u64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(&mut self.connection()).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("INFO stats has total_commands_processed")
+    }
+
+    /// The scripts this server has run so far (`EVALSHA` and `EVAL`, `INFO commandstats`).
+    pub fn script_calls(&self) -> u64 {
+        let info: String =
+            redis::cmd("INFO").arg("commandstats").query(&mut self.connection()).unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| l.split_once("calls=")?.1.split(',').next()?.parse::<u64>().ok())
+            .sum()
     }
 
     /// Starts it again on the same port (after [`Redis::stop`]), and waits until it answers.
@@ -80,6 +107,30 @@ impl Redis {
         });
     }
 
+    /// Makes it answer nothing for `pause` (`DEBUG SLEEP`), from another thread; the handle
+    /// ends when Redis answers again, and fails if it never did.
+    pub fn pause(&self, pause: Duration) -> std::thread::JoinHandle<()> {
+        let mut c = self.connection();
+        std::thread::spawn(move || {
+            redis::cmd("DEBUG").arg("SLEEP").arg(pause.as_secs_f64()).query::<()>(&mut c).unwrap();
+        })
+    }
+
+    /// The members of the sorted set `key` with their scores, and Redis's clock, both in
+    /// microseconds.
+    pub fn scores(&self, key: &str) -> (Vec<(String, f64)>, f64) {
+        let mut c = self.connection();
+        let members: Vec<(String, f64)> =
+            redis::cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES").query(&mut c).unwrap();
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+        (members, (secs * 1_000_000 + micros) as f64)
+    }
+
+    /// The keys matching `pattern`.
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        redis::cmd("KEYS").arg(pattern).query(&mut self.connection()).unwrap()
+    }
+
     /// Stops it (kill by PID) and waits for it to exit.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -96,8 +147,8 @@ impl Drop for Redis {
 }
 
 /// An origin that notes what arrives and when. `/robots.txt` answers `robots` after
-/// `robots_delay`; `/hold` answers after 300 ms (to measure requests in flight); anything
-/// else at once.
+/// `robots_delay`; `/hold` answers after 300 ms (to measure requests in flight), `/slow/MS`
+/// after MS milliseconds; anything else at once.
 pub struct TimedOrigin {
     pub addr: SocketAddr,
     arrivals: Arc<Mutex<Vec<(String, Instant)>>>,
@@ -134,7 +185,13 @@ impl TimedOrigin {
                                     tokio::time::sleep(Duration::from_millis(300)).await;
                                     "held".to_owned()
                                 }
-                                other => format!("hello from {other}"),
+                                other => {
+                                    let slow = other.strip_prefix("/slow/");
+                                    if let Some(ms) = slow.and_then(|ms| ms.parse().ok()) {
+                                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                                    }
+                                    format!("hello from {other}")
+                                }
                             };
                             f.fetch_sub(1, Ordering::SeqCst);
                             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(body))))
@@ -170,6 +227,26 @@ impl TimedOrigin {
             .collect();
         times.sort();
         times
+    }
+
+    /// When the requests whose path starts with `prefix` arrived, in order.
+    pub fn arrivals(&self, prefix: &str) -> Vec<Instant> {
+        let arrivals = self.arrivals.lock().unwrap();
+        let mut times: Vec<Instant> =
+            arrivals.iter().filter(|(t, _)| t.starts_with(prefix)).map(|(_, at)| *at).collect();
+        times.sort();
+        times
+    }
+
+    /// Waits (up to 10 s) until a request for `path` has arrived.
+    pub async fn until_arrived(&self, path: &str) {
+        for _ in 0..1000 {
+            if self.hits(path) > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{path} never arrived");
     }
 
     /// The most requests (robots.txt included) in flight at once.
@@ -212,6 +289,15 @@ impl Fleet {
     pub fn state_dir(&self, i: usize) -> &std::path::Path {
         self._dirs[i].path()
     }
+}
+
+/// One proxy process on its own (no fleet), with `env` added and a state directory.
+pub fn alone(env: &[(&str, &str)]) -> (ProxyProcess, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_string_lossy().into_owned();
+    let mut all = env.to_vec();
+    all.push(("ROBOTS_PROXY_STATE_DIR", &state));
+    (ProxyProcess::start(&[], &all), dir)
 }
 
 /// A client that goes through the proxy at `addr`.

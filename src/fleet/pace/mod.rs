@@ -1,0 +1,512 @@
+//! The pace in Redis: [`RedisPace`] is the [`PaceStore`] of a fleet.
+//!
+//! The fleet paces exactly as one instance does (`pacing::schedule`), with the schedule kept
+//! in Redis and changed only by server-side scripts ([`scripts`]), atomically and on Redis's
+//! own clock (`TIME`), so the instances' clocks never decide a pace:
+//!
+//! * on arrival, `RESERVE` gives the request `max(now, rate.next, lane.next)` and moves each
+//!   spacing on, or refuses it (`max_wait`, `queue_limit`). A request that need not wait
+//!   takes its slot and starts in that same call (one round trip);
+//! * any other request is in the fleet's queue (`queue_limit` counts it, whether it waits
+//!   for its start or for a slot) and, once its reserved start has come, `BEGIN` takes a
+//!   concurrency slot and spaces the actual start from the last actual starts, as
+//!   `Schedule::begin` does: requests that bunched up behind the concurrency limit still
+//!   start one spacing apart;
+//! * a request waiting for a slot sleeps until a slot is given back anywhere in the fleet
+//!   (pub/sub on `slot-freed`), looking again by itself only at growing intervals;
+//! * a request dropped while it waits (its client hung up) leaves the queue at once; a
+//!   slot is given back when the response headers arrive. What an instance that died held
+//!   lapses by itself: its queue entries after their deadline, its slots when their lease
+//!   ([`slot_lease`]) ends.
+//!
+//! Keys (after `fleet.key_prefix`): `pace:<authority>` (hash, see [`scripts`]),
+//! `queue:<authority>` and `slots:<authority>` (sorted sets); channel `slot-freed`.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use redis::Script;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::Fleet;
+use crate::authority::Authority;
+use crate::pacing::{Admission, Bound, Held, LocalPace, PaceAsk, PaceFuture, PaceStore, Refusal};
+
+mod scripts;
+
+/// Added to `upstream.response_timeout` to make the lease of a concurrency slot
+/// ([`slot_lease`]): the slot is held from the start of the request until its response
+/// headers arrive, which includes connecting and, with signing, signing.
+pub const SLOT_LEASE_MARGIN: Duration = Duration::from_secs(10);
+
+/// How long a concurrency slot lasts unless given back (or renewed while its request is still
+/// in flight): `response_timeout` + [`SLOT_LEASE_MARGIN`]. An instance that dies holding one
+/// frees it then.
+pub fn slot_lease(response_timeout: Duration) -> Duration {
+    response_timeout.saturating_add(SLOT_LEASE_MARGIN)
+}
+
+/// Added to every spacing the fleet reserves, at most: a start is reserved on Redis's clock
+/// and waited for on the instance's, after a round trip, so two instances' requests could
+/// otherwise reach the origin up to a round trip (and the jitter of forwarding) less than the
+/// spacing apart. A fiftieth of the spacing when that is less (20 ms on a 1 s Crawl-delay,
+/// 20 µs at 1,000 rps).
+pub const SPACING_MARGIN: Duration = Duration::from_millis(20);
+
+/// `spacing` with its margin.
+fn with_margin(spacing: Duration) -> Duration {
+    spacing + (spacing / 50).min(SPACING_MARGIN)
+}
+
+/// A request waiting for a slot held elsewhere is woken when one is given back anywhere in
+/// the fleet (pub/sub); it also looks again on its own after this, doubling each time up to
+/// [`SLOT_RETRY_CAP`], in case the notice was missed (a slot whose holder died frees itself
+/// without one). So a waiter costs Redis a few calls, however long it waits.
+const SLOT_RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest a slot waiter goes without looking again by itself.
+const SLOT_RETRY_CAP: Duration = Duration::from_secs(2);
+
+/// How long after its deadline (arrival + `max_wait`) a queued request of an instance that
+/// died leaves the fleet's queue by itself.
+const QUEUE_LAPSE: Duration = Duration::from_secs(1);
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// What this instance keeps about an authority: its requests waiting (the queue-depth gauge),
+/// and the notice that a slot came free.
+#[derive(Default)]
+struct Here {
+    waiting: AtomicUsize,
+    freed: Notify,
+}
+
+/// Local waiters by slots key, for the subscriber to wake.
+type Notices = moka::sync::Cache<String, Arc<Here>>;
+
+/// The fleet's pace, with this instance's own as the fallback while Redis is out of reach
+/// (`fleet.on_redis_error = "local"`).
+pub struct RedisPace {
+    fleet: Arc<Fleet>,
+    local: LocalPace,
+    reserve: Script,
+    begin: Script,
+    release: Arc<Script>,
+    /// How long Redis keeps an authority's pace after its last request (`pacing::idle_after`).
+    keep: Duration,
+    /// How long a slot lasts unless given back ([`slot_lease`]).
+    lease: Duration,
+    next_id: AtomicU64,
+    /// This instance's requests waiting, and slot notices, per authority.
+    here: moka::sync::Cache<Authority, Arc<Here>>,
+    /// The same, by slots key.
+    notices: Arc<Notices>,
+    /// The channel on which given-back slots are announced.
+    channel: String,
+}
+
+/// What [`scripts::BEGIN`] said.
+enum Begun {
+    /// Started (after sleeping `wait`), holding its slot if there is a limit.
+    Started { wait: Duration },
+    /// No slot free.
+    Busy,
+    /// The spaced start would come past the deadline: refused, out of the queue.
+    TooLong { wait: Duration, bound: Bound },
+}
+
+impl RedisPace {
+    /// The pace in the Redis of `fleet`; `keep` is how long an idle authority's pace is kept
+    /// (here and in Redis), `lease` how long a concurrency slot lasts if its holder dies (see
+    /// [`slot_lease`]). Must be called inside a tokio runtime: it subscribes to the fleet's
+    /// notices of slots given back.
+    pub fn new(fleet: Arc<Fleet>, keep: Duration, lease: Duration) -> Self {
+        let notices: Arc<Notices> = Arc::new(
+            moka::sync::Cache::builder()
+                .max_capacity(crate::pacing::MAX_SITES)
+                .time_to_idle(keep)
+                .build(),
+        );
+        let channel = fleet.key("slot-freed");
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(follow_slots(fleet.clone(), channel.clone(), Arc::downgrade(&notices)));
+        }
+        RedisPace {
+            fleet,
+            local: LocalPace::new(keep),
+            reserve: Script::new(scripts::RESERVE),
+            begin: Script::new(scripts::BEGIN),
+            release: Arc::new(Script::new(scripts::RELEASE)),
+            keep,
+            lease: lease.max(Duration::from_secs(1)),
+            next_id: AtomicU64::new(0),
+            here: moka::sync::Cache::builder()
+                .max_capacity(crate::pacing::MAX_SITES)
+                .time_to_idle(keep)
+                .build(),
+            notices,
+            channel,
+        }
+    }
+
+    fn unique(&self) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        format!("{}#{n}", self.fleet.instance())
+    }
+
+    /// This instance's answer while Redis is out of reach.
+    async fn without_fleet(&self, ask: PaceAsk<'_>) -> Result<Admission, Held> {
+        if self.fleet.refuses_when_down() {
+            return Err(Held::Unavailable);
+        }
+        self.local.admit(ask).await
+    }
+
+    fn slot(&self, key: &str, member: &str) -> Box<dyn Send + Sync> {
+        Box::new(Slot {
+            fleet: self.fleet.clone(),
+            release: self.release.clone(),
+            key: key.to_owned(),
+            member: member.to_owned(),
+            channel: self.channel.clone(),
+            lapses: Instant::now() + self.lease,
+        })
+    }
+
+    async fn admit_shared(&self, ask: PaceAsk<'_>) -> Result<Admission, Held> {
+        let PaceAsk { authority, lane, limits } = ask;
+        let arrival = Instant::now();
+        let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
+        let keys = Keys {
+            pace: self.fleet.key(&format!("pace:{authority}")),
+            queue: self.fleet.key(&format!("queue:{authority}")),
+            slots: self.fleet.key(&format!("slots:{authority}")),
+        };
+        let member = self.unique();
+        let slots = limits.concurrency.unwrap_or(0);
+        let spacing = Spacing {
+            interval: limits.interval.map_or(0, |i| micros(with_margin(i))),
+            line: lane.map_or(0, |l| l.line),
+            delay: lane.map_or(0, |l| micros(with_margin(l.delay))),
+        };
+        let mut invocation = self.reserve.prepare_invoke();
+        invocation
+            .key(&keys.pace)
+            .key(&keys.queue)
+            .key(&keys.slots)
+            .arg(spacing.interval)
+            .arg(spacing.line)
+            .arg(spacing.delay)
+            .arg(micros(limits.max_wait))
+            .arg(limits.queue_limit)
+            .arg(&member)
+            .arg(millis(self.keep).max(1000))
+            .arg(slots)
+            .arg(micros(self.lease))
+            .arg(micros(QUEUE_LAPSE));
+        let reserved: Result<(String, u64, String, u64), _> =
+            self.fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
+        let (verdict, wait, bound, waiting) = match reserved {
+            Ok(r) => r,
+            Err(_) => return self.without_fleet(ask).await,
+        };
+        let wait = Duration::from_micros(wait);
+        let bound = match bound.as_str() {
+            "rate" => Some(Bound::Rate),
+            "crawl_delay" => Some(Bound::CrawlDelay),
+            _ => None,
+        };
+        match verdict.as_str() {
+            "go" => {
+                let slot = (slots > 0).then(|| self.slot(&keys.slots, &member));
+                return Ok(Admission { waited: false, slot });
+            }
+            "wait" => {}
+            "too_long" => {
+                let bound = bound.unwrap_or(Bound::Rate);
+                return Err(Held::Refused(Refusal::TooLong { wait, bound }));
+            }
+            _ => {
+                let bound = bound.unwrap_or(Bound::Concurrency);
+                let waiting = usize::try_from(waiting).unwrap_or(usize::MAX);
+                return Err(Held::Refused(Refusal::QueueFull { waiting, wait, bound }));
+            }
+        }
+        // In the fleet's queue until it starts; out of it if dropped before.
+        let mut queued = Queued {
+            fleet: self.fleet.clone(),
+            key: Some(keys.queue.clone()),
+            member: member.clone(),
+            lapses: deadline + QUEUE_LAPSE,
+        };
+        let here = self.here.get_with_by_ref(authority, || {
+            let here = Arc::new(Here::default());
+            self.notices.insert(keys.slots.clone(), here.clone());
+            here
+        });
+        here.waiting.fetch_add(1, Ordering::Relaxed);
+        let _counted = Counted(here.clone());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let mut retry = SLOT_RETRY_FIRST;
+        loop {
+            let freed = here.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.start(&keys, &member, &spacing, left, slots).await {
+                Ok(Begun::Started { wait: until_start }) => {
+                    let slot = (slots > 0).then(|| self.slot(&keys.slots, &member));
+                    if !until_start.is_zero() {
+                        tokio::time::sleep(until_start).await;
+                    }
+                    // Its queue entry lapses at its start, which has come.
+                    queued.key = None;
+                    return Ok(Admission { waited: true, slot });
+                }
+                Ok(Begun::TooLong { wait: more, bound }) => {
+                    queued.key = None;
+                    let wait = arrival.elapsed() + more;
+                    return Err(Held::Refused(Refusal::TooLong { wait, bound }));
+                }
+                Ok(Begun::Busy) => {}
+                // Out of reach while waiting: as if it had been from the start.
+                Err(()) => return self.without_fleet(ask).await,
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Held::NoConnection);
+            }
+            tokio::select! {
+                () = &mut freed => {}
+                () = tokio::time::sleep_until(now.checked_add(retry).unwrap_or(deadline).min(deadline)) => {}
+            }
+            if Instant::now() >= deadline {
+                return Err(Held::NoConnection);
+            }
+            retry = (retry * 2).min(SLOT_RETRY_CAP);
+        }
+    }
+
+    /// Runs [`scripts::BEGIN`] for a queued request.
+    async fn start(
+        &self,
+        keys: &Keys,
+        member: &str,
+        spacing: &Spacing,
+        left: Duration,
+        slots: usize,
+    ) -> Result<Begun, ()> {
+        let mut invocation = self.begin.prepare_invoke();
+        invocation
+            .key(&keys.pace)
+            .key(&keys.queue)
+            .key(&keys.slots)
+            .arg(spacing.interval)
+            .arg(spacing.line)
+            .arg(spacing.delay)
+            .arg(micros(left))
+            .arg(member)
+            .arg(millis(self.keep).max(1000))
+            .arg(slots)
+            .arg(micros(self.lease));
+        let begun: (String, u64, String) = self
+            .fleet
+            .call(|mut c| async move { invocation.invoke_async(&mut c).await })
+            .await
+            .map_err(|_| ())?;
+        let wait = Duration::from_micros(begun.1);
+        Ok(match (begun.0.as_str(), begun.2.as_str()) {
+            ("ok", _) => Begun::Started { wait },
+            ("busy", _) => Begun::Busy,
+            (_, "crawl_delay") => Begun::TooLong { wait, bound: Bound::CrawlDelay },
+            _ => Begun::TooLong { wait, bound: Bound::Rate },
+        })
+    }
+}
+
+/// The keys of one authority.
+struct Keys {
+    pace: String,
+    queue: String,
+    slots: String,
+}
+
+/// The spacings of one request, as the scripts take them (microseconds, margins added).
+struct Spacing {
+    interval: u64,
+    line: u32,
+    delay: u64,
+}
+
+/// Follows the notices of slots given back anywhere in the fleet and wakes one local waiter
+/// of that authority each; ends when the pace is dropped. After a gap in the subscription
+/// every waiter looks again (notices may have been missed).
+async fn follow_slots(fleet: Arc<Fleet>, channel: String, notices: Weak<Notices>) {
+    loop {
+        let subscribed = tokio::time::timeout(fleet.timeout, async {
+            let mut pubsub = fleet.client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        })
+        .await;
+        let Ok(Ok(pubsub)) = subscribed else {
+            if notices.strong_count() == 0 {
+                return;
+            }
+            tokio::time::sleep(super::HEARTBEAT).await;
+            continue;
+        };
+        let Some(all) = notices.upgrade() else { return };
+        for (_, here) in all.iter() {
+            here.freed.notify_waiters();
+        }
+        drop(all);
+        let mut messages = pubsub.into_on_message();
+        while let Some(message) = std::future::poll_fn(|cx| {
+            futures_core::Stream::poll_next(std::pin::Pin::new(&mut messages), cx)
+        })
+        .await
+        {
+            let Some(all) = notices.upgrade() else { return };
+            let Ok(key) = message.get_payload::<String>() else { continue };
+            if let Some(here) = all.get(&key) {
+                here.freed.notify_one();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One of this instance's requests waiting for its authority, counted until dropped.
+struct Counted(Arc<Here>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A request in the fleet's queue: taken out of it when dropped before it starts (its client
+/// hung up), so the place is given back at once, as the in-process pacer does.
+struct Queued {
+    fleet: Arc<Fleet>,
+    /// `None` once the request left the queue another way.
+    key: Option<String>,
+    member: String,
+    /// When the entry lapses by itself: no use trying after.
+    lapses: Instant,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        let Some(key) = self.key.take() else { return };
+        let member = std::mem::take(&mut self.member);
+        give_back(self.fleet.clone(), self.lapses, move |mut c| {
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(&key).arg(&member);
+            Box::pin(async move { zrem.query_async::<()>(&mut c).await })
+        });
+    }
+}
+
+/// A concurrency slot held in Redis: given back when dropped, and the fleet told.
+struct Slot {
+    fleet: Arc<Fleet>,
+    release: Arc<Script>,
+    key: String,
+    member: String,
+    channel: String,
+    /// When its lease ends: no use trying after.
+    lapses: Instant,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let release = self.release.clone();
+        let key = std::mem::take(&mut self.key);
+        let member = std::mem::take(&mut self.member);
+        let channel = std::mem::take(&mut self.channel);
+        give_back(self.fleet.clone(), self.lapses, move |mut c| {
+            let (release, key) = (release.clone(), key.clone());
+            let (member, channel) = (member.clone(), channel.clone());
+            Box::pin(async move {
+                let mut invocation = release.prepare_invoke();
+                invocation.key(key).arg(member).arg(channel);
+                invocation.invoke_async::<()>(&mut c).await
+            })
+        });
+    }
+}
+
+/// The first pause before giving something back again, doubled each time up to a second.
+const GIVE_BACK_RETRY: Duration = Duration::from_millis(100);
+
+/// One try at giving something back to Redis.
+type Try = std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<()>> + Send>>;
+
+/// Sends what `make` makes to Redis, in the background, until it is done or `lapses` comes
+/// (then what it gives back has lapsed by itself). While Redis is out of reach, every try
+/// fails at once, and it goes through once the heartbeat finds Redis back: a slot given back
+/// during an outage is not held until its lease ends.
+fn give_back(
+    fleet: Arc<Fleet>,
+    lapses: Instant,
+    make: impl Fn(redis::aio::ConnectionManager) -> Try + Send + Sync + 'static,
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    runtime.spawn(async move {
+        let mut pause = GIVE_BACK_RETRY;
+        loop {
+            if fleet.call(&make).await.is_ok() {
+                return;
+            }
+            let next = Instant::now() + pause;
+            if next >= lapses {
+                return;
+            }
+            tokio::time::sleep_until(next).await;
+            pause = (pause * 2).min(super::HEARTBEAT);
+        }
+    });
+}
+
+impl PaceStore for RedisPace {
+    fn admit<'a>(&'a self, ask: PaceAsk<'a>) -> PaceFuture<'a, Result<Admission, Held>> {
+        Box::pin(self.admit_shared(ask))
+    }
+
+    fn queue_depth(&self, authority: &Authority) -> usize {
+        let here = self.here.get(authority).map_or(0, |h| h.waiting.load(Ordering::Relaxed));
+        here + self.local.queue_depth(authority)
+    }
+
+    fn queue_depths(&self) -> Vec<(Authority, usize)> {
+        let mut depths: Vec<(Authority, usize)> = self
+            .here
+            .iter()
+            .map(|(a, h)| (a.as_ref().clone(), h.waiting.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        for (a, n) in self.local.queue_depths() {
+            match depths.iter_mut().find(|(b, _)| *b == a) {
+                Some((_, m)) => *m += n,
+                None => depths.push((a, n)),
+            }
+        }
+        depths
+    }
+
+    fn sites(&self) -> u64 {
+        self.here.entry_count() + self.local.sites()
+    }
+}

@@ -1,0 +1,135 @@
+//! The server-side scripts of the fleet's pace. Every time is in microseconds of Redis's own
+//! clock (`TIME`).
+//!
+//! The hash `pace:<authority>` keeps, per spacing, the two instants of the in-process
+//! schedule (`pacing::schedule`): `rate` / `lane:<line>`, the earliest start still free to
+//! reserve, and `last:rate` / `last:lane:<line>`, the last actual start. `queue:<authority>`
+//! holds the requests admitted and not yet started (score: when the member lapses by itself
+//! if its instance died), `slots:<authority>` the connection slots held (score: when the
+//! lease ends).
+
+/// KEYS: pace, queue, slots. ARGV: interval, lane line, delay, max_wait, queue_limit, member,
+/// keep (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait.
+///
+/// `Schedule::reserve`: `start = max(now, rate, lane)`; refuses a wait past `max_wait`, and a
+/// request that would wait (for its start, or for a slot: none free now) when `queue_limit`
+/// wait already. A request that need not wait starts at once: it takes its slot and is
+/// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
+/// Returns `{verdict, wait, bound, waiting}`.
+pub(super) const RESERVE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local lane = 'lane:' .. ARGV[2]
+local delay = tonumber(ARGV[3])
+local max_wait = tonumber(ARGV[4])
+local queue_limit = tonumber(ARGV[5])
+local member = ARGV[6]
+local keep_ms = tonumber(ARGV[7])
+local slots = tonumber(ARGV[8])
+local lease = tonumber(ARGV[9])
+local lapse = tonumber(ARGV[10])
+local start = now
+local bound = ''
+if interval > 0 then
+  local n = tonumber(redis.call('HGET', KEYS[1], 'rate') or '0')
+  if n > start then start = n; bound = 'rate' end
+end
+if delay > 0 then
+  local n = tonumber(redis.call('HGET', KEYS[1], lane) or '0')
+  if n > start or (n == start and bound ~= '') then start = n; bound = 'crawl_delay' end
+end
+local wait = start - now
+if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0} end
+local free = true
+if slots > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  free = redis.call('ZCARD', KEYS[3]) < slots
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local waiting = redis.call('ZCARD', KEYS[2])
+if (bound ~= '' or not free) and waiting >= queue_limit then
+  return {'queue_full', wait, bound, waiting}
+end
+if interval > 0 then redis.call('HSET', KEYS[1], 'rate', start + interval) end
+if delay > 0 then redis.call('HSET', KEYS[1], lane, start + delay) end
+redis.call('PEXPIRE', KEYS[1], keep_ms)
+if bound == '' and free then
+  if interval > 0 then redis.call('HSET', KEYS[1], 'last:rate', now) end
+  if delay > 0 then redis.call('HSET', KEYS[1], 'last:' .. lane, now) end
+  if slots > 0 then
+    redis.call('ZADD', KEYS[3], now + lease, member)
+    local ttl = math.floor(lease / 1000) + 1000
+    if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
+  end
+  return {'go', 0, '', waiting}
+end
+redis.call('ZADD', KEYS[2], now + max_wait + lapse, member)
+redis.call('PEXPIRE', KEYS[2], keep_ms)
+return {'wait', wait, bound, waiting}
+";
+
+/// KEYS: pace, queue, slots. ARGV: interval, lane line, delay, time left before the request's
+/// deadline, member, keep (ms), most slots (0: no limit), slot lease.
+///
+/// `Schedule::begin`, for a request of the queue whose reserved start has come: takes a slot
+/// (`busy` when none is free), then spaces the actual start from the last actual starts,
+/// `start = max(now, last:rate + interval, last:lane + delay)`; refuses it (`too_long`, and
+/// the request leaves the queue) when that is past its deadline. Otherwise records the start
+/// and returns `{'ok', start - now, bound}`; the request stays in the queue until `start`.
+pub(super) const BEGIN: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local lane = 'lane:' .. ARGV[2]
+local delay = tonumber(ARGV[3])
+local remaining = tonumber(ARGV[4])
+local member = ARGV[5]
+local keep_ms = tonumber(ARGV[6])
+local slots = tonumber(ARGV[7])
+local lease = tonumber(ARGV[8])
+if slots > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  if redis.call('ZCARD', KEYS[3]) >= slots then return {'busy', 0, ''} end
+end
+local start = now
+local bound = ''
+if interval > 0 then
+  local l = redis.call('HGET', KEYS[1], 'last:rate')
+  if l and tonumber(l) + interval > start then start = tonumber(l) + interval; bound = 'rate' end
+end
+if delay > 0 then
+  local l = redis.call('HGET', KEYS[1], 'last:' .. lane)
+  if l and tonumber(l) + delay > start then start = tonumber(l) + delay; bound = 'crawl_delay' end
+end
+if bound ~= '' and start - now > remaining then
+  redis.call('ZREM', KEYS[2], member)
+  return {'too_long', start - now, bound}
+end
+if interval > 0 then
+  redis.call('HSET', KEYS[1], 'last:rate', start)
+  local n = tonumber(redis.call('HGET', KEYS[1], 'rate') or '0')
+  if n < start + interval then redis.call('HSET', KEYS[1], 'rate', start + interval) end
+end
+if delay > 0 then
+  redis.call('HSET', KEYS[1], 'last:' .. lane, start)
+  local n = tonumber(redis.call('HGET', KEYS[1], lane) or '0')
+  if n < start + delay then redis.call('HSET', KEYS[1], lane, start + delay) end
+end
+redis.call('PEXPIRE', KEYS[1], keep_ms)
+if slots > 0 then
+  redis.call('ZADD', KEYS[3], start + lease, member)
+  local ttl = math.floor((start - now + lease) / 1000) + 1000
+  if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
+end
+redis.call('ZADD', KEYS[2], 'XX', start, member)
+return {'ok', start - now, bound}
+";
+
+/// KEYS: slots. ARGV: member, channel. Gives a slot back and tells the waiters of every
+/// instance (the message is the slots key).
+pub(super) const RELEASE: &str = r"
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('PUBLISH', ARGV[2], KEYS[1])
+return 1
+";

@@ -1,0 +1,206 @@
+//! The fleet paces as one instance does: the real binary with `fleet.redis` set, a real
+//! redis-server, and an origin that notes when each request arrives. Waits are checked both
+//! ways: not shorter than the pace (broken pace) and not much longer (over-waiting).
+
+use std::time::{Duration, Instant};
+
+use super::support::{alone, client, fleet, Redis, TimedOrigin};
+use super::{all_at_once, get, until_fleet_up, ROBOTS};
+
+/// Sends `/slow/MS` through `proxy` and returns once it has reached the origin (the request
+/// holds the authority's one connection slot for MS ms).
+async fn hold_the_slot(
+    proxy: std::net::SocketAddr,
+    origin: &TimedOrigin,
+    ms: u64,
+) -> tokio::task::JoinHandle<u16> {
+    let c = client(proxy);
+    let url = origin.url(&format!("/slow/{ms}"));
+    let slow = tokio::spawn(async move { c.get(url).send().await.unwrap().status().as_u16() });
+    origin.until_arrived(&format!("/slow/{ms}")).await;
+    slow
+}
+
+/// One instance of a fleet, concurrency 1 and a spacing of 1 s (`pace`): four requests queued
+/// behind a slow one (2 s) reach the origin one spacing apart after it, not in a bunch when
+/// the slot frees, and not later than one instance alone would send them.
+async fn four_behind_a_slow_one(robots: &str, pace: &[(&str, &str)], prefix: &str) {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(robots, Duration::ZERO).await;
+    let mut env = vec![
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "1"),
+    ];
+    env.extend_from_slice(pace);
+    let f = fleet(1, &redis, prefix, &env);
+    assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
+    // Past the warm-up's spacing.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let slow = hold_the_slot(f.instances[0].proxy_addr, &origin, 2000).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let statuses = all_at_once(&f, (0..4).map(|i| origin.url(&format!("/fast/{i}")))).await;
+    assert_eq!(statuses, [200; 4]);
+    assert_eq!(slow.await.unwrap(), 200);
+    let held = origin.arrivals("/slow/")[0];
+    let fast = origin.arrivals("/fast/");
+    assert_eq!(fast.len(), 4);
+    let since: Vec<Duration> = fast.iter().map(|t| *t - held).collect();
+    // The first goes when the slot frees (2 s), each next one spacing (1 s) after the last.
+    assert!(since[0] >= Duration::from_millis(2000), "before the slot freed: {since:?}");
+    for pair in fast.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_millis(1000), "two starts {gap:?} apart: {since:?}");
+    }
+    for (i, s) in since.iter().enumerate() {
+        let most = Duration::from_millis(2000 + 1020 * i as u64 + 1000);
+        assert!(*s <= most, "request {i} waited too long ({s:?} > {most:?}): {since:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_spaces_requests_that_waited_for_a_connection() {
+    let rps = [("ROBOTS_PROXY_PACING__DEFAULT_RPS", "1")];
+    four_behind_a_slow_one(ROBOTS, &rps, "respace-rate").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crawl_delay_spaces_requests_that_waited_for_a_connection() {
+    let robots = "User-agent: *\nCrawl-delay: 1\nDisallow: /private\n";
+    four_behind_a_slow_one(robots, &[], "respace-delay").await;
+}
+
+/// `queue_limit` counts requests waiting for a connection slot, as one instance alone does,
+/// and waiting for a slot costs Redis a few calls per waiter, not a poll every few ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_limit_counts_slot_waiters_and_they_do_not_poll_redis() {
+    let Some(redis) = Redis::start().await else { return };
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "1"),
+        ("ROBOTS_PROXY_PACING__QUEUE_LIMIT", "2"),
+        ("ROBOTS_PROXY_PACING__MAX_WAIT", "10s"),
+    ];
+    let f = fleet(1, &redis, "queue-slots", &env);
+    let (local, _dir) = alone(&env);
+    let mut refused = Vec::new();
+    let mut commands = (0, 0);
+    for proxy in [f.instances[0].proxy_addr, local.proxy_addr] {
+        let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+        let c = client(proxy);
+        assert_eq!(c.get(origin.url("/warm")).send().await.unwrap().status(), 200);
+        let slow = hold_the_slot(proxy, &origin, 3000).await;
+        let before = (redis.commands(), redis.script_calls());
+        let burst: Vec<_> = (0..10)
+            .map(|i| {
+                let req = c.get(origin.url(&format!("/burst/{i}")));
+                tokio::spawn(async move { req.send().await.unwrap().status().as_u16() })
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        for t in burst {
+            statuses.push(t.await.unwrap());
+        }
+        assert_eq!(slow.await.unwrap(), 200);
+        if commands == (0, 0) {
+            commands = (redis.commands() - before.0, redis.script_calls() - before.1);
+        }
+        assert!(statuses.iter().all(|s| *s == 200 || *s == 429), "{statuses:?}");
+        refused.push(statuses.iter().filter(|s| **s == 429).count());
+    }
+    assert_eq!(refused, [8, 8], "429s: [fleet, one instance alone]");
+    // Two waiters for 3 s: polling every 20 ms would be some 300 script calls (1,200
+    // commands, those the scripts run included). Here: ten reservations, a few looks per
+    // waiter, the slots given back; and the heartbeat's two commands a second.
+    let (all, scripts) = commands;
+    assert!(scripts < 60, "{scripts} script calls during a 3 s wait for a slot");
+    assert!(all < 300, "{all} Redis commands during a 3 s wait for a slot");
+}
+
+/// A slot given back while the instance thinks Redis is out of reach is given back once it
+/// is in reach again, not held until its lease ends (issue 24 §5: a 2.5 s pause blocked a
+/// site with 429s for 2 minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_given_back_during_an_outage_is_returned_when_redis_is_back() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "1"),
+        ("ROBOTS_PROXY_PACING__MAX_WAIT", "4s"),
+        ("ROBOTS_PROXY_FLEET__TIMEOUT", "300ms"),
+    ];
+    let f = fleet(1, &redis, "slot-outage", &env);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
+    let slow = hold_the_slot(f.instances[0].proxy_addr, &origin, 2000).await;
+    let paused = redis.pause(Duration::from_millis(2500));
+    // The heartbeat finds Redis out of reach while the slow request still holds the slot.
+    until_fleet_up(&f, 0).await;
+    assert_eq!(slow.await.unwrap(), 200, "the slot is given back while Redis is out of reach");
+    paused.join().unwrap();
+    until_fleet_up(&f, 1).await;
+    let started = Instant::now();
+    assert_eq!(get(&f, 0, &origin.url("/after")).await, 200);
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(3), "waited {waited:?} for the slot");
+}
+
+/// The slot's lease outlasts `upstream.response_timeout` (it was 120 s whatever the timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slot_lease_outlasts_the_response_timeout() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "1"),
+        ("ROBOTS_PROXY_UPSTREAM__RESPONSE_TIMEOUT", "300s"),
+    ];
+    let f = fleet(1, &redis, "slot-lease", &env);
+    assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
+    let slow = hold_the_slot(f.instances[0].proxy_addr, &origin, 1500).await;
+    let keys = redis.keys("test-slot-lease:slots:*");
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let (members, now) = redis.scores(&keys[0]);
+    assert_eq!(members.len(), 1, "{members:?}");
+    let lease = Duration::from_micros((members[0].1 - now) as u64);
+    assert!(lease >= Duration::from_secs(300), "a lease of {lease:?} with a 300 s timeout");
+    assert!(lease <= Duration::from_secs(311), "a lease of {lease:?} with a 300 s timeout");
+    assert_eq!(slow.await.unwrap(), 200);
+}
+
+/// Requests whose clients hung up while they waited leave the fleet's queue at once: the
+/// next request is admitted, as with one instance alone (the `PaceStore` is cancel-safe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_whose_clients_hung_up_give_their_queue_places_back() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_RPS", "0.2"),
+        ("ROBOTS_PROXY_PACING__QUEUE_LIMIT", "2"),
+        ("ROBOTS_PROXY_PACING__MAX_WAIT", "60s"),
+    ];
+    let f = fleet(1, &redis, "hung-up", &env);
+    assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
+    let impatient = client(f.instances[0].proxy_addr);
+    for i in 0..2 {
+        let req = impatient.get(origin.url(&format!("/gave-up/{i}")));
+        let sent = req.timeout(Duration::from_millis(500)).send().await;
+        assert!(sent.is_err(), "request {i} was answered: {sent:?}");
+    }
+    let queue = redis.keys("test-hung-up:queue:*");
+    assert_eq!(queue.len(), 1, "{queue:?}");
+    let mut left = Vec::new();
+    for _ in 0..100 {
+        left = redis.scores(&queue[0]).0;
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(left, [], "still queued after their clients hung up");
+    // Admitted: it waits its turn (longer than this client waits) instead of a 429.
+    let third = impatient.get(origin.url("/third")).timeout(Duration::from_secs(1)).send().await;
+    assert!(third.is_err(), "the third request was answered at once: {third:?}");
+    assert_eq!(origin.hits("/gave-up/0") + origin.hits("/gave-up/1"), 0);
+}

@@ -266,7 +266,9 @@ impl Policy {
         readings: &Readings,
     ) -> bool {
         let decoded = has_decoded_patterns(&snapshot.rules);
-        readings.to_decide(decoded).all(|(reading, path)| path_allowed(snapshot, token, reading, path))
+        readings
+            .to_decide(decoded)
+            .all(|(reading, path)| path_allowed(snapshot, token, reading, path))
     }
 
     /// Decides whether `token` may fetch the request whose path reads as `readings`: the most

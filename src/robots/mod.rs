@@ -432,9 +432,7 @@ impl RobotsTxt {
             })
             .filter(|rule| pattern::matches(rule.pattern.as_bytes(), rule.shape, path.as_bytes()))
             .collect();
-        out.sort_by_key(|r| {
-            (std::cmp::Reverse(r.priority), r.kind != RuleKind::Allow, r.line)
-        });
+        out.sort_by_key(|r| (std::cmp::Reverse(r.priority), r.kind != RuleKind::Allow, r.line));
         out
     }
 
@@ -526,7 +524,11 @@ impl RobotsTxt {
             })
             .sum();
         let rules = rules
-            + self.decoded_rules.iter().map(|r| std::mem::size_of::<Rule>() + r.pattern.len()).sum::<usize>();
+            + self
+                .decoded_rules
+                .iter()
+                .map(|r| std::mem::size_of::<Rule>() + r.pattern.len())
+                .sum::<usize>();
         let sets: usize = self
             .rule_sets
             .iter()

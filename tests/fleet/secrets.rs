@@ -20,12 +20,12 @@ struct UnixRedis {
 impl UnixRedis {
     async fn start() -> Option<UnixRedis> {
         if !have_redis() {
-            eprintln!("skipped: redis-server is not installed");
+            crate::skip::missing("redis-server", "apt-get install redis-server");
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("redis.sock").to_string_lossy().into_owned();
-        let child = Command::new("redis-server")
+        let mut child = Command::new("redis-server")
             .args(["--port", "0", "--unixsocket", &socket, "--requirepass", SECRET])
             .args(["--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
@@ -38,6 +38,8 @@ impl UnixRedis {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("redis-server did not listen on {socket}");
     }
 
@@ -79,7 +81,10 @@ async fn refused_body(proxy: &ProxyProcess, hidden: &[&str]) {
     let body = resp.text().await.unwrap();
     assert!(body.contains("fleet's shared store cannot be reached"), "{body}");
     for h in hidden {
-        assert!(!body.contains(h) && !status.contains(h), "{h:?} told to a client: {body} {status}");
+        assert!(
+            !body.contains(h) && !status.contains(h),
+            "{h:?} told to a client: {body} {status}"
+        );
     }
 }
 

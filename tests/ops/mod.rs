@@ -8,5 +8,5 @@ mod admin;
 mod binary;
 mod own_listeners;
 mod page;
-mod user_agents;
 mod preflight;
+mod user_agents;

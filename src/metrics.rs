@@ -62,6 +62,10 @@ pub enum Decision {
     /// Allowed by robots.txt but refused with 429 to keep the site's pace
     /// ([`crate::pacing`]).
     Throttle,
+    /// Neither decided nor forwarded, answered by the proxy itself: 503 when the fleet's shared
+    /// store is required and out of reach, 502 when robots.txt could not be fetched because the
+    /// origin's TLS certificate is not trusted.
+    Unavailable,
 }
 
 impl Decision {
@@ -74,16 +78,18 @@ impl Decision {
             A::Throttled => Decision::Throttle,
             A::DestinationProhibited | A::ConnectRefuse => Decision::Refuse,
             A::TunnelAllow => Decision::Tunnel,
+            A::FleetUnavailable => Decision::Unavailable,
             _ => Decision::Allow,
         }
     }
 
-    const ALL: [Decision; 5] = [
+    const ALL: [Decision; 6] = [
         Decision::Allow,
         Decision::Disallow,
         Decision::Refuse,
         Decision::Tunnel,
         Decision::Throttle,
+        Decision::Unavailable,
     ];
 
     /// The label value.
@@ -94,6 +100,7 @@ impl Decision {
             Decision::Refuse => "refuse",
             Decision::Tunnel => "tunnel",
             Decision::Throttle => "throttle",
+            Decision::Unavailable => "unavailable",
         }
     }
 
@@ -205,7 +212,7 @@ impl EncodeMetric for LatencyHistogram {
 pub struct Metrics {
     registry: Registry,
     /// `[decision][scheme]`, scheme 0 = http, 1 = https.
-    requests: [[Counter; 2]; 5],
+    requests: [[Counter; 2]; 6],
     upstream_errors: Family<Vec<(&'static str, &'static str)>, Counter>,
     open_connections: Gauge,
     decision_latency: LatencyHistogram,
@@ -241,7 +248,8 @@ impl Metrics {
         let requests_family = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
         registry.register(
             "requests",
-            "Requests decided, by decision (allow, disallow, refuse, tunnel, throttle) and scheme",
+            "Requests answered, each once, by decision (allow, disallow, refuse, tunnel, throttle, \
+             unavailable) and scheme",
             requests_family.clone(),
         );
         let requests = Decision::ALL.map(|d| {
@@ -390,6 +398,7 @@ impl Metrics {
     pub fn blocked(&self, record: &AuditRecord) {
         if record.outcome != crate::audit::AuditOutcome::Failure
             || record.action == crate::audit::AuditAction::Throttled
+            || record.action == crate::audit::AuditAction::FleetUnavailable
         {
             return;
         }

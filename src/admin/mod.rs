@@ -219,6 +219,7 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
                 "refuse": requests(Decision::Refuse),
                 "tunnel": requests(Decision::Tunnel),
                 "throttle": requests(Decision::Throttle),
+                "unavailable": requests(Decision::Unavailable),
             },
             "blocks": metrics.blocks(TOP),
             "cache": {

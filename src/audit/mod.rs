@@ -75,6 +75,9 @@ pub enum AuditAction {
     ConnectRefuse,
     /// A tunnel opened (tunnel mode).
     TunnelAllow,
+    /// Answered 503: the fleet's shared store is required (`fleet.on_redis_error = "refuse"`)
+    /// and out of reach, so the request could be neither decided nor paced.
+    FleetUnavailable,
 }
 
 impl AuditAction {
@@ -90,6 +93,7 @@ impl AuditAction {
             AuditAction::DestinationProhibited => "destination_prohibited",
             AuditAction::ConnectRefuse => "connect_refuse",
             AuditAction::TunnelAllow => "tunnel_allow",
+            AuditAction::FleetUnavailable => "fleet_unavailable",
         }
     }
 }

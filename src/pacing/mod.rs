@@ -412,7 +412,10 @@ impl Pacer {
         cause: ThrottleCause,
         wait: Duration,
     ) -> Throttled {
-        self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        // A fleet outage is no refusal for pace (it is answered 503, counted as `unavailable`).
+        if !matches!(cause, ThrottleCause::FleetUnavailable) {
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        }
         Throttled { authority: authority.clone(), pace, cause, retry_after: retry_after(wait) }
     }
 

@@ -264,7 +264,12 @@ async fn tunnel(
         return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
     }
     if let Some(answer) = super::pipeline::fleet_unavailable(&snapshot) {
-        return answer;
+        let reason = super::pipeline::FLEET_UNAVAILABLE_REASON;
+        let mut record =
+            connect_record(&shared, client, &req, &authority, token.as_ref(), false, reason);
+        record.action = AuditAction::FleetUnavailable;
+        record.status_code = Some(503);
+        return shared.refuse(record, Scheme::Https, answer).await;
     }
     let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
     // For the audit record: the group that applies and, when every path is disallowed, the

@@ -22,6 +22,7 @@ use hyper::body::Incoming;
 use super::facts::Facts;
 use super::{answer, connect, forward, preferences, safety, throttle};
 use super::{ConnectionMemory, Live, ProxyBody, Shared};
+use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::metrics::Decision;
 use crate::pacing::PacePermit;
@@ -114,9 +115,14 @@ async fn steps(
 ) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
     let signing = plan_signing(shared, facts, &req);
     let snapshot = robots_txt(shared, live, memory, facts).await?;
-    check_robots(shared, live, facts, &snapshot, started, signing.as_ref()).await?;
+    let allowed = check_robots(shared, live, facts, &snapshot, started, signing.as_ref()).await?;
     let usage = check_usage(shared, live, facts, &snapshot).await?;
     let _permit = pace(shared, facts, &snapshot).await?;
+    // The allowed request's record (`audit.all_decisions`) is written once it is known to go:
+    // a usage or pacing refusal writes its own record instead, so each request has one.
+    if let Some(record) = allowed {
+        shared.write_audit(*record).await;
+    }
     let resp = forward(shared, live, facts, req, signing.as_ref()).await?;
     let signed = signing.as_ref().map(|s| s.keyid());
     ControlFlow::Continue(check_response(shared, live, facts, &snapshot, usage, signed, resp).await)
@@ -175,14 +181,27 @@ async fn robots_txt(
         return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, why)).await);
     }
     if let Some(answer) = fleet_unavailable(&snapshot) {
-        return ControlFlow::Break(answer);
+        // Audited and counted (`unavailable`) like every answer the proxy gives itself.
+        let subject = preferences::Subject { facts, snapshot: &snapshot, signed: None };
+        let mut record = subject.decision_record(shared, &live.policy, Some(503));
+        record.action = crate::audit::AuditAction::FleetUnavailable;
+        record.outcome = crate::audit::AuditOutcome::Failure;
+        record.reason = FLEET_UNAVAILABLE_REASON.to_owned();
+        (record.rule, record.line) = (None, None);
+        let refusing = Box::pin(shared.refuse(record, facts.authority.scheme(), answer));
+        return ControlFlow::Break(refusing.await);
     }
     if let Some(answer) = untrusted_origin(&snapshot) {
         shared.metrics.upstream_error("tls_certificate_error");
+        shared.metrics.count(crate::metrics::Decision::Unavailable, facts.authority.scheme());
         return ControlFlow::Break(answer);
     }
     ControlFlow::Continue(snapshot)
 }
+
+/// The audit reason of a request answered 503 because the fleet's store is out of reach.
+pub(super) const FLEET_UNAVAILABLE_REASON: &str = "the fleet's shared store is out of reach and \
+     fleet.on_redis_error = \"refuse\": robots.txt could not be read, the request was not decided";
 
 /// With a fleet whose shared state is required (`fleet.on_redis_error = "refuse"`) and out of
 /// reach, the request cannot be decided: answer 503. The client is told no more than that:
@@ -213,7 +232,8 @@ fn untrusted_origin(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
 }
 
 /// Step 3: robots.txt. Every reading of the path must be allowed; the explained decision (and
-/// its audit record) is made only for a refusal or with `audit.all_decisions`.
+/// its audit record) is made only for a refusal or with `audit.all_decisions`. An allowed
+/// request's record comes back unwritten, for [`steps`] to write once the request goes on.
 async fn check_robots(
     shared: &Shared,
     live: &Live,
@@ -221,7 +241,7 @@ async fn check_robots(
     snapshot: &RobotsSnapshot,
     started: Instant,
     signing: Option<&Signing<'_>>,
-) -> ControlFlow<Response<ProxyBody>> {
+) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
     if shared.audit.all_decisions()
         || !live.policy.is_allowed(snapshot, facts.token(), &facts.readings)
     {
@@ -229,18 +249,18 @@ async fn check_robots(
         // never come here should not carry room for them.
         let deciding =
             Box::pin(decide_and_audit(shared, &live.policy, facts, snapshot, started, signing));
-        if let Some(blocked) = deciding.await {
-            return ControlFlow::Break(blocked);
-        }
-    } else {
-        shared.metrics.decision_time(started);
+        return match deciding.await {
+            Err(blocked) => ControlFlow::Break(blocked),
+            Ok(record) => ControlFlow::Continue(Some(record)),
+        };
     }
-    ControlFlow::Continue(())
+    shared.metrics.decision_time(started);
+    ControlFlow::Continue(None)
 }
 
 /// The explained decision for a request that is blocked, or that is audited although
-/// allowed (`audit.all_decisions`): writes its audit record and answers `Some(403)` when the
-/// request is blocked, `None` when it may go on.
+/// allowed (`audit.all_decisions`): the 403, its record written, when the request is blocked;
+/// the record, not yet written, when it may go on.
 async fn decide_and_audit(
     shared: &Shared,
     policy: &Policy,
@@ -248,7 +268,7 @@ async fn decide_and_audit(
     snapshot: &RobotsSnapshot,
     started: Instant,
     signing: Option<&Signing<'_>>,
-) -> Option<Response<ProxyBody>> {
+) -> Result<Box<AuditRecord>, Response<ProxyBody>> {
     let now = shared.clock.now();
     let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
     shared.metrics.decision_time(started);
@@ -256,12 +276,11 @@ async fn decide_and_audit(
     let mut record = facts.audit_record(&decision, now, status);
     if decision.is_allowed() {
         record.signature_keyid = signing.map(|s| s.keyid().to_owned());
-        shared.write_audit(record).await;
-        return None;
+        return Ok(Box::new(record));
     }
     let token = facts.token().map(|t| t.as_str());
     let answer = answer::blocked(&decision, &record.url, token, facts.want_json);
-    Some(shared.refuse(record, facts.authority.scheme(), answer).await)
+    Err(shared.refuse(record, facts.authority.scheme(), answer).await)
 }
 
 /// What [`check_usage`] found, for [`check_response`]: the crawler's configured purposes

@@ -23,7 +23,10 @@ pub(super) async fn refused(
     let subject = Subject { facts, snapshot, signed: None };
     let status = Some(status_of(throttled).as_u16());
     let mut record = subject.decision_record(shared, &shared.live().policy, status);
-    record.action = AuditAction::Throttled;
+    record.action = match throttled.cause {
+        ThrottleCause::FleetUnavailable => AuditAction::FleetUnavailable,
+        _ => AuditAction::Throttled,
+    };
     record.outcome = AuditOutcome::Failure;
     record.reason = throttled.to_string();
     (record.rule, record.line) = match throttled.pace {

@@ -277,6 +277,20 @@ async fn redis_stopped_refuse_answers_503_and_recovers() {
     assert_eq!(other.hits("/robots.txt"), 0);
     let resp = client(f.instances[1].proxy_addr).get(origin.url("/b")).send().await.unwrap();
     assert_eq!(resp.status(), 503);
+    // Each 503 is counted once, as `unavailable` (not as a 429 for pace), and audited.
+    for (instance, answered) in [(0, 3), (1, 4)] {
+        let text = metrics(&f.instances[instance]).await;
+        let count = |decision: &str| -> u64 {
+            text.lines()
+                .filter(|l| l.starts_with("robots_proxy_requests_total{"))
+                .filter(|l| l.contains(&format!("decision=\"{decision}\"")))
+                .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+                .sum()
+        };
+        assert_eq!(count("unavailable"), answered, "instance {instance}:\n{text}");
+        assert_eq!(count("throttle"), 0, "instance {instance}:\n{text}");
+        assert!(text.lines().any(|l| l == "robots_proxy_pacing_refused_total 0"), "{text}");
+    }
     redis.restart().await;
     until_fleet_up(&f, 1).await;
     let resp = client(f.instances[1].proxy_addr).get(other.url("/y")).send().await.unwrap();

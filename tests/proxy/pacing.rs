@@ -235,3 +235,91 @@ async fn ipv4_aliases_share_the_site_robots_txt_and_pace() {
     let hosts: Vec<_> = origin.seen().iter().map(|s| s.headers["host"].clone()).collect();
     assert!(hosts.iter().all(|h| h == &format!("127.0.0.1:{port}")), "{hosts:?}");
 }
+
+/// With `audit.all_decisions`, a request robots.txt allows but pacing refuses has one record,
+/// `throttled`, not also a `robots_allow` that says it was forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_request_has_one_audit_record() {
+    let origin = Origin::start("User-agent: *\nCrawl-delay: 5\nDisallow: /private\n").await;
+    let proxy = TestProxy::start_with(|c| {
+        enabled(c);
+        c.pacing.max_wait = Duration::from_millis(500);
+        c.audit.all_decisions = true;
+    })
+    .await;
+    let port = origin.addr.port();
+    assert_eq!(
+        raw_get(proxy.addr, &format!("http://127.0.0.1:{port}/a"), "x", "").await.status,
+        200
+    );
+    assert_eq!(
+        raw_get(proxy.addr, &format!("http://127.0.0.1:{port}/b"), "x", "").await.status,
+        429
+    );
+    let records = proxy.audit_records().await;
+    let of = |path: &str| -> Vec<String> {
+        records
+            .iter()
+            .filter(|r| r["url.path"] == path)
+            .map(|r| r["event.action"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(of("/a"), ["robots_allow"], "{records:?}");
+    assert_eq!(of("/b"), ["throttled"], "{records:?}");
+}
+
+/// Every request is counted once in `robots_proxy_requests_total`, under the answer it got:
+/// the counters add up to the requests sent, kind by kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_is_counted_once_under_its_answer() {
+    let origin = Origin::start("User-agent: *\nCrawl-delay: 5\nDisallow: /private\n").await;
+    let proxy = TestProxy::start_with(|c| {
+        enabled(c);
+        c.pacing.max_wait = Duration::from_millis(500);
+        c.audit.all_decisions = true;
+    })
+    .await;
+    let base = origin.base();
+    let mut sent = std::collections::BTreeMap::<&str, u64>::new();
+    let mut send = |decision| *sent.entry(decision).or_default() += 1;
+    assert_eq!(raw_get(proxy.addr, &format!("{base}/a"), "x", "").await.status, 200);
+    send("allow");
+    for n in 0..3 {
+        let url = format!("{base}/private/{n}");
+        assert_eq!(raw_get(proxy.addr, &url, "x", "").await.status, 403);
+        send("disallow");
+    }
+    for n in 0..2 {
+        assert_eq!(raw_get(proxy.addr, &format!("{base}/b{n}"), "x", "").await.status, 429);
+        send("throttle");
+    }
+    // A CONNECT to a port outside https.connect_ports is refused before anything is decided.
+    let connect = format!(
+        "CONNECT 127.0.0.1:{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        origin.addr.port()
+    );
+    assert_eq!(super::support::raw(proxy.addr, &connect).await.status, 403);
+    send("refuse");
+    let counted = |d: Decision| {
+        proxy.metrics.requests(d, Scheme::Http) + proxy.metrics.requests(d, Scheme::Https)
+    };
+    for (decision, label) in [
+        (Decision::Allow, "allow"),
+        (Decision::Disallow, "disallow"),
+        (Decision::Throttle, "throttle"),
+        (Decision::Refuse, "refuse"),
+        (Decision::Tunnel, "tunnel"),
+        (Decision::Unavailable, "unavailable"),
+    ] {
+        assert_eq!(counted(decision), sent.get(label).copied().unwrap_or(0), "{label}");
+    }
+    let text = proxy.metrics.encode();
+    let total: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("robots_proxy_requests_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, sent.values().sum::<u64>(), "{text}");
+    // And one audit record each.
+    assert_eq!(proxy.audit_records().await.len() as u64, total);
+}

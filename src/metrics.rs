@@ -30,6 +30,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use serde::Serialize;
 
+pub mod text;
+
 use crate::audit::{AuditLog, AuditRecord};
 use crate::authority::Scheme;
 use crate::cache::{FetchClass, RobotsStore};
@@ -123,11 +125,15 @@ pub const UPSTREAM_ERROR_KINDS: [&str; 9] = [
     "tls_certificate_error",
 ];
 
+/// How many sites `robots_proxy_pacing_queue_depth` names, those with the longest queues; the
+/// others are summed under `authority="other"`.
+pub const QUEUE_DEPTH_SERIES: usize = 20;
+
 /// Upper bounds of the latency buckets, in seconds: from 50 µs (a cached decision) to 30 s (a
 /// slow origin or a robots.txt fetch that times out).
-const LATENCY_BUCKETS: [f64; 16] = [
+const LATENCY_BUCKETS: [f64; 17] = [
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 5.0, 30.0,
+    1.0, 2.5, 5.0, 30.0,
 ];
 
 /// A latency histogram with fixed buckets, recorded with atomics only.
@@ -568,12 +574,13 @@ impl Collector for ScrapeTime {
                 "Requests that waited for a site's pace (Crawl-delay, rate or concurrency).",
                 p.delayed,
             )?;
-            Self::counter(
-                &mut encoder,
-                "pacing_delay_milliseconds",
-                "Time requests waited for a site's pace, all together, in milliseconds.",
-                u64::try_from(p.total_delay.as_millis()).unwrap_or(u64::MAX),
-            )?;
+            let waited = ConstCounter::new(p.total_delay.as_secs_f64());
+            waited.encode(encoder.encode_descriptor(
+                "pacing_delay_seconds",
+                "Time requests waited for a site's pace, all together, in seconds.",
+                None,
+                waited.metric_type(),
+            )?)?;
             Self::counter(
                 &mut encoder,
                 "pacing_refused",
@@ -582,12 +589,20 @@ impl Collector for ScrapeTime {
             )?;
             let mut family = encoder.encode_descriptor(
                 "pacing_queue_depth",
-                "Requests waiting for their site's pace now, per authority with any waiting.",
+                "Requests waiting for their site's pace now: the sites with the longest queues, \
+                 each by authority, the rest together as authority=\"other\".",
                 None,
                 MetricType::Gauge,
             )?;
-            for (authority, depth) in pacer.queue_depths() {
-                let name = authority.to_string();
+            // Hostnames are the client's to choose: a series for each would let clients grow
+            // the scrape without bound. The longest queues get one each; the rest are summed.
+            let mut depths = pacer.queue_depths();
+            depths.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let other: usize = depths.iter().skip(QUEUE_DEPTH_SERIES).map(|(_, d)| d).sum();
+            let named = depths.iter().take(QUEUE_DEPTH_SERIES);
+            let named = named.map(|(authority, depth)| (authority.to_string(), *depth));
+            let other = (depths.len() > QUEUE_DEPTH_SERIES).then(|| ("other".to_owned(), other));
+            for (name, depth) in named.chain(other) {
                 let labels = [("authority", name.as_str())];
                 let gauge = ConstGauge::new(i64::try_from(depth).unwrap_or(i64::MAX));
                 gauge.encode(family.encode_family(&labels)?)?;

@@ -80,7 +80,10 @@ async fn handle(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
     match path.as_str() {
         "/" | "/index.html" if read => page(),
         "/api/summary" if read => summary(proxy).await,
-        "/metrics" if read => metrics(proxy).await,
+        "/metrics" if read => {
+            let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            metrics(proxy, crate::metrics::text::wants_openmetrics(accept)).await
+        }
         "/healthz" if read => text(StatusCode::OK, "ok\n".to_owned()),
         "/readyz" if read => readyz(proxy).await,
         "/robots" if read => robots::explain(proxy, &query).await,
@@ -156,14 +159,20 @@ fn page() -> Response<Body> {
     resp
 }
 
-async fn metrics(proxy: &Proxy) -> Response<Body> {
+/// `/metrics`, in OpenMetrics for a scraper that asks for it, else in the classic Prometheus
+/// text format ([`crate::metrics::text`]).
+async fn metrics(proxy: &Proxy, openmetrics: bool) -> Response<Body> {
+    use crate::metrics::text;
     // The store counts entries lazily; settle the counts so the scrape is current.
     proxy.policy().store_stats().await;
-    let mut resp = Response::new(Full::new(Bytes::from(proxy.metrics().encode())));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-    );
+    let encoded = proxy.metrics().encode();
+    let (body, media) = if openmetrics {
+        (encoded, text::OPENMETRICS)
+    } else {
+        (text::to_prometheus_text(&encoded), text::PROMETHEUS_TEXT)
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
     resp
 }
 

@@ -9,7 +9,9 @@ const ROBOTS: &str = "User-agent: ExampleBot\nDisallow: /private\nContent-Usage:
 async fn metrics(p: &InProcess) -> String {
     let (status, text) = get(&format!("{}/metrics", p.admin())).await;
     assert_eq!(status, 200);
-    assert!(text.ends_with("# EOF\n"), "OpenMetrics text ends with # EOF");
+    // No `Accept`: the classic Prometheus text format (OpenMetrics is for scrapers that ask).
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(text.contains("# TYPE robots_proxy_requests_total counter"), "{text}");
     text
 }
 

@@ -1,0 +1,96 @@
+//! The docs are true of the binary: the README's metrics table against a running proxy's
+//! `/metrics`, in both of its formats (the classic one checked by `promtool` when it is there).
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+
+use super::support::ProxyProcess;
+
+/// The metric names in the README's metrics table (`| \`robots_proxy_…\` | type | …`).
+fn readme_metrics() -> BTreeSet<String> {
+    let readme = include_str!("../../README.md");
+    readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `robots_proxy_"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(name, _)| format!("robots_proxy_{name}"))
+        .collect()
+}
+
+async fn scrape(p: &ProxyProcess, accept: Option<&str>) -> (String, String) {
+    let client = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    let mut req = client.get(format!("{}/metrics", p.admin()));
+    if let Some(accept) = accept {
+        req = req.header("accept", accept);
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let media = resp.headers()["content-type"].to_str().unwrap().to_owned();
+    (media, resp.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_metrics_table_is_what_metrics_exposes_in_both_formats() {
+    let state = tempfile::tempdir().unwrap();
+    let p = ProxyProcess::start(
+        &[],
+        &[
+            ("ROBOTS_PROXY_STATE_DIR", state.path().to_str().unwrap()),
+            ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ],
+    );
+    // Classic text format: what `curl` and `promtool` get.
+    let (media, text) = scrape(&p, None).await;
+    assert!(media.starts_with("text/plain; version=0.0.4"), "{media}");
+    assert!(!text.contains("# EOF"), "{text}");
+    let exposed: BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_owned)
+        .collect();
+    let documented = readme_metrics();
+    let undocumented: Vec<_> = exposed.difference(&documented).collect();
+    assert!(undocumented.is_empty(), "exposed but not in the README's table: {undocumented:?}");
+    // Fleet metrics appear only with a fleet (`fleet.redis`); every other documented metric is
+    // exposed by this proxy.
+    let missing: Vec<_> = documented
+        .difference(&exposed)
+        .filter(|name| !name.starts_with("robots_proxy_fleet_"))
+        .collect();
+    assert!(missing.is_empty(), "in the README's table but not exposed: {missing:?}");
+    promtool_accepts(&text);
+
+    // OpenMetrics for a scraper that asks for it, as Prometheus does.
+    let prometheus_accept = "application/openmetrics-text;version=1.0.0;q=0.5,\
+                             text/plain;version=0.0.4;q=0.4,*/*;q=0.1";
+    let (media, open) = scrape(&p, Some(prometheus_accept)).await;
+    assert!(media.starts_with("application/openmetrics-text"), "{media}");
+    assert!(open.ends_with("# EOF\n"), "{open}");
+    assert!(open.contains("# TYPE robots_proxy_build info"), "{open}");
+    assert!(open.contains("robots_proxy_pacing_delay_seconds_total 0"), "{open}");
+    assert!(open.contains("le=\"2.5\""), "a bucket between 1 s and 5 s: {open}");
+}
+
+/// `promtool check metrics` on the classic format (CI installs Debian's `prometheus`).
+fn promtool_accepts(text: &str) {
+    let spawned = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(mut child) = spawned else {
+        crate::skip::missing("promtool", "apt-get install prometheus");
+        return;
+    };
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

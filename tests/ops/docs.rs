@@ -94,3 +94,41 @@ fn promtool_accepts(text: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Every field of a real audit record is in docs/audit.md's field tables (as a row
+/// `| \`name\` |`), for records of several kinds: allowed, disallowed, throttled, and a refused
+/// CONNECT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_audit_field_is_documented() {
+    use crate::proxy::support::{raw, raw_get, Origin, TestProxy};
+    let docs = include_str!("../../docs/audit.md");
+    let origin = Origin::start("User-agent: *\nCrawl-delay: 5\nDisallow: /private\n").await;
+    let proxy = TestProxy::start_with(|c| {
+        c.pacing.enabled = true;
+        c.pacing.max_wait = std::time::Duration::from_millis(500);
+        c.audit.all_decisions = true;
+    })
+    .await;
+    let base = origin.base();
+    let ua = "User-Agent: ExampleBot/1.0 caf\u{e9}\r\n";
+    for path in ["/a?q=1", "/private/x", "/b"] {
+        raw_get(proxy.addr, &format!("{base}{path}"), "x", ua).await;
+    }
+    let connect = format!(
+        "CONNECT 127.0.0.1:{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        origin.addr.port()
+    );
+    raw(proxy.addr, &connect).await;
+    let records = proxy.audit_records().await;
+    let actions: BTreeSet<_> = records.iter().map(|r| r["event.action"].to_string()).collect();
+    assert!(actions.len() >= 4, "{actions:?}");
+    let mut undocumented = BTreeSet::new();
+    for record in &records {
+        for field in record.as_object().unwrap().keys() {
+            if !docs.contains(&format!("| `{field}` |")) {
+                undocumented.insert(field.clone());
+            }
+        }
+    }
+    assert!(undocumented.is_empty(), "fields not in docs/audit.md: {undocumented:?}");
+}

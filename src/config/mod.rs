@@ -158,15 +158,25 @@ pub fn load(sources: ConfigSources) -> Result<Config, ConfigError> {
     let env = EnvProvider::new(&sources.env, &schema, &mut problems);
     figment = figment.merge(env.clone());
 
-    let mut config = match figment.extract::<Config>() {
-        Ok(config) => config,
+    let (mut config, complete) = match figment.extract::<Config>() {
+        Ok(config) => (config, true),
         Err(error) => {
-            problems.extend(extraction_problems(error, &figment, &env));
-            return Err(ConfigError::Invalid(problems));
+            let (found, rest) = extraction_problems(error, &figment, &env);
+            problems.extend(found);
+            match rest {
+                // The keys that did deserialize are checked too: every problem at once.
+                Some(rest) => (rest, false),
+                None => return Err(ConfigError::Invalid(problems)),
+            }
         }
     };
     let overridden = sources.overrides.apply(&mut config);
+    let unreadable: BTreeSet<String> = problems.iter().filter_map(|p| p.key.clone()).collect();
     for (key, message) in config.check() {
+        if !complete && unreadable.contains(key) {
+            // Its default stands in for the value that could not be read.
+            continue;
+        }
         let origin = if overridden.contains(key) {
             Some(Origin::CommandLine)
         } else {
@@ -632,6 +642,7 @@ mod problems;
 #[cfg(test)]
 mod tests;
 
+pub use bounds::{bounds, BoundKind, BoundSpec};
 use layers::*;
 use problems::*;
 pub use problems::{ConfigError, Origin, Problem};

@@ -99,11 +99,20 @@ enum ConfigCommand {
 
 #[derive(Subcommand)]
 enum CaCommand {
-    /// Write a new CA certificate (ca.pem) and key (ca-key.pem, mode 0600).
+    /// Write a new CA certificate (ca.pem) and key (ca-key.pem, mode 0600), where `serve`
+    /// looks for them: `https.ca_cert` and `https.ca_key` when set, else `ca/` under
+    /// `state_dir`, from the layered configuration (file, ROBOTS_PROXY_* environment).
+    ///
+    /// Exit status: 0 when written, 1 when it cannot be (an existing CA is never overwritten,
+    /// a bad configuration), 2 on a usage error.
     Init {
-        /// Directory to write into (default: `ca/` under the state directory).
+        /// Directory to write ca.pem and ca-key.pem into, instead of where the configuration
+        /// says (the configuration is then not read).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Configuration file (TOML), to find `state_dir`, `https.ca_cert` and `https.ca_key`.
+        #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -161,10 +170,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => run_check(args),
-        Command::Ca(CaCommand::Init { dir }) => {
-            let dir =
-                dir.unwrap_or_else(|| robots_proxy::config::Config::default().state_dir.join("ca"));
-            let files = robots_proxy::tls::ca::CaFiles::in_dir(&dir);
+        Command::Ca(CaCommand::Init { dir, config }) => {
+            let files = match dir {
+                Some(dir) => robots_proxy::tls::ca::CaFiles::in_dir(&dir),
+                None => match serve::load(config, None, None) {
+                    Ok(config) => robots_proxy::preflight::ca_files(&config).0,
+                    Err(e) => {
+                        eprintln!("robots-proxy ca init: {e:#}");
+                        return ExitCode::from(1);
+                    }
+                },
+            };
             match robots_proxy::tls::ca::init(&files) {
                 Ok(()) => {
                     println!("CA certificate: {}", files.cert.display());

@@ -151,9 +151,13 @@ struct CheckArgs {
     #[arg(long, value_name = "PURPOSE", value_parser = parse_purpose)]
     purpose: Vec<robots_proxy::robots::usage::Category>,
     /// Read JSON lines on standard input, each
-    /// `{"robots": "<body>" | "robots_file": "<path>", "agent": "...", "url": "..."}`, and write
-    /// one JSON answer per line: `{"allowed": bool, "line": N|null, "rule": "..."|null}`, or
-    /// `{"error": "..."}` for a bad line.
+    /// `{"robots": "<body>" | "robots_file": "<path>", "agent": "...", "url": "...",
+    /// "purposes": ["train-ai", ...]}`, and write one JSON answer per line:
+    /// `{"allowed": bool, "line": N|null, "rule": "..."|null}`, with `"purpose"` and
+    /// `"usage_line"` added when a usage preference refuses an allowed URL, or
+    /// `{"error": "..."}` for a bad line. `--agent` and `--purpose` apply to lines that give no
+    /// `"agent"` or `"purposes"`. The exit status is as for URLs: 0 when every line is allowed,
+    /// 1 when any is disallowed, 2 when any line is an error (every line is still answered).
     #[arg(long, conflicts_with_all = ["robots", "urls", "explain", "as_proxy"])]
     jsonl: bool,
     /// Absolute URLs to check.
@@ -583,8 +587,9 @@ fn run_check(args: CheckArgs) -> ExitCode {
     if args.jsonl {
         let stdin = io::stdin();
         let mut input = io::BufReader::with_capacity(64 * 1024, stdin.lock());
-        return match check::check_jsonl(&mut input, &mut out) {
-            Ok(_) => ExitCode::SUCCESS,
+        let defaults = check::JsonlDefaults { agent: args.agent, purposes: args.purpose };
+        return match check::check_jsonl(&mut input, &mut out, &defaults) {
+            Ok(summary) => ExitCode::from(summary.exit_status()),
             Err(e) => {
                 eprintln!("robots-proxy check: {e}");
                 ExitCode::from(2)

@@ -77,9 +77,32 @@ pub fn path_of_url(url: &str) -> Result<String, CheckError> {
 
 /// Reads a robots.txt file.
 pub fn read_robots(path: &Path) -> Result<RobotsTxt, CheckError> {
-    let body = std::fs::read(path)
-        .map_err(|source| CheckError::ReadRobots { path: path.to_owned(), source })?;
+    use std::io::Read as _;
+    let error = |source| CheckError::ReadRobots { path: path.to_owned(), source };
+    // Only what is parsed is read (a 200 MB file used to be read whole).
+    let mut body = Vec::new();
+    std::fs::File::open(path)
+        // One byte more, so the parser knows the file goes on (and drops a cut line).
+        .and_then(|f| f.take(PARSED as u64 + 1).read_to_end(&mut body))
+        .map_err(error)?;
     Ok(RobotsTxt::parse(&body))
+}
+
+/// How much of a robots.txt is parsed, as the proxy does (RFC 9309 §2.5).
+const PARSED: usize = crate::robots::MIN_SIZE_LIMIT;
+
+/// A note for a robots.txt file longer than what is parsed, if `path` is one: rules past the
+/// limit are ignored, by `check` as by the proxy.
+pub fn size_note(path: &Path) -> Option<String> {
+    let len = std::fs::metadata(path).ok()?.len();
+    (len > PARSED as u64).then(|| {
+        format!(
+            "{} is {len} bytes; only its first {} KiB are parsed, as the proxy does (RFC 9309 \
+             §2.5): rules past that are ignored",
+            path.display(),
+            PARSED / 1024
+        )
+    })
 }
 
 /// Checks `urls` against `robots` for `agent` and writes one line per URL.

@@ -170,7 +170,30 @@ fn parse_purpose(s: &str) -> Result<robots_proxy::robots::usage::Category, Strin
         .ok_or_else(|| format!("unknown purpose {s:?} (known: train-ai, ai-use, search)"))
 }
 
+/// An error and its causes, each said once: error types that show their source in their own
+/// message (`{path}: {source}`) would otherwise have it repeated by the chain
+/// ("No such file or directory (os error 2): No such file or directory (os error 2)").
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.ends_with(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
 fn main() -> ExitCode {
+    // An empty ROBOTS_PROXY_CONFIG means no file, as if it were unset (clap would read it as an
+    // empty --config). Nothing else runs yet: no other thread reads the environment.
+    if std::env::var_os(robots_proxy::config::CONFIG_FILE_ENV).is_some_and(|v| v.is_empty()) {
+        std::env::remove_var(robots_proxy::config::CONFIG_FILE_ENV);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => run_check(args),
@@ -180,7 +203,7 @@ fn main() -> ExitCode {
                 None => match serve::load(config, None, None) {
                     Ok(config) => robots_proxy::preflight::ca_files(&config).0,
                     Err(e) => {
-                        eprintln!("robots-proxy ca init: {e:#}");
+                        eprintln!("robots-proxy ca init: {}", describe(&e));
                         return ExitCode::from(1);
                     }
                 },
@@ -226,7 +249,7 @@ fn main() -> ExitCode {
         Command::Keys(command) => robots_proxy::signing::commands::run(command, &|file| {
             serve::load(file, None, None)
                 .map(|config| (config.signing, config.state_dir))
-                .map_err(|e| format!("{e:#}"))
+                .map_err(|e| describe(&e))
         }),
         Command::Config(ConfigCommand::Check { config, listen, admin_listen }) => {
             match serve::check(config, listen, admin_listen) {
@@ -235,7 +258,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("robots-proxy config check: {e:#}");
+                    eprintln!("robots-proxy config check: {}", describe(&e));
                     ExitCode::from(1)
                 }
             }
@@ -243,7 +266,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => match serve::run(args.config, args.listen, args.admin_listen) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("robots-proxy serve: {e:#}");
+                eprintln!("robots-proxy serve: {}", describe(&e));
                 ExitCode::from(1)
             }
         },
@@ -613,6 +636,9 @@ fn run_check(args: CheckArgs) -> ExitCode {
         eprintln!("robots-proxy check: --robots FILE is required");
         return ExitCode::from(2);
     };
+    if let Some(note) = check::size_note(&path) {
+        eprintln!("robots-proxy check: note: {note}");
+    }
     let result = check::read_robots(&path).and_then(|robots| {
         check::check_urls_as(
             &robots,
@@ -667,7 +693,7 @@ mod health {
         Timeout(String, Duration),
         #[error("cannot start the probe: {0}")]
         Runtime(std::io::Error),
-        #[error("cannot load the configuration to find admin.listen: {0:#}")]
+        #[error("cannot load the configuration to find admin.listen: {}", super::describe(.0))]
         Config(anyhow::Error),
     }
 

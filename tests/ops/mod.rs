@@ -6,6 +6,7 @@ pub mod support;
 
 mod admin;
 mod binary;
+mod input;
 mod own_listeners;
 mod page;
 mod preflight;

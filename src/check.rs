@@ -77,9 +77,32 @@ pub fn path_of_url(url: &str) -> Result<String, CheckError> {
 
 /// Reads a robots.txt file.
 pub fn read_robots(path: &Path) -> Result<RobotsTxt, CheckError> {
-    let body = std::fs::read(path)
-        .map_err(|source| CheckError::ReadRobots { path: path.to_owned(), source })?;
+    use std::io::Read as _;
+    let error = |source| CheckError::ReadRobots { path: path.to_owned(), source };
+    // Only what is parsed is read (a 200 MB file used to be read whole).
+    let mut body = Vec::new();
+    std::fs::File::open(path)
+        // One byte more, so the parser knows the file goes on (and drops a cut line).
+        .and_then(|f| f.take(PARSED as u64 + 1).read_to_end(&mut body))
+        .map_err(error)?;
     Ok(RobotsTxt::parse(&body))
+}
+
+/// How much of a robots.txt is parsed, as the proxy does (RFC 9309 §2.5).
+const PARSED: usize = crate::robots::MIN_SIZE_LIMIT;
+
+/// A note for a robots.txt file longer than what is parsed, if `path` is one: rules past the
+/// limit are ignored, by `check` as by the proxy.
+pub fn size_note(path: &Path) -> Option<String> {
+    let len = std::fs::metadata(path).ok()?.len();
+    (len > PARSED as u64).then(|| {
+        format!(
+            "{} is {len} bytes; only its first {} KiB are parsed, as the proxy does (RFC 9309 \
+             §2.5): rules past that are ignored",
+            path.display(),
+            PARSED / 1024
+        )
+    })
 }
 
 /// Checks `urls` against `robots` for `agent` and writes one line per URL.
@@ -246,7 +269,44 @@ struct JsonlRequest {
     robots: Option<String>,
     robots_file: Option<PathBuf>,
     agent: Option<String>,
+    /// Purposes for this line (`["train-ai"]`), instead of `--purpose`.
+    purposes: Option<Vec<String>>,
     url: String,
+}
+
+/// What the command line gives every line of `check --jsonl`: `--agent` for lines without an
+/// `"agent"`, `--purpose` for lines without `"purposes"`.
+#[derive(Debug, Clone, Default)]
+pub struct JsonlDefaults {
+    /// `--agent`.
+    pub agent: Option<String>,
+    /// `--purpose` (repeatable).
+    pub purposes: Vec<Category>,
+}
+
+/// What a `check --jsonl` run answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JsonlSummary {
+    /// Lines read.
+    pub answered: u64,
+    /// Lines answered with `{"error": …}`.
+    pub errors: u64,
+    /// Lines answered `"allowed": false`.
+    pub disallowed: u64,
+}
+
+impl JsonlSummary {
+    /// The exit status, as for URLs on the command line: 2 when any line was an input error, else
+    /// 1 when any URL was disallowed, else 0.
+    pub fn exit_status(&self) -> u8 {
+        if self.errors > 0 {
+            2
+        } else if self.disallowed > 0 {
+            1
+        } else {
+            0
+        }
+    }
 }
 
 /// Keeps compiled robots.txt bodies between lines, since audits repeat the same few files.
@@ -285,13 +345,15 @@ impl RobotsMemo {
 }
 
 /// Runs `check --jsonl`: reads requests from `input`, writes one answer per line to `out`.
-///
-/// Returns how many lines were answered and how many of them were errors.
-pub fn check_jsonl(input: &mut dyn BufRead, out: &mut dyn Write) -> io::Result<(u64, u64)> {
+/// `defaults` fills what a line leaves out (`--agent`, `--purpose`).
+pub fn check_jsonl(
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+    defaults: &JsonlDefaults,
+) -> io::Result<JsonlSummary> {
     let mut memo = RobotsMemo::default();
     let mut line = Vec::new();
-    let mut answered = 0u64;
-    let mut errors = 0u64;
+    let mut summary = JsonlSummary::default();
     let mut tokens: HashMap<String, Option<ProductToken>> = HashMap::new();
     loop {
         line.clear();
@@ -304,30 +366,48 @@ pub fn check_jsonl(input: &mut dyn BufRead, out: &mut dyn Write) -> io::Result<(
                 line.pop();
             }
         }
-        answered += 1;
-        match answer_one(&line, &mut memo, &mut tokens) {
-            Ok((allowed, rule)) => {
-                let (line_no, pattern) = match rule {
+        summary.answered += 1;
+        match answer_one(&line, &mut memo, &mut tokens, defaults) {
+            Ok(answer) => {
+                let allowed = answer.refused_for.is_none() && answer.allowed;
+                if !allowed {
+                    summary.disallowed += 1;
+                }
+                let (line_no, pattern) = match answer.rule {
                     Some((n, p)) => (n.to_string(), serde_json::to_string(&p)?),
                     None => ("null".to_owned(), "null".to_owned()),
                 };
-                writeln!(out, "{{\"allowed\":{allowed},\"line\":{line_no},\"rule\":{pattern}}}")?;
+                write!(out, "{{\"allowed\":{allowed},\"line\":{line_no},\"rule\":{pattern}")?;
+                if let Some((category, at)) = answer.refused_for {
+                    let at = at.map_or("null".to_owned(), |l| l.to_string());
+                    write!(out, ",\"purpose\":\"{}\",\"usage_line\":{at}", category.label())?;
+                }
+                writeln!(out, "}}")?;
             }
             Err(message) => {
-                errors += 1;
+                summary.errors += 1;
                 writeln!(out, "{{\"error\":{}}}", serde_json::to_string(&message)?)?;
             }
         }
     }
     out.flush()?;
-    Ok((answered, errors))
+    Ok(summary)
+}
+
+/// The answer to one line: the robots.txt verdict and its rule, and the purpose whose usage
+/// preference refuses an allowed URL (with the preference's line), if any.
+struct Answer {
+    allowed: bool,
+    rule: Option<(u32, String)>,
+    refused_for: Option<(Category, Option<u32>)>,
 }
 
 fn answer_one(
     line: &[u8],
     memo: &mut RobotsMemo,
     tokens: &mut HashMap<String, Option<ProductToken>>,
-) -> Result<(bool, Option<(u32, String)>), String> {
+    defaults: &JsonlDefaults,
+) -> Result<Answer, String> {
     let req: JsonlRequest = serde_json::from_slice(line).map_err(|e| {
         if line.iter().all(u8::is_ascii_whitespace) {
             "empty line: expected a JSON object".to_owned()
@@ -343,14 +423,43 @@ fn answer_one(
         }
         (None, None) => return Err("missing field \"robots\" (or \"robots_file\")".into()),
     };
-    let agent_text = req.agent.ok_or("missing field \"agent\"")?;
+    let agent_text = req
+        .agent
+        .or_else(|| defaults.agent.clone())
+        .ok_or("missing field \"agent\" (or give --agent)")?;
+    let purposes = match req.purposes {
+        None => defaults.purposes.clone(),
+        Some(labels) => labels
+            .iter()
+            .map(|l| {
+                Category::from_label(l).ok_or_else(|| {
+                    format!(
+                        "unknown purpose {l:?} in \"purposes\" (known: train-ai, ai-use, search)"
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
     let agent = tokens
         .entry(agent_text)
         .or_insert_with_key(|a| ProductToken::from_token_or_user_agent(a))
         .clone();
     let path = path_of_url(&req.url).map_err(|e| e.to_string())?;
     let d = robots.decide(agent.as_ref(), &path);
-    Ok((d.is_allowed(), d.rule().map(|r| (r.line(), r.pattern().to_owned()))))
+    let refused_for = if d.is_allowed() && !purposes.is_empty() {
+        let prefs = robots.usage(agent.as_ref(), &path);
+        purposes.iter().find_map(|&c| {
+            let stated = prefs.get(c);
+            (stated.preference == Preference::Disallow).then_some((c, stated.line))
+        })
+    } else {
+        None
+    };
+    Ok(Answer {
+        allowed: d.is_allowed(),
+        rule: d.rule().map(|r| (r.line(), r.pattern().to_owned())),
+        refused_for,
+    })
 }
 
 #[cfg(test)]
@@ -371,8 +480,10 @@ mod tests {
             "\n",
         );
         let mut out = Vec::new();
-        let (n, errors) = check_jsonl(&mut input.as_bytes(), &mut out).unwrap();
-        assert_eq!((n, errors), (5, 3));
+        let summary =
+            check_jsonl(&mut input.as_bytes(), &mut out, &JsonlDefaults::default()).unwrap();
+        assert_eq!(summary, JsonlSummary { answered: 5, errors: 3, disallowed: 1 });
+        assert_eq!(summary.exit_status(), 2);
         let lines: Vec<serde_json::Value> = String::from_utf8(out)
             .unwrap()
             .lines()

@@ -99,11 +99,20 @@ enum ConfigCommand {
 
 #[derive(Subcommand)]
 enum CaCommand {
-    /// Write a new CA certificate (ca.pem) and key (ca-key.pem, mode 0600).
+    /// Write a new CA certificate (ca.pem) and key (ca-key.pem, mode 0600), where `serve`
+    /// looks for them: `https.ca_cert` and `https.ca_key` when set, else `ca/` under
+    /// `state_dir`, from the layered configuration (file, ROBOTS_PROXY_* environment).
+    ///
+    /// Exit status: 0 when written, 1 when it cannot be (an existing CA is never overwritten,
+    /// a bad configuration), 2 on a usage error.
     Init {
-        /// Directory to write into (default: `ca/` under the state directory).
+        /// Directory to write ca.pem and ca-key.pem into, instead of where the configuration
+        /// says (the configuration is then not read).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Configuration file (TOML), to find `state_dir`, `https.ca_cert` and `https.ca_key`.
+        #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -142,9 +151,13 @@ struct CheckArgs {
     #[arg(long, value_name = "PURPOSE", value_parser = parse_purpose)]
     purpose: Vec<robots_proxy::robots::usage::Category>,
     /// Read JSON lines on standard input, each
-    /// `{"robots": "<body>" | "robots_file": "<path>", "agent": "...", "url": "..."}`, and write
-    /// one JSON answer per line: `{"allowed": bool, "line": N|null, "rule": "..."|null}`, or
-    /// `{"error": "..."}` for a bad line.
+    /// `{"robots": "<body>" | "robots_file": "<path>", "agent": "...", "url": "...",
+    /// "purposes": ["train-ai", ...]}`, and write one JSON answer per line:
+    /// `{"allowed": bool, "line": N|null, "rule": "..."|null}`, with `"purpose"` and
+    /// `"usage_line"` added when a usage preference refuses an allowed URL, or
+    /// `{"error": "..."}` for a bad line. `--agent` and `--purpose` apply to lines that give no
+    /// `"agent"` or `"purposes"`. The exit status is as for URLs: 0 when every line is allowed,
+    /// 1 when any is disallowed, 2 when any line is an error (every line is still answered).
     #[arg(long, conflicts_with_all = ["robots", "urls", "explain", "as_proxy"])]
     jsonl: bool,
     /// Absolute URLs to check.
@@ -157,14 +170,44 @@ fn parse_purpose(s: &str) -> Result<robots_proxy::robots::usage::Category, Strin
         .ok_or_else(|| format!("unknown purpose {s:?} (known: train-ai, ai-use, search)"))
 }
 
+/// An error and its causes, each said once: error types that show their source in their own
+/// message (`{path}: {source}`) would otherwise have it repeated by the chain
+/// ("No such file or directory (os error 2): No such file or directory (os error 2)").
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.ends_with(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
 fn main() -> ExitCode {
+    // An empty ROBOTS_PROXY_CONFIG means no file, as if it were unset (clap would read it as an
+    // empty --config). Nothing else runs yet: no other thread reads the environment.
+    if std::env::var_os(robots_proxy::config::CONFIG_FILE_ENV).is_some_and(|v| v.is_empty()) {
+        std::env::remove_var(robots_proxy::config::CONFIG_FILE_ENV);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => run_check(args),
-        Command::Ca(CaCommand::Init { dir }) => {
-            let dir =
-                dir.unwrap_or_else(|| robots_proxy::config::Config::default().state_dir.join("ca"));
-            let files = robots_proxy::tls::ca::CaFiles::in_dir(&dir);
+        Command::Ca(CaCommand::Init { dir, config }) => {
+            let files = match dir {
+                Some(dir) => robots_proxy::tls::ca::CaFiles::in_dir(&dir),
+                None => match serve::load(config, None, None) {
+                    Ok(config) => robots_proxy::preflight::ca_files(&config).0,
+                    Err(e) => {
+                        eprintln!("robots-proxy ca init: {}", describe(&e));
+                        return ExitCode::from(1);
+                    }
+                },
+            };
             match robots_proxy::tls::ca::init(&files) {
                 Ok(()) => {
                     println!("CA certificate: {}", files.cert.display());
@@ -206,7 +249,7 @@ fn main() -> ExitCode {
         Command::Keys(command) => robots_proxy::signing::commands::run(command, &|file| {
             serve::load(file, None, None)
                 .map(|config| (config.signing, config.state_dir))
-                .map_err(|e| format!("{e:#}"))
+                .map_err(|e| describe(&e))
         }),
         Command::Config(ConfigCommand::Check { config, listen, admin_listen }) => {
             match serve::check(config, listen, admin_listen) {
@@ -215,7 +258,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("robots-proxy config check: {e:#}");
+                    eprintln!("robots-proxy config check: {}", describe(&e));
                     ExitCode::from(1)
                 }
             }
@@ -223,7 +266,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => match serve::run(args.config, args.listen, args.admin_listen) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("robots-proxy serve: {e:#}");
+                eprintln!("robots-proxy serve: {}", describe(&e));
                 ExitCode::from(1)
             }
         },
@@ -568,8 +611,9 @@ fn run_check(args: CheckArgs) -> ExitCode {
     if args.jsonl {
         let stdin = io::stdin();
         let mut input = io::BufReader::with_capacity(64 * 1024, stdin.lock());
-        return match check::check_jsonl(&mut input, &mut out) {
-            Ok(_) => ExitCode::SUCCESS,
+        let defaults = check::JsonlDefaults { agent: args.agent, purposes: args.purpose };
+        return match check::check_jsonl(&mut input, &mut out, &defaults) {
+            Ok(summary) => ExitCode::from(summary.exit_status()),
             Err(e) => {
                 eprintln!("robots-proxy check: {e}");
                 ExitCode::from(2)
@@ -593,6 +637,9 @@ fn run_check(args: CheckArgs) -> ExitCode {
         eprintln!("robots-proxy check: --robots FILE is required");
         return ExitCode::from(2);
     };
+    if let Some(note) = check::size_note(&path) {
+        eprintln!("robots-proxy check: note: {note}");
+    }
     let result = check::read_robots(&path).and_then(|robots| {
         check::check_urls_as(
             &robots,
@@ -621,119 +668,8 @@ fn run_check(args: CheckArgs) -> ExitCode {
 
 /// `robots-proxy health`: an HTTP/1.1 probe with hyper's client, so that a container image
 /// without a shell or curl (distroless) can still have a `HEALTHCHECK`.
-mod health {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-    use std::process::ExitCode;
-    use std::time::Duration;
-
-    use http_body_util::Empty;
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
-
-    use super::HealthArgs;
-
-    /// Why the probe failed.
-    #[derive(Debug, thiserror::Error)]
-    enum ProbeError {
-        #[error("{0:?} is not a URL: {1}")]
-        Url(String, http::uri::InvalidUri),
-        #[error("{0:?}: only http:// URLs can be probed")]
-        Scheme(String),
-        #[error("cannot connect to {0}: {1}")]
-        Connect(String, String),
-        #[error("no answer from {0}: {1}")]
-        Request(String, String),
-        #[error("no answer from {0} within {1:?}")]
-        Timeout(String, Duration),
-        #[error("cannot start the probe: {0}")]
-        Runtime(std::io::Error),
-        #[error("cannot load the configuration to find admin.listen: {0:#}")]
-        Config(anyhow::Error),
-    }
-
-    pub(crate) fn run(args: HealthArgs) -> ExitCode {
-        let result = target(&args).and_then(|url| probe(&url, args.timeout).map(|s| (url, s)));
-        match result {
-            Ok((url, (code, line))) if (200..300).contains(&code) => {
-                println!("{url}: {line}");
-                ExitCode::SUCCESS
-            }
-            Ok((url, (_, line))) => {
-                eprintln!("robots-proxy health: {url}: {line}");
-                ExitCode::from(1)
-            }
-            Err(e) => {
-                eprintln!("robots-proxy health: {e}");
-                ExitCode::from(1)
-            }
-        }
-    }
-
-    /// `--url`, or `/healthz` on the configured admin address.
-    fn target(args: &HealthArgs) -> Result<String, ProbeError> {
-        if let Some(url) = &args.url {
-            return Ok(url.clone());
-        }
-        let config =
-            super::serve::load(args.config.clone(), None, None).map_err(ProbeError::Config)?;
-        let mut addr = config.admin.listen;
-        if addr.ip().is_unspecified() {
-            let loopback = match addr.ip() {
-                IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
-            };
-            addr.set_ip(loopback);
-        }
-        Ok(format!("http://{addr}/healthz"))
-    }
-
-    /// GETs `url` within `timeout`; the status code and the status line (`HTTP/1.1 200 OK`).
-    fn probe(url: &str, timeout: Duration) -> Result<(u16, String), ProbeError> {
-        let uri: http::Uri = url.trim().parse().map_err(|e| ProbeError::Url(url.to_owned(), e))?;
-        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
-            return Err(ProbeError::Scheme(url.to_owned()));
-        }
-        let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(ProbeError::Runtime)?;
-        runtime.block_on(async {
-            let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
-            let request = http::Request::get(uri)
-                .header(http::header::USER_AGENT, "robots-proxy-health")
-                .header(http::header::CONNECTION, "close")
-                .body(Empty::new())
-                .map_err(|e| ProbeError::Request(authority.clone(), e.to_string()))?;
-            let answer = tokio::time::timeout(timeout, client.request(request))
-                .await
-                .map_err(|_| ProbeError::Timeout(authority.clone(), timeout))?;
-            let response = answer.map_err(|e| {
-                // The whole chain: "tcp connect error: Connection refused (os error 111)".
-                let mut cause = e.to_string();
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    cause.push_str(": ");
-                    cause.push_str(&s.to_string());
-                    source = s.source();
-                }
-                if e.is_connect() {
-                    ProbeError::Connect(authority.clone(), cause)
-                } else {
-                    ProbeError::Request(authority.clone(), cause)
-                }
-            })?;
-            let status = response.status();
-            let line = format!(
-                "{:?} {} {}",
-                response.version(),
-                status.as_u16(),
-                status.canonical_reason().unwrap_or_default()
-            );
-            Ok((status.as_u16(), line.trim_end().to_owned()))
-        })
-    }
-}
+#[path = "main/health.rs"]
+mod health;
 
 /// The TLS listener for clients (`proxy.tls_listen`), bound, with its certificate, key and
 /// client certificate verification loaded.

@@ -39,6 +39,7 @@ pub(crate) struct Bound {
     pub(crate) why: &'static str,
 }
 
+const SECOND: Duration = Duration::from_secs(1);
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(24 * 3600);
 /// A year as humantime counts it (365.25 days), so the bound reads "1year".
@@ -79,7 +80,8 @@ const fn wide(n: usize) -> u64 {
 /// in step with this table.
 pub(crate) const BOUNDS: &[Bound] = &[
     // [proxy]
-    duration("proxy.header_read_timeout", |c| c.proxy.header_read_timeout, POSITIVE, DAY),
+    // A client needs some time to send a head: below a second no request could be served.
+    duration("proxy.header_read_timeout", |c| c.proxy.header_read_timeout, SECOND, DAY),
     duration("proxy.shutdown_grace", |c| c.proxy.shutdown_grace, Duration::ZERO, DAY),
     // [upstream]
     duration("upstream.connect_timeout", |c| c.upstream.connect_timeout, POSITIVE, DAY),
@@ -155,7 +157,8 @@ pub(crate) const BOUNDS: &[Bound] = &[
         count("limits.max_headers", |c| wide(c.limits.max_headers), 1, 8192),
         "each request head is parsed into an array of this many headers",
     ),
-    duration("limits.client_write_timeout", |c| c.limits.client_write_timeout, POSITIVE, DAY),
+    // As for header_read_timeout: below a second a response could be cut off as it is written.
+    duration("limits.client_write_timeout", |c| c.limits.client_write_timeout, SECOND, DAY),
     duration(
         "limits.client_body_idle_timeout",
         |c| c.limits.client_body_idle_timeout,
@@ -245,6 +248,47 @@ impl Bound {
 #[cfg(test)]
 pub(crate) fn documentation() -> String {
     BOUNDS.iter().map(|b| format!("#   {:<34}{}\n", b.key, b.describe())).collect()
+}
+
+/// What a key's values measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundKind {
+    /// A duration, in nanoseconds.
+    Duration,
+    /// A size, in bytes.
+    Size,
+    /// A count.
+    Count,
+}
+
+/// One key's bound as plain numbers, for tests and tools (see [`bounds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundSpec {
+    /// The key, dotted.
+    pub key: &'static str,
+    /// What the numbers measure.
+    pub kind: BoundKind,
+    /// The least value accepted (nanoseconds, bytes or a count).
+    pub min: u128,
+    /// The greatest value accepted.
+    pub max: u128,
+}
+
+/// Every bounded key of the configuration with its range: every duration, size and count.
+pub fn bounds() -> Vec<BoundSpec> {
+    BOUNDS
+        .iter()
+        .map(|b| {
+            let (kind, min, max) = match b.range {
+                Range::Duration { min, max, .. } => {
+                    (BoundKind::Duration, min.as_nanos(), max.as_nanos())
+                }
+                Range::Size { min, max, .. } => (BoundKind::Size, min.0.into(), max.0.into()),
+                Range::Count { min, max, .. } => (BoundKind::Count, min.into(), max.into()),
+            };
+            BoundSpec { key: b.key, kind, min, max }
+        })
+        .collect()
 }
 
 /// Every value out of its bound, as (key, message).

@@ -58,6 +58,14 @@ impl EnvProvider {
                 origin: origin.clone(),
                 message,
             };
+            if value == NOT_UTF8 {
+                problems.push(problem(
+                    "the variable's name or value is not valid UTF-8; it would be read altered \
+                     (a different path, a different name), so it is refused"
+                        .to_owned(),
+                ));
+                continue;
+            }
             let Some(kind) = schema.kinds.get(&key) else {
                 let mut message = "unknown key".to_owned();
                 if let Some(best) = closest(&key, schema.kinds.keys().map(String::as_str)) {

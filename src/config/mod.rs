@@ -73,16 +73,28 @@ pub struct ConfigSources {
     pub overrides: Overrides,
 }
 
+/// The value a variable that is not valid UTF-8 is passed on with, for [`load`] to refuse
+/// naming the variable: no key's value can contain NUL, so it cannot be a real value.
+const NOT_UTF8: &str = "\0not UTF-8";
+
 impl ConfigSources {
     /// Sources with the `ROBOTS_PROXY_*` variables of this process.
     ///
-    /// Values that are not valid UTF-8 are converted lossily (invalid bytes become U+FFFD), which
-    /// the validation then reports where it matters (header values, tokens).
+    /// A value that is not valid UTF-8 is refused by [`load`], naming the variable, rather than
+    /// altered (`state-\xff` would have become another directory, `state-\u{FFFD}`); so is a
+    /// variable with the prefix whose name is not UTF-8.
     pub fn from_process_env(file: Option<PathBuf>, overrides: Overrides) -> Self {
         let env = std::env::vars_os()
             .filter_map(|(name, value)| {
-                let name = name.into_string().ok()?;
-                name.starts_with(ENV_PREFIX).then(|| (name, value.to_string_lossy().into_owned()))
+                let name = match name.into_string() {
+                    Ok(name) => name,
+                    Err(raw) => {
+                        let shown = raw.to_string_lossy().into_owned();
+                        return shown.starts_with(ENV_PREFIX).then(|| (shown, NOT_UTF8.to_owned()));
+                    }
+                };
+                let value = value.into_string().unwrap_or_else(|_| NOT_UTF8.to_owned());
+                name.starts_with(ENV_PREFIX).then_some((name, value))
             })
             .collect();
         ConfigSources { file, env, overrides }
@@ -158,15 +170,25 @@ pub fn load(sources: ConfigSources) -> Result<Config, ConfigError> {
     let env = EnvProvider::new(&sources.env, &schema, &mut problems);
     figment = figment.merge(env.clone());
 
-    let mut config = match figment.extract::<Config>() {
-        Ok(config) => config,
+    let (mut config, complete) = match figment.extract::<Config>() {
+        Ok(config) => (config, true),
         Err(error) => {
-            problems.extend(extraction_problems(error, &figment, &env));
-            return Err(ConfigError::Invalid(problems));
+            let (found, rest) = extraction_problems(error, &figment, &env);
+            problems.extend(found);
+            match rest {
+                // The keys that did deserialize are checked too: every problem at once.
+                Some(rest) => (rest, false),
+                None => return Err(ConfigError::Invalid(problems)),
+            }
         }
     };
     let overridden = sources.overrides.apply(&mut config);
+    let unreadable: BTreeSet<String> = problems.iter().filter_map(|p| p.key.clone()).collect();
     for (key, message) in config.check() {
+        if !complete && unreadable.contains(key) {
+            // Its default stands in for the value that could not be read.
+            continue;
+        }
         let origin = if overridden.contains(key) {
             Some(Origin::CommandLine)
         } else {
@@ -417,6 +439,11 @@ impl Config {
             &zero_msg,
         );
 
+        need(!self.log.level.trim().is_empty(), "log.level", &|| {
+            "must not be empty (an empty filter would cut logging to errors only); write a level \
+             like \"info\""
+                .into()
+        });
         if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
             need(false, "log.level", &|| {
                 format!("{:?} is not a valid filter: {e}", self.log.level)
@@ -632,6 +659,7 @@ mod problems;
 #[cfg(test)]
 mod tests;
 
+pub use bounds::{bounds, BoundKind, BoundSpec};
 use layers::*;
 use problems::*;
 pub use problems::{ConfigError, Origin, Problem};

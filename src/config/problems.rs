@@ -9,7 +9,8 @@ use figment::{Figment, Metadata};
 
 use super::*;
 
-/// Every key that fails to deserialize, not only the first.
+/// Every key that fails to deserialize, not only the first, and the configuration left when
+/// they are removed (their defaults in force), so that the other keys can be checked too.
 ///
 /// serde stops at the first error, so each bad key is removed from the merged values (leaving
 /// its default in force) and the rest deserialized again, until nothing fails. Origins are looked
@@ -18,12 +19,12 @@ pub(super) fn extraction_problems(
     first: figment::Error,
     figment: &Figment,
     env: &EnvProvider,
-) -> Vec<Problem> {
+) -> (Vec<Problem>, Option<Config>) {
     let mut problems = Vec::new();
     // A source that could not be read at all (a TOML syntax error) leaves nothing to retry.
     let Ok(Value::Dict(_, mut merged)) = figment.extract::<Value>() else {
         problems.extend(first.into_iter().map(|e| Problem::from_figment(&e, figment, env)));
-        return problems;
+        return (problems, None);
     };
     let mut error = first;
     // Each round removes one key, so this ends; the bound is a guard, far above the key count.
@@ -43,11 +44,11 @@ pub(super) fn extraction_problems(
         }
         let retry = Figment::from(Serialized::defaults(Value::Dict(Tag::Default, merged.clone())));
         match retry.extract::<Config>() {
-            Ok(_) => break,
+            Ok(rest) => return (problems, Some(rest)),
             Err(next) => error = next,
         }
     }
-    problems
+    (problems, None)
 }
 
 pub(super) fn remove(dict: &mut Dict, path: &[&str]) -> bool {

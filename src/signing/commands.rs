@@ -139,8 +139,9 @@ pub enum KeysCommand {
     },
 }
 
-/// Runs `robots-proxy keys …`: prints the report and gives the exit status (0, 1 when the
-/// work failed, 2 for a bad configuration or argument). `load` reads the layered
+/// Runs `robots-proxy keys …`: prints the report and gives the exit status, as every
+/// subcommand does (README, "Exit status"): 0, 1 when the work failed or the configuration is
+/// invalid, 2 for a bad argument. `load` reads the layered
 /// configuration (the file given, the environment) and gives its `[signing]` section and
 /// `state_dir`, or says why it cannot.
 pub fn run(
@@ -155,7 +156,7 @@ pub fn run(
                 Some(dir) => dir,
                 None => match load(config) {
                     Ok((section, state_dir)) => state_dir.join(&section.keys_dir),
-                    Err(e) => return fail("new", &e, 2),
+                    Err(e) => return fail("new", &e, 1),
                 },
             };
             match new_key(&dir, &name) {
@@ -163,6 +164,8 @@ pub fn run(
                     print!("{report}");
                     ExitCode::SUCCESS
                 }
+                // A bad name is a bad argument; the rest is work that failed.
+                Err(e @ KeyError::Name(_)) => fail("new", &e.to_string(), 2),
                 Err(e) => fail("new", &e.to_string(), 1),
             }
         }
@@ -172,12 +175,12 @@ pub fn run(
                 print!("{}", list(&section, &dir, SystemTime::now()));
                 ExitCode::SUCCESS
             }
-            Err(e) => fail("list", &e, 2),
+            Err(e) => fail("list", &e, 1),
         },
         KeysCommand::Export { config, out, authority, valid } => {
             let (section, state_dir) = match load(config) {
                 Ok(loaded) => loaded,
-                Err(e) => return fail("export", &e, 2),
+                Err(e) => return fail("export", &e, 1),
             };
             if valid.is_zero() || valid > MAX_LIFETIME {
                 return fail("export", "--valid must be longer than zero and at most 24h", 2);

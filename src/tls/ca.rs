@@ -82,8 +82,11 @@ pub fn init(files: &CaFiles) -> Result<(), CaError> {
     }
     let key = KeyPair::generate()?;
     let cert = ca_params()?.self_signed(&key)?;
-    if let Some(dir) = files.key.parent() {
-        fs::create_dir_all(dir).map_err(|source| CaError::Io { path: dir.to_owned(), source })?;
+    for path in [&files.key, &files.cert] {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir)
+                .map_err(|source| CaError::Io { path: dir.to_owned(), source })?;
+        }
     }
     write_file(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
     write_file(&files.cert, cert.pem().as_bytes(), 0o644)?;

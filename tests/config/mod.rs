@@ -2,6 +2,7 @@
 //! binary, one module per area.
 
 mod audit;
+pub mod bounds;
 mod env;
 mod file;
 mod logging;

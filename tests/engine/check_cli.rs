@@ -255,7 +255,8 @@ fn jsonl_answers_each_line_in_order_with_per_line_errors() {
     input.push_str("{\"agent\":\"X\",\"url\":\"https://a.test/\"}\n");
     input.push_str(&format!("{{\"robots\":{body},\"url\":\"https://a.test/private\"}}")); // no final newline
     let (code, out) = jsonl(&input);
-    assert_eq!(code, Some(0));
+    // Error lines make the exit status 2, as `--help` says (it was 0: issue 27 §13).
+    assert_eq!(code, Some(2));
     assert_eq!(out.len(), 12, "{out:?}");
     use serde_json::json;
     assert_eq!(out[0], json!({"allowed": false, "line": 2, "rule": "/private"}));
@@ -311,4 +312,53 @@ fn as_proxy_holds_encoded_rules_against_decoded_paths() {
     // Paths the rules do not name stay allowed in every reading.
     let o = check(f.path(), &["--as-proxy", "https://example.com/wiki/Special:Other"]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+/// `check --jsonl` applies `--agent` and `--purpose` to lines that give none (a line may give
+/// its own `"purposes"`), and its exit status is what `--help` says (issue 27 §13).
+#[test]
+fn jsonl_applies_agent_and_purpose_and_exits_as_documented() {
+    use std::io::Write as _;
+    let jsonl = |args: &[&str], input: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .arg("check")
+            .arg("--jsonl")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let robots =
+        r#""robots":"User-agent: *\nContent-Usage: train-ai=n\nUser-agent: FooBot\nDisallow: /\n""#;
+    let line = |extra: &str| format!("{{{robots},\"url\":\"http://a.com/p\"{extra}}}\n");
+
+    // --purpose: the usage preference refuses; exit 1 as for URLs.
+    let (code, out) = jsonl(&["--purpose", "train-ai"], &line(",\"agent\":\"x\""));
+    assert_eq!(code, Some(1), "{out}");
+    let answer: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(answer["allowed"], false, "{out}");
+    assert_eq!(answer["purpose"], "train-ai", "{out}");
+    assert_eq!(answer["usage_line"], 2, "{out}");
+
+    // A line's own "purposes" replace --purpose.
+    let (code, out) =
+        jsonl(&["--purpose", "train-ai"], &line(",\"agent\":\"x\",\"purposes\":[\"search\"]"));
+    assert_eq!((code, out.trim()), (Some(0), r#"{"allowed":true,"line":null,"rule":null}"#));
+
+    // --agent for a line without one; FooBot's group disallows everything.
+    let (code, out) = jsonl(&["--agent", "FooBot"], &line(""));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(r#""allowed":false,"line":4"#), "{out}");
+
+    // Every line allowed: 0. An error line: 2, and the other lines are still answered.
+    let (code, _) = jsonl(&[], &line(",\"agent\":\"x\""));
+    assert_eq!(code, Some(0));
+    let (code, out) = jsonl(&[], &format!("{}not json\n", line(",\"agent\":\"x\"")));
+    assert_eq!(code, Some(2), "{out}");
+    assert_eq!(out.lines().count(), 2, "{out}");
 }

@@ -288,3 +288,34 @@ fn config_check_and_serve_refuse_huge_counts_naming_the_key() {
         }
     }
 }
+
+/// Exit statuses are the same across subcommands (README, "Exit status"; issue 27 §13): 1 for an
+/// invalid configuration in every command that reads it, 2 for a bad argument.
+#[test]
+fn exit_statuses_are_consistent_across_subcommands() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().to_str().unwrap();
+    let bad_config = [("ROBOTS_PROXY_ROBOTS__MAX_AGE", "forever")];
+    for args in [
+        &["config", "check"][..],
+        &["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"],
+        &["health"],
+        &["ca", "init"],
+        &["keys", "list"],
+        &["keys", "new", "k1"],
+        &["keys", "export"],
+    ] {
+        let out = run(args, &bad_config);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("robots.max_age"), "{args:?}: {}", text(&out.stderr));
+    }
+    for args in [
+        &["keys", "new", "../x", "--dir", keys][..],
+        &["user", "hash", "a:b"],
+        &["check", "--robots", "/nonexistent/robots.txt", "http://a.test/"],
+        &["serve", "--no-such-flag"],
+    ] {
+        let out = run(args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+    }
+}

@@ -108,3 +108,77 @@ fn a_configured_ca_whose_files_are_missing_is_refused_not_generated() {
     both_refuse(d, &toml, "https.ca_key", "names the same file as https.ca_cert");
     assert!(!same.exists());
 }
+
+/// `ca init` writes where `serve` looks (issue 27 §11): `ca/` under the state directory of the
+/// configuration (`--config`, `ROBOTS_PROXY_CONFIG`) or of `ROBOTS_PROXY_STATE_DIR`, or the files
+/// `https.ca_cert`/`https.ca_key` name; `serve` then loads that CA instead of making another.
+#[test]
+fn ca_init_writes_where_serve_looks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cwd = d.join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    let in_cwd = |args: &[&str], env: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .args(args)
+            .current_dir(&cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let ok = |out: &Output| {
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+
+    // ROBOTS_PROXY_STATE_DIR.
+    let env_state = d.join("env-state");
+    ok(&in_cwd(&["ca", "init"], &[("ROBOTS_PROXY_STATE_DIR", env_state.to_str().unwrap())]));
+    assert!(env_state.join("ca/ca.pem").exists() && env_state.join("ca/ca-key.pem").exists());
+
+    // ROBOTS_PROXY_CONFIG, and --config: the file's state_dir.
+    for (n, by_env) in [(1, true), (2, false)] {
+        let state = d.join(format!("cfg-state-{n}"));
+        let file = d.join(format!("c{n}.toml"));
+        std::fs::write(&file, format!("state_dir = {:?}\n", state.to_str().unwrap())).unwrap();
+        let file = file.to_str().unwrap();
+        let out = if by_env {
+            in_cwd(&["ca", "init"], &[("ROBOTS_PROXY_CONFIG", file)])
+        } else {
+            in_cwd(&["ca", "init", "--config", file], &[])
+        };
+        ok(&out);
+        assert!(state.join("ca/ca.pem").exists(), "{n}");
+    }
+
+    // https.ca_cert and https.ca_key name the files.
+    let (cert, key) = (d.join("named/c.pem"), d.join("named/k.pem"));
+    let named = d.join("named.toml");
+    std::fs::write(
+        &named,
+        format!(
+            "state_dir = {:?}\n[https]\nca_cert = {:?}\nca_key = {:?}\n",
+            d.join("named-state").to_str().unwrap(),
+            cert.to_str().unwrap(),
+            key.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    ok(&in_cwd(&["ca", "init", "--config", named.to_str().unwrap()], &[]));
+    assert!(cert.exists() && key.exists());
+    assert!(!cwd.join("state").exists(), "nothing is written under the working directory");
+
+    // serve loads the CA ca init made, and says which.
+    let env_file = d.join("env.toml");
+    std::fs::write(&env_file, format!("state_dir = {:?}\n", env_state.to_str().unwrap())).unwrap();
+    let proxy = super::support::ProxyProcess::start(&["--config", env_file.to_str().unwrap()], &[]);
+    let log = proxy.stderr();
+    assert!(log.contains(&env_state.join("ca/ca.pem").display().to_string()), "{log}");
+    assert!(!log.contains("created a new CA"), "{log}");
+
+    // An existing CA is never overwritten.
+    let again = in_cwd(&["ca", "init"], &[("ROBOTS_PROXY_STATE_DIR", env_state.to_str().unwrap())]);
+    assert_eq!(again.status.code(), Some(1));
+}

@@ -395,6 +395,11 @@ impl Config {
         need(r.max_concurrent_fetches > 0, "robots.max_concurrent_fetches", &|| {
             "must be at least 1".into()
         });
+        need(
+            r.max_concurrent_fetches_per_host > 0,
+            "robots.max_concurrent_fetches_per_host",
+            &|| "must be at least 1".into(),
+        );
         need(r.cache_memory >= r.max_body, "robots.cache_memory", &|| {
             format!(
                 "{} cannot hold even one robots.txt of robots.max_body ({})",

@@ -5,5 +5,6 @@ mod coalescing;
 mod encoding;
 mod fetch_table;
 mod lifetime;
+mod slots;
 /// Also the raw origin of the proxy and ops tests.
 pub(crate) mod support;

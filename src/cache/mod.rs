@@ -434,8 +434,11 @@ impl RobotsCache {
             settings.max_concurrent_fetches_per_host,
         );
         let settings_body = settings.max_body.0;
+        // LRU: moka's default admission (TinyLFU) may refuse to keep a new authority at all,
+        // and a negative-cache or back-off entry that is not kept refetches on every request.
         let entries = moka::future::Cache::builder()
             .max_capacity(settings.cache_memory.0)
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .weigher(|_key: &Authority, value: &Arc<RobotsSnapshot>| {
                 u32::try_from(value.weight()).unwrap_or(u32::MAX)
             })

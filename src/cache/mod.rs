@@ -38,9 +38,12 @@
 //!   (`Stale`); without one everything is allowed with state [`RobotsState::Unavailable`]
 //!   (the RFC's "assume the robots.txt is unavailable"), `failing_since` set to tell it apart
 //!   from a 4xx.
+//! * **Across restarts** (`persist.rs`, `state_dir/robots/`): the last good copy and the
+//!   failure state of each authority, read back when an authority is first asked for.
 
 mod decode;
 mod fetch;
+mod persist;
 mod section;
 mod shared;
 mod slots;
@@ -370,6 +373,8 @@ struct Inner {
     shared: std::sync::OnceLock<Arc<dyn SharedRobots>>,
     /// Bytes of a body worth parsing (as the fetcher reads them).
     body_limit: usize,
+    /// Where what RFC 9309's rules need is kept across restarts ([`RobotsCache::persist_in`]).
+    persist: std::sync::OnceLock<Arc<persist::Persist>>,
 }
 
 /// The few snapshots one holder (a client connection) used last, so that a keep-alive
@@ -457,6 +462,7 @@ impl RobotsCache {
                 generation: AtomicU64::new(0),
                 shared: std::sync::OnceLock::new(),
                 body_limit: fetch::body_limit(settings_body),
+                persist: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -465,6 +471,15 @@ impl RobotsCache {
     /// Only the first call counts.
     pub fn share_with(&self, shared: Arc<dyn SharedRobots>) {
         let _ = self.inner.shared.set(shared);
+    }
+
+    /// Keeps each authority's last good copy and failure state in `dir` across restarts (see
+    /// `persist.rs`). Only the first call counts.
+    pub fn persist_in(&self, dir: std::path::PathBuf) -> std::io::Result<()> {
+        let s = &self.inner.settings;
+        let keep_for = s.give_up_after.saturating_add(s.max_age).min(MAX_TTL);
+        let _ = self.inner.persist.set(Arc::new(persist::Persist::open(dir, keep_for)?));
+        Ok(())
     }
 
     /// The snapshot `recent` holds for `authority`, if it is still the cache's current one.
@@ -593,6 +608,7 @@ impl RobotsCache {
     /// the fleet purged it).
     pub async fn purge_local(&self, authority: &Authority) {
         let mut in_flight = self.inner.in_flight.lock().await;
+        persist::forget(&self.inner, Some(authority)).await;
         in_flight.remove(authority);
         self.inner.entries.invalidate(authority).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
@@ -612,6 +628,7 @@ impl RobotsCache {
     /// or purges may have been missed while the fleet was out of reach).
     pub async fn purge_all_local(&self) {
         let mut in_flight = self.inner.in_flight.lock().await;
+        persist::forget(&self.inner, None).await;
         in_flight.clear();
         self.inner.entries.invalidate_all();
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
@@ -715,9 +732,19 @@ impl Inner {
                 }
             }
         }
+        let mut prev = this.entries.get(&authority).await;
+        if prev.is_none() {
+            // Not in memory (first request since the start): what was kept on disk.
+            if let Some(kept) = persist::load(&this, &authority).await {
+                if kept.is_current(this.clock.now()) {
+                    return Inner::store(&this, &authority, id, kept, true, sender).await;
+                }
+                prev = Some(Arc::new(kept));
+            }
+        }
         let fetched = shared::fetch_here(&this, &authority).await;
+        let body = fetched.as_ref().and_then(persist::body_of);
         let now = this.clock.now();
-        let prev = this.entries.get(&authority).await;
         let (snapshot, keep) = match fetched {
             Some(fetched) => (
                 state::next_snapshot(prev.as_deref(), &authority, fetched, now, &this.settings),
@@ -725,6 +752,9 @@ impl Inner {
             ),
             None => (shared::no_slot(prev.as_deref(), &authority, now, &this.settings), false),
         };
+        if keep {
+            persist::save(&this, &snapshot, body);
+        }
         Inner::store(&this, &authority, id, snapshot, keep, sender).await;
     }
 
@@ -750,33 +780,7 @@ impl Inner {
             in_flight.remove(authority);
         }
         drop(in_flight);
-        log_outcome(&snapshot, still_wanted);
+        state::log_outcome(&snapshot, still_wanted);
         sender.send_replace(Some(snapshot));
-    }
-}
-
-fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
-    let authority = &snapshot.authority;
-    let outcome = &snapshot.last_outcome;
-    match snapshot.state {
-        RobotsState::Fresh => {
-            tracing::debug!(%authority, ?outcome, state = ?snapshot.state, stored, "robots.txt fetched");
-        }
-        RobotsState::Unavailable if snapshot.failing_since.is_some() => {
-            tracing::info!(
-                %authority, ?outcome, failures = snapshot.failures,
-                "robots.txt unreachable past give_up_after and no copy: allowing all"
-            );
-        }
-        RobotsState::Unavailable => {
-            tracing::debug!(%authority, ?outcome, stored, "robots.txt unavailable: allowing all");
-        }
-        RobotsState::Stale | RobotsState::Unreachable => {
-            tracing::info!(
-                %authority, ?outcome, state = ?snapshot.state, failures = snapshot.failures,
-                retry_at = %humantime::format_rfc3339_seconds(snapshot.expires_at), stored,
-                "robots.txt unreachable"
-            );
-        }
     }
 }

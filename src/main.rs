@@ -383,6 +383,11 @@ mod serve {
         );
         let cache =
             Arc::new(RobotsCache::with_connector(config.robots.clone(), clock.clone(), connector));
+        // RFC 9309's stale copies and 30-day rule survive a restart (state_dir/robots/).
+        let robots_dir = config.state_dir.join("robots");
+        cache
+            .persist_in(robots_dir.clone())
+            .with_context(|| format!("cannot keep robots.txt state in {}", robots_dir.display()))?;
         let audit_path = config.audit_path();
         let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
             .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;

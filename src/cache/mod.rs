@@ -25,16 +25,28 @@
 //!   lifetime waits for the refetch rather than being served the old copy in the meantime
 //!   (no stale-while-revalidate). It costs one round trip per authority per `max_age`, and
 //!   every answer is then as fresh as §2.4 asks. While the origin fails, the copy is served
-//!   as `Stale` without waiting until the back-off's next retry time.
+//!   as `Stale` without waiting until the back-off's next retry time, **and without waiting
+//!   for that retry either**: a failing origin's entry stays in force (stale copy, disallow
+//!   all, or allow all after the give-up) while its retry runs in the background, so a
+//!   blackholed origin holds no request (stale-while-refetch, under §2.3.1.4's rules).
+//! * **Fetch slots**: at most `max_concurrent_fetches` fetches at once, and
+//!   `max_concurrent_fetches_per_host` to one host; the wait for a slot counts against
+//!   `fetch_timeout`. A fetch that gets no slot in time answers its requests as unreachable
+//!   (the earlier copy, or disallow all) without storing anything, so the origin is not
+//!   backed off for the proxy's own congestion (`slots.rs`).
 //! * **Give-up** (§2.3.1.4): after `give_up_after` of continuous failure, a copy is still used
 //!   (`Stale`); without one everything is allowed with state [`RobotsState::Unavailable`]
 //!   (the RFC's "assume the robots.txt is unavailable"), `failing_since` set to tell it apart
 //!   from a 4xx.
+//! * **Across restarts** (`persist.rs`, `state_dir/robots/`): the last good copy and the
+//!   failure state of each authority, read back when an authority is first asked for.
 
 mod decode;
 mod fetch;
+mod persist;
 mod section;
 mod shared;
+mod slots;
 mod state;
 mod store;
 
@@ -49,7 +61,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hyper_util::client::legacy::connect::Connect;
-use tokio::sync::{watch, Mutex, Semaphore};
+use tokio::sync::{watch, Mutex};
 
 use crate::authority::Authority;
 use crate::clock::Clock;
@@ -355,8 +367,9 @@ struct Inner {
     /// so a request either joins a fetch or sees the entry that fetch stored.
     in_flight: Mutex<HashMap<Authority, InFlight>>,
     next_fetch_id: AtomicU64,
-    /// `robots.max_concurrent_fetches`: fetches beyond it wait for a slot.
-    fetch_slots: Semaphore,
+    /// `robots.max_concurrent_fetches` and `…_per_host`: fetches beyond them wait for a slot,
+    /// within `fetch_timeout`.
+    fetch_slots: slots::FetchSlots,
     counters: Counters,
     /// Changes whenever `entries` gains, replaces or drops an entry: what a
     /// [`RecentRobots`] checks to know its copies are still the cache's.
@@ -365,6 +378,8 @@ struct Inner {
     shared: std::sync::OnceLock<Arc<dyn SharedRobots>>,
     /// Bytes of a body worth parsing (as the fetcher reads them).
     body_limit: usize,
+    /// Where what RFC 9309's rules need is kept across restarts ([`RobotsCache::persist_in`]).
+    persist: std::sync::OnceLock<Arc<persist::Persist>>,
 }
 
 /// The few snapshots one holder (a client connection) used last, so that a keep-alive
@@ -424,10 +439,16 @@ impl RobotsCache {
         fetcher: Arc<dyn Fetch>,
     ) -> Self {
         let ttl = settings.give_up_after.saturating_add(settings.max_age).min(MAX_TTL);
-        let settings_fetches = settings.max_concurrent_fetches;
+        let fetch_slots = slots::FetchSlots::new(
+            settings.max_concurrent_fetches,
+            settings.max_concurrent_fetches_per_host,
+        );
         let settings_body = settings.max_body.0;
+        // LRU: moka's default admission (TinyLFU) may refuse to keep a new authority at all,
+        // and a negative-cache or back-off entry that is not kept refetches on every request.
         let entries = moka::future::Cache::builder()
             .max_capacity(settings.cache_memory.0)
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .weigher(|_key: &Authority, value: &Arc<RobotsSnapshot>| {
                 u32::try_from(value.weight()).unwrap_or(u32::MAX)
             })
@@ -441,11 +462,12 @@ impl RobotsCache {
                 entries,
                 in_flight: Mutex::new(HashMap::new()),
                 next_fetch_id: AtomicU64::new(0),
-                fetch_slots: Semaphore::new(settings_fetches.clamp(1, Semaphore::MAX_PERMITS)),
+                fetch_slots,
                 counters: Counters::default(),
                 generation: AtomicU64::new(0),
                 shared: std::sync::OnceLock::new(),
                 body_limit: fetch::body_limit(settings_body),
+                persist: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -454,6 +476,15 @@ impl RobotsCache {
     /// Only the first call counts.
     pub fn share_with(&self, shared: Arc<dyn SharedRobots>) {
         let _ = self.inner.shared.set(shared);
+    }
+
+    /// Keeps each authority's last good copy and failure state in `dir` across restarts (see
+    /// `persist.rs`). Only the first call counts.
+    pub fn persist_in(&self, dir: std::path::PathBuf) -> std::io::Result<()> {
+        let s = &self.inner.settings;
+        let keep_for = s.give_up_after.saturating_add(s.max_age).min(MAX_TTL);
+        let _ = self.inner.persist.set(Arc::new(persist::Persist::open(dir, keep_for)?));
+        Ok(())
     }
 
     /// The snapshot `recent` holds for `authority`, if it is still the cache's current one.
@@ -508,6 +539,14 @@ impl RobotsCache {
         let counters = &self.inner.counters;
         if let Some(snapshot) = self.inner.entries.get(authority).await {
             if snapshot.is_current(now) {
+                counters.hits.fetch_add(1, Ordering::Relaxed);
+                return snapshot;
+            }
+            if snapshot.failing_since.is_some() {
+                // A failing origin's retry is due: what is in force while it fails (its stale
+                // copy, disallow all, or allow all after the give-up) stays in force until the
+                // retry's answer arrives, and requests do not wait for it.
+                Inner::refetch_in_background(&self.inner, authority).await;
                 counters.hits.fetch_add(1, Ordering::Relaxed);
                 return snapshot;
             }
@@ -574,6 +613,7 @@ impl RobotsCache {
     /// the fleet purged it).
     pub async fn purge_local(&self, authority: &Authority) {
         let mut in_flight = self.inner.in_flight.lock().await;
+        persist::forget(&self.inner, Some(authority)).await;
         in_flight.remove(authority);
         self.inner.entries.invalidate(authority).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
@@ -593,6 +633,7 @@ impl RobotsCache {
     /// or purges may have been missed while the fleet was out of reach).
     pub async fn purge_all_local(&self) {
         let mut in_flight = self.inner.in_flight.lock().await;
+        persist::forget(&self.inner, None).await;
         in_flight.clear();
         self.inner.entries.invalidate_all();
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
@@ -630,6 +671,14 @@ impl RobotsCache {
 }
 
 impl Inner {
+    /// Starts a fetch of `authority` unless one is in flight or the entry is current, without
+    /// waiting for it. This is where a refresh-ahead (refetching a busy site's entry shortly
+    /// before it expires, issue 19) starts its fetch too: the fetch is the usual coalesced
+    /// one, and requests keep being answered from the entry in force meanwhile.
+    async fn refetch_in_background(this: &Arc<Self>, authority: &Authority) {
+        drop(Inner::find_or_fetch(this, authority).await);
+    }
+
     /// Under the lock: the current entry, the fetch in flight, or a new fetch.
     async fn find_or_fetch(this: &Arc<Self>, authority: &Authority) -> Found {
         let mut in_flight = this.in_flight.lock().await;
@@ -662,7 +711,9 @@ impl Inner {
         tracing::debug!(%authority, "fetching robots.txt");
         if let Some(shared) = this.shared.get() {
             match shared::refresh(&this, shared.as_ref(), &authority).await {
-                Ok(snapshot) => return Inner::store(&this, &authority, id, snapshot, sender).await,
+                Ok((snapshot, keep)) => {
+                    return Inner::store(&this, &authority, id, snapshot, keep, sender).await
+                }
                 Err(e) if shared.required() => {
                     let now = this.clock.now();
                     let snapshot = RobotsSnapshot {
@@ -686,59 +737,55 @@ impl Inner {
                 }
             }
         }
+        let mut prev = this.entries.get(&authority).await;
+        if prev.is_none() {
+            // Not in memory (first request since the start): what was kept on disk.
+            if let Some(kept) = persist::load(&this, &authority).await {
+                if kept.is_current(this.clock.now()) {
+                    return Inner::store(&this, &authority, id, kept, true, sender).await;
+                }
+                prev = Some(Arc::new(kept));
+            }
+        }
         let fetched = shared::fetch_here(&this, &authority).await;
+        let body = fetched.as_ref().and_then(persist::body_of);
         let now = this.clock.now();
-        let prev = this.entries.get(&authority).await;
-        let snapshot =
-            state::next_snapshot(prev.as_deref(), &authority, fetched, now, &this.settings);
-        Inner::store(&this, &authority, id, snapshot, sender).await;
+        let (snapshot, keep) = match fetched {
+            Some(fetched) => (
+                state::next_snapshot(prev.as_deref(), &authority, fetched, now, &this.settings),
+                true,
+            ),
+            None => (shared::no_slot(prev.as_deref(), &authority, now, &this.settings), false),
+        };
+        if keep {
+            persist::save(&this, &snapshot, body);
+        }
+        Inner::store(&this, &authority, id, snapshot, keep, sender).await;
     }
 
-    /// Stores the result of fetch `id` (unless purged meanwhile) and hands it to every
-    /// waiting request.
+    /// Stores the result of fetch `id` (unless purged meanwhile, or `keep` is false) and
+    /// hands it to every waiting request.
     async fn store(
         this: &Arc<Self>,
         authority: &Authority,
         id: u64,
         snapshot: RobotsSnapshot,
+        keep: bool,
         sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
     ) {
         let snapshot = Arc::new(snapshot);
         let mut in_flight = this.in_flight.lock().await;
-        let still_wanted = in_flight.get(authority).is_some_and(|f| f.id == id);
+        let ours = in_flight.get(authority).is_some_and(|f| f.id == id);
+        let still_wanted = ours && keep;
         if still_wanted {
             this.entries.insert(authority.clone(), snapshot.clone()).await;
             this.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        if ours {
             in_flight.remove(authority);
         }
         drop(in_flight);
-        log_outcome(&snapshot, still_wanted);
+        state::log_outcome(&snapshot, still_wanted);
         sender.send_replace(Some(snapshot));
-    }
-}
-
-fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
-    let authority = &snapshot.authority;
-    let outcome = &snapshot.last_outcome;
-    match snapshot.state {
-        RobotsState::Fresh => {
-            tracing::debug!(%authority, ?outcome, state = ?snapshot.state, stored, "robots.txt fetched");
-        }
-        RobotsState::Unavailable if snapshot.failing_since.is_some() => {
-            tracing::info!(
-                %authority, ?outcome, failures = snapshot.failures,
-                "robots.txt unreachable past give_up_after and no copy: allowing all"
-            );
-        }
-        RobotsState::Unavailable => {
-            tracing::debug!(%authority, ?outcome, stored, "robots.txt unavailable: allowing all");
-        }
-        RobotsState::Stale | RobotsState::Unreachable => {
-            tracing::info!(
-                %authority, ?outcome, state = ?snapshot.state, failures = snapshot.failures,
-                retry_at = %humantime::format_rfc3339_seconds(snapshot.expires_at), stored,
-                "robots.txt unreachable"
-            );
-        }
     }
 }

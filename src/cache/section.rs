@@ -23,8 +23,12 @@ pub struct RobotsSection {
     pub max_body: ByteSize,
     /// Redirects followed; more is treated as 404 (unavailable).
     pub max_redirects: u32,
-    /// robots.txt fetches running at once, all origins together; more wait for a slot.
+    /// robots.txt fetches running at once, all origins together; more wait for a slot. The
+    /// wait counts against `fetch_timeout`.
     pub max_concurrent_fetches: usize,
+    /// robots.txt fetches running at once to one host (all its ports and schemes together),
+    /// so that slow origins on one host cannot take every slot.
+    pub max_concurrent_fetches_per_host: usize,
     /// How long a fetched robots.txt is used before it is fetched again.
     #[serde(with = "humantime_serde")]
     pub max_age: Duration,
@@ -53,6 +57,7 @@ impl Default for RobotsSection {
             max_body: ByteSize(500 * 1024),
             max_redirects: 5,
             max_concurrent_fetches: 64,
+            max_concurrent_fetches_per_host: 4,
             max_age: Duration::from_secs(24 * 3600),
             min_age: Duration::from_secs(60),
             give_up_after: Duration::from_secs(30 * 24 * 3600),

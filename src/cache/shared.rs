@@ -172,12 +172,13 @@ pub(super) fn decode(
 }
 
 /// The snapshot for `authority`, through the fleet: the shared record when it is current,
-/// else one fetch for the whole fleet (see the [module documentation](self)).
+/// else one fetch for the whole fleet (see the [module documentation](self)); and whether to
+/// keep it (not when no fetch slot came free, [`no_slot`]).
 pub(super) async fn refresh(
     inner: &Arc<Inner>,
     shared: &dyn SharedRobots,
     authority: &Authority,
-) -> Result<RobotsSnapshot, SharedError> {
+) -> Result<(RobotsSnapshot, bool), SharedError> {
     let settings = &inner.settings;
     let lease = settings.fetch_timeout.saturating_add(LEASE_SLACK);
     // Past this, give up waiting for another instance and fetch here (it must have lost
@@ -192,7 +193,7 @@ pub(super) async fn refresh(
         let prev = record.as_deref().and_then(|r| decode(authority, r, body_limit));
         if let Some((snapshot, _)) = &prev {
             if snapshot.is_current(inner.clock.now()) {
-                return Ok(snapshot.clone());
+                return Ok((snapshot.clone(), true));
             }
         }
         if shared.lease(authority, lease).await? {
@@ -202,11 +203,16 @@ pub(super) async fn refresh(
             let prev = match record.as_deref().and_then(|r| decode(authority, r, body_limit)) {
                 Some((snapshot, _)) if snapshot.is_current(inner.clock.now()) => {
                     shared.release(authority).await?;
-                    return Ok(snapshot);
+                    return Ok((snapshot, true));
                 }
                 newer => newer.or(prev),
             };
-            let fetched = fetch_here(inner, authority).await;
+            let Some(fetched) = fetch_here(inner, authority).await else {
+                shared.release(authority).await?;
+                let prev_snapshot = prev.as_ref().map(|(s, _)| s);
+                let now = inner.clock.now();
+                return Ok((no_slot(prev_snapshot, authority, now, settings), false));
+            };
             let body = match &fetched {
                 Fetched::Robots { body, .. } => Some(body.clone()),
                 _ => prev.as_ref().and_then(|(_, body)| body.clone()),
@@ -219,7 +225,7 @@ pub(super) async fn refresh(
             {
                 tracing::debug!(%authority, error = %e, "robots.txt not shared with the fleet");
             }
-            return Ok(snapshot);
+            return Ok((snapshot, true));
         }
         if tokio::time::Instant::now() >= give_up {
             return Err(SharedError(format!(
@@ -239,13 +245,45 @@ fn record_ttl(snapshot: &RobotsSnapshot, now: SystemTime, inner: &Inner) -> Dura
 }
 
 /// One fetch from the origin by this instance, counted: the same steps as a local fetch.
-pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Fetched {
-    // At most `max_concurrent_fetches` at once; the semaphore is never closed. Waiting for a
-    // slot is not part of `fetch_timeout`.
-    let _slot = inner.fetch_slots.acquire().await;
+///
+/// The fetch first takes a slot ([`super::slots`]); the wait for it counts against
+/// `fetch_timeout`. `None` when no slot came free in time, or when the fetch, started late,
+/// was cut short by that deadline: the origin is not to blame, so the caller answers as
+/// unreachable for now without storing anything.
+pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Option<Fetched> {
+    let timeout = inner.settings.fetch_timeout;
+    let start = tokio::time::Instant::now();
+    let deadline = start + timeout;
+    let Some(_slot) = inner.fetch_slots.acquire(authority.host(), deadline).await else {
+        tracing::warn!(
+            %authority, ?timeout,
+            "no robots.txt fetch slot came free within fetch_timeout \
+             (robots.max_concurrent_fetches, robots.max_concurrent_fetches_per_host)"
+        );
+        return None;
+    };
     // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
     // "unreachable" outcome instead of leaving the waiters without an answer.
-    let fetched = match tokio::spawn(inner.fetcher.fetch(authority.clone())).await {
+    let mut task = tokio::spawn(inner.fetcher.fetch(authority.clone()));
+    let waited = start.elapsed();
+    let joined = if waited < SLOT_WAIT_GRACE {
+        // Started on time: the fetcher's own `fetch_timeout` applies, and a timeout is the
+        // origin's.
+        (&mut task).await
+    } else {
+        match tokio::time::timeout_at(deadline, &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                task.abort();
+                tracing::warn!(
+                    %authority, ?waited,
+                    "robots.txt fetch cut short: it waited for a slot, and fetch_timeout ran out"
+                );
+                return None;
+            }
+        }
+    };
+    let fetched = match joined {
         Ok(fetched) => fetched,
         Err(e) => Fetched::Unreachable {
             outcome: FetchOutcome::Network(format!("robots.txt fetch failed: {e}")),
@@ -253,7 +291,28 @@ pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Fet
     };
     let class = FetchClass::of(&fetched.outcome());
     inner.counters.fetches[class as usize].fetch_add(1, Ordering::Relaxed);
-    fetched
+    Some(fetched)
+}
+
+/// A slot wait shorter than this leaves the fetch its whole `fetch_timeout`.
+const SLOT_WAIT_GRACE: Duration = Duration::from_millis(20);
+
+/// What requests are answered while no fetch could run ([`fetch_here`] gave `None`): the
+/// status table's "unreachable" row applied to `prev` (the earlier copy, or disallow all),
+/// due at once. Not stored, and not counted as a failure of the origin.
+pub(super) fn no_slot(
+    prev: Option<&RobotsSnapshot>,
+    authority: &Authority,
+    now: SystemTime,
+    settings: &super::RobotsSection,
+) -> RobotsSnapshot {
+    let outcome = FetchOutcome::Network(
+        "no robots.txt fetch slot free within fetch_timeout (too many fetches at once)".to_owned(),
+    );
+    let mut snapshot =
+        state::next_snapshot(prev, authority, Fetched::Unreachable { outcome }, now, settings);
+    snapshot.expires_at = now;
+    snapshot
 }
 
 #[cfg(test)]

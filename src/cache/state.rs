@@ -115,6 +115,33 @@ fn after(now: SystemTime, d: Duration) -> SystemTime {
     now.checked_add(d).or_else(|| now.checked_add(FAR_FUTURE)).unwrap_or(now)
 }
 
+/// Logs what a fetch gave, at a level fitting its state.
+pub(super) fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
+    let authority = &snapshot.authority;
+    let outcome = &snapshot.last_outcome;
+    match snapshot.state {
+        RobotsState::Fresh => {
+            tracing::debug!(%authority, ?outcome, state = ?snapshot.state, stored, "robots.txt fetched");
+        }
+        RobotsState::Unavailable if snapshot.failing_since.is_some() => {
+            tracing::info!(
+                %authority, ?outcome, failures = snapshot.failures,
+                "robots.txt unreachable past give_up_after and no copy: allowing all"
+            );
+        }
+        RobotsState::Unavailable => {
+            tracing::debug!(%authority, ?outcome, stored, "robots.txt unavailable: allowing all");
+        }
+        RobotsState::Stale | RobotsState::Unreachable => {
+            tracing::info!(
+                %authority, ?outcome, state = ?snapshot.state, failures = snapshot.failures,
+                retry_at = %humantime::format_rfc3339_seconds(snapshot.expires_at), stored,
+                "robots.txt unreachable"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -105,6 +105,12 @@ pub(crate) const BOUNDS: &[Bound] = &[
     // than 20 only makes redirect loops expensive.
     count("robots.max_redirects", |c| u64::from(c.robots.max_redirects), 0, 20),
     count("robots.max_concurrent_fetches", |c| wide(c.robots.max_concurrent_fetches), 1, 65_536),
+    count(
+        "robots.max_concurrent_fetches_per_host",
+        |c| wide(c.robots.max_concurrent_fetches_per_host),
+        1,
+        65_536,
+    ),
     duration("robots.max_age", |c| c.robots.max_age, POSITIVE, YEAR),
     duration("robots.min_age", |c| c.robots.min_age, Duration::ZERO, YEAR),
     duration("robots.give_up_after", |c| c.robots.give_up_after, Duration::ZERO, YEAR),

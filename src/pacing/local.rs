@@ -1,9 +1,18 @@
 //! The pace kept in this process: one [`Schedule`] and one semaphore per authority.
+//!
+//! An authority's state is kept in a bounded cache (moka, least recently used evicted first:
+//! LRU, not moka's default TinyLFU, which may refuse to keep a new site at all) and forgotten
+//! after `idle` without requests. While a request waits for the authority or holds one of its
+//! connection slots, the state is also held in a map of sites in use, where nothing evicts
+//! it: a site in use is never forgotten, so its spacing and concurrency hold however many
+//! other sites push it out of the cache. Leaving the map puts it back in the cache.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use moka::policy::EvictionPolicy;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::schedule::{Limits, Refusal, Schedule};
@@ -12,7 +21,7 @@ use super::MAX_SITES;
 use crate::authority::Authority;
 
 /// One authority: its limits, its schedule and its connection slots.
-struct Site {
+pub(super) struct Site {
     limits: Limits,
     schedule: Mutex<Schedule>,
     connections: Option<Arc<Semaphore>>,
@@ -44,22 +53,98 @@ impl Drop for Queued<'_> {
 
 /// The in-process [`PaceStore`]: the state of each authority lives in a bounded cache and is
 /// forgotten after it has not been used for `idle` (longer than any spacing and wait could
-/// last, so forgetting it changes no answer).
+/// last, so forgetting it changes no answer), or when [`MAX_SITES`] others were used more
+/// recently; never while a request waits for it or holds one of its slots.
 pub struct LocalPace {
-    sites: moka::sync::Cache<Authority, Arc<Site>>,
+    pub(super) sites: Arc<Sites>,
+}
+
+pub(super) struct Sites {
+    pub(super) idle: moka::sync::Cache<Authority, Arc<Site>>,
+    /// Sites with requests waiting or holding a slot, and how many: the state of record for
+    /// them (the cache may have evicted its copy).
+    in_use: Mutex<HashMap<Authority, (Arc<Site>, usize)>>,
+}
+
+/// A request's hold on its site while it waits or holds a slot.
+pub(super) struct InUse {
+    sites: Arc<Sites>,
+    authority: Authority,
+    site: Arc<Site>,
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        let mut in_use = self.sites.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = match in_use.get_mut(&self.authority) {
+            Some((_, users)) => {
+                *users -= 1;
+                *users == 0
+            }
+            None => false,
+        };
+        if last {
+            in_use.remove(&self.authority);
+            // Back to the cache, so its spacing holds for the idle window.
+            self.sites.idle.insert(self.authority.clone(), self.site.clone());
+        }
+    }
+}
+
+/// A connection slot, with the hold on its site: both end when the request ends.
+struct HeldSlot {
+    _permit: OwnedSemaphorePermit,
+    _in_use: InUse,
 }
 
 impl LocalPace {
-    /// A store that forgets an authority after `idle` without requests.
+    /// A store that forgets an authority after `idle` without requests, keeping at most
+    /// [`MAX_SITES`] idle ones.
     pub fn new(idle: Duration) -> Self {
-        LocalPace {
-            sites: moka::sync::Cache::builder().max_capacity(MAX_SITES).time_to_idle(idle).build(),
+        Self::with_capacity(idle, MAX_SITES)
+    }
+
+    /// [`LocalPace::new`] keeping at most `capacity` sites that are not in use.
+    pub fn with_capacity(idle: Duration, capacity: u64) -> Self {
+        let idle = moka::sync::Cache::builder()
+            .max_capacity(capacity)
+            .eviction_policy(EvictionPolicy::lru())
+            .time_to_idle(idle)
+            .build();
+        LocalPace { sites: Arc::new(Sites { idle, in_use: Mutex::default() }) }
+    }
+
+    /// The site of `authority`, held in use until the returned hold is dropped.
+    pub(super) fn enter(&self, authority: &Authority, limits: Limits) -> InUse {
+        let mut in_use = self.sites.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        let site = match in_use.get_mut(authority) {
+            Some((site, users)) => {
+                *users += 1;
+                site.clone()
+            }
+            None => {
+                let site =
+                    self.sites.idle.get_with_by_ref(authority, || Arc::new(Site::new(limits)));
+                in_use.insert(authority.clone(), (site.clone(), 1));
+                site
+            }
+        };
+        InUse { sites: self.sites.clone(), authority: authority.clone(), site }
+    }
+
+    /// The site of `authority` if it is known, in use or not, without keeping it.
+    pub(super) fn peek(&self, authority: &Authority) -> Option<Arc<Site>> {
+        let in_use = self.sites.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        match in_use.get(authority) {
+            Some((site, _)) => Some(site.clone()),
+            None => self.sites.idle.get(authority),
         }
     }
 
     async fn admit_here(&self, ask: PaceAsk<'_>) -> Result<Admission, Held> {
         let PaceAsk { authority, lane, limits } = ask;
-        let site = self.sites.get_with_by_ref(authority, || Arc::new(Site::new(limits)));
+        let in_use = self.enter(authority, limits);
+        let site = in_use.site.clone();
         let limits = site.limits;
         let arrival = Instant::now();
         let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
@@ -103,7 +188,9 @@ impl LocalPace {
             }
         }
         drop(queued);
-        let slot = connection.map(|permit| Box::new(permit) as Box<dyn Send + Sync>);
+        let slot = connection.map(|permit| {
+            Box::new(HeldSlot { _permit: permit, _in_use: in_use }) as Box<dyn Send + Sync>
+        });
         Ok(Admission { waited, slot })
     }
 }
@@ -114,19 +201,20 @@ impl PaceStore for LocalPace {
     }
 
     fn queue_depth(&self, authority: &Authority) -> usize {
-        // `iter` would not keep the entry alive, but is linear; one look-up is fine here.
-        self.sites.get(authority).map_or(0, |site| site.schedule().waiting())
+        self.peek(authority).map_or(0, |site| site.schedule().waiting())
     }
 
     fn queue_depths(&self) -> Vec<(Authority, usize)> {
-        self.sites
+        // A site with requests waiting is in use.
+        let in_use = self.sites.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        in_use
             .iter()
-            .map(|(authority, site)| (authority.as_ref().clone(), site.schedule().waiting()))
+            .map(|(authority, (site, _))| (authority.clone(), site.schedule().waiting()))
             .filter(|(_, waiting)| *waiting > 0)
             .collect()
     }
 
     fn sites(&self) -> u64 {
-        self.sites.entry_count()
+        self.sites.idle.entry_count()
     }
 }

@@ -37,8 +37,9 @@
 //! The state of an authority lives in a bounded cache keyed, like the robots cache beside it,
 //! by [`Authority`]. It is forgotten after it has not been used for longer than any spacing
 //! and wait could last (plus a margin for requests still in flight), so forgetting it changes
-//! no answer; at most [`MAX_SITES`] authorities are kept, the least recently used dropped
-//! first.
+//! no answer; at most [`MAX_SITES`] authorities not in use are kept, the least recently used
+//! dropped first (LRU; a new site is always admitted). An authority with requests waiting or
+//! holding a connection slot is never dropped (see `local`).
 //!
 //! [`Pacer::stats`] and [`Pacer::queue_depths`] are for metrics.
 

@@ -351,3 +351,47 @@ async fn requests_bunched_behind_a_connection_are_refused_past_max_wait() {
         "{err:?}"
     );
 }
+
+/// A site whose request holds its only connection slot is not forgotten when many other sites
+/// pass through a small store: the next request to it still waits for that slot. (Before, the
+/// evicted site was made anew, with a fresh semaphore, and the concurrency cap was exceeded.)
+#[tokio::test(start_paused = true)]
+async fn a_site_in_use_is_never_forgotten() {
+    let section =
+        PacingSection { enabled: true, default_concurrency: 1, ..PacingSection::default() };
+    let store = std::sync::Arc::new(LocalPace::with_capacity(Duration::from_secs(600), 4));
+    let p = Pacer::with_store(&section, store.clone()).unwrap();
+    let busy = site("busy.test");
+    let holding = p.admit_with_delay(&busy, None).await.expect("first request admitted");
+    for i in 0..200 {
+        pass(&p, &site(&format!("other{i}.test")), None).await;
+        store.sites.idle.run_pending_tasks();
+    }
+    assert!(store.sites.idle.entry_count() <= 4, "{}", store.sites.idle.entry_count());
+    // The slot is still held: a second request to the busy site must wait for it, and gives
+    // up after max_wait.
+    let second = p.admit_with_delay(&busy, None).await;
+    assert!(second.is_err(), "a second request got a connection while the first holds it");
+    drop(holding);
+    // Once the slot is free, the site is kept as any other.
+    pass(&p, &busy, None).await;
+}
+
+/// LRU, not TinyLFU: a new site is kept even in a full store of sites used more often, so its
+/// pace holds from its first request.
+#[tokio::test(start_paused = true)]
+async fn a_new_site_is_kept_in_a_full_store() {
+    let store = LocalPace::with_capacity(Duration::from_secs(600), 4);
+    let limits = Limits::new(Some(Duration::from_secs(1)), None, 10, Duration::from_secs(30));
+    for _ in 0..20 {
+        for i in 0..4 {
+            let a = site(&format!("popular{i}.test"));
+            drop(store.enter(&a, limits));
+        }
+    }
+    store.sites.idle.run_pending_tasks();
+    let newcomer = site("new.test");
+    drop(store.enter(&newcomer, limits));
+    store.sites.idle.run_pending_tasks();
+    assert!(store.peek(&newcomer).is_some(), "the new site was not kept");
+}

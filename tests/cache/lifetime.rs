@@ -7,7 +7,7 @@ use robots_proxy::cache::{FetchOutcome, RobotsRules, RobotsState};
 use robots_proxy::clock::Clock;
 use robots_proxy::config::{ByteSize, RobotsSection};
 
-use super::support::{allowed, cache, cache_with, settings, Origin, Reply};
+use super::support::{allowed, cache, cache_with, settings, settled, Origin, Reply};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 const SECOND: Duration = Duration::from_secs(1);
@@ -45,7 +45,7 @@ async fn stale_copy_is_used_when_the_refetch_fails() {
     // The origin recovers: the next retry gets a fresh copy.
     origin.route("/robots.txt", Reply::ok("User-agent: *\nDisallow: /other\n"));
     clock.advance(settings().retry_initial);
-    let fresh = cache.get(&authority).await;
+    let fresh = settled(&cache, &authority, &clock).await;
     assert_eq!(origin.robots_hits(), 3);
     assert_eq!(fresh.state, RobotsState::Fresh);
     assert_eq!((fresh.failures, fresh.failing_since), (0, None));
@@ -123,7 +123,7 @@ async fn unreachable_is_retried_with_back_off() {
     assert_eq!(origin.robots_hits(), 1, "no fetch before the retry time");
 
     clock.advance(SECOND);
-    let second = cache.get(&authority).await;
+    let second = settled(&cache, &authority, &clock).await;
     assert_eq!(origin.robots_hits(), 2);
     assert_eq!(second.failures, 2);
     assert_eq!(second.failing_since, first.failing_since);
@@ -133,7 +133,7 @@ async fn unreachable_is_retried_with_back_off() {
     cache.get(&authority).await;
     assert_eq!(origin.robots_hits(), 2);
     clock.advance(SECOND);
-    let third = cache.get(&authority).await;
+    let third = settled(&cache, &authority, &clock).await;
     assert_eq!(origin.robots_hits(), 3);
     assert_eq!(third.expires_at, clock.now() + 4 * initial);
     assert_eq!(third.state, RobotsState::Unreachable);
@@ -148,7 +148,7 @@ async fn back_off_is_capped_at_retry_max() {
     let authority = origin.authority();
     let mut waits = Vec::new();
     for _ in 0..4 {
-        let snapshot = cache.get(&authority).await;
+        let snapshot = settled(&cache, &authority, &clock).await;
         let wait = snapshot.expires_at.duration_since(clock.now()).unwrap();
         waits.push(wait.as_secs());
         clock.advance(wait);
@@ -174,12 +174,12 @@ async fn give_up_after_30_days_without_a_copy() {
     // A minute before the 30 days are up (and past the retry time): still disallowed.
     let minute = Duration::from_secs(60);
     clock.advance(give_up_after - minute);
-    let before = cache.get(&authority).await;
+    let before = settled(&cache, &authority, &clock).await;
     assert!(matches!(before.rules, RobotsRules::DisallowAll), "{before:?}");
     assert!(before.expires_at < clock.now() + minute);
 
     clock.advance(minute);
-    let gave_up = cache.get(&authority).await;
+    let gave_up = settled(&cache, &authority, &clock).await;
     assert_eq!(origin.robots_hits(), 3);
     assert!(matches!(gave_up.rules, RobotsRules::AllowAll), "{gave_up:?}");
     assert_eq!(gave_up.state, RobotsState::Unavailable);
@@ -189,7 +189,7 @@ async fn give_up_after_30_days_without_a_copy() {
 
     origin.route("/robots.txt", Reply::ok(RULES));
     clock.advance(settings().retry_max);
-    let recovered = cache.get(&authority).await;
+    let recovered = settled(&cache, &authority, &clock).await;
     assert_eq!(recovered.state, RobotsState::Fresh);
     assert!(!allowed(&recovered, "/private/x"));
 }
@@ -207,7 +207,7 @@ async fn give_up_after_30_days_keeps_the_copy() {
     assert_eq!(stale.state, RobotsState::Stale);
 
     clock.advance(settings().give_up_after);
-    let later = cache.get(&authority).await;
+    let later = settled(&cache, &authority, &clock).await;
     assert_eq!(origin.robots_hits(), 3);
     assert_eq!(later.state, RobotsState::Stale);
     assert_eq!(later.failing_since, stale.failing_since);

@@ -5,5 +5,7 @@ mod coalescing;
 mod encoding;
 mod fetch_table;
 mod lifetime;
+mod persist;
+mod slots;
 /// Also the raw origin of the proxy and ops tests.
 pub(crate) mod support;

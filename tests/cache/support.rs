@@ -87,7 +87,13 @@ pub struct Origin {
 impl Origin {
     /// An origin listening on an ephemeral loopback port.
     pub async fn start() -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        Origin::start_on("127.0.0.1").await
+    }
+
+    /// An origin listening on an ephemeral port of `ip`, a loopback address (another host
+    /// than 127.0.0.1 for what is counted per host).
+    pub async fn start_on(ip: &str) -> Origin {
+        let listener = TcpListener::bind((ip, 0)).await.expect("bind a loopback address");
         let addr = listener.local_addr().expect("local_addr");
         let state = Arc::new(State::default());
         let serving = state.clone();
@@ -133,7 +139,8 @@ impl Origin {
 
     /// The origin's authority.
     pub fn authority(&self) -> Authority {
-        Authority::new(Scheme::Http, "127.0.0.1", self.addr.port()).expect("loopback authority")
+        Authority::new(Scheme::Http, &self.addr.ip().to_string(), self.addr.port())
+            .expect("loopback authority")
     }
 }
 
@@ -248,4 +255,23 @@ pub fn allowed(snapshot: &RobotsSnapshot, path: &str) -> bool {
         RobotsRules::DisallowAll => false,
         other => panic!("unknown rules {other:?}"),
     }
+}
+
+/// The entry for `authority` once no fetch of it is due: a failing origin's retry runs in the
+/// background while its entry in force answers, so this asks until the retry's result is
+/// stored (at most 5 s). Fetches nothing more than one `get` would.
+pub async fn settled(
+    cache: &RobotsCache,
+    authority: &Authority,
+    clock: &ManualClock,
+) -> Arc<RobotsSnapshot> {
+    use robots_proxy::clock::Clock;
+    for _ in 0..500 {
+        let snapshot = cache.get(authority).await;
+        if snapshot.is_current(clock.now()) {
+            return snapshot;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the robots.txt of {authority} never settled");
 }

@@ -350,6 +350,9 @@ impl KeepAlive {
 /// The proxy binary as a child process, on ephemeral ports. Killed on drop.
 pub struct ProxyProcess {
     child: Child,
+    /// A state directory of its own, unless the caller gave one (env or `--config`): kept
+    /// robots.txt state must not leak between tests whose origins reuse a port.
+    _state: Option<tempfile::TempDir>,
     pub proxy_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     stderr: Arc<Mutex<String>>,
@@ -370,6 +373,9 @@ impl ProxyProcess {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> ProxyProcess {
+        let own_state =
+            !args.contains(&"--config") && !env.iter().any(|(k, _)| *k == "ROBOTS_PROXY_STATE_DIR");
+        let state = own_state.then(|| tempfile::tempdir().unwrap());
         let mut command = Command::new(env!("CARGO_BIN_EXE_robots-proxy"));
         command
             .args(["serve", "--listen", listen, "--admin-listen", admin])
@@ -383,6 +389,9 @@ impl ProxyProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if let Some(state) = &state {
+            command.env("ROBOTS_PROXY_STATE_DIR", state.path());
+        }
         let mut child = command.spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
@@ -413,7 +422,7 @@ impl ProxyProcess {
                 panic!("the proxy did not start; stderr:\n{}", log.lock().unwrap());
             }
         };
-        ProxyProcess { child, proxy_addr, admin_addr, stderr: log }
+        ProxyProcess { child, _state: state, proxy_addr, admin_addr, stderr: log }
     }
 
     /// `http://127.0.0.1:PORT` of the admin listener.

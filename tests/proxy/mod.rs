@@ -19,6 +19,7 @@ mod pacing;
 mod pool;
 mod readings_model;
 mod regression;
+mod restart;
 mod signing;
 mod streaming;
 mod tls_listener;

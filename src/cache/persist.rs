@@ -1,0 +1,237 @@
+//! What RFC 9309's rules need across a restart, kept under `state_dir/robots/`: per
+//! authority, its last good robots.txt (the body, capped as fetched) with its fetch time, and
+//! the failure state (since when fetches fail, how many in a row). Without it, a restart
+//! would lose a failing site's stale copy (disallow all instead) and start its 30 days of
+//! failures (`give_up_after`) again.
+//!
+//! * One file per authority, named by the SHA-256 of its robots.txt URL, in the record format
+//!   the fleet shares (`shared::encode`): a JSON header line, then the body.
+//! * Written after each fetch whose result is kept, off the request path (a blocking task),
+//!   atomically: a temporary file in the same directory, `fsync`, `rename`, `fsync` of the
+//!   directory. A crash leaves the old file or the new one, never half of one.
+//! * Read when an authority is not in memory (first request after a start): a record still
+//!   current is used without a fetch; otherwise it is the previous state the next fetch's
+//!   result is applied to.
+//! * Bounded: at most [`MAX_FILES`] files, and files not written for `give_up_after +
+//!   max_age` (what the memory cache keeps) are removed; the oldest go first. Each file is at
+//!   most `max_body` plus a short header.
+//! * Not used with a fleet: the shared store keeps the same records.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use super::fetch::Fetched;
+use super::shared;
+use super::{Inner, RobotsSnapshot};
+use crate::authority::Authority;
+
+/// Most authorities kept on disk.
+pub(super) const MAX_FILES: usize = 100_000;
+
+/// How many writes between two prunes of the directory.
+const PRUNE_EVERY: u64 = 1024;
+
+/// The directory of records, with its bounds.
+pub(super) struct Persist {
+    dir: PathBuf,
+    keep_for: Duration,
+    writes: AtomicU64,
+}
+
+impl Persist {
+    /// Records in `dir` (created if missing), each kept `keep_for` after it was written.
+    pub(super) fn open(dir: PathBuf, keep_for: Duration) -> io::Result<Persist> {
+        fs::create_dir_all(&dir)?;
+        let persist = Persist { dir, keep_for, writes: AtomicU64::new(0) };
+        persist.prune();
+        Ok(persist)
+    }
+
+    fn path(&self, authority: &Authority) -> PathBuf {
+        let digest = Sha256::digest(authority.robots_url().as_bytes());
+        let mut name = String::with_capacity(68);
+        for byte in digest {
+            name.push_str(&format!("{byte:02x}"));
+        }
+        name.push_str(".rec");
+        self.dir.join(name)
+    }
+
+    /// The record kept for `authority`, if any and readable. Blocking.
+    pub(super) fn load(
+        &self,
+        authority: &Authority,
+        body_limit: usize,
+    ) -> Option<(RobotsSnapshot, Option<Bytes>)> {
+        let record = fs::read(self.path(authority)).ok()?;
+        shared::decode(authority, &record, body_limit)
+    }
+
+    /// Keeps `snapshot`, whose parsed rules came from `body` (`None`: from the body already
+    /// kept, as for a stale copy). Blocking.
+    pub(super) fn save(&self, snapshot: &RobotsSnapshot, body: Option<Bytes>, body_limit: usize) {
+        let path = self.path(&snapshot.authority);
+        let body = match (snapshot.rules.parsed(), body) {
+            (Some(_), Some(body)) => Some(body),
+            (Some(_), None) => match self.load(&snapshot.authority, body_limit) {
+                Some((_, Some(kept))) => Some(kept),
+                // A copy whose body is not on disk cannot be kept truthfully.
+                _ => return,
+            },
+            (None, _) => None,
+        };
+        let record = shared::encode(snapshot, body.as_ref());
+        if let Err(e) = write_atomically(&path, &record) {
+            tracing::warn!(
+                authority = %snapshot.authority, path = %path.display(), error = %e,
+                "cannot keep the robots.txt state on disk"
+            );
+        }
+        if self.writes.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
+            self.prune();
+        }
+    }
+
+    /// Removes every record (a purge of all).
+    fn remove_all(&self) {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            if entry.path().extension().is_some_and(|e| e == "rec") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// Removes records older than `keep_for`, then the oldest beyond [`MAX_FILES`], and
+    /// temporary files a crash left behind.
+    fn prune(&self) {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return };
+        let now = SystemTime::now();
+        let mut records = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let written = entry.metadata().and_then(|m| m.modified()).unwrap_or(now);
+            let age = now.duration_since(written).unwrap_or_default();
+            let is_record = path.extension().is_some_and(|e| e == "rec");
+            let is_temp = path.extension().is_some_and(|e| e == "tmp");
+            if (is_temp && age > Duration::from_secs(3600)) || (is_record && age > self.keep_for) {
+                let _ = fs::remove_file(&path);
+            } else if is_record {
+                records.push((written, path));
+            }
+        }
+        if records.len() > MAX_FILES {
+            records.sort_unstable();
+            let excess = records.len() - MAX_FILES;
+            for (_, path) in records.into_iter().take(excess) {
+                let _ = fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// Writes `bytes` to `path` in one step: a temporary file beside it, synced, renamed over
+/// it, and the directory synced.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let temp = path.with_extension(format!("{}.{n}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&temp, path)?;
+        fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+/// The record kept on disk for `authority`, when records are kept ([`super::RobotsCache::persist_in`]).
+pub(super) async fn load(inner: &Arc<Inner>, authority: &Authority) -> Option<RobotsSnapshot> {
+    let persist = inner.persist.get()?.clone();
+    let (authority, limit) = (authority.clone(), inner.body_limit);
+    let loaded = tokio::task::spawn_blocking(move || persist.load(&authority, limit)).await;
+    loaded.ok().flatten().map(|(snapshot, _)| snapshot)
+}
+
+/// Keeps `snapshot` on disk (off the request path), `fetched` being what the fetch gave.
+pub(super) fn save(inner: &Arc<Inner>, snapshot: &RobotsSnapshot, fetched_body: Option<Bytes>) {
+    let Some(persist) = inner.persist.get().cloned() else { return };
+    let (snapshot, limit) = (snapshot.clone(), inner.body_limit);
+    drop(tokio::task::spawn_blocking(move || persist.save(&snapshot, fetched_body, limit)));
+}
+
+/// Forgets what is kept for `authority` (every authority with `None`): a purge.
+pub(super) async fn forget(inner: &Arc<Inner>, authority: Option<&Authority>) {
+    let Some(persist) = inner.persist.get().cloned() else { return };
+    let authority = authority.cloned();
+    let _ = tokio::task::spawn_blocking(move || match authority {
+        Some(a) => {
+            let _ = fs::remove_file(persist.path(&a));
+        }
+        None => persist.remove_all(),
+    })
+    .await;
+}
+
+/// The body a fetch gave, if it gave one.
+pub(super) fn body_of(fetched: &Fetched) -> Option<Bytes> {
+    match fetched {
+        Fetched::Robots { body, .. } => Some(body.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::Scheme;
+    use crate::cache::{FetchOutcome, RobotsRules, RobotsState};
+    use crate::robots::RobotsTxt;
+
+    #[test]
+    fn a_stale_copy_keeps_its_body_across_saves() {
+        let dir = std::env::temp_dir().join(format!("robots-persist-{}", std::process::id()));
+        let persist = Persist::open(dir.clone(), Duration::from_secs(3600)).unwrap();
+        let a = Authority::new(Scheme::Http, "a.test", 8080).unwrap();
+        let body = Bytes::from_static(b"User-agent: *\nDisallow: /x\n");
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut snapshot = RobotsSnapshot {
+            authority: a.clone(),
+            robots_url: a.robots_url(),
+            rules: RobotsRules::Parsed(Arc::new(RobotsTxt::parse(&body))),
+            state: RobotsState::Fresh,
+            last_outcome: FetchOutcome::Status(200),
+            fetched_at: t,
+            expires_at: t + Duration::from_secs(60),
+            failing_since: None,
+            failures: 0,
+        };
+        persist.save(&snapshot, Some(body.clone()), 1 << 20);
+        // The origin fails: the copy goes on, stale, with the failure state.
+        snapshot.state = RobotsState::Stale;
+        snapshot.failing_since = Some(t + Duration::from_secs(100));
+        snapshot.failures = 2;
+        persist.save(&snapshot, None, 1 << 20);
+        let (back, back_body) = persist.load(&a, 1 << 20).unwrap();
+        assert_eq!(back_body.as_deref(), Some(&body[..]));
+        assert_eq!((back.state, back.failures), (RobotsState::Stale, 2));
+        assert_eq!(back.failing_since, snapshot.failing_since);
+        assert_eq!(back.fetched_at, t);
+        assert!(!back.rules.allows(None, "/x"));
+        let other = Authority::new(Scheme::Http, "a.test", 8081).unwrap();
+        assert!(persist.load(&other, 1 << 20).is_none());
+        let _ = fs::remove_dir_all(dir);
+    }
+}

@@ -253,7 +253,7 @@ impl Bound {
 /// The "Bounds" lines of `config/robots-proxy.toml`, one a key.
 #[cfg(test)]
 pub(crate) fn documentation() -> String {
-    BOUNDS.iter().map(|b| format!("#   {:<34}{}\n", b.key, b.describe())).collect()
+    BOUNDS.iter().map(|b| format!("#   {:<38} {}\n", b.key, b.describe())).collect()
 }
 
 /// What a key's values measure.

@@ -77,6 +77,18 @@ pub enum Reason {
     UniqueLocal,
     /// Unspecified: `0.0.0.0/8` ("this network", RFC 791), `::`.
     Unspecified,
+    /// Benchmarking `198.18.0.0/15` (RFC 2544): lab networks, not globally reachable.
+    Benchmarking,
+    /// Documentation: `192.0.2.0/24`, `198.51.100.0/24`, `203.0.113.0/24` (RFC 5737),
+    /// `2001:db8::/32` (RFC 3849), `3fff::/20` (RFC 9637): never a real host.
+    Documentation,
+    /// IETF protocol assignments `192.0.0.0/24` (RFC 6890): not globally reachable.
+    ProtocolAssignments,
+    /// The local-use NAT64 prefix `64:ff9b:1::/48` (RFC 8215): the site's own translators, for
+    /// any IPv4 address behind them.
+    LocalNat64,
+    /// The discard-only prefix `100::/64` (RFC 6666).
+    DiscardOnly,
 }
 
 impl Reason {
@@ -95,6 +107,13 @@ impl Reason {
             Reason::SiteLocal => "fec0::/10",
             Reason::UniqueLocal => "fc00::/7",
             Reason::Unspecified => "0.0.0.0/8, ::/128",
+            Reason::Benchmarking => "198.18.0.0/15",
+            Reason::Documentation => {
+                "192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32, 3fff::/20"
+            }
+            Reason::ProtocolAssignments => "192.0.0.0/24",
+            Reason::LocalNat64 => "64:ff9b:1::/48",
+            Reason::DiscardOnly => "100::/64",
         }
     }
 }
@@ -114,6 +133,11 @@ impl fmt::Display for Reason {
             Reason::SiteLocal => "a site-local address",
             Reason::UniqueLocal => "a unique-local (private) address",
             Reason::Unspecified => "an unspecified address",
+            Reason::Benchmarking => "a benchmarking address",
+            Reason::Documentation => "a documentation address",
+            Reason::ProtocolAssignments => "an IETF protocol assignment address",
+            Reason::LocalNat64 => "a local-use NAT64 address",
+            Reason::DiscardOnly => "a discard-only address",
         })
     }
 }
@@ -308,8 +332,12 @@ pub enum ConnectTcpError {
     },
 }
 
-/// The IPv4 address an IPv4-mapped (`::ffff:a.b.c.d`) or NAT64 (`64:ff9b::a.b.c.d`, RFC 6052)
-/// IPv6 address stands for, so that `::ffff:127.0.0.1` is judged as `127.0.0.1`.
+/// The IPv4 address an IPv6 address stands for, so that it is judged as that address:
+/// IPv4-mapped `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2), the well-known NAT64 prefix
+/// `64:ff9b::a.b.c.d` (RFC 6052), 6to4 `2002:aabb:ccdd::/48` (RFC 3056, the IPv4 address in
+/// bits 16–47) and the deprecated IPv4-compatible `::a.b.c.d` (RFC 4291 §2.5.5.1; `::` and
+/// `::1` themselves excepted). So `::ffff:127.0.0.1` and `2002:7f00:1::` are judged as
+/// `127.0.0.1`.
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => {
@@ -317,10 +345,19 @@ fn canonical(ip: IpAddr) -> IpAddr {
                 return IpAddr::V4(v4);
             }
             let s = v6.segments();
+            let v4 = |hi: u16, lo: u16| {
+                let [a, b] = hi.to_be_bytes();
+                let [c, d] = lo.to_be_bytes();
+                IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+            };
             if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-                let [a, b] = s[6].to_be_bytes();
-                let [c, d] = s[7].to_be_bytes();
-                return IpAddr::V4(Ipv4Addr::new(a, b, c, d));
+                return v4(s[6], s[7]);
+            }
+            if s[0] == 0x2002 {
+                return v4(s[1], s[2]);
+            }
+            if s[..6] == [0; 6] && !v6.is_unspecified() && !v6.is_loopback() {
+                return v4(s[6], s[7]);
             }
             ip
         }
@@ -336,6 +373,8 @@ pub fn prohibited_reason(ip: IpAddr) -> Option<Reason> {
     }
 }
 
+/// The IPv4 ranges the IANA IPv4 Special-Purpose Address Registry (RFC 6890 and updates)
+/// marks not globally reachable, and the multicast and reserved blocks.
 fn v4_reason(ip: Ipv4Addr) -> Option<Reason> {
     let [a, b, ..] = ip.octets();
     Some(match (a, b) {
@@ -349,10 +388,18 @@ fn v4_reason(ip: Ipv4Addr) -> Option<Reason> {
         (169, 254) => Reason::LinkLocal,
         (224..=239, _) => Reason::Multicast,
         (240..=255, _) => Reason::Reserved,
+        (198, 18..=19) => Reason::Benchmarking,
+        _ if matches!(ip.octets(), [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _]) => {
+            Reason::Documentation
+        }
+        _ if matches!(ip.octets(), [192, 0, 0, _]) => Reason::ProtocolAssignments,
         _ => return None,
     })
 }
 
+/// The IPv6 ranges the IANA IPv6 Special-Purpose Address Registry marks not globally
+/// reachable (IPv4-mapped, NAT64, 6to4 and IPv4-compatible addresses are judged by their IPv4
+/// address first, see [`canonical`]), and multicast.
 fn v6_reason(ip: Ipv6Addr) -> Option<Reason> {
     let first = ip.segments()[0];
     Some(match first {
@@ -363,6 +410,10 @@ fn v6_reason(ip: Ipv6Addr) -> Option<Reason> {
         0xfec0..=0xfeff => Reason::SiteLocal,
         0xfc00..=0xfdff => Reason::UniqueLocal,
         0xff00..=0xffff => Reason::Multicast,
+        _ if ip.segments()[..3] == [0x64, 0xff9b, 1] => Reason::LocalNat64,
+        _ if ip.segments()[..4] == [0x100, 0, 0, 0] => Reason::DiscardOnly,
+        0x2001 if ip.segments()[1] == 0xdb8 => Reason::Documentation,
+        0x3fff if ip.segments()[1] < 0x1000 => Reason::Documentation,
         _ => return None,
     })
 }

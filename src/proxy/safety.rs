@@ -220,7 +220,8 @@ pub(super) async fn prohibited(
         "destination_ip_prohibited",
         format!(
             "403 Forbidden: {told}\n\nURL: {url}\n\nThis proxy does not connect to loopback, \
-             private, link-local, shared (CGNAT), multicast, reserved or cloud metadata \
+             private, link-local, shared (CGNAT), multicast, reserved, benchmarking, \
+             documentation or cloud metadata \
              addresses, nor to itself. An administrator can re-open ranges with \
              access.allow_destinations.\n"
         ),

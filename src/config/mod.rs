@@ -427,6 +427,13 @@ impl Config {
             },
         );
 
+        for site in &pol.fold_case_sites {
+            need(is_site(site), "policy.fold_case_sites", &|| {
+                format!("{site:?} is not a site: write a host or host:port, such as \
+                         \"shop.example.com\" or \"10.0.0.5:8080\"")
+            });
+        }
+
         let a = &self.audit;
         need(!a.path.as_os_str().is_empty(), "audit.path", &|| "must not be empty".into());
         need(
@@ -480,6 +487,15 @@ const MIN_ROBOTS_BODY: ByteSize = ByteSize(500 * 1024);
 /// RFC 9309 §2.3.1.2: "crawlers SHOULD follow at least five consecutive redirects"; more than 20
 /// only makes redirect loops expensive.
 const MAX_REDIRECTS: u32 = 20;
+
+/// Whether `s` is a host or `host:port` as `policy.fold_case_sites` takes them: nothing more
+/// (no scheme, user, path or query), and the host lower-case or not, as written.
+fn is_site(s: &str) -> bool {
+    if s.is_empty() || s.contains(['/', '@', '?', '#', ' ']) {
+        return false;
+    }
+    url::Url::parse(&format!("http://{s}/")).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
+}
 
 /// Headers that `policy.token_header` must not name: stripping them before forwarding would
 /// break the request or hide it (hop-by-hop and framing headers, `Host`, `User-Agent`, `Via`).

@@ -6,6 +6,7 @@ pub mod support;
 
 mod admin;
 mod binary;
+mod case_folding;
 mod own_listeners;
 mod page;
 mod user_agents;

@@ -115,7 +115,11 @@ impl Policy {
             token_header: section.token_header.name().clone(),
             default_token: section.default_token.clone(),
             fold_case: section.fold_case,
-            fold_case_sites: section.fold_case_sites.iter().map(|s| s.to_ascii_lowercase()).collect(),
+            fold_case_sites: section
+                .fold_case_sites
+                .iter()
+                .map(|s| s.to_ascii_lowercase())
+                .collect(),
         }
     }
 

@@ -321,7 +321,9 @@ fn case_insensitive_server(headers: &HeaderMap) -> bool {
             v.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
         })
     };
-    has("server", "microsoft-iis") || has("x-powered-by", "asp.net") || has("x-powered-by", "express")
+    has("server", "microsoft-iis")
+        || has("x-powered-by", "asp.net")
+        || has("x-powered-by", "express")
 }
 
 /// The lifetime `Cache-Control` asks for, before the cache clamps it between `min_age` and

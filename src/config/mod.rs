@@ -429,8 +429,10 @@ impl Config {
 
         for site in &pol.fold_case_sites {
             need(is_site(site), "policy.fold_case_sites", &|| {
-                format!("{site:?} is not a site: write a host or host:port, such as \
-                         \"shop.example.com\" or \"10.0.0.5:8080\"")
+                format!(
+                    "{site:?} is not a site: write a host or host:port, such as \
+                         \"shop.example.com\" or \"10.0.0.5:8080\""
+                )
             });
         }
 
@@ -494,7 +496,8 @@ fn is_site(s: &str) -> bool {
     if s.is_empty() || s.contains(['/', '@', '?', '#', ' ']) {
         return false;
     }
-    url::Url::parse(&format!("http://{s}/")).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
+    url::Url::parse(&format!("http://{s}/"))
+        .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
 }
 
 /// Headers that `policy.token_header` must not name: stripping them before forwarding would

@@ -173,12 +173,12 @@ impl Builder {
                     && !rule.shape.anchored
             });
             let changed = |&r: &u32| {
-                decoded_rules.get(r as usize).is_some_and(|d| d.pattern != rules[r as usize].pattern)
+                decoded_rules
+                    .get(r as usize)
+                    .is_some_and(|d| d.pattern != rules[r as usize].pattern)
             };
-            let decoded = ids
-                .iter()
-                .any(changed)
-                .then(|| PrefixIndex::build(&decoded_rules, ids.clone()));
+            let decoded =
+                ids.iter().any(changed).then(|| PrefixIndex::build(&decoded_rules, ids.clone()));
             let index = PrefixIndex::build(&rules, ids);
             let s = rule_sets.len() as u32;
             rule_sets.push(RuleSet {
@@ -215,4 +215,3 @@ impl Builder {
         }
     }
 }
-

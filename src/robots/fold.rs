@@ -13,8 +13,8 @@
 use std::sync::OnceLock;
 
 use super::index::PrefixIndex;
-use super::{canonical_path, is_robots_txt, Decision, Reason, RobotsTxt, Rule, RuleKind, Verdict};
 use super::ProductToken;
+use super::{canonical_path, is_robots_txt, Decision, Reason, RobotsTxt, Rule, RuleKind, Verdict};
 
 /// The folded indexes of a file, one per rule set, built on first use: most origins never need
 /// them.
@@ -28,11 +28,8 @@ impl Folded {
         self.indexes.get_or_init(|| {
             // Folded from the patterns read decoded when the file has such patterns: an origin
             // that folds case also decodes the path.
-            let base = if robots.decoded_rules.is_empty() {
-                &robots.rules
-            } else {
-                &robots.decoded_rules
-            };
+            let base =
+                if robots.decoded_rules.is_empty() { &robots.rules } else { &robots.decoded_rules };
             let rules: Vec<Rule> = base
                 .iter()
                 .map(|r| Rule { pattern: fold_case(&r.pattern).into(), ..r.clone() })

@@ -439,9 +439,7 @@ impl RobotsTxt {
             })
             .filter(|rule| pattern::matches(rule.pattern.as_bytes(), rule.shape, path.as_bytes()))
             .collect();
-        out.sort_by_key(|r| {
-            (std::cmp::Reverse(r.priority), r.kind != RuleKind::Allow, r.line)
-        });
+        out.sort_by_key(|r| (std::cmp::Reverse(r.priority), r.kind != RuleKind::Allow, r.line));
         out
     }
 
@@ -525,7 +523,11 @@ impl RobotsTxt {
             })
             .sum();
         let rules = rules
-            + self.decoded_rules.iter().map(|r| std::mem::size_of::<Rule>() + r.pattern.len()).sum::<usize>();
+            + self
+                .decoded_rules
+                .iter()
+                .map(|r| std::mem::size_of::<Rule>() + r.pattern.len())
+                .sum::<usize>();
         let sets: usize = self
             .rule_sets
             .iter()

@@ -178,7 +178,8 @@ mod tests {
             [b"b".to_vec(), vec![b'a'; 1000]].concat(),
             [vec![b'a'; 1000], b"b".to_vec()].concat(),
             // The tail (255 `a`s and `b`) first occurs where the whole needle does not fit.
-            [b"c".to_vec(), vec![b'a'; 299], b"b".to_vec(), vec![b'a'; 301], b"b".to_vec()].concat(),
+            [b"c".to_vec(), vec![b'a'; 299], b"b".to_vec(), vec![b'a'; 301], b"b".to_vec()]
+                .concat(),
             [vec![b'a'; 150], b"c".to_vec(), vec![b'a'; 150], b"b".to_vec()].concat(),
             [vec![b'a'; 299], b"b".to_vec(), vec![b'a'; 300], b"bzz".to_vec()].concat(),
         ];

@@ -47,8 +47,9 @@ async fn origin(headers: &'static str) -> SocketAddr {
 
 /// `GET http://origin/path` through the proxy: the status.
 async fn status(proxy: SocketAddr, origin: SocketAddr, path: &str) -> u16 {
-    let request =
-        format!("GET http://{origin}{path} HTTP/1.1\r\nHost: {origin}\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "GET http://{origin}{path} HTTP/1.1\r\nHost: {origin}\r\nConnection: close\r\n\r\n"
+    );
     let mut stream = TcpStream::connect(proxy).await.unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut buf = Vec::new();

@@ -174,7 +174,7 @@ pub fn check_urls_as(
     for (url, path) in urls.iter().zip(&paths) {
         let readings = if as_proxy {
             let decoded = robots.has_decoded_patterns();
-            Readings::of(path).to_decide(decoded).map(|(r, p)| (r, p.to_owned())).collect()
+            Readings::of(path).to_decide(decoded, false).map(|(r, p)| (r, p.to_owned())).collect()
         } else {
             vec![(Reading::AsSent, path.clone())]
         };

@@ -17,7 +17,7 @@ use crate::authority::Authority;
 use crate::cache::RobotsRules;
 use crate::robots::{Reason, Verdict};
 pub use readings::{Reading, Readings};
-pub use section::{PolicySection, TokenHeader, TokenSource};
+pub use section::{FoldCase, PolicySection, TokenHeader, TokenSource};
 
 // The types the proxy and the admin listener need from the robots store and the engine: they
 // reach both only through the policy.
@@ -37,6 +37,9 @@ pub struct Policy {
     sources: Vec<TokenSource>,
     token_header: http::HeaderName,
     default_token: Option<ProductToken>,
+    fold_case: FoldCase,
+    /// `policy.fold_case_sites`, lower-cased.
+    fold_case_sites: Vec<String>,
 }
 
 /// Where the product token of a request came from.
@@ -111,6 +114,12 @@ impl Policy {
             sources: section.token_sources.clone(),
             token_header: section.token_header.name().clone(),
             default_token: section.default_token.clone(),
+            fold_case: section.fold_case,
+            fold_case_sites: section
+                .fold_case_sites
+                .iter()
+                .map(|s| s.to_ascii_lowercase())
+                .collect(),
         }
     }
 
@@ -265,9 +274,9 @@ impl Policy {
         token: Option<&ProductToken>,
         readings: &Readings,
     ) -> bool {
-        let decoded = has_decoded_patterns(&snapshot.rules);
+        let (decoded, fold) = (has_decoded_patterns(&snapshot.rules), self.folds_case(snapshot));
         readings
-            .to_decide(decoded)
+            .to_decide(decoded, fold)
             .all(|(reading, path)| path_allowed(snapshot, token, reading, path))
     }
 
@@ -281,9 +290,9 @@ impl Policy {
         readings: &Readings,
         now: SystemTime,
     ) -> PolicyDecision {
-        let decoded = has_decoded_patterns(&snapshot.rules);
+        let (decoded, fold) = (has_decoded_patterns(&snapshot.rules), self.folds_case(snapshot));
         let refusing = readings
-            .to_decide(decoded)
+            .to_decide(decoded, fold)
             .skip(1)
             .find(|&(reading, path)| !path_allowed(snapshot, token, reading, path))
             .filter(|_| path_allowed(snapshot, token, Reading::AsSent, readings.as_sent()));
@@ -335,13 +344,31 @@ impl Policy {
         now: SystemTime,
     ) -> Vec<PolicyDecision> {
         readings
-            .to_decide(has_decoded_patterns(&snapshot.rules))
+            .to_decide(has_decoded_patterns(&snapshot.rules), self.folds_case(snapshot))
             .map(|(reading, path)| {
                 let mut d = self.decide_path(snapshot, token, reading, path, now);
                 d.reading = reading;
                 d
             })
             .collect()
+    }
+
+    /// Whether the snapshot's origin gets the case-folded reading (`policy.fold_case`): every
+    /// origin, the listed sites, or (the default) those and the origins whose robots.txt
+    /// response named IIS, ASP.NET or Express.
+    pub fn folds_case(&self, snapshot: &RobotsSnapshot) -> bool {
+        let listed = || {
+            let a = &snapshot.authority;
+            self.fold_case_sites.iter().any(|s| *s == a.host() || *s == a.host_header())
+        };
+        match self.fold_case {
+            FoldCase::All => true,
+            FoldCase::Listed => listed(),
+            FoldCase::Detect => {
+                matches!(&snapshot.rules, RobotsRules::Parsed(r) if r.case_insensitive_origin())
+                    || listed()
+            }
+        }
     }
 
     /// Decides whether `token` may fetch one reading, `path`, given what the cache knows.
@@ -439,6 +466,7 @@ pub fn decide_reading<'r>(
 ) -> crate::robots::Decision<'r> {
     match reading {
         Reading::AsSent => robots.decide(token, path),
+        Reading::CaseFolded => robots.decide_folded(token, path),
         _ => robots.decide_decoded(token, path),
     }
 }

@@ -244,9 +244,11 @@ where
         let code = status.as_u16();
         if status.is_success() {
             let max_age = freshness_hint(response.headers());
+            let folds_case = case_insensitive_server(response.headers());
             let decoder = Decoder::new(response.headers(), self.body_limit)?;
             let body = read_capped(response.into_body(), decoder).await?;
-            let robots = RobotsTxt::parse_with_limit(&body, self.body_limit);
+            let robots = RobotsTxt::parse_with_limit(&body, self.body_limit)
+                .with_case_insensitive_origin(folds_case);
             let (robots, body) = (Arc::new(robots), bytes::Bytes::from(body));
             return Ok(Fetched::Robots { status: code, robots, body, max_age });
         }
@@ -316,6 +318,21 @@ fn redirect_target(base: &url::Url, headers: &HeaderMap) -> Option<url::Url> {
     }
     next.set_fragment(None);
     Some(next)
+}
+
+/// Whether the robots.txt response names a server that reads paths case-insensitively:
+/// `Server: Microsoft-IIS/…`, or `X-Powered-By: ASP.NET` or `Express` (the policy then decides
+/// a case-folded reading for the site, unless `policy.fold_case` says otherwise).
+fn case_insensitive_server(headers: &HeaderMap) -> bool {
+    let has = |name: &str, word: &str| {
+        headers.get_all(name).iter().any(|v| {
+            let v = v.as_bytes();
+            v.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+        })
+    };
+    has("server", "microsoft-iis")
+        || has("x-powered-by", "asp.net")
+        || has("x-powered-by", "express")
 }
 
 /// The lifetime `Cache-Control` asks for, before the cache clamps it between `min_age` and

@@ -431,6 +431,15 @@ impl Config {
             },
         );
 
+        for site in &pol.fold_case_sites {
+            need(is_site(site), "policy.fold_case_sites", &|| {
+                format!(
+                    "{site:?} is not a site: write a host or host:port, such as \
+                         \"shop.example.com\" or \"10.0.0.5:8080\""
+                )
+            });
+        }
+
         let a = &self.audit;
         need(!a.path.as_os_str().is_empty(), "audit.path", &|| "must not be empty".into());
         need(
@@ -479,6 +488,16 @@ impl Config {
         bad.extend(self.signing.check());
         bad
     }
+}
+
+/// Whether `s` is a host or `host:port` as `policy.fold_case_sites` takes them: nothing more
+/// (no scheme, user, path or query), and the host lower-case or not, as written.
+fn is_site(s: &str) -> bool {
+    if s.is_empty() || s.contains(['/', '@', '?', '#', ' ']) {
+        return false;
+    }
+    url::Url::parse(&format!("http://{s}/"))
+        .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
 }
 
 /// Headers that `policy.token_header` must not name: stripping them before forwarding would

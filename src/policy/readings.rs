@@ -40,12 +40,21 @@ pub enum Reading {
     /// `;parameters` dropped from each segment, then decoded like [`Reading::Decoded`]: what
     /// servlet containers (Tomcat, Jetty) and Spring serve.
     Parameters,
+    /// [`Reading::Backslash`] with ASCII letters compared case-insensitively, on both the path
+    /// and the patterns: what IIS, ASP.NET and Express serve. Only for origins known to fold
+    /// case (`policy.fold_case`): elsewhere `/Fish` and `/fish` are different resources.
+    CaseFolded,
 }
 
 impl Reading {
     /// Every reading, in the order they are decided (the first disallowed one is named).
-    pub const ALL: [Reading; 4] =
-        [Reading::AsSent, Reading::Decoded, Reading::Backslash, Reading::Parameters];
+    pub const ALL: [Reading; 5] = [
+        Reading::AsSent,
+        Reading::Decoded,
+        Reading::Backslash,
+        Reading::Parameters,
+        Reading::CaseFolded,
+    ];
 
     /// The reading's name in audit records, `Proxy-Status` and JSON (`as-sent`, `decoded`,
     /// `backslash`, `parameters`).
@@ -55,6 +64,7 @@ impl Reading {
             Reading::Decoded => "decoded",
             Reading::Backslash => "backslash",
             Reading::Parameters => "parameters",
+            Reading::CaseFolded => "case-folded",
         }
     }
 
@@ -68,6 +78,10 @@ impl Reading {
             Reading::Backslash => "with \\ read as / (as IIS reads it)",
             Reading::Parameters => {
                 ";parameters dropped from each segment (as Tomcat, Jetty and Spring read it)"
+            }
+            Reading::CaseFolded => {
+                "decoded, \\ as /, letters compared case-insensitively (as IIS, ASP.NET and \
+                 Express read it)"
             }
         }
     }
@@ -136,9 +150,24 @@ impl Readings {
     /// (`decoded_patterns`) and the decoded reading is the path as sent (`/wiki/Special:Random`
     /// has nothing to decode), that reading is added: the same text, held against other
     /// patterns.
-    pub fn to_decide(&self, decoded_patterns: bool) -> impl Iterator<Item = (Reading, &str)> + '_ {
+    ///
+    /// With `fold_case` (the origin is known to read paths case-insensitively), the
+    /// case-folded reading comes last: the backslash reading, else the decoded one, else the
+    /// path as sent, to be compared with letters folded.
+    pub fn to_decide(
+        &self,
+        decoded_patterns: bool,
+        fold_case: bool,
+    ) -> impl Iterator<Item = (Reading, &str)> + '_ {
         let add = decoded_patterns && self.others.iter().all(|(r, _)| *r != Reading::Decoded);
-        self.iter().chain(add.then_some((Reading::Decoded, self.as_sent.as_str())))
+        let folded = fold_case.then(|| {
+            let read = |wanted| self.others.iter().find(|(r, _)| *r == wanted);
+            let path = read(Reading::Backslash)
+                .or_else(|| read(Reading::Decoded))
+                .map_or(self.as_sent.as_str(), |(_, p)| p.as_str());
+            (Reading::CaseFolded, path)
+        });
+        self.iter().chain(add.then_some((Reading::Decoded, self.as_sent.as_str()))).chain(folded)
     }
 }
 

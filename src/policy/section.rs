@@ -42,6 +42,26 @@ pub struct PolicySection {
     /// The token used when no other source gives one (none: only `*` groups apply).
     #[serde(with = "optional_token")]
     pub default_token: Option<ProductToken>,
+    /// Which origins also get the case-folded reading.
+    pub fold_case: FoldCase,
+    /// Sites (`host` or `host:port`) whose paths are read case-insensitively, whatever their
+    /// robots.txt response says.
+    pub fold_case_sites: Vec<String>,
+}
+
+/// `policy.fold_case`: which origins get the case-folded reading (paths and patterns compared
+/// with ASCII letters folded).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FoldCase {
+    /// Origins whose robots.txt response names IIS, ASP.NET or Express, and the sites of
+    /// `policy.fold_case_sites`.
+    #[default]
+    Detect,
+    /// Only the sites of `policy.fold_case_sites`.
+    Listed,
+    /// Every origin.
+    All,
 }
 
 impl Default for PolicySection {
@@ -50,6 +70,8 @@ impl Default for PolicySection {
             token_sources: vec![TokenSource::Header, TokenSource::UserAgent, TokenSource::Default],
             token_header: TokenHeader::default_header(),
             default_token: None,
+            fold_case: FoldCase::Detect,
+            fold_case_sites: Vec::new(),
         }
     }
 }

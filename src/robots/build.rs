@@ -210,6 +210,8 @@ impl Builder {
             sitemaps,
             parsed_bytes: 0,
             ignored_bytes: 0,
+            case_insensitive_origin: false,
+            folded: Default::default(),
         }
     }
 }

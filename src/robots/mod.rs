@@ -16,6 +16,7 @@
 //! ```
 
 mod build;
+mod fold;
 mod index;
 pub mod normalize;
 mod parse;
@@ -28,6 +29,7 @@ use std::fmt;
 use std::ops::Range;
 use std::time::Duration;
 
+pub use fold::fold_case;
 pub use parse::MAX_LINE_BYTES;
 pub use token::{InvalidToken, ProductToken};
 
@@ -55,6 +57,11 @@ pub struct RobotsTxt {
     sitemaps: Vec<Sitemap>,
     parsed_bytes: usize,
     ignored_bytes: usize,
+    /// Whether the origin that served the file reads paths case-insensitively (see
+    /// [`RobotsTxt::with_case_insensitive_origin`]).
+    case_insensitive_origin: bool,
+    /// The case-folded indexes, built on first use ([`RobotsTxt::decide_folded`]).
+    folded: fold::Folded,
 }
 
 /// Whether a rule allows or disallows.

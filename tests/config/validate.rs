@@ -88,6 +88,22 @@ fn token_header_must_be_a_header_name_the_request_does_not_need() {
 }
 
 #[test]
+fn fold_case_sites_must_be_hosts() {
+    for bad in ["https://shop.example.com", "shop.example.com/x", "", "user@host", "a b"] {
+        let toml = format!("[policy]\nfold_case_sites = [{bad:?}]\n");
+        let m = file_problem(&toml, "policy.fold_case_sites");
+        assert!(m.contains("is not a site"), "{bad}: {m}");
+    }
+    let m = file_problem("[policy]\nfold_case = \"sometimes\"\n", "policy.fold_case");
+    assert!(m.contains("detect"), "{m}");
+    let dir = tempfile::tempdir().unwrap();
+    let toml = "[policy]\nfold_case = \"listed\"\nfold_case_sites = [\"Shop.example.com\", \
+                \"10.0.0.5:8080\", \"[::1]:8443\"]\n";
+    let path = write(dir.path(), "c.toml", toml);
+    assert!(robots_proxy::config::load(sources(Some(&path), &[])).is_ok());
+}
+
+#[test]
 fn default_token_must_be_a_product_token() {
     let m = file_problem("[policy]\ndefault_token = \"Example Bot/1.0\"\n", "policy.default_token");
     assert!(m.contains("is not a product token"), "{m}");

@@ -38,7 +38,7 @@ fn every_reading_is_decided_against_the_decoded_patterns() {
     let robots = RobotsTxt::parse(ROBOTS.as_bytes());
     let decide = |path: &str| -> Vec<(Reading, String, bool)> {
         Readings::of(path)
-            .to_decide(robots.has_decoded_patterns())
+            .to_decide(robots.has_decoded_patterns(), false)
             .map(|(r, p)| (r, p.to_owned(), decide_reading(&robots, None, r, p).is_allowed()))
             .collect()
     };
@@ -55,5 +55,5 @@ fn every_reading_is_decided_against_the_decoded_patterns() {
     );
     // Without encoded patterns, nothing is added: one reading, one decision.
     let plain = RobotsTxt::parse(b"User-agent: *\nDisallow: /a/b\n");
-    assert_eq!(Readings::of("/wiki/x").to_decide(plain.has_decoded_patterns()).count(), 1);
+    assert_eq!(Readings::of("/wiki/x").to_decide(plain.has_decoded_patterns(), false).count(), 1);
 }

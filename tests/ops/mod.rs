@@ -6,6 +6,7 @@ pub mod support;
 
 mod admin;
 mod binary;
+mod case_folding;
 mod docs;
 mod input;
 mod own_listeners;

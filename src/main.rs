@@ -446,10 +446,16 @@ mod serve {
         );
 
         let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-        let admin_task =
-            tokio::spawn(robots_proxy::admin::serve(admin_listener, proxy.clone(), async move {
-                let _ = admin_stopped.await;
-            }));
+        let admin_task = {
+            let section = config.admin.clone();
+            let proxy = proxy.clone();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = admin_stopped.await;
+                };
+                robots_proxy::admin::serve_with(admin_listener, proxy, &section, stopped).await;
+            })
+        };
 
         let grace = config.proxy.shutdown_grace;
         let reloading = proxy.clone();

@@ -158,7 +158,8 @@ where
 
 /// Serves a side listener (the admin listener, the key directory) until `shutdown`
 /// completes: every connection HTTP/1.1, request heads bounded by `header_read_timeout`,
-/// served by a service from `make_service`. Connections open
+/// served by a service from `make_service`, given the address the client connected to
+/// (the listener's own, a specific one for a wildcard bind). Connections open
 /// at shutdown finish on their own (short requests; the process exiting ends them). `name`
 /// names the listener in logs.
 pub(crate) async fn serve_side_listener<F, S, B>(
@@ -168,7 +169,7 @@ pub(crate) async fn serve_side_listener<F, S, B>(
     make_service: F,
     shutdown: impl Future<Output = ()>,
 ) where
-    F: Fn() -> S,
+    F: Fn(std::net::SocketAddr) -> S,
     S: HttpService<Incoming, ResBody = B> + Send + 'static,
     S::Future: Send,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -189,7 +190,8 @@ pub(crate) async fn serve_side_listener<F, S, B>(
             },
             () = &mut shutdown => return,
         };
-        let service = make_service();
+        let Ok(local) = stream.local_addr() else { continue };
+        let service = make_service(local);
         tokio::spawn(async move {
             let settings = HttpSettings::new(Some(header_read_timeout));
             let pending = std::future::pending::<()>();

@@ -70,14 +70,14 @@ pub fn signature_fields(
 }
 
 /// The authority a directory request was made for: the absolute-form target's, else `Host`,
-/// lower-cased. `None` when there is none or it is not printable ASCII without spaces.
+/// as sent. `None` when there is none or it is not printable ASCII without spaces.
 fn requested_authority<B>(req: &Request<B>) -> Option<String> {
     let text = match req.uri().authority() {
         Some(a) => a.as_str().to_owned(),
         None => req.headers().get(header::HOST)?.to_str().ok()?.to_owned(),
     };
     let ok = !text.is_empty() && text.len() <= 255 && text.bytes().all(|b| b.is_ascii_graphic());
-    ok.then(|| text.to_ascii_lowercase())
+    ok.then_some(text)
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
@@ -98,8 +98,17 @@ pub fn answer<B>(signer: &Signer, req: &Request<B>, now: SystemTime) -> Response
         resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return resp;
     }
-    let Some(authority) = requested_authority(req) else {
+    let Some(asked) = requested_authority(req) else {
         return text(StatusCode::BAD_REQUEST, "400 Bad Request: no usable Host\n");
+    };
+    // Only the configured agents' authorities: signing for any Host would vouch that these
+    // keys are served at whatever authority a requester names (DNS rebinding, an oracle).
+    let Some(authority) = signer.directory_authority(&asked) else {
+        return text(
+            StatusCode::MISDIRECTED_REQUEST,
+            "421 Misdirected Request: this key directory answers only for the authorities of \
+             the configured agent URLs\n",
+        );
     };
     let keys: Vec<&SigningKey> = signer.published(now).collect();
     let created = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -137,7 +146,7 @@ pub async fn serve(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let service = move || {
+    let service = move |_local| {
         let (signer, clock) = (signer.clone(), clock.clone());
         service_fn(move |req: Request<Incoming>| {
             let resp = answer(&signer, &req, clock.now());

@@ -79,7 +79,10 @@ async fn refused_body(proxy: &ProxyProcess, hidden: &[&str]) {
     let body = resp.text().await.unwrap();
     assert!(body.contains("fleet's shared store cannot be reached"), "{body}");
     for h in hidden {
-        assert!(!body.contains(h) && !status.contains(h), "{h:?} told to a client: {body} {status}");
+        assert!(
+            !body.contains(h) && !status.contains(h),
+            "{h:?} told to a client: {body} {status}"
+        );
     }
 }
 

@@ -8,3 +8,4 @@ mod admin;
 mod binary;
 mod own_listeners;
 mod page;
+mod rebinding;

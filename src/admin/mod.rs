@@ -51,6 +51,9 @@ const TOP: usize = 10;
 /// How long a client may take to send request headers to the admin listener.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Most connections from one client address to the admin listener.
+const MAX_PER_CLIENT: usize = 16;
+
 /// The body of every admin response.
 type Body = Full<Bytes>;
 
@@ -65,7 +68,9 @@ pub async fn serve(listener: TcpListener, proxy: Proxy, shutdown: impl Future<Ou
     serve_with(listener, proxy, &AdminSection::default(), shutdown).await;
 }
 
-/// [`serve`] with the settings of `[admin]`: the names it answers for (`admin.hosts`).
+/// [`serve`] with the settings of `[admin]`: the names it answers for (`admin.hosts`), the
+/// clients it admits (`admin.allow_clients`, others are disconnected at once) and how many
+/// connections it keeps open (`admin.max_connections`, 16 per client at most).
 pub async fn serve_with(
     listener: TcpListener,
     proxy: Proxy,
@@ -83,7 +88,13 @@ pub async fn serve_with(
             async move { Ok::<_, Infallible>(handle(&proxy, &names, local, req).await) }
         })
     };
-    serve_side_listener(listener, "admin", HEADER_READ_TIMEOUT, service, shutdown).await;
+    let limits = crate::server::SideLimits {
+        clients: Some(crate::access::ClientAcl::new(&section.allow_clients)),
+        max_connections: section.max_connections,
+        per_client: MAX_PER_CLIENT.min(section.max_connections),
+        idle: HEADER_READ_TIMEOUT,
+    };
+    serve_side_listener(listener, "admin", limits, service, shutdown).await;
 }
 
 /// Checks the request names this listener, then routes it.

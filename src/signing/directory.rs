@@ -32,6 +32,13 @@ use crate::clock::Clock;
 pub const PATH: &str = "/.well-known/http-message-signatures-directory";
 /// Its media type.
 pub const MEDIA_TYPE: &str = "application/http-message-signatures-directory+json";
+/// Most connections the directory listener keeps open at once: it is public, and every
+/// connection is a file descriptor the proxy shares. Past it, connections are closed at once.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Most connections from one client address (a reverse proxy in front counts as one).
+pub const MAX_PER_CLIENT: usize = 32;
+/// How long a connection may wait to send a request head, or sit idle between requests.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The `tag` of the directory's own signatures.
 pub const DIRECTORY_TAG: &str = "http-message-signatures-directory";
 
@@ -153,6 +160,11 @@ pub async fn serve(
             async move { Ok::<_, Infallible>(resp) }
         })
     };
-    let timeout = Duration::from_secs(30);
-    crate::server::serve_side_listener(listener, "key directory", timeout, service, shutdown).await;
+    let limits = crate::server::SideLimits {
+        clients: None,
+        max_connections: MAX_CONNECTIONS,
+        per_client: MAX_PER_CLIENT,
+        idle: IDLE_TIMEOUT,
+    };
+    crate::server::serve_side_listener(listener, "key directory", limits, service, shutdown).await;
 }

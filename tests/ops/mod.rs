@@ -9,3 +9,4 @@ mod binary;
 mod own_listeners;
 mod page;
 mod rebinding;
+mod side_limits;

@@ -505,6 +505,17 @@ mod serve {
             Ok(()) => tracing::info!("SIGHUP: audit log reopened"),
             Err(e) => tracing::error!(error = %e, "SIGHUP: cannot reopen the audit log"),
         }
+        // The users file too, whatever the configuration: removing a line revokes a user.
+        match proxy.reload_users() {
+            None => {}
+            Some(Ok(path)) => {
+                tracing::info!(file = %path.display(), "SIGHUP: users file reloaded")
+            }
+            Some(Err(e)) => tracing::error!(
+                error = %e,
+                "SIGHUP: the users file is refused; the running users stay"
+            ),
+        }
         let refused = |error: &dyn std::fmt::Display| {
             tracing::error!(
                 error = %error,

@@ -10,3 +10,4 @@ mod own_listeners;
 mod page;
 mod rebinding;
 mod side_limits;
+mod users_reload;

@@ -2,6 +2,7 @@
 //! loopback port, stopped by PID), between real origins and real clients.
 
 mod secrets;
+mod semantic_errors;
 mod support;
 
 use std::time::{Duration, Instant};

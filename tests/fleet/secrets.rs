@@ -32,13 +32,15 @@ impl UnixRedis {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server starts");
+        // Stopped on drop, a failed start included.
+        let redis = UnixRedis { child, _dir: dir, socket };
         for _ in 0..500 {
-            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-                return Some(UnixRedis { child, _dir: dir, socket });
+            if std::os::unix::net::UnixStream::connect(&redis.socket).is_ok() {
+                return Some(redis);
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("redis-server did not listen on {socket}");
+        panic!("redis-server did not listen on {}", redis.socket);
     }
 
     fn stop(&mut self) {

@@ -29,9 +29,8 @@ async fn closed_within(streams: &mut [TcpStream], within: Duration) -> usize {
     let mut closed = 0;
     for s in streams.iter_mut() {
         let mut byte = [0u8; 1];
-        match tokio::time::timeout_at(deadline, s.read(&mut byte)).await {
-            Ok(Ok(0) | Err(_)) => closed += 1,
-            Ok(Ok(_)) | Err(_) => {}
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout_at(deadline, s.read(&mut byte)).await {
+            closed += 1;
         }
     }
     closed

@@ -519,10 +519,16 @@ mod serve {
         );
 
         let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-        let admin_task =
-            tokio::spawn(robots_proxy::admin::serve(admin_listener, proxy.clone(), async move {
-                let _ = admin_stopped.await;
-            }));
+        let admin_task = {
+            let section = config.admin.clone();
+            let proxy = proxy.clone();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = admin_stopped.await;
+                };
+                robots_proxy::admin::serve_with(admin_listener, proxy, &section, stopped).await;
+            })
+        };
 
         let grace = config.proxy.shutdown_grace;
         let reloading = proxy.clone();
@@ -571,6 +577,17 @@ mod serve {
         match proxy.audit().reopen().await {
             Ok(()) => tracing::info!("SIGHUP: audit log reopened"),
             Err(e) => tracing::error!(error = %e, "SIGHUP: cannot reopen the audit log"),
+        }
+        // The users file too, whatever the configuration: removing a line revokes a user.
+        match proxy.reload_users() {
+            None => {}
+            Some(Ok(path)) => {
+                tracing::info!(file = %path.display(), "SIGHUP: users file reloaded")
+            }
+            Some(Err(e)) => tracing::error!(
+                error = %e,
+                "SIGHUP: the users file is refused; the running users stay"
+            ),
         }
         let refused = |error: &dyn std::fmt::Display| {
             tracing::error!(

@@ -156,19 +156,90 @@ where
     serve_as(io, version, settings, service, stop).await
 }
 
+/// Who may connect to a side listener (the admin listener, the key directory), how many at
+/// once, and for how long idle. Connections past a cap, or from a client not allowed, are
+/// closed as soon as they are accepted, so they hold no file descriptor the proxy needs.
+#[derive(Debug)]
+pub(crate) struct SideLimits {
+    /// The clients allowed; `None`: every client.
+    pub(crate) clients: Option<crate::access::ClientAcl>,
+    /// Most connections open at once.
+    pub(crate) max_connections: usize,
+    /// Most connections open at once from one client address.
+    pub(crate) per_client: usize,
+    /// How long a client may take to send a request head, and a kept-alive connection may sit
+    /// idle between requests.
+    pub(crate) idle: Duration,
+}
+
+/// The connections open on a side listener: in all, and per client address.
+#[derive(Debug, Default)]
+struct OpenCount {
+    total: usize,
+    per_client: std::collections::HashMap<std::net::IpAddr, usize>,
+}
+
+/// One open connection counted in an [`OpenCount`]; uncounted on drop.
+struct Counted {
+    open: std::sync::Arc<std::sync::Mutex<OpenCount>>,
+    client: std::net::IpAddr,
+}
+
+impl Counted {
+    /// Counts a connection from `client`, or `None` when a cap of `limits` is reached.
+    fn take(
+        open: &std::sync::Arc<std::sync::Mutex<OpenCount>>,
+        client: std::net::IpAddr,
+        limits: &SideLimits,
+    ) -> Option<Counted> {
+        let mut count = open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mine = count.per_client.get(&client).copied().unwrap_or(0);
+        if count.total >= limits.max_connections || mine >= limits.per_client {
+            return None;
+        }
+        count.total += 1;
+        count.per_client.insert(client, mine + 1);
+        Some(Counted { open: open.clone(), client })
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut count = self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        count.total = count.total.saturating_sub(1);
+        if let Some(n) = count.per_client.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                count.per_client.remove(&self.client);
+            }
+        }
+    }
+}
+
+/// Logs a connection a side listener closed at once: the first ten at `warn`, then one in a
+/// thousand (the others at `debug`), so a flood cannot flood the log.
+fn log_refusal(name: &str, peer: std::net::SocketAddr, why: &str, refused: &mut u64) {
+    *refused += 1;
+    if *refused <= 10 || refused.is_multiple_of(1000) {
+        tracing::warn!(listener = name, client = %peer, refused_so_far = *refused, "connection refused: {why}");
+    } else {
+        tracing::debug!(listener = name, client = %peer, "connection refused: {why}");
+    }
+}
+
 /// Serves a side listener (the admin listener, the key directory) until `shutdown`
-/// completes: every connection HTTP/1.1, request heads bounded by `header_read_timeout`,
-/// served by a service from `make_service`. Connections open
-/// at shutdown finish on their own (short requests; the process exiting ends them). `name`
-/// names the listener in logs.
+/// completes: every connection HTTP/1.1, admitted by `limits`, served by a service from
+/// `make_service`, given the address the client connected to (the listener's own, a specific
+/// one for a wildcard bind). Connections open at shutdown finish on their own (short
+/// requests; the process exiting ends them). `name` names the listener in logs.
 pub(crate) async fn serve_side_listener<F, S, B>(
     listener: tokio::net::TcpListener,
     name: &'static str,
-    header_read_timeout: Duration,
+    limits: SideLimits,
     make_service: F,
     shutdown: impl Future<Output = ()>,
 ) where
-    F: Fn() -> S,
+    F: Fn(std::net::SocketAddr) -> S,
     S: HttpService<Incoming, ResBody = B> + Send + 'static,
     S::Future: Send,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -177,6 +248,8 @@ pub(crate) async fn serve_side_listener<F, S, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::pin!(shutdown);
+    let open = std::sync::Arc::new(std::sync::Mutex::new(OpenCount::default()));
+    let mut refused = 0u64;
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -189,9 +262,21 @@ pub(crate) async fn serve_side_listener<F, S, B>(
             },
             () = &mut shutdown => return,
         };
-        let service = make_service();
+        let client = peer.ip().to_canonical();
+        if limits.clients.as_ref().is_some_and(|acl| !acl.allows(client)) {
+            log_refusal(name, peer, "client address not allowed on this listener", &mut refused);
+            continue;
+        }
+        let Some(counted) = Counted::take(&open, client, &limits) else {
+            log_refusal(name, peer, "too many connections", &mut refused);
+            continue;
+        };
+        let Ok(local) = stream.local_addr() else { continue };
+        let service = make_service(local);
+        let idle = limits.idle;
         tokio::spawn(async move {
-            let settings = HttpSettings::new(Some(header_read_timeout));
+            let _counted = counted;
+            let settings = HttpSettings::new(Some(idle));
             let pending = std::future::pending::<()>();
             let serving = serve_connection(stream, Protocol::Http1, &settings, service, pending);
             if let Err(e) = serving.await {

@@ -14,8 +14,11 @@
 //!
 //! There is no authentication, so the listener belongs on loopback or a private network. A
 //! browser on the same machine could still be made to send a `POST` by some web page, so a
-//! `POST` that says it comes from another origin (`Origin`, `Sec-Fetch-Site`) is refused.
+//! `POST` that says it comes from another origin (`Origin`, `Sec-Fetch-Site`) is refused; and
+//! a page that rebinds its name to this address is refused whatever it sends: only requests
+//! whose `Host` names the listener are answered ([`hosts`]; `421` otherwise).
 
+mod hosts;
 mod robots;
 
 use std::collections::HashMap;
@@ -32,6 +35,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::authority::{Authority, Scheme};
+use crate::config::AdminSection;
 use crate::metrics::{Decision, PREFIX};
 use crate::policy::FetchClass;
 use crate::proxy::Proxy;
@@ -47,6 +51,9 @@ const TOP: usize = 10;
 /// How long a client may take to send request headers to the admin listener.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Most connections from one client address to the admin listener.
+const MAX_PER_CLIENT: usize = 16;
+
 /// The body of every admin response.
 type Body = Full<Bytes>;
 
@@ -58,21 +65,60 @@ type Body = Full<Bytes>;
 /// The listener's address is added to the proxy's destination guard first: the admin
 /// endpoints have no authentication, so a client must never reach them through the proxy.
 pub async fn serve(listener: TcpListener, proxy: Proxy, shutdown: impl Future<Output = ()>) {
+    serve_with(listener, proxy, &AdminSection::default(), shutdown).await;
+}
+
+/// [`serve`] with the settings of `[admin]`: the names it answers for (`admin.hosts`), the
+/// clients it admits (`admin.allow_clients`, others are disconnected at once) and how many
+/// connections it keeps open (`admin.max_connections`, 16 per client at most).
+pub async fn serve_with(
+    listener: TcpListener,
+    proxy: Proxy,
+    section: &AdminSection,
+    shutdown: impl Future<Output = ()>,
+) {
     if let Ok(local) = listener.local_addr() {
         proxy.guard().add_own_listener(local);
     }
-    let service = move || {
-        let proxy = proxy.clone();
+    let names: std::sync::Arc<[String]> = section.hosts.clone().into();
+    let service = move |local| {
+        let (proxy, names) = (proxy.clone(), names.clone());
         service_fn(move |req| {
-            let proxy = proxy.clone();
-            async move { Ok::<_, Infallible>(handle(&proxy, req).await) }
+            let (proxy, names) = (proxy.clone(), names.clone());
+            async move { Ok::<_, Infallible>(handle(&proxy, &names, local, req).await) }
         })
     };
-    serve_side_listener(listener, "admin", HEADER_READ_TIMEOUT, service, shutdown).await;
+    let limits = crate::server::SideLimits {
+        clients: Some(crate::access::ClientAcl::new(&section.allow_clients)),
+        max_connections: section.max_connections,
+        per_client: MAX_PER_CLIENT.min(section.max_connections),
+        idle: HEADER_READ_TIMEOUT,
+    };
+    serve_side_listener(listener, "admin", limits, service, shutdown).await;
+}
+
+/// Checks the request names this listener, then routes it.
+async fn handle(
+    proxy: &Proxy,
+    names: &[String],
+    local: std::net::SocketAddr,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let target = req.uri().authority().map(|a| a.as_str());
+    let host = req.headers().get(header::HOST).map(|h| h.to_str().unwrap_or_default());
+    let named = |h: Option<&str>| h.is_none_or(|h| hosts::names_listener(h, local, names));
+    if (target.is_none() && host.is_none()) || !named(target) || !named(host) {
+        return json_response(
+            StatusCode::MISDIRECTED_REQUEST,
+            &json!({ "error": "this admin listener answers only for localhost, its own \
+                               address and the names of admin.hosts" }),
+        );
+    }
+    route(proxy, req).await
 }
 
 /// Routes one request.
-async fn handle(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
+async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let query = query_params(req.uri().query());

@@ -343,6 +343,15 @@ impl Config {
         need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
             format!("{} is also proxy.listen; the two need their own ports", p.listen)
         });
+        need(self.admin.max_connections > 0, "admin.max_connections", &|| {
+            "must be at least 1".into()
+        });
+        for name in &self.admin.hosts {
+            let ok = name.parse::<std::net::IpAddr>().is_ok()
+                || (!name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
+            need(ok, "admin.hosts", &|| format!("{name:?} is not a host name or IP address"));
+        }
         if let Some(tls) = p.tls_listen {
             let taken = tls.port() != 0 && (tls == p.listen || tls == self.admin.listen);
             need(!taken, "proxy.tls_listen", &|| {
@@ -571,11 +580,24 @@ pub struct AdminSection {
     /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`, the status page). It
     /// has no authentication: keep it on loopback or a private network.
     pub listen: SocketAddr,
+    /// Names (or addresses) the listener answers for besides `localhost` and the address a
+    /// client connected to: a request with another `Host` gets 421 (DNS rebinding).
+    pub hosts: Vec<String>,
+    /// Client addresses allowed to connect (default: loopback only); others are disconnected
+    /// at once.
+    pub allow_clients: Vec<crate::access::IpRange>,
+    /// Most connections open at once (16 per client at most); more are closed at once.
+    pub max_connections: usize,
 }
 
 impl Default for AdminSection {
     fn default() -> Self {
-        AdminSection { listen: SocketAddr::from(([127, 0, 0, 1], 9090)) }
+        AdminSection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
+            hosts: Vec::new(),
+            allow_clients: crate::access::AccessSection::default().allow_clients,
+            max_connections: 64,
+        }
     }
 }
 

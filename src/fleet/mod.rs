@@ -65,6 +65,8 @@ pub struct Fleet {
     up: AtomicBool,
     /// Whether the instance has told the log that Redis is out of reach (once per outage).
     down_logged: AtomicBool,
+    /// Calls that failed with an error of Redis's own (not of the link), for the log.
+    call_errors: AtomicU64,
     /// The last heartbeat's round trip, in microseconds.
     rtt_micros: AtomicU64,
     /// When the instance started (announced).
@@ -102,6 +104,7 @@ impl Fleet {
             redacted_url: section.redis.redacted(),
             up: AtomicBool::new(false),
             down_logged: AtomicBool::new(false),
+            call_errors: AtomicU64::new(0),
             rtt_micros: AtomicU64::new(0),
             started: SystemTime::now(),
         })))
@@ -165,7 +168,17 @@ impl Fleet {
                 self.mark_up();
                 Ok(value)
             }
-            Ok(Err(e)) => Err(self.mark_down(e.to_string())),
+            Ok(Err(e)) if takes_link_down(&e) => Err(self.mark_down(e.to_string())),
+            Ok(Err(e)) => {
+                // Redis answered: the link is up; the error concerns this call's keys (a key of
+                // the wrong type, a script error, OOM on a write) and is that call's alone.
+                self.mark_up();
+                let n = self.call_errors.fetch_add(1, Ordering::Relaxed) + 1;
+                if n <= 10 || n.is_multiple_of(1000) {
+                    tracing::warn!(instance = %self.name, error = %e, errors_so_far = n, "fleet: a Redis call failed (the link stays up)");
+                }
+                Err(SharedError(format!("Redis: {e}")))
+            }
             Err(_) => Err(self.mark_down(format!(
                 "no answer within fleet.timeout ({})",
                 humantime::format_duration(self.timeout)
@@ -203,4 +216,26 @@ impl Fleet {
         // log above says (masked).
         SharedError(format!("Redis: {why}"))
     }
+}
+
+/// Whether `e` says the link to Redis is down: an I/O error, a timeout, a dropped or refused
+/// connection, one that must be made again, or a server that refuses every call (wrong
+/// credentials, loading, a read-only replica). A key of the wrong type, a script error or an
+/// out-of-memory answer concern one call's keys: Redis answered, the other sites go on.
+fn takes_link_down(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::AuthenticationFailed
+                | ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::ReadOnly
+                )
+        )
 }

@@ -251,6 +251,13 @@ impl Proxy {
         Ok(())
     }
 
+    /// Reads `access.users_file` again (SIGHUP) and puts its users in force; a file that cannot
+    /// be read or parsed keeps the users in force. `None` without a users file; otherwise the
+    /// file read, or why it was refused (the error names the file and the line).
+    pub fn reload_users(&self) -> Option<Result<&std::path::Path, crate::access::AccessError>> {
+        self.shared.safety.reload_users()
+    }
+
     /// The destination guard every connection of this proxy goes through.
     pub fn guard(&self) -> &Arc<DestinationGuard> {
         &self.shared.safety.guard

@@ -25,7 +25,10 @@ use crate::policy::{ProductToken, RobotsSnapshot};
 pub(super) struct Safety {
     acl: ClientAcl,
     gate: ConnectionGate,
-    auth: Option<Authenticator>,
+    /// The users of `access.users_file`, replaced whole when the file is read again (SIGHUP).
+    auth: Option<arc_swap::ArcSwap<Authenticator>>,
+    /// `access.users_file`, as the proxy started with it.
+    users_file: Option<std::path::PathBuf>,
     pub(super) guard: Arc<DestinationGuard>,
     pub(super) limits: LimitsSection,
 }
@@ -33,11 +36,13 @@ pub(super) struct Safety {
 impl Safety {
     /// From the configuration; loads `access.users_file` when set.
     pub(super) fn new(config: &Config, guard: Arc<DestinationGuard>) -> Result<Self, AccessError> {
-        let auth = config.access.users_file.as_deref().map(Authenticator::load).transpose()?;
+        let users_file = config.access.users_file.clone();
+        let auth = users_file.as_deref().map(Authenticator::load).transpose()?;
         Ok(Safety {
             acl: ClientAcl::new(&config.access.allow_clients),
             gate: ConnectionGate::new(&config.limits),
-            auth,
+            auth: auth.map(arc_swap::ArcSwap::from_pointee),
+            users_file,
             guard,
             limits: config.limits.clone(),
         })
@@ -75,7 +80,7 @@ impl Safety {
     /// [`crate::tls::listener::client_name`]), tied to the product token the users file gives
     /// that name, exactly like a user who authenticated with a password.
     pub(super) fn certified_user(&self, name: String) -> Arc<AuthenticatedUser> {
-        let token = self.auth.as_ref().and_then(|auth| auth.token_of(&name));
+        let token = self.auth.as_ref().and_then(|auth| auth.load().token_of(&name));
         Arc::new(AuthenticatedUser { name, token })
     }
 
@@ -88,6 +93,7 @@ impl Safety {
         mut req: Request<B>,
     ) -> Result<Request<B>, Response<ProxyBody>> {
         let Some(auth) = &self.auth else { return Ok(req) };
+        let auth = auth.load_full();
         match auth.authenticate(req.headers()).await {
             Ok(user) => {
                 req.extensions_mut().insert(user);
@@ -100,6 +106,17 @@ impl Safety {
                 Err(auth_required(&failure))
             }
         }
+    }
+
+    /// Reads `access.users_file` again and, when it parses, puts its users in force in place of
+    /// the old ones (with empty credential caches, so a removed user is refused at once).
+    /// `None` without a users file; on an error the users in force stay.
+    pub(super) fn reload_users(&self) -> Option<Result<&std::path::Path, AccessError>> {
+        let (auth, path) = (self.auth.as_ref()?, self.users_file.as_deref()?);
+        Some(Authenticator::load(path).map(|fresh| {
+            auth.store(Arc::new(fresh));
+            path
+        }))
     }
 
     /// A `400` for a request whose framing is a smuggling attempt, or a `414` for a

@@ -84,7 +84,11 @@ pub fn export(
         None => None,
         Some(authority) => {
             let created = now.duration_since(UNIX_EPOCH).map_err(|_| SigningError::Clock)?;
-            let authority = authority.to_ascii_lowercase();
+            let Some(authority) = signer.directory_authority(authority) else {
+                let agents = signer.agent_authorities().join(", ");
+                let agents = if agents.is_empty() { "none configured".to_owned() } else { agents };
+                return Err(SigningError::NotAnAgent(authority.to_owned(), agents));
+            };
             let (input, signature) =
                 directory::signature_fields(&keys, &authority, created.as_secs(), lifetime)?;
             Some(format!(
@@ -129,8 +133,9 @@ pub enum KeysCommand {
         /// Write the JSON here instead of standard output.
         #[arg(long, value_name = "FILE")]
         out: Option<std::path::PathBuf>,
-        /// Also sign it for this authority (the host the directory is served from) and print
-        /// the response header fields to serve it with on standard error.
+        /// Also sign it for this authority (the host the directory is served from: an `agent`
+        /// URL's, normalised, the default port left out) and print the response header
+        /// fields to serve it with on standard error.
         #[arg(long, value_name = "HOST")]
         authority: Option<String>,
         /// How long those signatures stay valid ("24h" at most).

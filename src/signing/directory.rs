@@ -32,6 +32,13 @@ use crate::clock::Clock;
 pub const PATH: &str = "/.well-known/http-message-signatures-directory";
 /// Its media type.
 pub const MEDIA_TYPE: &str = "application/http-message-signatures-directory+json";
+/// Most connections the directory listener keeps open at once: it is public, and every
+/// connection is a file descriptor the proxy shares. Past it, connections are closed at once.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Most connections from one client address (a reverse proxy in front counts as one).
+pub const MAX_PER_CLIENT: usize = 32;
+/// How long a connection may wait to send a request head, or sit idle between requests.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The `tag` of the directory's own signatures.
 pub const DIRECTORY_TAG: &str = "http-message-signatures-directory";
 
@@ -70,14 +77,14 @@ pub fn signature_fields(
 }
 
 /// The authority a directory request was made for: the absolute-form target's, else `Host`,
-/// lower-cased. `None` when there is none or it is not printable ASCII without spaces.
+/// as sent. `None` when there is none or it is not printable ASCII without spaces.
 fn requested_authority<B>(req: &Request<B>) -> Option<String> {
     let text = match req.uri().authority() {
         Some(a) => a.as_str().to_owned(),
         None => req.headers().get(header::HOST)?.to_str().ok()?.to_owned(),
     };
     let ok = !text.is_empty() && text.len() <= 255 && text.bytes().all(|b| b.is_ascii_graphic());
-    ok.then(|| text.to_ascii_lowercase())
+    ok.then_some(text)
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
@@ -98,8 +105,17 @@ pub fn answer<B>(signer: &Signer, req: &Request<B>, now: SystemTime) -> Response
         resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return resp;
     }
-    let Some(authority) = requested_authority(req) else {
+    let Some(asked) = requested_authority(req) else {
         return text(StatusCode::BAD_REQUEST, "400 Bad Request: no usable Host\n");
+    };
+    // Only the configured agents' authorities: signing for any Host would vouch that these
+    // keys are served at whatever authority a requester names (DNS rebinding, an oracle).
+    let Some(authority) = signer.directory_authority(&asked) else {
+        return text(
+            StatusCode::MISDIRECTED_REQUEST,
+            "421 Misdirected Request: this key directory answers only for the authorities of \
+             the configured agent URLs\n",
+        );
     };
     let keys: Vec<&SigningKey> = signer.published(now).collect();
     let created = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -137,13 +153,18 @@ pub async fn serve(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let service = move || {
+    let service = move |_local| {
         let (signer, clock) = (signer.clone(), clock.clone());
         service_fn(move |req: Request<Incoming>| {
             let resp = answer(&signer, &req, clock.now());
             async move { Ok::<_, Infallible>(resp) }
         })
     };
-    let timeout = Duration::from_secs(30);
-    crate::server::serve_side_listener(listener, "key directory", timeout, service, shutdown).await;
+    let limits = crate::server::SideLimits {
+        clients: None,
+        max_connections: MAX_CONNECTIONS,
+        per_client: MAX_PER_CLIENT,
+        idle: IDLE_TIMEOUT,
+    };
+    crate::server::serve_side_listener(listener, "key directory", limits, service, shutdown).await;
 }

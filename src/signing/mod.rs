@@ -33,6 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64ct::{Base64, Encoding};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::authority::Authority;
 use keys::{KeyError, SigningKey};
 pub use section::{KeyEntry, SigningIdentity, SigningSection, TokenPattern};
 
@@ -69,6 +70,9 @@ pub enum SigningError {
     /// checked when the configuration is read).
     #[error("cannot serialise the signature fields: {0}")]
     Fields(String),
+    /// `keys export --authority` named no configured agent's authority.
+    #[error("{0} is not the authority of any signing.identities agent URL ({1})")]
+    NotAnAgent(String, String),
     /// The time is before 1970 (a clock gone wrong).
     #[error("the clock is before 1970")]
     Clock,
@@ -109,6 +113,9 @@ pub struct Signer {
     reuse: u64,
     keep_client_signatures: bool,
     directory_lifetime: Duration,
+    /// The authorities of the identities' `agent` URLs (RFC 9110 §4.2.3 normalised): the only
+    /// ones the key directory answers and signs for.
+    agents: Vec<Authority>,
 }
 
 impl std::fmt::Debug for Signer {
@@ -145,7 +152,11 @@ impl Signer {
             keys.push(Configured { key, entry: entry.clone() });
         }
         let mut identities = Vec::with_capacity(section.identities.len());
+        let mut agents: Vec<Authority> = Vec::new();
         for who in &section.identities {
+            if let Some(a) = who.agent.authority().filter(|a| !agents.contains(a)) {
+                agents.push(a);
+            }
             let indexes: Vec<usize> = who
                 .keys
                 .iter()
@@ -170,6 +181,7 @@ impl Signer {
             reuse: section.reuse.as_secs(),
             keep_client_signatures: section.keep_client_signatures,
             directory_lifetime: section.directory_lifetime,
+            agents,
         }))
     }
 
@@ -213,6 +225,22 @@ impl Signer {
     /// The keys the directory lists at `now`.
     pub fn published(&self, now: SystemTime) -> impl Iterator<Item = &SigningKey> {
         self.keys.iter().filter(move |k| k.entry.published_at(now)).map(|k| &k.key)
+    }
+
+    /// The `@authority` the key directory signs for when asked for `asked` (a `Host`, or
+    /// `host[:port]` as given to `keys export`): the authority of a configured `agent` URL that
+    /// `asked` names, normalised as RFC 9110 §4.2.3 says (lower case, the scheme's default port
+    /// left out; RFC 9421 §2.2.3), or `None` when it names none of them.
+    pub fn directory_authority(&self, asked: &str) -> Option<String> {
+        self.agents.iter().find_map(|agent| {
+            let named = Authority::from_host_port(agent.scheme(), asked).ok()?;
+            (named == *agent).then(|| agent.host_header())
+        })
+    }
+
+    /// The `@authority` of every configured `agent` URL (see [`Signer::directory_authority`]).
+    pub fn agent_authorities(&self) -> Vec<String> {
+        self.agents.iter().map(Authority::host_header).collect()
     }
 
     /// How long the directory's signatures last.

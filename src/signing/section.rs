@@ -143,6 +143,18 @@ impl AgentUrl {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Its authority (scheme, host, port), normalised; `None` if the host is not one the
+    /// proxy can name (the URL itself was checked when it was read).
+    pub fn authority(&self) -> Option<crate::authority::Authority> {
+        let url = url::Url::parse(&self.0).ok()?;
+        let scheme = match url.scheme() {
+            "https" => crate::authority::Scheme::Https,
+            _ => crate::authority::Scheme::Http,
+        };
+        let host_port = format!("{}:{}", url.host_str()?, url.port_or_known_default()?);
+        crate::authority::Authority::from_host_port(scheme, &host_port).ok()
+    }
 }
 
 impl FromStr for AgentUrl {

@@ -3,6 +3,7 @@
 
 mod pacing;
 mod secrets;
+mod semantic_errors;
 mod support;
 
 use std::time::{Duration, Instant};

@@ -25,22 +25,22 @@ impl UnixRedis {
         }
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("redis.sock").to_string_lossy().into_owned();
-        let mut child = Command::new("redis-server")
+        let child = Command::new("redis-server")
             .args(["--port", "0", "--unixsocket", &socket, "--requirepass", SECRET])
             .args(["--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server starts");
+        // Stopped on drop, a failed start included.
+        let redis = UnixRedis { child, _dir: dir, socket };
         for _ in 0..500 {
-            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-                return Some(UnixRedis { child, _dir: dir, socket });
+            if std::os::unix::net::UnixStream::connect(&redis.socket).is_ok() {
+                return Some(redis);
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("redis-server did not listen on {socket}");
+        panic!("redis-server did not listen on {}", redis.socket);
     }
 
     fn stop(&mut self) {

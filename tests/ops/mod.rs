@@ -13,4 +13,7 @@ mod own_listeners;
 mod page;
 mod preflight;
 mod properties;
+mod rebinding;
+mod side_limits;
 mod user_agents;
+mod users_reload;

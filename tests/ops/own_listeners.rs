@@ -214,7 +214,13 @@ async fn key_directory_listener_serves_the_keys_and_is_never_a_destination() {
     let directory: SocketAddr = line.trim().parse().unwrap();
     let url = format!("http://{directory}/.well-known/http-message-signatures-directory");
 
-    let direct = super::support::direct_client().get(&url).send().await.unwrap();
+    // Asked for as its agent's authority (any other Host gets 421, see `rebinding`).
+    let direct = super::support::direct_client()
+        .get(&url)
+        .header("host", "bots.example.com")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(direct.status(), 200);
     assert_eq!(
         direct.headers()["content-type"],

@@ -103,26 +103,38 @@ fn toml_entry<T: serde::de::DeserializeOwned>(inline: &str) -> T {
 
 /// Serves the proxy's key directory on 127.0.0.1 and fetches it: the keys it lists, after
 /// checking with `web-bot-auth` that every one of them signed the response for the
-/// authority it was asked for.
+/// authority it was asked for (its agent's).
 async fn directory_keys(signer: Arc<Signer>) -> (KeyRing, JSONWebKeySet) {
+    directory_keys_for(signer, "bots.example.com").await
+}
+
+/// Serves the key directory and asks it for `Host: host`: the response.
+async fn ask_directory(signer: Arc<Signer>, host: &str) -> reqwest::Response {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let clock: Arc<dyn robots_proxy::clock::Clock> = Arc::new(robots_proxy::clock::SystemClock);
     tokio::spawn(directory::serve(listener, signer, clock, std::future::pending()));
-    let resp = super::support::reqwest_builder()
+    super::support::reqwest_builder()
         .build()
         .unwrap()
         .get(format!("http://{addr}{}", directory::PATH))
+        .header("host", host)
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// [`directory_keys`] asking with `Host: host`; the signatures must verify for
+/// `bots.example.com`, the agent's authority normalised (RFC 9421 §2.2.3).
+async fn directory_keys_for(signer: Arc<Signer>, host: &str) -> (KeyRing, JSONWebKeySet) {
+    let resp = ask_directory(signer, host).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], directory::MEDIA_TYPE);
     let headers = resp.headers().clone();
     let jwks: JSONWebKeySet = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     let mut ring = KeyRing::default();
     assert!(ring.import_jwks(jwks.clone()).iter().all(Option::is_none));
-    let received = Received { authority: addr.to_string(), headers };
+    let received = Received { authority: "bots.example.com".into(), headers };
     for key in &jwks.keys {
         let thumbprint = key.b64_thumbprint();
         // The directory signature made by this key (draft: one per key it lists).
@@ -139,10 +151,12 @@ async fn directory_keys(signer: Arc<Signer>) -> (KeyRing, JSONWebKeySet) {
         let advisory = verifier.parsed.base.parameters.details.possibly_insecure(|_| false);
         assert_eq!(advisory.is_expired, Some(false));
         verifier.verify(&ring, None).expect("the directory signature verifies");
-        // Signed for the authority asked for, not any other.
-        let headers = received.headers.clone();
-        let elsewhere = Received { authority: "evil.example".into(), headers };
-        assert!(by_this_key(&elsewhere).unwrap().verify(&ring, None).is_err());
+        // Signed for the authority asked for, not any other, nor with its default port.
+        for other in ["evil.example", "bots.example.com:443"] {
+            let headers = received.headers.clone();
+            let elsewhere = Received { authority: other.into(), headers };
+            assert!(by_this_key(&elsewhere).unwrap().verify(&ring, None).is_err(), "{other}");
+        }
     }
     (ring, jwks)
 }
@@ -435,14 +449,30 @@ fn keys_export_writes_a_directory_whose_signature_verifies_for_the_authority() {
     let state = tempfile::tempdir().unwrap();
     let keyid = make_key(&state.path().join("keys"), "k1");
     let config = state.path().join("c.toml");
-    std::fs::write(&config, "[signing]\nkeys = [{ name = \"k1\" }]\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args(["keys", "export", "--authority", "Bots.Example.com", "--valid", "1h", "--config"])
-        .arg(&config)
-        .env_clear()
-        .env("ROBOTS_PROXY_STATE_DIR", state.path())
-        .output()
-        .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[signing]\nkeys = [{{ name = \"k1\" }}]\n\
+             identities = [{{ token = \"ExampleBot\", keys = [\"k1\"], agent = \"{AGENT}\" }}]\n"
+        ),
+    )
+    .unwrap();
+    let export = |authority: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .args(["keys", "export", "--authority", authority, "--valid", "1h", "--config"])
+            .arg(&config)
+            .env_clear()
+            .env("ROBOTS_PROXY_STATE_DIR", state.path())
+            .output()
+            .unwrap()
+    };
+    // Not an agent's authority: nothing is signed.
+    let refused = export("other.example.com");
+    assert!(!refused.status.success(), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("bots.example.com") && !said.contains("Signature:"), "{said}");
+    // The default port is left out of what is signed (RFC 9421 §2.2.3).
+    let out = export("Bots.Example.com:443");
     assert!(out.status.success(), "{out:?}");
     let jwks: JSONWebKeySet = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(jwks.keys.len(), 1);
@@ -466,4 +496,23 @@ fn keys_export_writes_a_directory_whose_signature_verifies_for_the_authority() {
     };
     parse("bots.example.com").verify(&ring, None).expect("signed for the authority given");
     assert!(parse("other.example.com").verify(&ring, None).is_err());
+    assert!(parse("bots.example.com:443").verify(&ring, None).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_directory_signs_only_for_the_agents_authority_without_its_default_port() {
+    let dir = tempfile::tempdir().unwrap();
+    make_key(dir.path(), "k1");
+    let proxy = TestProxy::start_with(|c| signing(c, dir.path())).await;
+    let signer = proxy.signer.clone().unwrap();
+    // Verified for `bots.example.com` (inside), whatever case and default port it was asked with.
+    for host in ["bots.example.com", "Bots.Example.COM:443", "bots.example.com."] {
+        let (_, jwks) = directory_keys_for(signer.clone(), host).await;
+        assert_eq!(jwks.keys.len(), 1, "{host}");
+    }
+    for host in ["evil.example", "rebind.evil.example:9090", "bots.example.com:80", "127.0.0.1"] {
+        let resp = ask_directory(signer.clone(), host).await;
+        assert_eq!(resp.status(), 421, "{host}");
+        assert!(resp.headers().get("signature").is_none(), "{host}");
+    }
 }

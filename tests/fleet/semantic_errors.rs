@@ -1,0 +1,72 @@
+//! A key of the wrong type, a script error or an out-of-memory answer concern one key: Redis
+//! answered, so the link is up. Only I/O and timeouts take the fleet link down for every site.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use super::support::{client, fleet, Redis, TimedOrigin};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+/// Sends one command to the redis-server on `port` and gives its reply, raw.
+fn redis_command(port: u16, args: &[&str]) -> String {
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cmd = format!("*{}\r\n", args.len());
+    for a in args {
+        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    c.write_all(cmd.as_bytes()).unwrap();
+    let mut reply = [0u8; 512];
+    let n = c.read(&mut reply).unwrap();
+    String::from_utf8_lossy(&reply[..n]).into_owned()
+}
+
+async fn fleet_up(proxy: &crate::ops::support::ProxyProcess) -> String {
+    let url = format!("{}/metrics", proxy.admin());
+    let c = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    let text = c.get(url).send().await.unwrap().text().await.unwrap();
+    text.lines().find(|l| l.starts_with("robots_proxy_fleet_up ")).unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_the_wrong_type_for_one_site_leaves_the_link_up_for_the_others() {
+    let Some(redis) = Redis::start().await else { return };
+    let poisoned = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let other = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_FLEET__ON_REDIS_ERROR", "refuse"),
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        // Every request reserves its start on Redis.
+        ("ROBOTS_PROXY_PACING__DEFAULT_RPS", "100"),
+    ];
+    let f = fleet(1, &redis, "wrongtype", &env);
+    let proxy = &f.instances[0];
+    for _ in 0..200 {
+        if fleet_up(proxy).await == "robots_proxy_fleet_up 1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c = client(proxy.proxy_addr);
+    assert_eq!(c.get(poisoned.url("/warm")).send().await.unwrap().status(), 200);
+    // The pace hash and the queue sorted set of one site become strings.
+    let site = format!("http://{}", poisoned.addr);
+    for kind in ["pace", "queue"] {
+        let key = format!("test-wrongtype:{kind}:{site}");
+        assert_eq!(redis_command(redis.port, &["SET", &key, "not a hash"]), "+OK\r\n");
+    }
+    // That site cannot be paced by the fleet (refuse: 503)...
+    let resp = c.get(poisoned.url("/x")).send().await.unwrap();
+    assert_eq!(resp.status(), 503, "{:?}", resp.text().await);
+    // ...and every other site is served, robots.txt and pace shared, the link up.
+    for i in 0..3 {
+        let resp = c.get(other.url(&format!("/y/{i}"))).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{:?}\n{}", resp.text().await, proxy.stderr());
+        assert_eq!(fleet_up(proxy).await, "robots_proxy_fleet_up 1");
+    }
+    assert_eq!(other.hits("/robots.txt"), 1);
+    let log = proxy.stderr();
+    assert!(!log.contains("out of reach"), "the link was taken down:\n{log}");
+    assert!(log.contains("WRONGTYPE"), "the error is logged:\n{log}");
+}

@@ -1,0 +1,112 @@
+//! DNS rebinding: a web page whose name is rebound to 127.0.0.1 reaches the admin listener and
+//! the key directory with its own name in `Host` (and `Origin`). Both answer only for their own
+//! names; the real binary, raw requests with exactly the headers such a page sends.
+
+use std::net::SocketAddr;
+
+use super::support::{Origin, ProxyProcess};
+use crate::proxy::support::{raw, RawResponse};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+const EVIL: &str = "rebind.evil.example:9090";
+
+async fn get(addr: SocketAddr, path: &str, host: &str) -> RawResponse {
+    raw(addr, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).await
+}
+
+async fn purge_all(addr: SocketAddr, host: &str, origin: &str) -> RawResponse {
+    let request = format!(
+        "POST /cache/purge-all HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    raw(addr, &request).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_listener_answers_only_for_its_own_names() {
+    let origin = Origin::start(ROBOTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[admin]\nhosts = [\"gateway.internal\"]\n").unwrap();
+    let p = ProxyProcess::start(&["--config", config.to_str().unwrap()], &[]);
+    let admin = p.admin_addr;
+    let client = super::support::proxied_client(p.proxy_addr);
+    let page = format!("{}/a", origin.base());
+    assert_eq!(client.get(&page).send().await.unwrap().status(), 200);
+    assert_eq!(origin.robots_hits(), 1);
+
+    // The rebinding page reads nothing and purges nothing.
+    for path in ["/api/summary", "/", "/metrics", "/robots?url=http://example.com/"] {
+        let resp = get(admin, path, EVIL).await;
+        assert_eq!(resp.status, 421, "{path}: {resp:?}");
+        assert!(!resp.body.contains("recent"), "{path}: {}", resp.body);
+    }
+    let resp = purge_all(admin, EVIL, &format!("http://{EVIL}")).await;
+    assert_eq!(resp.status, 421, "{resp:?}");
+    assert_eq!(client.get(&page).send().await.unwrap().status(), 200);
+    assert_eq!(origin.robots_hits(), 1, "the cache was purged by a rebinding page");
+    // No Host at all (HTTP/1.0) is no name of the listener either.
+    let resp = raw(admin, "GET /api/summary HTTP/1.0\r\n\r\n").await;
+    assert_eq!(resp.status, 421, "{resp:?}");
+
+    // Its own names, with or without the port.
+    let port = admin.port();
+    for host in [
+        format!("127.0.0.1:{port}"),
+        "127.0.0.1".to_owned(),
+        format!("localhost:{port}"),
+        "localhost".to_owned(),
+        "gateway.internal".to_owned(),
+        format!("Gateway.Internal:{port}"),
+    ] {
+        let resp = get(admin, "/api/summary", &host).await;
+        assert_eq!(resp.status, 200, "{host}: {resp:?}");
+    }
+    assert_eq!(get(admin, "/api/summary", &format!("localhost:{}", port ^ 1)).await.status, 421);
+    let own = format!("127.0.0.1:{port}");
+    let resp = purge_all(admin, &own, &format!("http://{own}")).await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert_eq!(client.get(&page).send().await.unwrap().status(), 200);
+    assert_eq!(origin.robots_hits(), 2, "purged from the status page's own origin");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_directory_answers_only_for_its_agents_authorities() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let made = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["keys", "new", "k1"])
+        .env_clear()
+        .env("ROBOTS_PROXY_STATE_DIR", state_dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let config = state.path().join("robots-proxy.toml");
+    std::fs::write(
+        &config,
+        "[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [{ name = \"k1\" }]\n\
+         identities = [{ token = \"*\", keys = [\"k1\"], agent = \"https://bots.example.com/a\" }]\n",
+    )
+    .unwrap();
+    let p = ProxyProcess::start(
+        &["--config", config.to_str().unwrap()],
+        &[("ROBOTS_PROXY_STATE_DIR", state_dir)],
+    );
+    let line = p
+        .stderr()
+        .lines()
+        .find_map(|l| l.strip_prefix("robots-proxy key directory listening on ").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no directory line:\n{}", p.stderr()));
+    let directory: SocketAddr = line.trim().parse().unwrap();
+    let path = "/.well-known/http-message-signatures-directory";
+    for host in [EVIL, "127.0.0.1", &directory.to_string(), "bots.example.com:8443", "localhost"] {
+        let resp = get(directory, path, host).await;
+        assert_eq!(resp.status, 421, "{host}: {resp:?}");
+        assert!(!resp.headers.contains_key("signature"), "{host}: {resp:?}");
+    }
+    for host in ["bots.example.com", "Bots.Example.COM:443"] {
+        let resp = get(directory, path, host).await;
+        assert_eq!(resp.status, 200, "{host}: {resp:?}");
+        assert!(resp.headers.contains_key("signature"), "{host}: {resp:?}");
+    }
+}

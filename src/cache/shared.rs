@@ -192,6 +192,9 @@ pub(super) async fn refresh(
                 return Ok(snapshot.clone());
             }
         }
+        // The lease is taken only with a local fetch slot in hand, so that it does not run
+        // out while this instance waits for one (another instance would then fetch too).
+        let slot = inner.fetch_slots.acquire().await;
         if shared.lease(authority, lease).await? {
             // Looked at again under the lease: another instance may have stored its record and
             // given the lease back between the look above and taking it.
@@ -203,7 +206,8 @@ pub(super) async fn refresh(
                 }
                 newer => newer.or(prev),
             };
-            let fetched = fetch_here(inner, authority).await;
+            let fetched = fetch_with_slot(inner, authority).await;
+            drop(slot);
             let body = match &fetched {
                 Fetched::Robots { body, .. } => Some(body.clone()),
                 _ => prev.as_ref().and_then(|(_, body)| body.clone()),
@@ -218,6 +222,7 @@ pub(super) async fn refresh(
             }
             return Ok(snapshot);
         }
+        drop(slot);
         if tokio::time::Instant::now() >= give_up {
             return Err(SharedError(format!(
                 "no instance of the fleet stored the robots.txt of {authority} in time"
@@ -240,6 +245,11 @@ pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Fet
     // At most `max_concurrent_fetches` at once; the semaphore is never closed. Waiting for a
     // slot is not part of `fetch_timeout`.
     let _slot = inner.fetch_slots.acquire().await;
+    fetch_with_slot(inner, authority).await
+}
+
+/// [`fetch_here`] with one of `fetch_slots` already in hand.
+async fn fetch_with_slot(inner: &Arc<Inner>, authority: &Authority) -> Fetched {
     // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
     // "unreachable" outcome instead of leaving the waiters without an answer.
     let fetched = match tokio::spawn(inner.fetcher.fetch(authority.clone())).await {

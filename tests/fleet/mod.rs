@@ -1,7 +1,9 @@
 //! A fleet: three proxy processes sharing one real redis-server (started per test on a free
 //! loopback port, stopped by PID), between real origins and real clients.
 
+mod leases;
 mod pacing;
+mod scripts;
 mod support;
 
 use std::time::{Duration, Instant};

@@ -159,7 +159,7 @@ impl RedisPace {
 
     fn unique(&self) -> String {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        format!("{}#{n}", self.fleet.instance())
+        format!("{}#{}#{n}", self.fleet.instance(), self.fleet.nonce())
     }
 
     /// This instance's answer while Redis is out of reach.

@@ -74,3 +74,33 @@ async fn instances_with_the_same_name_are_warned_about() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!again.instances[0].stderr().contains(warning), "{}", again.instances[0].stderr());
 }
+
+/// An instance killed while it holds a site's one concurrency slot: the slot frees itself when
+/// its lease (`upstream.response_timeout` + 10 s) ends, and another instance's request gets it
+/// then: not sooner, and not much later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_killed_holding_a_slot_delays_the_others_only_until_its_lease_ends() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "1"),
+        ("ROBOTS_PROXY_PACING__MAX_WAIT", "30s"),
+        ("ROBOTS_PROXY_UPSTREAM__RESPONSE_TIMEOUT", "2s"),
+    ];
+    let mut f = fleet(2, &redis, "slot-killed", &env);
+    assert_eq!(get(&f, 1, &origin.url("/warm")).await, 200);
+    let c = client(f.instances[0].proxy_addr);
+    let url = origin.url("/slow/20000");
+    let doomed = tokio::spawn(async move { c.get(url).send().await });
+    origin.until_arrived("/slow/20000").await;
+    let taken = Instant::now();
+    drop(f.instances.remove(0));
+    assert!(doomed.await.unwrap().is_err());
+    assert_eq!(get(&f, 0, &origin.url("/after")).await, 200);
+    let waited = taken.elapsed();
+    // The lease: 12 s from just before the slow request arrived; the waiter looks again by
+    // itself at most every 2 s.
+    assert!(waited >= Duration::from_millis(11_500), "the slot freed after {waited:?}");
+    assert!(waited <= Duration::from_secs(15), "the slot freed only after {waited:?}");
+}

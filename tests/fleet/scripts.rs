@@ -10,7 +10,7 @@ use robots_proxy::cache::SharedRobots;
 use robots_proxy::fleet::pace::RedisPace;
 use robots_proxy::fleet::robots::SharedRedis;
 use robots_proxy::fleet::{Fleet, FleetSection, RedisUrl};
-use robots_proxy::pacing::{Held, Lane, Limits, PaceAsk, PaceStore};
+use robots_proxy::pacing::{Bound, Held, Lane, Limits, PaceAsk, PaceStore, Refusal};
 
 use super::support::Redis;
 
@@ -90,4 +90,179 @@ async fn namesake_instances_do_not_share_a_slot() {
     let third = one.admit(ask(&a, None, l)).await;
     assert_eq!(third.unwrap_err(), Held::NoConnection, "three requests in flight, limit 2");
     drop((first, second));
+}
+
+/// Admits every ask at once (spawned), each holding its admission for `hold`: when each was
+/// let through, after `t0`, in order, and the refusals.
+async fn admit_all(
+    store: &Arc<RedisPace>,
+    asks: Vec<(Authority, Option<Lane>, Limits)>,
+    hold: Duration,
+) -> (Vec<Duration>, Vec<Held>) {
+    let t0 = tokio::time::Instant::now();
+    let tasks: Vec<_> = asks
+        .into_iter()
+        .map(|(a, lane, l)| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let admitted = store.admit(ask(&a, lane, l)).await;
+                let at = t0.elapsed();
+                if let Ok(permit) = admitted {
+                    tokio::time::sleep(hold).await;
+                    drop(permit);
+                    return Ok(at);
+                }
+                admitted.map(|_| at)
+            })
+        })
+        .collect();
+    let (mut starts, mut refused) = (Vec::new(), Vec::new());
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(at) => starts.push(at),
+            Err(held) => refused.push(held),
+        }
+    }
+    starts.sort();
+    (starts, refused)
+}
+
+fn assert_between(what: &str, d: Duration, least_ms: u64, most_ms: u64) {
+    let (least, most) = (Duration::from_millis(least_ms), Duration::from_millis(most_ms));
+    assert!(d >= least && d <= most, "{what}: {d:?}, expected {least:?}..={most:?}");
+}
+
+/// RESERVE spaces requests by the rate on Redis's clock (plus its margin), not more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserve_spaces_requests_by_the_rate() {
+    let Some(redis) = Redis::start().await else { return };
+    let store = Arc::new(pace(&redis, "script-rate", "a", Duration::from_secs(30)));
+    let l = limits(100, 0, 10, 5000);
+    let asks = (0..5).map(|_| (site(), None, l)).collect();
+    let (starts, refused) = admit_all(&store, asks, Duration::ZERO).await;
+    assert_eq!(refused, []);
+    for pair in starts.windows(2) {
+        // 100 ms + its margin (2 ms); the instants are the instance's, a round trip apart.
+        assert_between("gap", pair[1] - pair[0], 95, 160);
+    }
+    assert_between("span", starts[4] - starts[0], 400, 520);
+    // Everything started: nothing counts in the queue (its entries lapsed at their starts,
+    // and are pruned by the next reservation).
+    let queue = redis.keys("test-script-rate:queue:*");
+    for q in &queue {
+        let (members, now) = redis.scores(q);
+        assert!(members.iter().all(|(_, lapses)| *lapses <= now), "{members:?} at {now}");
+    }
+}
+
+/// RESERVE refuses at once a wait past max_wait (and reserves nothing), and a request that
+/// would wait when queue_limit wait already.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserve_refuses_too_long_waits_and_full_queues() {
+    let Some(redis) = Redis::start().await else { return };
+    let store = Arc::new(pace(&redis, "script-refuse", "a", Duration::from_secs(30)));
+    let a = site();
+    let l = limits(1000, 0, 10, 1500);
+    let first = store.admit(ask(&a, None, l)).await.unwrap();
+    assert!(!first.waited);
+    let second = tokio::spawn({
+        let (store, a) = (store.clone(), a.clone());
+        async move { store.admit(ask(&a, None, l)).await.map(|p| p.waited) }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let refused = store.admit(ask(&a, None, l)).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_millis(200), "refused after waiting");
+    match refused {
+        Held::Refused(Refusal::TooLong { wait, bound: Bound::Rate }) => {
+            assert_between("wait", wait, 1800, 2100);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(second.await.unwrap().unwrap(), "the second waited its turn");
+    // queue_limit 1: one waits, the next that would wait is refused.
+    let b = Authority::new(Scheme::Http, "queue.example", 80).unwrap();
+    let l = limits(1000, 0, 1, 5000);
+    let _first = store.admit(ask(&b, None, l)).await.unwrap();
+    let waiting = tokio::spawn({
+        let (store, b) = (store.clone(), b.clone());
+        async move { store.admit(ask(&b, None, l)).await.is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    match store.admit(ask(&b, None, l)).await.unwrap_err() {
+        Held::Refused(Refusal::QueueFull { waiting: 1, bound: Bound::Rate, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(waiting.await.unwrap());
+}
+
+/// Requests in different Crawl-delay lanes do not wait for each other; the same lane is
+/// spaced by its delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crawl_delay_lanes_are_apart() {
+    let Some(redis) = Redis::start().await else { return };
+    let store = Arc::new(pace(&redis, "script-lanes", "a", Duration::from_secs(30)));
+    let l = limits(0, 0, 10, 5000);
+    let lane = |line| Some(Lane { line, delay: Duration::from_millis(300) });
+    let asks = vec![(site(), lane(2), l), (site(), lane(7), l), (site(), None, l)];
+    let (starts, _) = admit_all(&store, asks, Duration::ZERO).await;
+    assert!(starts[2] < Duration::from_millis(100), "other lanes waited: {starts:?}");
+    let asks = vec![(site(), lane(2), l), (site(), lane(2), l)];
+    let (starts, _) = admit_all(&store, asks, Duration::ZERO).await;
+    // The lane's last start was just now: 306 ms (margin included), then 612 ms.
+    assert_between("first", starts[0], 250, 400);
+    assert_between("gap", starts[1] - starts[0], 290, 380);
+}
+
+/// BEGIN spaces requests that waited for the one slot from the last actual start (the
+/// schedule's `begin`), and counts them in the queue: they do not go out together when the
+/// slot frees, and not later than the spacing says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn begin_spaces_requests_that_waited_for_a_slot() {
+    let Some(redis) = Redis::start().await else { return };
+    let store = Arc::new(pace(&redis, "script-begin", "a", Duration::from_secs(30)));
+    let a = site();
+    let l = limits(200, 1, 3, 5000);
+    let slow = store.admit(ask(&a, None, l)).await.unwrap();
+    let t0 = tokio::time::Instant::now();
+    let waiters = tokio::spawn({
+        let store = store.clone();
+        async move {
+            admit_all(&store, (0..3).map(|_| (site(), None, l)).collect(), Duration::ZERO).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Three wait (for their start, then for the slot): the queue is full.
+    match store.admit(ask(&a, None, l)).await.unwrap_err() {
+        Held::Refused(Refusal::QueueFull { waiting: 3, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    drop(slow);
+    let freed = t0.elapsed();
+    let (starts, refused) = waiters.await.unwrap();
+    assert_eq!(refused, []);
+    // The first when the slot is given back (pub/sub wakes it), then 204 ms apart.
+    assert_between("first after the slot freed", starts[0].saturating_sub(freed), 0, 300);
+    for pair in starts.windows(2) {
+        assert_between("gap", pair[1] - pair[0], 195, 320);
+    }
+}
+
+/// A slot whose holder died (never given back) frees itself when its lease ends: a waiter
+/// gets it no sooner, and not much later (it looks again by itself at most every 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_of_a_dead_holder_frees_when_its_lease_ends() {
+    let Some(redis) = Redis::start().await else { return };
+    let lease = Duration::from_secs(2);
+    let dead = pace(&redis, "script-lease", "dead", lease);
+    let alive = pace(&redis, "script-lease", "alive", lease);
+    let a = site();
+    let l = limits(0, 1, 10, 10_000);
+    let held = dead.admit(ask(&a, None, l)).await.unwrap();
+    let taken = std::time::Instant::now();
+    std::mem::forget(held);
+    let admitted = alive.admit(ask(&a, None, l)).await.unwrap();
+    assert!(admitted.waited && admitted.slot.is_some());
+    assert_between("slot free after", taken.elapsed(), 1950, 4300);
 }

@@ -247,11 +247,12 @@ impl RedisPace {
             member: member.clone(),
             lapses: deadline + QUEUE_LAPSE,
         };
-        let here = self.here.get_with_by_ref(authority, || {
-            let here = Arc::new(Here::default());
+        let here = self.here.get_with_by_ref(authority, || Arc::new(Here::default()));
+        // Found by the subscriber under the slots key (kept as long as it is in use).
+        let noticed = self.notices.get_with_by_ref(&keys.slots, || here.clone());
+        if !Arc::ptr_eq(&noticed, &here) {
             self.notices.insert(keys.slots.clone(), here.clone());
-            here
-        });
+        }
         here.waiting.fetch_add(1, Ordering::Relaxed);
         let _counted = Counted(here.clone());
         if !wait.is_zero() {

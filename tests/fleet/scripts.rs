@@ -16,8 +16,13 @@ use super::support::Redis;
 
 /// An instance's link to `redis`, named `name`, under the test's key prefix.
 pub fn link(redis: &Redis, prefix: &str, name: &str) -> Arc<Fleet> {
+    link_to(&redis.url(), prefix, name)
+}
+
+/// [`link`] to the redis-server at `url`.
+fn link_to(url: &str, prefix: &str, name: &str) -> Arc<Fleet> {
     let section = FleetSection {
-        redis: RedisUrl::try_from(redis.url()).unwrap(),
+        redis: RedisUrl::try_from(url.to_owned()).unwrap(),
         key_prefix: format!("test-{prefix}:"),
         instance: name.to_owned(),
         ..FleetSection::default()
@@ -249,20 +254,52 @@ async fn begin_spaces_requests_that_waited_for_a_slot() {
     }
 }
 
-/// A slot whose holder died (never given back) frees itself when its lease ends: a waiter
-/// gets it no sooner, and not much later (it looks again by itself at most every 2 s).
+/// A slot whose holder died (never given back, never renewed) frees itself when its lease
+/// ends: a waiter gets it no sooner, and not much later (it looks again by itself at most
+/// every 2 s). The holder "dies" with its own runtime, and every task of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_of_a_dead_holder_frees_when_its_lease_ends() {
     let Some(redis) = Redis::start().await else { return };
     let lease = Duration::from_secs(2);
-    let dead = pace(&redis, "script-lease", "dead", lease);
-    let alive = pace(&redis, "script-lease", "alive", lease);
-    let a = site();
     let l = limits(0, 1, 10, 10_000);
-    let held = dead.admit(ask(&a, None, l)).await.unwrap();
-    let taken = std::time::Instant::now();
-    std::mem::forget(held);
-    let admitted = alive.admit(ask(&a, None, l)).await.unwrap();
+    let url = redis.url();
+    let taken = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let taken = runtime.block_on(async {
+            let dead = RedisPace::new(
+                link_to(&url, "script-lease", "dead"),
+                Duration::from_secs(600),
+                lease,
+            );
+            let held = dead.admit(ask(&site(), None, l)).await.unwrap();
+            let taken = std::time::Instant::now();
+            std::mem::forget(held);
+            taken
+        });
+        runtime.shutdown_background();
+        taken
+    })
+    .join()
+    .unwrap();
+    let alive = pace(&redis, "script-lease", "alive", lease);
+    let admitted = alive.admit(ask(&site(), None, l)).await.unwrap();
     assert!(admitted.waited && admitted.slot.is_some());
     assert_between("slot free after", taken.elapsed(), 1950, 4300);
+}
+
+/// A slot held longer than its lease (a request still in flight: `response_timeout` raised
+/// by a reload) is renewed, and not taken by another meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_held_past_its_lease_is_renewed() {
+    let Some(redis) = Redis::start().await else { return };
+    let lease = Duration::from_secs(1);
+    let holder = pace(&redis, "script-renew", "holder", lease);
+    let other = pace(&redis, "script-renew", "other", lease);
+    let l = limits(0, 1, 10, 2000);
+    let held = holder.admit(ask(&site(), None, l)).await.unwrap();
+    let refused = other.admit(ask(&site(), None, l)).await;
+    assert_eq!(refused.unwrap_err(), Held::NoConnection, "the slot lapsed while held");
+    drop(held);
+    let admitted = other.admit(ask(&site(), None, l)).await;
+    assert!(admitted.is_ok(), "{admitted:?}");
 }

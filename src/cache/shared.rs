@@ -196,6 +196,16 @@ pub(super) async fn refresh(
                 return Ok((snapshot.clone(), true));
             }
         }
+        // The lease is taken only with a local fetch slot in hand, so that it does not run
+        // out while this instance waits for one (another instance would then fetch too). The
+        // wait for the slot counts against `fetch_timeout` ([`acquire_slot`]).
+        let start = tokio::time::Instant::now();
+        let deadline = crate::clock::deadline_after(start, settings.fetch_timeout);
+        let Some(slot) = acquire_slot(inner, authority, deadline).await else {
+            let prev_snapshot = prev.as_ref().map(|(s, _)| s);
+            let now = inner.clock.now();
+            return Ok((no_slot(prev_snapshot, authority, now, settings), false));
+        };
         if shared.lease(authority, lease).await? {
             // Looked at again under the lease: another instance may have stored its record and
             // given the lease back between the look above and taking it.
@@ -207,12 +217,14 @@ pub(super) async fn refresh(
                 }
                 newer => newer.or(prev),
             };
-            let Some(fetched) = fetch_here(inner, authority).await else {
+            let Some(fetched) = fetch_with_slot(inner, authority, start, deadline).await else {
+                drop(slot);
                 shared.release(authority).await?;
                 let prev_snapshot = prev.as_ref().map(|(s, _)| s);
                 let now = inner.clock.now();
                 return Ok((no_slot(prev_snapshot, authority, now, settings), false));
             };
+            drop(slot);
             let body = match &fetched {
                 Fetched::Robots { body, .. } => Some(body.clone()),
                 _ => prev.as_ref().and_then(|(_, body)| body.clone()),
@@ -227,6 +239,7 @@ pub(super) async fn refresh(
             }
             return Ok((snapshot, true));
         }
+        drop(slot);
         if tokio::time::Instant::now() >= give_up {
             return Err(SharedError(format!(
                 "no instance of the fleet stored the robots.txt of {authority} in time"
@@ -251,17 +264,39 @@ fn record_ttl(snapshot: &RobotsSnapshot, now: SystemTime, inner: &Inner) -> Dura
 /// was cut short by that deadline: the origin is not to blame, so the caller answers as
 /// unreachable for now without storing anything.
 pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Option<Fetched> {
-    let timeout = inner.settings.fetch_timeout;
     let start = tokio::time::Instant::now();
-    let deadline = start + timeout;
-    let Some(_slot) = inner.fetch_slots.acquire(authority.host(), deadline).await else {
+    let deadline = crate::clock::deadline_after(start, inner.settings.fetch_timeout);
+    let _slot = acquire_slot(inner, authority, deadline).await?;
+    fetch_with_slot(inner, authority, start, deadline).await
+}
+
+/// A fetch slot for `authority` ([`super::slots`]: at most `max_concurrent_fetches` at once,
+/// `max_concurrent_fetches_per_host` to one host), or `None` when none came free by `deadline`.
+async fn acquire_slot(
+    inner: &Arc<Inner>,
+    authority: &Authority,
+    deadline: tokio::time::Instant,
+) -> Option<super::slots::Slot> {
+    let slot = inner.fetch_slots.acquire(authority.host(), deadline).await;
+    if slot.is_none() {
+        let timeout = inner.settings.fetch_timeout;
         tracing::warn!(
             %authority, ?timeout,
             "no robots.txt fetch slot came free within fetch_timeout \
              (robots.max_concurrent_fetches, robots.max_concurrent_fetches_per_host)"
         );
-        return None;
-    };
+    }
+    slot
+}
+
+/// [`fetch_here`] with a fetch slot in hand, taken at `start`; the fetch must be done by
+/// `deadline` when the slot came late.
+async fn fetch_with_slot(
+    inner: &Arc<Inner>,
+    authority: &Authority,
+    start: tokio::time::Instant,
+    deadline: tokio::time::Instant,
+) -> Option<Fetched> {
     // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
     // "unreachable" outcome instead of leaving the waiters without an answer.
     let mut task = tokio::spawn(inner.fetcher.fetch(authority.clone()));

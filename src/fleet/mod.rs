@@ -71,6 +71,20 @@ pub struct Fleet {
     rtt_micros: AtomicU64,
     /// When the instance started (announced).
     pub(crate) started: SystemTime,
+    /// Random, per process: instance names need not be unique (a shared configuration file
+    /// gives every instance the same `fleet.instance`), members and lease holders must be.
+    nonce: String,
+}
+
+/// A random token for this process: std's hasher keys come from the operating system's
+/// randomness; the process id and the clock are mixed in as well.
+fn process_nonce() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    format!("{:016x}", h.finish())
 }
 
 impl Fleet {
@@ -107,12 +121,19 @@ impl Fleet {
             call_errors: AtomicU64::new(0),
             rtt_micros: AtomicU64::new(0),
             started: SystemTime::now(),
+            nonce: process_nonce(),
         })))
     }
 
     /// This instance's name in the fleet.
     pub fn instance(&self) -> &str {
         &self.name
+    }
+
+    /// This process's random token: `instance#nonce` tells this process apart from another
+    /// instance of the same name (queue and slot members, fetch leases, the announcement).
+    pub fn nonce(&self) -> &str {
+        &self.nonce
     }
 
     /// Whether the last call to Redis worked.

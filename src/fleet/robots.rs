@@ -2,12 +2,15 @@
 //!
 //! Keys (after `fleet.key_prefix`): `robots:<authority>` holds the record (see
 //! `cache::shared`), `lease:<authority>` the fetch lease (`SET NX PX`, so it expires by itself
-//! when its holder dies), and the channel `purge` carries purges to every instance.
+//! when its holder dies; its value names the holder, `instance#nonce#n`, and only the holder
+//! deletes it), and the channel `purge` carries purges to every instance.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Script};
 
 use super::Fleet;
 use crate::authority::{Authority, Scheme};
@@ -16,14 +19,50 @@ use crate::cache::{RobotsCache, SharedError, SharedRobots, StoreFuture};
 /// The fleet's robots.txt records.
 pub struct SharedRedis {
     fleet: Arc<Fleet>,
+    /// The value of each lease this instance holds: it gives back only its own lease (one
+    /// that ran out and was taken by another instance is that instance's).
+    held: Mutex<HashMap<Authority, String>>,
+    next_lease: AtomicU64,
+    release: Script,
+    store: Script,
 }
 
 impl SharedRedis {
     /// Records in the Redis of `fleet`.
     pub fn new(fleet: Arc<Fleet>) -> Self {
-        SharedRedis { fleet }
+        SharedRedis {
+            fleet,
+            held: Mutex::default(),
+            next_lease: AtomicU64::new(0),
+            release: Script::new(RELEASE),
+            store: Script::new(STORE),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Authority, String>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The value of this instance's lease of `authority`, forgotten (it is being given back);
+    /// a value no lease has when this instance holds none.
+    fn take_held(&self, authority: &Authority) -> String {
+        self.held().remove(authority).unwrap_or_default()
     }
 }
+
+/// KEYS: lease. ARGV: the holder's value. Deletes the lease only if it is still the holder's.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+";
+
+/// KEYS: record, lease. ARGV: record, ttl (ms), the holder's value. Stores the record, and
+/// deletes the lease only if it is still the holder's.
+const STORE: &str = r"
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end
+return 1
+";
 
 fn record_key(fleet: &Fleet, authority: &Authority) -> String {
     fleet.key(&format!("robots:{authority}"))
@@ -76,23 +115,35 @@ impl SharedRobots for SharedRedis {
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, SharedError>> {
         let key = lease_key(&self.fleet, authority);
-        let holder = self.fleet.instance().to_owned();
-        Box::pin(self.fleet.call(move |mut c| async move {
-            let set: Option<String> = redis::cmd("SET")
-                .arg(key)
-                .arg(holder)
-                .arg("NX")
-                .arg("PX")
-                .arg(millis(ttl))
-                .query_async(&mut c)
+        let n = self.next_lease.fetch_add(1, Ordering::Relaxed);
+        let holder = format!("{}#{}#{n}", self.fleet.instance(), self.fleet.nonce());
+        Box::pin(async move {
+            let value = holder.clone();
+            let taken = self
+                .fleet
+                .call(move |mut c| async move {
+                    let set: Option<String> = redis::cmd("SET")
+                        .arg(key)
+                        .arg(value)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(millis(ttl))
+                        .query_async(&mut c)
+                        .await?;
+                    Ok(set.is_some())
+                })
                 .await?;
-            Ok(set.is_some())
-        }))
+            if taken {
+                self.held().insert(authority.clone(), holder);
+            }
+            Ok(taken)
+        })
     }
 
     fn release<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>> {
-        let lease = lease_key(&self.fleet, authority);
-        Box::pin(self.fleet.call(move |mut c| async move { c.del::<_, ()>(lease).await }))
+        let mut invocation = self.release.prepare_invoke();
+        invocation.key(lease_key(&self.fleet, authority)).arg(self.take_held(authority));
+        Box::pin(self.fleet.call(move |mut c| async move { invocation.invoke_async(&mut c).await }))
     }
 
     fn store<'a>(
@@ -101,22 +152,14 @@ impl SharedRobots for SharedRedis {
         record: Vec<u8>,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<(), SharedError>> {
-        let key = record_key(&self.fleet, authority);
-        let lease = lease_key(&self.fleet, authority);
-        Box::pin(self.fleet.call(move |mut c| async move {
-            redis::pipe()
-                .atomic()
-                .cmd("SET")
-                .arg(key)
-                .arg(record)
-                .arg("PX")
-                .arg(millis(ttl))
-                .ignore()
-                .del(lease)
-                .ignore()
-                .query_async::<()>(&mut c)
-                .await
-        }))
+        let mut invocation = self.store.prepare_invoke();
+        invocation
+            .key(record_key(&self.fleet, authority))
+            .key(lease_key(&self.fleet, authority))
+            .arg(record)
+            .arg(millis(ttl))
+            .arg(self.take_held(authority));
+        Box::pin(self.fleet.call(move |mut c| async move { invocation.invoke_async(&mut c).await }))
     }
 
     fn purge<'a>(

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 
 use super::{Fleet, HEARTBEAT, HEARTBEAT_TTL};
@@ -27,6 +26,10 @@ pub struct Announcement {
     pub allowed: u64,
     /// Requests it blocked (refused) since it started.
     pub blocked: u64,
+    /// The process's random token ([`Fleet::nonce`]): two processes announcing the same name
+    /// have different ones.
+    #[serde(default)]
+    pub nonce: String,
 }
 
 /// The counters an instance announces: requests allowed and blocked.
@@ -38,6 +41,8 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
     let key = fleet.key(&format!("instance:{}", fleet.instance()));
     let started = humantime::format_rfc3339_seconds(fleet.started).to_string();
     let ttl = HEARTBEAT_TTL.as_secs();
+    // Other processes announcing this instance's name: how often each was seen.
+    let mut namesakes = std::collections::HashMap::new();
     let mut tick = tokio::time::interval(HEARTBEAT);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -50,6 +55,7 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
             started: started.clone(),
             allowed,
             blocked,
+            nonce: fleet.nonce().to_owned(),
         };
         let Ok(json) = serde_json::to_string(&me) else { continue };
         let key = key.clone();
@@ -57,9 +63,28 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
         let announced = fleet
             .attempt(|mut c| async move {
                 redis::cmd("PING").query_async::<()>(&mut c).await?;
-                c.set_ex::<_, _, ()>(key, json, ttl).await
+                let (before, ()): (Option<String>, ()) =
+                    redis::pipe().get(&key).set_ex(&key, json, ttl).query_async(&mut c).await?;
+                Ok(before)
             })
             .await;
+        if let Ok(Some(before)) = &announced {
+            let other = serde_json::from_str::<Announcement>(before).ok();
+            if let Some(other) = other.filter(|o| o.nonce != me.nonce) {
+                // Seen once, it may be this instance's own before a restart, gone since; seen
+                // again, it is alive.
+                let seen = namesakes.entry(other.nonce.clone()).or_insert(0_u32);
+                *seen += 1;
+                if *seen == 2 {
+                    tracing::warn!(
+                        instance = %me.name, other_address = %other.address,
+                        other_started = %other.started,
+                        "fleet: another live instance has the same name; give every instance \
+                         its own fleet.instance (the view shows only one of them)"
+                    );
+                }
+            }
+        }
         if announced.is_ok() {
             // Two round trips: the PING's and the SET's.
             let micros = u64::try_from(began.elapsed().as_micros() / 2).unwrap_or(u64::MAX);

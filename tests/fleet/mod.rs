@@ -1,7 +1,9 @@
 //! A fleet: three proxy processes sharing one real redis-server (started per test on a free
 //! loopback port, stopped by PID), between real origins and real clients.
 
+mod leases;
 mod pacing;
+mod scripts;
 mod secrets;
 mod semantic_errors;
 mod support;
@@ -21,13 +23,22 @@ async fn get(f: &support::Fleet, i: usize, url: &str) -> u16 {
     }
 }
 
-/// GETs every URL at once, the i-th through instance `i % n`: the statuses, in order.
+/// GETs every URL at once, the i-th through instance `i % n`: the statuses, in order. Every
+/// client is built first; then the requests are released together (a barrier).
 async fn all_at_once(f: &support::Fleet, urls: impl Iterator<Item = String>) -> Vec<u16> {
-    let tasks: Vec<_> = urls
+    let requests: Vec<_> = urls
         .enumerate()
-        .map(|(i, url)| {
-            let c = client(f.instances[i % f.instances.len()].proxy_addr);
-            tokio::spawn(async move { c.get(url).send().await.map(|r| r.status().as_u16()) })
+        .map(|(i, url)| client(f.instances[i % f.instances.len()].proxy_addr).get(url))
+        .collect();
+    let go = std::sync::Arc::new(tokio::sync::Barrier::new(requests.len()));
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|req| {
+            let go = go.clone();
+            tokio::spawn(async move {
+                go.wait().await;
+                req.send().await.map(|r| r.status().as_u16())
+            })
         })
         .collect();
     let mut statuses = Vec::new();
@@ -116,6 +127,9 @@ async fn crawl_delay_spaces_the_requests_of_the_whole_fleet() {
         let gap = pair[1] - pair[0];
         assert!(gap >= Duration::from_secs(1), "two requests {gap:?} apart: {arrivals:?}");
     }
+    // Not over-waited either: 1 s and its 20 ms margin each, with forwarding's jitter.
+    let span = arrivals[6] - arrivals[0];
+    assert!(span <= Duration::from_millis(6 * 1020 + 1000), "7 requests in {span:?}");
     assert!(started.elapsed() >= Duration::from_secs(5));
 }
 
@@ -138,6 +152,8 @@ async fn default_rps_holds_for_the_fleet() {
     }
     let span = arrivals[8] - arrivals[0];
     assert!(span >= Duration::from_millis(2000), "9 requests at 4 rps in {span:?}");
+    // Not over-waited either: 250 ms and its 5 ms margin each, with forwarding's jitter.
+    assert!(span <= Duration::from_millis(8 * 255 + 500), "9 requests at 4 rps in {span:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,8 +352,11 @@ async fn an_instance_killed_holding_the_fetch_lease_delays_the_others_only_until
     assert_eq!(get(&f, 0, &origin.url("/b")).await, 200);
     let waited = started.elapsed();
     assert_eq!(origin.hits("/robots.txt"), 2, "the survivor fetched once the lease expired");
-    assert!(waited < Duration::from_secs(8), "waited {waited:?}");
-    assert!(waited >= Duration::from_secs(2), "did not wait for the lease: {waited:?}");
+    // The lease (4 s) runs from just before robots.txt was asked for, then the survivor's own
+    // fetch takes 1.5 s: about 5.4 s. Without the lease's slack it would be 3.4 s, without any
+    // wait 1.5 s; twice the lease, 9.5 s.
+    assert!(waited >= Duration::from_millis(4500), "did not wait for the lease: {waited:?}");
+    assert!(waited <= Duration::from_millis(6500), "waited past the lease: {waited:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -188,11 +188,10 @@ async fn requests_whose_clients_hung_up_give_their_queue_places_back() {
         let sent = req.timeout(Duration::from_millis(500)).send().await;
         assert!(sent.is_err(), "request {i} was answered: {sent:?}");
     }
-    let queue = redis.keys("test-hung-up:queue:*");
-    assert_eq!(queue.len(), 1, "{queue:?}");
+    // The queue (gone once empty).
     let mut left = Vec::new();
     for _ in 0..100 {
-        left = redis.scores(&queue[0]).0;
+        left = redis.keys("test-hung-up:queue:*").iter().flat_map(|q| redis.scores(q).0).collect();
         if left.is_empty() {
             break;
         }

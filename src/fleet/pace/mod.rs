@@ -41,9 +41,9 @@ mod scripts;
 /// headers arrive, which includes connecting and, with signing, signing.
 pub const SLOT_LEASE_MARGIN: Duration = Duration::from_secs(10);
 
-/// How long a concurrency slot lasts unless given back (or renewed while its request is still
-/// in flight): `response_timeout` + [`SLOT_LEASE_MARGIN`]. An instance that dies holding one
-/// frees it then.
+/// How long a concurrency slot lasts unless given back: `response_timeout` +
+/// [`SLOT_LEASE_MARGIN`], renewed every half lease while its request is in flight. An instance
+/// that dies holding one frees it at most this long after.
 pub fn slot_lease(response_timeout: Duration) -> Duration {
     response_timeout.saturating_add(SLOT_LEASE_MARGIN)
 }
@@ -100,6 +100,7 @@ pub struct RedisPace {
     reserve: Script,
     begin: Script,
     release: Arc<Script>,
+    renew: Arc<Script>,
     /// How long Redis keeps an authority's pace after its last request (`pacing::idle_after`).
     keep: Duration,
     /// How long a slot lasts unless given back ([`slot_lease`]).
@@ -145,6 +146,7 @@ impl RedisPace {
             reserve: Script::new(scripts::RESERVE),
             begin: Script::new(scripts::BEGIN),
             release: Arc::new(Script::new(scripts::RELEASE)),
+            renew: Arc::new(Script::new(scripts::RENEW)),
             keep,
             lease: lease.max(Duration::from_secs(1)),
             next_id: AtomicU64::new(0),
@@ -159,7 +161,7 @@ impl RedisPace {
 
     fn unique(&self) -> String {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        format!("{}#{n}", self.fleet.instance())
+        format!("{}#{}#{n}", self.fleet.instance(), self.fleet.nonce())
     }
 
     /// This instance's answer while Redis is out of reach.
@@ -171,13 +173,32 @@ impl RedisPace {
     }
 
     fn slot(&self, key: &str, member: &str) -> Box<dyn Send + Sync> {
+        // Renewed every half lease while held: a request may be in flight longer than the
+        // lease (upstream.response_timeout raised by a reload).
+        let (fleet, renew, lease) = (self.fleet.clone(), self.renew.clone(), self.lease);
+        let (k, m) = (key.to_owned(), member.to_owned());
+        let renewal = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+            runtime
+                .spawn(async move {
+                    loop {
+                        tokio::time::sleep(lease / 2).await;
+                        let mut invocation = renew.prepare_invoke();
+                        invocation.key(&k).arg(&m).arg(micros(lease));
+                        let _: Result<(), _> = fleet
+                            .call(|mut c| async move { invocation.invoke_async(&mut c).await })
+                            .await;
+                    }
+                })
+                .abort_handle()
+        });
         Box::new(Slot {
             fleet: self.fleet.clone(),
             release: self.release.clone(),
             key: key.to_owned(),
             member: member.to_owned(),
             channel: self.channel.clone(),
-            lapses: Instant::now() + self.lease,
+            lease: self.lease,
+            renewal,
         })
     }
 
@@ -247,11 +268,12 @@ impl RedisPace {
             member: member.clone(),
             lapses: deadline + QUEUE_LAPSE,
         };
-        let here = self.here.get_with_by_ref(authority, || {
-            let here = Arc::new(Here::default());
+        let here = self.here.get_with_by_ref(authority, || Arc::new(Here::default()));
+        // Found by the subscriber under the slots key (kept as long as it is in use).
+        let noticed = self.notices.get_with_by_ref(&keys.slots, || here.clone());
+        if !Arc::ptr_eq(&noticed, &here) {
             self.notices.insert(keys.slots.clone(), here.clone());
-            here
-        });
+        }
         here.waiting.fetch_add(1, Ordering::Relaxed);
         let _counted = Counted(here.clone());
         if !wait.is_zero() {
@@ -426,17 +448,22 @@ struct Slot {
     key: String,
     member: String,
     channel: String,
-    /// When its lease ends: no use trying after.
-    lapses: Instant,
+    /// Its lease: no use trying to give it back longer than that after it was last renewed.
+    lease: Duration,
+    /// The task that renews the lease while the slot is held.
+    renewal: Option<tokio::task::AbortHandle>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
         let release = self.release.clone();
         let key = std::mem::take(&mut self.key);
         let member = std::mem::take(&mut self.member);
         let channel = std::mem::take(&mut self.channel);
-        give_back(self.fleet.clone(), self.lapses, move |mut c| {
+        give_back(self.fleet.clone(), Instant::now() + self.lease, move |mut c| {
             let (release, key) = (release.clone(), key.clone());
             let (member, channel) = (member.clone(), channel.clone());
             Box::pin(async move {

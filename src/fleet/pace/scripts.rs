@@ -133,3 +133,15 @@ redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('PUBLISH', ARGV[2], KEYS[1])
 return 1
 ";
+
+/// KEYS: slots. ARGV: member, lease. Extends a slot still held (its request is still in
+/// flight) to a lease from now; a slot that already lapsed is not taken again.
+pub(super) const RENEW: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local lease = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], 'XX', now + lease, ARGV[1])
+local ttl = math.floor(lease / 1000) + 1000
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+";

@@ -171,6 +171,8 @@ pub(crate) const BOUNDS: &[Bound] = &[
         POSITIVE,
         DAY,
     ),
+    // [admin]
+    count("admin.max_connections", |c| wide(c.admin.max_connections), 1, 65_536),
     // [fleet]
     duration("fleet.timeout", |c| c.fleet.timeout, POSITIVE, MINUTE),
     // [signing]

@@ -343,9 +343,6 @@ impl Config {
         need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
             format!("{} is also proxy.listen; the two need their own ports", p.listen)
         });
-        need(self.admin.max_connections > 0, "admin.max_connections", &|| {
-            "must be at least 1".into()
-        });
         for name in &self.admin.hosts {
             let ok = name.parse::<std::net::IpAddr>().is_ok()
                 || (!name.is_empty()

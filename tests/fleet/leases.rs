@@ -6,8 +6,9 @@ use super::support::{client, fleet, Redis, TimedOrigin};
 use super::{get, until_fleet_up, ROBOTS};
 
 /// An instance whose fetches are all busy does not take a fetch lease it cannot use yet:
-/// while it waits for a fetch slot, another instance fetches, and robots.txt is fetched once
-/// (the lease used to be taken first and ran out during the wait: two fetches).
+/// while it waits for a fetch slot (at most fetch_timeout; then it answers as unreachable for
+/// now), another instance fetches, and robots.txt is fetched once in the fleet (the lease used
+/// to be taken first and ran out during the wait: two fetches).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fetch_lease_is_taken_only_with_a_fetch_slot() {
     let Some(redis) = Redis::start().await else { return };
@@ -35,9 +36,9 @@ async fn the_fetch_lease_is_taken_only_with_a_fetch_slot() {
     let c = client(f.instances[0].proxy_addr);
     let url = origin.url("/a");
     let waiting = tokio::spawn(async move { c.get(url).send().await.unwrap().status().as_u16() });
-    // Past the lease instance 0 would have taken, well before it has a fetch slot.
+    // Past the lease instance 0 would have taken.
     tokio::time::sleep(Duration::from_millis(3500)).await;
-    assert_eq!(origin.hits("/robots.txt"), 0);
+    assert!(origin.hits("/robots.txt") <= 1);
     let started = Instant::now();
     assert_eq!(get(&f, 1, &origin.url("/b")).await, 200);
     assert!(
@@ -45,7 +46,10 @@ async fn the_fetch_lease_is_taken_only_with_a_fetch_slot() {
         "instance 1 waited {:?}",
         started.elapsed()
     );
-    assert_eq!(waiting.await.unwrap(), 200);
+    // Instance 0's request either got a slot in time (200) or was answered as unreachable for
+    // now (403) without taking the lease.
+    let status = waiting.await.unwrap();
+    assert!(status == 200 || status == 403, "{status}");
     assert_eq!(origin.hits("/robots.txt"), 1, "robots.txt fetched by both instances");
     for b in busy {
         let _ = b.await.unwrap();

@@ -168,11 +168,12 @@ async fn a_wait_beyond_max_wait_is_answered_at_once() {
     let statuses: Vec<u16> = answers.iter().map(|(r, _)| r.status().as_u16()).collect();
     let refused: Vec<_> = answers.into_iter().filter(|(r, _)| r.status() == 429).collect();
     assert!(!refused.is_empty(), "{statuses:?}");
-    // "At once": a refused request is answered before max_wait (1 s) could have passed, let
-    // alone the 1.2 s it would have waited; it does not wait first and then refuse.
-    for (_, took) in &refused {
-        assert!(*took < Duration::from_secs(1), "a 429 came after {took:?}");
-    }
+    // "At once": a request whose wait would pass max_wait is refused on arrival, well before
+    // max_wait (1 s) could have passed, let alone the 1.2 s it would have waited. (A request
+    // admitted for a wait within max_wait that the pace then pushes past it is refused when
+    // that shows, which may be later.)
+    let fastest = refused.iter().map(|(_, took)| *took).min().unwrap();
+    assert!(fastest < Duration::from_millis(500), "the first 429 came after {fastest:?}");
     let refused: Vec<_> = refused.into_iter().map(|(r, _)| r).collect();
     let resp = refused.into_iter().next().unwrap();
     let retry_after: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();

@@ -591,7 +591,17 @@ async fn decide_inner(
              domain fronting is refused"
         ))
     } else if let Some(named) = named {
-        match Authority::from_host_port(connect.scheme(), &named) {
+        // A `Host` without a port names the host the tunnel goes to, whatever its port: a
+        // client speaking plain HTTP through `CONNECT host:443` may well send `Host: host`.
+        // Fronting is another host, not a port left out.
+        let read = Authority::from_host_port(connect.scheme(), &named).and_then(|a| {
+            if Authority::names_port(&named) {
+                Ok(a)
+            } else {
+                Authority::new(connect.scheme(), a.host(), connect.port())
+            }
+        });
+        match read {
             Ok(a) if a == connect => None,
             _ => Some(format!(
                 "the request names {named:?} but the tunnel goes to {connect}; domain fronting \

@@ -357,9 +357,14 @@ async fn plain_http_inside_connect_is_decided_as_http() {
 
     let answer = h1_get(&mut send, "/ok", "other.test", &[]).await;
     assert_eq!(answer.status, 403, "a Host naming another host is refused: {answer:?}");
+    let answer = h1_get(&mut send, "/ok", "other.test:80", &[]).await;
+    assert_eq!(answer.status, 403, "another host with a port too: {answer:?}");
+    // `Host` without the port names the tunnel's host: no fronting (the port is the tunnel's).
+    let answer = h1_get(&mut send, "/no-port", "127.0.0.1", &[]).await;
+    assert_eq!(answer.status, 200, "a Host without its port is the tunnel's host: {answer:?}");
 
     assert_eq!(plain.hits("/robots.txt"), 1);
-    assert_eq!(plain.content_hits(), 1, "{:?}", plain.seen());
+    assert_eq!(plain.content_hits(), 2, "{:?}", plain.seen());
     let seen = plain.seen().into_iter().find(|s| s.target == "/ok").unwrap();
     assert_eq!(seen.headers["host"], host.as_str());
     assert_eq!(proxy.ca.certificates_made(), 0, "no TLS in that tunnel");

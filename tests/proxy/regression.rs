@@ -148,11 +148,17 @@ async fn encoded_traversal_is_refused_inside_intercepted_https_over_h1_and_h2() 
     // HTTP/2 (`:path`).
     let origin = TlsOrigin::start(ROBOTS).await;
     let proxy = HttpsProxy::start(&origin.ca, &[origin.port()], |_| {}).await;
-    for (trick, _) in TRICKS.iter().filter(|(t, _)| !t.contains('\\')) {
+    // Every trick, the literal backslash included (the `http` crate's path table takes 0x5C),
+    // and each refused by the reading the plain listener names.
+    for (trick, reading) in TRICKS {
         let tunnel = connect(proxy.addr(), &origin.host(), "").await.tunnel();
         let tls = tls_over(tunnel, proxy.client_tls(H2_H1), "localhost").await.unwrap();
         let answer = h2_get(h2_over(tls).await, &format!("{}{trick}", origin.base())).await;
         assert_eq!(answer.status, 403, "h2 {trick}: {answer:?}");
+        assert!(
+            answer.body.contains(&format!("Reading:       {reading}")),
+            "h2 {trick}: {answer:?}"
+        );
     }
     // HTTP/1.1, several requests on one connection.
     let origin1 = TlsOrigin::start_with(ROBOTS, Arc::new(TestCa::new("h1 origin CA")), H1).await;
@@ -160,9 +166,13 @@ async fn encoded_traversal_is_refused_inside_intercepted_https_over_h1_and_h2() 
     let tunnel = connect(proxy1.addr(), &origin1.host(), "").await.tunnel();
     let tls = tls_over(tunnel, proxy1.client_tls(H1), "localhost").await.unwrap();
     let mut send = h1_over(tls).await;
-    for (trick, _) in TRICKS.iter().filter(|(t, _)| !t.contains('\\')) {
+    for (trick, reading) in TRICKS {
         let answer = h1_get(&mut send, trick, &origin1.host(), &[]).await;
         assert_eq!(answer.status, 403, "h1 {trick}: {answer:?}");
+        assert!(
+            answer.body.contains(&format!("Reading:       {reading}")),
+            "h1 {trick}: {answer:?}"
+        );
     }
     let answer = h1_get(&mut send, "/img//x", &origin1.host(), &[]).await;
     assert_eq!(answer.status, 200, "{answer:?}");

@@ -97,7 +97,13 @@ fn check_ca(config: &Config) -> Result<(), (&'static str, String)> {
         // The default location, empty: `serve` creates the CA under state_dir (checked above).
         return Ok(());
     }
-    CertificateAuthority::load(&files).map(drop).map_err(|e| ("https.ca_cert", e.to_string()))
+    CertificateAuthority::load(&files).map(drop).map_err(|e| {
+        let key = match e {
+            crate::tls::ca::CaError::KeyMode { .. } => "https.ca_key",
+            _ => "https.ca_cert",
+        };
+        (key, e.to_string())
+    })
 }
 
 /// Whether `dir` exists as a directory or can be created: its nearest existing ancestor must be

@@ -55,6 +55,18 @@ pub enum CaError {
     /// rustls refused a certificate or key.
     #[error("TLS configuration error: {0}")]
     Tls(#[from] rustls::Error),
+    /// The CA key can be read or written by other users than its owner. With it, anyone can
+    /// mint a certificate for any name that every client trusting this CA accepts.
+    #[error(
+        "{path} has mode {mode:04o}: the CA key must be readable by its owner only \
+         (chmod 600 {path})"
+    )]
+    KeyMode {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 /// Where a CA's certificate and key live.
@@ -150,14 +162,28 @@ pub struct CertificateAuthority {
     made: AtomicU64,
 }
 
+/// Refuses a CA key that the file's group or others may read or write (as SSH refuses a
+/// private key that others can read). A key `ca init` or `serve` made has mode 0600.
+fn check_key_mode(path: &Path) -> Result<(), CaError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta =
+        fs::metadata(path).map_err(|source| CaError::Io { path: path.to_owned(), source })?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(CaError::KeyMode { path: path.to_owned(), mode });
+    }
+    Ok(())
+}
+
 impl CertificateAuthority {
-    /// Loads the CA from `files`.
+    /// Loads the CA from `files`; the key must be its owner's alone ([`CaError::KeyMode`]).
     pub fn load(files: &CaFiles) -> Result<Self, CaError> {
         let read = |path: &Path| {
             fs::read_to_string(path).map_err(|source| CaError::Io { path: path.to_owned(), source })
         };
         let cert_pem = read(&files.cert)?;
         let key_pem = read(&files.key)?;
+        check_key_mode(&files.key)?;
         let key = KeyPair::from_pem(&key_pem)?;
         let issuer = Issuer::from_ca_cert_pem(&cert_pem, key)?;
         let ca_der = rustls::pki_types::pem::PemObject::from_pem_slice(cert_pem.as_bytes())
@@ -257,6 +283,23 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b), "one config per host");
         assert!(ca.server_config("127.0.0.1").is_ok());
         assert!(ca.server_config("::1").is_ok());
+    }
+
+    #[test]
+    fn a_ca_key_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let files = CaFiles::in_dir(dir.path());
+        init(&files).unwrap();
+        assert!(CertificateAuthority::load(&files).is_ok());
+        for mode in [0o666, 0o644, 0o640, 0o620] {
+            fs::set_permissions(&files.key, fs::Permissions::from_mode(mode)).unwrap();
+            let err = CertificateAuthority::load(&files).err().expect("refused");
+            assert!(matches!(err, CaError::KeyMode { .. }), "{mode:o}: {err}");
+            assert!(err.to_string().contains("chmod 600"), "{err}");
+        }
+        fs::set_permissions(&files.key, fs::Permissions::from_mode(0o400)).unwrap();
+        assert!(CertificateAuthority::load(&files).is_ok());
     }
 
     #[test]

@@ -591,11 +591,12 @@ async fn decide_inner(
              domain fronting is refused"
         ))
     } else if let Some(named) = named {
-        // A `Host` without a port names the host the tunnel goes to, whatever its port: a
-        // client speaking plain HTTP through `CONNECT host:443` may well send `Host: host`.
-        // Fronting is another host, not a port left out.
+        // In plain HTTP through a tunnel, a `Host` without a port names the host the tunnel
+        // goes to, whatever its port: a client speaking plain HTTP through `CONNECT host:443`
+        // may well send `Host: host`. Fronting is another host, not a port left out. (Inside
+        // TLS the default port is the one a port-less `Host` means, as everywhere.)
         let read = Authority::from_host_port(connect.scheme(), &named).and_then(|a| {
-            if Authority::names_port(&named) {
+            if Authority::names_port(&named) || connect.scheme() != Scheme::Http {
                 Ok(a)
             } else {
                 Authority::new(connect.scheme(), a.host(), connect.port())

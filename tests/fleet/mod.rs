@@ -201,14 +201,18 @@ async fn a_purge_on_one_instance_makes_another_fetch_again() {
     assert_eq!(origin.hits("/robots.txt"), 1);
     let purge = format!("{}/cache/purge?authority={}", f.instances[0].admin(), origin.url(""));
     let admin = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    // The site changes its robots.txt, then the purge: every instance must drop its copy, or the
+    // one that kept it would still allow /b.
+    origin.set_robots("User-agent: *\nDisallow: /b\n");
     let resp = admin.post(purge).send().await.unwrap();
     assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
     // Pub/sub reaches the others well within a second.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(get(&f, 1, &origin.url("/b")).await, 200);
+    assert_eq!(get(&f, 1, &origin.url("/b")).await, 403, "instance 1 kept its purged copy");
     assert_eq!(origin.hits("/robots.txt"), 2, "instance 1 fetched robots.txt again");
-    assert_eq!(get(&f, 2, &origin.url("/b")).await, 200);
+    assert_eq!(get(&f, 2, &origin.url("/b")).await, 403, "the purge never reached instance 2");
     assert_eq!(origin.hits("/robots.txt"), 2, "instance 2 used the fleet's new copy");
+    assert_eq!(origin.hits("/b"), 0);
     // Every instance lists the three.
     let s = summary(&f.instances[2]).await;
     let names: Vec<&str> = s["fleet"]["instances"]
@@ -229,26 +233,49 @@ async fn redis_stopped_local_keeps_serving_and_rejoins() {
     let f = fleet(2, &redis, "local", &[("ROBOTS_PROXY_PACING__ENABLED", "true")]);
     until_fleet_up(&f, 1).await;
     assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
-    // Load on both instances while Redis stops.
+    // Load on both instances while Redis stops: each loader keeps going until it has sent ten
+    // requests after the stop (at most 500 in all), so requests are in flight when Redis goes.
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut load = Vec::new();
     for t in 0..4 {
         let c = client(f.instances[t % 2].proxy_addr);
         let base = origin.url(&format!("/load/{t}/"));
+        let stopped = stopped.clone();
         load.push(tokio::spawn(async move {
-            let mut statuses = Vec::new();
-            for n in 0..25 {
+            let (mut statuses, mut after) = (Vec::new(), 0);
+            for n in 0..500 {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    after += 1;
+                    if after > 10 {
+                        break;
+                    }
+                }
                 let r = c.get(format!("{base}{n}")).send().await;
                 statuses.push(r.map(|r| r.status().as_u16()).unwrap_or(0));
             }
             statuses
         }));
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Every loader is demonstrably under way (two requests each at the origin) ...
+    let under_way =
+        |origin: &TimedOrigin| (0..4).all(|t| origin.arrivals(&format!("/load/{t}/")).len() >= 2);
+    for _ in 0..500 {
+        if under_way(&origin) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(under_way(&origin), "the load never started");
+    // ... when Redis stops.
+    let stopped_at = Instant::now();
     redis.stop();
+    stopped.store(true, std::sync::atomic::Ordering::SeqCst);
     for task in load {
         let statuses = task.await.unwrap();
         assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     }
+    let after_stop = origin.arrivals("/load/").into_iter().filter(|t| *t > stopped_at).count();
+    assert!(after_stop >= 4 * 10, "only {after_stop} load requests came after the stop");
     for i in 0..20 {
         let url = origin.url(&format!("/during/{i}"));
         let started = Instant::now();
@@ -367,8 +394,21 @@ async fn a_redis_that_stalls_is_bounded_by_fleet_timeout() {
     let f = fleet(1, &redis, "stall", &env);
     until_fleet_up(&f, 1).await;
     assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
-    redis.stall(3);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let paused = redis.pause(Duration::from_secs(3));
+    // Synchronised on the stall itself: a PING of the test's own goes unanswered.
+    let mut stalled = false;
+    for _ in 0..50 {
+        use std::io::{Read, Write};
+        let mut probe = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+        probe.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        probe.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+        if probe.read(&mut [0u8; 16]).is_err() {
+            stalled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(stalled, "Redis never stalled");
     // A new site needs robots.txt: Redis does not answer, the instance fetches it itself.
     let other = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
     let started = Instant::now();
@@ -379,6 +419,10 @@ async fn a_redis_that_stalls_is_bounded_by_fleet_timeout() {
         started.elapsed()
     );
     assert_eq!(other.hits("/robots.txt"), 1);
+    // The instance saw the stall while the request was in flight: the link went down.
+    let text = metrics(&f.instances[0]).await;
+    assert!(text.lines().any(|l| l == "robots_proxy_fleet_up 0"), "{text}");
+    paused.join().expect("Redis answered again after its pause");
     until_fleet_up(&f, 1).await;
 }
 

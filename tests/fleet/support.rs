@@ -93,20 +93,6 @@ impl Redis {
         panic!("redis-server did not listen on {}", self.port);
     }
 
-    /// Makes it answer nothing for `seconds` (`DEBUG SLEEP`), from another thread.
-    pub fn stall(&self, seconds: u32) {
-        use std::io::{Read, Write};
-        let port = self.port;
-        std::thread::spawn(move || {
-            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-            let arg = seconds.to_string();
-            let cmd = format!("*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n${}\r\n{arg}\r\n", arg.len());
-            c.write_all(cmd.as_bytes()).unwrap();
-            let mut reply = [0u8; 16];
-            let _ = c.read(&mut reply);
-        });
-    }
-
     /// Makes it answer nothing for `pause` (`DEBUG SLEEP`), from another thread; the handle
     /// ends when Redis answers again, and fails if it never did.
     pub fn pause(&self, pause: Duration) -> std::thread::JoinHandle<()> {
@@ -153,6 +139,7 @@ pub struct TimedOrigin {
     pub addr: SocketAddr,
     arrivals: Arc<Mutex<Vec<(String, Instant)>>>,
     most_in_flight: Arc<AtomicUsize>,
+    robots: Arc<Mutex<String>>,
 }
 
 impl TimedOrigin {
@@ -162,7 +149,8 @@ impl TimedOrigin {
         let arrivals: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
         let most_in_flight = Arc::new(AtomicUsize::new(0));
         let in_flight = Arc::new(AtomicUsize::new(0));
-        let robots: Arc<str> = robots.into();
+        let robots = Arc::new(Mutex::new(robots.to_owned()));
+        let shared_robots = robots.clone();
         let (a, m) = (arrivals.clone(), most_in_flight.clone());
         tokio::spawn(async move {
             loop {
@@ -179,7 +167,7 @@ impl TimedOrigin {
                             let body = match target.as_str() {
                                 "/robots.txt" => {
                                     tokio::time::sleep(robots_delay).await;
-                                    robots.to_string()
+                                    robots.lock().unwrap().clone()
                                 }
                                 "/hold" => {
                                     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -203,7 +191,12 @@ impl TimedOrigin {
                 });
             }
         });
-        TimedOrigin { addr, arrivals, most_in_flight }
+        TimedOrigin { addr, arrivals, most_in_flight, robots: shared_robots }
+    }
+
+    /// Serves `robots` as robots.txt from now on.
+    pub fn set_robots(&self, robots: &str) {
+        *self.robots.lock().unwrap() = robots.to_owned();
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -108,8 +108,17 @@ fn millis(t: SystemTime) -> u64 {
 }
 
 fn from_millis(ms: u64) -> SystemTime {
-    UNIX_EPOCH.checked_add(Duration::from_millis(ms)).unwrap_or(UNIX_EPOCH)
+    // Clamped to the end of year 9999: RFC 3339 (the log's and the audit record's time format)
+    // has four-digit years, and a record from Redis is not to be trusted that far.
+    UNIX_EPOCH.checked_add(Duration::from_millis(ms.min(MAX_MILLIS))).unwrap_or(UNIX_EPOCH)
 }
+
+/// 9999-12-31T23:59:59Z, in milliseconds since the epoch.
+const MAX_MILLIS: u64 = 253_402_300_799_000;
+
+/// The most a record's header line may take; a longer record than the body limit and this is
+/// refused before anything of it is decoded.
+const MAX_HEADER: usize = 64 * 1024;
 
 /// The record of `snapshot`, whose parsed rules (if any) came from `body`.
 pub(super) fn encode(snapshot: &RobotsSnapshot, body: Option<&Bytes>) -> Vec<u8> {
@@ -143,6 +152,9 @@ pub(super) fn decode(
     record: &[u8],
     body_limit: usize,
 ) -> Option<(RobotsSnapshot, Option<Bytes>)> {
+    if record.len() > body_limit.saturating_add(MAX_HEADER) {
+        return None;
+    }
     let split = memchr::memchr(b'\n', record)?;
     let header: Header = serde_json::from_slice(&record[..split]).ok()?;
     if header.v != 1 {
@@ -384,5 +396,17 @@ mod tests {
         assert_eq!(back.last_outcome, FetchOutcome::Network("reset".into()));
         assert!(decode(&a, b"{\"v\":9}\n", 10).is_none());
         assert!(decode(&a, b"garbage", 10).is_none());
+        // A record larger than the body limit allows is refused before it is decoded.
+        let mut huge = encode(&snapshot, Some(&body));
+        huge.extend(std::iter::repeat_n(b'#', MAX_HEADER + 2048));
+        assert!(decode(&a, &huge, 1024).is_none());
+    }
+
+    #[test]
+    fn times_from_a_poisoned_record_stay_within_four_digit_years() {
+        let far = from_millis(u64::MAX);
+        assert_eq!(far, UNIX_EPOCH + Duration::from_millis(MAX_MILLIS));
+        let text = humantime::format_rfc3339(far).to_string();
+        assert!(text.starts_with("9999-12-31T23:59:59"), "{text}");
     }
 }

@@ -176,7 +176,7 @@ impl SharedRobots for SharedRedis {
                     fleet.call(move |mut c| async move { c.del::<_, ()>(key).await }).await?;
                 }
                 None => {
-                    let pattern = fleet.key("robots:*");
+                    let pattern = fleet.key_pattern("robots:*");
                     fleet
                         .call(move |mut c| async move { delete_matching(&mut c, &pattern).await })
                         .await?;

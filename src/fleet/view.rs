@@ -95,7 +95,7 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
 
 /// The live instances of the fleet, by name; empty when Redis is out of reach.
 pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
-    let pattern = fleet.key("instance:*");
+    let pattern = fleet.key_pattern("instance:*");
     let found = fleet
         .call(|mut c| async move {
             let mut keys: Vec<String> = Vec::new();

@@ -453,3 +453,25 @@ async fn an_instance_starts_without_redis_and_joins_when_it_comes() {
     let s = summary(&f.instances[0]).await;
     assert_eq!(s["fleet"]["up"], true, "{s}");
 }
+
+/// A `key_prefix` with glob characters (`test-glob*:`) purges only its own fleet's records:
+/// another fleet's key that the unescaped pattern `test-glob*:robots:*` would match survives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_all_with_a_glob_in_the_prefix_touches_no_other_fleet() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let f = fleet(1, &redis, "glob*", &[]);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
+    let mut c = redis.connection();
+    let other = "test-globX:robots:http://other.example";
+    redis::cmd("SET").arg(other).arg("another fleet's record").query::<()>(&mut c).unwrap();
+    let purge = format!("{}/cache/purge-all", f.instances[0].admin());
+    let admin = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    let resp = admin.post(purge).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+    let exists: u32 = redis::cmd("EXISTS").arg(other).query(&mut c).unwrap();
+    assert_eq!(exists, 1, "purge-all deleted another fleet's key");
+    let ours: Vec<String> = redis::cmd("KEYS").arg("test-glob\\*:robots:*").query(&mut c).unwrap();
+    assert!(ours.is_empty(), "our own records are purged: {ours:?}");
+}

@@ -1,27 +1,14 @@
 //! The binary: `config check`, reload on SIGHUP, graceful shutdown on SIGTERM, `health`.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 
 use super::support::{
-    get, get_json, proxied_client, sample, write_atomically, KeepAlive, Origin, ProxyProcess,
+    get, get_json, proxied_client, run, sample, write_atomically, KeepAlive, Origin, ProxyProcess,
     SLOW_CHUNK,
 };
-
-/// Runs the binary with `args` and only `env` in its environment.
-fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

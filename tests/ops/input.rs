@@ -2,20 +2,9 @@
 //! values, error causes said twice, an empty `ROBOTS_PROXY_CONFIG` or `ROBOTS_PROXY_LOG__LEVEL`,
 //! and a robots.txt past the parsing limit in `check`.
 
+use super::support::{run, run_with};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::process::{Command, Output, Stdio};
-
-fn run(args: &[&str], env: &[(&OsStr, &OsStr)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 fn os(s: &str) -> &OsStr {
     OsStr::new(s)
@@ -26,8 +15,10 @@ fn non_utf8_environment_values_are_refused_naming_the_variable() {
     let dir = tempfile::tempdir().unwrap();
     let mut value = dir.path().as_os_str().as_bytes().to_vec();
     value.extend_from_slice(b"/state-\xff");
-    let out =
-        run(&["config", "check"], &[(os("ROBOTS_PROXY_STATE_DIR"), OsStr::from_bytes(&value))]);
+    let out = run_with(
+        &["config", "check"],
+        &[(os("ROBOTS_PROXY_STATE_DIR"), OsStr::from_bytes(&value))],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -35,7 +26,8 @@ fn non_utf8_environment_values_are_refused_naming_the_variable() {
         "{stderr}"
     );
 
-    let out = run(&["config", "check"], &[(OsStr::from_bytes(b"ROBOTS_PROXY_X\xff"), os("1"))]);
+    let out =
+        run_with(&["config", "check"], &[(OsStr::from_bytes(b"ROBOTS_PROXY_X\xff"), os("1"))]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not valid UTF-8"), "{stderr}");
@@ -54,10 +46,10 @@ fn an_empty_config_variable_means_no_file_and_an_empty_log_level_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let state = (os("ROBOTS_PROXY_STATE_DIR"), state.as_os_str());
-    let out = run(&["config", "check"], &[(os("ROBOTS_PROXY_CONFIG"), os("")), state]);
+    let out = run_with(&["config", "check"], &[(os("ROBOTS_PROXY_CONFIG"), os("")), state]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 
-    let out = run(&["config", "check"], &[(os("ROBOTS_PROXY_LOG__LEVEL"), os("")), state]);
+    let out = run_with(&["config", "check"], &[(os("ROBOTS_PROXY_LOG__LEVEL"), os("")), state]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(

@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::support::{proxied_client, InProcess, Origin, ProxyProcess};
+use super::support::{directory_proxy, proxied_client, InProcess, Origin, ProxyProcess};
 use crate::cache::support::{Origin as RawOrigin, Reply};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -186,32 +186,8 @@ async fn tls_listener_is_never_a_destination_and_refused_clients_are_named() {
 async fn key_directory_listener_serves_the_keys_and_is_never_a_destination() {
     let origin = Origin::start(ROBOTS).await;
     let state = tempfile::tempdir().unwrap();
-    let state_dir = state.path().to_str().unwrap();
     // `keys new` as an operator runs it, then the real binary with the directory listener.
-    let made = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args(["keys", "new", "k1"])
-        .env_clear()
-        .env("ROBOTS_PROXY_STATE_DIR", state_dir)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let config = state.path().join("robots-proxy.toml");
-    std::fs::write(
-        &config,
-        "[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [{ name = \"k1\" }]\n\
-         identities = [{ token = \"*\", keys = [\"k1\"], agent = \"https://bots.example.com\" }]\n",
-    )
-    .unwrap();
-    let p = ProxyProcess::start(
-        &["--config", config.to_str().unwrap()],
-        &[("ROBOTS_PROXY_STATE_DIR", state_dir)],
-    );
-    let line = p
-        .stderr()
-        .lines()
-        .find_map(|l| l.strip_prefix("robots-proxy key directory listening on ").map(str::to_owned))
-        .unwrap_or_else(|| panic!("no directory line:\n{}", p.stderr()));
-    let directory: SocketAddr = line.trim().parse().unwrap();
+    let (p, directory) = directory_proxy(&state, "https://bots.example.com");
     let url = format!("http://{directory}/.well-known/http-message-signatures-directory");
 
     // Asked for as its agent's authority (any other Host gets 421, see `rebinding`).

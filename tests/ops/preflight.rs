@@ -4,17 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-/// Runs the binary with `args` and only `env` (plus PATH) in its environment.
-fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+use super::support::run;
 
 const SERVE: &[&str] = &["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
 

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use super::support::{Origin, ProxyProcess};
+use super::support::{directory_proxy, Origin, ProxyProcess};
 use crate::proxy::support::{raw, RawResponse};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -73,31 +73,7 @@ async fn the_admin_listener_answers_only_for_its_own_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_key_directory_answers_only_for_its_agents_authorities() {
     let state = tempfile::tempdir().unwrap();
-    let state_dir = state.path().to_str().unwrap();
-    let made = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args(["keys", "new", "k1"])
-        .env_clear()
-        .env("ROBOTS_PROXY_STATE_DIR", state_dir)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let config = state.path().join("robots-proxy.toml");
-    std::fs::write(
-        &config,
-        "[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [{ name = \"k1\" }]\n\
-         identities = [{ token = \"*\", keys = [\"k1\"], agent = \"https://bots.example.com/a\" }]\n",
-    )
-    .unwrap();
-    let p = ProxyProcess::start(
-        &["--config", config.to_str().unwrap()],
-        &[("ROBOTS_PROXY_STATE_DIR", state_dir)],
-    );
-    let line = p
-        .stderr()
-        .lines()
-        .find_map(|l| l.strip_prefix("robots-proxy key directory listening on ").map(str::to_owned))
-        .unwrap_or_else(|| panic!("no directory line:\n{}", p.stderr()));
-    let directory: SocketAddr = line.trim().parse().unwrap();
+    let (_proxy, directory) = directory_proxy(&state, "https://bots.example.com/a");
     let path = "/.well-known/http-message-signatures-directory";
     for host in [EVIL, "127.0.0.1", &directory.to_string(), "bots.example.com:8443", "localhost"] {
         let resp = get(directory, path, host).await;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use super::support::{proxied_client, Origin, ProxyProcess};
+use super::support::{directory_proxy, proxied_client, Origin, ProxyProcess};
 use crate::proxy::support::raw;
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -42,39 +42,11 @@ async fn get_status(addr: SocketAddr, path: &str, host: &str) -> u16 {
         .status
 }
 
-fn directory_proxy(state: &tempfile::TempDir) -> (ProxyProcess, SocketAddr) {
-    let state_dir = state.path().to_str().unwrap();
-    let made = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args(["keys", "new", "k1"])
-        .env_clear()
-        .env("ROBOTS_PROXY_STATE_DIR", state_dir)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let config = state.path().join("robots-proxy.toml");
-    std::fs::write(
-        &config,
-        "[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [{ name = \"k1\" }]\n\
-         identities = [{ token = \"*\", keys = [\"k1\"], agent = \"https://bots.example.com\" }]\n",
-    )
-    .unwrap();
-    let p = ProxyProcess::start(
-        &["--config", config.to_str().unwrap()],
-        &[("ROBOTS_PROXY_STATE_DIR", state_dir)],
-    );
-    let line = p
-        .stderr()
-        .lines()
-        .find_map(|l| l.strip_prefix("robots-proxy key directory listening on ").map(str::to_owned))
-        .unwrap_or_else(|| panic!("no directory line:\n{}", p.stderr()));
-    (p, line.trim().parse().unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_past_the_directory_cap_are_closed_and_the_proxy_keeps_serving() {
     let origin = Origin::start(ROBOTS).await;
     let state = tempfile::tempdir().unwrap();
-    let (p, directory) = directory_proxy(&state);
+    let (p, directory) = directory_proxy(&state, "https://bots.example.com");
     let path = "/.well-known/http-message-signatures-directory";
     assert_eq!(get_status(directory, path, "bots.example.com").await, 200);
 

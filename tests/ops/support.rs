@@ -486,3 +486,56 @@ pub fn write_atomically(path: &Path, text: &str) {
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, path).unwrap();
 }
+
+/// Runs the binary with `args` and only `env` (plus PATH) in its environment, to the end.
+pub fn run(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    run_with(args, env)
+}
+
+/// [`run`] with any environment names and values (not only UTF-8).
+pub fn run_with<K: AsRef<std::ffi::OsStr>, V: AsRef<std::ffi::OsStr>>(
+    args: &[&str],
+    env: &[(K, V)],
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The real binary with a key `k1` made by `keys new` (as an operator makes it) in `state`,
+/// and its key directory listener for one identity whose `agent` is `agent`; with the
+/// directory's bound address.
+pub fn directory_proxy(state: &tempfile::TempDir, agent: &str) -> (ProxyProcess, SocketAddr) {
+    let state_dir = state.path().to_str().unwrap();
+    let made = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["keys", "new", "k1"])
+        .env_clear()
+        .env("ROBOTS_PROXY_STATE_DIR", state_dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let config = state.path().join("robots-proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [{{ name = \"k1\" }}]\n\
+             identities = [{{ token = \"*\", keys = [\"k1\"], agent = \"{agent}\" }}]\n"
+        ),
+    )
+    .unwrap();
+    let p = ProxyProcess::start(
+        &["--config", config.to_str().unwrap()],
+        &[("ROBOTS_PROXY_STATE_DIR", state_dir)],
+    );
+    let line = p
+        .stderr()
+        .lines()
+        .find_map(|l| l.strip_prefix("robots-proxy key directory listening on ").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no directory line:\n{}", p.stderr()));
+    (p, line.trim().parse().unwrap())
+}

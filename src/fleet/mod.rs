@@ -164,6 +164,22 @@ impl Fleet {
         key
     }
 
+    /// A subscription to `channel`, made within `fleet.timeout`.
+    pub(crate) async fn subscribe(
+        &self,
+        channel: &str,
+    ) -> Result<redis::aio::PubSub, SubscribeError> {
+        let subscribing = async {
+            let mut pubsub = self.client.get_async_pubsub().await?;
+            pubsub.subscribe(channel).await?;
+            Ok(pubsub)
+        };
+        match tokio::time::timeout(self.timeout, subscribing).await {
+            Ok(subscribed) => subscribed.map_err(SubscribeError::Redis),
+            Err(_) => Err(SubscribeError::Timeout),
+        }
+    }
+
     /// A `SCAN … MATCH` pattern for this fleet's keys: `key_prefix` with the glob characters
     /// Redis reads in a pattern (`*`, `?`, `[`, `]`, `\`) escaped, then `glob` as it is. A
     /// prefix such as `fleet*:` matches only its own keys, not another fleet's.
@@ -268,6 +284,17 @@ fn takes_link_down(e: &redis::RedisError) -> bool {
                         | ServerErrorKind::ReadOnly
                 )
         )
+}
+
+/// Why a subscription could not be made ([`Fleet::subscribe`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SubscribeError {
+    /// Redis refused or failed.
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
+    /// Redis did not answer within `fleet.timeout`.
+    #[error("no answer within fleet.timeout")]
+    Timeout,
 }
 
 /// `text` with Redis's glob characters escaped by a backslash, so that a pattern matches it

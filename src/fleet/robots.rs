@@ -227,22 +227,11 @@ pub async fn follow_purges(fleet: Arc<Fleet>, cache: Arc<RobotsCache>) {
     let channel = fleet.key("purge");
     let mut first = true;
     loop {
-        let subscribed = tokio::time::timeout(fleet.timeout, async {
-            let mut pubsub = fleet.client.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
-            Ok::<_, redis::RedisError>(pubsub)
-        })
-        .await;
-        let pubsub = match subscribed {
-            Ok(Ok(pubsub)) => pubsub,
-            Ok(Err(e)) => {
+        let pubsub = match fleet.subscribe(&channel).await {
+            Ok(pubsub) => pubsub,
+            Err(e) => {
                 tracing::debug!(error = %e, "fleet: cannot subscribe to purges yet");
                 // Copies fetched here meanwhile were not shared: drop them once subscribed.
-                first = false;
-                tokio::time::sleep(super::HEARTBEAT).await;
-                continue;
-            }
-            Err(_) => {
                 first = false;
                 tokio::time::sleep(super::HEARTBEAT).await;
                 continue;

@@ -282,6 +282,18 @@ async fn tunnel(
             shared.clock.now(),
         )
     };
+    // The record of a refused tunnel: decided as `/`, with `reason`.
+    let refused_record = |reason: &str| {
+        tunnel_record(
+            &shared,
+            client,
+            &req,
+            &authority,
+            token.as_ref(),
+            &decide_root(),
+            Some(reason),
+        )
+    };
     if blocked {
         let reason = if snapshot.state == RobotsState::Unreachable {
             format!(
@@ -298,15 +310,7 @@ async fn tunnel(
                 token.as_ref().map_or("the `*` group", |t| t.as_str())
             )
         };
-        let record = tunnel_record(
-            &shared,
-            client,
-            &req,
-            &authority,
-            token.as_ref(),
-            &decide_root(),
-            Some(&reason),
-        );
+        let record = refused_record(&reason);
         return refuse_record(&shared, record, Scheme::Https, "http_request_denied", reason).await;
     }
     // AI usage preferences: the path and the responses cannot be seen in a tunnel, so only a
@@ -323,15 +327,7 @@ async fn tunnel(
                 block.reason,
                 authority.robots_url()
             );
-            let mut record = tunnel_record(
-                &shared,
-                client,
-                &req,
-                &authority,
-                token.as_ref(),
-                &decide_root(),
-                Some(&reason),
-            );
+            let mut record = refused_record(&reason);
             record.action = AuditAction::UsageDisallow;
             record.usage = Some(super::preferences::usage_audit(&purposes, &prefs, &block));
             return refuse_record(&shared, record, Scheme::Https, "http_request_denied", reason)

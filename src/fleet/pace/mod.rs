@@ -218,14 +218,8 @@ impl RedisPace {
             line: lane.map_or(0, |l| l.line),
             delay: lane.map_or(0, |l| micros(with_margin(l.delay))),
         };
-        let mut invocation = self.reserve.prepare_invoke();
+        let mut invocation = spacing.invocation(&self.reserve, &keys);
         invocation
-            .key(&keys.pace)
-            .key(&keys.queue)
-            .key(&keys.slots)
-            .arg(spacing.interval)
-            .arg(spacing.line)
-            .arg(spacing.delay)
             .arg(micros(limits.max_wait))
             .arg(limits.queue_limit)
             .arg(&member)
@@ -328,14 +322,8 @@ impl RedisPace {
         left: Duration,
         slots: usize,
     ) -> Result<Begun, ()> {
-        let mut invocation = self.begin.prepare_invoke();
+        let mut invocation = spacing.invocation(&self.begin, keys);
         invocation
-            .key(&keys.pace)
-            .key(&keys.queue)
-            .key(&keys.slots)
-            .arg(spacing.interval)
-            .arg(spacing.line)
-            .arg(spacing.delay)
             .arg(micros(left))
             .arg(member)
             .arg(millis(self.keep).max(1000))
@@ -370,18 +358,28 @@ struct Spacing {
     delay: u64,
 }
 
+impl Spacing {
+    /// An invocation of `script` (RESERVE or BEGIN) with what both take first: the
+    /// authority's keys, then the spacings.
+    fn invocation<'a>(&self, script: &'a Script, keys: &Keys) -> redis::ScriptInvocation<'a> {
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(&keys.pace)
+            .key(&keys.queue)
+            .key(&keys.slots)
+            .arg(self.interval)
+            .arg(self.line)
+            .arg(self.delay);
+        invocation
+    }
+}
+
 /// Follows the notices of slots given back anywhere in the fleet and wakes one local waiter
 /// of that authority each; ends when the pace is dropped. After a gap in the subscription
 /// every waiter looks again (notices may have been missed).
 async fn follow_slots(fleet: Arc<Fleet>, channel: String, notices: Weak<Notices>) {
     loop {
-        let subscribed = tokio::time::timeout(fleet.timeout, async {
-            let mut pubsub = fleet.client.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
-            Ok::<_, redis::RedisError>(pubsub)
-        })
-        .await;
-        let Ok(Ok(pubsub)) = subscribed else {
+        let Ok(pubsub) = fleet.subscribe(&channel).await else {
             if notices.strong_count() == 0 {
                 return;
             }

@@ -13,6 +13,7 @@ mod own_listeners;
 mod page;
 mod preflight;
 mod properties;
+mod quick_start;
 mod rebinding;
 mod side_limits;
 mod user_agents;

@@ -1,7 +1,7 @@
 //! Integration tests of the proxy: real origins on 127.0.0.1, the proxy, and real clients.
 
 pub mod support;
-mod tls_support;
+pub mod tls_support;
 
 mod access;
 mod blocking;

@@ -100,7 +100,9 @@ impl Reason {
             Reason::LinkLocal => "169.254.0.0/16, fe80::/10",
             Reason::Loopback => "127.0.0.0/8, ::1/128",
             Reason::Multicast => "224.0.0.0/4, ff00::/8",
-            Reason::OwnListener => "proxy.listen, admin.listen",
+            Reason::OwnListener => {
+                "proxy.listen, proxy.tls_listen, admin.listen, signing.directory_listen"
+            }
             Reason::Private => "10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16",
             Reason::Reserved => "240.0.0.0/4",
             Reason::SharedAddressSpace => "100.64.0.0/10",

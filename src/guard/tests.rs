@@ -205,3 +205,11 @@ fn prohibited_is_found_in_a_chain() {
     let plain = Outer(Box::new(io::Error::other("no")));
     assert!(find_prohibited(&plain).is_none());
 }
+
+#[test]
+fn the_own_listener_refusal_names_every_listener_key() {
+    let text = Reason::OwnListener.range();
+    for key in ["proxy.listen", "proxy.tls_listen", "admin.listen", "signing.directory_listen"] {
+        assert!(text.contains(key), "{key} missing from {text:?}");
+    }
+}

@@ -33,6 +33,17 @@ pub fn list(section: &SigningSection, keys_dir: &Path, now: SystemTime) -> Strin
     let mut out = String::new();
     if section.keys.is_empty() {
         let _ = writeln!(out, "no keys in signing.keys (keys directory: {})", keys_dir.display());
+        let on_disk = key_files(keys_dir);
+        if !on_disk.is_empty() {
+            let _ = writeln!(
+                out,
+                "{} holds {} key file(s) that signing.keys does not name: {}
+                 Keys are listed from the configuration: if it is in a file, pass it with                  --config (or ROBOTS_PROXY_CONFIG).",
+                keys_dir.display(),
+                on_disk.len(),
+                on_disk.join(", "),
+            );
+        }
         return out;
     }
     for entry in &section.keys {
@@ -57,6 +68,18 @@ pub fn list(section: &SigningSection, keys_dir: &Path, now: SystemTime) -> Strin
         );
     }
     out
+}
+
+/// The names of the `NAME.pem` files in `dir` that are valid key names, sorted.
+fn key_files(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|f| f.strip_suffix(".pem").map(str::to_owned))
+        .filter(|n| n.parse::<KeyName>().is_ok())
+        .collect();
+    names.sort();
+    names
 }
 
 /// What `keys export` writes: the directory's body, and for an authority the response fields

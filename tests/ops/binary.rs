@@ -306,3 +306,20 @@ fn exit_statuses_are_consistent_across_subcommands() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
     }
 }
+
+/// `keys list` reads `signing.keys` from the configuration, so without `--config` it finds no
+/// keys even when `keys new` made some: it says where they are and how to list them (issue 28
+/// §10).
+#[test]
+fn keys_list_without_a_configuration_names_the_key_files_it_did_not_list() {
+    let state = tempfile::tempdir().unwrap();
+    let env = [("ROBOTS_PROXY_STATE_DIR", state.path().to_str().unwrap())];
+    let made = run(&["keys", "new", "k1"], &env);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let out = run(&["keys", "list"], &env);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("no keys in signing.keys"), "{said}");
+    assert!(said.contains("1 key file(s) that signing.keys does not name: k1"), "{said}");
+    assert!(said.contains("--config"), "{said}");
+}

@@ -324,3 +324,52 @@ async fn every_request_is_counted_once_under_its_answer() {
     // And one audit record each.
     assert_eq!(proxy.audit_records().await.len() as u64, total);
 }
+
+/// `pacing_queue_depth` names at most 20 sites, those with the longest queues, and sums the
+/// rest under `authority="other"` (issue 28 §5): hostnames are the clients' to choose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_depth_metric_names_twenty_sites_and_sums_the_rest() {
+    const SITES: usize = 23;
+    let mut origins = Vec::new();
+    for _ in 0..SITES {
+        origins.push(Origin::start(ROBOTS).await);
+    }
+    let proxy = TestProxy::start_with(|c| {
+        enabled(c);
+        c.pacing.default_concurrency = 1;
+        c.pacing.queue_limit = 4;
+        c.pacing.max_wait = Duration::from_secs(120);
+    })
+    .await;
+    let client = proxy.client();
+    let mut pending = Vec::new();
+    // The first site gets three waiters, every other one: the longest queue must be named.
+    for (i, origin) in origins.iter().enumerate() {
+        pending.push(tokio::spawn(client.get(format!("{}/slow", origin.base())).send()));
+        until("/slow reached the origin", || origin.hits("/slow") == 1).await;
+        let waiters = if i == 0 { 3 } else { 1 };
+        for w in 0..waiters {
+            pending.push(tokio::spawn(client.get(format!("{}/w{w}", origin.base())).send()));
+        }
+        let site = authority(origin);
+        until("the waiters queue", || proxy.pacer.queue_depth(&site) == waiters).await;
+    }
+    let text = proxy.metrics.encode();
+    let series: Vec<(&str, f64)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("robots_proxy_pacing_queue_depth{authority=\""))
+        .map(|l| {
+            let (label, value) = l.split_once("\"} ").unwrap();
+            (label, value.trim().parse().unwrap())
+        })
+        .collect();
+    assert_eq!(series.len(), 21, "20 sites and other: {series:?}");
+    let first = authority(&origins[0]).to_string();
+    assert!(series.contains(&(first.as_str(), 3.0)), "the longest queue is named: {series:?}");
+    assert!(series.contains(&("other", 3.0)), "three one-request queues summed: {series:?}");
+    let total: f64 = series.iter().map(|(_, v)| v).sum();
+    assert_eq!(total, (3 + SITES - 1) as f64, "every waiting request is counted once");
+    for task in pending {
+        task.abort();
+    }
+}

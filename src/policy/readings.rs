@@ -99,6 +99,9 @@ pub struct Readings {
     as_sent: String,
     /// The other readings, each different from the path as sent and from the ones before it.
     others: Vec<(Reading, String)>,
+    /// The base of the case-folded reading trimmed as Win32 trims a path, when that changes
+    /// it ([`trim_as_windows`]).
+    windows: Option<String>,
 }
 
 impl Readings {
@@ -110,7 +113,7 @@ impl Readings {
         let path_end = memchr::memchr(b'?', as_sent.as_bytes()).unwrap_or(as_sent.len());
         let (path, query) = as_sent.split_at(path_end);
         if !may_read_differently(path.as_bytes()) {
-            return Readings { as_sent, others: Vec::new() };
+            return Readings { as_sent, others: Vec::new(), windows: None };
         }
         let mut others: Vec<(Reading, String)> = Vec::new();
         for reading in [Reading::Decoded, Reading::Backslash, Reading::Parameters] {
@@ -120,7 +123,18 @@ impl Readings {
                 others.push((reading, read));
             }
         }
-        Readings { as_sent, others }
+        let mut readings = Readings { as_sent, others, windows: None };
+        readings.windows = trim_as_windows(readings.folded_base());
+        readings
+    }
+
+    /// What the case-folded reading starts from: the backslash reading, else the decoded one,
+    /// else the path as sent (the first that differs is listed; one that agrees is not).
+    fn folded_base(&self) -> &str {
+        let read = |wanted| self.others.iter().find(|(r, _)| *r == wanted);
+        read(Reading::Backslash)
+            .or_else(|| read(Reading::Decoded))
+            .map_or(self.as_sent.as_str(), |(_, p)| p.as_str())
     }
 
     /// The path and query exactly as they are forwarded.
@@ -153,7 +167,8 @@ impl Readings {
     ///
     /// With `fold_case` (the origin is known to read paths case-insensitively), the
     /// case-folded reading comes last: the backslash reading, else the decoded one, else the
-    /// path as sent, to be compared with letters folded.
+    /// path as sent, trimmed of trailing dots and spaces as Win32 trims a path
+    /// ([`trim_as_windows`]), to be compared with letters folded.
     pub fn to_decide(
         &self,
         decoded_patterns: bool,
@@ -161,10 +176,7 @@ impl Readings {
     ) -> impl Iterator<Item = (Reading, &str)> + '_ {
         let add = decoded_patterns && self.others.iter().all(|(r, _)| *r != Reading::Decoded);
         let folded = fold_case.then(|| {
-            let read = |wanted| self.others.iter().find(|(r, _)| *r == wanted);
-            let path = read(Reading::Backslash)
-                .or_else(|| read(Reading::Decoded))
-                .map_or(self.as_sent.as_str(), |(_, p)| p.as_str());
+            let path = self.windows.as_deref().unwrap_or_else(|| self.folded_base());
             (Reading::CaseFolded, path)
         });
         self.iter().chain(add.then_some((Reading::Decoded, self.as_sent.as_str()))).chain(folded)
@@ -188,11 +200,51 @@ fn forwardable(path_and_query: &str) -> String {
 }
 
 /// Whether a path holds an octet that can make a reading differ from the path as sent: `%`,
-/// `\`, `;`, a segment starting with `.`, or `//`.
+/// `\`, `;`, a segment starting or ending with `.`, or `//`.
 fn may_read_differently(path: &[u8]) -> bool {
     memchr::memchr3(b'%', b'\\', b';', path).is_some()
         || memchr::memmem::find(path, b"/.").is_some()
+        || memchr::memmem::find(path, b"./").is_some()
+        || path.ends_with(b".")
         || memchr::memmem::find(path, b"//").is_some()
+}
+
+/// `path_and_query` with its path trimmed as Win32 trims a file path, which is how IIS maps a
+/// URL to a file; `None` when that changes nothing. Microsoft Learn, "File path formats on
+/// Windows systems", "Normalize the path", *Trim characters*:
+///
+/// > If a segment ends in a single period, that period is removed. (A segment of a single or
+/// > double period is normalized in the previous step. A segment of three or more periods is
+/// > not normalized and is actually a valid file/directory name.)
+/// >
+/// > If the path doesn't end in a separator, all trailing periods and spaces (U+0020) are
+/// > removed.
+///
+/// So `/private./x` and `/private/x.` are `/private/x` to IIS. The path here is a reading
+/// written for the engine, where a space is `%20`. Dot-segments are already resolved.
+fn trim_as_windows(path_and_query: &str) -> Option<String> {
+    let end = memchr::memchr(b'?', path_and_query.as_bytes()).unwrap_or(path_and_query.len());
+    let (path, query) = path_and_query.split_at(end);
+    let all_dots = |s: &str| s.bytes().all(|b| b == b'.');
+    let mut segments: Vec<&str> = path.split('/').collect();
+    let last = segments.len() - 1;
+    for (i, segment) in segments.iter_mut().enumerate() {
+        if i == last {
+            // The last segment, when the path does not end in a separator (then it is empty).
+            let mut trimmed = *segment;
+            while let Some(rest) = trimmed.strip_suffix('.').or_else(|| trimmed.strip_suffix("%20"))
+            {
+                trimmed = rest;
+            }
+            if !all_dots(segment) {
+                *segment = trimmed;
+            }
+        } else if segment.ends_with('.') && !all_dots(segment) {
+            *segment = &segment[..segment.len() - 1];
+        }
+    }
+    let trimmed = segments.join("/");
+    (trimmed != path).then(|| trimmed + query)
 }
 
 /// `path` (without the query) as `reading` reads it, written for the engine.
@@ -347,6 +399,26 @@ mod tests {
         assert_eq!(p("/;x/private").as_deref(), Some("/private"));
         assert_eq!(p("/private;jsessionid=1/a").as_deref(), Some("/private/a"));
         assert_eq!(p("/a;b/c;d?e;f").as_deref(), Some("/a/c?e;f"));
+    }
+
+    #[test]
+    fn the_case_folded_reading_trims_segments_as_win32_does() {
+        let folded = |p: &str| {
+            let r = Readings::of(p);
+            let f = r.to_decide(false, true).find(|(r, _)| *r == Reading::CaseFolded);
+            f.map(|(_, p)| p.to_owned()).unwrap()
+        };
+        assert_eq!(folded("/private./x"), "/private/x");
+        assert_eq!(folded("/private/x."), "/private/x");
+        assert_eq!(folded("/private/x..%20."), "/private/x");
+        assert_eq!(folded("/private%2e/x"), "/private/x");
+        assert_eq!(folded("/a../x"), "/a./x", "one period of a middle segment");
+        assert_eq!(folded("/private./x?q=a."), "/private/x?q=a.", "the query stays");
+        assert_eq!(folded("/.../x"), "/.../x", "three periods are a name");
+        assert_eq!(folded("/dir./"), "/dir/", "a trailing separator keeps the rest");
+        assert_eq!(folded("/private/x"), "/private/x");
+        // Only the case-folded reading trims: nginx serves `/private./x` as a different file.
+        assert!(!Readings::of("/private./x").has_others());
     }
 
     #[test]

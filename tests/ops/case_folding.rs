@@ -81,9 +81,14 @@ async fn origins_that_say_they_fold_case_get_the_case_folded_reading() {
         (iis, "/Private/x", 403),
         (iis, "/private/x", 403),
         (iis, "/public/x", 200),
+        // Win32 trims a segment's trailing period, and the last segment's periods and spaces.
+        (iis, "/private./x", 403),
+        (iis, "/PRIVATE./x", 403),
+        (iis, "/public./x", 200),
         (express, "/PRIVATE/x", 403),
         // A case-sensitive origin serves /PRIVATE/x as another resource: not over-blocked.
         (plain, "/PRIVATE/x", 200),
+        (plain, "/private./x", 200),
         (plain, "/private/x", 403),
     ] {
         assert_eq!(status(proxy.proxy_addr, origin, path).await, want, "{origin}{path}");

@@ -44,7 +44,8 @@ pub struct Limits {
     /// Most requests to the authority in flight at once; `None`: no limit. Enforced by the
     /// async layer (a semaphore); the core only needs to know whether one is free.
     pub concurrency: Option<usize>,
-    /// Most requests waiting for the authority at once.
+    /// Most requests waiting in each queue of the authority at once (one per Crawl-delay
+    /// lane, one for the requests with no Crawl-delay).
     pub queue_limit: usize,
     /// Longest a request may wait before it starts.
     pub max_wait: Duration,

@@ -333,7 +333,7 @@ async fn each_group_has_its_own_queue() {
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                panic!("never {n} waiting");
+                panic!("never {n} waiting (one refused for another group's queue?)");
             }
         };
         let waiters = vec![wait(lane(9)), wait(None)];

@@ -15,7 +15,7 @@ use moka::policy::EvictionPolicy;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::schedule::{Limits, Refusal, Schedule};
+use super::schedule::{Lane, Limits, Refusal, Schedule};
 use super::store::{Admission, Held, PaceAsk, PaceFuture, PaceStore};
 use super::MAX_SITES;
 use crate::authority::Authority;
@@ -41,13 +41,14 @@ impl Site {
     }
 }
 
-/// Counts a request as waiting in its authority's queue until dropped, so a request whose
-/// client hangs up while waiting leaves the queue all the same.
-struct Queued<'a>(&'a Site);
+/// Counts a request as waiting in its queue (that of its Crawl-delay lane, or the site's)
+/// until dropped, so a request whose client hangs up while waiting leaves the queue all the
+/// same.
+struct Queued<'a>(&'a Site, Option<Lane>);
 
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
-        self.0.schedule().leave();
+        self.0.schedule().leave(self.1);
     }
 }
 
@@ -153,7 +154,7 @@ impl LocalPace {
             .schedule()
             .reserve(arrival, lane, &limits, connection_free)
             .map_err(Held::Refused)?;
-        let queued = Queued(&site);
+        let queued = Queued(&site, lane);
         let mut waited = false;
         if slot.start > arrival {
             waited = true;

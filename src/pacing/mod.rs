@@ -18,11 +18,19 @@
 //!   forwarded until the origin's response headers arrive (the [`PacePermit`] is dropped
 //!   then); streaming the body does not count.
 //!
-//! A request that must wait waits in a bounded per-authority queue (`pacing.queue_limit`) for
-//! at most `pacing.max_wait`. One that would wait longer (known on arrival for Crawl-delay and
-//! rate, since starts are reserved in order; found out after `max_wait` for a connection), or
-//! that finds the queue full, is refused with a [`Throttled`] error, which the proxy answers
-//! with `429 Too Many Requests` and `Retry-After`.
+//! A request that must wait waits in a bounded queue for at most `pacing.max_wait`. One that
+//! would wait longer (known on arrival for Crawl-delay and rate, since starts are reserved in
+//! order; found out after `max_wait` for a connection), or that finds its queue full, is
+//! refused with a [`Throttled`] error, which the proxy answers with `429 Too Many Requests`
+//! and `Retry-After`.
+//!
+//! **Queues are per group.** Each robots.txt group with a Crawl-delay (one `crawl-delay` line)
+//! has a queue of its own per authority, and the requests with no Crawl-delay share one more;
+//! each holds at most `pacing.queue_limit` requests, whatever holds them back (their delay,
+//! the rate or a free connection). A full queue refuses only requests of its own group, so one
+//! crawler's backlog never gets another group's requests refused. (The rate and the
+//! concurrency limit are still shared by every group: under them, a request starts after the
+//! requests reserved before it, whatever their group.)
 //!
 //! Requests inside intercepted CONNECT tunnels are paced like plain ones; `tunnel` mode cannot
 //! see requests, so it is not paced.
@@ -198,10 +206,14 @@ pub enum ThrottleCause {
         /// `pacing.max_wait`.
         max_wait: Duration,
     },
-    /// `pacing.queue_limit` requests already wait for the authority.
+    /// `pacing.queue_limit` requests already wait in the request's queue: that of its
+    /// robots.txt group's Crawl-delay, or the authority's queue of requests with none.
     QueueFull {
-        /// Requests waiting.
+        /// Requests waiting in that queue.
         waiting: usize,
+        /// The `crawl-delay` line of the group whose queue it is; `None`: the queue of the
+        /// requests with no Crawl-delay.
+        line: Option<u32>,
         /// The wait it would have needed (zero when only a connection was missing).
         wait: Duration,
     },
@@ -224,16 +236,21 @@ impl fmt::Display for ThrottleCause {
                 show(*wait),
                 show(*max_wait)
             ),
-            ThrottleCause::QueueFull { waiting, wait } if wait.is_zero() => write!(
-                f,
-                "its queue is full (pacing.queue_limit: {waiting} waiting) with no free connection"
-            ),
-            ThrottleCause::QueueFull { waiting, wait } => write!(
-                f,
-                "its queue is full (pacing.queue_limit: {waiting} waiting); this request would \
-                 have waited {}",
-                show(*wait)
-            ),
+            ThrottleCause::QueueFull { waiting, line, wait } => {
+                match line {
+                    Some(line) => write!(
+                        f,
+                        "the queue of its robots.txt group (Crawl-delay line {line}) is full"
+                    )?,
+                    None => write!(f, "its queue of requests with no Crawl-delay is full")?,
+                }
+                write!(f, " (pacing.queue_limit: {waiting} waiting)")?;
+                if wait.is_zero() {
+                    write!(f, " with no free connection")
+                } else {
+                    write!(f, "; this request would have waited {}", show(*wait))
+                }
+            }
             ThrottleCause::FleetUnavailable => write!(
                 f,
                 "the fleet's shared pace (Redis) cannot be reached and fleet.on_redis_error is \
@@ -329,7 +346,8 @@ impl Pacer {
     /// [`crawl_delay`]). Returns at once when pacing is off or nothing limits the request.
     ///
     /// Refuses, without waiting, a request whose turn would come after `pacing.max_wait` or
-    /// that finds `pacing.queue_limit` requests already waiting; a request that waits for a
+    /// that finds `pacing.queue_limit` requests already waiting in its queue (its group's, see
+    /// the [module documentation](self)); a request that waits for a
     /// free connection is refused when none comes free within `pacing.max_wait`.
     ///
     /// Cancel-safe: dropping the future while it waits gives its place in the queue back (its
@@ -393,7 +411,8 @@ impl Pacer {
                 (bound, ThrottleCause::WaitTooLong { wait, max_wait: limits.max_wait }, wait)
             }
             Refusal::QueueFull { waiting, wait, bound } => {
-                (bound, ThrottleCause::QueueFull { waiting, wait }, wait)
+                let line = lane.map(|l| l.line);
+                (bound, ThrottleCause::QueueFull { waiting, line, wait }, wait)
             }
         };
         let pace = match (bound, lane, limits.interval) {

@@ -12,7 +12,11 @@
 //! * one **lane** per robots.txt `Crawl-delay` line in use: requests whose applicable
 //!   Crawl-delay comes from the same line (the same group) are spaced by that delay, whatever
 //!   their product tokens; other requests do not wait for them;
-//! * the number of requests **waiting** (admitted, not yet started), against `queue_limit`.
+//! * one **queue** per group: the requests admitted and not yet started, `queue_limit` at
+//!   most in each. A request waits in the queue of its Crawl-delay lane (its robots.txt group)
+//!   or, with no Crawl-delay, in the site's queue, shared by every request without one;
+//!   whatever holds it back (its delay, the rate or a free connection). So one group's
+//!   backlog never gets another group's requests refused: each group may queue as many.
 //!
 //! Each spacing keeps two instants. `next` is the earliest start still free to *reserve*: a
 //! request arriving at `now` is given `max(now, rate.next, lane.next)` and moves both `next`s
@@ -40,7 +44,8 @@ pub struct Limits {
     /// Most requests to the authority in flight at once; `None`: no limit. Enforced by the
     /// async layer (a semaphore); the core only needs to know whether one is free.
     pub concurrency: Option<usize>,
-    /// Most requests waiting for the authority at once.
+    /// Most requests waiting in each queue of the authority at once (one per Crawl-delay
+    /// lane, one for the requests with no Crawl-delay).
     pub queue_limit: usize,
     /// Longest a request may wait before it starts.
     pub max_wait: Duration,
@@ -165,27 +170,55 @@ fn later(t: Instant, d: Duration) -> Instant {
     t.checked_add(d).unwrap_or(t)
 }
 
+/// A Crawl-delay lane in use: its spacing and its queue.
+#[derive(Debug, Clone, Copy)]
+struct LaneState {
+    line: u32,
+    spacing: Spacing,
+    /// Requests of the lane admitted and not yet started.
+    waiting: usize,
+}
+
 /// The pacing state of one authority.
 #[derive(Debug, Default)]
 pub(crate) struct Schedule {
     rate: Spacing,
     /// Crawl-delay lanes in use: a handful at most (one per group of the robots.txt).
-    lanes: Vec<(u32, Spacing)>,
-    /// Requests admitted and not yet started.
+    lanes: Vec<LaneState>,
+    /// Requests with no Crawl-delay admitted and not yet started: the site's own queue.
     waiting: usize,
 }
 
 impl Schedule {
-    /// Requests admitted and not yet started: the queue depth.
+    /// Requests admitted and not yet started, every queue together: the site's queue depth.
     pub(crate) fn waiting(&self) -> usize {
-        self.waiting
+        self.lanes.iter().fold(self.waiting, |n, l| n.saturating_add(l.waiting))
+    }
+
+    /// Requests waiting in the queue a request of `lane` joins.
+    fn queued(&self, lane: Option<Lane>) -> usize {
+        match lane {
+            None => self.waiting,
+            Some(lane) => self.lanes.iter().find(|l| l.line == lane.line).map_or(0, |l| l.waiting),
+        }
+    }
+
+    /// The queue a request of `lane` joins.
+    fn queue_mut(&mut self, lane: Option<Lane>) -> &mut usize {
+        match lane {
+            None => &mut self.waiting,
+            Some(lane) => &mut self.lane_mut(lane.line).waiting,
+        }
     }
 
     /// Reserves a start for a request arriving at `now` in `lane` (if it has a Crawl-delay),
     /// or refuses it. `connection_free` tells whether the concurrency limit has room right now.
+    /// A request that would wait is refused when its own queue (its lane's, or with no lane
+    /// the site's) holds `queue_limit` already; other queues do not count.
     ///
-    /// On success the request counts as waiting until [`Schedule::leave`] is called, whether
-    /// it had to wait or not; a refused request reserves nothing.
+    /// On success the request counts as waiting in its queue until [`Schedule::leave`] is
+    /// called with the same lane, whether it had to wait or not; a refused request reserves
+    /// nothing.
     pub(crate) fn reserve(
         &mut self,
         now: Instant,
@@ -215,17 +248,19 @@ impl Schedule {
             return Err(Refusal::TooLong { wait, bound });
         }
         let must_wait = bound.is_some() || !connection_free;
-        if must_wait && self.waiting >= limits.queue_limit {
+        let queued = self.queued(lane);
+        if must_wait && queued >= limits.queue_limit {
             let bound = bound.unwrap_or(Bound::Concurrency);
-            return Err(Refusal::QueueFull { waiting: self.waiting, wait, bound });
+            return Err(Refusal::QueueFull { waiting: queued, wait, bound });
         }
         if let Some(interval) = limits.interval {
             self.rate.reserve(start, interval);
         }
         if let Some(lane) = lane {
-            self.lane_mut(lane.line).reserve(start, lane.delay);
+            self.lane_mut(lane.line).spacing.reserve(start, lane.delay);
         }
-        self.waiting += 1;
+        let queue = self.queue_mut(lane);
+        *queue = queue.saturating_add(1);
         Ok(Slot { start, bound })
     }
 
@@ -262,36 +297,37 @@ impl Schedule {
             self.rate.begin(start, interval);
         }
         if let Some(lane) = lane {
-            self.lane_mut(lane.line).begin(start, lane.delay);
+            self.lane_mut(lane.line).spacing.begin(start, lane.delay);
         }
         Ok(start)
     }
 
-    /// A request admitted by [`Schedule::reserve`] has started, given up or been refused
-    /// later: it no longer waits.
-    pub(crate) fn leave(&mut self) {
-        self.waiting = self.waiting.saturating_sub(1);
+    /// A request admitted by [`Schedule::reserve`] in `lane` has started, given up or been
+    /// refused later: it no longer waits in its queue.
+    pub(crate) fn leave(&mut self, lane: Option<Lane>) {
+        let queue = self.queue_mut(lane);
+        *queue = queue.saturating_sub(1);
     }
 
     fn lane(&self, line: u32) -> Option<&Spacing> {
-        self.lanes.iter().find(|(l, _)| *l == line).map(|(_, s)| s)
+        self.lanes.iter().find(|l| l.line == line).map(|l| &l.spacing)
     }
 
-    fn lane_mut(&mut self, line: u32) -> &mut Spacing {
-        let index = match self.lanes.iter().position(|(l, _)| *l == line) {
+    fn lane_mut(&mut self, line: u32) -> &mut LaneState {
+        let index = match self.lanes.iter().position(|l| l.line == line) {
             Some(i) => i,
             None => {
-                self.lanes.push((line, Spacing::default()));
+                self.lanes.push(LaneState { line, spacing: Spacing::default(), waiting: 0 });
                 self.lanes.len() - 1
             }
         };
-        &mut self.lanes[index].1
+        &mut self.lanes[index]
     }
 
-    /// Drops lanes that no longer constrain anything, so a robots.txt that changes its lines
-    /// over time does not grow the list.
+    /// Drops lanes that no longer constrain anything and have nobody waiting, so a robots.txt
+    /// that changes its lines over time does not grow the list.
     fn prune(&mut self, now: Instant) {
-        self.lanes.retain(|(_, s)| s.next.is_some_and(|n| n > now));
+        self.lanes.retain(|l| l.waiting > 0 || l.spacing.next.is_some_and(|n| n > now));
     }
 }
 
@@ -318,7 +354,7 @@ mod tests {
     fn run(s: &mut Schedule, now: Instant, lane: Option<Lane>, l: &Limits) -> Instant {
         let slot = s.reserve(now, lane, l, true).expect("admitted");
         let start = s.begin(slot.start, lane, l, slot.start + l.max_wait).expect("starts");
-        s.leave();
+        s.leave(lane);
         start
     }
 
@@ -409,18 +445,72 @@ mod tests {
         let first = s.reserve(t0, None, &l, true).unwrap();
         assert_eq!(first.bound, None);
         s.begin(t0, None, &l, t0).unwrap();
-        s.leave();
+        s.leave(None);
         s.reserve(t0, None, &l, true).unwrap();
         s.reserve(t0, None, &l, true).unwrap();
         assert_eq!(s.waiting(), 2);
         let refusal = s.reserve(t0, None, &l, true).unwrap_err();
         assert_eq!(refusal, Refusal::QueueFull { waiting: 2, wait: MS * 300, bound: Bound::Rate });
         // Once one has left, there is room again.
-        s.leave();
+        s.leave(None);
         assert_eq!(s.reserve(t0, None, &l, true).unwrap().start, t0 + MS * 300);
         // A request that would not wait is never refused for the queue.
         let later = t0 + Duration::from_secs(10);
         assert_eq!(s.reserve(later, None, &l, true).unwrap().start, later);
+    }
+
+    /// The review's case (issue 28 §1): `*` (Crawl-delay 0.5 s, line 2) fills its queue; a
+    /// `slowbot` request (its own group, Crawl-delay 2 s, line 9, nobody waiting) still gets
+    /// its turn, and so does a request with no Crawl-delay that waits for a connection.
+    #[test]
+    fn a_full_queue_of_one_group_refuses_no_other_group() {
+        let t0 = Instant::now();
+        let l = Limits::new(None, Some(1), 3, Duration::from_secs(3));
+        let (any, slow) = (lane(2, 500), lane(9, 2000));
+        let mut s = Schedule::default();
+        assert_eq!(run(&mut s, t0, slow, &l), t0);
+        assert_eq!(run(&mut s, t0, any, &l), t0);
+        for i in 1..=3u32 {
+            assert_eq!(s.reserve(t0, any, &l, true).unwrap().start, t0 + MS * 500 * i);
+        }
+        assert_eq!(s.waiting(), 3);
+        // The `*` group's queue is full: its next request is refused ...
+        let refusal = s.reserve(t0, any, &l, true).unwrap_err();
+        let full = Refusal::QueueFull { waiting: 3, wait: MS * 2000, bound: Bound::CrawlDelay };
+        assert_eq!(refusal, full);
+        // ... but slowbot's group has nobody waiting: it waits for its own delay.
+        let at = t0 + MS * 200;
+        let slot = s.reserve(at, slow, &l, true).expect("slowbot refused for another's queue");
+        assert_eq!(slot, Slot { start: t0 + MS * 2000, bound: Some(Bound::CrawlDelay) });
+        // A request with no Crawl-delay, waiting only for a connection, has a queue of its own.
+        let slot = s.reserve(at, None, &l, false).expect("refused for another's queue");
+        assert_eq!(slot, Slot { start: at, bound: None });
+        // The depth of the site is every group's together.
+        assert_eq!(s.waiting(), 5);
+    }
+
+    #[test]
+    fn leaving_frees_a_place_in_its_own_queue_only() {
+        let t0 = Instant::now();
+        let l = Limits::new(None, Some(1), 1, Duration::from_secs(30));
+        let slow = lane(9, 100);
+        let mut s = Schedule::default();
+        // One request of the lane and one with no delay wait for the connection.
+        s.reserve(t0, slow, &l, false).unwrap();
+        s.reserve(t0, None, &l, false).unwrap();
+        let full = |r| matches!(r, Err(Refusal::QueueFull { waiting: 1, .. }));
+        assert!(full(s.reserve(t0, slow, &l, false)));
+        assert!(full(s.reserve(t0, None, &l, false)));
+        // Long past its delay, the lane's request still waits: its queue is kept.
+        let later = t0 + Duration::from_secs(10);
+        assert!(full(s.reserve(later, slow, &l, false)), "the lane was dropped with its queue");
+        s.leave(None);
+        assert_eq!(s.waiting(), 1);
+        assert!(full(s.reserve(later, slow, &l, false)));
+        assert!(s.reserve(later, None, &l, false).is_ok());
+        s.leave(slow);
+        assert!(s.reserve(later, slow, &l, false).is_ok());
+        assert_eq!(s.waiting(), 2);
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub struct PacingSection {
     pub default_rps: f64,
     /// Requests to one authority in flight at once, all crawlers together; 0: no limit.
     pub default_concurrency: usize,
-    /// Requests that may wait for one authority at once; more get 429.
+    /// Requests that may wait in one queue of an authority at once (each robots.txt group with
+    /// a Crawl-delay has its own, the requests with none share one); more get 429.
     pub queue_limit: usize,
     /// Longest a request may wait for its turn; one that would wait longer gets 429.
     #[serde(with = "humantime_serde")]

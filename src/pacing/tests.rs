@@ -200,6 +200,8 @@ async fn a_full_queue_is_refused_and_names_the_crawl_delay() {
     assert!(matches!(err.cause, ThrottleCause::QueueFull { waiting: 1, .. }), "{err:?}");
     assert_eq!(err.retry_after, Duration::from_secs(1));
     assert!(err.to_string().contains("Crawl-delay 200ms from robots.txt line 2"), "{err}");
+    let full = "the queue of its robots.txt group (Crawl-delay line 2) is full";
+    assert!(err.to_string().contains(full), "{err}");
     // The waiting request gets its turn.
     assert!(waiter.await.unwrap().is_ok());
     assert_eq!(p.queue_depth(&a), 0);

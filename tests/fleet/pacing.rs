@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::support::{alone, client, fleet, Redis, TimedOrigin};
-use super::{all_at_once, get, until_fleet_up, ROBOTS};
+use super::{all_at_once, get, metrics, until_fleet_up, ROBOTS};
 
 /// Sends `/slow/MS` through `proxy` and returns once it has reached the origin (the request
 /// holds the authority's one connection slot for MS ms).
@@ -202,4 +202,60 @@ async fn requests_whose_clients_hung_up_give_their_queue_places_back() {
     let third = impatient.get(origin.url("/third")).timeout(Duration::from_secs(1)).send().await;
     assert!(third.is_err(), "the third request was answered at once: {third:?}");
     assert_eq!(origin.hits("/gave-up/0") + origin.hits("/gave-up/1"), 0);
+}
+
+/// Each robots.txt group has its own queue in the fleet, as on one instance alone (issue 28
+/// §1): `*` requests fill theirs, and a `SlowBot` request, whose group has nobody waiting,
+/// waits for its own Crawl-delay instead of being refused for `*`'s backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_group_s_full_queue_refuses_no_other_group() {
+    let Some(redis) = Redis::start().await else { return };
+    let robots = "User-agent: *\nCrawl-delay: 2\nDisallow: /private\n\n\
+                  User-agent: SlowBot\nCrawl-delay: 3\nDisallow: /private\n";
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__QUEUE_LIMIT", "2"),
+        ("ROBOTS_PROXY_PACING__MAX_WAIT", "10s"),
+    ];
+    let f = fleet(1, &redis, "group-queues", &env);
+    let (local, _dir) = alone(&env);
+    until_fleet_up(&f, 1).await;
+    let mut answers = Vec::new();
+    for proxy in [&f.instances[0], &local] {
+        let origin = TimedOrigin::start(robots, Duration::ZERO).await;
+        let c = client(proxy.proxy_addr);
+        let send = |path: &str, token: &str| {
+            c.get(origin.url(path)).header("x-robots-product-token", token).send()
+        };
+        let status = |r: Result<reqwest::Response, reqwest::Error>| r.unwrap().status().as_u16();
+        // SlowBot's group has started its delay.
+        assert_eq!(status(send("/slowbot/0", "SlowBot").await), 200);
+        // Three of `*`: one goes at once, two wait (2 s, 4 s): the `*` group's queue is full.
+        let any: Vec<_> =
+            (0..3).map(|n| tokio::spawn(send(&format!("/any/{n}"), "AnyBot"))).collect();
+        let two_wait = |text: &str| {
+            let depth = "robots_proxy_pacing_queue_depth{";
+            text.lines().any(|l| l.starts_with(depth) && l.ends_with(" 2"))
+        };
+        let mut text = String::new();
+        for _ in 0..200 {
+            text = metrics(proxy).await;
+            if two_wait(&text) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(two_wait(&text), "two `*` requests never waited together: {text}");
+        let refused = status(send("/any/3", "AnyBot").await);
+        // SlowBot's own group has nobody waiting: it waits for its delay (3 s).
+        let slow = status(send("/slowbot/1", "SlowBot").await);
+        let mut queued = Vec::new();
+        for request in any {
+            queued.push(status(request.await.unwrap()));
+        }
+        answers.push((refused, slow, queued, origin.hits("/slowbot/1")));
+    }
+    assert!(redis.script_calls() > 0, "the fleet paced without Redis");
+    let expected = (429, 200, vec![200, 200, 200], 1);
+    assert_eq!(answers, [expected.clone(), expected], "[fleet, one instance alone]");
 }

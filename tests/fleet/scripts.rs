@@ -10,7 +10,7 @@ use robots_proxy::cache::SharedRobots;
 use robots_proxy::fleet::pace::RedisPace;
 use robots_proxy::fleet::robots::SharedRedis;
 use robots_proxy::fleet::{Fleet, FleetSection, RedisUrl};
-use robots_proxy::pacing::{Bound, Held, Lane, Limits, PaceAsk, PaceStore, Refusal};
+use robots_proxy::pacing::{Bound, Held, Lane, Limits, LocalPace, PaceAsk, PaceStore, Refusal};
 
 use super::support::Redis;
 
@@ -302,4 +302,57 @@ async fn a_slot_held_past_its_lease_is_renewed() {
     drop(held);
     let admitted = other.admit(ask(&site(), None, l)).await;
     assert!(admitted.is_ok(), "{admitted:?}");
+}
+
+/// Each group has its own queue in Redis, as in `LocalPace` (issue 28 §1): with the one slot
+/// held and `queue_limit` 1, a request of the Crawl-delay lane of line 9 and one with no
+/// Crawl-delay each wait for the slot; the next of each group is refused, and a request of
+/// another lane (line 2), whose queue is empty, still waits for its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_group_has_its_own_queue() {
+    let Some(redis) = Redis::start().await else { return };
+    let l = limits(0, 1, 1, 5000);
+    let lane = |line| Some(Lane { line, delay: Duration::from_millis(100) });
+    let fleet: Arc<dyn PaceStore> =
+        Arc::new(pace(&redis, "script-groups", "a", Duration::from_secs(30)));
+    let alone: Arc<dyn PaceStore> = Arc::new(LocalPace::new(Duration::from_secs(600)));
+    let mut outcomes = Vec::new();
+    for store in [fleet, alone] {
+        let a = site();
+        let held = store.admit(ask(&a, None, l)).await.unwrap();
+        let wait = |lane: Option<Lane>| {
+            let (store, a) = (store.clone(), a.clone());
+            tokio::spawn(async move { store.admit(ask(&a, lane, l)).await.map(|p| p.waited) })
+        };
+        let until_waiting = |n: usize| {
+            let (store, a) = (store.clone(), a.clone());
+            async move {
+                for _ in 0..500 {
+                    if store.queue_depth(&a) == n {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                panic!("never {n} waiting (one refused for another group's queue?)");
+            }
+        };
+        let waiters = vec![wait(lane(9)), wait(None)];
+        until_waiting(2).await;
+        let refused = |r: Result<_, Held>| match r {
+            Err(Held::Refused(Refusal::QueueFull { waiting, .. })) => waiting,
+            other => panic!("{:?}", other.map(|p: robots_proxy::pacing::Admission| p.waited)),
+        };
+        let lane_full = refused(store.admit(ask(&a, lane(9), l)).await);
+        let none_full = refused(store.admit(ask(&a, None, l)).await);
+        let other_lane = wait(lane(2));
+        until_waiting(3).await;
+        drop(held);
+        let mut waited = Vec::new();
+        for w in waiters.into_iter().chain([other_lane]) {
+            waited.push(w.await.unwrap().map_err(|held| format!("{held:?}")));
+        }
+        outcomes.push((lane_full, none_full, waited));
+    }
+    let expected = (1, 1, vec![Ok(true); 3]);
+    assert_eq!(outcomes, [expected.clone(), expected], "[fleet, LocalPace]");
 }

@@ -139,6 +139,47 @@ async fn a_full_queue_answers_429_with_retry_after_and_an_audit_record() {
     waiter.abort();
 }
 
+/// Each robots.txt group has its own queue (issue 28 §1): `*` requests fill theirs, and a
+/// `SlowBot` request, whose group has nobody waiting, still waits for its own Crawl-delay
+/// instead of being refused for `*`'s backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_group_s_full_queue_refuses_no_other_group() {
+    let robots = "User-agent: *\nCrawl-delay: 1\nDisallow: /private\n\n\
+                  User-agent: SlowBot\nCrawl-delay: 2\nDisallow: /private\n";
+    let origin = Origin::start(robots).await;
+    let proxy = TestProxy::start_with(|c| {
+        enabled(c);
+        c.pacing.queue_limit = 2;
+        c.pacing.max_wait = Duration::from_secs(10);
+    })
+    .await;
+    let site = authority(&origin);
+    let client = proxy.client();
+    let get = |path: &str, token: &str| {
+        client.get(format!("{}{path}", origin.base())).header(TOKEN, token).send()
+    };
+    // SlowBot's group has started its delay.
+    assert_eq!(get("/slow/0", "SlowBot").await.unwrap().status(), 200);
+    // Three of `*`: one goes at once, two wait (1 s, 2 s): the `*` group's queue is full.
+    let any: Vec<_> = (0..3).map(|n| tokio::spawn(get(&format!("/any/{n}"), "AnyBot"))).collect();
+    until("two `*` requests wait", || proxy.pacer.queue_depth(&site) == 2).await;
+    let refused = get("/any/3", "AnyBot").await.unwrap();
+    assert_eq!(refused.status(), 429, "the `*` group's own queue is bounded");
+    let reason = refused.text().await.unwrap();
+    assert!(reason.contains("Crawl-delay 1s from robots.txt line 2"), "{reason}");
+    assert!(reason.contains("pacing.queue_limit: 2 waiting"), "{reason}");
+    // SlowBot's own group has nobody waiting: it waits for its delay, whatever `*` queued.
+    let slow = get("/slow/1", "SlowBot").await.unwrap();
+    let status = slow.status();
+    assert_eq!(status, 200, "SlowBot refused for `*`'s queue: {}", slow.text().await.unwrap());
+    for request in any {
+        assert_eq!(request.await.unwrap().unwrap().status(), 200);
+    }
+    assert_eq!(origin.hits("/slow/1"), 1);
+    assert_eq!(origin.hits("/any/3"), 0);
+    assert_eq!(proxy.pacer.stats().refused, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_beyond_max_wait_is_answered_at_once() {
     let origin = Origin::start(ROBOTS).await;

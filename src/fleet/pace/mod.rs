@@ -7,8 +7,10 @@
 //! * on arrival, `RESERVE` gives the request `max(now, rate.next, lane.next)` and moves each
 //!   spacing on, or refuses it (`max_wait`, `queue_limit`). A request that need not wait
 //!   takes its slot and starts in that same call (one round trip);
-//! * any other request is in the fleet's queue (`queue_limit` counts it, whether it waits
-//!   for its start or for a slot) and, once its reserved start has come, `BEGIN` takes a
+//! * any other request is in the fleet's queue of its group (`queue_limit` counts it, whether
+//!   it waits for its start or for a slot): each Crawl-delay lane has one, and the requests
+//!   with no Crawl-delay share one, as in the schedule, so one group's backlog never gets
+//!   another's requests refused. Once its reserved start has come, `BEGIN` takes a
 //!   concurrency slot and spaces the actual start from the last actual starts, as
 //!   `Schedule::begin` does: requests that bunched up behind the concurrency limit still
 //!   start one spacing apart;
@@ -20,7 +22,8 @@
 //!   ([`slot_lease`]) ends.
 //!
 //! Keys (after `fleet.key_prefix`): `pace:<authority>` (hash, see [`scripts`]),
-//! `queue:<authority>` and `slots:<authority>` (sorted sets); channel `slot-freed`.
+//! `queue:<authority>` (requests with no Crawl-delay), `queue:<authority>#<line>` (one per
+//! Crawl-delay lane) and `slots:<authority>` (sorted sets); channel `slot-freed`.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -32,7 +35,9 @@ use tokio::time::Instant;
 
 use super::Fleet;
 use crate::authority::Authority;
-use crate::pacing::{Admission, Bound, Held, LocalPace, PaceAsk, PaceFuture, PaceStore, Refusal};
+use crate::pacing::{
+    Admission, Bound, Held, Lane, LocalPace, PaceAsk, PaceFuture, PaceStore, Refusal,
+};
 
 mod scripts;
 
@@ -208,7 +213,7 @@ impl RedisPace {
         let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
         let keys = Keys {
             pace: self.fleet.key(&format!("pace:{authority}")),
-            queue: self.fleet.key(&format!("queue:{authority}")),
+            queue: self.fleet.key(&queue_key(authority, lane)),
             slots: self.fleet.key(&format!("slots:{authority}")),
         };
         let member = self.unique();
@@ -344,11 +349,21 @@ impl RedisPace {
     }
 }
 
-/// The keys of one authority.
+/// The keys of one authority, with the queue of the request's group.
 struct Keys {
     pace: String,
     queue: String,
     slots: String,
+}
+
+/// The queue (before `fleet.key_prefix`) a request of `lane` joins, as in the schedule: each
+/// Crawl-delay lane (robots.txt group) has its own, `queue:<authority>#<line>`, and requests
+/// with no Crawl-delay share `queue:<authority>`. (`#` is never part of an authority.)
+fn queue_key(authority: &Authority, lane: Option<Lane>) -> String {
+    match lane {
+        Some(lane) => format!("queue:{authority}#{}", lane.line),
+        None => format!("queue:{authority}"),
+    }
 }
 
 /// The spacings of one request, as the scripts take them (microseconds, margins added).

@@ -3,17 +3,20 @@
 //!
 //! The hash `pace:<authority>` keeps, per spacing, the two instants of the in-process
 //! schedule (`pacing::schedule`): `rate` / `lane:<line>`, the earliest start still free to
-//! reserve, and `last:rate` / `last:lane:<line>`, the last actual start. `queue:<authority>`
-//! holds the requests admitted and not yet started (score: when the member lapses by itself
-//! if its instance died), `slots:<authority>` the connection slots held (score: when the
-//! lease ends).
+//! reserve, and `last:rate` / `last:lane:<line>`, the last actual start. The queue key holds
+//! the requests of one group admitted and not yet started (score: when the member lapses by
+//! itself if its instance died): `queue:<authority>#<line>` for a Crawl-delay lane,
+//! `queue:<authority>` for the requests with no Crawl-delay; each group has its own, as in
+//! the schedule, and `queue_limit` bounds each. `slots:<authority>` holds the connection slots
+//! held (score: when the lease ends).
 
-/// KEYS: pace, queue, slots. ARGV: interval, lane line, delay, max_wait, queue_limit, member,
-/// keep (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait.
+/// KEYS: pace, queue (of the request's group), slots. ARGV: interval, lane line, delay,
+/// max_wait, queue_limit, member, keep (ms), most slots (0: no limit), slot lease, queue
+/// member's lapse after max_wait.
 ///
 /// `Schedule::reserve`: `start = max(now, rate, lane)`; refuses a wait past `max_wait`, and a
 /// request that would wait (for its start, or for a slot: none free now) when `queue_limit`
-/// wait already. A request that need not wait starts at once: it takes its slot and is
+/// of its group wait already. A request that need not wait starts at once: it takes its slot and is
 /// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
 /// Returns `{verdict, wait, bound, waiting}`.
 pub(super) const RESERVE: &str = r"
@@ -69,8 +72,9 @@ redis.call('PEXPIRE', KEYS[2], keep_ms)
 return {'wait', wait, bound, waiting}
 ";
 
-/// KEYS: pace, queue, slots. ARGV: interval, lane line, delay, time left before the request's
-/// deadline, member, keep (ms), most slots (0: no limit), slot lease.
+/// KEYS: pace, queue (of the request's group), slots. ARGV: interval, lane line, delay, time
+/// left before the request's deadline, member, keep (ms), most slots (0: no limit), slot
+/// lease.
 ///
 /// `Schedule::begin`, for a request of the queue whose reserved start has come: takes a slot
 /// (`busy` when none is free), then spaces the actual start from the last actual starts,

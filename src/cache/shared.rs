@@ -55,11 +55,11 @@ pub trait SharedRobots: Send + Sync + 'static {
     /// Gives the fetch lease of `authority` back without storing anything.
     fn release<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>>;
 
-    /// Stores the record of `authority` for `ttl` (at most: the store may keep it for less)
-    /// and gives the fetch lease back. `false` when nothing was stored because the lease is no
-    /// longer this instance's: the authority was purged since it was taken (or the lease ran out
-    /// and another instance fetches). The result must then not be kept here either: it may
-    /// predate the purge.
+    /// Stores the record of `authority` for `ttl` (at most: the store may keep it for less, or
+    /// not at all when it is full) and gives the fetch lease back. `false` when nothing was
+    /// stored because the lease is no longer this instance's: the authority was purged since it
+    /// was taken (or the lease ran out and another instance fetches). The result must then not
+    /// be kept here either: it may predate the purge.
     fn store<'a>(
         &'a self,
         authority: &'a Authority,

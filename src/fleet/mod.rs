@@ -64,6 +64,8 @@ pub struct Fleet {
     robots_ttl: Duration,
     /// `fleet.max_shared_body`: the largest robots.txt body shared.
     max_shared_body: usize,
+    /// `fleet.records_memory_percent`.
+    records_memory_percent: u8,
     redacted_url: String,
     /// Whether the last call to Redis worked.
     up: AtomicBool,
@@ -124,6 +126,7 @@ impl Fleet {
             timeout: section.timeout,
             robots_ttl: section.robots_ttl,
             max_shared_body: usize::try_from(section.max_shared_body.0).unwrap_or(usize::MAX),
+            records_memory_percent: section.records_memory_percent,
             redacted_url: section.redis.redacted(),
             up: AtomicBool::new(false),
             down_logged: AtomicBool::new(false),

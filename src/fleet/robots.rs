@@ -30,6 +30,8 @@ pub struct SharedRedis {
     /// was taken by another instance is that instance's).
     held: Mutex<HashMap<Authority, Held>>,
     next_lease: AtomicU64,
+    /// Records not stored because Redis's memory was at `fleet.records_memory_percent`.
+    full: AtomicU64,
     lease: Script,
     release: Script,
     store: Script,
@@ -49,6 +51,7 @@ impl SharedRedis {
             fleet,
             held: Mutex::default(),
             next_lease: AtomicU64::new(0),
+            full: AtomicU64::new(0),
             lease: Script::new(LEASE),
             release: Script::new(RELEASE),
             store: Script::new(STORE),
@@ -66,6 +69,12 @@ impl SharedRedis {
     }
 }
 
+/// What [`STORE`] answers when it stored nothing because the lease is no longer the holder's
+/// or everything was purged since.
+const PURGED: u8 = 0;
+/// What [`STORE`] answers when Redis's memory is at `fleet.records_memory_percent`.
+const FULL: u8 = 2;
+
 /// KEYS: lease, purge generation. ARGV: the holder's value, ttl (ms). Takes the lease if it is
 /// free: the purge generation then (`"0"` before the first purge of everything), else `false`.
 const LEASE: &str = r"
@@ -82,13 +91,19 @@ return 1
 ";
 
 /// KEYS: record, lease, purge generation. ARGV: record, ttl (ms), the holder's value, the
-/// purge generation the lease was taken under. Only while the lease is still the holder's:
-/// gives it back, and stores the record unless everything was purged since (1; else 0). A
-/// lease that is gone was purged with its record (or ran out, and another instance fetches).
+/// purge generation the lease was taken under, `fleet.records_memory_percent`. Only while the
+/// lease is still the holder's: gives it back, and stores the record unless everything was
+/// purged since (else 0) or Redis's used memory has reached the percentage of its `maxmemory`
+/// (2: not stored, kept by the fetcher). 1 when stored. A lease that is gone was purged with
+/// its record (or ran out, and another instance fetches).
 const STORE: &str = r"
 if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
 redis.call('DEL', KEYS[2])
 if (redis.call('GET', KEYS[3]) or '0') ~= ARGV[4] then return 0 end
+local memory = redis.call('INFO', 'memory')
+local used = tonumber(string.match(memory, 'used_memory:(%d+)')) or 0
+local max = tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0
+if max > 0 and used * 100 >= max * tonumber(ARGV[5]) then return 2 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 ";
@@ -187,13 +202,25 @@ impl SharedRobots for SharedRedis {
             .arg(record)
             .arg(millis(ttl.min(self.fleet.robots_ttl)))
             .arg(held.holder)
-            .arg(held.generation);
+            .arg(held.generation)
+            .arg(self.fleet.records_memory_percent);
         Box::pin(async move {
             let stored: u8 = self
                 .fleet
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
-            Ok(stored == 1)
+            if stored == FULL {
+                let n = self.full.fetch_add(1, Ordering::Relaxed) + 1;
+                if n == 1 || n.is_multiple_of(1000) {
+                    tracing::warn!(
+                        instance = %self.fleet.instance(), times = n,
+                        "fleet: Redis's used memory has reached fleet.records_memory_percent of \
+                         its maxmemory; robots.txt records are not shared (each instance fetches \
+                         for itself) until expired records make room"
+                    );
+                }
+            }
+            Ok(stored != PURGED)
         })
     }
 

@@ -30,6 +30,11 @@ pub struct FleetSection {
     /// Largest robots.txt body shared through Redis; a larger one is kept only by the instance
     /// that fetched it (each instance then fetches it for itself).
     pub max_shared_body: ByteSize,
+    /// Records are stored only while Redis's used memory is below this percentage of its
+    /// `maxmemory`, so that records never take the room the pace, slot and lease keys need
+    /// (with `maxmemory-policy noeviction`, nothing is evicted). No limit while `maxmemory`
+    /// is 0.
+    pub records_memory_percent: u8,
 }
 
 impl Default for FleetSection {
@@ -42,6 +47,7 @@ impl Default for FleetSection {
             timeout: Duration::from_millis(500),
             robots_ttl: Duration::from_secs(2 * 24 * 3600),
             max_shared_body: ByteSize(64 * 1024),
+            records_memory_percent: 75,
         }
     }
 }

@@ -41,3 +41,48 @@ async fn records_live_at_most_robots_ttl_and_large_bodies_are_not_shared() {
     assert_eq!(get(&f, 0, &large.url("/private/y")).await, 403);
     assert_eq!(large.hits("/robots.txt"), 2, "instance 0 keeps its own copy");
 }
+
+/// With Redis's used memory at `fleet.records_memory_percent` (75) of its `maxmemory`, records
+/// are no longer stored (each instance fetches for itself), while the pace, whose keys must
+/// never be evicted (`noeviction`: nothing is), still writes its keys in the room left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_stop_at_records_memory_percent_and_leave_room_for_the_pace() {
+    let Some(redis) = Redis::start().await else { return };
+    let env =
+        [("ROBOTS_PROXY_PACING__ENABLED", "true"), ("ROBOTS_PROXY_PACING__DEFAULT_RPS", "50")];
+    let f = fleet(2, &redis, "full", &env);
+    until_fleet_up(&f, 1).await;
+    let mut c = redis.connection();
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    // Used memory is about 83 % of maxmemory: past 75 %, well short of full.
+    let max = used * 6 / 5;
+    redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(max).query::<()>(&mut c).unwrap();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .query::<()>(&mut c)
+        .unwrap();
+    let origin = TimedOrigin::start("User-agent: *\nDisallow: /private\n", Duration::ZERO).await;
+    assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
+    let authority = format!("http://{}", origin.addr);
+    let records = redis.keys(&format!("test-full:robots:{authority}"));
+    assert!(records.is_empty(), "a record was stored past records_memory_percent: {records:?}");
+    assert!(redis.keys(&format!("test-full:lease:{authority}")).is_empty(), "lease left");
+    assert!(!redis.keys(&format!("test-full:pace:{authority}")).is_empty(), "no pace key");
+    assert_eq!(get(&f, 1, &origin.url("/private/x")).await, 403);
+    assert_eq!(origin.hits("/robots.txt"), 2, "each instance fetched for itself");
+    let log = f.instances[0].stderr();
+    assert!(log.contains("records_memory_percent"), "{log}");
+    // Room again: records are shared again.
+    redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(0).query::<()>(&mut c).unwrap();
+    let other = TimedOrigin::start("User-agent: *\nDisallow: /private\n", Duration::ZERO).await;
+    assert_eq!(get(&f, 0, &other.url("/a")).await, 200);
+    assert_eq!(get(&f, 1, &other.url("/private/x")).await, 403);
+    assert_eq!(other.hits("/robots.txt"), 1, "shared again");
+}

@@ -316,15 +316,18 @@ pub fn client(addr: SocketAddr) -> reqwest::Client {
 /// far host is cut off (a half-open path: no FIN, no RST).
 pub struct Relay {
     pub port: u16,
-    /// Per relayed connection: the local port of its side towards `to`, and its silencer.
-    links: Arc<Mutex<Vec<(u16, tokio::sync::watch::Sender<bool>)>>>,
+    links: Links,
 }
+
+/// Per relayed connection: the local port of its side towards the relay's target, and its
+/// silencer.
+type Links = Arc<Mutex<Vec<(u16, tokio::sync::watch::Sender<bool>)>>>;
 
 impl Relay {
     pub async fn start(to: u16) -> Relay {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let links: Arc<Mutex<Vec<(u16, tokio::sync::watch::Sender<bool>)>>> = Arc::default();
+        let links: Links = Arc::default();
         let all = links.clone();
         tokio::spawn(async move {
             loop {

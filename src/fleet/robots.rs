@@ -94,13 +94,15 @@ return 1
 /// purge generation the lease was taken under, `fleet.records_memory_percent`. Only while the
 /// lease is still the holder's: gives it back, and stores the record unless everything was
 /// purged since (else 0) or Redis's used memory has reached the percentage of its `maxmemory`
-/// (2: not stored, kept by the fetcher). 1 when stored. A lease that is gone was purged with
-/// its record (or ran out, and another instance fetches).
+/// (2: not stored, kept by the fetcher; a user whose ACL denies INFO has no such check). 1
+/// when stored. A lease that is gone was purged with its record (or ran out, and another
+/// instance fetches).
 const STORE: &str = r"
 if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
 redis.call('DEL', KEYS[2])
 if (redis.call('GET', KEYS[3]) or '0') ~= ARGV[4] then return 0 end
-local memory = redis.call('INFO', 'memory')
+local memory = redis.pcall('INFO', 'memory')
+if type(memory) ~= 'string' then memory = '' end
 local used = tonumber(string.match(memory, 'used_memory:(%d+)')) or 0
 local max = tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0
 if max > 0 and used * 100 >= max * tonumber(ARGV[5]) then return 2 end

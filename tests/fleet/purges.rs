@@ -92,29 +92,40 @@ async fn a_purge_subscription_that_went_silent_is_noticed_and_made_again() {
 }
 
 /// robots.txt is slow (1.5 s). Instance 0 starts the fleet's fetch; meanwhile the site changes
-/// its robots.txt and instance 1 purges. The fetch's pre-purge answer still answers the
-/// request that waited for it, but it is neither stored in Redis (it was, for up to 24 h, and
-/// every instance used it) nor kept by instance 0.
+/// its robots.txt and instance 1 purges it (then everything). The fetch's pre-purge answer
+/// still answers the request that waited for it, but it is neither stored in Redis (it was,
+/// for up to 24 h, and every instance used it) nor kept by instance 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_wins_over_a_fetch_in_flight() {
     let Some(redis) = Redis::start().await else { return };
-    let origin =
-        TimedOrigin::start("User-agent: *\nDisallow:\n", Duration::from_millis(1500)).await;
     let f = fleet(2, &redis, "purge-in-flight", &[]);
     until_fleet_up(&f, 1).await;
-    let first = super::support::client(f.instances[0].proxy_addr);
-    let url = origin.url("/a");
-    let in_flight = tokio::spawn(async move { first.get(url).send().await.unwrap().status() });
-    origin.until_arrived("/robots.txt").await;
-    origin.set_robots("User-agent: *\nDisallow: /b\n");
-    purge(&f.instances[1], &origin).await;
-    assert_eq!(in_flight.await.unwrap(), 200);
-    let records = redis.keys("test-purge-in-flight:robots:*");
-    assert!(records.is_empty(), "the pre-purge result was stored: {records:?}");
-    assert_eq!(get(&f, 1, &origin.url("/b")).await, 403, "instance 1 used the pre-purge result");
-    assert_eq!(get(&f, 0, &origin.url("/b")).await, 403, "instance 0 kept the pre-purge result");
-    assert_eq!(origin.hits("/robots.txt"), 2, "one fetch before the purge, one after");
-    assert_eq!(origin.hits("/b"), 0);
+    for everything in [false, true] {
+        let allow_all = "User-agent: *\nDisallow:\n";
+        let origin = TimedOrigin::start(allow_all, Duration::from_millis(1500)).await;
+        let first = super::support::client(f.instances[0].proxy_addr);
+        let url = origin.url("/a");
+        let in_flight = tokio::spawn(async move { first.get(url).send().await.unwrap().status() });
+        origin.until_arrived("/robots.txt").await;
+        origin.set_robots("User-agent: *\nDisallow: /b\n");
+        if everything {
+            let url = format!("{}/cache/purge-all", f.instances[1].admin());
+            let admin = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+            let resp = admin.post(url).send().await.unwrap();
+            assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+        } else {
+            purge(&f.instances[1], &origin).await;
+        }
+        assert_eq!(in_flight.await.unwrap(), 200);
+        let records = redis.keys(&format!("test-purge-in-flight:robots:http://{}", origin.addr));
+        assert!(records.is_empty(), "the pre-purge result was stored ({everything}): {records:?}");
+        let status = get(&f, 1, &origin.url("/b")).await;
+        assert_eq!(status, 403, "instance 1 used the pre-purge result (all: {everything})");
+        let status = get(&f, 0, &origin.url("/b")).await;
+        assert_eq!(status, 403, "instance 0 kept the pre-purge result (all: {everything})");
+        assert_eq!(origin.hits("/robots.txt"), 2, "one fetch before the purge, one after");
+        assert_eq!(origin.hits("/b"), 0);
+    }
 }
 
 fn site() -> Authority {

@@ -565,6 +565,14 @@ impl Collector for ScrapeTime {
                 None,
                 rtt.metric_type(),
             )?)?;
+            Self::counter(
+                &mut encoder,
+                "fleet_purge_gaps",
+                "Times the purge subscription was lost (it ended, or did not answer a PING \
+                 within fleet.timeout) and made again; every local robots.txt copy is dropped \
+                 each time.",
+                fleet.purge_gaps(),
+            )?;
         }
         if let Some(pacer) = &self.pacer {
             let p = pacer.stats();

@@ -55,13 +55,17 @@ pub trait SharedRobots: Send + Sync + 'static {
     /// Gives the fetch lease of `authority` back without storing anything.
     fn release<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>>;
 
-    /// Stores the record of `authority` for `ttl` and gives the fetch lease back.
+    /// Stores the record of `authority` for `ttl` (at most: the store may keep it for less, or
+    /// not at all when it is full) and gives the fetch lease back. `false` when nothing was
+    /// stored because the lease is no longer this instance's: the authority was purged since it
+    /// was taken (or the lease ran out and another instance fetches). The result must then not
+    /// be kept here either: it may predate the purge.
     fn store<'a>(
         &'a self,
         authority: &'a Authority,
         record: Vec<u8>,
         ttl: Duration,
-    ) -> StoreFuture<'a, Result<(), SharedError>>;
+    ) -> StoreFuture<'a, Result<bool, SharedError>>;
 
     /// Drops the record of `authority` (every record with `None`) and tells every instance
     /// to drop its local copy.
@@ -73,6 +77,10 @@ pub trait SharedRobots: Send + Sync + 'static {
     /// Whether a request must be refused when the shared store cannot be reached
     /// (`fleet.on_redis_error = "refuse"`), rather than decided on this instance's own fetch.
     fn required(&self) -> bool;
+
+    /// The largest robots.txt body shared (`fleet.max_shared_body`): the result of a fetch
+    /// with a larger one is kept only by the instance that fetched it.
+    fn max_body(&self) -> usize;
 }
 
 /// How long a waiting instance sleeps between looks at the record another one is fetching.
@@ -244,12 +252,27 @@ pub(super) async fn refresh(
             let now = inner.clock.now();
             let prev_snapshot = prev.as_ref().map(|(s, _)| s);
             let snapshot = state::next_snapshot(prev_snapshot, authority, fetched, now, settings);
-            let record = encode(&snapshot, body.as_ref());
-            if let Err(e) = shared.store(authority, record, record_ttl(&snapshot, now, inner)).await
-            {
-                tracing::debug!(%authority, error = %e, "robots.txt not shared with the fleet");
+            let shared_body = body.as_ref().filter(|_| snapshot.rules.parsed().is_some());
+            if shared_body.is_some_and(|b| b.len() > shared.max_body()) {
+                // Too large to share (fleet.max_shared_body): kept here only; every instance
+                // fetches it for itself.
+                tracing::debug!(%authority, "robots.txt larger than fleet.max_shared_body: not shared");
+                shared.release(authority).await?;
+                return Ok((snapshot, true));
             }
-            return Ok((snapshot, true));
+            let record = encode(&snapshot, shared_body);
+            let ttl = record_ttl(&snapshot, now, inner);
+            let keep = match shared.store(authority, record, ttl).await {
+                Ok(stored) => stored,
+                Err(e) => {
+                    tracing::debug!(%authority, error = %e, "robots.txt not shared with the fleet");
+                    true
+                }
+            };
+            if !keep {
+                tracing::debug!(%authority, "robots.txt purged while it was fetched: not kept");
+            }
+            return Ok((snapshot, keep));
         }
         drop(slot);
         if tokio::time::Instant::now() >= give_up {
@@ -261,8 +284,9 @@ pub(super) async fn refresh(
     }
 }
 
-/// How long the shared store keeps a record: past its expiry, as long as the local cache
-/// would keep it (a stale copy stays usable while the origin fails, up to the give-up).
+/// How long the shared store may keep a record: past its expiry, as long as the local cache
+/// would keep it (a stale copy stays usable while the origin fails, up to the give-up). The
+/// fleet keeps it for `fleet.robots_ttl` at most.
 fn record_ttl(snapshot: &RobotsSnapshot, now: SystemTime, inner: &Inner) -> Duration {
     let until_expiry = snapshot.expires_at.duration_since(now).unwrap_or_default();
     let keep = inner.settings.give_up_after.saturating_add(inner.settings.max_age);

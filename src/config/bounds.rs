@@ -175,6 +175,9 @@ pub(crate) const BOUNDS: &[Bound] = &[
     count("admin.max_connections", |c| wide(c.admin.max_connections), 1, 65_536),
     // [fleet]
     duration("fleet.timeout", |c| c.fleet.timeout, POSITIVE, MINUTE),
+    duration("fleet.robots_ttl", |c| c.fleet.robots_ttl, MINUTE, YEAR),
+    size("fleet.max_shared_body", |c| c.fleet.max_shared_body, 0, 64 * MIB),
+    count("fleet.records_memory_percent", |c| u64::from(c.fleet.records_memory_percent), 1, 100),
     // [signing]
     because(
         duration("signing.lifetime", |c| c.signing.lifetime, POSITIVE, MAX_LIFETIME),

@@ -60,6 +60,12 @@ pub struct Fleet {
     name: String,
     mode: OnRedisError,
     timeout: Duration,
+    /// `fleet.robots_ttl`: the longest a robots.txt record lives in Redis.
+    robots_ttl: Duration,
+    /// `fleet.max_shared_body`: the largest robots.txt body shared.
+    max_shared_body: usize,
+    /// `fleet.records_memory_percent`.
+    records_memory_percent: u8,
     redacted_url: String,
     /// Whether the last call to Redis worked.
     up: AtomicBool,
@@ -69,6 +75,9 @@ pub struct Fleet {
     call_errors: AtomicU64,
     /// The last heartbeat's round trip, in microseconds.
     rtt_micros: AtomicU64,
+    /// Times the purge subscription was lost (it ended, or a PING went unanswered) and every
+    /// local copy dropped.
+    purge_gaps: AtomicU64,
     /// When the instance started (announced).
     pub(crate) started: SystemTime,
     /// Random, per process: instance names need not be unique (a shared configuration file
@@ -115,11 +124,15 @@ impl Fleet {
             name,
             mode: section.on_redis_error,
             timeout: section.timeout,
+            robots_ttl: section.robots_ttl,
+            max_shared_body: usize::try_from(section.max_shared_body.0).unwrap_or(usize::MAX),
+            records_memory_percent: section.records_memory_percent,
             redacted_url: section.redis.redacted(),
             up: AtomicBool::new(false),
             down_logged: AtomicBool::new(false),
             call_errors: AtomicU64::new(0),
             rtt_micros: AtomicU64::new(0),
+            purge_gaps: AtomicU64::new(0),
             started: SystemTime::now(),
             nonce: process_nonce(),
         })))
@@ -151,6 +164,12 @@ impl Fleet {
         Duration::from_micros(self.rtt_micros.load(Ordering::Relaxed))
     }
 
+    /// Times the purge subscription was lost and made again, every local robots.txt copy
+    /// dropped each time (`robots_proxy_fleet_purge_gaps_total`).
+    pub fn purge_gaps(&self) -> u64 {
+        self.purge_gaps.load(Ordering::Relaxed)
+    }
+
     /// `fleet.redis`, its password hidden.
     pub fn redis_url(&self) -> &str {
         &self.redacted_url
@@ -178,6 +197,15 @@ impl Fleet {
             Ok(subscribed) => subscribed.map_err(SubscribeError::Redis),
             Err(_) => Err(SubscribeError::Timeout),
         }
+    }
+
+    /// A subscription to `channel` ([`Fleet::subscribe`]) that is checked for life: see
+    /// [`Subscription`].
+    pub(crate) async fn follow(&self, channel: &str) -> Result<Subscription, SubscribeError> {
+        let (sink, messages) = self.subscribe(channel).await?.split();
+        let mut ping = tokio::time::interval(SUBSCRIPTION_PING);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Ok(Subscription { sink, messages, ping, timeout: self.timeout })
     }
 
     /// A `SCAN … MATCH` pattern for this fleet's keys: `key_prefix` with the glob characters
@@ -284,6 +312,56 @@ fn takes_link_down(e: &redis::RedisError) -> bool {
                         | ServerErrorKind::ReadOnly
                 )
         )
+}
+
+/// How often a subscription is sent a PING ([`Subscription`]).
+pub const SUBSCRIPTION_PING: Duration = Duration::from_secs(1);
+
+/// A subscription that is known to be alive: it is sent a PING every [`SUBSCRIPTION_PING`],
+/// which must be answered within `fleet.timeout`. A connection that died without a FIN or an
+/// RST (a Redis host gone, a NAT or load balancer that dropped it, a failover that moved the
+/// address) otherwise looks the same as one on which nobody publishes: the messages would stop
+/// for good, silently. Redis answers PING on a subscribed connection (RESP2: a `pong` message).
+pub(crate) struct Subscription {
+    sink: redis::aio::PubSubSink,
+    messages: redis::aio::PubSubStream,
+    ping: tokio::time::Interval,
+    timeout: Duration,
+}
+
+/// What came on a [`Subscription`].
+pub(crate) enum Heard {
+    /// A message.
+    Message(redis::Msg),
+    /// The subscription is lost, for the reason given: it ended, or a PING went unanswered.
+    Lost(&'static str),
+}
+
+impl Subscription {
+    /// The next message, or the news that the subscription is lost (then it is of no more use:
+    /// subscribe again, and assume that messages were missed).
+    pub(crate) async fn next(&mut self) -> Heard {
+        use futures_core::Stream;
+        loop {
+            let messages = &mut self.messages;
+            let next = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *messages).poll_next(cx));
+            tokio::select! {
+                message = next => {
+                    return message.map_or(Heard::Lost("the subscription ended"), Heard::Message);
+                }
+                _ = self.ping.tick() => {
+                    let pong = self.sink.ping::<redis::Value>();
+                    match tokio::time::timeout(self.timeout, pong).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(_)) => return Heard::Lost("a PING on the subscription failed"),
+                        Err(_) => {
+                            return Heard::Lost("a PING on the subscription went unanswered within fleet.timeout")
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Why a subscription could not be made ([`Fleet::subscribe`]).

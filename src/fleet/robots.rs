@@ -1,9 +1,16 @@
 //! robots.txt records in Redis: [`SharedRedis`] is the cache's [`SharedRobots`] for a fleet.
 //!
 //! Keys (after `fleet.key_prefix`): `robots:<authority>` holds the record (see
-//! `cache::shared`), `lease:<authority>` the fetch lease (`SET NX PX`, so it expires by itself
-//! when its holder dies; its value names the holder, `instance#nonce#n`, and only the holder
-//! deletes it), and the channel `purge` carries purges to every instance.
+//! `cache::shared`; it expires `fleet.robots_ttl` after it was last stored at the latest),
+//! `lease:<authority>` the fetch lease (`SET NX PX`, so it expires by itself when its holder
+//! dies; its value names the holder, `instance#nonce#n`, and only the holder deletes it),
+//! `purge-generation` counts purges of everything, and the channel `purge` carries purges to
+//! every instance.
+//!
+//! A purge wins over a fetch that was in flight when it came: purging an authority deletes its
+//! lease with its record, purging everything moves `purge-generation` on, and a record is
+//! stored only while its fetcher still holds the lease and the generation is the one it took
+//! the lease under (one script). So a result fetched before the purge never comes back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,12 +26,22 @@ use crate::cache::{RobotsCache, SharedError, SharedRobots, StoreFuture};
 /// The fleet's robots.txt records.
 pub struct SharedRedis {
     fleet: Arc<Fleet>,
-    /// The value of each lease this instance holds: it gives back only its own lease (one
-    /// that ran out and was taken by another instance is that instance's).
-    held: Mutex<HashMap<Authority, String>>,
+    /// Each lease this instance holds: it gives back only its own lease (one that ran out and
+    /// was taken by another instance is that instance's).
+    held: Mutex<HashMap<Authority, Held>>,
     next_lease: AtomicU64,
+    /// Records not stored because Redis's memory was at `fleet.records_memory_percent`.
+    full: AtomicU64,
+    lease: Script,
     release: Script,
     store: Script,
+}
+
+/// A lease this instance holds: its value, and `purge-generation` when it was taken.
+#[derive(Default)]
+struct Held {
+    holder: String,
+    generation: String,
 }
 
 impl SharedRedis {
@@ -34,21 +51,38 @@ impl SharedRedis {
             fleet,
             held: Mutex::default(),
             next_lease: AtomicU64::new(0),
+            full: AtomicU64::new(0),
+            lease: Script::new(LEASE),
             release: Script::new(RELEASE),
             store: Script::new(STORE),
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Authority, String>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Authority, Held>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The value of this instance's lease of `authority`, forgotten (it is being given back);
-    /// a value no lease has when this instance holds none.
-    fn take_held(&self, authority: &Authority) -> String {
+    /// This instance's lease of `authority`, forgotten (it is being given back); a value no
+    /// lease has when this instance holds none.
+    fn take_held(&self, authority: &Authority) -> Held {
         self.held().remove(authority).unwrap_or_default()
     }
 }
+
+/// What [`STORE`] answers when it stored nothing because the lease is no longer the holder's
+/// or everything was purged since.
+const PURGED: u8 = 0;
+/// What [`STORE`] answers when Redis's memory is at `fleet.records_memory_percent`.
+const FULL: u8 = 2;
+
+/// KEYS: lease, purge generation. ARGV: the holder's value, ttl (ms). Takes the lease if it is
+/// free: the purge generation then (`"0"` before the first purge of everything), else `false`.
+const LEASE: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('GET', KEYS[2]) or '0'
+end
+return false
+";
 
 /// KEYS: lease. ARGV: the holder's value. Deletes the lease only if it is still the holder's.
 const RELEASE: &str = r"
@@ -56,11 +90,23 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 ";
 
-/// KEYS: record, lease. ARGV: record, ttl (ms), the holder's value. Stores the record, and
-/// deletes the lease only if it is still the holder's.
+/// KEYS: record, lease, purge generation. ARGV: record, ttl (ms), the holder's value, the
+/// purge generation the lease was taken under, `fleet.records_memory_percent`. Only while the
+/// lease is still the holder's: gives it back, and stores the record unless everything was
+/// purged since (else 0) or Redis's used memory has reached the percentage of its `maxmemory`
+/// (2: not stored, kept by the fetcher; a user whose ACL denies INFO has no such check). 1
+/// when stored. A lease that is gone was purged with its record (or ran out, and another
+/// instance fetches).
 const STORE: &str = r"
+if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+redis.call('DEL', KEYS[2])
+if (redis.call('GET', KEYS[3]) or '0') ~= ARGV[4] then return 0 end
+local memory = redis.pcall('INFO', 'memory')
+if type(memory) ~= 'string' then memory = '' end
+local used = tonumber(string.match(memory, 'used_memory:(%d+)')) or 0
+local max = tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0
+if max > 0 and used * 100 >= max * tonumber(ARGV[5]) then return 2 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end
 return 1
 ";
 
@@ -70,6 +116,10 @@ fn record_key(fleet: &Fleet, authority: &Authority) -> String {
 
 fn lease_key(fleet: &Fleet, authority: &Authority) -> String {
     fleet.key(&format!("lease:{authority}"))
+}
+
+fn generation_key(fleet: &Fleet) -> String {
+    fleet.key("purge-generation")
 }
 
 /// A purge message: `*` for all, else `scheme host port`.
@@ -114,35 +164,28 @@ impl SharedRobots for SharedRedis {
         authority: &'a Authority,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, SharedError>> {
-        let key = lease_key(&self.fleet, authority);
         let n = self.next_lease.fetch_add(1, Ordering::Relaxed);
         let holder = format!("{}#{}#{n}", self.fleet.instance(), self.fleet.nonce());
+        let mut invocation = self.lease.prepare_invoke();
+        invocation
+            .key(lease_key(&self.fleet, authority))
+            .key(generation_key(&self.fleet))
+            .arg(&holder)
+            .arg(millis(ttl));
         Box::pin(async move {
-            let value = holder.clone();
-            let taken = self
+            let taken: Option<String> = self
                 .fleet
-                .call(move |mut c| async move {
-                    let set: Option<String> = redis::cmd("SET")
-                        .arg(key)
-                        .arg(value)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(millis(ttl))
-                        .query_async(&mut c)
-                        .await?;
-                    Ok(set.is_some())
-                })
+                .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
-            if taken {
-                self.held().insert(authority.clone(), holder);
-            }
-            Ok(taken)
+            let Some(generation) = taken else { return Ok(false) };
+            self.held().insert(authority.clone(), Held { holder, generation });
+            Ok(true)
         })
     }
 
     fn release<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>> {
         let mut invocation = self.release.prepare_invoke();
-        invocation.key(lease_key(&self.fleet, authority)).arg(self.take_held(authority));
+        invocation.key(lease_key(&self.fleet, authority)).arg(self.take_held(authority).holder);
         Box::pin(self.fleet.call(move |mut c| async move { invocation.invoke_async(&mut c).await }))
     }
 
@@ -151,15 +194,36 @@ impl SharedRobots for SharedRedis {
         authority: &'a Authority,
         record: Vec<u8>,
         ttl: Duration,
-    ) -> StoreFuture<'a, Result<(), SharedError>> {
+    ) -> StoreFuture<'a, Result<bool, SharedError>> {
+        let held = self.take_held(authority);
         let mut invocation = self.store.prepare_invoke();
         invocation
             .key(record_key(&self.fleet, authority))
             .key(lease_key(&self.fleet, authority))
+            .key(generation_key(&self.fleet))
             .arg(record)
-            .arg(millis(ttl))
-            .arg(self.take_held(authority));
-        Box::pin(self.fleet.call(move |mut c| async move { invocation.invoke_async(&mut c).await }))
+            .arg(millis(ttl.min(self.fleet.robots_ttl)))
+            .arg(held.holder)
+            .arg(held.generation)
+            .arg(self.fleet.records_memory_percent);
+        Box::pin(async move {
+            let stored: u8 = self
+                .fleet
+                .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+                .await?;
+            if stored == FULL {
+                let n = self.full.fetch_add(1, Ordering::Relaxed) + 1;
+                if n == 1 || n.is_multiple_of(1000) {
+                    tracing::warn!(
+                        instance = %self.fleet.instance(), times = n,
+                        "fleet: Redis's used memory has reached fleet.records_memory_percent of \
+                         its maxmemory; robots.txt records are not shared (each instance fetches \
+                         for itself) until expired records make room"
+                    );
+                }
+            }
+            Ok(stored != PURGED)
+        })
     }
 
     fn purge<'a>(
@@ -172,10 +236,17 @@ impl SharedRobots for SharedRedis {
         Box::pin(async move {
             match authority {
                 Some(a) => {
-                    let key = record_key(fleet, a);
-                    fleet.call(move |mut c| async move { c.del::<_, ()>(key).await }).await?;
+                    // The lease goes with the record: a fetch in flight then stores nothing.
+                    let keys = [record_key(fleet, a), lease_key(fleet, a)];
+                    fleet.call(move |mut c| async move { c.del::<_, ()>(&keys).await }).await?;
                 }
                 None => {
+                    // First the generation, so that no fetch in flight stores after the
+                    // deletion below.
+                    let generation = generation_key(fleet);
+                    fleet
+                        .call(move |mut c| async move { c.incr::<_, _, ()>(generation, 1).await })
+                        .await?;
                     let pattern = fleet.key_pattern("robots:*");
                     fleet
                         .call(move |mut c| async move { delete_matching(&mut c, &pattern).await })
@@ -190,6 +261,10 @@ impl SharedRobots for SharedRedis {
 
     fn required(&self) -> bool {
         self.fleet.refuses_when_down()
+    }
+
+    fn max_body(&self) -> usize {
+        self.fleet.max_shared_body
     }
 }
 
@@ -221,14 +296,16 @@ async fn delete_matching(
 
 /// Listens for purges from every instance (this one included) and drops the local copies
 /// they name; runs until the process ends. After any gap in the subscription (Redis out of
-/// reach, at start or later), every local copy is dropped, since purges may have been missed
+/// reach, at start or later; a subscription that ended, or that stopped answering its PING:
+/// [`super::Subscription`]), every local copy is dropped, since purges may have been missed
 /// and copies fetched meanwhile were this instance's own.
 pub async fn follow_purges(fleet: Arc<Fleet>, cache: Arc<RobotsCache>) {
+    use super::Heard;
     let channel = fleet.key("purge");
     let mut first = true;
     loop {
-        let pubsub = match fleet.subscribe(&channel).await {
-            Ok(pubsub) => pubsub,
+        let mut subscription = match fleet.follow(&channel).await {
+            Ok(subscription) => subscription,
             Err(e) => {
                 tracing::debug!(error = %e, "fleet: cannot subscribe to purges yet");
                 // Copies fetched here meanwhile were not shared: drop them once subscribed.
@@ -241,20 +318,26 @@ pub async fn follow_purges(fleet: Arc<Fleet>, cache: Arc<RobotsCache>) {
             cache.purge_all_local().await;
         }
         first = false;
-        let mut messages = pubsub.into_on_message();
-        while let Some(message) = std::future::poll_fn(|cx| {
-            futures_core::Stream::poll_next(std::pin::Pin::new(&mut messages), cx)
-        })
-        .await
-        {
-            let Ok(text) = message.get_payload::<String>() else { continue };
-            match parse_purge(&text) {
-                Some(Some(authority)) => cache.purge_local(&authority).await,
-                Some(None) => cache.purge_all_local().await,
-                None => tracing::debug!(message = %text, "fleet: unknown purge message"),
+        let why = loop {
+            match subscription.next().await {
+                Heard::Message(message) => {
+                    let Ok(text) = message.get_payload::<String>() else { continue };
+                    match parse_purge(&text) {
+                        Some(Some(authority)) => cache.purge_local(&authority).await,
+                        Some(None) => cache.purge_all_local().await,
+                        None => tracing::debug!(message = %text, "fleet: unknown purge message"),
+                    }
+                }
+                Heard::Lost(why) => break why,
             }
-        }
-        tracing::debug!("fleet: purge subscription ended; subscribing again");
+        };
+        drop(subscription);
+        let gaps = fleet.purge_gaps.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(
+            instance = %fleet.instance(), why, gaps,
+            "fleet: the purge subscription was lost; subscribing again, and dropping every \
+             local robots.txt copy then (purges may have been missed)"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

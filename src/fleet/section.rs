@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::units::ByteSize;
+
 /// `[fleet]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -21,6 +23,18 @@ pub struct FleetSection {
     /// Longest wait for one Redis round trip; past it Redis counts as out of reach.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// Longest a robots.txt record lives in Redis after it was last stored (each fetch of the
+    /// site stores it again): what bounds Redis's memory over time.
+    #[serde(with = "humantime_serde")]
+    pub robots_ttl: Duration,
+    /// Largest robots.txt body shared through Redis; a larger one is kept only by the instance
+    /// that fetched it (each instance then fetches it for itself).
+    pub max_shared_body: ByteSize,
+    /// Records are stored only while Redis's used memory is below this percentage of its
+    /// `maxmemory`, so that records never take the room the pace, slot and lease keys need
+    /// (with `maxmemory-policy noeviction`, nothing is evicted). No limit while `maxmemory`
+    /// is 0.
+    pub records_memory_percent: u8,
 }
 
 impl Default for FleetSection {
@@ -31,6 +45,9 @@ impl Default for FleetSection {
             on_redis_error: OnRedisError::Local,
             instance: String::new(),
             timeout: Duration::from_millis(500),
+            robots_ttl: Duration::from_secs(2 * 24 * 3600),
+            max_shared_body: ByteSize(64 * 1024),
+            records_memory_percent: 75,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! loopback port, stopped by PID), between real origins and real clients.
 
 mod leases;
+mod memory;
 mod pacing;
+mod purges;
 mod scripts;
 mod secrets;
 mod semantic_errors;

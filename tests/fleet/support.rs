@@ -132,8 +132,8 @@ impl Drop for Redis {
     }
 }
 
-/// An origin that notes what arrives and when. `/robots.txt` answers `robots` after
-/// `robots_delay`; `/hold` answers after 300 ms (to measure requests in flight), `/slow/MS`
+/// An origin that notes what arrives and when. `/robots.txt` answers `robots` (as it was when
+/// the request arrived) after `robots_delay`; `/hold` answers after 300 ms (to measure requests in flight), `/slow/MS`
 /// after MS milliseconds; anything else at once.
 pub struct TimedOrigin {
     pub addr: SocketAddr,
@@ -166,8 +166,11 @@ impl TimedOrigin {
                             m.fetch_max(now, Ordering::SeqCst);
                             let body = match target.as_str() {
                                 "/robots.txt" => {
+                                    // As it was when the request came: a change meanwhile is
+                                    // seen by the next fetch only.
+                                    let robots = robots.lock().unwrap().clone();
                                     tokio::time::sleep(robots_delay).await;
-                                    robots.lock().unwrap().clone()
+                                    robots
                                 }
                                 "/hold" => {
                                     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -257,14 +260,19 @@ pub struct Fleet {
 /// Starts `n` proxy processes sharing `redis` under a key prefix of the test's own, with
 /// `env` added (`ROBOTS_PROXY_…`).
 pub fn fleet(n: usize, redis: &Redis, prefix: &str, env: &[(&str, &str)]) -> Fleet {
-    let url = redis.url();
+    fleet_at(&vec![redis.url(); n], prefix, env)
+}
+
+/// [`fleet`], one instance per URL, each reaching Redis at its own.
+pub fn fleet_at(urls: &[String], prefix: &str, env: &[(&str, &str)]) -> Fleet {
+    let n = urls.len();
     let prefix = format!("test-{prefix}:");
     let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
     let instances = (0..n)
         .map(|i| {
             let name = format!("instance-{i}");
             let mut all: Vec<(&str, &str)> = vec![
-                ("ROBOTS_PROXY_FLEET__REDIS", &url),
+                ("ROBOTS_PROXY_FLEET__REDIS", &urls[i]),
                 ("ROBOTS_PROXY_FLEET__KEY_PREFIX", &prefix),
                 ("ROBOTS_PROXY_FLEET__INSTANCE", &name),
             ];
@@ -300,4 +308,61 @@ pub fn client(addr: SocketAddr) -> reqwest::Client {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap()
+}
+
+/// A TCP relay on a free loopback port to the port `to`, connection by connection. One
+/// relayed connection can be made silent ([`Relay::silence`]): nothing more crosses it either
+/// way and neither end is closed, as when a NAT or a load balancer drops a connection or the
+/// far host is cut off (a half-open path: no FIN, no RST).
+pub struct Relay {
+    pub port: u16,
+    links: Links,
+}
+
+/// Per relayed connection: the local port of its side towards the relay's target, and its
+/// silencer.
+type Links = Arc<Mutex<Vec<(u16, tokio::sync::watch::Sender<bool>)>>>;
+
+impl Relay {
+    pub async fn start(to: u16) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let links: Links = Arc::default();
+        let all = links.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut near, _)) = listener.accept().await else { return };
+                let Ok(mut far) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else {
+                    continue;
+                };
+                let local = far.local_addr().unwrap().port();
+                let (silence, mut silenced) = tokio::sync::watch::channel(false);
+                all.lock().unwrap().push((local, silence));
+                tokio::spawn(async move {
+                    let silent = tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut near, &mut far) => false,
+                        _ = silenced.wait_for(|s| *s) => true,
+                    };
+                    if silent {
+                        // Both sockets stay open, and nothing is read or written any more.
+                        std::future::pending::<()>().await;
+                    }
+                });
+            }
+        });
+        Relay { port, links }
+    }
+
+    /// `redis://127.0.0.1:PORT` of the relay.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Silences the relayed connection whose side towards `to` has the local port `port`:
+    /// whether there was one.
+    pub fn silence(&self, port: u16) -> bool {
+        let links = self.links.lock().unwrap();
+        let found = links.iter().find(|(p, _)| *p == port);
+        found.is_some_and(|(_, silence)| silence.send(true).is_ok())
+    }
 }

@@ -394,30 +394,29 @@ impl Spacing {
 /// every waiter looks again (notices may have been missed).
 async fn follow_slots(fleet: Arc<Fleet>, channel: String, notices: Weak<Notices>) {
     loop {
-        let Ok(pubsub) = fleet.subscribe(&channel).await else {
+        let Ok(mut subscription) = fleet.follow(&channel).await else {
             if notices.strong_count() == 0 {
                 return;
             }
             tokio::time::sleep(super::HEARTBEAT).await;
             continue;
         };
+        // Notices may have been missed while unsubscribed: every waiter looks again.
         let Some(all) = notices.upgrade() else { return };
         for (_, here) in all.iter() {
             here.freed.notify_waiters();
         }
         drop(all);
-        let mut messages = pubsub.into_on_message();
-        while let Some(message) = std::future::poll_fn(|cx| {
-            futures_core::Stream::poll_next(std::pin::Pin::new(&mut messages), cx)
-        })
-        .await
-        {
+        // A subscription that went silent (a half-open connection) is noticed by its PING,
+        // as the purge subscription's is, and made again.
+        while let super::Heard::Message(message) = subscription.next().await {
             let Some(all) = notices.upgrade() else { return };
             let Ok(key) = message.get_payload::<String>() else { continue };
             if let Some(here) = all.get(&key) {
                 here.freed.notify_one();
             }
         }
+        tracing::debug!(channel = %channel, "fleet: the slot-notice subscription was lost");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -31,9 +31,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("k");
         std::fs::write(&file, "x").unwrap();
-        for (mode, file_bad, dir_bad) in
-            [(0o600, false, false), (0o400, false, false), (0o640, true, false), (0o620, true, true)]
-        {
+        for (mode, file_bad, dir_bad) in [
+            (0o600, false, false),
+            (0o400, false, false),
+            (0o640, true, false),
+            (0o620, true, true),
+        ] {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
             assert_eq!(too_open(&file, KEY_FILE).unwrap().is_some(), file_bad, "{mode:o}");
             assert_eq!(too_open(&file, KEY_DIR).unwrap().is_some(), dir_bad, "{mode:o}");

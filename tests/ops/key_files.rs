@@ -18,7 +18,8 @@ fn chmod(path: &Path, mode: u32) {
 fn both_refuse(config: &Path, state: &Path, said: &[&str]) {
     let env = [("ROBOTS_PROXY_STATE_DIR", state.to_str().unwrap())];
     let config = config.to_str().unwrap();
-    for args in [&["config", "check", "--config", config][..], &[SERVE, &["--config", config]].concat()]
+    for args in
+        [&["config", "check", "--config", config][..], &[SERVE, &["--config", config]].concat()]
     {
         let out = run(args, &env);
         let stderr = String::from_utf8_lossy(&out.stderr);

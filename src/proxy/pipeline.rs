@@ -121,7 +121,10 @@ async fn steps(
     // Built and signed now, after robots.txt and the pace: the key is the one that signs at
     // the moment the request leaves.
     let prepared = prepare(shared, live, facts, req, signing.as_ref());
-    let signed = prepared.as_ref().ok().and_then(|(_, keyid)| *keyid);
+    let signed = match &prepared {
+        ControlFlow::Continue((_, keyid)) => *keyid,
+        ControlFlow::Break(_) => None,
+    };
     // The allowed request's record (`audit.all_decisions`) is written once it is known to go,
     // naming the key that signed it: a usage or pacing refusal writes its own record instead,
     // so each request has one.
@@ -129,10 +132,7 @@ async fn steps(
         record.signature_keyid = signed.map(str::to_owned);
         shared.write_audit(*record).await;
     }
-    let upstream = match prepared {
-        Ok((upstream, _)) => upstream,
-        Err(answer) => return ControlFlow::Break(answer),
-    };
+    let (upstream, _) = prepared?;
     let resp = forward(shared, live, facts, upstream).await?;
     ControlFlow::Continue(check_response(shared, live, facts, &snapshot, usage, signed, resp).await)
 }
@@ -380,7 +380,7 @@ fn prepare<'s>(
     facts: &Facts,
     req: Request<Incoming>,
     signing: Option<&Signing<'s>>,
-) -> Result<(Request<Incoming>, Option<&'s str>), Response<ProxyBody>> {
+) -> ControlFlow<Response<ProxyBody>, (Request<Incoming>, Option<&'s str>)> {
     let authority = &facts.authority;
     let forwarded = forward::upstream_request(
         req,
@@ -393,7 +393,7 @@ fn prepare<'s>(
         Ok(r) => r,
         Err(e) => {
             shared.metrics.count(Decision::Allow, authority.scheme());
-            return Err(answer::text(
+            return ControlFlow::Break(answer::text(
                 StatusCode::BAD_REQUEST,
                 "http_request_error",
                 format!("400 Bad Request: cannot build the upstream request: {e}\n"),
@@ -401,12 +401,12 @@ fn prepare<'s>(
         }
     };
     // Signed last: nothing changes the request after this.
-    let Some(signing) = signing else { return Ok((upstream, None)) };
+    let Some(signing) = signing else { return ControlFlow::Continue((upstream, None)) };
     match sign(shared, signing, &mut upstream) {
-        Ok(keyid) => Ok((upstream, keyid)),
-        Err(refused) => {
+        ControlFlow::Continue(keyid) => ControlFlow::Continue((upstream, keyid)),
+        ControlFlow::Break(refused) => {
             shared.metrics.count(Decision::Allow, authority.scheme());
-            Err(refused)
+            ControlFlow::Break(refused)
         }
     }
 }
@@ -451,21 +451,24 @@ fn sign<'s>(
     shared: &Shared,
     signing: &Signing<'s>,
     upstream: &mut Request<Incoming>,
-) -> Result<Option<&'s str>, Response<ProxyBody>> {
+) -> ControlFlow<Response<ProxyBody>, Option<&'s str>> {
     // A clone shares the value's bytes; `upstream_request` set it to the authority.
     let host = upstream.headers().get(http::header::HOST).cloned();
     let signed = match host.as_ref().and_then(|h| h.to_str().ok()) {
         Some(authority) => signing.sign(authority, upstream.headers_mut(), shared.clock.now()),
         None => Err(crate::signing::SigningError::Fields("the request has no Host".into())),
     };
-    signed.map_err(|e| {
-        tracing::error!(error = %e, "cannot sign a request; it is not forwarded");
-        answer::text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "proxy_internal_error",
-            format!("500 Internal Server Error: cannot sign the request (signing): {e}\n"),
-        )
-    })
+    match signed {
+        Ok(keyid) => ControlFlow::Continue(keyid),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot sign a request; it is not forwarded");
+            ControlFlow::Break(answer::text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "proxy_internal_error",
+                format!("500 Internal Server Error: cannot sign the request (signing): {e}\n"),
+            ))
+        }
+    }
 }
 
 /// Step 7: the origin's response, counted as allowed, or withheld when its `Content-Usage`

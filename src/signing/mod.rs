@@ -253,6 +253,9 @@ impl Signer {
         }
         let by_user =
             who.user.and_then(|u| self.identities.iter().find(|i| i.user.as_deref() == Some(u)));
+        if let Some(identity) = by_user {
+            return Plan { signing: Some(Signing { signer: self, identity }), refused: None };
+        }
         let mut refused = None;
         let by_token = who.token.and_then(|t| {
             self.identities.iter().find_map(|i| match &i.token {
@@ -273,7 +276,7 @@ impl Signer {
                 .find(|i| i.token == Some(TokenPattern::Any))
                 .filter(|i| i.lends_to(who))
         };
-        let identity = by_user.or(by_token).or_else(any);
+        let identity = by_token.or_else(any);
         Plan { signing: identity.map(|identity| Signing { signer: self, identity }), refused }
     }
 
@@ -567,6 +570,9 @@ mod tests {
         assert_eq!(agent(intern), (any.clone(), Some("Bot".to_owned())));
         let tied = Requester { tied: Some(&bot), ..intern };
         assert_eq!(agent(tied), (bots, None));
+        // A user's own identity wins, and nothing was refused.
+        let team = Requester { user: Some("team"), ..intern };
+        assert_eq!(agent(team), (Some("\"https://team.example\"".to_owned()), None));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::HeaderMap;
 
 use robots_proxy::signing::keys::{KeyName, SigningKey};
-use robots_proxy::signing::{Signer, SigningSection};
+use robots_proxy::signing::{Requester, Signer, SigningSection};
 
 fn signer(dir: &std::path::Path) -> Signer {
     let name: KeyName = "bench".parse().unwrap();
@@ -32,10 +32,11 @@ fn bench(c: &mut Criterion) {
     let now = SystemTime::now();
     let empty = HeaderMap::new();
     let mut group = c.benchmark_group("signing");
-    group.bench_function("plan (choose identity and key)", |b| {
-        b.iter(|| signer.plan(Some("ExampleBot"), None, &empty, now).is_some())
+    let who = Requester { token: Some("ExampleBot"), ..Requester::default() };
+    group.bench_function("plan (choose the identity)", |b| {
+        b.iter(|| signer.plan(&who, &empty).signing.is_some())
     });
-    let plan = signer.plan(Some("ExampleBot"), None, &empty, now).unwrap();
+    let plan = signer.plan(&who, &empty).signing.unwrap();
     let mut headers = HeaderMap::new();
     headers.insert("host", "www.example.com".parse().unwrap());
     headers.insert("user-agent", "ExampleBot/1.0".parse().unwrap());

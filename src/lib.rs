@@ -36,6 +36,7 @@
 //! * [`units`]: units the configuration is written in (sizes).
 //! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
 //! * [`signing`]: Web Bot Auth signatures on forwarded requests, and the key directory.
+//! * [`owner_only`]: the mode check of private keys and of the directories that hold them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -55,6 +56,7 @@ pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
+pub mod owner_only;
 pub mod pacing;
 pub mod policy;
 pub mod preflight;

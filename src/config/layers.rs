@@ -292,6 +292,7 @@ pub(super) fn schema_sample() -> Config {
         config.signing.identities = vec![crate::signing::SigningIdentity {
             token: Some(crate::signing::TokenPattern::Any),
             user: Some(String::new()),
+            users: vec![String::new()],
             keys: vec![],
             agent,
         }];

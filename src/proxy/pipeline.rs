@@ -115,16 +115,25 @@ async fn steps(
 ) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
     let signing = plan_signing(shared, facts, &req);
     let snapshot = robots_txt(shared, live, memory, facts).await?;
-    let allowed = check_robots(shared, live, facts, &snapshot, started, signing.as_ref()).await?;
+    let allowed = check_robots(shared, live, facts, &snapshot, started).await?;
     let usage = check_usage(shared, live, facts, &snapshot).await?;
     let _permit = pace(shared, facts, &snapshot).await?;
-    // The allowed request's record (`audit.all_decisions`) is written once it is known to go:
-    // a usage or pacing refusal writes its own record instead, so each request has one.
-    if let Some(record) = allowed {
+    // Built and signed now, after robots.txt and the pace: the key is the one that signs at
+    // the moment the request leaves.
+    let prepared = prepare(shared, live, facts, req, signing.as_ref());
+    let signed = match &prepared {
+        ControlFlow::Continue((_, keyid)) => *keyid,
+        ControlFlow::Break(_) => None,
+    };
+    // The allowed request's record (`audit.all_decisions`) is written once it is known to go,
+    // naming the key that signed it: a usage or pacing refusal writes its own record instead,
+    // so each request has one.
+    if let Some(mut record) = allowed {
+        record.signature_keyid = signed.map(str::to_owned);
         shared.write_audit(*record).await;
     }
-    let resp = forward(shared, live, facts, req, signing.as_ref()).await?;
-    let signed = signing.as_ref().map(|s| s.keyid());
+    let (upstream, _) = prepared?;
+    let resp = forward(shared, live, facts, upstream).await?;
     ControlFlow::Continue(check_response(shared, live, facts, &snapshot, usage, signed, resp).await)
 }
 
@@ -147,16 +156,38 @@ fn read_facts(
     Facts::of(req, client, authority, readings, token)
 }
 
-/// Web Bot Auth: whom the request will be signed for, if anyone (it is signed last, in
-/// [`forward`]). Chosen before the decision, so that its audit record names the key.
+/// Web Bot Auth: whom the request will be signed for, if anyone (it is signed last, with the
+/// key of that moment, in [`prepare`]). With `access.users_file`, a token identity signs only
+/// for the users tied to its token or listed in its `users`: a request that names another
+/// crawler's token goes unsigned (or as `*`), never signed as that crawler, and is logged and
+/// counted (`robots_proxy_signing_refused_total`).
 fn plan_signing<'s>(
     shared: &'s Shared,
     facts: &Facts,
     req: &Request<Incoming>,
 ) -> Option<Signing<'s>> {
     let signer = shared.signer.as_deref()?;
-    let token = facts.token().map(|t| t.as_str());
-    signer.plan(token, facts.user_name(), req.headers(), shared.clock.now())
+    let who = crate::signing::Requester {
+        token: facts.token().map(|t| t.as_str()),
+        user: facts.user_name(),
+        tied: facts.user.as_ref().and_then(|u| u.token.as_ref()),
+        authenticated: shared.safety.authenticates(),
+    };
+    let plan = signer.plan(&who, req.headers());
+    if let Some(token) = plan.refused {
+        let n = shared.metrics.signing_refused();
+        let user = facts.user_name().unwrap_or("-");
+        if n <= 10 || n.is_multiple_of(1000) {
+            tracing::warn!(
+                client = %facts.client, user, token = token.as_str(), refused_so_far = n,
+                "not signed as {token}: the user is neither tied to that token in \
+                 access.users_file nor listed in the identity's users"
+            );
+        } else {
+            tracing::debug!(client = %facts.client, user, token = token.as_str(), "not signed");
+        }
+    }
+    plan.signing
 }
 
 /// Step 2: the robots.txt snapshot of the authority, from the connection's memory or the
@@ -240,15 +271,13 @@ async fn check_robots(
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     started: Instant,
-    signing: Option<&Signing<'_>>,
 ) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
     if shared.audit.all_decisions()
         || !live.policy.is_allowed(snapshot, facts.token(), &facts.readings)
     {
         // Boxed: the audit record and the explanation are big, and the allowed requests that
         // never come here should not carry room for them.
-        let deciding =
-            Box::pin(decide_and_audit(shared, &live.policy, facts, snapshot, started, signing));
+        let deciding = Box::pin(decide_and_audit(shared, &live.policy, facts, snapshot, started));
         return match deciding.await {
             Err(blocked) => ControlFlow::Break(blocked),
             Ok(record) => ControlFlow::Continue(Some(record)),
@@ -267,15 +296,14 @@ async fn decide_and_audit(
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     started: Instant,
-    signing: Option<&Signing<'_>>,
 ) -> Result<Box<AuditRecord>, Response<ProxyBody>> {
     let now = shared.clock.now();
     let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
     shared.metrics.decision_time(started);
     let status = (!decision.is_allowed()).then_some(403);
-    let mut record = facts.audit_record(&decision, now, status);
+    let record = facts.audit_record(&decision, now, status);
     if decision.is_allowed() {
-        record.signature_keyid = signing.map(|s| s.keyid().to_owned());
+        // `robots.signature.keyid` is set once the request is signed (`steps`).
         return Ok(Box::new(record));
     }
     let token = facts.token().map(|t| t.as_str());
@@ -343,16 +371,16 @@ async fn pace(
     }
 }
 
-/// Step 6: the request to the origin, and its response. Counted as allowed only once the
-/// origin's answer is known ([`check_response`]): it may still be refused (the guard at
-/// connect time) or withheld (usage preferences), and each request counts once.
-async fn forward(
-    shared: &Shared,
+/// Step 6, first half: the request to the origin, built and signed (the last change made to
+/// it), with the key id that signed it; or the proxy's own answer when it cannot be built
+/// (400) or signed (500).
+fn prepare<'s>(
+    shared: &'s Shared,
     live: &Live,
     facts: &Facts,
     req: Request<Incoming>,
-    signing: Option<&Signing<'_>>,
-) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
+    signing: Option<&Signing<'s>>,
+) -> ControlFlow<Response<ProxyBody>, (Request<Incoming>, Option<&'s str>)> {
     let authority = &facts.authority;
     let forwarded = forward::upstream_request(
         req,
@@ -373,12 +401,26 @@ async fn forward(
         }
     };
     // Signed last: nothing changes the request after this.
-    if let Some(signing) = signing {
-        if let Some(refused) = sign(shared, signing, &mut upstream) {
+    let Some(signing) = signing else { return ControlFlow::Continue((upstream, None)) };
+    match sign(shared, signing, &mut upstream) {
+        ControlFlow::Continue(keyid) => ControlFlow::Continue((upstream, keyid)),
+        ControlFlow::Break(refused) => {
             shared.metrics.count(Decision::Allow, authority.scheme());
-            return ControlFlow::Break(refused);
+            ControlFlow::Break(refused)
         }
     }
+}
+
+/// Step 6: the request to the origin, and its response. Counted as allowed only once the
+/// origin's answer is known ([`check_response`]): it may still be refused (the guard at
+/// connect time) or withheld (usage preferences), and each request counts once.
+async fn forward(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    upstream: Request<Incoming>,
+) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
+    let authority = &facts.authority;
     let resp = forward::send(
         &shared.client,
         authority,
@@ -402,26 +444,31 @@ async fn forward(
 }
 
 /// Signs the request about to be forwarded (`Host` is already the authority's, the last change
-/// made to it). A failure gives the proxy's own 500 to answer: a request meant to be signed
-/// never leaves unsigned.
-fn sign(
+/// made to it) with the key that signs now: its key id, or `None` when no key of the identity
+/// signs at this moment (it leaves unsigned). A failure gives the proxy's own 500 to answer: a
+/// request meant to be signed never leaves unsigned by accident.
+fn sign<'s>(
     shared: &Shared,
-    signing: &Signing<'_>,
+    signing: &Signing<'s>,
     upstream: &mut Request<Incoming>,
-) -> Option<Response<ProxyBody>> {
+) -> ControlFlow<Response<ProxyBody>, Option<&'s str>> {
     // A clone shares the value's bytes; `upstream_request` set it to the authority.
     let host = upstream.headers().get(http::header::HOST).cloned();
     let signed = match host.as_ref().and_then(|h| h.to_str().ok()) {
         Some(authority) => signing.sign(authority, upstream.headers_mut(), shared.clock.now()),
         None => Err(crate::signing::SigningError::Fields("the request has no Host".into())),
     };
-    let e = signed.err()?;
-    tracing::error!(error = %e, "cannot sign a request; it is not forwarded");
-    Some(answer::text(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "proxy_internal_error",
-        format!("500 Internal Server Error: cannot sign the request (signing): {e}\n"),
-    ))
+    match signed {
+        Ok(keyid) => ControlFlow::Continue(keyid),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot sign a request; it is not forwarded");
+            ControlFlow::Break(answer::text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "proxy_internal_error",
+                format!("500 Internal Server Error: cannot sign the request (signing): {e}\n"),
+            ))
+        }
+    }
 }
 
 /// Step 7: the origin's response, counted as allowed, or withheld when its `Content-Usage`

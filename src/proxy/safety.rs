@@ -70,6 +70,11 @@ impl Safety {
         self.gate.admit(stream, peer, slot, watch)
     }
 
+    /// Whether the proxy authenticates its users (`access.users_file`).
+    pub(super) fn authenticates(&self) -> bool {
+        self.auth.is_some()
+    }
+
     /// Whether `req` must still prove its user with `Proxy-Authorization`: a users file is
     /// configured and no verified client certificate named the user already.
     pub(super) fn requires_credentials<B>(&self, req: &Request<B>) -> bool {

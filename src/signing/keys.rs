@@ -3,8 +3,15 @@
 //! which is the `keyid` of every signature the key makes.
 //!
 //! Keys are made with *ring* (already linked through rustls) and written with mode 0600; an
-//! existing file is never overwritten. A key made elsewhere (`openssl genpkey -algorithm
+//! existing file is never overwritten. A key is written whole or not at all: into a hidden
+//! temporary file of the same directory (`.NAME.pem.…partial`, a name no key can have), synced,
+//! then linked in under its name, so a write that fails (a full disk, a killed process) never
+//! leaves a partial `NAME.pem` behind. A key made elsewhere (`openssl genpkey -algorithm
 //! ed25519`) loads too: PKCS#8 v1 and v2 are both read.
+//!
+//! A key must be its owner's alone, and so must its directory: a key file its group or others
+//! may read, or a keys directory they may write (and so replace a key with one they know), is
+//! refused with the `chmod` that fixes it ([`crate::owner_only`], the rule of the CA key too).
 
 use std::fmt;
 use std::io::Write;
@@ -51,6 +58,29 @@ pub enum KeyError {
         path: PathBuf,
         /// What *ring* said.
         reason: String,
+    },
+    /// The key file can be read or written by other users than its owner.
+    #[error(
+        "{path} has mode {mode:04o}: a signing key must be readable by its owner only \
+         (chmod 600 {path})"
+    )]
+    FileMode {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The keys directory can be written by other users than its owner, who could replace a
+    /// key in it.
+    #[error(
+        "{path} has mode {mode:04o}: the signing keys directory must not be writable by its \
+         group or others, who could replace a key in it (chmod go-w {path})"
+    )]
+    DirMode {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
     },
     /// The name cannot name a key file.
     #[error("{0}")]
@@ -151,20 +181,28 @@ impl fmt::Debug for SigningKey {
 
 impl SigningKey {
     /// Makes a new key and writes it to `path` (mode 0600, its directory created with mode
-    /// 0700). Refuses to overwrite an existing file.
+    /// 0700; an existing directory must not be writable by its group or others). Refuses to
+    /// overwrite an existing file.
     pub fn create(name: &KeyName, path: &Path) -> Result<SigningKey, KeyError> {
         let rng = ring::rand::SystemRandom::new();
         let document = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| KeyError::Random)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            create_private_dir(dir)?;
-        }
+        let dir = directory_of(path);
+        create_private_dir(dir)?;
+        check_dir(dir)?;
         let pem = pem_encode(document.as_ref());
-        write_new(path, pem.as_bytes())?;
+        write_new(dir, path, pem.as_bytes())?;
         Self::from_pkcs8(name, path, document.as_ref())
     }
 
-    /// Loads the key `name` from `path`.
+    /// Loads the key `name` from `path`: the file must be readable by its owner only, and its
+    /// directory writable by its owner only.
     pub fn load(name: &KeyName, path: &Path) -> Result<SigningKey, KeyError> {
+        check_dir(directory_of(path))?;
+        match crate::owner_only::too_open(path, crate::owner_only::KEY_FILE) {
+            Ok(None) => {}
+            Ok(Some(mode)) => return Err(KeyError::FileMode { path: path.to_owned(), mode }),
+            Err(source) => return Err(KeyError::Io { path: path.to_owned(), source }),
+        }
         let text =
             std::fs::read(path).map_err(|source| KeyError::Io { path: path.to_owned(), source })?;
         let der = PrivatePkcs8KeyDer::from_pem_slice(&text)
@@ -224,6 +262,11 @@ fn pem_encode(der: &[u8]) -> String {
     out
 }
 
+/// The directory `path` is in (`.` for a bare file name).
+fn directory_of(path: &Path) -> &Path {
+    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
 fn create_private_dir(dir: &Path) -> Result<(), KeyError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
@@ -233,18 +276,42 @@ fn create_private_dir(dir: &Path) -> Result<(), KeyError> {
         .map_err(|source| KeyError::Io { path: dir.to_owned(), source })
 }
 
-fn write_new(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file =
-        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(
-            |source| match source.kind() {
-                std::io::ErrorKind::AlreadyExists => KeyError::Exists(path.to_owned()),
-                _ => KeyError::Io { path: path.to_owned(), source },
-            },
-        )?;
+/// Refuses a keys directory its group or others may write.
+fn check_dir(dir: &Path) -> Result<(), KeyError> {
+    match crate::owner_only::too_open(dir, crate::owner_only::KEY_DIR) {
+        Ok(None) => Ok(()),
+        Ok(Some(mode)) => Err(KeyError::DirMode { path: dir.to_owned(), mode }),
+        Err(source) => Err(KeyError::Io { path: dir.to_owned(), source }),
+    }
+}
+
+/// Writes `bytes` to `path` in `dir` whole or not at all, never over an existing file: into a
+/// temporary file of `dir` (mode 0600), synced, linked in under its name (no replace), and the
+/// directory synced. On an error the temporary file is removed; if the process is killed
+/// meanwhile, what is left is a hidden `.NAME.pem.…partial` file that no key name can match.
+fn write_new(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
+    use std::os::unix::fs::PermissionsExt;
     let io = |source| KeyError::Io { path: path.to_owned(), source };
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)
+    if path.symlink_metadata().is_ok() {
+        return Err(KeyError::Exists(path.to_owned()));
+    }
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{file_name}."))
+        .suffix(".partial")
+        .permissions(std::fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(|source| KeyError::Io { path: dir.to_owned(), source })?;
+    temp.write_all(bytes).map_err(io)?;
+    temp.as_file().sync_all().map_err(io)?;
+    temp.persist_noclobber(path).map_err(|e| match e.error.kind() {
+        std::io::ErrorKind::AlreadyExists => KeyError::Exists(path.to_owned()),
+        _ => io(e.error),
+    })?;
+    // The new name is durable once the directory is.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| KeyError::Io { path: dir.to_owned(), source })
 }
 
 #[cfg(test)]

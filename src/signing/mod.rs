@@ -34,6 +34,7 @@ use base64ct::{Base64, Encoding};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::authority::Authority;
+use crate::robots::ProductToken;
 use keys::{KeyError, SigningKey};
 pub use section::{KeyEntry, SigningIdentity, SigningSection, TokenPattern};
 
@@ -76,6 +77,9 @@ pub enum SigningError {
     /// The time is before 1970 (a clock gone wrong).
     #[error("the clock is before 1970")]
     Clock,
+    /// None of the identity's keys signs at the time (`sign_from` / `sign_until`).
+    #[error("none of the identity's keys signs at this time")]
+    NoKeyNow,
 }
 
 /// A configured key with its windows.
@@ -88,6 +92,8 @@ struct Configured {
 struct Identity {
     token: Option<TokenPattern>,
     user: Option<String>,
+    /// The users a token identity signs for (`users`); empty: see [`Identity::lends_to`].
+    users: Vec<String>,
     /// Indexes into `Signer::keys`, by preference.
     keys: Vec<usize>,
     /// The whole `Signature-Agent` field: `sig1="https://…"`.
@@ -127,13 +133,61 @@ impl std::fmt::Debug for Signer {
     }
 }
 
-/// What [`Signer::plan`] chose for one request: the identity and the key that sign it.
+/// Who asks for a request to be signed: what [`Signer::plan`] chooses the identity from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Requester<'a> {
+    /// The request's product token (the tied user's, or what the client sent).
+    pub token: Option<&'a str>,
+    /// The authenticated proxy user, if any.
+    pub user: Option<&'a str>,
+    /// The product token the users file ties that user to, if any.
+    pub tied: Option<&'a ProductToken>,
+    /// Whether the proxy authenticates its users (`access.users_file`): a token identity then
+    /// signs only for the users tied to its token, or listed in its `users`.
+    pub authenticated: bool,
+}
+
+/// What [`Signer::plan`] decided for one request.
+#[derive(Clone, Copy, Default)]
+pub struct Plan<'a> {
+    /// The identity the request is signed for, if any.
+    pub signing: Option<Signing<'a>>,
+    /// The token of an identity the request named but whose signature its user may not have
+    /// (not tied to that token, nor listed in its `users`): never signed as that crawler.
+    pub refused: Option<&'a ProductToken>,
+}
+
+/// What [`Signer::plan`] chose for one request: the identity that signs it. The key is chosen
+/// when the request is signed ([`Signing::sign`]), after robots.txt and the pace, so that a
+/// key whose `sign_until` passed meanwhile is never used.
 #[derive(Clone, Copy)]
 pub struct Signing<'a> {
     signer: &'a Signer,
     identity: &'a Identity,
-    /// Position in `identity.keys`.
-    slot: usize,
+}
+
+impl Identity {
+    /// Whether this identity may sign for `who`. An identity with `users` signs only for the
+    /// users it lists (and, for a token, the users tied to it). Without, a token identity signs
+    /// for every request with its token when the proxy does not authenticate its users, and
+    /// only for the users tied to the token when it does; `*` and user identities for anyone
+    /// they match.
+    fn lends_to(&self, who: &Requester<'_>) -> bool {
+        let listed = who.user.is_some_and(|u| self.users.iter().any(|l| l == u));
+        let tied = match (&self.token, who.tied) {
+            (Some(TokenPattern::Token(t)), Some(tied)) => {
+                t.as_str().eq_ignore_ascii_case(tied.as_str())
+            }
+            _ => false,
+        };
+        if !self.users.is_empty() {
+            return listed || tied;
+        }
+        match &self.token {
+            Some(TokenPattern::Token(_)) if who.authenticated => tied,
+            _ => true,
+        }
+    }
 }
 
 impl Signer {
@@ -168,6 +222,7 @@ impl Signer {
             identities.push(Identity {
                 token: who.token.clone(),
                 user: who.user.clone(),
+                users: who.users.clone(),
                 cache: indexes.iter().map(|_| RwLock::default()).collect(),
                 keys: indexes,
                 agent_field,
@@ -185,36 +240,44 @@ impl Signer {
         }))
     }
 
-    /// Whom a request with `token` (its product token) from `user` (the authenticated user) is
-    /// signed for, with which key, at `now`; `None` when it is not signed: no identity matches,
-    /// none of its keys signs at `now`, or the client signed it already and
-    /// `signing.keep_client_signatures` is on. A user's identity wins over a token's, and a
-    /// token's over `*`.
-    pub fn plan(
-        &self,
-        token: Option<&str>,
-        user: Option<&str>,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Option<Signing<'_>> {
+    /// Whom the request of `who` is signed for, if anyone: nobody when no identity matches
+    /// or may sign for `who` ([`Plan::refused`] names a token identity it may not have), or
+    /// when the client signed it already and `signing.keep_client_signatures` is on. A user's
+    /// identity wins over a token's, and a token's over `*`; a token identity `who` may not
+    /// have leaves `*` (if it may sign for `who`). The key is chosen when signing.
+    pub fn plan(&self, who: &Requester<'_>, headers: &HeaderMap) -> Plan<'_> {
         if self.keep_client_signatures
             && (headers.contains_key(&SIGNATURE) || headers.contains_key(&SIGNATURE_INPUT))
         {
-            return None;
+            return Plan::default();
         }
         let by_user =
-            user.and_then(|u| self.identities.iter().find(|i| i.user.as_deref() == Some(u)));
-        let by_token = || {
-            let t = token?;
-            self.identities.iter().find(|i| match &i.token {
-                Some(TokenPattern::Token(p)) => p.as_str().eq_ignore_ascii_case(t),
-                _ => false,
+            who.user.and_then(|u| self.identities.iter().find(|i| i.user.as_deref() == Some(u)));
+        if let Some(identity) = by_user {
+            return Plan { signing: Some(Signing { signer: self, identity }), refused: None };
+        }
+        let mut refused = None;
+        let by_token = who.token.and_then(|t| {
+            self.identities.iter().find_map(|i| match &i.token {
+                Some(TokenPattern::Token(p)) if p.as_str().eq_ignore_ascii_case(t) => Some((i, p)),
+                _ => None,
             })
+        });
+        let by_token = by_token.and_then(|(identity, token)| {
+            let lends = identity.lends_to(who);
+            if !lends {
+                refused = Some(token);
+            }
+            lends.then_some(identity)
+        });
+        let any = || {
+            self.identities
+                .iter()
+                .find(|i| i.token == Some(TokenPattern::Any))
+                .filter(|i| i.lends_to(who))
         };
-        let any = || self.identities.iter().find(|i| i.token == Some(TokenPattern::Any));
-        let identity = by_user.or_else(by_token).or_else(any)?;
-        let slot = identity.keys.iter().position(|&k| self.keys[k].entry.signs_at(now))?;
-        Some(Signing { signer: self, identity, slot })
+        let identity = by_token.or_else(any);
+        Plan { signing: identity.map(|identity| Signing { signer: self, identity }), refused }
     }
 
     /// Every configured key, with whether it signs and whether it is published at `now`.
@@ -255,27 +318,32 @@ impl Signer {
     }
 }
 
-impl Signing<'_> {
-    fn key(&self) -> &SigningKey {
-        &self.signer.keys[self.identity.keys[self.slot]].key
+impl<'a> Signing<'a> {
+    /// The position in `identity.keys` of the first key that signs at `now`.
+    fn slot_at(&self, now: SystemTime) -> Option<usize> {
+        let keys = &self.signer.keys;
+        self.identity.keys.iter().position(|&k| keys[k].entry.signs_at(now))
     }
 
-    /// The key id the request is signed with.
-    pub fn keyid(&self) -> &str {
-        self.key().keyid()
+    fn key(&self, slot: usize) -> &'a SigningKey {
+        &self.signer.keys[self.identity.keys[slot]].key
     }
 
     /// Signs the request to `authority` (exactly its `Host` / `:authority`) whose header
-    /// fields are `headers`: sets `Signature-Agent`, `Signature-Input` and `Signature`,
-    /// replacing any the client sent. Call it last, after every other change to the request.
+    /// fields are `headers`, with the first of the identity's keys that signs at `now`: sets
+    /// `Signature-Agent`, `Signature-Input` and `Signature`, replacing any the client sent,
+    /// and answers the key id. `Ok(None)`, and `headers` unchanged, when none of its keys
+    /// signs at `now`. Call it last, after every other change to the request, just before
+    /// it leaves.
     pub fn sign(
         &self,
         authority: &str,
         headers: &mut HeaderMap,
         now: SystemTime,
-    ) -> Result<(), SigningError> {
+    ) -> Result<Option<&'a str>, SigningError> {
+        let Some(slot) = self.slot_at(now) else { return Ok(None) };
         let created = self.signer.window(now)?;
-        let cache = &self.identity.cache[self.slot];
+        let cache = &self.identity.cache[slot];
         let hit = cache
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -285,7 +353,7 @@ impl Signing<'_> {
         let cached = match hit {
             Some(c) => c,
             None => {
-                let made = self.make(authority, created)?;
+                let made = self.make(slot, authority, created)?;
                 let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
                 if map.len() >= CACHE_LIMIT {
                     map.retain(|_, c| c.created == created);
@@ -302,15 +370,16 @@ impl Signing<'_> {
         headers.insert(SIGNATURE_AGENT.clone(), self.identity.agent_field.clone());
         headers.insert(SIGNATURE_INPUT.clone(), cached.input);
         headers.insert(SIGNATURE.clone(), cached.signature);
-        Ok(())
+        Ok(Some(self.key(slot).keyid()))
     }
 
     /// Makes the signature fields for `authority` and `created`, without the cache.
-    fn make(&self, authority: &str, created: u64) -> Result<Cached, SigningError> {
+    fn make(&self, slot: usize, authority: &str, created: u64) -> Result<Cached, SigningError> {
+        let key = self.key(slot);
         let expires = created + self.signer.lifetime;
-        let params = request_params(created, expires, self.keyid())?;
+        let params = request_params(created, expires, key.keyid())?;
         let base = request_base(authority, &self.identity.agent_value, &params);
-        let signature = self.key().sign(base.as_bytes());
+        let signature = key.sign(base.as_bytes());
         let field = |text: String| {
             HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
                 .map_err(|e| SigningError::Fields(e.to_string()))
@@ -325,7 +394,8 @@ impl Signing<'_> {
     /// Signs afresh, bypassing the cache: what a request would cost without it (benchmarks).
     #[doc(hidden)]
     pub fn sign_uncached(&self, authority: &str, now: SystemTime) -> Result<(), SigningError> {
-        self.make(authority, self.signer.window(now)?).map(drop)
+        let slot = self.slot_at(now).ok_or(SigningError::NoKeyNow)?;
+        self.make(slot, authority, self.signer.window(now)?).map(drop)
     }
 }
 
@@ -440,8 +510,13 @@ mod tests {
         humantime::parse_rfc3339(t).unwrap()
     }
 
-    fn name_of(signing: &Signing<'_>) -> String {
-        signing.key().name().to_string()
+    /// The name of the key `signing` signs with at `now`, if any.
+    fn name_at(signing: &Signing<'_>, now: SystemTime) -> Option<String> {
+        signing.slot_at(now).map(|slot| signing.key(slot).name().to_string())
+    }
+
+    fn asking<'a>(token: Option<&'a str>, user: Option<&'a str>) -> Requester<'a> {
+        Requester { token, user, ..Requester::default() }
     }
 
     #[test]
@@ -449,23 +524,88 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let signer = rotating(dir.path());
         let none = HeaderMap::new();
-        let bot = |t| signer.plan(Some("bot"), None, &none, at(t)).map(|s| name_of(&s));
-        assert_eq!(bot("2026-12-31T23:59:59Z").as_deref(), Some("old"));
-        assert_eq!(bot("2027-01-01T00:00:00Z").as_deref(), Some("new"));
+        let plan = |token, user| signer.plan(&asking(token, user), &none).signing;
+        // The key is chosen when signing: the same plan signs with `old` before T, `new` after.
+        let bot = plan(Some("bot"), None).unwrap();
+        assert_eq!(name_at(&bot, at("2026-12-31T23:59:59Z")).as_deref(), Some("old"));
+        assert_eq!(name_at(&bot, at("2027-01-01T00:00:00Z")).as_deref(), Some("new"));
         let listed = |t| signer.published(at(t)).map(|k| k.name().to_string()).collect::<Vec<_>>();
         assert_eq!(listed("2027-01-01T00:30:00Z"), ["old", "new", "any"], "retired, still listed");
         assert_eq!(listed("2027-01-01T01:00:00Z"), ["new", "any"]);
         // The user's identity wins over the token's, the token's over "*"; the team's only key
         // does not sign yet before T: not signed at all.
-        let team = |t| signer.plan(Some("Bot"), Some("team"), &none, at(t)).map(|s| name_of(&s));
-        assert_eq!(team("2027-06-01T00:00:00Z").as_deref(), Some("new"));
-        assert_eq!(team("2026-06-01T00:00:00Z"), None);
-        let other = signer.plan(Some("Other"), None, &none, at("2027-06-01T00:00:00Z"));
-        assert_eq!(other.map(|s| name_of(&s)).as_deref(), Some("any"));
+        let team = plan(Some("Bot"), Some("team")).unwrap();
+        assert_eq!(name_at(&team, at("2027-06-01T00:00:00Z")).as_deref(), Some("new"));
+        assert_eq!(name_at(&team, at("2026-06-01T00:00:00Z")), None);
+        let mut headers = HeaderMap::new();
+        assert_eq!(team.sign("a.example", &mut headers, at("2026-06-01T00:00:00Z")).unwrap(), None);
+        assert!(headers.is_empty(), "no key signs: nothing is set");
+        let other = plan(Some("Other"), None).unwrap();
+        assert_eq!(name_at(&other, at("2027-06-01T00:00:00Z")).as_deref(), Some("any"));
         // A request the client signed is left alone (keep_client_signatures).
         let mut signed = HeaderMap::new();
         signed.insert(&SIGNATURE_INPUT, HeaderValue::from_static("sig1=()"));
-        assert!(signer.plan(Some("Bot"), None, &signed, at("2027-06-01T00:00:00Z")).is_none());
+        assert!(signer.plan(&asking(Some("Bot"), None), &signed).signing.is_none());
+    }
+
+    #[test]
+    fn with_a_users_file_a_token_identity_signs_only_for_its_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = rotating(dir.path());
+        let none = HeaderMap::new();
+        let bot: ProductToken = ProductToken::new("Bot").unwrap();
+        let agent = |who: Requester<'_>| {
+            let plan = signer.plan(&who, &none);
+            let agent = plan.signing.map(|s| s.identity.agent_value.clone());
+            (agent, plan.refused.map(|t| t.as_str().to_owned()))
+        };
+        let (bots, any) = (
+            Some("\"https://bots.example\"".to_owned()),
+            Some("\"https://any.example\"".to_owned()),
+        );
+        // No users file: the token is enough.
+        assert_eq!(agent(asking(Some("Bot"), Some("intern"))), (bots.clone(), None));
+        // A users file: the intern, not tied to Bot, gets `*`'s signature, never Bot's.
+        let intern = Requester { authenticated: true, ..asking(Some("Bot"), Some("intern")) };
+        assert_eq!(agent(intern), (any.clone(), Some("Bot".to_owned())));
+        let tied = Requester { tied: Some(&bot), ..intern };
+        assert_eq!(agent(tied), (bots, None));
+        // A user's own identity wins, and nothing was refused.
+        let team = Requester { user: Some("team"), ..intern };
+        assert_eq!(agent(team), (Some("\"https://team.example\"".to_owned()), None));
+    }
+
+    #[test]
+    fn an_identity_with_users_signs_for_them_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let name: keys::KeyName = "k".parse().unwrap();
+        SigningKey::create(&name, &name.file_in(dir.path())).unwrap();
+        let section: SigningSection = toml::from_str(&format!(
+            r#"
+            keys_dir = "{}"
+            keys = [{{ name = "k" }}]
+            identities = [
+              {{ token = "Bot", users = ["crawl"], keys = ["k"], agent = "https://bots.example" }},
+              {{ token = "*", users = ["ops"], keys = ["k"], agent = "https://any.example" }},
+            ]
+            "#,
+            dir.path().display()
+        ))
+        .unwrap();
+        assert!(section.check().is_empty(), "{:?}", section.check());
+        let signer = Signer::new(&section, Path::new("/")).unwrap().unwrap();
+        let none = HeaderMap::new();
+        let signs = |token, user, authenticated| {
+            let who = Requester { authenticated, ..asking(token, user) };
+            signer.plan(&who, &none).signing.map(|s| s.identity.agent_value.clone())
+        };
+        for authenticated in [false, true] {
+            assert!(signs(Some("Bot"), Some("crawl"), authenticated).unwrap().contains("bots"));
+            assert_eq!(signs(Some("Bot"), Some("other"), authenticated), None);
+            assert_eq!(signs(Some("Bot"), None, authenticated), None);
+            assert!(signs(Some("X"), Some("ops"), authenticated).unwrap().contains("any"));
+            assert_eq!(signs(Some("X"), Some("crawl"), authenticated), None);
+        }
     }
 
     #[test]
@@ -473,10 +613,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let signer = rotating(dir.path());
         let t = at("2027-06-01T00:00:01Z");
-        let plan = signer.plan(Some("Bot"), None, &HeaderMap::new(), t).unwrap();
+        let plan = signer.plan(&asking(Some("Bot"), None), &HeaderMap::new()).signing.unwrap();
         let fields = |authority: &str, now: SystemTime| {
             let mut headers = HeaderMap::new();
-            plan.sign(authority, &mut headers, now).unwrap();
+            plan.sign(authority, &mut headers, now).unwrap().unwrap();
             (headers[&SIGNATURE_INPUT].clone(), headers[&SIGNATURE].clone())
         };
         let first = fields("a.example", t);

@@ -99,6 +99,11 @@ pub struct SigningIdentity {
     /// Or the authenticated proxy user (`access.users_file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// With `token`: the authenticated users this identity signs for (with the users the users
+    /// file ties to its token). Empty: with `access.users_file`, only the users tied to the
+    /// token; without, every request with the token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<String>,
     /// Names of `signing.keys`, by preference: the first that signs at the time is used.
     pub keys: Vec<KeyName>,
     /// The `Signature-Agent`: where the organisation publishes its key directory.
@@ -280,6 +285,18 @@ impl SigningSection {
                     format!("{}: its token or user is listed twice", entry()),
                 ));
             }
+            if !who.users.is_empty() && (who.user.is_some() || who.token.is_none()) {
+                bad.push((
+                    "signing.identities",
+                    format!("{}: users goes with token (a user entry names its user)", entry()),
+                ));
+            }
+            if who.users.iter().any(|u| u.is_empty() || u.contains(':')) {
+                bad.push((
+                    "signing.identities",
+                    format!("{}: users: a user name is not empty and has no ':'", entry()),
+                ));
+            }
             if who.keys.is_empty() {
                 bad.push(("signing.identities", format!("{}: keys is empty", entry())));
             }
@@ -339,12 +356,14 @@ mod tests {
                 SigningIdentity {
                     token: Some("Bot".parse().unwrap()),
                     user: None,
+                    users: vec![],
                     keys: vec!["a".parse().unwrap(), "missing".parse().unwrap()],
                     agent: "https://bots.example.com".parse().unwrap(),
                 },
                 SigningIdentity {
                     token: Some("bot".parse().unwrap()),
                     user: Some("team".into()),
+                    users: vec!["a:b".into()],
                     keys: vec![],
                     agent: "https://bots.example.com".parse().unwrap(),
                 },
@@ -359,6 +378,8 @@ mod tests {
             "publish_until",
             "key missing is not listed",
             "exactly one of token or user",
+            "users goes with token",
+            "has no ':'",
             "keys is empty",
         ] {
             assert!(text.contains(needle), "{needle}: {text}");

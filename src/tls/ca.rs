@@ -165,14 +165,11 @@ pub struct CertificateAuthority {
 /// Refuses a CA key that the file's group or others may read or write (as SSH refuses a
 /// private key that others can read). A key `ca init` or `serve` made has mode 0600.
 fn check_key_mode(path: &Path) -> Result<(), CaError> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta =
-        fs::metadata(path).map_err(|source| CaError::Io { path: path.to_owned(), source })?;
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(CaError::KeyMode { path: path.to_owned(), mode });
+    match crate::owner_only::too_open(path, crate::owner_only::KEY_FILE) {
+        Ok(None) => Ok(()),
+        Ok(Some(mode)) => Err(CaError::KeyMode { path: path.to_owned(), mode }),
+        Err(source) => Err(CaError::Io { path: path.to_owned(), source }),
     }
-    Ok(())
 }
 
 impl CertificateAuthority {

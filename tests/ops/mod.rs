@@ -9,6 +9,7 @@ mod binary;
 mod case_folding;
 mod docs;
 mod input;
+mod key_files;
 mod own_listeners;
 mod page;
 mod preflight;

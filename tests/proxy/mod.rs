@@ -21,6 +21,7 @@ mod readings_model;
 mod regression;
 mod restart;
 mod signing;
+mod signing_choice;
 mod streaming;
 mod tls_listener;
 mod usage;

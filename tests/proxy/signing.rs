@@ -22,13 +22,13 @@ use robots_proxy::signing::{directory, Signer};
 use super::support::{Origin, TestProxy};
 use super::tls_support::{connect, h2_over, tls_over, HttpsProxy, TlsOrigin, H1};
 
-const AGENT: &str = "https://bots.example.com";
-const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+pub(super) const AGENT: &str = "https://bots.example.com";
+pub(super) const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
 /// A message as an origin received it, for the `web-bot-auth` verifier.
-struct Received {
-    authority: String,
-    headers: HeaderMap,
+pub(super) struct Received {
+    pub(super) authority: String,
+    pub(super) headers: HeaderMap,
 }
 
 impl SignedMessage for Received {
@@ -67,7 +67,7 @@ impl SignedMessage for Received {
 /// What the `web-bot-auth` crate says of a received request: `Ok` when the signature verifies
 /// with `keys` and has not expired (its newer versions refuse expired signatures in `verify`;
 /// 0.7 reports expiry as an advisory, checked here the same way).
-fn verify(received: &Received, keys: &KeyRing) -> Result<(), String> {
+pub(super) fn verify(received: &Received, keys: &KeyRing) -> Result<(), String> {
     let verifier = WebBotAuthVerifier::parse(received).map_err(|e| format!("parse: {e}"))?;
     let advisory = verifier.get_parsed_label().base.parameters.details.possibly_insecure(|_| false);
     if advisory.is_expired.unwrap_or(true) {
@@ -77,7 +77,7 @@ fn verify(received: &Received, keys: &KeyRing) -> Result<(), String> {
 }
 
 /// Makes the key `name` in `dir` and gives its key id.
-fn make_key(dir: &Path, name: &str) -> String {
+pub(super) fn make_key(dir: &Path, name: &str) -> String {
     let name: KeyName = name.parse().unwrap();
     SigningKey::create(&name, &name.file_in(dir)).unwrap().keyid().to_owned()
 }
@@ -93,7 +93,7 @@ fn signing(config: &mut Config, dir: &Path) {
 }
 
 /// One table entry, parsed as the configuration file is.
-fn toml_entry<T: serde::de::DeserializeOwned>(inline: &str) -> T {
+pub(super) fn toml_entry<T: serde::de::DeserializeOwned>(inline: &str) -> T {
     #[derive(serde::Deserialize)]
     struct Wrap<T> {
         v: T,
@@ -104,7 +104,7 @@ fn toml_entry<T: serde::de::DeserializeOwned>(inline: &str) -> T {
 /// Serves the proxy's key directory on 127.0.0.1 and fetches it: the keys it lists, after
 /// checking with `web-bot-auth` that every one of them signed the response for the
 /// authority it was asked for (its agent's).
-async fn directory_keys(signer: Arc<Signer>) -> (KeyRing, JSONWebKeySet) {
+pub(super) async fn directory_keys(signer: Arc<Signer>) -> (KeyRing, JSONWebKeySet) {
     directory_keys_for(signer, "bots.example.com").await
 }
 
@@ -161,7 +161,7 @@ async fn directory_keys_for(signer: Arc<Signer>, host: &str) -> (KeyRing, JSONWe
     (ring, jwks)
 }
 
-fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(super) fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).map(|v| v.to_str().unwrap().to_owned())
 }
 

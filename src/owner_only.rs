@@ -1,0 +1,47 @@
+//! Private keys, and the directories that hold them, must be their owner's alone: the mode
+//! check shared by the interception CA's key ([`crate::tls::ca`]) and the Web Bot Auth signing
+//! keys ([`crate::signing::keys`]). A file others may read gives the key away; a directory
+//! others may write lets them replace a key (unlink, then create) with one they know.
+
+use std::path::Path;
+
+/// The bits a private key file must not have: any permission for its group or others (as SSH
+/// refuses a private key that others can read).
+pub const KEY_FILE: u32 = 0o077;
+
+/// The bits a directory of private keys must not have: write permission for its group or
+/// others.
+pub const KEY_DIR: u32 = 0o022;
+
+/// The permission bits of `path` (symbolic links followed) when any of `forbidden` is among
+/// them; `None` when none is.
+pub fn too_open(path: &Path, forbidden: u32) -> std::io::Result<Option<u32>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o7777;
+    Ok((mode & forbidden != 0).then_some(mode))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_forbidden_bits_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k");
+        std::fs::write(&file, "x").unwrap();
+        for (mode, file_bad, dir_bad) in [
+            (0o600, false, false),
+            (0o400, false, false),
+            (0o640, true, false),
+            (0o620, true, true),
+        ] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(too_open(&file, KEY_FILE).unwrap().is_some(), file_bad, "{mode:o}");
+            assert_eq!(too_open(&file, KEY_DIR).unwrap().is_some(), dir_bad, "{mode:o}");
+        }
+        assert_eq!(too_open(&file, KEY_DIR).unwrap(), Some(0o620));
+        assert!(too_open(&dir.path().join("missing"), KEY_FILE).is_err());
+    }
+}

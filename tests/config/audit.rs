@@ -184,7 +184,9 @@ async fn reopen_after_rename_loses_nothing() {
     }
     log.flush().await.unwrap();
     std::fs::rename(&path, &rotated).unwrap();
-    // Queued after the rename but before reopen: still the old file (it is what is open).
+    // Queued after the rename but before reopen: the writer sees that the path leads to no
+    // file, and writes them to a new one there (records never go to a file that was moved
+    // or deleted without a reopen).
     for n in 10..15 {
         log.record(record(0, n)).await.unwrap();
     }
@@ -197,9 +199,10 @@ async fn reopen_after_rename_loses_nothing() {
     let old: Vec<String> = lines(&rotated).iter().map(url).collect();
     let new: Vec<String> = lines(&path).iter().map(url).collect();
     let want = |r: std::ops::Range<usize>| -> Vec<String> { r.map(|n| url_of(0, n)).collect() };
-    assert_eq!(old, want(0..15));
-    assert_eq!(new, want(15..22));
+    assert_eq!(old, want(0..10));
+    assert_eq!(new, want(10..22));
     assert_eq!(log.stats().records_written, 22);
+    assert_eq!(log.stats().file_replaced, 1);
 }
 
 fn url_of(task: usize, n: usize) -> String {
@@ -414,22 +417,45 @@ async fn reconfigure_changes_all_decisions_while_running() {
     assert!(matches!(log.reconfigure(&on).await, Err(AuditError::Closed)));
 }
 
+/// Polls `check_writable` (each failed check asks the writer to open the path) until it
+/// passes, for up to 5 s.
+async fn writable_soon(log: &AuditLog) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let Err(e) = log.check_writable().await {
+        assert!(tokio::time::Instant::now() < deadline, "still not writable: {e}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_writable_names_an_unopenable_path_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let log = AuditLog::open(path.clone(), settings(FsyncPolicy::Never)).unwrap();
     log.check_writable().await.unwrap();
-    // Rotated away: the check creates the file again.
+    // Rotated away without a reopen: the check says so, and the writer creates the file again.
     std::fs::rename(&path, dir.path().join("audit.jsonl.1")).unwrap();
-    log.check_writable().await.unwrap();
+    let e = log.check_writable().await.unwrap_err();
+    assert!(matches!(e, AuditError::NotOpen { .. }), "{e}");
+    writable_soon(&log).await;
     assert!(path.exists());
+    assert_eq!(log.stats().file_replaced, 1);
     std::fs::remove_file(&path).unwrap();
     std::fs::create_dir(&path).unwrap();
     let e = log.check_writable().await.unwrap_err();
     assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    // The writer cannot open a directory: the next checks say why.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let e = log.check_writable().await.unwrap_err();
+        if e.to_string().contains("directory") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{e}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     std::fs::remove_dir(&path).unwrap();
-    log.check_writable().await.unwrap();
+    writable_soon(&log).await;
     log.close().await.unwrap();
     assert!(matches!(log.check_writable().await, Err(AuditError::Closed)));
 }

@@ -65,6 +65,10 @@ pub const MAX_BATCH: usize = 1024;
 /// written and synced before giving up waiting (the record stays queued).
 pub const SYNC_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a readiness check waits for the writer to open the path again, when the path does
+/// not lead to the file being written.
+const VERIFY_WAIT: Duration = Duration::from_millis(500);
+
 /// What the proxy did with a request: the record's `event.action`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -524,8 +528,9 @@ enum Command {
     Record(Vec<u8>, Option<Reply>),
     Flush(Reply),
     Reopen(Reply),
-    /// Make sure the path leads to the open file, and open it if not (for a readiness check).
-    Verify,
+    /// Make sure the path leads to the open file, and open it if not (for a readiness check,
+    /// answered when done).
+    Verify(oneshot::Sender<()>),
     Close(Reply),
     /// New `fsync` and `fsync_interval`.
     Configure(FsyncPolicy, Duration),
@@ -582,7 +587,8 @@ impl AuditLog {
     /// Whether records are being written, for a readiness check: the writer is running, no
     /// record has been lost since the last one written, and the path leads to the file the
     /// writer has open. When it does not (the file was deleted or moved away without a reopen,
-    /// or an open failed), the writer is asked to open the path, and the next check tells.
+    /// or an open failed), the writer is asked to open the path, and the check waits for that
+    /// (up to half a second) and looks again.
     ///
     /// After lost records, only a record written makes the check pass again: on a full disk
     /// the file opens, and the next write fails all the same.
@@ -595,20 +601,38 @@ impl AuditLog {
         if counters.losing.load(Ordering::Relaxed) {
             return Err(AuditError::Losing { path, cause: counters.last_error() });
         }
+        let mut cause = self.file_at_path().await?;
+        if cause.is_some() {
+            // Ask the writer to open the path, and look again once it has. With a full queue
+            // the writer is busy, and checks the path before its next batch anyway.
+            let (done, opened) = oneshot::channel();
+            if self.shared.tx.try_send(Command::Verify(done)).is_ok()
+                && tokio::time::timeout(VERIFY_WAIT, opened).await.is_ok_and(|r| r.is_ok())
+            {
+                cause = self.file_at_path().await?;
+            }
+        }
+        match cause {
+            None => Ok(()),
+            Some(cause) => Err(AuditError::NotOpen { path, cause }),
+        }
+    }
+
+    /// Whether the path leads to the file the writer has open: `None` if so, else what was
+    /// found.
+    async fn file_at_path(&self) -> Result<Option<String>, AuditError> {
+        let counters = &self.shared.counters;
         let open = counters.open();
-        let probe = path.clone();
+        let probe = self.shared.path.clone();
         let now = tokio::task::spawn_blocking(move || writer::path_id(&probe))
             .await
             .map_err(|_| AuditError::Closed)?;
-        let cause = match (open, now) {
-            (Some(open), Ok(now)) if open == now => return Ok(()),
-            (None, _) => format!("no file open ({})", counters.last_error()),
-            (Some(_), Ok(_)) => "the path leads to another file".to_owned(),
-            (Some(_), Err(e)) => e.to_string(),
-        };
-        // Full queue: the writer is busy, and checks the path before its next batch anyway.
-        let _ = self.shared.tx.try_send(Command::Verify);
-        Err(AuditError::NotOpen { path, cause })
+        Ok(match (open, now) {
+            (Some(open), Ok(now)) if open == now => None,
+            (None, _) => Some(format!("no file open ({})", counters.last_error())),
+            (Some(_), Ok(_)) => Some("the path leads to another file".to_owned()),
+            (Some(_), Err(e)) => Some(e.to_string()),
+        })
     }
 
     /// The file written to.

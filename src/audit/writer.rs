@@ -351,9 +351,10 @@ impl Writer {
                 let result = self.reopen().await;
                 let _ = reply.send(result);
             }
-            Command::Verify => {
+            Command::Verify(done) => {
                 self.write_pending(false).await;
                 self.verify().await;
+                let _ = done.send(());
             }
             Command::Configure(fsync, interval) => {
                 self.fsync = fsync;

@@ -481,6 +481,13 @@ impl Collector for ScrapeTime {
             "Failed opens, writes and syncs of the audit log.",
             audit.write_errors,
         )?;
+        Self::counter(
+            &mut encoder,
+            "audit_file_replaced",
+            "Times the audit log's path was found to lead to another file than the one being \
+             written (deleted, or moved away without SIGHUP), and was opened again.",
+            audit.file_replaced,
+        )?;
         if let Some(fleet) = &self.fleet {
             let up = ConstGauge::new(i64::from(fleet.is_up()));
             up.encode(encoder.encode_descriptor(

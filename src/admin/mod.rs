@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `GET /metrics` | Prometheus / OpenMetrics text ([`crate::metrics`]) |
 //! | `GET /healthz` | `200 ok` while the process runs |
-//! | `GET /readyz` | `200` when the proxy accepts connections and the audit log is writable, else `503`, JSON saying which |
+//! | `GET /readyz` | `200` when the proxy accepts connections and audit records are being written (none lost since the last one written), else `503`, JSON saying which |
 //! | `GET /robots?url=URL&agent=TOKEN` | the decision for `URL` now, and the cached robots.txt state of its authority, JSON (fetches robots.txt if needed) |
 //! | `POST /cache/purge?authority=A` | drops the cached robots.txt of `A` (`http://host:port`, or a bare `host[:port]` for both schemes) |
 //! | `POST /cache/purge-all` | drops every cached robots.txt |

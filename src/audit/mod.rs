@@ -16,19 +16,28 @@
 //! * `never`: the kernel writes the data back when it likes;
 //! * `interval`: at most once per `audit.fsync_interval`, and within one interval of the last
 //!   write even when no more records arrive;
-//! * `always`: after every batch, before the next one is taken.
+//! * `always`: after every batch, before the next one is taken; and [`AuditLog::record`]
+//!   returns only once its record is written and synced (or after [`SYNC_WAIT`]), so the
+//!   answer to a request is not sent before its record is on disk.
 //!
 //! The file I/O runs on tokio's blocking pool, so a slow `fsync` does not stall the runtime.
+//! Before each batch the writer checks that the path still leads to the file it has open
+//! (device and inode): a file deleted, or renamed and replaced, without a reopen is followed
+//! to the path, so records never go to a file nobody can read. Opening the file syncs its
+//! directory, so that a new name survives a power failure as the records synced into it do.
 //!
 //! # Failures
 //!
 //! A write error is logged (`tracing::error`, once per episode, with a `warn` on recovery) and
-//! counted in [`AuditStats`]; the batch it hit is counted as lost, the file is closed, and the
-//! next batch reopens the path before writing. The next [`AuditLog::flush`] returns the error.
+//! counted in [`AuditStats`]; the records of the batch that did not reach the file whole are
+//! counted as lost (each record once, as written or as lost), the file is closed, and the next
+//! batch reopens the path before writing. The next [`AuditLog::flush`] returns the error.
 //! Opening the file first checks that it ends with a newline and adds one if not, so a line cut
 //! short by a crash or a failed write never runs into the next record.
+//!
+//! From a lost record until a record is written again, [`AuditLog::check_writable`] (the
+//! readiness check) fails: opening the file again proves nothing on a full disk.
 
-use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,6 +60,14 @@ pub const EVENT_DATASET: &str = "robots_proxy.audit";
 
 /// Most records written as one batch before the writer checks for control requests again.
 pub const MAX_BATCH: usize = 1024;
+
+/// With `audit.fsync = "always"`, how long [`AuditLog::record`] waits for its record to be
+/// written and synced before giving up waiting (the record stays queued).
+pub const SYNC_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a readiness check waits for the writer to open the path again, when the path does
+/// not lead to the file being written.
+const VERIFY_WAIT: Duration = Duration::from_millis(500);
 
 /// What the proxy did with a request: the record's `event.action`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -397,6 +414,32 @@ pub enum AuditError {
     /// The writer has stopped ([`AuditLog::close`] was called, or the task died).
     #[error("the audit writer has stopped")]
     Closed,
+    /// Records have been lost since the last record written (a readiness check's answer).
+    #[error("audit records are being lost: the last write to {path} failed ({cause}); writable again once a record is written")]
+    Losing {
+        /// The file.
+        path: PathBuf,
+        /// The last error.
+        cause: String,
+    },
+    /// The path does not lead to the file the writer has open, or no file is open (a
+    /// readiness check's answer; the writer is asked to open the path).
+    #[error("audit log {path} is not the file being written: {cause}")]
+    NotOpen {
+        /// The file.
+        path: PathBuf,
+        /// What was found.
+        cause: String,
+    },
+    /// With `audit.fsync = "always"`, the record was not confirmed written and synced within
+    /// [`SYNC_WAIT`]; it is still queued.
+    #[error("audit record not yet synced to {path} after {waited:?}")]
+    Unconfirmed {
+        /// The file.
+        path: PathBuf,
+        /// How long the caller waited.
+        waited: Duration,
+    },
 }
 
 /// Counters of the writer's work since [`AuditLog::open`].
@@ -410,6 +453,9 @@ pub struct AuditStats {
     pub write_errors: u64,
     /// Successful fsyncs.
     pub syncs: u64,
+    /// Times the path was found not to lead to the open file any more (deleted, or renamed
+    /// and replaced, without a reopen), and was opened again.
+    pub file_replaced: u64,
 }
 
 #[derive(Debug, Default)]
@@ -418,8 +464,32 @@ struct Counters {
     records_lost: AtomicU64,
     write_errors: AtomicU64,
     syncs: AtomicU64,
-    /// In an episode of write errors (set with the first, cleared when a write succeeds).
-    failing: AtomicBool,
+    file_replaced: AtomicU64,
+    /// Records have been lost (or a sync failed) since the last record written.
+    losing: AtomicBool,
+    /// The file the writer has open (`None`: none).
+    open: Mutex<Option<writer::FileId>>,
+    /// The last write or open error, for the readiness check.
+    last_error: Mutex<Option<String>>,
+}
+
+impl Counters {
+    fn set_open(&self, id: Option<writer::FileId>) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = id;
+    }
+
+    fn open(&self) -> Option<writer::FileId> {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_last_error(&self, error: &io::Error) {
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error.to_string());
+    }
+
+    fn last_error(&self) -> String {
+        let last = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
+        last.clone().unwrap_or_else(|| "unknown error".to_owned())
+    }
 }
 
 /// A handle to the audit writer. Cheap to clone; the writer stops when [`AuditLog::close`] is
@@ -434,6 +504,8 @@ struct Shared {
     path: PathBuf,
     /// Changed by [`AuditLog::reconfigure`] on a reload; read once per request.
     all_decisions: AtomicBool,
+    /// `audit.fsync = "always"`: [`AuditLog::record`] waits for its record's sync.
+    fsync_always: AtomicBool,
     counters: Arc<Counters>,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// `service.node.name` of every record, in a fleet.
@@ -452,10 +524,13 @@ impl std::fmt::Debug for AuditLog {
 type Reply = oneshot::Sender<Result<(), AuditError>>;
 
 enum Command {
-    /// A serialised record, newline included.
-    Record(Vec<u8>),
+    /// A serialised record, newline included, and who waits for it to be written and synced.
+    Record(Vec<u8>, Option<Reply>),
     Flush(Reply),
     Reopen(Reply),
+    /// Make sure the path leads to the open file, and open it if not (for a readiness check,
+    /// answered when done).
+    Verify(oneshot::Sender<()>),
     Close(Reply),
     /// New `fsync` and `fsync_interval`.
     Configure(FsyncPolicy, Duration),
@@ -479,6 +554,7 @@ impl AuditLog {
                 tx,
                 path,
                 all_decisions: AtomicBool::new(settings.all_decisions),
+                fsync_always: AtomicBool::new(settings.fsync == FsyncPolicy::Always),
                 counters,
                 writer: Mutex::new(Some(handle)),
                 node: std::sync::OnceLock::new(),
@@ -502,31 +578,61 @@ impl AuditLog {
     /// fixed when the log is opened.
     pub async fn reconfigure(&self, settings: &AuditSection) -> Result<(), AuditError> {
         self.shared.all_decisions.store(settings.all_decisions, Ordering::Relaxed);
+        let always = settings.fsync == FsyncPolicy::Always;
+        self.shared.fsync_always.store(always, Ordering::Relaxed);
         let command = Command::Configure(settings.fsync, settings.fsync_interval);
         self.shared.tx.send(command).await.map_err(|_| AuditError::Closed)
     }
 
-    /// Whether records can be written now, for a readiness check: the writer is running and the
-    /// file can be opened for appending (which creates it if log rotation has just moved it
-    /// away). After a write error, the file is reopened, as [`AuditLog::reopen`] does.
+    /// Whether records are being written, for a readiness check: the writer is running, no
+    /// record has been lost since the last one written, and the path leads to the file the
+    /// writer has open. When it does not (the file was deleted or moved away without a reopen,
+    /// or an open failed), the writer is asked to open the path, and the check waits for that
+    /// (up to half a second) and looks again.
+    ///
+    /// After lost records, only a record written makes the check pass again: on a full disk
+    /// the file opens, and the next write fails all the same.
     pub async fn check_writable(&self) -> Result<(), AuditError> {
         if self.shared.tx.is_closed() {
             return Err(AuditError::Closed);
         }
-        if self.shared.counters.failing.load(Ordering::Relaxed) {
-            // The last write failed. Without new records the writer would not try again, so a
-            // proxy taken out of service for it would stay out: try to reopen the file now.
-            return self.reopen().await;
-        }
+        let counters = &self.shared.counters;
         let path = self.shared.path.clone();
-        let probe = tokio::task::spawn_blocking(move || {
-            let mut options = OpenOptions::new();
-            options.append(true).create(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o640);
-            options.open(&path).map(drop).map_err(|source| AuditError::Open { path, source })
-        });
-        probe.await.map_err(|_| AuditError::Closed)?
+        if counters.losing.load(Ordering::Relaxed) {
+            return Err(AuditError::Losing { path, cause: counters.last_error() });
+        }
+        let mut cause = self.file_at_path().await?;
+        if cause.is_some() {
+            // Ask the writer to open the path, and look again once it has. With a full queue
+            // the writer is busy, and checks the path before its next batch anyway.
+            let (done, opened) = oneshot::channel();
+            if self.shared.tx.try_send(Command::Verify(done)).is_ok()
+                && tokio::time::timeout(VERIFY_WAIT, opened).await.is_ok_and(|r| r.is_ok())
+            {
+                cause = self.file_at_path().await?;
+            }
+        }
+        match cause {
+            None => Ok(()),
+            Some(cause) => Err(AuditError::NotOpen { path, cause }),
+        }
+    }
+
+    /// Whether the path leads to the file the writer has open: `None` if so, else what was
+    /// found.
+    async fn file_at_path(&self) -> Result<Option<String>, AuditError> {
+        let counters = &self.shared.counters;
+        let open = counters.open();
+        let probe = self.shared.path.clone();
+        let now = tokio::task::spawn_blocking(move || writer::path_id(&probe))
+            .await
+            .map_err(|_| AuditError::Closed)?;
+        Ok(match (open, now) {
+            (Some(open), Ok(now)) if open == now => None,
+            (None, _) => Some(format!("no file open ({})", counters.last_error())),
+            (Some(_), Ok(_)) => Some("the path leads to another file".to_owned()),
+            (Some(_), Err(e)) => Some(e.to_string()),
+        })
     }
 
     /// The file written to.
@@ -537,12 +643,26 @@ impl AuditLog {
     /// Queues a record; waits when the queue is full (never drops).
     ///
     /// `Ok` means the record is queued: it is written unless the disk fails, which is counted
-    /// in [`AuditStats::records_lost`] and reported by the next [`AuditLog::flush`].
+    /// in [`AuditStats::records_lost`] and reported by the next [`AuditLog::flush`]. With
+    /// `audit.fsync = "always"`, `Ok` means the record is written and synced: the call waits
+    /// for that, up to [`SYNC_WAIT`] ([`AuditError::Unconfirmed`] after that), and returns the
+    /// write error if its batch failed.
     pub async fn record(&self, record: AuditRecord) -> Result<(), AuditError> {
         let node = self.shared.node.get().map(String::as_str);
         let mut line = serde_json::to_vec(&Line::new(&record, node))?;
         line.push(b'\n');
-        self.shared.tx.send(Command::Record(line)).await.map_err(|_| AuditError::Closed)
+        let tx = &self.shared.tx;
+        if !self.shared.fsync_always.load(Ordering::Relaxed) {
+            return tx.send(Command::Record(line, None)).await.map_err(|_| AuditError::Closed);
+        }
+        let (ack, synced) = oneshot::channel();
+        tx.send(Command::Record(line, Some(ack))).await.map_err(|_| AuditError::Closed)?;
+        match tokio::time::timeout(SYNC_WAIT, synced).await {
+            Ok(answer) => answer.map_err(|_| AuditError::Closed)?,
+            Err(_) => {
+                Err(AuditError::Unconfirmed { path: self.shared.path.clone(), waited: SYNC_WAIT })
+            }
+        }
     }
 
     /// Closes the file and opens the path again, for log rotation: after the file has been
@@ -581,6 +701,7 @@ impl AuditLog {
             records_lost: c.records_lost.load(Ordering::Relaxed),
             write_errors: c.write_errors.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
+            file_replaced: c.file_replaced.load(Ordering::Relaxed),
         }
     }
 

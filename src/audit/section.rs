@@ -13,7 +13,8 @@ pub enum FsyncPolicy {
     Never,
     /// Every `audit.fsync_interval`.
     Interval,
-    /// After every batch of records written.
+    /// After every batch of records written; a request's answer waits for its record's sync
+    /// (up to [`super::SYNC_WAIT`]).
     Always,
 }
 

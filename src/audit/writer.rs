@@ -1,8 +1,8 @@
-//! The audit log's writer task and its file: batches, flushes, syncs and reopens (see the
+//! The audit log's writer task and its file: batches, writes, syncs and reopens (see the
 //! parent module's "How records reach the disk" and "Failures").
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,14 +12,39 @@ use tokio::time::Instant;
 
 use super::*;
 
-/// Creates the directory, opens `path` for appending and makes sure the file ends with a
-/// newline, so that the next record starts a line of its own.
-pub(super) fn open_file(path: &Path) -> Result<BufWriter<File>, AuditError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+/// Which file a handle or a path leads to: the device and inode numbers (`None` where the
+/// platform has none to give).
+pub(super) type FileId = Option<(u64, u64)>;
+
+fn file_id(meta: &std::fs::Metadata) -> FileId {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
+}
+
+/// The file `path` leads to now, following symbolic links as opening it does.
+pub(super) fn path_id(path: &Path) -> io::Result<FileId> {
+    std::fs::metadata(path).map(|meta| file_id(&meta))
+}
+
+/// Creates the directory, opens `path` for appending, makes sure the file ends with a
+/// newline (so that the next record starts a line of its own), and syncs the directory, so
+/// that the file's name (new, or new since a rotation renamed the old one) survives a power
+/// failure as the records synced into it do.
+pub(super) fn open_file(path: &Path) -> Result<(File, FileId), AuditError> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir {
         std::fs::create_dir_all(dir)
             .map_err(|source| AuditError::CreateDir { path: dir.to_owned(), source })?;
     }
-    let open = || -> io::Result<File> {
+    let open = || -> io::Result<(File, FileId)> {
         let mut options = OpenOptions::new();
         options.read(true).append(true).create(true);
         // Client addresses and URLs are personal data in many places: readable by the owner and
@@ -39,40 +64,104 @@ pub(super) fn open_file(path: &Path) -> Result<BufWriter<File>, AuditError> {
                 file.write_all(b"\n")?;
             }
         }
-        Ok(file)
+        if meta.is_file() {
+            sync_dir(dir.unwrap_or(Path::new(".")))?;
+        }
+        Ok((file, file_id(&meta)))
     };
-    let file = open().map_err(|source| AuditError::Open { path: path.to_owned(), source })?;
-    Ok(BufWriter::with_capacity(64 * 1024, file))
+    open().map_err(|source| AuditError::Open { path: path.to_owned(), source })
+}
+
+/// Syncs a directory's entries to disk. A file system that cannot sync directories (it
+/// answers `EINVAL`) has nothing more to offer, and is not an error.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    match File::open(dir).and_then(|d| d.sync_all()) {
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
+        other => other,
+    }
 }
 
 /// The open file; moved to the blocking pool for each batch.
 struct Sink {
     path: PathBuf,
     /// `None` after an error: the next batch reopens the path.
-    file: Option<BufWriter<File>>,
+    file: Option<(File, FileId)>,
 }
 
 /// What one trip to the blocking pool did.
 #[derive(Default)]
 struct Outcome {
+    /// Records whose whole line reached the file.
     written: usize,
+    /// Records that did not (each is counted once, here or in `written`).
     lost: usize,
     synced: bool,
+    /// A sync failed: what was written since the last sync may not be on disk.
+    sync_failed: bool,
     errors: Vec<io::Error>,
-    /// Whether a file is open afterwards. When not, nothing written is left to sync.
-    open: bool,
+    /// The path no longer led to the open file (deleted, or replaced without a reopen), and
+    /// the path was opened again.
+    replaced: bool,
+    /// The file open afterwards. When none, nothing written is left to sync.
+    open: Option<FileId>,
 }
 
 impl Sink {
-    /// Writes `lines`, then syncs if `sync` (or if nothing to write, only syncs).
+    /// Writes `lines`, then syncs if `sync` (or if nothing to write, only syncs). Before
+    /// writing, makes sure the path still leads to the open file.
     fn write(&mut self, lines: &[Vec<u8>], sync: bool) -> Outcome {
-        let mut outcome = self.write_inner(lines, sync);
-        outcome.open = self.file.is_some();
+        let mut outcome = Outcome::default();
+        if !lines.is_empty() {
+            self.follow_path(&mut outcome);
+        }
+        self.write_inner(lines, sync, &mut outcome);
+        outcome.open = self.file.as_ref().map(|(_, id)| *id);
         outcome
     }
 
-    fn write_inner(&mut self, lines: &[Vec<u8>], sync: bool) -> Outcome {
+    /// For a readiness check: makes sure the path leads to the open file, and opens it if no
+    /// file is open.
+    fn verify(&mut self) -> Outcome {
         let mut outcome = Outcome::default();
+        self.follow_path(&mut outcome);
+        if self.file.is_none() {
+            match open_file(&self.path) {
+                Ok(file) => self.file = Some(file),
+                Err(e) => outcome.errors.push(into_io(e)),
+            }
+        }
+        outcome.open = self.file.as_ref().map(|(_, id)| *id);
+        outcome
+    }
+
+    /// When the path no longer leads to the open file (it was deleted, or renamed and
+    /// replaced, without a reopen), syncs and closes the file, so that the next write opens
+    /// the path: records written to a deleted file would be lost with it.
+    fn follow_path(&mut self, outcome: &mut Outcome) {
+        let Some((_, open)) = &self.file else { return };
+        if open.is_none() {
+            return;
+        }
+        match path_id(&self.path) {
+            Ok(now) if now == *open => return,
+            // Not a question of the file's identity: the write will tell.
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return,
+            _ => {}
+        }
+        outcome.replaced = true;
+        if let Some((file, _)) = self.file.take() {
+            if let Err(e) = file.sync_data() {
+                outcome.sync_failed = true;
+                outcome.errors.push(e);
+            }
+        }
+        match open_file(&self.path) {
+            Ok(file) => self.file = Some(file),
+            Err(e) => outcome.errors.push(into_io(e)),
+        }
+    }
+
+    fn write_inner(&mut self, lines: &[Vec<u8>], sync: bool, outcome: &mut Outcome) {
         if !lines.is_empty() {
             if self.file.is_none() {
                 match open_file(&self.path) {
@@ -80,58 +169,74 @@ impl Sink {
                     Err(e) => {
                         outcome.errors.push(into_io(e));
                         outcome.lost = lines.len();
-                        return outcome;
+                        return;
                     }
                 }
             }
-            let Some(file) = self.file.as_mut() else { return outcome };
-            let written = lines.iter().try_for_each(|line| file.write_all(line));
-            match written.and_then(|()| file.flush()) {
-                Ok(()) => outcome.written = lines.len(),
-                Err(e) => {
-                    // Some lines of the batch may have reached the file; counting the whole
-                    // batch as lost errs on the side of saying so.
-                    outcome.errors.push(e);
-                    outcome.lost = lines.len();
-                    self.discard();
-                    return outcome;
-                }
+            let Some((file, _)) = self.file.as_mut() else { return };
+            let batch = lines.concat();
+            let (done, error) = write_some(file, &batch);
+            // The lines that reached the file whole are written; the rest (one of them perhaps
+            // torn, its start in the file and ended by the next open's newline) are lost.
+            let mut end = 0;
+            outcome.written = lines
+                .iter()
+                .take_while(|line| {
+                    end += line.len();
+                    end <= done
+                })
+                .count();
+            outcome.lost = lines.len() - outcome.written;
+            if let Some(e) = error {
+                outcome.errors.push(e);
+                self.file = None;
+                return;
             }
         }
         if sync {
-            if let Some(file) = self.file.as_mut() {
-                match file.flush().and_then(|()| file.get_ref().sync_data()) {
+            if let Some((file, _)) = self.file.as_ref() {
+                match file.sync_data() {
                     Ok(()) => outcome.synced = true,
                     Err(e) => {
+                        outcome.sync_failed = true;
                         outcome.errors.push(e);
-                        self.discard();
+                        self.file = None;
                     }
                 }
             }
         }
-        outcome
     }
 
     /// Syncs and closes the file, then opens the path again.
     fn reopen(&mut self) -> (Outcome, Result<(), io::Error>) {
-        let outcome = self.write(&[], true);
-        self.discard();
-        match open_file(&self.path) {
+        let mut outcome = self.write(&[], true);
+        self.file = None;
+        let opened = match open_file(&self.path) {
             Ok(file) => {
                 self.file = Some(file);
-                (Outcome { open: true, ..outcome }, Ok(()))
+                Ok(())
             }
-            Err(e) => (Outcome { open: false, ..outcome }, Err(into_io(e))),
-        }
+            Err(e) => Err(into_io(e)),
+        };
+        outcome.open = self.file.as_ref().map(|(_, id)| *id);
+        (outcome, opened)
     }
+}
 
-    /// Drops the file without writing what is buffered (after an error, writing it again could
-    /// duplicate or tear lines).
-    fn discard(&mut self) {
-        if let Some(file) = self.file.take() {
-            let (_file, _unwritten) = file.into_parts();
+/// Writes as much of `bytes` as the file takes: how many bytes it took, and the error that
+/// stopped it, if any. Knowing how far a failed write got is what lets each record be counted
+/// once, as written or as lost.
+fn write_some(file: &mut File, bytes: &[u8]) -> (usize, Option<io::Error>) {
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.write(&bytes[done..]) {
+            Ok(0) => return (done, Some(io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Some(e)),
         }
     }
+    (done, None)
 }
 
 fn into_io(e: AuditError) -> io::Error {
@@ -153,12 +258,14 @@ pub(super) struct Writer {
     counters: Arc<Counters>,
     /// Records taken from the queue, not yet written.
     pending: Vec<Vec<u8>>,
+    /// Callers waiting until the pending records are written and synced (`fsync = "always"`).
+    acks: Vec<Reply>,
     /// Callers of `close`, answered when the queue is empty.
     closers: Vec<Reply>,
     last_sync: Instant,
     /// Written since the last sync.
     dirty: bool,
-    /// In an episode of errors (logged once).
+    /// In an episode of lost records (logged once).
     failing: bool,
     lost_while_failing: u64,
     /// The last error, for the next `flush`.
@@ -169,10 +276,11 @@ impl Writer {
     /// The writer of the file `path`, already open as `file`.
     pub(super) fn new(
         path: PathBuf,
-        file: BufWriter<File>,
+        file: (File, FileId),
         settings: &AuditSection,
         counters: Arc<Counters>,
     ) -> Writer {
+        counters.set_open(Some(file.1));
         Writer {
             sink: Some(Sink { path: path.clone(), file: Some(file) }),
             path,
@@ -180,6 +288,7 @@ impl Writer {
             fsync_interval: settings.fsync_interval,
             counters,
             pending: Vec::new(),
+            acks: Vec::new(),
             closers: Vec::new(),
             last_sync: Instant::now(),
             dirty: false,
@@ -229,7 +338,10 @@ impl Writer {
 
     async fn handle(&mut self, command: Command, rx: &mut mpsc::Receiver<Command>) {
         match command {
-            Command::Record(line) => self.pending.push(line),
+            Command::Record(line, ack) => {
+                self.pending.push(line);
+                self.acks.extend(ack);
+            }
             Command::Flush(reply) => {
                 self.write_pending(true).await;
                 let _ = reply.send(self.take_error());
@@ -238,6 +350,11 @@ impl Writer {
                 self.write_pending(false).await;
                 let result = self.reopen().await;
                 let _ = reply.send(result);
+            }
+            Command::Verify(done) => {
+                self.write_pending(false).await;
+                self.verify().await;
+                let _ = done.send(());
             }
             Command::Configure(fsync, interval) => {
                 self.fsync = fsync;
@@ -251,9 +368,11 @@ impl Writer {
         }
     }
 
-    /// Writes the pending records and syncs if `force` or the policy says so.
+    /// Writes the pending records and syncs if `force`, the policy says so, or a caller waits
+    /// for the sync; then answers those callers.
     async fn write_pending(&mut self, force: bool) {
         let sync = force
+            || !self.acks.is_empty()
             || match self.fsync {
                 FsyncPolicy::Never => false,
                 FsyncPolicy::Always => true,
@@ -267,27 +386,54 @@ impl Writer {
         }
         let lines = std::mem::take(&mut self.pending);
         let count = lines.len();
-        match self.on_blocking_pool(move |sink| sink.write(&lines, sync)).await {
-            Some(outcome) => self.account(outcome),
-            None => self.account(Outcome { lost: count, open: false, ..Outcome::default() }),
+        let outcome = match self.on_blocking_pool(move |sink| sink.write(&lines, sync)).await {
+            Some(outcome) => outcome,
+            None => Outcome {
+                lost: count,
+                errors: vec![io::Error::other("the audit writer's I/O task failed")],
+                ..Outcome::default()
+            },
+        };
+        let confirmed = match outcome.errors.first() {
+            None if outcome.written == count && (outcome.synced || count == 0) => Ok(()),
+            None => Err(io::ErrorKind::WriteZero.into()),
+            Some(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        };
+        for ack in std::mem::take(&mut self.acks) {
+            let result = match &confirmed {
+                Ok(()) => Ok(()),
+                Err(e) => Err(self.write_error(io::Error::new(e.kind(), e.to_string()))),
+            };
+            let _ = ack.send(result);
         }
+        self.account(outcome);
     }
 
     async fn reopen(&mut self) -> Result<(), AuditError> {
         let Some((outcome, opened)) = self.on_blocking_pool(Sink::reopen).await else {
             return Err(self.write_error(io::Error::other("the audit writer's I/O task failed")));
         };
+        // Opening the file says nothing about whether records can be written to it: only a
+        // write does. A failed open loses no record by itself (the next batch would), so it is
+        // the caller's to report.
         self.account(outcome);
-        if opened.is_ok() {
-            // Whether writes work again is known only at the next write; until then the file
-            // opens, which is what a readiness check can ask for.
-            self.counters.failing.store(false, Ordering::Relaxed);
-        }
         opened.map_err(|source| {
-            self.error_episode(&source);
             self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
             AuditError::Open { path: self.path.clone(), source }
         })
+    }
+
+    /// For a readiness check that found the path no longer leads to the open file, or no
+    /// file open: follows the path.
+    async fn verify(&mut self) {
+        let Some(mut outcome) = self.on_blocking_pool(Sink::verify).await else { return };
+        // An open that fails here loses no record: counted, and shown by the next check.
+        for error in std::mem::take(&mut outcome.errors) {
+            tracing::debug!(path = %self.path.display(), %error, "cannot open the audit log");
+            self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+            self.counters.set_last_error(&error);
+        }
+        self.account(outcome);
     }
 
     /// Runs `work` on the sink on the blocking pool and puts the sink back. `None` if the work
@@ -314,6 +460,7 @@ impl Writer {
                 // gone; the next batch opens the path again.
                 tracing::error!(path = %path.display(), error = %e, "audit writer I/O task failed");
                 self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+                self.counters.set_open(None);
                 self.sink = Some(Sink { path, file: None });
                 None
             }
@@ -325,6 +472,14 @@ impl Writer {
         c.records_written.fetch_add(outcome.written as u64, Ordering::Relaxed);
         c.records_lost.fetch_add(outcome.lost as u64, Ordering::Relaxed);
         c.write_errors.fetch_add(outcome.errors.len() as u64, Ordering::Relaxed);
+        c.set_open(outcome.open);
+        if outcome.replaced {
+            c.file_replaced.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                path = %self.path.display(),
+                "the audit log's file was deleted or replaced without a reopen; opened the path again",
+            );
+        }
         if outcome.written > 0 {
             self.dirty = true;
         }
@@ -333,29 +488,33 @@ impl Writer {
             self.dirty = false;
             self.last_sync = Instant::now();
         }
-        if !outcome.open {
+        if outcome.open.is_none() {
             // The file was closed after an error: what was written to it cannot be synced any
             // more, and waiting to sync it would wake the writer for nothing.
             self.dirty = false;
         }
         if outcome.errors.is_empty() {
-            if outcome.written > 0 && self.failing {
-                tracing::warn!(
-                    path = %self.path.display(),
-                    lost = self.lost_while_failing,
-                    "audit log is writable again",
-                );
-                self.failing = false;
-                self.lost_while_failing = 0;
-            }
             if outcome.written > 0 {
-                self.counters.failing.store(false, Ordering::Relaxed);
+                if self.failing {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        lost = self.lost_while_failing,
+                        "audit log is writable again",
+                    );
+                    self.failing = false;
+                    self.lost_while_failing = 0;
+                }
+                self.counters.losing.store(false, Ordering::Relaxed);
             }
             return;
         }
         self.lost_while_failing += outcome.lost as u64;
+        let losing = outcome.lost > 0 || outcome.sync_failed;
         for error in outcome.errors {
-            self.error_episode(&error);
+            self.counters.set_last_error(&error);
+            if losing {
+                self.error_episode(&error);
+            }
             self.error = Some(error);
         }
     }
@@ -373,7 +532,7 @@ impl Writer {
             );
             self.failing = true;
         }
-        self.counters.failing.store(true, Ordering::Relaxed);
+        self.counters.losing.store(true, Ordering::Relaxed);
     }
 
     fn take_error(&mut self) -> Result<(), AuditError> {

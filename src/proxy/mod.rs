@@ -124,11 +124,20 @@ impl Live {
 }
 
 impl Shared {
-    /// Queues an audit record. The writer never drops one (a full queue makes the request
-    /// wait), so an error means the writer has stopped; it is logged, not answered.
+    /// Queues an audit record; with `audit.fsync = "always"`, waits until it is written and
+    /// synced (up to [`crate::audit::SYNC_WAIT`]), so the answer never goes before its record.
+    /// A failing audit log does not change the answer (`docs/audit.md`, "Write errors"): the
+    /// writer has logged and counted the loss, and readiness fails until records are written.
     async fn write_audit(&self, record: AuditRecord) {
-        if let Err(e) = self.audit.record(record).await {
-            tracing::error!(error = %e, "audit record could not be queued");
+        match self.audit.record(record).await {
+            Ok(()) => {}
+            Err(e @ crate::audit::AuditError::Write { .. }) => {
+                tracing::debug!(error = %e, "audit record lost");
+            }
+            Err(e @ crate::audit::AuditError::Unconfirmed { .. }) => {
+                tracing::warn!(error = %e, "answering before the audit record is synced");
+            }
+            Err(e) => tracing::error!(error = %e, "audit record could not be queued"),
         }
     }
 

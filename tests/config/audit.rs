@@ -184,7 +184,9 @@ async fn reopen_after_rename_loses_nothing() {
     }
     log.flush().await.unwrap();
     std::fs::rename(&path, &rotated).unwrap();
-    // Queued after the rename but before reopen: still the old file (it is what is open).
+    // Queued after the rename but before reopen: the writer sees that the path leads to no
+    // file, and writes them to a new one there (records never go to a file that was moved
+    // or deleted without a reopen).
     for n in 10..15 {
         log.record(record(0, n)).await.unwrap();
     }
@@ -197,9 +199,10 @@ async fn reopen_after_rename_loses_nothing() {
     let old: Vec<String> = lines(&rotated).iter().map(url).collect();
     let new: Vec<String> = lines(&path).iter().map(url).collect();
     let want = |r: std::ops::Range<usize>| -> Vec<String> { r.map(|n| url_of(0, n)).collect() };
-    assert_eq!(old, want(0..15));
-    assert_eq!(new, want(15..22));
+    assert_eq!(old, want(0..10));
+    assert_eq!(new, want(10..22));
     assert_eq!(log.stats().records_written, 22);
+    assert_eq!(log.stats().file_replaced, 1);
 }
 
 fn url_of(task: usize, n: usize) -> String {
@@ -420,14 +423,17 @@ async fn check_writable_names_an_unopenable_path_and_recovers() {
     let path = dir.path().join("audit.jsonl");
     let log = AuditLog::open(path.clone(), settings(FsyncPolicy::Never)).unwrap();
     log.check_writable().await.unwrap();
-    // Rotated away: the check creates the file again.
+    // Rotated away without a reopen: the check has the writer open the path again.
     std::fs::rename(&path, dir.path().join("audit.jsonl.1")).unwrap();
     log.check_writable().await.unwrap();
     assert!(path.exists());
+    assert_eq!(log.stats().file_replaced, 1);
     std::fs::remove_file(&path).unwrap();
     std::fs::create_dir(&path).unwrap();
     let e = log.check_writable().await.unwrap_err();
-    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    assert!(matches!(e, AuditError::NotOpen { .. }), "{e}");
+    let e = e.to_string();
+    assert!(e.contains(&path.display().to_string()) && e.contains("directory"), "{e}");
     std::fs::remove_dir(&path).unwrap();
     log.check_writable().await.unwrap();
     log.close().await.unwrap();

@@ -373,10 +373,30 @@ impl ProxyProcess {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> ProxyProcess {
+        Self::spawn(Command::new(env!("CARGO_BIN_EXE_robots-proxy")), listen, admin, args, env)
+    }
+
+    /// [`ProxyProcess::start`] under a shell that first runs `setup` (`ulimit -f 8`, say),
+    /// then replaces itself with the binary, so the limits apply to the proxy's own process.
+    pub fn start_under(setup: &str, args: &[&str], env: &[(&str, &str)]) -> ProxyProcess {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("{setup}; exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_robots-proxy"));
+        Self::spawn(command, "127.0.0.1:0", "127.0.0.1:0", args, env)
+    }
+
+    fn spawn(
+        mut command: Command,
+        listen: &str,
+        admin: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ProxyProcess {
         let own_state =
             !args.contains(&"--config") && !env.iter().any(|(k, _)| *k == "ROBOTS_PROXY_STATE_DIR");
         let state = own_state.then(|| tempfile::tempdir().unwrap());
-        let mut command = Command::new(env!("CARGO_BIN_EXE_robots-proxy"));
         command
             .args(["serve", "--listen", listen, "--admin-listen", admin])
             .args(args)

@@ -36,7 +36,9 @@
 //! short by a crash or a failed write never runs into the next record.
 //!
 //! From a lost record until a record is written again, [`AuditLog::check_writable`] (the
-//! readiness check) fails: opening the file again proves nothing on a full disk.
+//! readiness check) fails: opening the file again proves nothing on a full disk. Each check in
+//! that state tries to write an `audit_records_lost` record, which says how many records were
+//! lost; the first that is written ends the episode.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -531,6 +533,10 @@ enum Command {
     /// Make sure the path leads to the open file, and open it if not (for a readiness check,
     /// answered when done).
     Verify(oneshot::Sender<()>),
+    /// While records are being lost, write an `audit_records_lost` record saying how many
+    /// (for a readiness check, with the instance's name; answered once it is written and
+    /// synced, or failed). Answered at once when nothing is being lost.
+    Resume(Option<String>, Reply),
     Close(Reply),
     /// New `fsync` and `fsync_interval`.
     Configure(FsyncPolicy, Duration),
@@ -591,7 +597,9 @@ impl AuditLog {
     /// (up to half a second) and looks again.
     ///
     /// After lost records, only a record written makes the check pass again: on a full disk
-    /// the file opens, and the next write fails all the same.
+    /// the file opens, and the next write fails all the same. So the check has the writer
+    /// write an `audit_records_lost` record (how many records were lost since the last one
+    /// written, and the last error), and passes when that record is written and synced.
     pub async fn check_writable(&self) -> Result<(), AuditError> {
         if self.shared.tx.is_closed() {
             return Err(AuditError::Closed);
@@ -599,7 +607,16 @@ impl AuditLog {
         let counters = &self.shared.counters;
         let path = self.shared.path.clone();
         if counters.losing.load(Ordering::Relaxed) {
-            return Err(AuditError::Losing { path, cause: counters.last_error() });
+            // Only a record written shows that records can be written again: the writer writes
+            // one that says how many were lost, so that a proxy out of service (no requests, no
+            // records) can come back, and the log itself shows the gap.
+            let (ack, written) = oneshot::channel();
+            let node = self.shared.node.get().cloned();
+            let resumed = self.shared.tx.try_send(Command::Resume(node, ack)).is_ok()
+                && matches!(tokio::time::timeout(VERIFY_WAIT, written).await, Ok(Ok(Ok(()))));
+            if !resumed || counters.losing.load(Ordering::Relaxed) {
+                return Err(AuditError::Losing { path, cause: counters.last_error() });
+            }
         }
         let mut cause = self.file_at_path().await?;
         if cause.is_some() {

@@ -356,6 +356,16 @@ impl Writer {
                 self.verify().await;
                 let _ = done.send(());
             }
+            Command::Resume(node, reply) => {
+                if !self.counters.losing.load(Ordering::Relaxed) {
+                    let _ = reply.send(Ok(()));
+                    return;
+                }
+                let line = self.records_lost_line(node.as_deref());
+                self.pending.push(line);
+                self.acks.push(reply);
+                self.write_pending(true).await;
+            }
             Command::Configure(fsync, interval) => {
                 self.fsync = fsync;
                 self.fsync_interval = interval;
@@ -407,6 +417,31 @@ impl Writer {
             let _ = ack.send(result);
         }
         self.account(outcome);
+    }
+
+    /// The `audit_records_lost` record: how many records were lost in this episode (the count
+    /// includes earlier such records that could not be written either) and the last error.
+    fn records_lost_line(&self, node: Option<&str>) -> Vec<u8> {
+        let lost = self.lost_while_failing;
+        let mut record = serde_json::json!({
+            "@timestamp": timestamp(std::time::SystemTime::now()),
+            "event.action": "audit_records_lost",
+            "event.outcome": "failure",
+            "event.reason": format!(
+                "{lost} audit record(s) could not be written to {} before this one ({})",
+                self.path.display(),
+                self.counters.last_error()
+            ),
+            "audit.records_lost": lost,
+            "event.dataset": EVENT_DATASET,
+            "ecs.version": ECS_VERSION,
+        });
+        if let (Some(node), Some(map)) = (node, record.as_object_mut()) {
+            map.insert("service.node.name".to_owned(), node.into());
+        }
+        let mut line = record.to_string().into_bytes();
+        line.push(b'\n');
+        line
     }
 
     async fn reopen(&mut self) -> Result<(), AuditError> {

@@ -59,10 +59,11 @@ async fn blocked(proxy: &ProxyProcess, url: &str) {
 
 /// A disk that takes the open and fails every write (`/dev/full` answers ENOSPC, as a full
 /// file system does) keeps `/readyz` at 503, however often it is asked: reopening the file
-/// succeeds there, and proves nothing. Only a record written makes it ready again.
+/// succeeds there, and proves nothing. Only a record written makes it ready again: once the
+/// disk has room, the check's own record of the loss, with no request needed.
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_disk_keeps_readyz_failing_until_a_record_is_written() {
+async fn a_full_disk_keeps_readyz_failing_until_its_loss_is_recorded() {
     let origin = Origin::start(ROBOTS).await;
     let state = tempfile::tempdir().unwrap();
     let path = state.path().join("audit.jsonl");
@@ -83,18 +84,32 @@ async fn a_full_disk_keeps_readyz_failing_until_a_record_is_written() {
         assert!(why.contains("being lost") && why.contains("No space left"), "{why}");
     }
 
-    // The disk has room again: still not ready until a record is written.
+    // The disk has room again. No request comes (a proxy out of service gets none): the
+    // readiness check has the writer write a record of the loss, and is ready once it is.
     std::fs::remove_file(&path).unwrap();
     std::os::unix::fs::symlink(&real, &path).unwrap();
-    let (status, _) = get_json(&format!("{}/readyz", proxy.admin())).await;
-    assert_eq!(status, 503, "a file that opens is not a record written");
-    blocked(&proxy, &format!("{}/private/2", origin.base())).await;
-    metric_reaches(&proxy, "robots_proxy_audit_records_written_total", 1.0).await;
     let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
     assert_eq!(status, 200, "{ready}");
-    assert_eq!(recorded(&real), [format!("{}/private/2", origin.base())]);
-    assert_eq!(metric(&proxy, "robots_proxy_audit_records_failed_total").await, 1.0);
+    let text = std::fs::read_to_string(&real).unwrap();
+    let lines: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let gap = &lines[0];
+    assert_eq!(gap["event.action"], "audit_records_lost", "{gap}");
+    assert_eq!(gap["event.outcome"], "failure", "{gap}");
+    // The request's record, and the three that the checks on the full disk could not write.
+    assert_eq!(gap["audit.records_lost"], 4, "{gap}");
+    assert!(gap["event.reason"].as_str().unwrap().contains("No space left"), "{gap}");
+    assert!(gap.get("url.full").is_none(), "about the log, not a request: {gap}");
+    assert_eq!(metric(&proxy, "robots_proxy_audit_records_failed_total").await, 4.0);
+    assert_eq!(metric(&proxy, "robots_proxy_audit_records_written_total").await, 1.0);
     assert!(proxy.stderr().contains("audit log is writable again"), "{}", proxy.stderr());
+
+    blocked(&proxy, &format!("{}/private/2", origin.base())).await;
+    wait_until("the next record is written", || recorded(&real).len() == 1).await;
+    assert_eq!(recorded(&real), [format!("{}/private/2", origin.base())]);
+    let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
+    assert_eq!(status, 200, "{ready}");
 }
 
 /// The audit file deleted under the running proxy (no SIGHUP): the next record goes to a new

@@ -160,6 +160,8 @@ pub struct CertificateAuthority {
     leaf_signer: Arc<dyn rustls::sign::SigningKey>,
     configs: moka::sync::Cache<String, Arc<ServerConfig>>,
     made: AtomicU64,
+    /// The CA certificate's `notAfter`: no leaf is valid past it.
+    not_after: SystemTime,
 }
 
 /// Refuses a CA key that the file's group or others may read or write (as SSH refuses a
@@ -191,6 +193,13 @@ impl CertificateAuthority {
                 path: files.cert.clone(),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
             })?;
+        let not_after = not_after(&ca_der).ok_or_else(|| CaError::Io {
+            path: files.cert.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the CA certificate cannot be read as X.509",
+            ),
+        })?;
         let leaf_key = KeyPair::generate()?;
         let leaf_signer = provider().key_provider.load_private_key(PrivateKeyDer::Pkcs8(
             PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
@@ -206,6 +215,7 @@ impl CertificateAuthority {
                 .time_to_live(LEAF_CACHE_TTL)
                 .build(),
             made: AtomicU64::new(0),
+            not_after,
         })
     }
 
@@ -240,17 +250,7 @@ impl CertificateAuthority {
 
     /// Makes a certificate for `host` without caching it (for benchmarks of the fresh path).
     pub fn make_config(&self, host: &str) -> Result<Arc<ServerConfig>, CaError> {
-        let mut params = CertificateParams::new(vec![host.to_owned()])?;
-        params.distinguished_name.push(DnType::CommonName, host);
-        params.use_authority_key_identifier_extension = true;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let now = SystemTime::now();
-        params.not_before = (now - LEAF_BACKDATE).into();
-        params.not_after = (now + LEAF_LIFETIME).into();
-        params.serial_number = Some(serial());
-        let leaf = params.signed_by(&self.leaf_key, &self.issuer)?;
-        self.made.fetch_add(1, Ordering::Relaxed);
+        let leaf = self.leaf(host)?;
         let chain = vec![leaf.der().clone(), self.ca_der.clone()];
         let certified = rustls::sign::CertifiedKey::new(chain, self.leaf_signer.clone());
         debug_assert!(certified.keys_match().is_ok(), "the leaf certifies the leaf key");
@@ -261,6 +261,32 @@ impl CertificateAuthority {
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
+
+    /// A leaf certificate for `host`, signed and counted: valid from an hour ago for
+    /// [`LEAF_LIFETIME`], but never past the CA's own `notAfter` (an operator's CA close to
+    /// its end must not issue leaves that outlive it).
+    fn leaf(&self, host: &str) -> Result<rcgen::Certificate, CaError> {
+        let mut params = CertificateParams::new(vec![host.to_owned()])?;
+        params.distinguished_name.push(DnType::CommonName, host);
+        params.use_authority_key_identifier_extension = true;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let now = SystemTime::now();
+        params.not_before = (now - LEAF_BACKDATE).into();
+        params.not_after = (now + LEAF_LIFETIME).min(self.not_after).into();
+        params.serial_number = Some(serial());
+        let leaf = params.signed_by(&self.leaf_key, &self.issuer)?;
+        self.made.fetch_add(1, Ordering::Relaxed);
+        Ok(leaf)
+    }
+}
+
+/// A certificate's `notAfter`, or `None` when it cannot be parsed.
+fn not_after(der: &CertificateDer<'_>) -> Option<SystemTime> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let secs = cert.validity().not_after.timestamp();
+    let secs = u64::try_from(secs).ok()?;
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
 #[cfg(test)]
@@ -300,6 +326,33 @@ mod tests {
         }
         fs::set_permissions(&files.key, fs::Permissions::from_mode(0o400)).unwrap();
         assert!(CertificateAuthority::load(&files).is_ok());
+    }
+
+    #[test]
+    fn a_leaf_never_outlives_its_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = CaFiles::in_dir(dir.path());
+        // An operator's CA with two days left: a week-long leaf would outlive it.
+        let key = KeyPair::generate().unwrap();
+        let mut params = ca_params().unwrap();
+        let ends = SystemTime::now() + Duration::from_secs(2 * 24 * 3600);
+        params.not_after = ends.into();
+        let cert = params.self_signed(&key).unwrap();
+        write_file(&files.key, key.serialize_pem().as_bytes(), 0o600).unwrap();
+        write_file(&files.cert, cert.pem().as_bytes(), 0o644).unwrap();
+        let ca = CertificateAuthority::load(&files).unwrap();
+        let leaf = ca.leaf("example.test").unwrap();
+        let leaf_ends = not_after(leaf.der()).unwrap();
+        let ca_ends = not_after(&ca.ca_der).unwrap();
+        assert!(leaf_ends <= ca_ends, "{leaf_ends:?} is past the CA's {ca_ends:?}");
+        // A CA with years left gives the full week.
+        let dir = tempfile::tempdir().unwrap();
+        let files = CaFiles::in_dir(dir.path());
+        init(&files).unwrap();
+        let ca = CertificateAuthority::load(&files).unwrap();
+        let leaf_ends = not_after(ca.leaf("example.test").unwrap().der()).unwrap();
+        let week = leaf_ends.duration_since(SystemTime::now()).unwrap();
+        assert!(week > LEAF_LIFETIME - Duration::from_secs(60), "{week:?}");
     }
 
     #[test]

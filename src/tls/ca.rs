@@ -67,6 +67,18 @@ pub enum CaError {
         /// Its permission bits.
         mode: u32,
     },
+    /// A CA key with no certificate beside it (an interrupted creation) that cannot be read.
+    #[error(
+        "{path} has no CA certificate beside it and cannot be read as a key ({cause}): it is \
+         what a CA creation that stopped part way leaves; remove it and start again to make a \
+         new CA"
+    )]
+    Leftover {
+        /// The key file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        cause: String,
+    },
 }
 
 /// Where a CA's certificate and key live.
@@ -86,6 +98,12 @@ impl CaFiles {
 }
 
 /// Writes a new CA certificate and key into `files`. Refuses to overwrite an existing one.
+///
+/// Each file is written whole under a temporary name in its directory, synced, and only then
+/// put in place (a hard link, which never replaces a file, then the temporary name removed),
+/// the key first and the certificate last, and the directory synced. So an interrupted
+/// creation leaves no half-written file; at worst a key with no certificate beside it, one
+/// that never signed anything, which [`CertificateAuthority::load_or_create`] completes.
 pub fn init(files: &CaFiles) -> Result<(), CaError> {
     for path in [&files.cert, &files.key] {
         if path.exists() {
@@ -100,9 +118,33 @@ pub fn init(files: &CaFiles) -> Result<(), CaError> {
                 .map_err(|source| CaError::Io { path: dir.to_owned(), source })?;
         }
     }
-    write_file(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
-    write_file(&files.cert, cert.pem().as_bytes(), 0o644)?;
+    put_in_place(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
+    put_in_place(&files.cert, cert.pem().as_bytes(), 0o644)?;
     Ok(())
+}
+
+/// The certificate of a CA whose creation stopped after its key was in place: a new
+/// self-signed CA certificate for the key at `files.key`, put in place as [`init`] does. The
+/// key must be its owner's alone and must parse; otherwise [`CaError::Leftover`] says which
+/// file to remove.
+fn complete(files: &CaFiles) -> Result<(), CaError> {
+    let key = leftover_key(&files.key)?;
+    let cert = ca_params()?.self_signed(&key)?;
+    put_in_place(&files.cert, cert.pem().as_bytes(), 0o644)
+}
+
+/// The key a stopped CA creation left at `path`, if it is its owner's alone and can be read.
+fn leftover_key(path: &Path) -> Result<KeyPair, CaError> {
+    check_key_mode(path)?;
+    let leftover = |cause: String| CaError::Leftover { path: path.to_owned(), cause };
+    let pem = fs::read_to_string(path).map_err(|e| leftover(e.to_string()))?;
+    KeyPair::from_pem(&pem).map_err(|e| leftover(e.to_string()))
+}
+
+/// Whether `serve` can complete the CA whose key at `path` has no certificate beside it
+/// (for `config check`).
+pub fn check_leftover_key(path: &Path) -> Result<(), CaError> {
+    leftover_key(path).map(drop)
 }
 
 fn ca_params() -> Result<CertificateParams, CaError> {
@@ -134,6 +176,26 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
         fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(io)?;
     f.write_all(bytes).map_err(io)?;
     f.sync_all().map_err(io)
+}
+
+/// Writes `bytes` to `path`, which must not exist, all at once: under a temporary name beside
+/// it first (synced), then linked into place (a link never replaces a file), and the
+/// directory synced, so `path` is either absent or whole.
+fn put_in_place(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
+    let io = |source| CaError::Io { path: path.to_owned(), source };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.creating.{}", std::process::id()));
+    // A temporary file of an earlier process with this id, stopped part way.
+    let _ = fs::remove_file(&temp);
+    write_file(&temp, bytes, mode)?;
+    let linked = fs::hard_link(&temp, path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => CaError::Exists(path.to_owned()),
+        _ => io(e),
+    });
+    let _ = fs::remove_file(&temp);
+    linked?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)
 }
 
 /// A random-enough, unique serial number: time and a counter.
@@ -220,13 +282,32 @@ impl CertificateAuthority {
     }
 
     /// Loads the CA from `files`, creating it first if neither file exists. Returns whether it
-    /// was created.
+    /// was created (or its certificate made).
+    ///
+    /// A key with no certificate beside it is what a creation that stopped part way leaves
+    /// (`init` puts the key in place before the certificate; a version before it wrote the
+    /// key, then the certificate). No certificate was ever issued by it, so the creation is
+    /// completed: a certificate is made for that key (which, were it a CA whose `ca.pem` was
+    /// deleted, clients that trust the old certificate still accept, as the key is the same).
+    /// A key that cannot be read is refused, naming the file to remove. For the default CA
+    /// under `state_dir` only: a CA the operator names is never generated.
     pub fn load_or_create(files: &CaFiles) -> Result<(Self, bool), CaError> {
-        let created = if !files.cert.exists() && !files.key.exists() {
-            init(files)?;
-            true
-        } else {
-            false
+        let created = match (files.cert.exists(), files.key.exists()) {
+            (false, false) => {
+                init(files)?;
+                true
+            }
+            (false, true) => {
+                tracing::warn!(
+                    key = %files.key.display(),
+                    cert = %files.cert.display(),
+                    "the CA key has no certificate beside it (a CA creation stopped part way): \
+                     making its certificate"
+                );
+                complete(files)?;
+                true
+            }
+            _ => false,
         };
         Ok((Self::load(files)?, created))
     }
@@ -353,6 +434,34 @@ mod tests {
         let leaf_ends = not_after(ca.leaf("example.test").unwrap().der()).unwrap();
         let week = leaf_ends.duration_since(SystemTime::now()).unwrap();
         assert!(week > LEAF_LIFETIME - Duration::from_secs(60), "{week:?}");
+    }
+
+    #[test]
+    fn a_key_left_without_its_certificate_is_completed_not_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = CaFiles::in_dir(dir.path());
+        // A creation that stopped after the key was in place.
+        init(&files).unwrap();
+        fs::remove_file(&files.cert).unwrap();
+        let key = fs::read(&files.key).unwrap();
+        let (ca, created) = CertificateAuthority::load_or_create(&files).expect("starts");
+        assert!(created, "its certificate was made");
+        assert_eq!(fs::read(&files.key).unwrap(), key, "the same key");
+        assert!(ca.server_config("example.test").is_ok());
+        // Later starts load it as it is.
+        let (_, created) = CertificateAuthority::load_or_create(&files).unwrap();
+        assert!(!created);
+        assert!(fs::read_dir(dir.path()).unwrap().all(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name == CA_CERT_FILE || name == CA_KEY_FILE
+        }));
+        // A key cut short cannot be completed: the error names it and what to do.
+        fs::remove_file(&files.cert).unwrap();
+        fs::write(&files.key, &key[..key.len() / 2]).unwrap();
+        let err = CertificateAuthority::load_or_create(&files).err().expect("refused");
+        let text = err.to_string();
+        assert!(matches!(err, CaError::Leftover { .. }), "{text}");
+        assert!(text.contains("ca-key.pem") && text.contains("remove it"), "{text}");
     }
 
     #[test]

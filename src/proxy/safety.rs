@@ -99,6 +99,10 @@ impl Safety {
                 req.extensions_mut().insert(user);
                 Ok(req)
             }
+            Err(AuthFailure::Busy) => {
+                tracing::warn!(client = %client, "proxy authentication refused: {}", AuthFailure::Busy);
+                Err(verifications_busy())
+            }
             Err(failure) => {
                 if !matches!(failure, AuthFailure::Missing) {
                     auth.record_failure(client, &failure);
@@ -174,6 +178,18 @@ impl Safety {
 /// The token the authenticated user of `req` is tied to, if any.
 pub(super) fn tied_token<B>(req: &Request<B>) -> Option<&ProductToken> {
     req.extensions().get::<Arc<AuthenticatedUser>>().and_then(|u| u.token.as_ref())
+}
+
+/// The `503` for a request whose credentials could not be checked: too many password
+/// verifications are waiting (`crate::access`, "Cost"). They take tens of milliseconds each.
+fn verifications_busy() -> Response<ProxyBody> {
+    let mut resp = answer::text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "proxy_internal_error",
+        format!("503 Service Unavailable: {}. Try again in a moment.\n", AuthFailure::Busy),
+    );
+    resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
 }
 
 /// The `407` asking for credentials (RFC 9110 §15.5.8, §11.7.1).

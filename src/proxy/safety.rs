@@ -70,6 +70,13 @@ impl Safety {
         self.gate.admit(stream, peer, slot, watch)
     }
 
+    /// How long a connection may go without a request that proves its user before it is
+    /// closed (`limits.auth_timeout`): `None` without a users file, or when a verified client
+    /// certificate named the user (`certified`).
+    pub(super) fn auth_deadline(&self, certified: bool) -> Option<std::time::Duration> {
+        (self.auth.is_some() && !certified).then_some(self.limits.auth_timeout)
+    }
+
     /// Whether `req` must still prove its user with `Proxy-Authorization`: a users file is
     /// configured and no verified client certificate named the user already.
     pub(super) fn requires_credentials<B>(&self, req: &Request<B>) -> bool {

@@ -264,7 +264,7 @@ Content-Type: text/plain; charset=utf-8\r\n\
 Proxy-Status: robots-proxy;error=connection_limit_reached;details=\"limits.max_connections_per_client\"\r\n\
 Retry-After: 1\r\n\
 Connection: close\r\n\
-Content-Length: 74\r\n\
+Content-Length: 77\r\n\
 \r\n\
 503 Service Unavailable: this client has too many connections to the proxy.\r\n";
 

@@ -21,16 +21,25 @@
 //! Argon2 is slow on purpose. Each distinct `Proxy-Authorization` value is verified once; the
 //! result is kept in bounded maps keyed by the SHA-256 digest of the header value (never the
 //! password itself): successes until unused for an hour, failures for a minute. Verifications
-//! run on the blocking pool, at most as many at once as there are CPUs, and an unknown user
-//! costs as much as a wrong password, so response times do not reveal which names exist.
+//! run on the blocking pool, at most as many at once as there are CPUs; at most
+//! [`WAITING_PER_CPU`] per CPU more wait for their turn, and a request beyond that is answered
+//! `503` (not cached, not a failure of its credentials). An unknown user is verified the same
+//! way, on the same pool, against a hash made when the file is read with the parameters of its
+//! costliest hash (at least the default), so response times do not reveal which names exist.
+//!
+//! A hash below the minimum cost ([`MIN_MEMORY_KIB`], [`MIN_COST`]) is refused when the file is
+//! read, naming the line. The minimum is the weakest of the Argon2id settings the OWASP Password
+//! Storage Cheat Sheet recommends (m=19456 KiB with t=2, p=1, or its equivalents down to
+//! m=7168 KiB with t=5): memory of at least 7168 KiB, and memory times passes of at least
+//! 35840 KiB.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -244,6 +253,8 @@ pub enum AuthFailure {
         /// The user name given.
         user: String,
     },
+    /// Too many verifications are running or waiting: the credentials were not checked.
+    Busy,
 }
 
 impl fmt::Display for AuthFailure {
@@ -254,6 +265,9 @@ impl fmt::Display for AuthFailure {
             AuthFailure::Invalid { user } => {
                 write!(f, "unknown user or wrong password for {user:?}")
             }
+            AuthFailure::Busy => f.write_str(
+                "too many password verifications are waiting; the credentials were not checked",
+            ),
         }
     }
 }
@@ -261,14 +275,44 @@ impl fmt::Display for AuthFailure {
 /// Checks `Proxy-Authorization` against the users file, remembering results by digest.
 pub struct Authenticator {
     users: HashMap<String, UserEntry>,
+    /// What an unknown user's password is verified against: a hash no password matches, with
+    /// the parameters of the file's costliest hash (see [`dummy_hash`]).
+    dummy: String,
     verified: moka::sync::Cache<[u8; 32], Arc<AuthenticatedUser>>,
     rejected: moka::sync::Cache<[u8; 32], String>,
-    verifying: tokio::sync::Semaphore,
+    verifying: Arc<tokio::sync::Semaphore>,
+    /// Verifications running or waiting for a turn, and how many may.
+    pending: AtomicUsize,
+    max_pending: usize,
     failures: AtomicU64,
+    busy: AtomicU64,
 }
 
 /// Distinct credentials remembered (each way).
 const REMEMBERED: u64 = 4096;
+/// Verifications that may wait for a turn, per CPU, besides those running.
+pub const WAITING_PER_CPU: usize = 16;
+/// The least memory (KiB) a users-file hash may use: OWASP's weakest Argon2id setting
+/// (m=7168, t=5).
+pub const MIN_MEMORY_KIB: u32 = 7168;
+/// The least memory (KiB) times passes a users-file hash may use: OWASP's weakest Argon2id
+/// setting, m=7168 KiB × t=5 (the first one, m=19456 × t=2, is 38912).
+pub const MIN_COST: u64 = 35_840;
+
+/// Why a hash's Argon2 parameters are too weak, if they are.
+fn too_cheap(params: &argon2::Params) -> Option<String> {
+    let (m, t) = (params.m_cost(), params.t_cost());
+    if m >= MIN_MEMORY_KIB && u64::from(m) * u64::from(t) >= MIN_COST {
+        return None;
+    }
+    Some(format!(
+        "the hash's Argon2 cost m={m},t={t},p={} is below the minimum (memory at least \
+         {MIN_MEMORY_KIB} KiB and memory × passes at least {MIN_COST}, the weakest setting OWASP \
+         recommends; `robots-proxy user hash` uses m=19456,t=2,p=1): hash the password again \
+         with `robots-proxy user hash`",
+        params.p_cost()
+    ))
+}
 
 impl Authenticator {
     /// Loads the users file at `path`.
@@ -281,6 +325,7 @@ impl Authenticator {
     /// Parses a users file's text; `path` is only used in error messages.
     pub fn parse(text: &str, path: &Path) -> Result<Self, AccessError> {
         let mut users = HashMap::new();
+        let mut strongest = argon2::Params::default();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -307,6 +352,12 @@ impl Authenticator {
                     parsed.algorithm.as_str()
                 )));
             }
+            let params = argon2::Params::try_from(&parsed)
+                .map_err(|e| bad(format!("the hash's Argon2 parameters are invalid ({e})")))?;
+            if let Some(why) = too_cheap(&params) {
+                return Err(bad(why));
+            }
+            strongest = strongest_of(strongest, &params);
             let token = token
                 .map(ProductToken::new)
                 .transpose()
@@ -321,6 +372,7 @@ impl Authenticator {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Authenticator {
             users,
+            dummy: dummy_hash(&strongest),
             verified: moka::sync::Cache::builder()
                 .max_capacity(REMEMBERED)
                 .time_to_idle(Duration::from_secs(3600))
@@ -329,9 +381,17 @@ impl Authenticator {
                 .max_capacity(REMEMBERED)
                 .time_to_live(Duration::from_secs(60))
                 .build(),
-            verifying: tokio::sync::Semaphore::new(cpus),
+            verifying: Arc::new(tokio::sync::Semaphore::new(cpus)),
+            pending: AtomicUsize::new(0),
+            max_pending: cpus.saturating_mul(WAITING_PER_CPU + 1),
             failures: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
         })
+    }
+
+    /// Requests answered `503` because too many verifications were waiting.
+    pub fn busy(&self) -> u64 {
+        self.busy.load(Ordering::Relaxed)
     }
 
     /// Counts and logs a request refused for bad credentials (rate-limited like
@@ -385,9 +445,15 @@ impl Authenticator {
         }
         let (name, password) = basic_credentials(value.as_bytes())?;
         let entry = self.users.get(&name);
-        let hash = entry.map_or_else(|| dummy_hash().to_owned(), |e| e.hash.clone());
+        // Known and unknown users alike: a hash string, verified on the blocking pool.
+        let hash = entry.map_or(&self.dummy, |e| &e.hash).clone();
         let ok = {
-            // Bounded: verifications are CPU-heavy. The semaphore is never closed.
+            // Bounded: verifications are CPU-heavy, and so is the queue of those waiting.
+            let Some(_pending) = Pending::enter(&self.pending, self.max_pending) else {
+                self.busy.fetch_add(1, Ordering::Relaxed);
+                return Err(AuthFailure::Busy);
+            };
+            // The semaphore is never closed.
             let _slot = self.verifying.acquire().await;
             let verify = move || verify_password(&password, &hash);
             tokio::task::spawn_blocking(verify).await.unwrap_or(false)
@@ -431,12 +497,48 @@ fn verify_password(password: &str, hash: &str) -> bool {
         .is_ok_and(|parsed| Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
 }
 
-/// A hash to verify against for unknown users, so they cost as much as a wrong password.
-fn dummy_hash() -> &'static str {
-    static DUMMY: OnceLock<String> = OnceLock::new();
-    DUMMY.get_or_init(|| {
-        hash_password("robots-proxy: no such user", &argon2::Params::default()).unwrap_or_default()
-    })
+/// A hash to verify unknown users' passwords against, so they cost as much as a wrong
+/// password: Argon2id with `params`, a random salt and an output of zeros, which no password
+/// gives. Verifying against it costs a full Argon2 run; making it costs nothing.
+fn dummy_hash(params: &argon2::Params) -> String {
+    let salt = SaltString::generate(&mut argon2::password_hash::rand_core::OsRng);
+    let output = base64ct::Base64Unpadded::encode_string(&[0u8; 32]);
+    format!(
+        "$argon2id$v=19$m={},t={},p={}${}${output}",
+        params.m_cost(),
+        params.t_cost(),
+        params.p_cost(),
+        salt.as_str()
+    )
+}
+
+/// The costlier of `a` and `b`: more memory × passes (the time a verification takes).
+fn strongest_of(a: argon2::Params, b: &argon2::Params) -> argon2::Params {
+    let cost = |p: &argon2::Params| u64::from(p.m_cost()) * u64::from(p.t_cost());
+    if cost(b) > cost(&a) {
+        b.clone()
+    } else {
+        a
+    }
+}
+
+/// One verification running or waiting, counted until dropped.
+struct Pending<'a>(&'a AtomicUsize);
+
+impl<'a> Pending<'a> {
+    /// Counts one in, unless `max` already are.
+    fn enter(count: &'a AtomicUsize, max: usize) -> Option<Self> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .ok()?;
+        Some(Pending(count))
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 fn check_name(name: &str) -> Result<(), AccessError> {
@@ -475,8 +577,9 @@ pub fn hash_line(name: &str, password: &str, token: Option<&str>) -> Result<Stri
 mod tests {
     use super::*;
 
+    /// The least cost a users file accepts (OWASP's m=7168, t=5).
     fn cheap(password: &str) -> String {
-        hash_password(password, &argon2::Params::new(8, 1, 1, None).unwrap()).unwrap()
+        hash_password(password, &argon2::Params::new(MIN_MEMORY_KIB, 5, 1, None).unwrap()).unwrap()
     }
 
     fn header(name: &str, password: &str) -> HeaderMap {
@@ -524,6 +627,65 @@ mod tests {
             let err = Authenticator::parse(text, path).err().expect(text).to_string();
             assert!(err.contains(want), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn hashes_below_the_minimum_cost_are_refused_naming_the_line() {
+        let path = Path::new("users");
+        let weak =
+            |m, t| hash_password("pw", &argon2::Params::new(m, t, 1, None).unwrap()).unwrap();
+        for (m, t) in [(8, 1), (19456, 1), (4096, 10), (7168, 4)] {
+            let text = format!("# users\nalice:{}\nbob:{}\n", cheap("pw"), weak(m, t));
+            let err = Authenticator::parse(&text, path).err().expect("refused").to_string();
+            assert!(err.contains("users line 3"), "{err}");
+            assert!(err.contains(&format!("m={m},t={t},p=1 is below the minimum")), "{err}");
+        }
+        // OWASP's settings are accepted.
+        for (m, t) in [(19456, 2), (47104, 1), (12288, 3), (9216, 4), (7168, 5)] {
+            assert!(Authenticator::parse(&format!("a:{}\n", weak(m, t)), path).is_ok(), "{m} {t}");
+        }
+    }
+
+    #[test]
+    fn unknown_users_are_verified_against_a_hash_as_costly_as_the_costliest_user() {
+        let strong = hash_password("pw", &argon2::Params::new(32768, 3, 1, None).unwrap()).unwrap();
+        let text = format!("a:{}\nb:{strong}\n", cheap("pw"));
+        let auth = Authenticator::parse(&text, Path::new("u")).unwrap();
+        let dummy = PasswordHash::new(&auth.dummy).unwrap();
+        let params = argon2::Params::try_from(&dummy).unwrap();
+        assert_eq!((params.m_cost(), params.t_cost(), params.p_cost()), (32768, 3, 1));
+        assert!(!verify_password("", &auth.dummy) && !verify_password("pw", &auth.dummy));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn verifications_waiting_are_bounded() {
+        let text = format!("alice:{}\n", cheap("s3cret"));
+        let mut auth = Authenticator::parse(&text, Path::new("users")).unwrap();
+        auth.max_pending = 1;
+        let auth = Arc::new(auth);
+        // Every verification slot taken: the next one waits.
+        let slots = auth.verifying.available_permits() as u32;
+        let held = auth.verifying.clone().acquire_many_owned(slots).await.unwrap();
+        let waiting = {
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.authenticate(&header("alice", "s3cret")).await })
+        };
+        for _ in 0..1000 {
+            if auth.pending.load(Ordering::Acquire) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(auth.pending.load(Ordering::Acquire), 1, "one waits");
+        // One more is turned away at once, its credentials neither checked nor remembered.
+        let mallory = header("mallory", "x");
+        let busy = tokio::time::timeout(Duration::from_secs(10), auth.authenticate(&mallory)).await;
+        assert_eq!(busy.ok(), Some(Err(AuthFailure::Busy)), "turned away, not queued");
+        assert_eq!(auth.busy(), 1);
+        drop(held);
+        assert_eq!(waiting.await.unwrap().unwrap().name, "alice");
+        let later = auth.authenticate(&header("mallory", "x")).await;
+        assert!(matches!(later, Err(AuthFailure::Invalid { .. })), "{later:?}");
     }
 
     #[tokio::test]

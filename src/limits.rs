@@ -7,11 +7,12 @@
 //! `https.tunnel_idle_timeout` (CONNECT tunnels), `robots.max_body`, `robots.max_redirects`
 //! and `robots.max_concurrent_fetches` (robots.txt fetches).
 
+use std::collections::HashMap;
 use std::future::Future as _;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -57,6 +58,13 @@ pub struct LimitsSection {
     /// and its connection closed (the origin connection is dropped).
     #[serde(with = "humantime_serde")]
     pub client_body_idle_timeout: Duration,
+    /// Client connections served at once from one client address (CONNECT tunnels
+    /// included); past it a connection is answered `503` and closed. 0: no cap per client.
+    pub max_connections_per_client: usize,
+    /// With `access.users_file`: a connection that has not sent a request with valid
+    /// credentials this long after it was accepted is closed.
+    #[serde(with = "humantime_serde")]
+    pub auth_timeout: Duration,
 }
 
 impl Default for LimitsSection {
@@ -69,6 +77,8 @@ impl Default for LimitsSection {
             max_headers: 100,
             client_write_timeout: Duration::from_secs(60),
             client_body_idle_timeout: Duration::from_secs(60),
+            max_connections_per_client: 1024,
+            auth_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -107,10 +117,63 @@ impl LimitsSection {
     }
 }
 
-/// Admits client connections up to `limits.max_connections`.
+/// The connections open on a listener: in all, and per client address. One mechanism for
+/// every listener that caps connections per client (the proxy's, the admin listener, the key
+/// directory).
+#[derive(Debug, Clone, Default)]
+pub struct ClientCounts {
+    open: Arc<Mutex<OpenCount>>,
+}
+
+#[derive(Debug, Default)]
+struct OpenCount {
+    total: usize,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+impl ClientCounts {
+    /// Counts a connection from `client` (canonical: an IPv4-mapped address as IPv4), or
+    /// `None` when `max_total` connections are open, or `per_client` from that client.
+    pub fn take(&self, client: IpAddr, max_total: usize, per_client: usize) -> Option<Counted> {
+        let client = client.to_canonical();
+        let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mine = count.per_client.get(&client).copied().unwrap_or(0);
+        if count.total >= max_total || mine >= per_client {
+            return None;
+        }
+        count.total += 1;
+        count.per_client.insert(client, mine + 1);
+        Some(Counted { open: self.open.clone(), client })
+    }
+}
+
+/// One open connection counted in a [`ClientCounts`]; uncounted on drop.
+#[derive(Debug)]
+pub struct Counted {
+    open: Arc<Mutex<OpenCount>>,
+    client: IpAddr,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        count.total = count.total.saturating_sub(1);
+        if let Some(n) = count.per_client.get_mut(&self.client) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                count.per_client.remove(&self.client);
+            }
+        }
+    }
+}
+
+/// Admits client connections up to `limits.max_connections`, and
+/// `limits.max_connections_per_client` from one client address.
 #[derive(Debug, Clone)]
 pub struct ConnectionGate {
     slots: Arc<Semaphore>,
+    clients: ClientCounts,
+    per_client: usize,
     when_full: WhenFull,
     write_timeout: Duration,
     max_head: usize,
@@ -120,8 +183,14 @@ impl ConnectionGate {
     /// A gate for `limits`.
     pub fn new(limits: &LimitsSection) -> Self {
         let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+        let per_client = match limits.max_connections_per_client {
+            0 => usize::MAX,
+            n => n,
+        };
         ConnectionGate {
             slots: Arc::new(Semaphore::new(max)),
+            clients: ClientCounts::default(),
+            per_client,
             when_full: limits.when_full,
             write_timeout: limits.client_write_timeout,
             max_head: limits.max_header_bytes(),
@@ -149,6 +218,13 @@ impl ConnectionGate {
         slot: Option<OwnedSemaphorePermit>,
         watch: bool,
     ) -> Option<ClientIo> {
+        // Per client first: a connection over its client's cap gives back the slot it may
+        // have waited for at once, so one client cannot hold every slot.
+        let Some(counted) = self.clients.take(peer.ip(), usize::MAX, self.per_client) else {
+            tracing::warn!(client = %peer, "connection refused: limits.max_connections_per_client reached");
+            let _ = stream.try_write(BUSY_CLIENT);
+            return None;
+        };
         let slot = match slot {
             Some(slot) => slot,
             None => match self.slots.clone().try_acquire_owned() {
@@ -163,7 +239,9 @@ impl ConnectionGate {
             },
         };
         let framing = watch.then(|| FramingWatch::new(self.max_head));
-        Some(ClientIo::new(stream, Some(slot), self.write_timeout, framing))
+        let mut io = ClientIo::new(stream, Some(slot), self.write_timeout, framing);
+        io._counted = Some(counted);
+        Some(io)
     }
 
     /// Connection slots free now.
@@ -181,6 +259,15 @@ Content-Length: 65\r\n\
 \r\n\
 503 Service Unavailable: the proxy serves too many connections.\r\n";
 
+const BUSY_CLIENT: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+Content-Type: text/plain; charset=utf-8\r\n\
+Proxy-Status: robots-proxy;error=connection_limit_reached;details=\"limits.max_connections_per_client\"\r\n\
+Retry-After: 1\r\n\
+Connection: close\r\n\
+Content-Length: 77\r\n\
+\r\n\
+503 Service Unavailable: this client has too many connections to the proxy.\r\n";
+
 /// A client connection: holds its connection slot for as long as it lives (through a CONNECT
 /// upgrade too, since the tunnel owns the same I/O), fails a write that has waited for the
 /// client to read for `write_timeout`, and lets a [`FramingWatch`] read along.
@@ -190,6 +277,8 @@ Content-Length: 65\r\n\
 pub struct ClientIo {
     inner: TcpStream,
     _slot: Option<OwnedSemaphorePermit>,
+    /// Its place in its client's count (`limits.max_connections_per_client`).
+    _counted: Option<Counted>,
     write_timeout: Duration,
     /// Armed when a write could not proceed, cleared when one does.
     stalled: Option<Pin<Box<Sleep>>>,
@@ -204,7 +293,7 @@ impl ClientIo {
         write_timeout: Duration,
         framing: Option<FramingWatch>,
     ) -> Self {
-        ClientIo { inner, _slot: slot, write_timeout, stalled: None, framing }
+        ClientIo { inner, _slot: slot, _counted: None, write_timeout, stalled: None, framing }
     }
 
     /// The verdicts of the framing watch, one per request head (always `Clean` without one).
@@ -316,8 +405,10 @@ mod tests {
 
     #[test]
     fn busy_answer_has_the_right_length() {
-        let text = std::str::from_utf8(BUSY).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        assert!(head.contains(&format!("Content-Length: {}", body.len())), "{}", body.len());
+        for busy in [BUSY, BUSY_CLIENT] {
+            let text = std::str::from_utf8(busy).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            assert!(head.contains(&format!("Content-Length: {}", body.len())), "{}", body.len());
+        }
     }
 }

@@ -97,6 +97,12 @@ fn check_ca(config: &Config) -> Result<(), (&'static str, String)> {
         // The default location, empty: `serve` creates the CA under state_dir (checked above).
         return Ok(());
     }
+    if missing == [&files.cert] {
+        // The default location with a key only, left by a creation that stopped part way:
+        // `serve` makes its certificate, if the key can be read.
+        return crate::tls::ca::check_leftover_key(&files.key)
+            .map_err(|e| ("https.ca_key", e.to_string()));
+    }
     CertificateAuthority::load(&files).map(drop).map_err(|e| {
         let key = match e {
             crate::tls::ca::CaError::KeyMode { .. } => "https.ca_key",

@@ -172,50 +172,6 @@ pub(crate) struct SideLimits {
     pub(crate) idle: Duration,
 }
 
-/// The connections open on a side listener: in all, and per client address.
-#[derive(Debug, Default)]
-struct OpenCount {
-    total: usize,
-    per_client: std::collections::HashMap<std::net::IpAddr, usize>,
-}
-
-/// One open connection counted in an [`OpenCount`]; uncounted on drop.
-struct Counted {
-    open: std::sync::Arc<std::sync::Mutex<OpenCount>>,
-    client: std::net::IpAddr,
-}
-
-impl Counted {
-    /// Counts a connection from `client`, or `None` when a cap of `limits` is reached.
-    fn take(
-        open: &std::sync::Arc<std::sync::Mutex<OpenCount>>,
-        client: std::net::IpAddr,
-        limits: &SideLimits,
-    ) -> Option<Counted> {
-        let mut count = open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mine = count.per_client.get(&client).copied().unwrap_or(0);
-        if count.total >= limits.max_connections || mine >= limits.per_client {
-            return None;
-        }
-        count.total += 1;
-        count.per_client.insert(client, mine + 1);
-        Some(Counted { open: open.clone(), client })
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let mut count = self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        count.total = count.total.saturating_sub(1);
-        if let Some(n) = count.per_client.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
-                count.per_client.remove(&self.client);
-            }
-        }
-    }
-}
-
 /// Logs a connection a side listener closed at once: the first ten at `warn`, then one in a
 /// thousand (the others at `debug`), so a flood cannot flood the log.
 fn log_refusal(name: &str, peer: std::net::SocketAddr, why: &str, refused: &mut u64) {
@@ -248,7 +204,7 @@ pub(crate) async fn serve_side_listener<F, S, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::pin!(shutdown);
-    let open = std::sync::Arc::new(std::sync::Mutex::new(OpenCount::default()));
+    let open = crate::limits::ClientCounts::default();
     let mut refused = 0u64;
     loop {
         let (stream, peer) = tokio::select! {
@@ -267,7 +223,7 @@ pub(crate) async fn serve_side_listener<F, S, B>(
             log_refusal(name, peer, "client address not allowed on this listener", &mut refused);
             continue;
         }
-        let Some(counted) = Counted::take(&open, client, &limits) else {
+        let Some(counted) = open.take(client, limits.max_connections, limits.per_client) else {
             log_refusal(name, peer, "too many connections", &mut refused);
             continue;
         };

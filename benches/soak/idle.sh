@@ -9,7 +9,8 @@
 #   CONNS=2000 HOLD=20 benches/soak/idle.sh
 #
 # The proxy runs with proxy.header_read_timeout = HOLD + 300 s (hyper's header read timeout also
-# closes idle keep-alive connections) and limits.max_connections = CONNS + 1000. Needs an
+# closes idle keep-alive connections), limits.max_connections = CONNS + 1000 and no cap per
+# client (limits.max_connections_per_client = 0: every connection comes from 127.0.0.1). Needs an
 # open-files limit above CONNS for both the proxy and the client: the script raises it with
 # `ulimit -n $NOFILE`. One nginx origin on ORIGIN_PORT (18140), the proxy on PROXY_PORT (18141),
 # files in RUN_DIR (default /tmp/robots-proxy-idle/<date-time>).
@@ -42,7 +43,8 @@ write_nginx_conf "$RUN_DIR" - "$ORIGIN_PORT"
 start_nginx "$RUN_DIR" "$ORIGIN_PORT"
 start_proxy "$RUN_DIR" "$PROXY_PORT" \
   ROBOTS_PROXY_PROXY__HEADER_READ_TIMEOUT="$(( ${HOLD%.*} + 300 ))s" \
-  ROBOTS_PROXY_LIMITS__MAX_CONNECTIONS=$(( CONNS + 1000 ))
+  ROBOTS_PROXY_LIMITS__MAX_CONNECTIONS=$(( CONNS + 1000 )) \
+  ROBOTS_PROXY_LIMITS__MAX_CONNECTIONS_PER_CLIENT=0
 rss_start=$(awk '/^VmRSS:/ { print $2 }' "/proc/$PROXY_PID/status")
 log "proxy RSS at start: $rss_start KiB"
 

@@ -85,7 +85,8 @@ start_proxy "$RUN_DIR" "$PROXY_PORT" \
   ROBOTS_PROXY_ROBOTS__CONNECT_TIMEOUT=2s \
   ROBOTS_PROXY_ROBOTS__FETCH_TIMEOUT="$FETCH_TIMEOUT" \
   ROBOTS_PROXY_LOG__LEVEL="$LOG_LEVEL" \
-  ROBOTS_PROXY_LIMITS__MAX_CONNECTIONS=$(( CONNS * 2 + 1024 ))
+  ROBOTS_PROXY_LIMITS__MAX_CONNECTIONS=$(( CONNS * 2 + 1024 )) \
+  ROBOTS_PROXY_LIMITS__MAX_CONNECTIONS_PER_CLIENT=0
 
 # One allowed request (not audited) to check the path end to end before the load.
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -x "http://127.0.0.1:$PROXY_PORT" \

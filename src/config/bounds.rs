@@ -171,6 +171,17 @@ pub(crate) const BOUNDS: &[Bound] = &[
         POSITIVE,
         DAY,
     ),
+    because(
+        count(
+            "limits.max_connections_per_client",
+            |c| wide(c.limits.max_connections_per_client),
+            0,
+            1 << 20,
+        ),
+        "0 means no cap per client",
+    ),
+    // Below a second a client could not send its first request in time.
+    duration("limits.auth_timeout", |c| c.limits.auth_timeout, SECOND, Duration::from_secs(3600)),
     // [admin]
     count("admin.max_connections", |c| wide(c.admin.max_connections), 1, 65_536),
     // [fleet]

@@ -154,8 +154,8 @@ pub struct Throttled {
     pub pace: Pace,
     /// Why it could not wait.
     pub cause: ThrottleCause,
-    /// When to try again: the wait it would have needed, in whole seconds, at least 1 (what
-    /// `Retry-After` says).
+    /// When to try again (what `Retry-After` says), in whole seconds, at least 1: the wait it
+    /// would have needed; for want of a free connection (the concurrency limit), `max_wait`.
     pub retry_after: Duration,
 }
 
@@ -389,11 +389,13 @@ impl Pacer {
                 ThrottleCause::FleetUnavailable,
                 Duration::ZERO,
             )),
+            // The site had no free connection for all of `max_wait`: that is the estimate of
+            // when one is free, not a second.
             Err(Held::NoConnection) => Err(self.throttled(
                 authority,
                 Pace::Concurrency { max: limits.concurrency.unwrap_or_default() },
                 ThrottleCause::NoConnection { max_wait: limits.max_wait },
-                Duration::ZERO,
+                limits.max_wait,
             )),
         }
     }
@@ -410,6 +412,13 @@ impl Pacer {
             Refusal::TooLong { wait, bound } => {
                 (bound, ThrottleCause::WaitTooLong { wait, max_wait: limits.max_wait }, wait)
             }
+            // Queued behind a full concurrency limit, the wait is not known: every request
+            // ahead may wait up to `max_wait` for a connection, so that is when to come back.
+            Refusal::QueueFull { waiting, wait, bound: Bound::Concurrency } => (
+                Bound::Concurrency,
+                ThrottleCause::QueueFull { waiting, line: lane.map(|l| l.line), wait },
+                wait.max(limits.max_wait),
+            ),
             Refusal::QueueFull { waiting, wait, bound } => {
                 let line = lane.map(|l| l.line);
                 (bound, ThrottleCause::QueueFull { waiting, line, wait }, wait)

@@ -246,7 +246,8 @@ async fn no_free_connection_within_max_wait_is_refused() {
     assert_eq!(t0.elapsed(), Duration::from_secs(3));
     assert_eq!(err.pace, Pace::Concurrency { max: 1 });
     assert_eq!(err.cause, ThrottleCause::NoConnection { max_wait: Duration::from_secs(3) });
-    assert_eq!(err.retry_after, Duration::from_secs(1));
+    // Issue 26 §23: not "try again in a second" for a site saturated for all of max_wait.
+    assert_eq!(err.retry_after, Duration::from_secs(3));
     assert_eq!(p.queue_depth(&a), 0);
     assert_eq!(p.stats().refused, 1);
 }

@@ -479,7 +479,20 @@ async fn intercept<IO>(
         Err(_) => return,
     };
     let sni = start.client_hello().server_name().map(str::to_owned);
-    let name = sni.clone().unwrap_or_else(|| connect.host().to_owned());
+    // The SNI is held against the CONNECT authority before any certificate is made: a client
+    // naming other hosts than its tunnel's would otherwise have one signed (and cached, pushing
+    // out the real hosts') per name. A mismatched client is shown the tunnel host's
+    // certificate, which it should refuse; one that goes on anyway has every request refused.
+    let mismatch = sni.clone().filter(|s| {
+        Authority::new(Scheme::Https, s, connect.port()).map_or(true, |a| a != connect)
+    });
+    let name = match (&sni, &mismatch) {
+        (Some(sni), None) => sni.clone(),
+        _ => connect.host().to_owned(),
+    };
+    if let Some(sni) = &mismatch {
+        tracing::info!(client = %client, sni = %sni, connect = %connect, "TLS server name does not match the CONNECT authority; presenting the CONNECT host's certificate");
+    }
     let config = match ca.server_config(&name) {
         Ok(c) => c,
         Err(e) => {
@@ -503,9 +516,6 @@ async fn intercept<IO>(
             return;
         }
     };
-    let mismatch = sni.filter(|s| {
-        Authority::new(Scheme::Https, s, connect.port()).map_or(true, |a| a != connect)
-    });
     // safety: request smuggling checks on the decrypted HTTP/1 stream, as on the listener
     // (HTTP/2 frames its messages itself and forbids Transfer-Encoding).
     let protocol = Protocol::from_alpn(tls.get_ref().1.alpn_protocol());

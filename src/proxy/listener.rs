@@ -239,10 +239,21 @@ async fn serve_client<I>(
         Listener::Plain => (None, false),
         Listener::Tls(user) => (user, true),
     };
+    // safety: with a users file, a connection that proves no user within limits.auth_timeout
+    // is closed, so connections that never authenticate give their slot back soon.
+    let deadline = shared.safety.auth_deadline(user.is_some());
     let memory = ConnectionMemory { over_tls, ..ConnectionMemory::default() };
     // One per connection: cloning it for each request touches only this connection's
     // counter, not one that every connection shares.
     let connection = Arc::new(Connection { shared, peer, memory, verdicts, user });
+    let watching = connection.clone();
+    let unauthenticated = async move {
+        let Some(deadline) = deadline else { return std::future::pending().await };
+        tokio::select! {
+            () = watching.memory.authenticated.notified() => std::future::pending().await,
+            () = tokio::time::sleep(deadline) => {}
+        }
+    };
     let service = service_fn(move |mut req: Request<Incoming>| {
         let connection = connection.clone();
         // safety: request smuggling checks, one verdict per HTTP/1 request head, in order
@@ -273,7 +284,14 @@ async fn serve_client<I>(
             Ok::<_, Infallible>(resp)
         }
     });
-    if let Err(e) = serve_connection(io, protocol, &settings, service, stop).await {
-        tracing::debug!(client = %peer, error = %e, "client connection ended with an error");
+    let serving = serve_connection(io, protocol, &settings, service, stop);
+    tokio::select! {
+        served = serving => if let Err(e) = served {
+            tracing::debug!(client = %peer, error = %e, "client connection ended with an error");
+        },
+        () = unauthenticated => tracing::info!(
+            client = %peer,
+            "connection closed: no request with valid credentials within limits.auth_timeout"
+        ),
     }
 }

@@ -314,4 +314,6 @@ struct ConnectionMemory {
     /// Whether the connection came through the TLS listener (for the proxy URL the
     /// "not a proxy request" answer gives).
     over_tls: bool,
+    /// Told when a request of the connection proves its user (`limits.auth_timeout`).
+    authenticated: tokio::sync::Notify,
 }

@@ -42,7 +42,11 @@ pub(super) async fn handle(
     let req = if shared.safety.requires_credentials(&req) {
         let authenticating = Box::pin(shared.safety.authenticate(client, req));
         match authenticating.await {
-            Ok(req) => req,
+            Ok(req) => {
+                // safety: the connection has proved its user (limits.auth_timeout).
+                memory.authenticated.notify_one();
+                req
+            }
             Err(answer) => return answer,
         }
     } else {

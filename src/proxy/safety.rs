@@ -75,6 +75,13 @@ impl Safety {
         self.auth.is_some()
     }
 
+    /// How long a connection may go without a request that proves its user before it is
+    /// closed (`limits.auth_timeout`): `None` without a users file, or when a verified client
+    /// certificate named the user (`certified`).
+    pub(super) fn auth_deadline(&self, certified: bool) -> Option<std::time::Duration> {
+        (self.auth.is_some() && !certified).then_some(self.limits.auth_timeout)
+    }
+
     /// Whether `req` must still prove its user with `Proxy-Authorization`: a users file is
     /// configured and no verified client certificate named the user already.
     pub(super) fn requires_credentials<B>(&self, req: &Request<B>) -> bool {
@@ -103,6 +110,10 @@ impl Safety {
             Ok(user) => {
                 req.extensions_mut().insert(user);
                 Ok(req)
+            }
+            Err(AuthFailure::Busy) => {
+                tracing::warn!(client = %client, "proxy authentication refused: {}", AuthFailure::Busy);
+                Err(verifications_busy())
             }
             Err(failure) => {
                 if !matches!(failure, AuthFailure::Missing) {
@@ -179,6 +190,18 @@ impl Safety {
 /// The token the authenticated user of `req` is tied to, if any.
 pub(super) fn tied_token<B>(req: &Request<B>) -> Option<&ProductToken> {
     req.extensions().get::<Arc<AuthenticatedUser>>().and_then(|u| u.token.as_ref())
+}
+
+/// The `503` for a request whose credentials could not be checked: too many password
+/// verifications are waiting (`crate::access`, "Cost"). They take tens of milliseconds each.
+fn verifications_busy() -> Response<ProxyBody> {
+    let mut resp = answer::text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "proxy_internal_error",
+        format!("503 Service Unavailable: {}. Try again in a moment.\n", AuthFailure::Busy),
+    );
+    resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
 }
 
 /// The `407` asking for credentials (RFC 9110 §15.5.8, §11.7.1).

@@ -67,6 +67,18 @@ pub enum CaError {
         /// Its permission bits.
         mode: u32,
     },
+    /// A CA key with no certificate beside it (an interrupted creation) that cannot be read.
+    #[error(
+        "{path} has no CA certificate beside it and cannot be read as a key ({cause}): it is \
+         what a CA creation that stopped part way leaves; remove it and start again to make a \
+         new CA"
+    )]
+    Leftover {
+        /// The key file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        cause: String,
+    },
 }
 
 /// Where a CA's certificate and key live.
@@ -86,6 +98,12 @@ impl CaFiles {
 }
 
 /// Writes a new CA certificate and key into `files`. Refuses to overwrite an existing one.
+///
+/// Each file is written whole under a temporary name in its directory, synced, and only then
+/// put in place (a hard link, which never replaces a file, then the temporary name removed),
+/// the key first and the certificate last, and the directory synced. So an interrupted
+/// creation leaves no half-written file; at worst a key with no certificate beside it, one
+/// that never signed anything, which [`CertificateAuthority::load_or_create`] completes.
 pub fn init(files: &CaFiles) -> Result<(), CaError> {
     for path in [&files.cert, &files.key] {
         if path.exists() {
@@ -100,9 +118,33 @@ pub fn init(files: &CaFiles) -> Result<(), CaError> {
                 .map_err(|source| CaError::Io { path: dir.to_owned(), source })?;
         }
     }
-    write_file(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
-    write_file(&files.cert, cert.pem().as_bytes(), 0o644)?;
+    put_in_place(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
+    put_in_place(&files.cert, cert.pem().as_bytes(), 0o644)?;
     Ok(())
+}
+
+/// The certificate of a CA whose creation stopped after its key was in place: a new
+/// self-signed CA certificate for the key at `files.key`, put in place as [`init`] does. The
+/// key must be its owner's alone and must parse; otherwise [`CaError::Leftover`] says which
+/// file to remove.
+fn complete(files: &CaFiles) -> Result<(), CaError> {
+    let key = leftover_key(&files.key)?;
+    let cert = ca_params()?.self_signed(&key)?;
+    put_in_place(&files.cert, cert.pem().as_bytes(), 0o644)
+}
+
+/// The key a stopped CA creation left at `path`, if it is its owner's alone and can be read.
+fn leftover_key(path: &Path) -> Result<KeyPair, CaError> {
+    check_key_mode(path)?;
+    let leftover = |cause: String| CaError::Leftover { path: path.to_owned(), cause };
+    let pem = fs::read_to_string(path).map_err(|e| leftover(e.to_string()))?;
+    KeyPair::from_pem(&pem).map_err(|e| leftover(e.to_string()))
+}
+
+/// Whether `serve` can complete the CA whose key at `path` has no certificate beside it
+/// (for `config check`).
+pub fn check_leftover_key(path: &Path) -> Result<(), CaError> {
+    leftover_key(path).map(drop)
 }
 
 fn ca_params() -> Result<CertificateParams, CaError> {
@@ -136,6 +178,26 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
     f.sync_all().map_err(io)
 }
 
+/// Writes `bytes` to `path`, which must not exist, all at once: under a temporary name beside
+/// it first (synced), then linked into place (a link never replaces a file), and the
+/// directory synced, so `path` is either absent or whole.
+fn put_in_place(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
+    let io = |source| CaError::Io { path: path.to_owned(), source };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.creating.{}", std::process::id()));
+    // A temporary file of an earlier process with this id, stopped part way.
+    let _ = fs::remove_file(&temp);
+    write_file(&temp, bytes, mode)?;
+    let linked = fs::hard_link(&temp, path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => CaError::Exists(path.to_owned()),
+        _ => io(e),
+    });
+    let _ = fs::remove_file(&temp);
+    linked?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+}
+
 /// A random-enough, unique serial number: time and a counter.
 fn serial() -> SerialNumber {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -160,6 +222,8 @@ pub struct CertificateAuthority {
     leaf_signer: Arc<dyn rustls::sign::SigningKey>,
     configs: moka::sync::Cache<String, Arc<ServerConfig>>,
     made: AtomicU64,
+    /// The CA certificate's `notAfter`: no leaf is valid past it.
+    not_after: SystemTime,
 }
 
 /// Refuses a CA key that the file's group or others may read or write (as SSH refuses a
@@ -188,6 +252,13 @@ impl CertificateAuthority {
                 path: files.cert.clone(),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
             })?;
+        let not_after = not_after(&ca_der).ok_or_else(|| CaError::Io {
+            path: files.cert.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the CA certificate cannot be read as X.509",
+            ),
+        })?;
         let leaf_key = KeyPair::generate()?;
         let leaf_signer = provider().key_provider.load_private_key(PrivateKeyDer::Pkcs8(
             PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
@@ -203,17 +274,37 @@ impl CertificateAuthority {
                 .time_to_live(LEAF_CACHE_TTL)
                 .build(),
             made: AtomicU64::new(0),
+            not_after,
         })
     }
 
     /// Loads the CA from `files`, creating it first if neither file exists. Returns whether it
-    /// was created.
+    /// was created (or its certificate made).
+    ///
+    /// A key with no certificate beside it is what a creation that stopped part way leaves
+    /// (`init` puts the key in place before the certificate; a version before it wrote the
+    /// key, then the certificate). No certificate was ever issued by it, so the creation is
+    /// completed: a certificate is made for that key (which, were it a CA whose `ca.pem` was
+    /// deleted, clients that trust the old certificate still accept, as the key is the same).
+    /// A key that cannot be read is refused, naming the file to remove. For the default CA
+    /// under `state_dir` only: a CA the operator names is never generated.
     pub fn load_or_create(files: &CaFiles) -> Result<(Self, bool), CaError> {
-        let created = if !files.cert.exists() && !files.key.exists() {
-            init(files)?;
-            true
-        } else {
-            false
+        let created = match (files.cert.exists(), files.key.exists()) {
+            (false, false) => {
+                init(files)?;
+                true
+            }
+            (false, true) => {
+                tracing::warn!(
+                    key = %files.key.display(),
+                    cert = %files.cert.display(),
+                    "the CA key has no certificate beside it (a CA creation stopped part way): \
+                     making its certificate"
+                );
+                complete(files)?;
+                true
+            }
+            _ => false,
         };
         Ok((Self::load(files)?, created))
     }
@@ -237,17 +328,7 @@ impl CertificateAuthority {
 
     /// Makes a certificate for `host` without caching it (for benchmarks of the fresh path).
     pub fn make_config(&self, host: &str) -> Result<Arc<ServerConfig>, CaError> {
-        let mut params = CertificateParams::new(vec![host.to_owned()])?;
-        params.distinguished_name.push(DnType::CommonName, host);
-        params.use_authority_key_identifier_extension = true;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let now = SystemTime::now();
-        params.not_before = (now - LEAF_BACKDATE).into();
-        params.not_after = (now + LEAF_LIFETIME).into();
-        params.serial_number = Some(serial());
-        let leaf = params.signed_by(&self.leaf_key, &self.issuer)?;
-        self.made.fetch_add(1, Ordering::Relaxed);
+        let leaf = self.leaf(host)?;
         let chain = vec![leaf.der().clone(), self.ca_der.clone()];
         let certified = rustls::sign::CertifiedKey::new(chain, self.leaf_signer.clone());
         debug_assert!(certified.keys_match().is_ok(), "the leaf certifies the leaf key");
@@ -258,6 +339,32 @@ impl CertificateAuthority {
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
+
+    /// A leaf certificate for `host`, signed and counted: valid from an hour ago for
+    /// [`LEAF_LIFETIME`], but never past the CA's own `notAfter` (an operator's CA close to
+    /// its end must not issue leaves that outlive it).
+    fn leaf(&self, host: &str) -> Result<rcgen::Certificate, CaError> {
+        let mut params = CertificateParams::new(vec![host.to_owned()])?;
+        params.distinguished_name.push(DnType::CommonName, host);
+        params.use_authority_key_identifier_extension = true;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let now = SystemTime::now();
+        params.not_before = (now - LEAF_BACKDATE).into();
+        params.not_after = (now + LEAF_LIFETIME).min(self.not_after).into();
+        params.serial_number = Some(serial());
+        let leaf = params.signed_by(&self.leaf_key, &self.issuer)?;
+        self.made.fetch_add(1, Ordering::Relaxed);
+        Ok(leaf)
+    }
+}
+
+/// A certificate's `notAfter`, or `None` when it cannot be parsed.
+fn not_after(der: &CertificateDer<'_>) -> Option<SystemTime> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let secs = cert.validity().not_after.timestamp();
+    let secs = u64::try_from(secs).ok()?;
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
 #[cfg(test)]
@@ -297,6 +404,61 @@ mod tests {
         }
         fs::set_permissions(&files.key, fs::Permissions::from_mode(0o400)).unwrap();
         assert!(CertificateAuthority::load(&files).is_ok());
+    }
+
+    #[test]
+    fn a_leaf_never_outlives_its_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = CaFiles::in_dir(dir.path());
+        // An operator's CA with two days left: a week-long leaf would outlive it.
+        let key = KeyPair::generate().unwrap();
+        let mut params = ca_params().unwrap();
+        let ends = SystemTime::now() + Duration::from_secs(2 * 24 * 3600);
+        params.not_after = ends.into();
+        let cert = params.self_signed(&key).unwrap();
+        write_file(&files.key, key.serialize_pem().as_bytes(), 0o600).unwrap();
+        write_file(&files.cert, cert.pem().as_bytes(), 0o644).unwrap();
+        let ca = CertificateAuthority::load(&files).unwrap();
+        let leaf = ca.leaf("example.test").unwrap();
+        let leaf_ends = not_after(leaf.der()).unwrap();
+        let ca_ends = not_after(&ca.ca_der).unwrap();
+        assert!(leaf_ends <= ca_ends, "{leaf_ends:?} is past the CA's {ca_ends:?}");
+        // A CA with years left gives the full week.
+        let dir = tempfile::tempdir().unwrap();
+        let files = CaFiles::in_dir(dir.path());
+        init(&files).unwrap();
+        let ca = CertificateAuthority::load(&files).unwrap();
+        let leaf_ends = not_after(ca.leaf("example.test").unwrap().der()).unwrap();
+        let week = leaf_ends.duration_since(SystemTime::now()).unwrap();
+        assert!(week > LEAF_LIFETIME - Duration::from_secs(60), "{week:?}");
+    }
+
+    #[test]
+    fn a_key_left_without_its_certificate_is_completed_not_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = CaFiles::in_dir(dir.path());
+        // A creation that stopped after the key was in place.
+        init(&files).unwrap();
+        fs::remove_file(&files.cert).unwrap();
+        let key = fs::read(&files.key).unwrap();
+        let (ca, created) = CertificateAuthority::load_or_create(&files).expect("starts");
+        assert!(created, "its certificate was made");
+        assert_eq!(fs::read(&files.key).unwrap(), key, "the same key");
+        assert!(ca.server_config("example.test").is_ok());
+        // Later starts load it as it is.
+        let (_, created) = CertificateAuthority::load_or_create(&files).unwrap();
+        assert!(!created);
+        assert!(fs::read_dir(dir.path()).unwrap().all(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name == CA_CERT_FILE || name == CA_KEY_FILE
+        }));
+        // A key cut short cannot be completed: the error names it and what to do.
+        fs::remove_file(&files.cert).unwrap();
+        fs::write(&files.key, &key[..key.len() / 2]).unwrap();
+        let err = CertificateAuthority::load_or_create(&files).err().expect("refused");
+        let text = err.to_string();
+        assert!(matches!(err, CaError::Leftover { .. }), "{text}");
+        assert!(text.contains("ca-key.pem") && text.contains("remove it"), "{text}");
     }
 
     #[test]

@@ -172,3 +172,24 @@ fn ca_init_writes_where_serve_looks() {
     let again = in_cwd(&["ca", "init"], &[("ROBOTS_PROXY_STATE_DIR", env_state.to_str().unwrap())]);
     assert_eq!(again.status.code(), Some(1));
 }
+
+/// A CA creation that stopped after the key was in place (issue 26 §19) does not block later
+/// starts: `config check` accepts the key and `serve` makes its certificate, for the same key.
+#[test]
+fn a_ca_key_left_without_its_certificate_does_not_block_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let state_env = [("ROBOTS_PROXY_STATE_DIR", state.to_str().unwrap())];
+    let made = super::support::run(&["ca", "init"], &state_env);
+    assert_eq!(made.status.code(), Some(0), "{}", String::from_utf8_lossy(&made.stderr));
+    let (cert, key) = (state.join("ca/ca.pem"), state.join("ca/ca-key.pem"));
+    std::fs::remove_file(&cert).unwrap();
+    let key_pem = std::fs::read(&key).unwrap();
+    let check = super::support::run(&["config", "check"], &state_env);
+    assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stderr));
+    let proxy = super::support::ProxyProcess::start(&[], &state_env);
+    let log = proxy.stderr();
+    assert!(log.contains("making its certificate"), "{log}");
+    assert!(cert.exists(), "{log}");
+    assert_eq!(std::fs::read(&key).unwrap(), key_pem, "the same key");
+}

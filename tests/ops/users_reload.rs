@@ -9,8 +9,8 @@ use crate::proxy::support::{raw_get, RawResponse};
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
 fn line(name: &str, password: &str) -> String {
-    let cheap = argon2::Params::new(8, 1, 1, None).unwrap();
-    format!("{name}:{}\n", robots_proxy::access::hash_password(password, &cheap).unwrap())
+    let cost = argon2::Params::default();
+    format!("{name}:{}\n", robots_proxy::access::hash_password(password, &cost).unwrap())
 }
 
 fn basic(user: &str, password: &str) -> String {
@@ -61,4 +61,28 @@ async fn a_user_removed_from_the_users_file_is_refused_after_sighup() {
     p.wait_for_stderr("SIGHUP: users file reloaded", 2).await;
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(get_as(&p, &url, "alice", "alice-secret").await.status, 200);
+}
+
+/// A users-file hash below the minimum Argon2 cost is refused at load, naming the file and the
+/// line (issue 26 §21); `config check` and `serve` alike.
+#[test]
+fn a_hash_below_the_minimum_cost_is_refused_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    let weak = argon2::Params::new(8, 1, 1, None).unwrap();
+    let weak = robots_proxy::access::hash_password("pw", &weak).unwrap();
+    std::fs::write(&users, format!("{}bob:{weak}\n", line("alice", "alice-secret"))).unwrap();
+    let file = users.to_str().unwrap();
+    let state = dir.path().join("state");
+    let env = [
+        ("ROBOTS_PROXY_ACCESS__USERS_FILE", file),
+        ("ROBOTS_PROXY_STATE_DIR", state.to_str().unwrap()),
+    ];
+    for args in [&["config", "check"][..], &["serve", "--listen", "127.0.0.1:0"][..]] {
+        let out = super::support::run(args, &env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&format!("{file} line 2")), "{args:?}: {err}");
+        assert!(err.contains("m=8,t=1,p=1 is below the minimum"), "{args:?}: {err}");
+    }
 }

@@ -5,6 +5,7 @@ pub mod tls_support;
 
 mod access;
 mod blocking;
+mod client_limits;
 mod encoded_robots;
 mod faults;
 mod fetch_table;

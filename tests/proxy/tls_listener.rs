@@ -376,10 +376,10 @@ async fn http2_to_the_tls_listener_serves_requests_and_connect_streams() {
     assert_eq!(again.status, 200);
 }
 
-/// A users file tying alice to AliceBot (cheap Argon2 parameters).
+/// A users file tying alice to AliceBot.
 fn users_file(dir: &Path) -> PathBuf {
-    let cheap = argon2::Params::new(8, 1, 1, None).unwrap();
-    let hash = robots_proxy::access::hash_password("alice-secret", &cheap).unwrap();
+    let cost = argon2::Params::default();
+    let hash = robots_proxy::access::hash_password("alice-secret", &cost).unwrap();
     let path = dir.join("users");
     std::fs::write(&path, format!("alice:{hash}:AliceBot\n")).unwrap();
     path

@@ -290,6 +290,70 @@ impl HttpsProxy {
     pub fn client(&self, alpn: &[&[u8]]) -> reqwest::Client {
         reqwest_client(self.addr(), self.client_tls(alpn))
     }
+
+    /// A client TLS config that trusts the proxy's CA only and accepts a certificate for
+    /// `name` whatever server name it sends: a domain-fronting client that goes on although
+    /// the proxy showed it the tunnel host's certificate.
+    pub fn fronting_client_tls(&self, name: &str) -> rustls::ClientConfig {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca_der.clone()).unwrap();
+        let provider = robots_proxy::tls::provider();
+        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let name = ServerName::try_from(name.to_owned()).unwrap();
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AsIf { inner, name }))
+            .with_no_client_auth()
+    }
+}
+
+/// Verifies a server's certificate as if the client had asked for `name`.
+#[derive(Debug)]
+struct AsIf {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    name: ServerName<'static>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for AsIf {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _asked: &ServerName<'_>,
+        ocsp: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        self.inner.verify_server_cert(end_entity, intermediates, &self.name, ocsp, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 /// A rustls client config trusting `roots` only, offering `alpn`.

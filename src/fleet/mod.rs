@@ -180,15 +180,6 @@ impl Fleet {
         }
     }
 
-    /// A `SCAN … MATCH` pattern for this fleet's keys: `key_prefix` with the glob characters
-    /// Redis reads in a pattern (`*`, `?`, `[`, `]`, `\`) escaped, then `glob` as it is. A
-    /// prefix such as `fleet*:` matches only its own keys, not another fleet's.
-    pub(crate) fn key_pattern(&self, glob: &str) -> String {
-        let mut pattern = escape_glob(&self.prefix);
-        pattern.push_str(glob);
-        pattern
-    }
-
     /// Runs one command or script invocation against Redis, bounded by `fleet.timeout`.
     /// While Redis is known to be out of reach, fails at once (the heartbeat probes).
     pub(crate) async fn call<T, F, Fut>(&self, run: F) -> Result<T, SharedError>
@@ -295,28 +286,4 @@ pub(crate) enum SubscribeError {
     /// Redis did not answer within `fleet.timeout`.
     #[error("no answer within fleet.timeout")]
     Timeout,
-}
-
-/// `text` with Redis's glob characters escaped by a backslash, so that a pattern matches it
-/// literally (Redis `stringmatchlen`: `*`, `?`, `[`, `]` and `\` are special).
-fn escape_glob(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod glob_tests {
-    use super::escape_glob;
-
-    #[test]
-    fn glob_characters_of_a_prefix_are_escaped() {
-        assert_eq!(escape_glob("robots-proxy:"), "robots-proxy:");
-        assert_eq!(escape_glob("a*b?c[d]e\\f:"), "a\\*b\\?c\\[d\\]e\\\\f:");
-    }
 }

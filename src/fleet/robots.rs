@@ -4,6 +4,14 @@
 //! `cache::shared`), `lease:<authority>` the fetch lease (`SET NX PX`, so it expires by itself
 //! when its holder dies; its value names the holder, `instance#nonce#n`, and only the holder
 //! deletes it), and the channel `purge` carries purges to every instance.
+//!
+//! Purge-all touches no record: it moves the counter `purge-generation` on (`INCR`, one
+//! command however many records there are, all or nothing). A record is stored tagged with
+//! the generation current when it is written (`g<generation>` and a newline before the
+//! record; a record without a tag is of generation 0), and a record of another generation is
+//! not read ([`SharedRedis::load`] gets the counter and the record with one `MGET`): the
+//! records of earlier generations are gone for the fleet at once, and Redis drops them when
+//! they expire. No call walks the keyspace (`SCAN`), whose length is not the fleet's to bound.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,10 +64,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 ";
 
-/// KEYS: record, lease. ARGV: record, ttl (ms), the holder's value. Stores the record, and
-/// deletes the lease only if it is still the holder's.
+/// KEYS: record, lease, purge generation. ARGV: record, ttl (ms), the holder's value. Stores
+/// the record tagged with the current purge generation, and deletes the lease only if it is
+/// still the holder's.
 const STORE: &str = r"
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local generation = redis.call('GET', KEYS[3]) or '0'
+redis.call('SET', KEYS[1], 'g' .. generation .. '\n' .. ARGV[1], 'PX', ARGV[2])
 if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end
 return 1
 ";
@@ -70,6 +80,26 @@ fn record_key(fleet: &Fleet, authority: &Authority) -> String {
 
 fn lease_key(fleet: &Fleet, authority: &Authority) -> String {
     fleet.key(&format!("lease:{authority}"))
+}
+
+fn generation_key(fleet: &Fleet) -> String {
+    fleet.key("purge-generation")
+}
+
+/// The record in `value`, a stored record with its generation tag, if it is of `generation`
+/// (the purge generation's value, `None` before the first purge-all, which is generation 0).
+/// A record stored before tags existed is of generation 0.
+fn untag(mut value: Vec<u8>, generation: Option<&[u8]>) -> Option<Vec<u8>> {
+    let generation = generation.unwrap_or(b"0");
+    let Some(tagged) = value.strip_prefix(b"g") else {
+        return (generation == b"0").then_some(value);
+    };
+    let end = tagged.iter().position(|b| *b == b'\n')?;
+    if &tagged[..end] != generation {
+        return None;
+    }
+    value.drain(..end + 2);
+    Some(value)
 }
 
 /// A purge message: `*` for all, else `scheme host port`.
@@ -105,8 +135,12 @@ impl SharedRobots for SharedRedis {
         &'a self,
         authority: &'a Authority,
     ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
-        let key = record_key(&self.fleet, authority);
-        Box::pin(self.fleet.call(move |mut c| async move { c.get(key).await }))
+        let keys = [generation_key(&self.fleet), record_key(&self.fleet, authority)];
+        Box::pin(async move {
+            let (generation, value): (Option<Vec<u8>>, Option<Vec<u8>>) =
+                self.fleet.call(move |mut c| async move { c.mget(&keys).await }).await?;
+            Ok(value.and_then(|v| untag(v, generation.as_deref())))
+        })
     }
 
     fn lease<'a>(
@@ -156,6 +190,7 @@ impl SharedRobots for SharedRedis {
         invocation
             .key(record_key(&self.fleet, authority))
             .key(lease_key(&self.fleet, authority))
+            .key(generation_key(&self.fleet))
             .arg(record)
             .arg(millis(ttl))
             .arg(self.take_held(authority));
@@ -170,52 +205,40 @@ impl SharedRobots for SharedRedis {
         let channel = fleet.key("purge");
         let message = purge_message(authority);
         Box::pin(async move {
-            match authority {
+            let dropped = match authority {
                 Some(a) => {
                     let key = record_key(fleet, a);
-                    fleet.call(move |mut c| async move { c.del::<_, ()>(key).await }).await?;
+                    fleet.call(move |mut c| async move { c.del::<_, ()>(key).await }).await
                 }
                 None => {
-                    let pattern = fleet.key_pattern("robots:*");
-                    fleet
-                        .call(move |mut c| async move { delete_matching(&mut c, &pattern).await })
-                        .await?;
+                    let key = generation_key(fleet);
+                    fleet.call(move |mut c| async move { c.incr::<_, _, ()>(key, 1).await }).await
                 }
-            }
-            fleet
+            };
+            // Told whatever happened to the record: the other instances drop their copies
+            // even when the shared one could not be.
+            let told = fleet
                 .call(move |mut c| async move { c.publish::<_, _, ()>(channel, message).await })
-                .await
+                .await;
+            match (dropped, told) {
+                (Ok(()), Ok(())) => Ok(()),
+                (Ok(()), Err(e)) => Err(SharedError(format!(
+                    "the shared records were purged, but the other instances were not told to \
+                     drop their own copies ({e}); they keep them until they expire"
+                ))),
+                (Err(e), Ok(())) => Err(SharedError(format!(
+                    "the shared records were not purged ({e}); the other instances were told \
+                     to drop their own copies, and may load the unpurged records again"
+                ))),
+                (Err(e), Err(_)) => Err(SharedError(format!(
+                    "neither the shared records were purged nor the other instances told ({e})"
+                ))),
+            }
         })
     }
 
     fn required(&self) -> bool {
         self.fleet.refuses_when_down()
-    }
-}
-
-/// Deletes every key matching `pattern`, a batch at a time (SCAN, not KEYS: Redis stays
-/// responsive however many records there are).
-async fn delete_matching(
-    c: &mut redis::aio::ConnectionManager,
-    pattern: &str,
-) -> redis::RedisResult<()> {
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(500)
-            .query_async(c)
-            .await?;
-        if !keys.is_empty() {
-            redis::cmd("UNLINK").arg(&keys).query_async::<()>(c).await?;
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
     }
 }
 
@@ -270,5 +293,21 @@ mod tests {
         assert_eq!(parse_purge(&purge_message(None)), Some(None));
         assert_eq!(parse_purge("ftp x 1"), None);
         assert_eq!(parse_purge("http x"), None);
+    }
+
+    #[test]
+    fn a_record_is_read_only_in_its_own_purge_generation() {
+        let record = b"{\"v\":1}\nbody".to_vec();
+        let tagged = |g: &str| [format!("g{g}\n").as_bytes(), &record].concat();
+        assert_eq!(untag(tagged("0"), None), Some(record.clone()));
+        assert_eq!(untag(tagged("7"), Some(b"7")), Some(record.clone()));
+        assert_eq!(untag(tagged("6"), Some(b"7")), None);
+        assert_eq!(untag(tagged("17"), Some(b"7")), None);
+        assert_eq!(untag(tagged("7"), None), None);
+        // Stored before tags: generation 0.
+        assert_eq!(untag(record.clone(), None), Some(record.clone()));
+        assert_eq!(untag(record.clone(), Some(b"0")), Some(record.clone()));
+        assert_eq!(untag(record, Some(b"1")), None);
+        assert_eq!(untag(b"g7".to_vec(), Some(b"7")), None);
     }
 }

@@ -8,7 +8,7 @@
 //! | `GET /readyz` | `200` when the proxy accepts connections and the audit log is writable, else `503`, JSON saying which |
 //! | `GET /robots?url=URL&agent=TOKEN` | the decision for `URL` now, and the cached robots.txt state of its authority, JSON (fetches robots.txt if needed) |
 //! | `POST /cache/purge?authority=A` | drops the cached robots.txt of `A` (`http://host:port`, or a bare `host[:port]` for both schemes) |
-//! | `POST /cache/purge-all` | drops every cached robots.txt |
+//! | `POST /cache/purge-all` | drops every cached robots.txt (both purges: `503` and `"partial": true` when a fleet's part failed) |
 //! | `GET /` | the status page: recent blocks, top blocked authorities and tokens, the cache |
 //! | `GET /api/summary` | what the status page shows, JSON |
 //!

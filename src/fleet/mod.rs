@@ -21,6 +21,7 @@
 pub mod pace;
 pub mod robots;
 mod section;
+pub mod version;
 pub mod view;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -63,6 +64,9 @@ pub struct Fleet {
     redacted_url: String,
     /// Whether the last call to Redis worked.
     up: AtomicBool,
+    /// Whether the server's version was found fit on the current connection ([`version`]):
+    /// checked by the first call on each.
+    checked: AtomicBool,
     /// Whether the instance has told the log that Redis is out of reach (once per outage).
     down_logged: AtomicBool,
     /// Calls that failed with an error of Redis's own (not of the link), for the log.
@@ -117,6 +121,7 @@ impl Fleet {
             timeout: section.timeout,
             redacted_url: section.redis.redacted(),
             up: AtomicBool::new(false),
+            checked: AtomicBool::new(false),
             down_logged: AtomicBool::new(false),
             call_errors: AtomicU64::new(0),
             rtt_micros: AtomicU64::new(0),
@@ -200,12 +205,30 @@ impl Fleet {
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let conn = ConnectionManager::clone(&self.conn.load());
-        match tokio::time::timeout(self.timeout, run(conn)).await {
-            Ok(Ok(value)) => {
+        let work = async {
+            if !self.checked.load(Ordering::Relaxed) {
+                match server_fit(conn.clone()).await? {
+                    version::Fit::TooOld(why) => return Ok(Err(why)),
+                    version::Fit::Fits => {}
+                    version::Fit::Unknown => tracing::warn!(
+                        instance = %self.name,
+                        "fleet: cannot tell the Redis server's version (INFO server); the fleet \
+                         needs Redis 5.0 or later, or Valkey"
+                    ),
+                }
+                self.checked.store(true, Ordering::Relaxed);
+            }
+            run(conn).await.map(Ok)
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(Ok(Err(too_old))) => Err(self.mark_down("Redis cannot be used", too_old)),
+            Ok(Ok(Ok(value))) => {
                 self.mark_up();
                 Ok(value)
             }
-            Ok(Err(e)) if takes_link_down(&e) => Err(self.mark_down(e.to_string())),
+            Ok(Err(e)) if takes_link_down(&e) => {
+                Err(self.mark_down("Redis is out of reach", e.to_string()))
+            }
             Ok(Err(e)) => {
                 // Redis answered: the link is up; the error concerns this call's keys (a key of
                 // the wrong type, a script error, OOM on a write) and is that call's alone.
@@ -216,10 +239,13 @@ impl Fleet {
                 }
                 Err(SharedError(format!("Redis: {e}")))
             }
-            Err(_) => Err(self.mark_down(format!(
-                "no answer within fleet.timeout ({})",
-                humantime::format_duration(self.timeout)
-            ))),
+            Err(_) => Err(self.mark_down(
+                "Redis is out of reach",
+                format!(
+                    "no answer within fleet.timeout ({})",
+                    humantime::format_duration(self.timeout)
+                ),
+            )),
         }
     }
 
@@ -230,12 +256,15 @@ impl Fleet {
         }
     }
 
-    fn mark_down(&self, why: String) -> SharedError {
+    /// Takes the link down: `what` happened (for the log), `why` (the error).
+    fn mark_down(&self, what: &str, why: String) -> SharedError {
         let was_up = self.up.swap(false, Ordering::Relaxed);
         if let Ok(fresh) =
             ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
         {
             self.conn.store(Arc::new(fresh));
+            // A new connection, perhaps to another server: its version is checked again.
+            self.checked.store(false, Ordering::Relaxed);
         }
         if !self.down_logged.swap(true, Ordering::Relaxed) {
             let then = match self.mode {
@@ -246,12 +275,22 @@ impl Fleet {
             };
             tracing::error!(
                 redis = %self.redacted_url, instance = %self.name, error = %why, was_up,
-                "fleet: Redis is out of reach; {then} until it is back"
+                "fleet: {what}; {then} until it is back"
             );
         }
         // The error reaches audit records and the admin's robots view; where Redis is, only the
         // log above says (masked).
         SharedError(format!("Redis: {why}"))
+    }
+}
+
+/// What the server's `INFO server` says of its version ([`version::fit`]). An `INFO` the
+/// server refuses (an ACL without it) says nothing, and the server is used.
+async fn server_fit(mut conn: ConnectionManager) -> redis::RedisResult<version::Fit> {
+    match redis::cmd("INFO").arg("server").query_async::<String>(&mut conn).await {
+        Ok(info) => Ok(version::fit(&info)),
+        Err(e) if takes_link_down(&e) => Err(e),
+        Err(_) => Ok(version::Fit::Unknown),
     }
 }
 

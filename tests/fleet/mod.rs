@@ -8,6 +8,7 @@ mod scripts;
 mod secrets;
 mod semantic_errors;
 mod support;
+mod version;
 
 use std::time::{Duration, Instant};
 

@@ -22,7 +22,8 @@ pub use section::{FoldCase, PolicySection, TokenHeader, TokenSource};
 // The types the proxy and the admin listener need from the robots store and the engine: they
 // reach both only through the policy.
 pub use crate::cache::{
-    FetchClass, FetchOutcome, RecentRobots, RobotsSnapshot, RobotsState, RobotsStore, StoreStats,
+    FetchClass, FetchOutcome, PurgedAll, RecentRobots, RobotsSnapshot, RobotsState, RobotsStore,
+    SharedError, StoreStats,
 };
 pub use crate::robots::usage::{Category, Preference, UsagePreferences};
 pub use crate::robots::{ProductToken, RobotsTxt, RuleKind};
@@ -146,13 +147,15 @@ impl Policy {
         self.store.get(authority).await
     }
 
-    /// Drops the robots.txt of `authority` from the store.
-    pub async fn purge(&self, authority: &Authority) {
-        self.store.purge(authority).await;
+    /// Drops the robots.txt of `authority` from the store; the error says what of a fleet's
+    /// part was not done (this instance's copy is dropped).
+    pub async fn purge(&self, authority: &Authority) -> Result<(), SharedError> {
+        self.store.purge(authority).await
     }
 
-    /// Drops every robots.txt from the store; answers how many authorities it held.
-    pub async fn purge_all(&self) -> u64 {
+    /// Drops every robots.txt from the store; answers how many authorities it held, and
+    /// whether the fleet's part was done.
+    pub async fn purge_all(&self) -> PurgedAll {
         self.store.purge_all().await
     }
 

@@ -8,7 +8,7 @@
 //! | `GET /readyz` | `200` when the proxy accepts connections and audit records are being written (none lost since the last one written), else `503`, JSON saying which |
 //! | `GET /robots?url=URL&agent=TOKEN` | the decision for `URL` now, and the cached robots.txt state of its authority, JSON (fetches robots.txt if needed) |
 //! | `POST /cache/purge?authority=A` | drops the cached robots.txt of `A` (`http://host:port`, or a bare `host[:port]` for both schemes) |
-//! | `POST /cache/purge-all` | drops every cached robots.txt |
+//! | `POST /cache/purge-all` | drops every cached robots.txt (both purges: `503` and `"partial": true` when a fleet's part failed) |
 //! | `GET /` | the status page: recent blocks, top blocked authorities and tokens, the cache |
 //! | `GET /api/summary` | what the status page shows, JSON |
 //!
@@ -327,19 +327,59 @@ async fn purge(proxy: &Proxy, query: &HashMap<String, String>) -> Response<Body>
         Err(e) => return bad_request(&e),
     };
     let mut purged = Vec::with_capacity(targets.len());
+    let mut fleet_errors = serde_json::Map::new();
     let policy = proxy.policy();
     for target in targets {
-        policy.purge(&target).await;
-        tracing::info!(authority = %target, "robots.txt purged from the cache (admin)");
+        match policy.purge(&target).await {
+            Ok(()) => {
+                tracing::info!(authority = %target, "robots.txt purged from the cache (admin)")
+            }
+            Err(e) => {
+                tracing::warn!(authority = %target, error = %e, "robots.txt purged from this instance's cache, but not from the fleet's (admin)");
+                fleet_errors.insert(target.to_string(), e.to_string().into());
+            }
+        }
         purged.push(target.to_string());
     }
-    json_response(StatusCode::OK, &json!({ "purged": purged }))
+    if fleet_errors.is_empty() {
+        return json_response(StatusCode::OK, &json!({ "purged": purged }));
+    }
+    // This instance's copies are gone; the fleet's part was not (all) done: partial.
+    json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &json!({
+            "purged": purged,
+            "partial": true,
+            "fleet_errors": fleet_errors,
+            "error": format!(
+                "purged from this instance only: {}",
+                fleet_errors.values().filter_map(|e| e.as_str()).collect::<Vec<_>>().join("; ")
+            ),
+        }),
+    )
 }
 
 async fn purge_all(proxy: &Proxy) -> Response<Body> {
-    let entries = proxy.policy().purge_all().await;
-    tracing::info!(entries, "every robots.txt purged from the cache (admin)");
-    json_response(StatusCode::OK, &json!({ "purged_all": true, "entries_before": entries }))
+    let done = proxy.policy().purge_all().await;
+    let entries = done.entries_before;
+    match done.fleet {
+        Ok(()) => {
+            tracing::info!(entries, "every robots.txt purged from the cache (admin)");
+            json_response(StatusCode::OK, &json!({ "purged_all": true, "entries_before": entries }))
+        }
+        Err(e) => {
+            tracing::warn!(entries, error = %e, "every robots.txt purged from this instance's cache, but the fleet's purge failed (admin)");
+            json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({
+                    "purged_all": false,
+                    "partial": true,
+                    "entries_before": entries,
+                    "error": format!("purged from this instance only: {e}"),
+                }),
+            )
+        }
+    }
 }
 
 fn bad_request(message: &str) -> Response<Body> {

@@ -53,7 +53,7 @@ mod store;
 pub use section::RobotsSection;
 
 pub use shared::{SharedError, SharedRobots};
-pub use store::{RobotsStore, StoreFuture, StoreStats};
+pub use store::{PurgedAll, RobotsStore, StoreFuture, StoreStats};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -599,13 +599,13 @@ impl RobotsCache {
 
     /// Drops the cached robots.txt of `authority`, so the next request fetches it again. A
     /// fetch in flight still answers the requests already waiting for it, but its result is
-    /// not stored.
-    pub async fn purge(&self, authority: &Authority) {
+    /// not stored. This instance's copy is always dropped; the error says what of the fleet's
+    /// part (the shared record, telling the other instances) was not done.
+    pub async fn purge(&self, authority: &Authority) -> Result<(), SharedError> {
         self.purge_local(authority).await;
-        if let Some(shared) = self.inner.shared.get() {
-            if let Err(e) = shared.purge(Some(authority)).await {
-                tracing::warn!(%authority, error = %e, "the fleet's copy of robots.txt was not purged");
-            }
+        match self.inner.shared.get() {
+            Some(shared) => shared.purge(Some(authority)).await,
+            None => Ok(()),
         }
     }
 
@@ -619,13 +619,13 @@ impl RobotsCache {
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Drops every cached robots.txt (and forgets fetches in flight, as [`Self::purge`]).
-    pub async fn purge_all(&self) {
+    /// Drops every cached robots.txt (and forgets fetches in flight, as [`Self::purge`]); the
+    /// error says what of the fleet's part was not done.
+    pub async fn purge_all(&self) -> Result<(), SharedError> {
         self.purge_all_local().await;
-        if let Some(shared) = self.inner.shared.get() {
-            if let Err(e) = shared.purge(None).await {
-                tracing::warn!(error = %e, "the fleet's copies of robots.txt were not purged");
-            }
+        match self.inner.shared.get() {
+            Some(shared) => shared.purge(None).await,
+            None => Ok(()),
         }
     }
 

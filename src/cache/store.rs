@@ -12,7 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::{CacheStats, RecentRobots, RobotsCache, RobotsSnapshot};
+use super::{CacheStats, RecentRobots, RobotsCache, RobotsSnapshot, SharedError};
 use crate::authority::Authority;
 
 /// A boxed future borrowed from the store, so that the trait can be used as `dyn RobotsStore`.
@@ -27,6 +27,16 @@ pub struct StoreStats {
     pub memory_bytes: u64,
     /// Hits, misses and completed fetches by class.
     pub counters: CacheStats,
+}
+
+/// What a purge of every robots.txt did.
+#[derive(Debug, Clone)]
+pub struct PurgedAll {
+    /// Authorities this instance held before (all dropped).
+    pub entries_before: u64,
+    /// With a fleet, what of the fleet's part was not done (the shared records, telling the
+    /// other instances): the purge was partial.
+    pub fleet: Result<(), SharedError>,
 }
 
 /// Where the policy gets robots.txt snapshots from.
@@ -50,11 +60,13 @@ pub trait RobotsStore: Send + Sync + 'static {
     fn peek<'a>(&'a self, authority: &'a Authority)
         -> StoreFuture<'a, Option<Arc<RobotsSnapshot>>>;
 
-    /// Drops the robots.txt of `authority`, so the next request fetches it again.
-    fn purge<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, ()>;
+    /// Drops the robots.txt of `authority`, so the next request fetches it again. This
+    /// instance's copy is always dropped; the error says what of a fleet's part was not done.
+    fn purge<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>>;
 
-    /// Drops every robots.txt; answers how many authorities were held.
-    fn purge_all(&self) -> StoreFuture<'_, u64>;
+    /// Drops every robots.txt; answers how many authorities were held, and whether the
+    /// fleet's part was done.
+    fn purge_all(&self) -> StoreFuture<'_, PurgedAll>;
 
     /// Size and counters, after pending housekeeping.
     fn stats(&self) -> StoreFuture<'_, StoreStats>;
@@ -87,16 +99,16 @@ impl RobotsStore for RobotsCache {
         Box::pin(RobotsCache::peek(self, authority))
     }
 
-    fn purge<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, ()> {
+    fn purge<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>> {
         Box::pin(RobotsCache::purge(self, authority))
     }
 
-    fn purge_all(&self) -> StoreFuture<'_, u64> {
+    fn purge_all(&self) -> StoreFuture<'_, PurgedAll> {
         Box::pin(async move {
             self.run_pending_tasks().await;
-            let entries = self.entry_count();
-            RobotsCache::purge_all(self).await;
-            entries
+            let entries_before = self.entry_count();
+            let fleet = RobotsCache::purge_all(self).await;
+            PurgedAll { entries_before, fleet }
         })
     }
 

@@ -21,6 +21,7 @@
 pub mod pace;
 pub mod robots;
 mod section;
+pub mod version;
 pub mod view;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,6 +70,9 @@ pub struct Fleet {
     redacted_url: String,
     /// Whether the last call to Redis worked.
     up: AtomicBool,
+    /// Whether the server's version was found fit on the current connection ([`version`]):
+    /// checked by the first call on each.
+    checked: AtomicBool,
     /// Whether the instance has told the log that Redis is out of reach (once per outage).
     down_logged: AtomicBool,
     /// Calls that failed with an error of Redis's own (not of the link), for the log.
@@ -129,6 +133,7 @@ impl Fleet {
             records_memory_percent: section.records_memory_percent,
             redacted_url: section.redis.redacted(),
             up: AtomicBool::new(false),
+            checked: AtomicBool::new(false),
             down_logged: AtomicBool::new(false),
             call_errors: AtomicU64::new(0),
             rtt_micros: AtomicU64::new(0),
@@ -208,15 +213,6 @@ impl Fleet {
         Ok(Subscription { sink, messages, ping, timeout: self.timeout })
     }
 
-    /// A `SCAN … MATCH` pattern for this fleet's keys: `key_prefix` with the glob characters
-    /// Redis reads in a pattern (`*`, `?`, `[`, `]`, `\`) escaped, then `glob` as it is. A
-    /// prefix such as `fleet*:` matches only its own keys, not another fleet's.
-    pub(crate) fn key_pattern(&self, glob: &str) -> String {
-        let mut pattern = escape_glob(&self.prefix);
-        pattern.push_str(glob);
-        pattern
-    }
-
     /// Runs one command or script invocation against Redis, bounded by `fleet.timeout`.
     /// While Redis is known to be out of reach, fails at once (the heartbeat probes).
     pub(crate) async fn call<T, F, Fut>(&self, run: F) -> Result<T, SharedError>
@@ -237,12 +233,30 @@ impl Fleet {
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let conn = ConnectionManager::clone(&self.conn.load());
-        match tokio::time::timeout(self.timeout, run(conn)).await {
-            Ok(Ok(value)) => {
+        let work = async {
+            if !self.checked.load(Ordering::Relaxed) {
+                match server_fit(conn.clone()).await? {
+                    version::Fit::TooOld(why) => return Ok(Err(why)),
+                    version::Fit::Fits => {}
+                    version::Fit::Unknown => tracing::warn!(
+                        instance = %self.name,
+                        "fleet: cannot tell the Redis server's version (INFO server); the fleet \
+                         needs Redis 5.0 or later, or Valkey"
+                    ),
+                }
+                self.checked.store(true, Ordering::Relaxed);
+            }
+            run(conn).await.map(Ok)
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(Ok(Err(too_old))) => Err(self.mark_down("Redis cannot be used", too_old)),
+            Ok(Ok(Ok(value))) => {
                 self.mark_up();
                 Ok(value)
             }
-            Ok(Err(e)) if takes_link_down(&e) => Err(self.mark_down(e.to_string())),
+            Ok(Err(e)) if takes_link_down(&e) => {
+                Err(self.mark_down("Redis is out of reach", e.to_string()))
+            }
             Ok(Err(e)) => {
                 // Redis answered: the link is up; the error concerns this call's keys (a key of
                 // the wrong type, a script error, OOM on a write) and is that call's alone.
@@ -253,10 +267,13 @@ impl Fleet {
                 }
                 Err(SharedError(format!("Redis: {e}")))
             }
-            Err(_) => Err(self.mark_down(format!(
-                "no answer within fleet.timeout ({})",
-                humantime::format_duration(self.timeout)
-            ))),
+            Err(_) => Err(self.mark_down(
+                "Redis is out of reach",
+                format!(
+                    "no answer within fleet.timeout ({})",
+                    humantime::format_duration(self.timeout)
+                ),
+            )),
         }
     }
 
@@ -267,12 +284,15 @@ impl Fleet {
         }
     }
 
-    fn mark_down(&self, why: String) -> SharedError {
+    /// Takes the link down: `what` happened (for the log), `why` (the error).
+    fn mark_down(&self, what: &str, why: String) -> SharedError {
         let was_up = self.up.swap(false, Ordering::Relaxed);
         if let Ok(fresh) =
             ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
         {
             self.conn.store(Arc::new(fresh));
+            // A new connection, perhaps to another server: its version is checked again.
+            self.checked.store(false, Ordering::Relaxed);
         }
         if !self.down_logged.swap(true, Ordering::Relaxed) {
             let then = match self.mode {
@@ -283,12 +303,22 @@ impl Fleet {
             };
             tracing::error!(
                 redis = %self.redacted_url, instance = %self.name, error = %why, was_up,
-                "fleet: Redis is out of reach; {then} until it is back"
+                "fleet: {what}; {then} until it is back"
             );
         }
         // The error reaches audit records and the admin's robots view; where Redis is, only the
         // log above says (masked).
         SharedError(format!("Redis: {why}"))
+    }
+}
+
+/// What the server's `INFO server` says of its version ([`version::fit`]). An `INFO` the
+/// server refuses (an ACL without it) says nothing, and the server is used.
+async fn server_fit(mut conn: ConnectionManager) -> redis::RedisResult<version::Fit> {
+    match redis::cmd("INFO").arg("server").query_async::<String>(&mut conn).await {
+        Ok(info) => Ok(version::fit(&info)),
+        Err(e) if takes_link_down(&e) => Err(e),
+        Err(_) => Ok(version::Fit::Unknown),
     }
 }
 
@@ -373,28 +403,4 @@ pub(crate) enum SubscribeError {
     /// Redis did not answer within `fleet.timeout`.
     #[error("no answer within fleet.timeout")]
     Timeout,
-}
-
-/// `text` with Redis's glob characters escaped by a backslash, so that a pattern matches it
-/// literally (Redis `stringmatchlen`: `*`, `?`, `[`, `]` and `\` are special).
-fn escape_glob(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod glob_tests {
-    use super::escape_glob;
-
-    #[test]
-    fn glob_characters_of_a_prefix_are_escaped() {
-        assert_eq!(escape_glob("robots-proxy:"), "robots-proxy:");
-        assert_eq!(escape_glob("a*b?c[d]e\\f:"), "a\\*b\\?c\\[d\\]e\\\\f:");
-    }
 }

@@ -7,6 +7,14 @@
 //! `purge-generation` counts purges of everything, and the channel `purge` carries purges to
 //! every instance.
 //!
+//! Purge-all touches no record: it moves the counter `purge-generation` on (`INCR`, one
+//! command however many records there are, all or nothing). A record is stored tagged with
+//! the generation current when it is written (`g<generation>` and a newline before the
+//! record; a record without a tag is of generation 0), and a record of another generation is
+//! not read ([`SharedRedis::load`] gets the counter and the record with one `MGET`): the
+//! records of earlier generations are gone for the fleet at once, and Redis drops them when
+//! they expire. No call walks the keyspace (`SCAN`), whose length is not the fleet's to bound.
+//!
 //! A purge wins over a fetch that was in flight when it came: purging an authority deletes its
 //! lease with its record, purging everything moves `purge-generation` on, and a record is
 //! stored only while its fetcher still holds the lease and the generation is the one it took
@@ -92,21 +100,22 @@ return 1
 
 /// KEYS: record, lease, purge generation. ARGV: record, ttl (ms), the holder's value, the
 /// purge generation the lease was taken under, `fleet.records_memory_percent`. Only while the
-/// lease is still the holder's: gives it back, and stores the record unless everything was
-/// purged since (else 0) or Redis's used memory has reached the percentage of its `maxmemory`
-/// (2: not stored, kept by the fetcher; a user whose ACL denies INFO has no such check). 1
-/// when stored. A lease that is gone was purged with its record (or ran out, and another
-/// instance fetches).
+/// lease is still the holder's: gives it back, and stores the record, tagged with its purge
+/// generation, unless everything was purged since (else 0) or Redis's used memory has reached
+/// the percentage of its `maxmemory` (2: not stored, kept by the fetcher; a user whose ACL
+/// denies INFO has no such check). 1 when stored. A lease that is gone was purged with its
+/// record (or ran out, and another instance fetches).
 const STORE: &str = r"
 if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
 redis.call('DEL', KEYS[2])
-if (redis.call('GET', KEYS[3]) or '0') ~= ARGV[4] then return 0 end
+local generation = redis.call('GET', KEYS[3]) or '0'
+if generation ~= ARGV[4] then return 0 end
 local memory = redis.pcall('INFO', 'memory')
 if type(memory) ~= 'string' then memory = '' end
 local used = tonumber(string.match(memory, 'used_memory:(%d+)')) or 0
 local max = tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0
 if max > 0 and used * 100 >= max * tonumber(ARGV[5]) then return 2 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], 'g' .. generation .. '\n' .. ARGV[1], 'PX', ARGV[2])
 return 1
 ";
 
@@ -120,6 +129,22 @@ fn lease_key(fleet: &Fleet, authority: &Authority) -> String {
 
 fn generation_key(fleet: &Fleet) -> String {
     fleet.key("purge-generation")
+}
+
+/// The record in `value`, a stored record with its generation tag, if it is of `generation`
+/// (the purge generation's value, `None` before the first purge-all, which is generation 0).
+/// A record stored before tags existed is of generation 0.
+fn untag(mut value: Vec<u8>, generation: Option<&[u8]>) -> Option<Vec<u8>> {
+    let generation = generation.unwrap_or(b"0");
+    let Some(tagged) = value.strip_prefix(b"g") else {
+        return (generation == b"0").then_some(value);
+    };
+    let end = tagged.iter().position(|b| *b == b'\n')?;
+    if &tagged[..end] != generation {
+        return None;
+    }
+    value.drain(..end + 2);
+    Some(value)
 }
 
 /// A purge message: `*` for all, else `scheme host port`.
@@ -155,8 +180,12 @@ impl SharedRobots for SharedRedis {
         &'a self,
         authority: &'a Authority,
     ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
-        let key = record_key(&self.fleet, authority);
-        Box::pin(self.fleet.call(move |mut c| async move { c.get(key).await }))
+        let keys = [generation_key(&self.fleet), record_key(&self.fleet, authority)];
+        Box::pin(async move {
+            let (generation, value): (Option<Vec<u8>>, Option<Vec<u8>>) =
+                self.fleet.call(move |mut c| async move { c.mget(&keys).await }).await?;
+            Ok(value.and_then(|v| untag(v, generation.as_deref())))
+        })
     }
 
     fn lease<'a>(
@@ -234,28 +263,38 @@ impl SharedRobots for SharedRedis {
         let channel = fleet.key("purge");
         let message = purge_message(authority);
         Box::pin(async move {
-            match authority {
+            let dropped = match authority {
                 Some(a) => {
                     // The lease goes with the record: a fetch in flight then stores nothing.
                     let keys = [record_key(fleet, a), lease_key(fleet, a)];
-                    fleet.call(move |mut c| async move { c.del::<_, ()>(&keys).await }).await?;
+                    fleet.call(move |mut c| async move { c.del::<_, ()>(&keys).await }).await
                 }
                 None => {
-                    // First the generation, so that no fetch in flight stores after the
-                    // deletion below.
-                    let generation = generation_key(fleet);
-                    fleet
-                        .call(move |mut c| async move { c.incr::<_, _, ()>(generation, 1).await })
-                        .await?;
-                    let pattern = fleet.key_pattern("robots:*");
-                    fleet
-                        .call(move |mut c| async move { delete_matching(&mut c, &pattern).await })
-                        .await?;
+                    // A fetch in flight took its lease under the generation before: it stores
+                    // nothing now.
+                    let key = generation_key(fleet);
+                    fleet.call(move |mut c| async move { c.incr::<_, _, ()>(key, 1).await }).await
                 }
-            }
-            fleet
+            };
+            // Told whatever happened to the record: the other instances drop their copies
+            // even when the shared one could not be.
+            let told = fleet
                 .call(move |mut c| async move { c.publish::<_, _, ()>(channel, message).await })
-                .await
+                .await;
+            match (dropped, told) {
+                (Ok(()), Ok(())) => Ok(()),
+                (Ok(()), Err(e)) => Err(SharedError(format!(
+                    "the shared records were purged, but the other instances were not told to \
+                     drop their own copies ({e}); they keep them until they expire"
+                ))),
+                (Err(e), Ok(())) => Err(SharedError(format!(
+                    "the shared records were not purged ({e}); the other instances were told \
+                     to drop their own copies, and may load the unpurged records again"
+                ))),
+                (Err(e), Err(_)) => Err(SharedError(format!(
+                    "neither the shared records were purged nor the other instances told ({e})"
+                ))),
+            }
         })
     }
 
@@ -265,32 +304,6 @@ impl SharedRobots for SharedRedis {
 
     fn max_body(&self) -> usize {
         self.fleet.max_shared_body
-    }
-}
-
-/// Deletes every key matching `pattern`, a batch at a time (SCAN, not KEYS: Redis stays
-/// responsive however many records there are).
-async fn delete_matching(
-    c: &mut redis::aio::ConnectionManager,
-    pattern: &str,
-) -> redis::RedisResult<()> {
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(500)
-            .query_async(c)
-            .await?;
-        if !keys.is_empty() {
-            redis::cmd("UNLINK").arg(&keys).query_async::<()>(c).await?;
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
     }
 }
 
@@ -353,5 +366,21 @@ mod tests {
         assert_eq!(parse_purge(&purge_message(None)), Some(None));
         assert_eq!(parse_purge("ftp x 1"), None);
         assert_eq!(parse_purge("http x"), None);
+    }
+
+    #[test]
+    fn a_record_is_read_only_in_its_own_purge_generation() {
+        let record = b"{\"v\":1}\nbody".to_vec();
+        let tagged = |g: &str| [format!("g{g}\n").as_bytes(), &record].concat();
+        assert_eq!(untag(tagged("0"), None), Some(record.clone()));
+        assert_eq!(untag(tagged("7"), Some(b"7")), Some(record.clone()));
+        assert_eq!(untag(tagged("6"), Some(b"7")), None);
+        assert_eq!(untag(tagged("17"), Some(b"7")), None);
+        assert_eq!(untag(tagged("7"), None), None);
+        // Stored before tags: generation 0.
+        assert_eq!(untag(record.clone(), None), Some(record.clone()));
+        assert_eq!(untag(record.clone(), Some(b"0")), Some(record.clone()));
+        assert_eq!(untag(record, Some(b"1")), None);
+        assert_eq!(untag(b"g7".to_vec(), Some(b"7")), None);
     }
 }

@@ -1,15 +1,31 @@
 //! The fleet as a whole: each instance announces itself with an expiring heartbeat, and every
 //! instance lists the live ones (status page, `/api/summary`).
 //!
-//! Key (after `fleet.key_prefix`): `instance:<name>`, a JSON [`Announcement`] that expires
-//! after [`super::HEARTBEAT_TTL`] unless renewed.
+//! Keys (after `fleet.key_prefix`): `instance:<name>`, a JSON [`Announcement`] that expires
+//! after [`super::HEARTBEAT_TTL`] unless renewed, and `instances`, a sorted set of the names
+//! that announced themselves, scored by when (the announcer's clock, in milliseconds). The
+//! view reads the set and then the announcements (`MGET`); a name whose announcement expired
+//! is not listed, and leaves the set [`FORGET_AFTER`] after it last announced itself. No call
+//! walks the keyspace (`SCAN`): the view costs the same however many keys Redis holds.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use super::{Fleet, HEARTBEAT, HEARTBEAT_TTL};
+
+/// How long a name stays in the `instances` set after it last announced itself: long past
+/// its announcement's expiry, so that instances' clocks may disagree by up to this.
+pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
+
+/// The most instances the view lists (the latest to announce themselves).
+const LIST_MAX: isize = 1000;
+
+fn millis_since_epoch(t: SystemTime) -> u64 {
+    let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// What an instance says about itself.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -39,6 +55,8 @@ pub type Counts = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 /// `robots_proxy_fleet_redis_round_trip_seconds` gauge); runs until the process ends.
 pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
     let key = fleet.key(&format!("instance:{}", fleet.instance()));
+    let index = fleet.key("instances");
+    let forget = u64::try_from(FORGET_AFTER.as_millis()).unwrap_or(u64::MAX);
     let started = humantime::format_rfc3339_seconds(fleet.started).to_string();
     let ttl = HEARTBEAT_TTL.as_secs();
     // Other processes announcing this instance's name: how often each was seen.
@@ -58,13 +76,24 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
             nonce: fleet.nonce().to_owned(),
         };
         let Ok(json) = serde_json::to_string(&me) else { continue };
-        let key = key.clone();
+        let (key, index, name) = (key.clone(), index.clone(), me.name.clone());
+        let now = millis_since_epoch(SystemTime::now());
         let began = Instant::now();
         let announced = fleet
             .attempt(|mut c| async move {
                 redis::cmd("PING").query_async::<()>(&mut c).await?;
-                let (before, ()): (Option<String>, ()) =
-                    redis::pipe().get(&key).set_ex(&key, json, ttl).query_async(&mut c).await?;
+                let (before,): (Option<String>,) = redis::pipe()
+                    .get(&key)
+                    .set_ex(&key, json, ttl)
+                    .ignore()
+                    .zadd(&index, name, now)
+                    .ignore()
+                    .zrembyscore(&index, "-inf", format!("({}", now.saturating_sub(forget)))
+                    .ignore()
+                    .pexpire(&index, i64::try_from(forget).unwrap_or(i64::MAX))
+                    .ignore()
+                    .query_async(&mut c)
+                    .await?;
                 Ok(before)
             })
             .await;
@@ -93,31 +122,23 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
     }
 }
 
-/// The live instances of the fleet, by name; empty when Redis is out of reach.
+/// The live instances of the fleet, by name; empty when Redis is out of reach. Two commands,
+/// whatever else Redis holds: the names in the `instances` set, then their announcements.
 pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
-    let pattern = fleet.key_pattern("instance:*");
+    let index = fleet.key("instances");
+    let announcement = fleet.key("instance:");
     let found = fleet
         .call(|mut c| async move {
-            let mut keys: Vec<String> = Vec::new();
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(500)
-                    .query_async(&mut c)
-                    .await?;
-                keys.extend(batch);
-                if next == 0 || keys.len() > 10_000 {
-                    break;
-                }
-                cursor = next;
-            }
-            if keys.is_empty() {
+            let names: Vec<String> = redis::cmd("ZREVRANGE")
+                .arg(&index)
+                .arg(0)
+                .arg(LIST_MAX - 1)
+                .query_async(&mut c)
+                .await?;
+            if names.is_empty() {
                 return Ok(Vec::new());
             }
+            let keys: Vec<String> = names.iter().map(|n| format!("{announcement}{n}")).collect();
             let values: Vec<Option<String>> =
                 redis::cmd("MGET").arg(&keys).query_async(&mut c).await?;
             Ok(values)

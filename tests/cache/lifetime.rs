@@ -244,13 +244,13 @@ async fn purge_forces_a_refetch() {
     assert_eq!(cache.entry_count(), 2);
     assert!(cache.weighted_size() > 0);
 
-    cache.purge(&one.authority()).await;
+    cache.purge(&one.authority()).await.unwrap();
     assert!(cache.peek(&one.authority()).await.is_none());
     cache.get(&one.authority()).await;
     cache.get(&two.authority()).await;
     assert_eq!((one.robots_hits(), two.robots_hits()), (2, 1), "only the purged one refetches");
 
-    cache.purge_all().await;
+    cache.purge_all().await.unwrap();
     cache.run_pending_tasks().await;
     assert_eq!(cache.entry_count(), 0);
     cache.get(&one.authority()).await;
@@ -314,7 +314,7 @@ async fn remembered_snapshots_follow_the_cache() {
     assert_eq!(origin.robots_hits(), 1);
 
     // A purge makes every remembered copy unusable.
-    cache.purge(&authority).await;
+    cache.purge(&authority).await.unwrap();
     assert!(cache.recent(&recent, &authority).is_none(), "purged");
     let refetched = cache.get(&authority).await;
     assert_eq!(origin.robots_hits(), 2);

@@ -55,11 +55,11 @@ async fn a_purge_forgets_what_is_on_disk() {
     cache.persist_in(dir.clone()).unwrap();
     cache.get(&origin.authority()).await;
     records(&dir, 1).await;
-    cache.purge(&origin.authority()).await;
+    cache.purge(&origin.authority()).await.unwrap();
     records(&dir, 0).await;
     cache.get(&origin.authority()).await;
     assert_eq!(origin.robots_hits(), 2, "a purged copy is fetched again, not read back");
     records(&dir, 1).await;
-    cache.purge_all().await;
+    cache.purge_all().await.unwrap();
     records(&dir, 0).await;
 }

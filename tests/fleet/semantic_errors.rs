@@ -70,3 +70,35 @@ async fn a_key_of_the_wrong_type_for_one_site_leaves_the_link_up_for_the_others(
     assert!(!log.contains("out of reach"), "the link was taken down:\n{log}");
     assert!(log.contains("WRONGTYPE"), "the error is logged:\n{log}");
 }
+
+/// Redis out of memory (`maxmemory` reached, `noeviction`): every write is refused with `OOM`,
+/// yet Redis answers. The link stays up; with `local`, requests go on with this instance's own
+/// robots.txt fetch and pace, and the refusals are logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_out_of_memory_fails_the_writes_but_leaves_the_link_up() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env =
+        [("ROBOTS_PROXY_PACING__ENABLED", "true"), ("ROBOTS_PROXY_PACING__DEFAULT_RPS", "100")];
+    let f = fleet(1, &redis, "oom", &env);
+    let proxy = &f.instances[0];
+    for _ in 0..200 {
+        if fleet_up(proxy).await == "robots_proxy_fleet_up 1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fleet_up(proxy).await, "robots_proxy_fleet_up 1");
+    for (name, value) in [("maxmemory-policy", "noeviction"), ("maxmemory", "1")] {
+        assert_eq!(redis_command(redis.port, &["CONFIG", "SET", name, value]), "+OK\r\n");
+    }
+    let c = client(proxy.proxy_addr);
+    for i in 0..3 {
+        let resp = c.get(origin.url(&format!("/y/{i}"))).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{:?}\n{}", resp.text().await, proxy.stderr());
+        assert_eq!(fleet_up(proxy).await, "robots_proxy_fleet_up 1", "{}", proxy.stderr());
+    }
+    let log = proxy.stderr();
+    assert!(!log.contains("out of reach"), "the link was taken down:\n{log}");
+    assert!(log.contains("OOM"), "the refusals are logged:\n{log}");
+}

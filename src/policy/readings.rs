@@ -167,19 +167,22 @@ impl Readings {
     ///
     /// With `fold_case` (the origin is known to read paths case-insensitively), the
     /// case-folded reading comes last: the backslash reading, else the decoded one, else the
-    /// path as sent, trimmed of trailing dots and spaces as Win32 trims a path
-    /// ([`trim_as_windows`]), to be compared with letters folded.
+    /// path as sent, to be compared with letters folded; and when trimming trailing dots and
+    /// spaces as Win32 trims a path ([`trim_as_windows`]) changes it, that too, as a second
+    /// case-folded reading (an origin that maps URLs to files trims; one that routes them in
+    /// code may not: the most restrictive wins).
     pub fn to_decide(
         &self,
         decoded_patterns: bool,
         fold_case: bool,
     ) -> impl Iterator<Item = (Reading, &str)> + '_ {
         let add = decoded_patterns && self.others.iter().all(|(r, _)| *r != Reading::Decoded);
-        let folded = fold_case.then(|| {
-            let path = self.windows.as_deref().unwrap_or_else(|| self.folded_base());
-            (Reading::CaseFolded, path)
-        });
-        self.iter().chain(add.then_some((Reading::Decoded, self.as_sent.as_str()))).chain(folded)
+        let folded = fold_case.then(|| (Reading::CaseFolded, self.folded_base()));
+        let trimmed = self.windows.as_deref().filter(|_| fold_case);
+        self.iter()
+            .chain(add.then_some((Reading::Decoded, self.as_sent.as_str())))
+            .chain(folded)
+            .chain(trimmed.map(|path| (Reading::CaseFolded, path)))
     }
 }
 
@@ -403,11 +406,15 @@ mod tests {
 
     #[test]
     fn the_case_folded_reading_trims_segments_as_win32_does() {
+        // The last case-folded reading: the trimmed one when trimming changes the path.
         let folded = |p: &str| {
             let r = Readings::of(p);
-            let f = r.to_decide(false, true).find(|(r, _)| *r == Reading::CaseFolded);
+            let f = r.to_decide(false, true).filter(|(r, _)| *r == Reading::CaseFolded).last();
             f.map(|(_, p)| p.to_owned()).unwrap()
         };
+        let untrimmed = Readings::of("/private./x");
+        let both: Vec<_> = untrimmed.to_decide(false, true).map(|(_, p)| p.to_owned()).collect();
+        assert_eq!(both, ["/private./x", "/private./x", "/private/x"], "untrimmed too");
         assert_eq!(folded("/private./x"), "/private/x");
         assert_eq!(folded("/private/x."), "/private/x");
         assert_eq!(folded("/private/x..%20."), "/private/x");

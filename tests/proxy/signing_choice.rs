@@ -15,11 +15,11 @@ use super::signing::{
 };
 use super::support::{until, Origin, TestProxy};
 
-/// A users file (cheap Argon2 hashes): `alice` tied to ExampleBot, `intern` and `crawl` tied
-/// to nothing; every password is `pw`.
+/// A users file (Argon2 hashes of the default cost, as a users file requires): `alice` tied
+/// to ExampleBot, `intern` and `crawl` tied to nothing; every password is `pw`.
 fn users_file(dir: &std::path::Path) -> PathBuf {
-    let cheap = argon2::Params::new(8, 1, 1, None).unwrap();
-    let hash = || robots_proxy::access::hash_password("pw", &cheap).unwrap();
+    let cost = argon2::Params::default();
+    let hash = || robots_proxy::access::hash_password("pw", &cost).unwrap();
     let text = format!("alice:{}:ExampleBot\nintern:{}\ncrawl:{}\n", hash(), hash(), hash());
     let path = dir.join("users");
     std::fs::write(&path, text).unwrap();

@@ -217,6 +217,13 @@ mod tests {
             expires_at: t + Duration::from_secs(60),
             failing_since: None,
             failures: 0,
+            version: Some(Arc::new(crate::robots_version::RobotsVersion::new(
+                &a.to_string(),
+                &a.robots_url(),
+                body.clone(),
+                t,
+                Some(200),
+            ))),
         };
         persist.save(&snapshot, Some(body.clone()), 1 << 20);
         // The origin fails: the copy goes on, stale, with the failure state.
@@ -229,6 +236,7 @@ mod tests {
         assert_eq!((back.state, back.failures), (RobotsState::Stale, 2));
         assert_eq!(back.failing_since, snapshot.failing_since);
         assert_eq!(back.fetched_at, t);
+        assert_eq!(back.version, snapshot.version);
         assert!(!back.rules.allows(None, "/x"));
         let other = Authority::new(Scheme::Http, "a.test", 8081).unwrap();
         assert!(persist.load(&other, 1 << 20).is_none());

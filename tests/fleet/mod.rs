@@ -8,6 +8,7 @@ mod purges;
 mod scripts;
 mod secrets;
 mod semantic_errors;
+mod versions;
 mod support;
 
 use std::time::{Duration, Instant};

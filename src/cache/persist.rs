@@ -5,7 +5,9 @@
 //! failures (`give_up_after`) again.
 //!
 //! * One file per authority, named by the SHA-256 of its robots.txt URL, in the record format
-//!   the fleet shares (`shared::encode`): a JSON header line, then the body.
+//!   the fleet shares (`shared::encode`): a JSON header line (with the body's SHA-256 and the
+//!   status of its fetch; files written before they existed still load), then the body. The
+//!   version (digest, fetch time) is read back with the copy.
 //! * Written after each fetch whose result is kept, off the request path (a blocking task),
 //!   atomically: a temporary file in the same directory, `fsync`, `rename`, `fsync` of the
 //!   directory. A crash leaves the old file or the new one, never half of one.

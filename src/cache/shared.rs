@@ -1,7 +1,8 @@
 //! robots.txt shared with a fleet: one fetch per authority for every instance.
 //!
 //! A [`SharedRobots`] (Redis, in `crate::fleet`) keeps, per authority, a record of what RFC
-//! 9309's rules need: the raw body (capped as a local fetch is), the rules' kind, the state,
+//! 9309's rules need: the raw body (capped as a local fetch is) with its SHA-256 and the status
+//! of its fetch (so every instance names the same robots.txt version), the rules' kind, the state,
 //! the last outcome, when it was fetched, when it expires, and the failure count and start
 //! that drive the back-off, the stale copy and the give-up rule. The status table itself
 //! (`state::next_snapshot`) runs where the fetch runs, so every instance reaches the same

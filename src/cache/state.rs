@@ -16,7 +16,8 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The entry after a fetch at `now` gave `fetched`, `prev` being the entry before (if any).
 ///
-/// * 2xx (§2.3.1.1): the parsed file, `Fresh` for [`lifetime`].
+/// * 2xx (§2.3.1.1): the parsed file, `Fresh` for [`lifetime`], and its version (the body's
+///   SHA-256, computed here, once per fetch; a stale copy keeps its version).
 /// * 4xx except 429, or too many redirects (§2.3.1.2, §2.3.1.3): `AllowAll`, `Unavailable`
 ///   for [`lifetime`]. An earlier copy is dropped: the origin said there is no file now.
 /// * 429, 5xx, network errors (§2.3.1.4): the earlier 2xx copy if there is one (`Stale`),
@@ -224,6 +225,10 @@ mod tests {
         let stale = next_snapshot(Some(&good), &auth(), fail(), t1, &s);
         assert_eq!(stale.state, RobotsState::Stale);
         assert_eq!(stale.fetched_at, t0);
+        // The stale copy names the version it was fetched as: the same digest and fetch time.
+        let version = good.version.as_ref().expect("a fetched body has a version");
+        assert_eq!(version.fetched_at(), t0);
+        assert_eq!(stale.version, good.version);
         assert_eq!(stale.failing_since, Some(t1));
         assert_eq!(stale.expires_at, t1 + s.retry_initial);
         let t2 = stale.expires_at;

@@ -8,8 +8,8 @@ mod purges;
 mod scripts;
 mod secrets;
 mod semantic_errors;
-mod versions;
 mod support;
+mod versions;
 
 use std::time::{Duration, Instant};
 

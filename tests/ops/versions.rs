@@ -29,15 +29,17 @@ fn actions(records: &[serde_json::Value]) -> Vec<String> {
     records.iter().map(|r| r["event.action"].as_str().unwrap_or("").to_owned()).collect()
 }
 
-/// Each version's `robots_version` record comes once, and before every record that names it.
+/// Each version's `robots_version` record comes once (per authority), and before every record
+/// that names it.
 fn check_announced_once_before_use(records: &[serde_json::Value]) {
     let mut announced = std::collections::HashSet::new();
     for r in records {
         let Some(digest) = r["robots.sha256"].as_str() else { continue };
+        let key = (digest.to_owned(), r["robots.authority"].to_string());
         if r["event.action"] == "robots_version" {
-            assert!(announced.insert(digest.to_owned()), "announced twice in one file: {r}");
+            assert!(announced.insert(key), "announced twice in one file: {r}");
         } else {
-            assert!(announced.contains(digest), "named before it was announced: {r}");
+            assert!(announced.contains(&key), "named before it was announced: {r}");
         }
     }
 }
@@ -183,4 +185,71 @@ async fn a_body_that_is_not_utf8_is_kept_in_base64_byte_for_byte() {
     assert_eq!(announce["robots.sha256"], digest.as_str());
     assert_eq!(lines[1]["robots.sha256"], digest.as_str());
     assert_eq!(announce["robots.body_bytes"], LATIN1.len());
+}
+
+/// Allows (`audit.all_decisions`), throttles (the site's `crawl-delay`) and tunnels (tunnel mode)
+/// are decided on robots.txt too, and name its version; a CONNECT refused for its port was not,
+/// and names none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allows_throttles_and_tunnels_name_the_version() {
+    const ROBOTS: &str = "User-agent: *\nCrawl-delay: 30\nDisallow: /private\n";
+    let origin = Origin::start(ROBOTS).await;
+    // Tunnel mode decides on the https origin's robots.txt.
+    let tls = crate::proxy::tls_support::TlsOrigin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let ca_file = state.path().join("origin-ca.pem");
+    std::fs::write(&ca_file, &tls.ca.pem).unwrap();
+    let ports = format!("[{}]", tls.port());
+    let proxy = ProxyProcess::start(
+        &[],
+        &[
+            ("ROBOTS_PROXY_STATE_DIR", dir),
+            ("ROBOTS_PROXY_AUDIT__ALL_DECISIONS", "true"),
+            ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+            ("ROBOTS_PROXY_PACING__MAX_WAIT", "100ms"),
+            ("ROBOTS_PROXY_HTTPS__MODE", "tunnel"),
+            ("ROBOTS_PROXY_HTTPS__CONNECT_PORTS", &ports),
+            ("ROBOTS_PROXY_HTTPS__UPSTREAM_CA_FILE", ca_file.to_str().unwrap()),
+        ],
+    );
+    let audit = state.path().join("audit.jsonl");
+    let base = origin.base();
+    let client = proxied_client(proxy.proxy_addr);
+    assert_eq!(client.get(format!("{base}/a")).send().await.unwrap().status(), 200);
+    assert_eq!(client.get(format!("{base}/b")).send().await.unwrap().status(), 429);
+    let connect = |target: String| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(proxy.proxy_addr).await.unwrap();
+        let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+        s.write_all(head.as_bytes()).await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await.unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let opened = connect(tls.host()).await;
+    assert!(opened.starts_with("HTTP/1.1 200"), "{opened}");
+    let refused = connect("127.0.0.1:1".to_owned()).await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+
+    let want = sha256_hex(ROBOTS.as_bytes());
+    wait_until("the decisions recorded", || records(&audit).len() >= 6).await;
+    let lines = records(&audit);
+    check_announced_once_before_use(&lines);
+    let by = |action: &str| -> Vec<serde_json::Value> {
+        lines.iter().filter(|r| r["event.action"] == action).cloned().collect()
+    };
+    for action in ["robots_allow", "throttled", "tunnel_allow"] {
+        let found = by(action);
+        assert!(!found.is_empty(), "no {action} record: {lines:#?}");
+        for r in found {
+            assert_eq!(r["robots.sha256"], want.as_str(), "{r}");
+            assert!(r["robots.fetched_at"].as_str().is_some(), "{r}");
+        }
+    }
+    let port_refusals = by("connect_refuse");
+    assert_eq!(port_refusals.len(), 1, "{lines:#?}");
+    assert!(port_refusals[0].get("robots.sha256").is_none(), "{}", port_refusals[0]);
+    // The same bytes at two authorities: announced for each.
+    assert_eq!(by("robots_version").len(), 2, "{lines:#?}");
 }

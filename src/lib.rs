@@ -37,6 +37,7 @@
 //! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
 //! * [`signing`]: Web Bot Auth signatures on forwarded requests, and the key directory.
 //! * [`owner_only`]: the mode check of private keys and of the directories that hold them.
+//! * [`robots_version`]: a robots.txt version (the bytes as parsed, their SHA-256, when fetched).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -62,6 +63,7 @@ pub mod policy;
 pub mod preflight;
 pub mod proxy;
 pub mod robots;
+pub mod robots_version;
 pub(crate) mod server;
 pub mod signing;
 pub mod tls;

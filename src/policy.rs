@@ -27,6 +27,7 @@ pub use crate::cache::{
 };
 pub use crate::robots::usage::{Category, Preference, UsagePreferences};
 pub use crate::robots::{ProductToken, RobotsTxt, RuleKind};
+pub use crate::robots_version::RobotsVersion;
 
 /// How the product token is found, built from `[policy]`.
 #[derive(Clone)]
@@ -96,6 +97,9 @@ pub struct PolicyDecision {
     pub reading: Reading,
     /// The path and query as that reading reads it.
     pub read_path: String,
+    /// The robots.txt version decided with (its SHA-256 and fetch time), when a file is in
+    /// force; `None` for allow all and disallow all (no file).
+    pub version: Option<Arc<RobotsVersion>>,
 }
 
 /// The User-Agent a client connection sent last and the token found in it (see
@@ -394,6 +398,10 @@ impl Policy {
             age: snapshot.age(now),
             reading: Reading::AsSent,
             read_path: path.to_owned(),
+            version: match &snapshot.rules {
+                RobotsRules::Parsed(_) => snapshot.version.clone(),
+                RobotsRules::AllowAll | RobotsRules::DisallowAll => None,
+            },
         };
         if crate::robots::is_robots_txt_path(path) {
             d.reason = "/robots.txt is always allowed".to_owned();
@@ -539,6 +547,7 @@ impl PolicyDecision {
         record.age_seconds = self.age.as_secs();
         record.reading = Some(self.reading.name().to_owned());
         record.read_path = (self.read_path != path).then(|| self.read_path.clone());
+        record.robots_version = self.version.clone().map(crate::audit::VersionFields);
         record
     }
 }

@@ -94,6 +94,13 @@ pub(super) async fn explain(
         "usage": usage_state(&policy, &snapshot, token.as_ref(), &readings),
         "robots": robots_state(&snapshot, token.as_ref(), now),
     });
+    let mut body = body;
+    // The robots.txt version decided with, as in the 403's JSON body and the audit record;
+    // left out when no file is in force.
+    if let (Some(version), Some(decision)) = (&decision.version, body["decision"].as_object_mut()) {
+        decision.insert("robots_sha256".to_owned(), version.sha256().into());
+        decision.insert("robots_fetched_at".to_owned(), version.fetched_at_text().into());
+    }
     json_response(StatusCode::OK, &body)
 }
 

@@ -44,7 +44,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
@@ -210,6 +210,11 @@ pub struct AuditRecord {
     /// forwarded request, when it signed it (`signing`).
     #[serde(rename = "robots.signature.keyid", skip_serializing_if = "Option::is_none")]
     pub signature_keyid: Option<String>,
+    /// The robots.txt version the decision used: written as `robots.sha256` and
+    /// `robots.fetched_at`, and announced once per file by a `robots_version` record, written
+    /// just before the first record in the file that names it. `None` when no file was in force (or robots.txt was not consulted).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub robots_version: Option<VersionFields>,
 }
 
 /// What every audit record says about the request it is about: who asked for what.
@@ -271,6 +276,7 @@ impl AuditRecord {
             read_path: None,
             usage: None,
             signature_keyid: None,
+            robots_version: None,
         }
     }
 }
@@ -373,10 +379,8 @@ pub fn escape_header_value(bytes: &[u8]) -> String {
 /// Times outside what RFC 3339 can show (before 1970, after 9999) are clamped to its range
 /// instead of panicking, as formatting them directly with humantime would.
 pub fn timestamp(at: SystemTime) -> String {
-    // The last millisecond of 9999-12-31.
-    let last = UNIX_EPOCH + Duration::from_millis(253_402_300_799_999);
-    let at = at.clamp(UNIX_EPOCH, last);
-    humantime::format_rfc3339_millis(at).to_string()
+    // One format for `@timestamp` and `robots.fetched_at`.
+    crate::robots_version::rfc3339_millis(at)
 }
 
 /// Why the audit log could not be opened or written.
@@ -510,8 +514,9 @@ struct Shared {
     fsync_always: AtomicBool,
     counters: Arc<Counters>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    /// `service.node.name` of every record, in a fleet.
-    node: std::sync::OnceLock<String>,
+    /// `service.node.name` of every record, in a fleet (the writer reads it too, for the
+    /// records it writes itself).
+    node: Arc<std::sync::OnceLock<String>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -526,8 +531,9 @@ impl std::fmt::Debug for AuditLog {
 type Reply = oneshot::Sender<Result<(), AuditError>>;
 
 enum Command {
-    /// A serialised record, newline included, and who waits for it to be written and synced.
-    Record(Vec<u8>, Option<Reply>),
+    /// A serialised record, newline included (and the version it names, to announce), and
+    /// who waits for it to be written and synced.
+    Record(writer::Pending, Option<Reply>),
     Flush(Reply),
     Reopen(Reply),
     /// Make sure the path leads to the open file, and open it if not (for a readiness check,
@@ -553,7 +559,8 @@ impl AuditLog {
         let file = writer::open_file(&path)?;
         let (tx, rx) = mpsc::channel(settings.queue_capacity.max(1));
         let counters = Arc::new(Counters::default());
-        let writer = Writer::new(path.clone(), file, &settings, counters.clone());
+        let node = Arc::new(std::sync::OnceLock::new());
+        let writer = Writer::new(path.clone(), file, &settings, counters.clone(), node.clone());
         let handle = runtime.spawn(writer.run(rx));
         Ok(AuditLog {
             shared: Arc::new(Shared {
@@ -563,7 +570,7 @@ impl AuditLog {
                 fsync_always: AtomicBool::new(settings.fsync == FsyncPolicy::Always),
                 counters,
                 writer: Mutex::new(Some(handle)),
-                node: std::sync::OnceLock::new(),
+                node,
             }),
         })
     }
@@ -668,6 +675,11 @@ impl AuditLog {
         let node = self.shared.node.get().map(String::as_str);
         let mut line = serde_json::to_vec(&Line::new(&record, node))?;
         line.push(b'\n');
+        let announce = record.robots_version.map(|VersionFields(version)| versions::Announce {
+            version,
+            state: versions::state_word(&record.state),
+        });
+        let line = writer::Pending { line, announce };
         let tx = &self.shared.tx;
         if !self.shared.fsync_always.load(Ordering::Relaxed) {
             return tx.send(Command::Record(line, None)).await.map_err(|_| AuditError::Closed);
@@ -730,6 +742,9 @@ impl AuditLog {
 }
 
 mod section;
+mod versions;
+
+pub use versions::VersionFields;
 mod writer;
 
 use writer::Writer;
@@ -749,6 +764,7 @@ mod tests {
     }
 
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn host_of_authority() {

@@ -81,11 +81,28 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// A record queued for the file: its line, and the robots.txt version it names, which the
+/// file must hold (a `robots_version` record) before it.
+pub(super) struct Pending {
+    pub(super) line: Vec<u8>,
+    pub(super) announce: Option<super::versions::Announce>,
+}
+
+impl From<Vec<u8>> for Pending {
+    fn from(line: Vec<u8>) -> Self {
+        Pending { line, announce: None }
+    }
+}
+
 /// The open file; moved to the blocking pool for each batch.
 struct Sink {
     path: PathBuf,
     /// `None` after an error: the next batch reopens the path.
     file: Option<(File, FileId)>,
+    /// The robots.txt versions written to `file` (emptied whenever a file is opened).
+    versions: super::versions::Written,
+    /// `service.node.name`, for the `robots_version` records.
+    node: Arc<std::sync::OnceLock<String>>,
 }
 
 /// What one trip to the blocking pool did.
@@ -107,9 +124,25 @@ struct Outcome {
 }
 
 impl Sink {
+    fn new(
+        path: PathBuf,
+        file: Option<(File, FileId)>,
+        node: Arc<std::sync::OnceLock<String>>,
+    ) -> Sink {
+        Sink { path, file, versions: super::versions::Written::default(), node }
+    }
+
+    /// Opens the path: a new file, holding none of the versions written so far.
+    fn open(&mut self) -> Result<(), AuditError> {
+        let file = open_file(&self.path)?;
+        self.file = Some(file);
+        self.versions.clear();
+        Ok(())
+    }
+
     /// Writes `lines`, then syncs if `sync` (or if nothing to write, only syncs). Before
     /// writing, makes sure the path still leads to the open file.
-    fn write(&mut self, lines: &[Vec<u8>], sync: bool) -> Outcome {
+    fn write(&mut self, lines: &[Pending], sync: bool) -> Outcome {
         let mut outcome = Outcome::default();
         if !lines.is_empty() {
             self.follow_path(&mut outcome);
@@ -125,9 +158,8 @@ impl Sink {
         let mut outcome = Outcome::default();
         self.follow_path(&mut outcome);
         if self.file.is_none() {
-            match open_file(&self.path) {
-                Ok(file) => self.file = Some(file),
-                Err(e) => outcome.errors.push(into_io(e)),
+            if let Err(e) = self.open() {
+                outcome.errors.push(into_io(e));
             }
         }
         outcome.open = self.file.as_ref().map(|(_, id)| *id);
@@ -155,40 +187,44 @@ impl Sink {
                 outcome.errors.push(e);
             }
         }
-        match open_file(&self.path) {
-            Ok(file) => self.file = Some(file),
-            Err(e) => outcome.errors.push(into_io(e)),
+        if let Err(e) = self.open() {
+            outcome.errors.push(into_io(e));
         }
     }
 
-    fn write_inner(&mut self, lines: &[Vec<u8>], sync: bool, outcome: &mut Outcome) {
+    fn write_inner(&mut self, lines: &[Pending], sync: bool, outcome: &mut Outcome) {
         if !lines.is_empty() {
             if self.file.is_none() {
-                match open_file(&self.path) {
-                    Ok(file) => self.file = Some(file),
-                    Err(e) => {
-                        outcome.errors.push(into_io(e));
-                        outcome.lost = lines.len();
-                        return;
-                    }
+                if let Err(e) = self.open() {
+                    outcome.errors.push(into_io(e));
+                    outcome.lost = lines.len();
+                    return;
                 }
             }
+            // Each record, preceded by a `robots_version` record for a version this file does
+            // not hold yet; `ends[i]` is where record `i` ends in the batch.
+            let node = self.node.get().map(String::as_str);
+            let mut batch = Vec::with_capacity(lines.iter().map(|p| p.line.len()).sum());
+            let mut ends = Vec::with_capacity(lines.len());
+            for pending in lines {
+                if let Some(announce) = &pending.announce {
+                    if self.versions.first_time(&announce.version) {
+                        batch.extend_from_slice(&super::versions::line(announce, node));
+                    }
+                }
+                batch.extend_from_slice(&pending.line);
+                ends.push(batch.len());
+            }
             let Some((file, _)) = self.file.as_mut() else { return };
-            let batch = lines.concat();
             let (done, error) = write_some(file, &batch);
-            // The lines that reached the file whole are written; the rest (one of them perhaps
+            // The records that reached the file whole are written; the rest (one of them perhaps
             // torn, its start in the file and ended by the next open's newline) are lost.
-            let mut end = 0;
-            outcome.written = lines
-                .iter()
-                .take_while(|line| {
-                    end += line.len();
-                    end <= done
-                })
-                .count();
+            outcome.written = ends.iter().take_while(|end| **end <= done).count();
             outcome.lost = lines.len() - outcome.written;
             if let Some(e) = error {
                 outcome.errors.push(e);
+                // Closed: the next open starts the set of versions again, so a version whose
+                // record did not make it whole is written again.
                 self.file = None;
                 return;
             }
@@ -211,13 +247,7 @@ impl Sink {
     fn reopen(&mut self) -> (Outcome, Result<(), io::Error>) {
         let mut outcome = self.write(&[], true);
         self.file = None;
-        let opened = match open_file(&self.path) {
-            Ok(file) => {
-                self.file = Some(file);
-                Ok(())
-            }
-            Err(e) => Err(into_io(e)),
-        };
+        let opened = self.open().map_err(into_io);
         outcome.open = self.file.as_ref().map(|(_, id)| *id);
         (outcome, opened)
     }
@@ -256,8 +286,10 @@ pub(super) struct Writer {
     fsync: FsyncPolicy,
     fsync_interval: Duration,
     counters: Arc<Counters>,
+    /// `service.node.name`, shared with the sink.
+    node: Arc<std::sync::OnceLock<String>>,
     /// Records taken from the queue, not yet written.
-    pending: Vec<Vec<u8>>,
+    pending: Vec<Pending>,
     /// Callers waiting until the pending records are written and synced (`fsync = "always"`).
     acks: Vec<Reply>,
     /// Callers of `close`, answered when the queue is empty.
@@ -279,10 +311,12 @@ impl Writer {
         file: (File, FileId),
         settings: &AuditSection,
         counters: Arc<Counters>,
+        node: Arc<std::sync::OnceLock<String>>,
     ) -> Writer {
         counters.set_open(Some(file.1));
         Writer {
-            sink: Some(Sink { path: path.clone(), file: Some(file) }),
+            sink: Some(Sink::new(path.clone(), Some(file), node.clone())),
+            node,
             path,
             fsync: settings.fsync,
             fsync_interval: settings.fsync_interval,
@@ -362,7 +396,7 @@ impl Writer {
                     return;
                 }
                 let line = self.records_lost_line(node.as_deref());
-                self.pending.push(line);
+                self.pending.push(line.into());
                 self.acks.push(reply);
                 self.write_pending(true).await;
             }
@@ -479,7 +513,9 @@ impl Writer {
         T: Send + 'static,
     {
         let path = self.path.clone();
-        let mut sink = self.sink.take().unwrap_or(Sink { path: path.clone(), file: None });
+        let node = self.node.clone();
+        let mut sink =
+            self.sink.take().unwrap_or_else(|| Sink::new(path.clone(), None, node.clone()));
         match tokio::task::spawn_blocking(move || {
             let result = work(&mut sink);
             (sink, result)
@@ -496,7 +532,7 @@ impl Writer {
                 tracing::error!(path = %path.display(), error = %e, "audit writer I/O task failed");
                 self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
                 self.counters.set_open(None);
-                self.sink = Some(Sink { path, file: None });
+                self.sink = Some(Sink::new(path, None, node));
                 None
             }
         }

@@ -67,6 +67,7 @@ use crate::authority::Authority;
 use crate::clock::Clock;
 use crate::robots::usage::UsagePreferences;
 use crate::robots::{CrawlDelay, ProductToken, RobotsTxt};
+use crate::robots_version::RobotsVersion;
 use fetch::{Fetch, HttpFetcher};
 
 /// The rules in force for an authority.
@@ -197,6 +198,10 @@ pub struct RobotsSnapshot {
     pub failing_since: Option<SystemTime>,
     /// Failed fetches in a row (0 after a 2xx or 4xx); sets the back-off.
     pub failures: u32,
+    /// The robots.txt version the parsed rules come from (the body as parsed, its SHA-256,
+    /// when it was fetched): made once per fetch that gave a body, kept with a stale copy.
+    /// `None` when no file is in force (allow all, disallow all).
+    pub version: Option<Arc<RobotsVersion>>,
 }
 
 impl RobotsSnapshot {
@@ -250,7 +255,9 @@ impl RobotsSnapshot {
             RobotsRules::AllowAll | RobotsRules::DisallowAll => 0,
         };
         let key_and_url = 2 * self.authority.host().len() + self.robots_url.len();
-        std::mem::size_of::<Self>() + ENTRY_OVERHEAD + key_and_url + rules
+        // The version's body, digest and time (usually only this entry holds them).
+        let version = self.version.as_ref().map_or(0, |v| v.body().len() + 160);
+        std::mem::size_of::<Self>() + ENTRY_OVERHEAD + key_and_url + rules + version
     }
 }
 
@@ -583,6 +590,7 @@ impl RobotsCache {
             expires_at: now,
             failing_since: Some(now),
             failures: 1,
+            version: None,
         })
     }
 
@@ -726,6 +734,7 @@ impl Inner {
                         expires_at: now,
                         failing_since: Some(now),
                         failures: 1,
+                        version: None,
                     };
                     // Not stored: the next request asks the fleet again.
                     this.in_flight.lock().await.remove(&authority);

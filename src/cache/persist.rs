@@ -5,7 +5,9 @@
 //! failures (`give_up_after`) again.
 //!
 //! * One file per authority, named by the SHA-256 of its robots.txt URL, in the record format
-//!   the fleet shares (`shared::encode`): a JSON header line, then the body.
+//!   the fleet shares (`shared::encode`): a JSON header line (with the body's SHA-256 and the
+//!   status of its fetch; files written before they existed still load), then the body. The
+//!   version (digest, fetch time) is read back with the copy.
 //! * Written after each fetch whose result is kept, off the request path (a blocking task),
 //!   atomically: a temporary file in the same directory, `fsync`, `rename`, `fsync` of the
 //!   directory. A crash leaves the old file or the new one, never half of one.
@@ -217,6 +219,13 @@ mod tests {
             expires_at: t + Duration::from_secs(60),
             failing_since: None,
             failures: 0,
+            version: Some(Arc::new(crate::robots_version::RobotsVersion::new(
+                &a.to_string(),
+                &a.robots_url(),
+                body.clone(),
+                t,
+                Some(200),
+            ))),
         };
         persist.save(&snapshot, Some(body.clone()), 1 << 20);
         // The origin fails: the copy goes on, stale, with the failure state.
@@ -229,6 +238,7 @@ mod tests {
         assert_eq!((back.state, back.failures), (RobotsState::Stale, 2));
         assert_eq!(back.failing_since, snapshot.failing_since);
         assert_eq!(back.fetched_at, t);
+        assert_eq!(back.version, snapshot.version);
         assert!(!back.rules.allows(None, "/x"));
         let other = Authority::new(Scheme::Http, "a.test", 8081).unwrap();
         assert!(persist.load(&other, 1 << 20).is_none());

@@ -1,7 +1,8 @@
 //! robots.txt shared with a fleet: one fetch per authority for every instance.
 //!
 //! A [`SharedRobots`] (Redis, in `crate::fleet`) keeps, per authority, a record of what RFC
-//! 9309's rules need: the raw body (capped as a local fetch is), the rules' kind, the state,
+//! 9309's rules need: the raw body (capped as a local fetch is) with its SHA-256 and the status
+//! of its fetch (so every instance names the same robots.txt version), the rules' kind, the state,
 //! the last outcome, when it was fetched, when it expires, and the failure count and start
 //! that drive the back-off, the stale copy and the give-up rule. The status table itself
 //! (`state::next_snapshot`) runs where the fetch runs, so every instance reaches the same
@@ -31,6 +32,7 @@ use super::store::StoreFuture;
 use super::{state, FetchClass, FetchOutcome, Inner, RobotsRules, RobotsSnapshot, RobotsState};
 use crate::authority::Authority;
 use crate::robots::RobotsTxt;
+use crate::robots_version::RobotsVersion;
 
 /// The shared store could not be reached or answered wrongly: the description.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -100,6 +102,15 @@ struct Header {
     expires_at_ms: u64,
     failing_since_ms: Option<u64>,
     failures: u32,
+    /// The lowercase hex SHA-256 of the body (issue 19), for readers of the record; an
+    /// instance that loads the record hashes the body itself, so the body decides. Absent in
+    /// records written before it existed, and when no body is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sha256: Option<String>,
+    /// The HTTP status of the fetch that gave the body (`fetched_at_ms` is its time); absent
+    /// in older records and without a body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body_status: Option<u16>,
 }
 
 #[derive(Serialize, Deserialize, PartialEq, Eq, Clone, Copy)]
@@ -144,7 +155,16 @@ pub(super) fn encode(snapshot: &RobotsSnapshot, body: Option<&Bytes>) -> Vec<u8>
         expires_at_ms: millis(snapshot.expires_at),
         failing_since_ms: snapshot.failing_since.map(millis),
         failures: snapshot.failures,
+        sha256: None,
+        body_status: None,
     };
+    let mut header = header;
+    if rules == Kind::Parsed {
+        if let Some(version) = &snapshot.version {
+            header.sha256 = Some(version.sha256().to_owned());
+            header.body_status = version.status();
+        }
+    }
     let mut out = serde_json::to_vec(&header).unwrap_or_default();
     out.push(b'\n');
     if rules == Kind::Parsed {
@@ -169,13 +189,22 @@ pub(super) fn decode(
         return None;
     }
     let body = Bytes::copy_from_slice(&record[split + 1..]);
-    let (rules, body) = match header.rules {
+    let fetched_at = from_millis(header.fetched_at_ms);
+    let (rules, body, version) = match header.rules {
         Kind::Parsed => {
             let robots = RobotsTxt::parse_with_limit(&body, body_limit);
-            (RobotsRules::Parsed(Arc::new(robots)), Some(body))
+            // Hashed here, once per load (as it is parsed once per load), from the body itself.
+            let version = RobotsVersion::new(
+                &authority.to_string(),
+                &authority.robots_url(),
+                body.clone(),
+                fetched_at,
+                header.body_status,
+            );
+            (RobotsRules::Parsed(Arc::new(robots)), Some(body), Some(Arc::new(version)))
         }
-        Kind::AllowAll => (RobotsRules::AllowAll, None),
-        Kind::DisallowAll => (RobotsRules::DisallowAll, None),
+        Kind::AllowAll => (RobotsRules::AllowAll, None, None),
+        Kind::DisallowAll => (RobotsRules::DisallowAll, None, None),
     };
     let snapshot = RobotsSnapshot {
         authority: authority.clone(),
@@ -183,10 +212,11 @@ pub(super) fn decode(
         rules,
         state: header.state,
         last_outcome: header.outcome,
-        fetched_at: from_millis(header.fetched_at_ms),
+        fetched_at,
         expires_at: from_millis(header.expires_at_ms),
         failing_since: header.failing_since_ms.map(from_millis),
         failures: header.failures,
+        version,
     };
     Some((snapshot, body))
 }
@@ -406,6 +436,13 @@ mod tests {
             expires_at: t + Duration::from_secs(60),
             failing_since: Some(t),
             failures: 3,
+            version: Some(Arc::new(RobotsVersion::new(
+                &a.to_string(),
+                &a.robots_url(),
+                body.clone(),
+                t,
+                Some(200),
+            ))),
         };
         let record = encode(&snapshot, Some(&body));
         let (back, back_body) = decode(&a, &record, 1 << 20).unwrap();
@@ -418,6 +455,17 @@ mod tests {
             (t, t + Duration::from_secs(60), Some(t))
         );
         assert_eq!(back.last_outcome, FetchOutcome::Network("reset".into()));
+        // The version travels with the record: the same digest, time and status.
+        assert_eq!(back.version, snapshot.version);
+        let text = String::from_utf8_lossy(&record);
+        let digest = crate::robots_version::sha256_hex(&body);
+        assert!(text.lines().next().unwrap().contains(&digest), "{text}");
+        // A record written before the digest existed still loads, and names its body's digest.
+        let old = b"{\"v\":1,\"rules\":\"parsed\",\"state\":\"fresh\",\"outcome\":{\"kind\":\"status\",\"detail\":200},\"fetched_at_ms\":1800000000123,\"expires_at_ms\":1800000060123,\"failing_since_ms\":null,\"failures\":0}\nUser-agent: *\n";
+        let (old, _) = decode(&a, old, 1 << 20).unwrap();
+        let version = old.version.unwrap();
+        assert_eq!(version.sha256(), crate::robots_version::sha256_hex(b"User-agent: *\n"));
+        assert_eq!((version.fetched_at(), version.status()), (t, None));
         assert!(decode(&a, b"{\"v\":9}\n", 10).is_none());
         assert!(decode(&a, b"garbage", 10).is_none());
         // A record larger than the body limit allows is refused before it is decoded.

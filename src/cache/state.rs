@@ -2,19 +2,22 @@
 //! previous entry was, what a fetch gave and what time it is → the next entry. No I/O, no
 //! clock reads; [`super::RobotsCache`] supplies `now` from its injected clock.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::fetch::Fetched;
 use super::RobotsSection;
 use super::{RobotsRules, RobotsSnapshot, RobotsState};
 use crate::authority::Authority;
+use crate::robots_version::RobotsVersion;
 
 /// Used when adding a configured duration to `now` would overflow `SystemTime`.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The entry after a fetch at `now` gave `fetched`, `prev` being the entry before (if any).
 ///
-/// * 2xx (§2.3.1.1): the parsed file, `Fresh` for [`lifetime`].
+/// * 2xx (§2.3.1.1): the parsed file, `Fresh` for [`lifetime`], and its version (the body's
+///   SHA-256, computed here, once per fetch; a stale copy keeps its version).
 /// * 4xx except 429, or too many redirects (§2.3.1.2, §2.3.1.3): `AllowAll`, `Unavailable`
 ///   for [`lifetime`]. An earlier copy is dropped: the origin said there is no file now.
 /// * 429, 5xx, network errors (§2.3.1.4): the earlier 2xx copy if there is one (`Stale`),
@@ -31,7 +34,7 @@ pub(crate) fn next_snapshot(
     settings: &RobotsSection,
 ) -> RobotsSnapshot {
     let last_outcome = fetched.outcome();
-    let base = |rules, state, fetched_at, expires_at| RobotsSnapshot {
+    let base = |rules, state, fetched_at, expires_at, version| RobotsSnapshot {
         authority: authority.clone(),
         robots_url: authority.robots_url(),
         rules,
@@ -41,19 +44,29 @@ pub(crate) fn next_snapshot(
         expires_at,
         failing_since: None,
         failures: 0,
+        version,
     };
     match fetched {
-        Fetched::Robots { robots, max_age, .. } => base(
+        Fetched::Robots { robots, max_age, body, status } => base(
             RobotsRules::Parsed(robots),
             RobotsState::Fresh,
             now,
             after(now, lifetime(max_age, settings)),
+            // The one place a fetched body is hashed: once per fetch.
+            Some(Arc::new(RobotsVersion::new(
+                &authority.to_string(),
+                &authority.robots_url(),
+                body,
+                now,
+                Some(status),
+            ))),
         ),
         Fetched::Unavailable { max_age, .. } => base(
             RobotsRules::AllowAll,
             RobotsState::Unavailable,
             now,
             after(now, lifetime(max_age, settings)),
+            None,
         ),
         Fetched::Unreachable { .. } => {
             let failing = prev.and_then(|p| p.failing_since.map(|since| (since, p.failures)));
@@ -64,25 +77,33 @@ pub(crate) fn next_snapshot(
             let given_up_at = failing_since.checked_add(settings.give_up_after);
             let given_up = given_up_at.is_some_and(|t| now >= t);
             let copy = prev.and_then(|p| match &p.rules {
-                RobotsRules::Parsed(robots) => Some((robots.clone(), p.fetched_at)),
+                RobotsRules::Parsed(robots) => {
+                    Some((robots.clone(), p.fetched_at, p.version.clone()))
+                }
                 _ => None,
             });
             let expires_at = after(now, retry_delay(failures, settings));
             let mut snapshot = match (copy, given_up) {
-                (Some((robots, copied_at)), _) => {
-                    base(RobotsRules::Parsed(robots), RobotsState::Stale, copied_at, expires_at)
-                }
+                (Some((robots, copied_at, version)), _) => base(
+                    RobotsRules::Parsed(robots),
+                    RobotsState::Stale,
+                    copied_at,
+                    expires_at,
+                    version,
+                ),
                 (None, false) => base(
                     RobotsRules::DisallowAll,
                     RobotsState::Unreachable,
                     failing_since,
                     expires_at,
+                    None,
                 ),
                 (None, true) => base(
                     RobotsRules::AllowAll,
                     RobotsState::Unavailable,
                     given_up_at.unwrap_or(now),
                     expires_at,
+                    None,
                 ),
             };
             snapshot.failing_since = Some(failing_since);
@@ -144,8 +165,6 @@ pub(super) fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::authority::Scheme;
     use crate::cache::FetchOutcome;
@@ -206,6 +225,10 @@ mod tests {
         let stale = next_snapshot(Some(&good), &auth(), fail(), t1, &s);
         assert_eq!(stale.state, RobotsState::Stale);
         assert_eq!(stale.fetched_at, t0);
+        // The stale copy names the version it was fetched as: the same digest and fetch time.
+        let version = good.version.as_ref().expect("a fetched body has a version");
+        assert_eq!(version.fetched_at(), t0);
+        assert_eq!(stale.version, good.version);
         assert_eq!(stale.failing_since, Some(t1));
         assert_eq!(stale.expires_at, t1 + s.retry_initial);
         let t2 = stale.expires_at;

@@ -88,6 +88,11 @@ pub(crate) fn blocked(
             "reading": decision.reading.name(),
             "read_path": decision.read_path,
         });
+        let mut body = body;
+        if let (Some(version), Some(map)) = (&decision.version, body.as_object_mut()) {
+            map.insert("robots_sha256".to_owned(), version.sha256().into());
+            map.insert("robots_fetched_at".to_owned(), version.fetched_at_text().into());
+        }
         let mut resp = Response::new(full(body.to_string()));
         resp.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -106,12 +111,17 @@ pub(crate) fn blocked(
             decision.read_path,
             decision.reading.description()
         );
+        // The version line only when a file is in force (not for disallow all).
+        let version_line = decision.version.as_ref().map_or_else(String::new, |v| {
+            format!("Version:       sha256:{}, fetched {}\n", v.sha256(), v.fetched_at_text())
+        });
         let body = format!(
             "403 Forbidden: robots.txt does not allow this request.\n\
              \n\
              URL:           {url}\n\
              Product token: {token_line}\n\
              robots.txt:    {robots} ({state}, {age}s old)\n\
+             {version_line}\
              Group:         user-agent: {group_line}\n\
              Rule:          {rule_line}\n\
              Reading:       {reading_line}\n\

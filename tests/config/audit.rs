@@ -32,6 +32,7 @@ fn record(task: usize, n: usize) -> AuditRecord {
         read_path: None,
         usage: None,
         signature_keyid: None,
+        robots_version: None,
     }
 }
 

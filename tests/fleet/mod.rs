@@ -11,6 +11,7 @@ mod secrets;
 mod semantic_errors;
 mod support;
 mod version;
+mod versions;
 
 use std::time::{Duration, Instant};
 

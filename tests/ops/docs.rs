@@ -119,9 +119,10 @@ async fn every_audit_field_is_documented() {
         origin.addr.port()
     );
     raw(proxy.addr, &connect).await;
-    let records = proxy.audit_records().await;
+    let records = proxy.audit_lines().await;
     let actions: BTreeSet<_> = records.iter().map(|r| r["event.action"].to_string()).collect();
     assert!(actions.len() >= 4, "{actions:?}");
+    assert!(actions.contains("\"robots_version\""), "{actions:?}");
     let mut undocumented = BTreeSet::new();
     for record in &records {
         for field in record.as_object().unwrap().keys() {

@@ -20,3 +20,4 @@ mod rebinding;
 mod side_limits;
 mod user_agents;
 mod users_reload;
+mod versions;

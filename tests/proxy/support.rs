@@ -290,8 +290,16 @@ impl TestProxy {
             .unwrap()
     }
 
-    /// The audit records written so far (after a flush).
+    /// The audit records of requests written so far (after a flush).
     pub async fn audit_records(&self) -> Vec<serde_json::Value> {
+        let mut lines = self.audit_lines().await;
+        lines.retain(|r| r["event.action"] != "robots_version");
+        lines
+    }
+
+    /// Every line of the audit log, `robots_version` records included ([`Self::audit_records`]
+    /// leaves them out: they are about robots.txt, not a request).
+    pub async fn audit_lines(&self) -> Vec<serde_json::Value> {
         self.audit.flush().await.unwrap();
         let text = std::fs::read_to_string(&self.audit_path).unwrap_or_default();
         text.lines().map(|l| serde_json::from_str(l).expect("audit line is JSON")).collect()

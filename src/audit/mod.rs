@@ -10,8 +10,8 @@
 //! [`AuditLog::record`] serialises the record on the caller's task and queues the line on a
 //! bounded channel. When the queue is full the caller *waits*: a stalled disk slows the proxy
 //! down rather than losing records. One writer task takes a record, drains whatever else is
-//! queued (up to [`MAX_BATCH`]), writes the batch through a `BufWriter`, flushes it and syncs
-//! according to `audit.fsync`:
+//! queued and what arrives within a millisecond (up to [`MAX_BATCH`]; no waiting when a caller
+//! waits for its record), writes the batch in one write, and syncs according to `audit.fsync`:
 //!
 //! * `never`: the kernel writes the data back when it likes;
 //! * `interval`: at most once per `audit.fsync_interval`, and within one interval of the last

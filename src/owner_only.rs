@@ -1,7 +1,8 @@
 //! Private keys, and the directories that hold them, must be their owner's alone: the mode
 //! check shared by the interception CA's key ([`crate::tls::ca`]) and the Web Bot Auth signing
 //! keys ([`crate::signing::keys`]). A file others may read gives the key away; a directory
-//! others may write lets them replace a key (unlink, then create) with one they know.
+//! others may write lets them replace a key (unlink, then create) with one they know. And
+//! such files are written whole or not at all ([`write_new`]).
 
 use std::path::Path;
 
@@ -19,6 +20,27 @@ pub fn too_open(path: &Path, forbidden: u32) -> std::io::Result<Option<u32>> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path)?.permissions().mode() & 0o7777;
     Ok((mode & forbidden != 0).then_some(mode))
+}
+
+/// Writes `bytes` to `path`, which must not exist, whole or not at all: into a hidden
+/// temporary file beside it (`.NAME.….partial`, created with `mode`), synced, linked in under
+/// its name (never over an existing file: [`std::io::ErrorKind::AlreadyExists`]), then the
+/// directory synced, so that the name is durable. On an error the temporary file is removed;
+/// a process killed meanwhile leaves only that hidden file, which blocks no name.
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".partial")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_all()?;
+    temp.persist_noclobber(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@
 //! refused with the `chmod` that fixes it ([`crate::owner_only`], the rule of the CA key too).
 
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -190,7 +189,12 @@ impl SigningKey {
         create_private_dir(dir)?;
         check_dir(dir)?;
         let pem = pem_encode(document.as_ref());
-        write_new(dir, path, pem.as_bytes())?;
+        crate::owner_only::write_new(path, pem.as_bytes(), 0o600).map_err(|source| match source
+            .kind()
+        {
+            std::io::ErrorKind::AlreadyExists => KeyError::Exists(path.to_owned()),
+            _ => KeyError::Io { path: path.to_owned(), source },
+        })?;
         Self::from_pkcs8(name, path, document.as_ref())
     }
 
@@ -283,35 +287,6 @@ fn check_dir(dir: &Path) -> Result<(), KeyError> {
         Ok(Some(mode)) => Err(KeyError::DirMode { path: dir.to_owned(), mode }),
         Err(source) => Err(KeyError::Io { path: dir.to_owned(), source }),
     }
-}
-
-/// Writes `bytes` to `path` in `dir` whole or not at all, never over an existing file: into a
-/// temporary file of `dir` (mode 0600), synced, linked in under its name (no replace), and the
-/// directory synced. On an error the temporary file is removed; if the process is killed
-/// meanwhile, what is left is a hidden `.NAME.pem.…partial` file that no key name can match.
-fn write_new(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
-    use std::os::unix::fs::PermissionsExt;
-    let io = |source| KeyError::Io { path: path.to_owned(), source };
-    if path.symlink_metadata().is_ok() {
-        return Err(KeyError::Exists(path.to_owned()));
-    }
-    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut temp = tempfile::Builder::new()
-        .prefix(&format!(".{file_name}."))
-        .suffix(".partial")
-        .permissions(std::fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(|source| KeyError::Io { path: dir.to_owned(), source })?;
-    temp.write_all(bytes).map_err(io)?;
-    temp.as_file().sync_all().map_err(io)?;
-    temp.persist_noclobber(path).map_err(|e| match e.error.kind() {
-        std::io::ErrorKind::AlreadyExists => KeyError::Exists(path.to_owned()),
-        _ => io(e.error),
-    })?;
-    // The new name is durable once the directory is.
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|source| KeyError::Io { path: dir.to_owned(), source })
 }
 
 #[cfg(test)]

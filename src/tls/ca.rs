@@ -7,7 +7,6 @@
 //! handshakes for a new host arrive together (moka's `get_with` coalesces them).
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -169,33 +168,23 @@ fn hostname() -> String {
     fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).unwrap_or_default()
 }
 
+#[cfg(test)]
 fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
     use std::os::unix::fs::OpenOptionsExt;
     let io = |source| CaError::Io { path: path.to_owned(), source };
     let mut f =
         fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
+    std::io::Write::write_all(&mut f, bytes).map_err(io)?;
     f.sync_all().map_err(io)
 }
 
-/// Writes `bytes` to `path`, which must not exist, all at once: under a temporary name beside
-/// it first (synced), then linked into place (a link never replaces a file), and the
-/// directory synced, so `path` is either absent or whole.
+/// Writes `bytes` to `path`, which must not exist, all at once
+/// ([`crate::owner_only::write_new`]), so `path` is either absent or whole.
 fn put_in_place(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
-    let io = |source| CaError::Io { path: path.to_owned(), source };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.creating.{}", std::process::id()));
-    // A temporary file of an earlier process with this id, stopped part way.
-    let _ = fs::remove_file(&temp);
-    write_file(&temp, bytes, mode)?;
-    let linked = fs::hard_link(&temp, path).map_err(|e| match e.kind() {
+    crate::owner_only::write_new(path, bytes, mode).map_err(|source| match source.kind() {
         std::io::ErrorKind::AlreadyExists => CaError::Exists(path.to_owned()),
-        _ => io(e),
-    });
-    let _ = fs::remove_file(&temp);
-    linked?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+        _ => CaError::Io { path: path.to_owned(), source },
+    })
 }
 
 /// A random-enough, unique serial number: time and a counter.

@@ -74,8 +74,9 @@ async fn hundred_mib_download_with_flat_memory() {
     let before = proxy.peak_rss_kib();
 
     const TOTAL: u64 = 100 * 1024 * 1024;
+    const DOWNLOADS: usize = 4;
     let mut peaks = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..DOWNLOADS {
         let resp = client.get(format!("{}/big/{TOTAL}", origin.base())).send().await.unwrap();
         assert_eq!(resp.status(), 200);
         let mut stream = resp.bytes_stream();
@@ -86,21 +87,22 @@ async fn hundred_mib_download_with_flat_memory() {
         assert_eq!(received, TOTAL);
         peaks.push(proxy.peak_rss_kib());
     }
-    eprintln!(
-        "peak RSS before {before} KiB, after 100 MiB {} KiB, after 200 MiB {} KiB",
-        peaks[0], peaks[1]
-    );
+    eprintln!("peak RSS before {before} KiB, after each 100 MiB download {peaks:?} KiB");
     // Collecting the body would add 100 MiB; streaming adds buffers the allocator keeps.
     assert!(
         peaks[0].saturating_sub(before) < 40 * 1024,
         "peak RSS grew from {before} KiB to {} KiB while streaming 100 MiB",
         peaks[0]
     );
-    // And a second 100 MiB adds (almost) nothing: memory is flat, not proportional.
+    // And 300 MiB more add far less than one body: memory is flat, not proportional.
+    // (Each download may run on another worker thread, whose malloc arena keeps its own
+    // buffers, so a few MiB per thread are expected; a collected body would add 100 MiB.)
+    let later = peaks[DOWNLOADS - 1].saturating_sub(peaks[0]);
     assert!(
-        peaks[1].saturating_sub(peaks[0]) < 8 * 1024,
-        "peak RSS kept growing: {} KiB after 100 MiB, {} KiB after 200 MiB",
+        later < 32 * 1024,
+        "peak RSS kept growing: {} KiB after the first 100 MiB, {} KiB after {} MiB",
         peaks[0],
-        peaks[1]
+        peaks[DOWNLOADS - 1],
+        DOWNLOADS * 100
     );
 }

@@ -97,7 +97,8 @@ async fn dashboard_and_alerts_name_only_metrics_a_running_proxy_exposes() {
 
 #[test]
 fn names_are_read_whole_and_histograms_expand() {
-    let text = "rate(robots_proxy_a_total{x=\"1\"}[5m]) / robots_proxy_b_seconds_bucket robots_proxy_*";
+    let text =
+        "rate(robots_proxy_a_total{x=\"1\"}[5m]) / robots_proxy_b_seconds_bucket robots_proxy_*";
     let names: Vec<String> = names_in(text).into_iter().collect();
     assert_eq!(names, ["robots_proxy_a_total", "robots_proxy_b_seconds_bucket"]);
     let scrape = "# TYPE robots_proxy_b_seconds histogram\nrobots_proxy_b_seconds_sum 1\n\

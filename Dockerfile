@@ -10,7 +10,7 @@
 # No CA is baked into the image: in intercept mode the proxy creates one on first start under
 # the state volume (or mount your own and set https.ca_cert / https.ca_key).
 
-FROM rust:1.88-bookworm AS build
+FROM rust:1.89-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
@@ -41,7 +41,8 @@ ENV ROBOTS_PROXY_ACCESS__ALLOW_CLIENTS=127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0
 VOLUME ["/var/lib/robots-proxy", "/etc/robots-proxy"]
 # 8080: the proxy (HTTP_PROXY / HTTPS_PROXY); 9090: metrics, health and the status page.
 EXPOSE 8080 9090
-USER nonroot
+# The distroless image's "nonroot" user, by number, so that a cluster can check runAsNonRoot.
+USER 65532:65532
 # No shell or curl in the image: the binary probes its own /healthz (on admin.listen).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
     CMD ["/usr/local/bin/robots-proxy", "health"]

@@ -9,7 +9,7 @@ mod purges;
 mod scripts;
 mod secrets;
 mod semantic_errors;
-mod support;
+pub(crate) mod support;
 mod version;
 mod versions;
 

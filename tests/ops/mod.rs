@@ -8,6 +8,7 @@ mod admin;
 mod audit_log;
 mod binary;
 mod case_folding;
+mod dashboards;
 mod docs;
 mod input;
 mod key_files;

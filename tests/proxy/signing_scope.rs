@@ -119,3 +119,42 @@ async fn query_and_target_uri_can_be_covered() {
         Received { target: "/a?x=2".into(), ..Received::of(a.authority.clone(), &seen(&a)) };
     assert!(verify(&other_query, &ring).unwrap_err().contains("verify"));
 }
+
+/// `agent_type = "jwks_uri"`: the member is the full https URL of the JWK Set, with no
+/// parameter (draft -01 forbids member parameters); `directory` sends the origin. Both verify.
+#[tokio::test]
+async fn jwks_uri_and_directory_agents_are_sent_as_plain_members() {
+    const JWKS: &str = "https://bots.example.com/.well-known/http-message-signatures-directory";
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "k1");
+    let origin = Origin::start(ROBOTS).await;
+    let proxy = TestProxy::start_with(|c| {
+        signing(c, keys.path());
+        c.signing.identities.push(super::signing::toml_entry(&format!(
+            r#"{{ token = "ShopBot", keys = ["k1"], agent_type = "jwks_uri", agent = "{JWKS}" }}"#
+        )));
+    })
+    .await;
+    let (ring, _) = directory_keys(proxy.signer.clone().unwrap()).await;
+    let resp = proxy
+        .client()
+        .get(format!("{}/shop", origin.base()))
+        .header("user-agent", "ShopBot/2.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let seen = origin.seen().into_iter().find(|s| s.target == "/shop").unwrap();
+    let shop = Received::of(origin.addr.to_string(), &seen);
+    assert_eq!(header(&shop.headers, "signature-agent").unwrap(), format!("sig1=\"{JWKS}\""));
+    verify(&shop, &ring).expect("the jwks_uri identity's signature verifies");
+    let links = web_bot_auth::WebBotAuthVerifier::parse(&shop).unwrap();
+    assert_eq!(
+        links.get_signature_agents(),
+        &[web_bot_auth::SignatureAgentLink::External(JWKS.into())]
+    );
+
+    let bot = fetch(&proxy, &origin, "/bot").await;
+    assert_eq!(header(&bot.headers, "signature-agent").unwrap(), format!("sig1=\"{AGENT}\""));
+    verify(&bot, &ring).expect("the directory identity's signature verifies");
+}

@@ -129,6 +129,8 @@ pub struct Signer {
     coverage: request::Coverage,
     keep_client_signatures: bool,
     directory_lifetime: Duration,
+    /// When the signer was built (the configuration loaded): see [`Signer::directory_modified`].
+    built: SystemTime,
     /// The authorities of the identities' `agent` URLs (RFC 9110 §4.2.3 normalised): the only
     /// ones the key directory answers and signs for.
     agents: Vec<Authority>,
@@ -247,6 +249,7 @@ impl Signer {
             coverage: request::Coverage::new(&section.components),
             keep_client_signatures: section.keep_client_signatures,
             directory_lifetime: section.directory_lifetime,
+            built: SystemTime::now(),
             agents,
         }))
     }
@@ -315,6 +318,17 @@ impl Signer {
     /// The `@authority` of every configured `agent` URL (see [`Signer::directory_authority`]).
     pub fn agent_authorities(&self) -> Vec<String> {
         self.agents.iter().map(Authority::host_header).collect()
+    }
+
+    /// When the published key set last changed, at `now`: the latest `publish_until` that has
+    /// passed (a key dropped), or when this signer was built (keys are added only by a
+    /// configuration load), whichever is later. The directory's `Last-Modified`.
+    pub fn directory_modified(&self, now: SystemTime) -> SystemTime {
+        self.keys
+            .iter()
+            .filter_map(|k| k.entry.publish_until.map(|t| t.0))
+            .filter(|t| *t <= now)
+            .fold(self.built, SystemTime::max)
     }
 
     /// How long the directory's signatures last.
@@ -444,15 +458,14 @@ fn sf_string(text: &str) -> Result<String, SigningError> {
     Ok(sfv::ItemSerializer::new().bare_item(string).finish())
 }
 
-/// Signature parameters (RFC 9421 §2.3): the covered components `components` writes, then
-/// `created`, `expires`, `keyid`, `alg` and `tag`, the parameters every signature of the
-/// proxy carries (requests and the key directory alike).
-fn signature_params(
-    components: impl FnOnce(&mut sfv::InnerListSerializer<'_>),
+/// The signature parameters of a key directory response (the draft's Appendix B and its test
+/// vector E.2.3): `("@authority";req "content-digest");created=…;expires=…;keyid="…";`
+/// `tag="http-message-signatures-directory"`, no `alg` (the vector has none; the key's JWK
+/// says what it is).
+pub(crate) fn directory_params(
     created: u64,
     expires: u64,
     keyid: &str,
-    tag: &'static str,
 ) -> Result<String, SigningError> {
     let int = |n: u64| {
         i64::try_from(n)
@@ -464,31 +477,21 @@ fn signature_params(
     let mut list = sfv::ListSerializer::new();
     {
         let mut inner = list.inner_list();
-        components(&mut inner);
+        let _ = inner
+            .bare_item(sfv::StringRef::constant("@authority"))
+            .parameter(sfv::KeyRef::constant("req"), true);
+        let _ = inner.bare_item(sfv::StringRef::constant("content-digest"));
         let _ = inner
             .finish()
             .parameter(sfv::KeyRef::constant("created"), sfv::RefBareItem::Integer(int(created)?))
             .parameter(sfv::KeyRef::constant("expires"), sfv::RefBareItem::Integer(int(expires)?))
             .parameter(sfv::KeyRef::constant("keyid"), keyid)
-            .parameter(sfv::KeyRef::constant("alg"), sfv::StringRef::constant(ALG))
-            .parameter(sfv::KeyRef::constant("tag"), sfv::StringRef::constant(tag));
+            .parameter(
+                sfv::KeyRef::constant("tag"),
+                sfv::StringRef::constant(directory::DIRECTORY_TAG),
+            );
     }
     list.finish().ok_or_else(|| SigningError::Fields("empty signature parameters".into()))
-}
-
-/// [`signature_params`] of a key directory response: `("@authority";req)`, tagged
-/// `http-message-signatures-directory`.
-pub(crate) fn directory_params(
-    created: u64,
-    expires: u64,
-    keyid: &str,
-) -> Result<String, SigningError> {
-    let components = |inner: &mut sfv::InnerListSerializer<'_>| {
-        let _ = inner
-            .bare_item(sfv::StringRef::constant("@authority"))
-            .parameter(sfv::KeyRef::constant("req"), true);
-    };
-    signature_params(components, created, expires, keyid, directory::DIRECTORY_TAG)
 }
 
 #[cfg(test)]

@@ -322,13 +322,15 @@ impl Signer {
 
     /// When the published key set last changed, at `now`: the latest `publish_until` that has
     /// passed (a key dropped), or when this signer was built (keys are added only by a
-    /// configuration load), whichever is later. The directory's `Last-Modified`.
+    /// configuration load), whichever is later; never after `now`. The directory's
+    /// `Last-Modified`.
     pub fn directory_modified(&self, now: SystemTime) -> SystemTime {
         self.keys
             .iter()
             .filter_map(|k| k.entry.publish_until.map(|t| t.0))
             .filter(|t| *t <= now)
             .fold(self.built, SystemTime::max)
+            .min(now)
     }
 
     /// How long the directory's signatures last.

@@ -1,6 +1,6 @@
-//! Web Bot Auth signing costs per request: the look-up a request pays when the signature for
-//! its authority and window is cached (every request but the first of each window), against
-//! making it afresh (an Ed25519 signature and the structured fields), and choosing the key.
+//! Web Bot Auth signing costs per request: a fresh signature per request (the default: a
+//! nonce, the signature base, one Ed25519 signature and the structured fields), and choosing
+//! the identity.
 //!
 //! `cargo bench --profile release --bench signing`. The proxy-level comparison (signing every
 //! request against not signing) is `../shared/bench/run.sh` with the configuration in the
@@ -12,7 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::HeaderMap;
 
 use robots_proxy::signing::keys::{KeyName, SigningKey};
-use robots_proxy::signing::{Requester, Signer, SigningSection};
+use robots_proxy::signing::{Requester, Signer, SigningSection, Target};
 
 fn signer(dir: &std::path::Path) -> Signer {
     let name: KeyName = "bench".parse().unwrap();
@@ -40,11 +40,17 @@ fn bench(c: &mut Criterion) {
     let mut headers = HeaderMap::new();
     headers.insert("host", "www.example.com".parse().unwrap());
     headers.insert("user-agent", "ExampleBot/1.0".parse().unwrap());
-    group.bench_function("sign, cached (same authority and window)", |b| {
-        b.iter(|| plan.sign("www.example.com", &mut headers, now).unwrap())
+    let target = Target {
+        method: "GET",
+        scheme: "https",
+        authority: "www.example.com",
+        path_and_query: "/articles/2026/11/some-page.html?ref=feed",
+    };
+    group.bench_function("sign, per request (the default: nonce, Ed25519, fields)", |b| {
+        b.iter(|| plan.sign(&target, &mut headers, now).unwrap())
     });
-    group.bench_function("sign, uncached (Ed25519 and fields)", |b| {
-        b.iter(|| plan.sign_uncached("www.example.com", now).unwrap())
+    group.bench_function("sign, uncached (no header map)", |b| {
+        b.iter(|| plan.sign_uncached(&target, now).unwrap())
     });
     group.finish();
 }

@@ -295,6 +295,8 @@ pub(super) fn schema_sample() -> Config {
             users: vec![String::new()],
             keys: vec![],
             agent,
+            // Not the default, so that the sample serialises the key.
+            agent_type: crate::signing::AgentType::JwksUri,
         }];
     }
     config

@@ -456,11 +456,24 @@ fn sign<'s>(
     signing: &Signing<'s>,
     upstream: &mut Request<Incoming>,
 ) -> ControlFlow<Response<ProxyBody>, Option<&'s str>> {
-    // A clone shares the value's bytes; `upstream_request` set it to the authority.
+    // A clone shares the value's bytes; `upstream_request` set it to the authority, and the
+    // request-target to the absolute URI with the path and query that were checked.
     let host = upstream.headers().get(http::header::HOST).cloned();
-    let signed = match host.as_ref().and_then(|h| h.to_str().ok()) {
-        Some(authority) => signing.sign(authority, upstream.headers_mut(), shared.clock.now()),
-        None => Err(crate::signing::SigningError::Fields("the request has no Host".into())),
+    let uri = upstream.uri().clone();
+    let method = upstream.method().clone();
+    let signed = match (host.as_ref().and_then(|h| h.to_str().ok()), uri.scheme_str()) {
+        (Some(authority), Some(scheme)) => {
+            let target = crate::signing::Target {
+                method: method.as_str(),
+                scheme,
+                authority,
+                path_and_query: uri.path_and_query().map_or("/", |p| p.as_str()),
+            };
+            signing.sign(&target, upstream.headers_mut(), shared.clock.now())
+        }
+        _ => Err(crate::signing::SigningError::Fields(
+            "the request has no Host or no absolute target".into(),
+        )),
     };
     match signed {
         Ok(keyid) => ControlFlow::Continue(keyid),

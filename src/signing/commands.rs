@@ -112,13 +112,21 @@ pub fn export(
                 let agents = if agents.is_empty() { "none configured".to_owned() } else { agents };
                 return Err(SigningError::NotAnAgent(authority.to_owned(), agents));
             };
-            let (input, signature) =
-                directory::signature_fields(&keys, &authority, created.as_secs(), lifetime)?;
+            let fields = directory::signature_fields(
+                &keys,
+                &authority,
+                body.as_bytes(),
+                created.as_secs(),
+                lifetime,
+            )?;
             Some(format!(
-                "Content-Type: {}\nCache-Control: max-age={}\nSignature-Input: {input}\n\
-                 Signature: {signature}\n",
+                "Content-Type: {}\nCache-Control: max-age={}\nAccess-Control-Allow-Origin: *\n\
+                 Content-Digest: {}\nSignature-Input: {}\nSignature: {}\n",
                 directory::MEDIA_TYPE,
-                lifetime.as_secs()
+                lifetime.as_secs(),
+                fields.content_digest,
+                fields.input,
+                fields.signature
             ))
         }
     };

@@ -1,10 +1,16 @@
-//! The key directory (draft-meunier-http-message-signatures-directory, referenced by the Web
-//! Bot Auth protocol draft): a JWK Set of the published Ed25519 keys at
+//! The key directory (draft-ietf-webbotauth-httpsig-protocol -01, §5.5 and Appendix B): a JWK
+//! Set of the published Ed25519 keys (`kid` their thumbprint) at
 //! `/.well-known/http-message-signatures-directory`, media type
-//! `application/http-message-signatures-directory+json`, the response signed by every key it
-//! lists: covered component `"@authority";req` (the authority the directory was asked for),
-//! `created`, `expires`, `keyid`, `alg`, and `tag="http-message-signatures-directory"`, one
-//! signature (`sig1`, `sig2`, …) per key.
+//! `application/http-message-signatures-directory+json`, with `Content-Digest` (RFC 9530,
+//! `sha-256`) of the body, and the response signed by every key it lists: covered components
+//! `"@authority";req` (the authority the directory was asked for) and `content-digest` (so the
+//! key set cannot be swapped under a captured signature), parameters `created`, `expires`,
+//! `keyid` and `tag="http-message-signatures-directory"` (exactly those of the draft's test
+//! vector, E.2.3), one signature (`sig1`, `sig2`, …) per key.
+//!
+//! It supports `HEAD`, `ETag` (of the body), `Last-Modified`, conditional requests
+//! (`If-None-Match`, `If-Modified-Since` → 304 with fresh signature fields) and sends
+//! `Access-Control-Allow-Origin: *` (the draft's Appendix C.2 and C.11).
 //!
 //! Served on a listener of its own (`signing.directory_listen`), so that the organisation can
 //! expose it without exposing the admin listener; `robots-proxy keys export` writes the same
@@ -15,13 +21,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64ct::{Base64, Encoding};
+use base64ct::{Base64, Base64UrlUnpadded, Encoding};
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
+use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 
 use super::keys::{Jwk, SigningKey};
@@ -39,6 +46,8 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub const MAX_PER_CLIENT: usize = 32;
 /// How long a connection may wait to send a request head, or sit idle between requests.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// `Content-Digest` (RFC 9530).
+pub static CONTENT_DIGEST: header::HeaderName = header::HeaderName::from_static("content-digest");
 /// The `tag` of the directory's own signatures.
 pub const DIRECTORY_TAG: &str = "http-message-signatures-directory";
 
@@ -54,26 +63,83 @@ pub fn body<'a>(keys: impl IntoIterator<Item = &'a SigningKey>) -> String {
     serde_json::to_string(&set).unwrap_or_else(|_| r#"{"keys":[]}"#.to_owned())
 }
 
-/// The `Signature-Input` and `Signature` fields of a directory response for `authority`,
-/// signed by each of `keys` at `created` (Unix seconds), valid for `lifetime`.
+/// The `Content-Digest` field value of `body` (RFC 9530): `sha-256=:<base64>:`.
+pub fn content_digest(body: &[u8]) -> String {
+    format!("sha-256=:{}:", Base64::encode_string(&Sha256::digest(body)))
+}
+
+/// The fields of a directory response with `body` for `authority`, signed by each of `keys`
+/// at `created` (Unix seconds), valid for `lifetime`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureFields {
+    /// `Content-Digest` of the body.
+    pub content_digest: String,
+    /// `Signature-Input`.
+    pub input: String,
+    /// `Signature`.
+    pub signature: String,
+}
+
+/// [`SignatureFields`] of a directory response.
 pub fn signature_fields(
     keys: &[&SigningKey],
     authority: &str,
+    body: &[u8],
     created: u64,
     lifetime: Duration,
-) -> Result<(String, String), SigningError> {
+) -> Result<SignatureFields, SigningError> {
     let expires = created + lifetime.as_secs().max(1);
+    let digest = content_digest(body);
     let mut inputs = Vec::with_capacity(keys.len());
     let mut signatures = Vec::with_capacity(keys.len());
     for (i, key) in keys.iter().enumerate() {
         let label = format!("sig{}", i + 1);
         let params = directory_params(created, expires, key.keyid())?;
-        let base = format!("\"@authority\";req: {authority}\n\"@signature-params\": {params}");
+        let base = format!(
+            "\"@authority\";req: {authority}\n\"content-digest\": {digest}\n\
+             \"@signature-params\": {params}"
+        );
         let signature = key.sign(base.as_bytes());
         inputs.push(format!("{label}={params}"));
         signatures.push(format!("{label}=:{}:", Base64::encode_string(&signature)));
     }
-    Ok((inputs.join(", "), signatures.join(", ")))
+    Ok(SignatureFields {
+        content_digest: digest,
+        input: inputs.join(", "),
+        signature: signatures.join(", "),
+    })
+}
+
+/// The strong `ETag` of a directory body: the base64url SHA-256 of its bytes, quoted, the same
+/// on every instance that publishes the same keys.
+pub fn etag(body: &[u8]) -> String {
+    format!("\"{}\"", Base64UrlUnpadded::encode_string(&Sha256::digest(body)))
+}
+
+/// Whether the request's validators say the client holds the current body (RFC 9110 §13.1):
+/// `If-None-Match` (weak comparison, `*` for any) when present, else `If-Modified-Since`.
+fn not_modified<B>(req: &Request<B>, etag: &str, last_modified: SystemTime) -> bool {
+    let inm: Vec<&str> = req
+        .headers()
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if !inm.is_empty() {
+        let ours = etag.trim_start_matches("W/");
+        return inm.iter().any(|t| *t == "*" || t.trim_start_matches("W/") == ours);
+    }
+    let since = req
+        .headers()
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v).ok());
+    // Whole seconds: Last-Modified is sent in seconds.
+    let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    since.is_some_and(|since| secs(last_modified) <= secs(since))
 }
 
 /// The authority a directory request was made for: the absolute-form target's, else `Host`,
@@ -120,28 +186,45 @@ pub fn answer<B>(signer: &Signer, req: &Request<B>, now: SystemTime) -> Response
     let keys: Vec<&SigningKey> = signer.published(now).collect();
     let created = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let lifetime = signer.directory_lifetime();
-    let fields = signature_fields(&keys, &authority, created, lifetime).and_then(|(i, s)| {
+    let body = Bytes::from(body(keys.iter().copied()));
+    let fields = signature_fields(&keys, &authority, &body, created, lifetime).and_then(|f| {
         let value =
             |t: String| HeaderValue::try_from(t).map_err(|e| SigningError::Fields(e.to_string()));
-        Ok((value(i)?, value(s)?))
+        Ok((value(f.content_digest)?, value(f.input)?, value(f.signature)?))
     });
+    let (digest, input, signature) = match fields {
+        Ok(fields) => fields,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot sign the key directory");
+            return text(StatusCode::INTERNAL_SERVER_ERROR, "500: cannot sign the key directory\n");
+        }
+    };
+    let etag = etag(&body);
+    let last_modified = signer.directory_modified(now);
+    // A 304 carries the same fields but the body: a cache that revalidates gets fresh
+    // signatures (RFC 9111 §4.3.4 updates the stored header fields), over the same digest.
+    let unchanged = not_modified(req, &etag, last_modified);
     // hyper sends no body for HEAD, and keeps its Content-Length.
-    let mut resp = Response::new(Full::new(Bytes::from(body(keys.iter().copied()))));
+    let mut resp = Response::new(Full::new(if unchanged { Bytes::new() } else { body }));
+    if unchanged {
+        *resp.status_mut() = StatusCode::NOT_MODIFIED;
+    }
     let headers = resp.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(MEDIA_TYPE));
     if let Ok(v) = HeaderValue::try_from(format!("max-age={}", lifetime.as_secs())) {
         headers.insert(header::CACHE_CONTROL, v);
     }
-    match fields {
-        Ok((input, signature)) if !keys.is_empty() => {
-            headers.insert(SIGNATURE_INPUT.clone(), input);
-            headers.insert(SIGNATURE.clone(), signature);
-        }
-        Ok(_) => {}
-        Err(e) => {
-            tracing::error!(error = %e, "cannot sign the key directory");
-            return text(StatusCode::INTERNAL_SERVER_ERROR, "500: cannot sign the key directory\n");
-        }
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    if let Ok(v) = HeaderValue::try_from(etag) {
+        headers.insert(header::ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::try_from(httpdate::fmt_http_date(last_modified)) {
+        headers.insert(header::LAST_MODIFIED, v);
+    }
+    headers.insert(CONTENT_DIGEST.clone(), digest);
+    if !keys.is_empty() {
+        headers.insert(SIGNATURE_INPUT.clone(), input);
+        headers.insert(SIGNATURE.clone(), signature);
     }
     resp
 }
@@ -167,4 +250,53 @@ pub async fn serve(
         idle: IDLE_TIMEOUT,
     };
     crate::server::serve_side_listener(listener, "key directory", limits, service, shutdown).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The Ed25519 test key of RFC 9421 §B.1.4 (PKCS#8), which the draft's vectors use.
+    const RFC_9421_ED25519: &str = "-----BEGIN PRIVATE KEY-----\n\
+        MC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mWG9qfSnF\n\
+        -----END PRIVATE KEY-----\n";
+
+    /// draft-ietf-webbotauth-httpsig-protocol (editor's copy with the -01 changes), Appendix
+    /// E.2.3, "Signed Directory Response": the same key, body, authority, `created` and
+    /// `expires` give the same `Content-Digest`, `Signature-Input` and signature bytes.
+    #[test]
+    fn the_drafts_signed_directory_vector_is_reproduced_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let name: super::super::keys::KeyName = "rfc9421".parse().unwrap();
+        let path = name.file_in(dir.path());
+        std::fs::write(&path, RFC_9421_ED25519).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let key = SigningKey::load(&name, &path).unwrap();
+        assert_eq!(key.jwk().x, "JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs");
+        let body = body([&key]);
+        assert_eq!(
+            body,
+            r#"{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U","x":"JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs","use":"sig"}]}"#
+        );
+        let lifetime = Duration::from_secs(4889289600 - 1735689600);
+        let fields = signature_fields(
+            &[&key],
+            "signature-agent.test",
+            body.as_bytes(),
+            1735689600,
+            lifetime,
+        )
+        .unwrap();
+        assert_eq!(fields.content_digest, "sha-256=:CADMT2aBdV/rqQr/NIru64ERQkCobVvllA4V0fLFDu0=:");
+        assert_eq!(
+            fields.input,
+            r#"sig1=("@authority";req "content-digest");created=1735689600;expires=4889289600;keyid="poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U";tag="http-message-signatures-directory""#
+        );
+        // The label (`binding` in the draft) is not part of the signature base.
+        assert_eq!(
+            fields.signature,
+            "sig1=:l6P8R67tm3kujAxbHWio7ll01qrEZ0dKD/WWlGhNYEmTnFZM8Wt0VQ9zqGfvo7T/UMkBxsigzChM1Gpz7gOVBg==:"
+        );
+    }
 }

@@ -149,8 +149,15 @@ pub struct Jwk {
     pub kty: String,
     /// Always `Ed25519`.
     pub crv: String,
+    /// The key id: the RFC 7638 thumbprint, as the draft requires of a `kid` at the
+    /// well-known URI (so a verifier matches `keyid` against it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kid: Option<String>,
     /// The public key, base64url without padding.
     pub x: String,
+    /// `sig`.
+    #[serde(default, rename = "use", skip_serializing_if = "Option::is_none")]
+    pub use_: Option<String>,
 }
 
 impl Jwk {
@@ -217,12 +224,15 @@ impl SigningKey {
     fn from_pkcs8(name: &KeyName, path: &Path, der: &[u8]) -> Result<SigningKey, KeyError> {
         let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(der)
             .map_err(|e| KeyError::NotEd25519 { path: path.to_owned(), reason: e.to_string() })?;
-        let jwk = Jwk {
+        let mut jwk = Jwk {
             kty: "OKP".to_owned(),
             crv: "Ed25519".to_owned(),
+            kid: None,
             x: Base64UrlUnpadded::encode_string(pair.public_key().as_ref()),
+            use_: Some("sig".to_owned()),
         };
         let keyid = jwk.thumbprint();
+        jwk.kid = Some(keyid.clone());
         Ok(SigningKey { name: name.clone(), pair, jwk, keyid })
     }
 
@@ -300,7 +310,9 @@ mod tests {
         let jwk = Jwk {
             kty: "OKP".into(),
             crv: "Ed25519".into(),
+            kid: None,
             x: "JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs".into(),
+            use_: None,
         };
         assert_eq!(jwk.thumbprint(), "poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U");
     }

@@ -6,8 +6,9 @@
 //!
 //! ```text
 //! Signature-Agent: sig1="https://bots.example.com"
-//! Signature-Input: sig1=("@authority" "signature-agent";key="sig1");created=1764046800;
-//!                  expires=1764046860;keyid="poqk…r0U";alg="ed25519";tag="web-bot-auth"
+//! Signature-Input: sig1=("@method" "@authority" "@path" "signature-agent";key="sig1");
+//!                  created=1764046800;expires=1764046860;nonce="…";keyid="poqk…r0U";
+//!                  alg="ed25519";tag="web-bot-auth"
 //! Signature: sig1=:base64 of the Ed25519 signature:
 //! ```
 //!
@@ -15,14 +16,17 @@
 //! member (`"signature-agent";key="sig1"`): the form of the current drafts and of Cloudflare's
 //! test vectors, which the `web-bot-auth` crate verifies.
 //!
-//! The signature base (RFC 9421 §2.5) depends only on the authority, the agent, the key and
-//! the time window, never on the path or the other fields, and Ed25519 is deterministic: a
-//! signature is made once per (identity, key, authority) and window (`signing.reuse`) and then
-//! reused, so signing costs a hash-map look-up per request.
+//! The covered components are `signing.components` (by default `@method`, `@authority`,
+//! `@path`; [`request`]). By default every request gets its own signature, with a fresh
+//! `nonce`: the draft counts "one static signature for many requests" among the deployment
+//! anti-patterns. `signing.reuse` opts in to reusing a signature within a window, and then only
+//! for requests with the same values of every covered component: a reused signature never
+//! covers another path or method than the one it was made for.
 
 pub mod commands;
 pub mod directory;
 pub mod keys;
+pub mod request;
 pub mod section;
 
 use std::collections::HashMap;
@@ -36,7 +40,8 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use crate::authority::Authority;
 use crate::robots::ProductToken;
 use keys::{KeyError, SigningKey};
-pub use section::{KeyEntry, SigningIdentity, SigningSection, TokenPattern};
+pub use request::Target;
+pub use section::{AgentType, Component, KeyEntry, SigningIdentity, SigningSection, TokenPattern};
 
 /// `Signature-Agent`.
 pub static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
@@ -52,7 +57,7 @@ pub const REQUEST_TAG: &str = "web-bot-auth";
 /// The `alg` of every signature.
 pub const ALG: &str = "ed25519";
 
-/// Most cached signatures per (identity, key) before old windows are dropped.
+/// Most cached signatures per (identity, key) before old windows are dropped (`signing.reuse`).
 const CACHE_LIMIT: usize = 4096;
 
 /// Why the signer cannot be built or cannot sign.
@@ -80,6 +85,9 @@ pub enum SigningError {
     /// None of the identity's keys signs at the time (`sign_from` / `sign_until`).
     #[error("none of the identity's keys signs at this time")]
     NoKeyNow,
+    /// The system's random number generator failed (for a `nonce`).
+    #[error("the system's random number generator failed")]
+    Random,
 }
 
 /// A configured key with its windows.
@@ -100,7 +108,8 @@ struct Identity {
     agent_field: HeaderValue,
     /// The member's value as it appears in the signature base: `"https://…"`.
     agent_value: String,
-    /// One cache per entry of `keys`: authority → signature of the current window.
+    /// One cache per entry of `keys` (`signing.reuse` only): the values of every covered
+    /// component (the base without its `@signature-params` line) → signature of the window.
     cache: Vec<RwLock<HashMap<Box<str>, Cached>>>,
 }
 
@@ -117,8 +126,11 @@ pub struct Signer {
     identities: Vec<Identity>,
     lifetime: u64,
     reuse: u64,
+    coverage: request::Coverage,
     keep_client_signatures: bool,
     directory_lifetime: Duration,
+    /// When the signer was built (the configuration loaded): see [`Signer::directory_modified`].
+    built: SystemTime,
     /// The authorities of the identities' `agent` URLs (RFC 9110 §4.2.3 normalised): the only
     /// ones the key directory answers and signs for.
     agents: Vec<Authority>,
@@ -234,8 +246,10 @@ impl Signer {
             identities,
             lifetime: section.lifetime.as_secs().max(1),
             reuse: section.reuse.as_secs(),
+            coverage: request::Coverage::new(&section.components),
             keep_client_signatures: section.keep_client_signatures,
             directory_lifetime: section.directory_lifetime,
+            built: SystemTime::now(),
             agents,
         }))
     }
@@ -306,6 +320,19 @@ impl Signer {
         self.agents.iter().map(Authority::host_header).collect()
     }
 
+    /// When the published key set last changed, at `now`: the latest `publish_until` that has
+    /// passed (a key dropped), or when this signer was built (keys are added only by a
+    /// configuration load), whichever is later; never after `now`. The directory's
+    /// `Last-Modified`.
+    pub fn directory_modified(&self, now: SystemTime) -> SystemTime {
+        self.keys
+            .iter()
+            .filter_map(|k| k.entry.publish_until.map(|t| t.0))
+            .filter(|t| *t <= now)
+            .fold(self.built, SystemTime::max)
+            .min(now)
+    }
+
     /// How long the directory's signatures last.
     pub fn directory_lifetime(&self) -> Duration {
         self.directory_lifetime
@@ -315,6 +342,11 @@ impl Signer {
     fn window(&self, now: SystemTime) -> Result<u64, SigningError> {
         let secs = now.duration_since(UNIX_EPOCH).map_err(|_| SigningError::Clock)?.as_secs();
         Ok(if self.reuse > 0 { secs - secs % self.reuse } else { secs })
+    }
+
+    /// Whether signatures are reused (`signing.reuse` above 0 s).
+    fn reuses(&self) -> bool {
+        self.reuse > 0
     }
 }
 
@@ -329,73 +361,96 @@ impl<'a> Signing<'a> {
         &self.signer.keys[self.identity.keys[slot]].key
     }
 
-    /// Signs the request to `authority` (exactly its `Host` / `:authority`) whose header
-    /// fields are `headers`, with the first of the identity's keys that signs at `now`: sets
-    /// `Signature-Agent`, `Signature-Input` and `Signature`, replacing any the client sent,
-    /// and answers the key id. `Ok(None)`, and `headers` unchanged, when none of its keys
-    /// signs at `now`. Call it last, after every other change to the request, just before
-    /// it leaves.
+    /// Signs the request `target` whose header fields are `headers`, with the first of the
+    /// identity's keys that signs at `now`: sets `Signature-Agent`, `Signature-Input` and
+    /// `Signature`, replacing any the client sent, and answers the key id. `Ok(None)`, and
+    /// `headers` unchanged, when none of its keys signs at `now`. Call it last, after every
+    /// other change to the request, just before it leaves.
+    ///
+    /// A fresh signature (with a `nonce`) per call, unless `signing.reuse` is on: then the
+    /// signature made for the same values of every covered component in the same window.
     pub fn sign(
         &self,
-        authority: &str,
+        target: &Target<'_>,
         headers: &mut HeaderMap,
         now: SystemTime,
     ) -> Result<Option<&'a str>, SigningError> {
         let Some(slot) = self.slot_at(now) else { return Ok(None) };
-        let created = self.signer.window(now)?;
-        let cache = &self.identity.cache[slot];
-        let hit = cache
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(authority)
-            .filter(|c| c.created == created)
-            .cloned();
-        let cached = match hit {
-            Some(c) => c,
-            None => {
-                let made = self.make(slot, authority, created)?;
-                let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
-                if map.len() >= CACHE_LIMIT {
-                    map.retain(|_, c| c.created == created);
+        let signer = self.signer;
+        let mut base = String::with_capacity(320 + 2 * target.path_and_query.len());
+        signer.coverage.lines(target, &self.identity.agent_value, &mut base);
+        let created = signer.window(now)?;
+        let (input, signature) = if !signer.reuses() {
+            self.make(slot, &mut base, created, Some(&request::nonce()?))?
+        } else {
+            let cache = &self.identity.cache[slot];
+            let hit = cache
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(base.as_str())
+                .filter(|c| c.created == created)
+                .map(|c| (c.input.clone(), c.signature.clone()));
+            match hit {
+                Some(fields) => fields,
+                None => {
+                    let values: Box<str> = base.as_str().into();
+                    let made = self.make(slot, &mut base, created, None)?;
+                    let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
                     if map.len() >= CACHE_LIMIT {
-                        map.clear();
+                        map.retain(|_, c| c.created == created);
+                        if map.len() >= CACHE_LIMIT {
+                            map.clear();
+                        }
                     }
+                    let cached =
+                        Cached { created, input: made.0.clone(), signature: made.1.clone() };
+                    map.insert(values, cached);
+                    made
                 }
-                map.insert(authority.into(), made.clone());
-                made
             }
         };
         headers.remove(&SIGNATURE);
         headers.remove(&SIGNATURE_INPUT);
         headers.insert(SIGNATURE_AGENT.clone(), self.identity.agent_field.clone());
-        headers.insert(SIGNATURE_INPUT.clone(), cached.input);
-        headers.insert(SIGNATURE.clone(), cached.signature);
+        headers.insert(SIGNATURE_INPUT.clone(), input);
+        headers.insert(SIGNATURE.clone(), signature);
         Ok(Some(self.key(slot).keyid()))
     }
 
-    /// Makes the signature fields for `authority` and `created`, without the cache.
-    fn make(&self, slot: usize, authority: &str, created: u64) -> Result<Cached, SigningError> {
+    /// Completes `base` (the component lines) with its `@signature-params` line and signs it:
+    /// the `Signature-Input` and `Signature` fields.
+    fn make(
+        &self,
+        slot: usize,
+        base: &mut String,
+        created: u64,
+        nonce: Option<&str>,
+    ) -> Result<(HeaderValue, HeaderValue), SigningError> {
         let key = self.key(slot);
         let expires = created + self.signer.lifetime;
-        let params = request_params(created, expires, key.keyid())?;
-        let base = request_base(authority, &self.identity.agent_value, &params);
+        let params = self.signer.coverage.params(created, expires, key.keyid(), nonce);
+        base.push_str("\"@signature-params\": ");
+        base.push_str(&params);
         let signature = key.sign(base.as_bytes());
         let field = |text: String| {
             HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
                 .map_err(|e| SigningError::Fields(e.to_string()))
         };
-        Ok(Cached {
-            created,
-            input: field(format!("{LABEL}={params}"))?,
-            signature: field(format!("{LABEL}=:{}:", Base64::encode_string(&signature)))?,
-        })
+        Ok((
+            field(format!("{LABEL}={params}"))?,
+            field(format!("{LABEL}=:{}:", Base64::encode_string(&signature)))?,
+        ))
     }
 
-    /// Signs afresh, bypassing the cache: what a request would cost without it (benchmarks).
+    /// Signs afresh, bypassing the cache: what a request costs with `signing.reuse` off
+    /// (benchmarks).
     #[doc(hidden)]
-    pub fn sign_uncached(&self, authority: &str, now: SystemTime) -> Result<(), SigningError> {
+    pub fn sign_uncached(&self, target: &Target<'_>, now: SystemTime) -> Result<(), SigningError> {
         let slot = self.slot_at(now).ok_or(SigningError::NoKeyNow)?;
-        self.make(slot, authority, self.signer.window(now)?).map(drop)
+        let mut base = String::with_capacity(320 + 2 * target.path_and_query.len());
+        self.signer.coverage.lines(target, &self.identity.agent_value, &mut base);
+        let nonce = request::nonce()?;
+        self.make(slot, &mut base, self.signer.window(now)?, Some(&nonce)).map(drop)
     }
 }
 
@@ -405,28 +460,14 @@ fn sf_string(text: &str) -> Result<String, SigningError> {
     Ok(sfv::ItemSerializer::new().bare_item(string).finish())
 }
 
-/// The signature parameters of a request signature, as `Signature-Input` carries them after
-/// the label and as the `@signature-params` line of the base ends:
-/// `("@authority" "signature-agent";key="sig1");created=…;expires=…;keyid="…";alg="ed25519";tag="web-bot-auth"`.
-pub fn request_params(created: u64, expires: u64, keyid: &str) -> Result<String, SigningError> {
-    let components = |inner: &mut sfv::InnerListSerializer<'_>| {
-        let _ = inner.bare_item(sfv::StringRef::constant("@authority"));
-        let _ = inner
-            .bare_item(sfv::StringRef::constant("signature-agent"))
-            .parameter(sfv::KeyRef::constant("key"), sfv::StringRef::constant(LABEL));
-    };
-    signature_params(components, created, expires, keyid, REQUEST_TAG)
-}
-
-/// Signature parameters (RFC 9421 §2.3): the covered components `components` writes, then
-/// `created`, `expires`, `keyid`, `alg` and `tag`, the parameters every signature of the
-/// proxy carries (requests and the key directory alike).
-fn signature_params(
-    components: impl FnOnce(&mut sfv::InnerListSerializer<'_>),
+/// The signature parameters of a key directory response (the draft's Appendix B and its test
+/// vector E.2.3): `("@authority";req "content-digest");created=…;expires=…;keyid="…";`
+/// `tag="http-message-signatures-directory"`, no `alg` (the vector has none; the key's JWK
+/// says what it is).
+pub(crate) fn directory_params(
     created: u64,
     expires: u64,
     keyid: &str,
-    tag: &'static str,
 ) -> Result<String, SigningError> {
     let int = |n: u64| {
         i64::try_from(n)
@@ -438,40 +479,21 @@ fn signature_params(
     let mut list = sfv::ListSerializer::new();
     {
         let mut inner = list.inner_list();
-        components(&mut inner);
+        let _ = inner
+            .bare_item(sfv::StringRef::constant("@authority"))
+            .parameter(sfv::KeyRef::constant("req"), true);
+        let _ = inner.bare_item(sfv::StringRef::constant("content-digest"));
         let _ = inner
             .finish()
             .parameter(sfv::KeyRef::constant("created"), sfv::RefBareItem::Integer(int(created)?))
             .parameter(sfv::KeyRef::constant("expires"), sfv::RefBareItem::Integer(int(expires)?))
             .parameter(sfv::KeyRef::constant("keyid"), keyid)
-            .parameter(sfv::KeyRef::constant("alg"), sfv::StringRef::constant(ALG))
-            .parameter(sfv::KeyRef::constant("tag"), sfv::StringRef::constant(tag));
+            .parameter(
+                sfv::KeyRef::constant("tag"),
+                sfv::StringRef::constant(directory::DIRECTORY_TAG),
+            );
     }
     list.finish().ok_or_else(|| SigningError::Fields("empty signature parameters".into()))
-}
-
-/// [`signature_params`] of a key directory response: `("@authority";req)`, tagged
-/// `http-message-signatures-directory`.
-pub(crate) fn directory_params(
-    created: u64,
-    expires: u64,
-    keyid: &str,
-) -> Result<String, SigningError> {
-    let components = |inner: &mut sfv::InnerListSerializer<'_>| {
-        let _ = inner
-            .bare_item(sfv::StringRef::constant("@authority"))
-            .parameter(sfv::KeyRef::constant("req"), true);
-    };
-    signature_params(components, created, expires, keyid, directory::DIRECTORY_TAG)
-}
-
-/// The signature base of a request signature (RFC 9421 §2.5): one line per covered component,
-/// `"@signature-params"` last, lines joined by `\n`, no newline at the end.
-pub fn request_base(authority: &str, agent_value: &str, params: &str) -> String {
-    format!(
-        "\"@authority\": {authority}\n\"signature-agent\";key=\"{LABEL}\": {agent_value}\n\
-         \"@signature-params\": {params}"
-    )
 }
 
 #[cfg(test)]
@@ -538,7 +560,8 @@ mod tests {
         assert_eq!(name_at(&team, at("2027-06-01T00:00:00Z")).as_deref(), Some("new"));
         assert_eq!(name_at(&team, at("2026-06-01T00:00:00Z")), None);
         let mut headers = HeaderMap::new();
-        assert_eq!(team.sign("a.example", &mut headers, at("2026-06-01T00:00:00Z")).unwrap(), None);
+        let t = at("2026-06-01T00:00:00Z");
+        assert_eq!(team.sign(&target("a.example", "/"), &mut headers, t).unwrap(), None);
         assert!(headers.is_empty(), "no key signs: nothing is set");
         let other = plan(Some("Other"), None).unwrap();
         assert_eq!(name_at(&other, at("2027-06-01T00:00:00Z")).as_deref(), Some("any"));
@@ -608,39 +631,58 @@ mod tests {
         }
     }
 
+    fn target<'t>(authority: &'t str, path_and_query: &'t str) -> Target<'t> {
+        Target { method: "GET", scheme: "https", authority, path_and_query }
+    }
+
+    /// `Signature-Input` and `Signature` of `signing` for `target` at `now`.
+    fn fields(signing: &Signing<'_>, target: &Target<'_>, now: SystemTime) -> (String, String) {
+        let mut headers = HeaderMap::new();
+        signing.sign(target, &mut headers, now).unwrap().unwrap();
+        let text = |name: &HeaderName| headers[name].to_str().unwrap().to_owned();
+        (text(&SIGNATURE_INPUT), text(&SIGNATURE))
+    }
+
     #[test]
-    fn signatures_are_reused_within_the_window_only() {
+    fn by_default_every_request_gets_its_own_signature() {
         let dir = tempfile::tempdir().unwrap();
         let signer = rotating(dir.path());
         let t = at("2027-06-01T00:00:01Z");
         let plan = signer.plan(&asking(Some("Bot"), None), &HeaderMap::new()).signing.unwrap();
-        let fields = |authority: &str, now: SystemTime| {
-            let mut headers = HeaderMap::new();
-            plan.sign(authority, &mut headers, now).unwrap().unwrap();
-            (headers[&SIGNATURE_INPUT].clone(), headers[&SIGNATURE].clone())
-        };
-        let first = fields("a.example", t);
-        assert!(first.0.to_str().unwrap().contains("created=1811808000;expires=1811808060"));
-        assert_eq!(fields("a.example", t + Duration::from_secs(3)), first, "same 5 s window");
-        assert_ne!(fields("a.example", t + Duration::from_secs(5)), first, "next window");
-        assert_ne!(fields("b.example", t).1, first.1, "another authority");
+        let first = fields(&plan, &target("a.example", "/x"), t);
+        assert!(
+            first.0.starts_with(
+                r#"sig1=("@method" "@authority" "@path" "signature-agent";key="sig1");created=1811808001;expires=1811808061;nonce=""#
+            ),
+            "{}",
+            first.0
+        );
+        // The same request at the same instant: another nonce, another signature.
+        let again = fields(&plan, &target("a.example", "/x"), t);
+        assert_ne!(again.0, first.0);
+        assert_ne!(again.1, first.1);
     }
 
     #[test]
-    fn params_and_base_are_exact() {
-        let params = request_params(1735689600, 1735689660, "poqk").unwrap();
-        assert_eq!(
-            params,
-            r#"("@authority" "signature-agent";key="sig1");created=1735689600;expires=1735689660;keyid="poqk";alg="ed25519";tag="web-bot-auth""#
-        );
-        let agent = sf_string("https://bots.example.com").unwrap();
-        assert_eq!(agent, "\"https://bots.example.com\"");
-        assert_eq!(
-            request_base("example.com", &agent, &params),
-            format!(
-                "\"@authority\": example.com\n\"signature-agent\";key=\"sig1\": \
-                 \"https://bots.example.com\"\n\"@signature-params\": {params}"
-            )
-        );
+    fn a_reused_signature_never_covers_another_path_or_method() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut signer = rotating(dir.path());
+        signer.reuse = 5;
+        let t = at("2027-06-01T00:00:01Z");
+        let plan = signer.plan(&asking(Some("Bot"), None), &HeaderMap::new()).signing.unwrap();
+        let x = target("a.example", "/x");
+        let first = fields(&plan, &x, t);
+        assert!(first.0.contains("created=1811808000;expires=1811808060;keyid="), "{}", first.0);
+        assert!(!first.0.contains("nonce"), "a reused signature has no nonce");
+        assert_eq!(fields(&plan, &x, t + Duration::from_secs(3)), first, "same 5 s window");
+        assert_ne!(fields(&plan, &x, t + Duration::from_secs(5)), first, "next window");
+        assert_ne!(fields(&plan, &target("b.example", "/x"), t).1, first.1, "another authority");
+        assert_ne!(fields(&plan, &target("a.example", "/y"), t).1, first.1, "another path");
+        let post = Target { method: "POST", ..x };
+        assert_ne!(fields(&plan, &post, t).1, first.1, "another method");
+        // The query is not covered by default: the same signature.
+        assert_eq!(fields(&plan, &target("a.example", "/x?q=1"), t), first);
+        // And the first one is still what /x gets.
+        assert_eq!(fields(&plan, &x, t), first);
     }
 }

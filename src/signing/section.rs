@@ -24,8 +24,12 @@ pub struct SigningSection {
     /// `expires` − `created` of every request signature.
     #[serde(with = "humantime_serde")]
     pub lifetime: Duration,
-    /// `created` is rounded down to a multiple of this, so a signature for an authority is
-    /// made once and reused for this long (0 s: `created` is the second of sending).
+    /// The components every request signature covers, besides the `Signature-Agent` member
+    /// (always covered); `@authority` is covered even when not listed.
+    pub components: Vec<Component>,
+    /// 0 s (the default): every request gets its own signature, with a fresh `nonce`.
+    /// Otherwise `created` is rounded down to a multiple of this, and a signature is reused
+    /// within the window by the requests with the same values of every covered component.
     #[serde(with = "humantime_serde")]
     pub reuse: Duration,
     /// A request that already carries `Signature` or `Signature-Input` is forwarded as it is,
@@ -49,7 +53,8 @@ impl Default for SigningSection {
     fn default() -> Self {
         SigningSection {
             lifetime: Duration::from_secs(60),
-            reuse: Duration::from_secs(5),
+            components: vec![Component::Method, Component::Authority, Component::Path],
+            reuse: Duration::ZERO,
             keep_client_signatures: true,
             keys_dir: PathBuf::from("keys"),
             directory_lifetime: Duration::from_secs(3600),
@@ -108,6 +113,82 @@ pub struct SigningIdentity {
     pub keys: Vec<KeyName>,
     /// The `Signature-Agent`: where the organisation publishes its key directory.
     pub agent: AgentUrl,
+    /// What `agent` is: an origin (`directory`, the default) or the URL of the JWK Set.
+    #[serde(default, skip_serializing_if = "AgentType::is_directory")]
+    pub agent_type: AgentType,
+}
+
+/// The form of an identity's `Signature-Agent` member (`agent_type`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentType {
+    /// `agent` is an origin (scheme, host, optional port; no path): a verifier fetches
+    /// `/.well-known/http-message-signatures-directory` from it.
+    #[default]
+    Directory,
+    /// `agent` is the full https URL of the JWK Set, fetched as it is.
+    JwksUri,
+}
+
+impl AgentType {
+    fn is_directory(&self) -> bool {
+        *self == AgentType::Directory
+    }
+}
+
+/// A component a request signature may cover (`signing.components`, RFC 9421 §2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    /// `@method`
+    Method,
+    /// `@authority`
+    Authority,
+    /// `@path`
+    Path,
+    /// `@query`
+    Query,
+    /// `@target-uri`
+    TargetUri,
+}
+
+impl Component {
+    /// The component identifier, as `Signature-Input` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Method => "@method",
+            Component::Authority => "@authority",
+            Component::Path => "@path",
+            Component::Query => "@query",
+            Component::TargetUri => "@target-uri",
+        }
+    }
+}
+
+impl FromStr for Component {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            Component::Method,
+            Component::Authority,
+            Component::Path,
+            Component::Query,
+            Component::TargetUri,
+        ]
+        .into_iter()
+        .find(|c| c.name() == s)
+        .ok_or_else(|| {
+            format!(
+                "{s:?} is not a component the proxy covers (\"@method\", \"@authority\", \
+                 \"@path\", \"@query\", \"@target-uri\")"
+            )
+        })
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A product token, or `*` for any request.
@@ -162,6 +243,38 @@ impl AgentUrl {
     }
 }
 
+impl AgentUrl {
+    /// Whether the URL has the form `agent_type` wants: an origin for `directory` (RFC 6454:
+    /// scheme, host and a port other than the default, nothing else, as written), a full
+    /// https URL for `jwks_uri`.
+    pub fn fits(&self, agent_type: AgentType) -> Result<(), String> {
+        let url = url::Url::parse(&self.0).map_err(|e| format!("{:?}: {e}", self.0))?;
+        match agent_type {
+            AgentType::Directory => {
+                let origin = url.origin().ascii_serialization();
+                if origin != self.0 {
+                    return Err(format!(
+                        "{:?} is not an origin (agent_type \"directory\"): write {origin:?} \
+                         (scheme and host, a port only if not the default, no path), or set \
+                         agent_type = \"jwks_uri\" for the URL of a JWK Set",
+                        self.0
+                    ));
+                }
+            }
+            AgentType::JwksUri => {
+                if url.scheme() != "https" || url.fragment().is_some() {
+                    return Err(format!(
+                        "{:?}: agent_type \"jwks_uri\" takes the https URL of the JWK Set, \
+                         without a fragment",
+                        self.0
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl FromStr for AgentUrl {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -210,7 +323,7 @@ macro_rules! as_text {
         }
     )*};
 }
-as_text!(TokenPattern, AgentUrl, Timestamp);
+as_text!(TokenPattern, AgentUrl, Timestamp, Component);
 
 impl fmt::Display for AgentUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -234,6 +347,11 @@ impl SigningSection {
                     humantime::format_duration(self.lifetime)
                 ),
             ));
+        }
+        for (i, c) in self.components.iter().enumerate() {
+            if self.components[..i].contains(c) {
+                bad.push(("signing.components", format!("{c} is listed more than once")));
+            }
         }
         if self.keys_dir.as_os_str().is_empty() {
             bad.push(("signing.keys_dir", "must not be empty".into()));
@@ -297,6 +415,9 @@ impl SigningSection {
                     format!("{}: users: a user name is not empty and has no ':'", entry()),
                 ));
             }
+            if let Err(why) = who.agent.fits(who.agent_type) {
+                bad.push(("signing.identities", format!("{}: agent {why}", entry())));
+            }
             if who.keys.is_empty() {
                 bad.push(("signing.identities", format!("{}: keys is empty", entry())));
             }
@@ -359,6 +480,7 @@ mod tests {
                     users: vec![],
                     keys: vec!["a".parse().unwrap(), "missing".parse().unwrap()],
                     agent: "https://bots.example.com".parse().unwrap(),
+                    agent_type: AgentType::Directory,
                 },
                 SigningIdentity {
                     token: Some("bot".parse().unwrap()),
@@ -366,6 +488,7 @@ mod tests {
                     users: vec!["a:b".into()],
                     keys: vec![],
                     agent: "https://bots.example.com".parse().unwrap(),
+                    agent_type: AgentType::Directory,
                 },
             ],
             ..SigningSection::default()

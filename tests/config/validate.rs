@@ -221,6 +221,47 @@ fn signing_reuse_not_shorter_than_lifetime() {
 }
 
 #[test]
+fn signing_unknown_component_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "c.toml", "[signing]\ncomponents = [\"@method\", \"@body\"]\n");
+    let e = load_err(sources(Some(&path), &[])).to_string();
+    assert!(e.contains("signing.components") && e.contains("\"@body\""), "{e}");
+    let m = file_problem("[signing]\ncomponents = [\"@path\", \"@path\"]\n", "signing.components");
+    assert!(m.contains("@path is listed more than once"), "{m}");
+}
+
+#[test]
+fn signing_agent_must_have_the_form_of_its_type() {
+    let entry = |agent: &str, ty: &str| {
+        format!(
+            "[signing]\nkeys = [{{ name = \"k1\" }}]\nidentities = [{{ token = \"ExampleBot\", \
+             keys = [\"k1\"], agent = \"{agent}\"{ty} }}]\n"
+        )
+    };
+    // directory (the default): an origin, nothing else.
+    for agent in
+        ["https://bots.example.com/keys", "https://bots.example.com/", "https://b.example?x"]
+    {
+        let m = file_problem(&entry(agent, ""), "signing.identities");
+        assert!(m.contains("is not an origin"), "{agent}: {m}");
+    }
+    // jwks_uri: a full https URL.
+    let m = file_problem(
+        &entry("http://bots.example.com/jwks.json", ", agent_type = \"jwks_uri\""),
+        "signing.identities",
+    );
+    assert!(m.contains("takes the https URL of the JWK Set"), "{m}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "c.toml",
+        &entry("https://bots.example.com/jwks.json", ", agent_type = \"jwks\""),
+    );
+    let e = load_err(sources(Some(&path), &[])).to_string();
+    assert!(e.contains("signing.identities") && e.contains("jwks_uri"), "{e}");
+}
+
+#[test]
 fn signing_values_are_parsed_when_the_file_is_read() {
     for (toml, says) in [
         ("keys = [{ name = \"../k\" }]", "is not a key name"),

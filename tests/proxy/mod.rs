@@ -23,6 +23,8 @@ mod regression;
 mod restart;
 mod signing;
 mod signing_choice;
+mod signing_directory;
+mod signing_scope;
 mod streaming;
 mod tls_listener;
 mod usage;

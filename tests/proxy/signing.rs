@@ -19,7 +19,7 @@ use robots_proxy::config::Config;
 use robots_proxy::signing::keys::{KeyName, SigningKey};
 use robots_proxy::signing::{directory, Signer};
 
-use super::support::{Origin, TestProxy};
+use super::support::{Origin, Seen, TestProxy};
 use super::tls_support::{connect, h2_over, tls_over, HttpsProxy, TlsOrigin, H1};
 
 pub(super) const AGENT: &str = "https://bots.example.com";
@@ -29,6 +29,31 @@ pub(super) const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 pub(super) struct Received {
     pub(super) authority: String,
     pub(super) headers: HeaderMap,
+    /// The method and request-target (origin form) as received.
+    pub(super) method: String,
+    pub(super) target: String,
+}
+
+impl Received {
+    /// The request `seen` as it reached an origin at `authority`.
+    pub(super) fn of(authority: impl Into<String>, seen: &Seen) -> Received {
+        Received {
+            authority: authority.into(),
+            headers: seen.headers.clone(),
+            method: seen.method.clone(),
+            target: seen.target.clone(),
+        }
+    }
+
+    /// A key directory response with `headers`, to the GET for it at `authority`.
+    pub(super) fn directory(authority: impl Into<String>, headers: HeaderMap) -> Received {
+        Received {
+            authority: authority.into(),
+            headers,
+            method: "GET".into(),
+            target: directory::PATH.into(),
+        }
+    }
 }
 
 impl SignedMessage for Received {
@@ -36,6 +61,19 @@ impl SignedMessage for Received {
         match name {
             CoveredComponent::Derived(DerivedComponent::Authority { .. }) => {
                 vec![self.authority.clone()]
+            }
+            CoveredComponent::Derived(DerivedComponent::Method { .. }) => {
+                vec![self.method.clone()]
+            }
+            CoveredComponent::Derived(DerivedComponent::Path { .. }) => {
+                let path = self.target.split_once('?').map_or(self.target.as_str(), |(p, _)| p);
+                vec![if path.is_empty() { "/".into() } else { path.into() }]
+            }
+            CoveredComponent::Derived(DerivedComponent::Query { .. }) => {
+                vec![format!("?{}", self.target.split_once('?').map_or("", |(_, q)| q))]
+            }
+            CoveredComponent::Derived(DerivedComponent::TargetUri { .. }) => {
+                vec![format!("http://{}{}", self.authority, self.target)]
             }
             CoveredComponent::HTTP(HTTPField { name, parameters }) => {
                 let values: Vec<String> = self
@@ -83,7 +121,7 @@ pub(super) fn make_key(dir: &Path, name: &str) -> String {
 }
 
 /// `[signing]` with key `k1` in `dir` for `ExampleBot`.
-fn signing(config: &mut Config, dir: &Path) {
+pub(super) fn signing(config: &mut Config, dir: &Path) {
     config.signing.keys_dir = dir.to_owned();
     config.signing.keys = vec![toml_entry(r#"{ name = "k1" }"#)];
     config.signing.identities = vec![toml_entry(&format!(
@@ -134,7 +172,7 @@ async fn directory_keys_for(signer: Arc<Signer>, host: &str) -> (KeyRing, JSONWe
     let jwks: JSONWebKeySet = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     let mut ring = KeyRing::default();
     assert!(ring.import_jwks(jwks.clone()).iter().all(Option::is_none));
-    let received = Received { authority: "bots.example.com".into(), headers };
+    let received = Received::directory("bots.example.com", headers);
     for key in &jwks.keys {
         let thumbprint = key.b64_thumbprint();
         // The directory signature made by this key (draft: one per key it lists).
@@ -154,7 +192,7 @@ async fn directory_keys_for(signer: Arc<Signer>, host: &str) -> (KeyRing, JSONWe
         // Signed for the authority asked for, not any other, nor with its default port.
         for other in ["evil.example", "bots.example.com:443"] {
             let headers = received.headers.clone();
-            let elsewhere = Received { authority: other.into(), headers };
+            let elsewhere = Received::directory(other, headers);
             assert!(by_this_key(&elsewhere).unwrap().verify(&ring, None).is_err(), "{other}");
         }
     }
@@ -183,7 +221,9 @@ async fn plain_http_request_is_signed_and_verified_with_the_directory_keys() {
     assert_eq!(header(&seen.headers, "signature-agent").unwrap(), format!("sig1=\"{AGENT}\""));
     let input = header(&seen.headers, "signature-input").unwrap();
     assert!(
-        input.starts_with(r#"sig1=("@authority" "signature-agent";key="sig1");created="#),
+        input.starts_with(
+            r#"sig1=("@method" "@authority" "@path" "signature-agent";key="sig1");created="#
+        ),
         "{input}"
     );
     assert!(input.contains(&format!(r#"keyid="{keyid}";alg="ed25519";tag="web-bot-auth""#)));
@@ -193,15 +233,15 @@ async fn plain_http_request_is_signed_and_verified_with_the_directory_keys() {
     assert_eq!(jwks.keys[0].b64_thumbprint(), keyid, "keyid is the RFC 7638 thumbprint");
     let authority = header(&seen.headers, "host").unwrap();
     assert_eq!(authority, origin.addr.to_string());
-    let received = Received { authority: authority.clone(), headers: seen.headers.clone() };
+    let received = Received::of(authority.clone(), &seen);
     verify(&received, &ring).expect("the proxy's signature verifies");
 
     // Another authority, or another Signature-Agent, and it no longer does.
-    let moved = Received { authority: "127.0.0.1:1".into(), headers: seen.headers.clone() };
+    let moved = Received::of("127.0.0.1:1", &seen);
     assert!(verify(&moved, &ring).unwrap_err().contains("verify"));
     let mut agent = seen.headers.clone();
     agent.insert("signature-agent", "sig1=\"https://other.example\"".parse().unwrap());
-    let claimed = Received { authority, headers: agent };
+    let claimed = Received { headers: agent, ..Received::of(authority, &seen) };
     assert!(verify(&claimed, &ring).unwrap_err().contains("verify"));
 
     // The audit record of the allowed request names the key.
@@ -228,7 +268,7 @@ async fn an_expired_signature_fails_verification() {
     assert_eq!(resp.status(), 200);
     let seen = origin.seen().into_iter().find(|s| s.target == "/old").unwrap();
     let (ring, _) = directory_keys(proxy.signer.clone().unwrap()).await;
-    let received = Received { authority: origin.addr.to_string(), headers: seen.headers };
+    let received = Received::of(origin.addr.to_string(), &seen);
     assert_eq!(verify(&received, &ring).unwrap_err(), "expired");
     // Only its time is wrong: the signature itself is sound.
     let verifier = WebBotAuthVerifier::parse(&received).unwrap();
@@ -302,7 +342,7 @@ async fn a_request_the_client_signed_is_left_as_it_is_unless_configured() {
     assert_eq!(seen.headers.get_all("signature").iter().count(), 1);
     assert_eq!(header(&seen.headers, "signature-agent").unwrap(), format!("sig1=\"{AGENT}\""));
     let (ring, _) = directory_keys(replacing.signer.clone().unwrap()).await;
-    let received = Received { authority: origin.addr.to_string(), headers: seen.headers };
+    let received = Received::of(origin.addr.to_string(), &seen);
     verify(&received, &ring).expect("the proxy's signature replaced the client's");
 }
 
@@ -341,7 +381,12 @@ async fn intercepted_https_is_signed_over_http1_and_http2() {
         let seen = origin.seen_for(path).pop().unwrap_or_else(|| panic!("{path} reached"));
         let authority = seen.authority.clone().unwrap();
         assert_eq!(authority, origin.host());
-        let received = Received { authority, headers: seen.headers.clone() };
+        let received = Received {
+            authority,
+            headers: seen.headers.clone(),
+            method: seen.method.clone(),
+            target: seen.target.clone(),
+        };
         verify(&received, &ring).unwrap_or_else(|e| panic!("{path} ({:?}): {e}", seen.version));
     }
 }
@@ -412,7 +457,7 @@ async fn a_retired_key_stays_in_the_directory_and_the_new_one_signs() {
     let seen = origin.seen().into_iter().find(|s| s.target == "/rotated").unwrap();
     let input = header(&seen.headers, "signature-input").unwrap();
     assert!(input.contains(&format!("keyid=\"{new}\"")), "signed by the new key: {input}");
-    let received = Received { authority: origin.addr.to_string(), headers: seen.headers };
+    let received = Received::of(origin.addr.to_string(), &seen);
     verify(&received, &ring).unwrap();
 }
 
@@ -487,7 +532,7 @@ fn keys_export_writes_a_directory_whose_signature_verifies_for_the_authority() {
     }
     assert_eq!(header(&headers, "content-type").unwrap(), directory::MEDIA_TYPE);
     let parse = |authority: &str| {
-        let received = Received { authority: authority.into(), headers: headers.clone() };
+        let received = Received::directory(authority, headers.clone());
         MessageVerifier::parse(&received, |(_, inner)| {
             inner.params.get("tag").and_then(|v| v.as_string()).map(|v| v.as_str())
                 == Some(directory::DIRECTORY_TAG)

@@ -53,7 +53,7 @@ async fn seen_as(
         .unwrap();
     assert_eq!(resp.status(), 200, "{user} {agent} {path}");
     let seen = origin.seen().into_iter().find(|s| s.target == path).unwrap();
-    Received { authority: origin.addr.to_string(), headers: seen.headers }
+    Received::of(origin.addr.to_string(), &seen)
 }
 
 fn unsigned(received: &Received) -> bool {
@@ -169,7 +169,7 @@ async fn the_key_is_chosen_when_the_request_leaves_not_when_it_arrives() {
         let seen = origin.seen().into_iter().find(|s| s.target == path).unwrap();
         let input = header(&seen.headers, "signature-input").unwrap();
         assert!(input.contains(&format!("keyid=\"{keyid}\"")), "{path}: {input}");
-        let received = Received { authority: origin.addr.to_string(), headers: seen.headers };
+        let received = Received::of(origin.addr.to_string(), &seen);
         // The proxy's clock is an hour ahead of the verifier's: only the signature is checked.
         WebBotAuthVerifier::parse(&received).unwrap().verify(&ring, None).expect(path);
     }

@@ -36,7 +36,6 @@ pub struct AuditSection {
     pub queue_capacity: usize,
     /// An Ed25519 private key (PKCS#8 PEM, as `robots-proxy keys new` writes it) that signs
     /// checkpoints of the audit log's hash chain; none: no checkpoints.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint_key: Option<PathBuf>,
     /// How soon after a record a signed checkpoint follows it (with `checkpoint_key`).
     #[serde(with = "humantime_serde")]

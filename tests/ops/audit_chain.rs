@@ -178,34 +178,35 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
     assert_eq!(verify(&[&current]).0, 0);
 
     // Each tampering, on copies; the first line that breaks the chain is named.
-    let record = 3; // a blocked request's record (line 1 is the robots_version record)
-    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<String>)>, String)> = vec![
+    const RECORD: usize = 3; // a blocked request's record (line 1 is the robots_version record)
+    type Edit = Box<dyn Fn(&mut Vec<String>)>;
+    let cases: Vec<(&str, Edit, String)> = vec![
         (
             "changed",
             Box::new(|l: &mut Vec<String>| {
-                l[record - 1] = l[record - 1].replacen("/private/", "/privatE/", 1)
+                l[RECORD - 1] = l[RECORD - 1].replacen("/private/", "/privatE/", 1)
             }),
-            format!("audit.jsonl:{record}: changed"),
+            format!("audit.jsonl:{RECORD}: changed"),
         ),
         (
             "deleted",
             Box::new(|l: &mut Vec<String>| {
-                l.remove(record - 1);
+                l.remove(RECORD - 1);
             }),
-            format!("audit.jsonl:{record}: deleted"),
+            format!("audit.jsonl:{RECORD}: deleted"),
         ),
         (
             "swapped",
-            Box::new(|l: &mut Vec<String>| l.swap(record - 1, record)),
-            format!("audit.jsonl:{record}: reordered"),
+            Box::new(|l: &mut Vec<String>| l.swap(RECORD - 1, RECORD)),
+            format!("audit.jsonl:{RECORD}: reordered"),
         ),
         (
             "duplicated",
             Box::new(|l: &mut Vec<String>| {
-                let copy = l[record - 1].clone();
-                l.insert(record, copy);
+                let copy = l[RECORD - 1].clone();
+                l.insert(RECORD, copy);
             }),
-            format!("audit.jsonl:{}: duplicated", record + 1),
+            format!("audit.jsonl:{}: duplicated", RECORD + 1),
         ),
         (
             "first",
@@ -218,11 +219,11 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
             "inserted",
             Box::new(|l: &mut Vec<String>| {
                 l.insert(
-                    record - 1,
+                    RECORD - 1,
                     "{\"event.action\":\"robots_allow\",\"url.full\":\"http://x/\"}".to_owned(),
                 );
             }),
-            format!("audit.jsonl:{record}: inserted"),
+            format!("audit.jsonl:{RECORD}: inserted"),
         ),
     ];
     for (name, edit, expected) in cases {
@@ -260,7 +261,7 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
     // head too: the chain alone cannot tell; the checkpoint's signature can.
     let (r, c) = log.copy("rechained");
     let mut l = new.clone();
-    l[record - 1] = l[record - 1].replacen("/private/", "/public//", 1);
+    l[RECORD - 1] = l[RECORD - 1].replacen("/private/", "/public//", 1);
     rechain(&mut l);
     write_lines(&c, &l);
     let (code, out, _) = verify(&[s(&r), s(&c)]);
@@ -289,11 +290,11 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
     assert!(err.contains("missing.jsonl: cannot read"), "{err}");
     let (r, c) = log.copy("garbage");
     let mut l = lines(&c);
-    l.insert(record - 1, "not json".to_owned());
+    l.insert(RECORD - 1, "not json".to_owned());
     write_lines(&c, &l);
     let (code, _, err) = verify(&[s(&r), s(&c)]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains(&format!("audit.jsonl:{record}: the line is not JSON")), "{err}");
+    assert!(err.contains(&format!("audit.jsonl:{RECORD}: the line is not JSON")), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 
     // --json gives the same to machines.

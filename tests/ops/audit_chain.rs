@@ -305,30 +305,46 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
 }
 
 /// A restart continues the chain in the same file: the second run's first record names the
-/// hash of the first run's last, and the file verifies as one.
+/// hash of the first run's last, and the file verifies as one; a torn line left by a `kill -9`
+/// in between is reported as torn, not as tampering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_continues_the_chain() {
     let origin = Origin::start(ROBOTS).await;
     let state = tempfile::tempdir().unwrap();
     let env = [("ROBOTS_PROXY_STATE_DIR", s(state.path()))];
     let path = state.path().join("audit.jsonl");
-    for (run, tag) in [(1, "first"), (2, "second")] {
+    for (run, tag) in [(1, "first"), (2, "second"), (3, "third")] {
         let mut proxy = ProxyProcess::start(&[], &env);
         block(&proxy, &origin, 3, tag).await;
         wait_for_lines(&path, "robots_disallow", 3 * run).await;
-        proxy.signal("TERM");
-        assert!(proxy.wait_exit(Duration::from_secs(10)).await.success());
+        if run == 2 {
+            // Killed while writing a record: the start of a line, no newline.
+            proxy.signal("KILL");
+            proxy.wait_exit(Duration::from_secs(10)).await;
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes.extend_from_slice(b"{\"@timestamp\":\"2026-11-25T23:");
+            std::fs::write(&path, bytes).unwrap();
+        } else {
+            proxy.signal("TERM");
+            assert!(proxy.wait_exit(Duration::from_secs(10)).await.success());
+        }
     }
     let all = lines(&path);
+    let torn = all.iter().position(|l| serde_json::from_str::<serde_json::Value>(l).is_err());
+    let torn = torn.expect("the torn line stays, ended by a newline");
     let values: Vec<serde_json::Value> =
-        all.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        all.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let sequences: Vec<u64> =
         values.iter().map(|v| v["event.sequence"].as_u64().unwrap()).collect();
-    assert_eq!(sequences, (1..=all.len() as u64).collect::<Vec<_>>());
-    let marked: Vec<usize> =
-        (0..values.len()).filter(|i| values[*i].get("event.previous_hash").is_some()).collect();
-    assert_eq!(marked.len(), 2, "{all:#?}");
-    assert_eq!(values[marked[1]]["event.previous_hash"], values[marked[1] - 1]["event.hash"]);
+    assert_eq!(sequences, (1..=values.len() as u64).collect::<Vec<_>>());
+    let marked: Vec<usize> = (0..values.len())
+        .filter(|i| values[*i].get("event.previous_hash").is_some())
+        .collect();
+    assert_eq!(marked.len(), 3, "{all:#?}");
+    for i in &marked[1..] {
+        assert_eq!(values[*i]["event.previous_hash"], values[i - 1]["event.hash"]);
+    }
     let (code, out, err) = verify(&[s(&path)]);
     assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("audit.jsonl:{}: torn line", torn + 1)), "{out}");
 }

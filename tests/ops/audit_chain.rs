@@ -337,9 +337,8 @@ async fn a_restart_continues_the_chain() {
     let sequences: Vec<u64> =
         values.iter().map(|v| v["event.sequence"].as_u64().unwrap()).collect();
     assert_eq!(sequences, (1..=values.len() as u64).collect::<Vec<_>>());
-    let marked: Vec<usize> = (0..values.len())
-        .filter(|i| values[*i].get("event.previous_hash").is_some())
-        .collect();
+    let marked: Vec<usize> =
+        (0..values.len()).filter(|i| values[*i].get("event.previous_hash").is_some()).collect();
     assert_eq!(marked.len(), 3, "{all:#?}");
     for i in &marked[1..] {
         assert_eq!(values[*i]["event.previous_hash"], values[i - 1]["event.hash"]);
@@ -347,4 +346,42 @@ async fn a_restart_continues_the_chain() {
     let (code, out, err) = verify(&[s(&path)]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains(&format!("audit.jsonl:{}: torn line", torn + 1)), "{out}");
+}
+
+/// A checkpoint key that cannot be read stops `config check` (and so `serve`) with the key's
+/// name and the file.
+#[test]
+fn an_unreadable_checkpoint_key_is_refused_naming_the_file() {
+    let state = tempfile::tempdir().unwrap();
+    let missing = state.path().join("nope.pem");
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", s(state.path())),
+        ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&missing)),
+    ];
+    for args in [&["config", "check"][..], &["serve", "--listen", "127.0.0.1:0"][..]] {
+        let out = run(args, &env);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("audit.checkpoint_key"), "{err}");
+        assert!(err.contains(&missing.display().to_string()), "{err}");
+    }
+    // Not a key at all.
+    let keys = state.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    let bad = keys.join("bad.pem");
+    std::fs::write(&bad, "not a key").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = run(
+        &["config", "check"],
+        &[
+            ("ROBOTS_PROXY_STATE_DIR", s(state.path())),
+            ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&bad)),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("audit.checkpoint_key") && err.contains("bad.pem"), "{err}");
+    assert!(err.contains("PRIVATE KEY"), "{err}");
 }

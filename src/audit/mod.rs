@@ -20,6 +20,11 @@
 //!   returns only once its record is written and synced (or after [`SYNC_WAIT`]), so the
 //!   answer to a request is not sent before its record is on disk.
 //!
+//! Each line is sealed into the log's hash chain as the batch is built (`event.sequence`,
+//! `event.hash`: [`chain`]); with `audit.checkpoint_key`, signed `audit_checkpoint` records
+//! follow at `audit.checkpoint_interval`, before a reopen and at shutdown ([`checkpoint`]).
+//! [`verify`] checks both (`robots-proxy audit verify`).
+//!
 //! The file I/O runs on tokio's blocking pool, so a slow `fsync` does not stall the runtime.
 //! Before each batch the writer checks that the path still leads to the file it has open
 //! (device and inode): a file deleted, or renamed and replaced, without a reopen is followed

@@ -23,7 +23,7 @@ fn a_failed_write_leaves_the_chain_at_the_last_record_in_the_file() {
     assert_eq!((failed.written, failed.lost), (0, 2));
     // The next batch opens the path again and continues the chain.
     assert_eq!(sink.write(&[line(4)], true, false).written, 1);
-    let report = super::super::verify::verify_files(&[path.clone()], None);
+    let report = super::super::verify::verify_files(std::slice::from_ref(&path), None);
     assert_eq!(report.status, super::super::verify::Status::Intact, "{}", report.render());
     assert_eq!(report.records, 2);
     let text = std::fs::read_to_string(&path).unwrap();

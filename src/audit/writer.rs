@@ -499,7 +499,9 @@ impl Writer {
                     if self.checkpoint_due.is_some_and(|due| due <= Instant::now()) {
                         self.checkpoint_now = true;
                     }
-                    let force = sync.is_some_and(|due| due <= Instant::now());
+                    // A checkpoint is synced at once: one sync per interval at most.
+                    let force =
+                        self.checkpoint_now || sync.is_some_and(|due| due <= Instant::now());
                     self.write_pending(force).await
                 }
             }

@@ -47,6 +47,9 @@ enum Command {
     /// Manage Web Bot Auth signing keys and their directory ([signing]).
     #[command(subcommand)]
     Keys(robots_proxy::signing::commands::KeysCommand),
+    /// Verify audit files: the hash chain and the signed checkpoints (docs/audit.md).
+    #[command(subcommand)]
+    Audit(robots_proxy::audit::commands::AuditCommand),
 }
 
 #[derive(Args)]
@@ -250,6 +253,9 @@ fn main() -> ExitCode {
             serve::load(file, None, None)
                 .map(|config| (config.signing, config.state_dir))
                 .map_err(|e| describe(&e))
+        }),
+        Command::Audit(command) => robots_proxy::audit::commands::run(command, &|file| {
+            serve::load(file, None, None).map(|config| config.audit).map_err(|e| describe(&e))
         }),
         Command::Config(ConfigCommand::Check { config, listen, admin_listen }) => {
             match serve::check(config, listen, admin_listen) {

@@ -38,6 +38,11 @@ pub fn check(config: &Config) -> Result<(), ConfigError> {
     if let Err(e) = appendable_file(&config.audit_path()) {
         bad("audit.path", e);
     }
+    if let Some(path) = &config.audit.checkpoint_key {
+        if let Err(e) = crate::audit::checkpoint::load_key(path) {
+            bad("audit.checkpoint_key", format!("cannot load the checkpoint key {e}"));
+        }
+    }
     if let Some(path) = &config.access.users_file {
         if let Err(e) = crate::access::Authenticator::load(path) {
             bad("access.users_file", e.to_string());

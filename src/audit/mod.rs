@@ -20,6 +20,11 @@
 //!   returns only once its record is written and synced (or after [`SYNC_WAIT`]), so the
 //!   answer to a request is not sent before its record is on disk.
 //!
+//! Each line is sealed into the log's hash chain as the batch is built (`event.sequence`,
+//! `event.hash`: [`chain`]); with `audit.checkpoint_key`, signed `audit_checkpoint` records
+//! follow at `audit.checkpoint_interval`, before a reopen and at shutdown ([`checkpoint`]).
+//! [`verify`] checks both (`robots-proxy audit verify`).
+//!
 //! The file I/O runs on tokio's blocking pool, so a slow `fsync` does not stall the runtime.
 //! Before each batch the writer checks that the path still leads to the file it has open
 //! (device and inode): a file deleted, or renamed and replaced, without a reopen is followed
@@ -383,71 +388,6 @@ pub fn timestamp(at: SystemTime) -> String {
     crate::robots_version::rfc3339_millis(at)
 }
 
-/// Why the audit log could not be opened or written.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AuditError {
-    /// The directory for the file could not be created.
-    #[error("cannot create directory {path} for the audit log: {source}")]
-    CreateDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// The file could not be opened.
-    #[error("cannot open audit log {path}: {source}")]
-    Open {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// Records could not be written or synced.
-    #[error("cannot write audit log {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// A record could not be serialised (not expected: every field is a string or a number).
-    #[error("cannot serialise an audit record: {0}")]
-    Encode(#[from] serde_json::Error),
-    /// [`AuditLog::open`] was called outside a tokio runtime, which the writer task needs.
-    #[error("the audit log must be opened inside a tokio runtime")]
-    NoRuntime,
-    /// The writer has stopped ([`AuditLog::close`] was called, or the task died).
-    #[error("the audit writer has stopped")]
-    Closed,
-    /// Records have been lost since the last record written (a readiness check's answer).
-    #[error("audit records are being lost: the last write to {path} failed ({cause}); writable again once a record is written")]
-    Losing {
-        /// The file.
-        path: PathBuf,
-        /// The last error.
-        cause: String,
-    },
-    /// The path does not lead to the file the writer has open, or no file is open (a
-    /// readiness check's answer; the writer is asked to open the path).
-    #[error("audit log {path} is not the file being written: {cause}")]
-    NotOpen {
-        /// The file.
-        path: PathBuf,
-        /// What was found.
-        cause: String,
-    },
-    /// With `audit.fsync = "always"`, the record was not confirmed written and synced within
-    /// [`SYNC_WAIT`]; it is still queued.
-    #[error("audit record not yet synced to {path} after {waited:?}")]
-    Unconfirmed {
-        /// The file.
-        path: PathBuf,
-        /// How long the caller waited.
-        waited: Duration,
-    },
-}
-
 /// Counters of the writer's work since [`AuditLog::open`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AuditStats {
@@ -556,11 +496,19 @@ impl AuditLog {
     /// naming it. Use [`crate::config::Config::audit_path`] for `path`.
     pub fn open(path: PathBuf, settings: AuditSection) -> Result<Self, AuditError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| AuditError::NoRuntime)?;
+        let key = match &settings.checkpoint_key {
+            None => None,
+            Some(key) => Some(Arc::new(
+                checkpoint::load_key(key)
+                    .map_err(|source| AuditError::CheckpointKey { path: key.clone(), source })?,
+            )),
+        };
         let file = writer::open_file(&path)?;
         let (tx, rx) = mpsc::channel(settings.queue_capacity.max(1));
         let counters = Arc::new(Counters::default());
         let node = Arc::new(std::sync::OnceLock::new());
-        let writer = Writer::new(path.clone(), file, &settings, counters.clone(), node.clone());
+        let writer =
+            Writer::new(path.clone(), file, &settings, counters.clone(), node.clone(), key);
         let handle = runtime.spawn(writer.run(rx));
         Ok(AuditLog {
             shared: Arc::new(Shared {
@@ -741,7 +689,13 @@ impl AuditLog {
     }
 }
 
+mod error;
+pub use error::AuditError;
+pub mod chain;
+pub mod checkpoint;
+pub mod commands;
 mod section;
+pub mod verify;
 mod versions;
 
 pub use versions::VersionFields;

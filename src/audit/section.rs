@@ -34,6 +34,12 @@ pub struct AuditSection {
     /// Records that may wait for the writer. When the queue is full, requests wait for room:
     /// a record is never dropped, so a stalled disk slows the proxy down instead.
     pub queue_capacity: usize,
+    /// An Ed25519 private key (PKCS#8 PEM, as `robots-proxy keys new` writes it) that signs
+    /// checkpoints of the audit log's hash chain; none: no checkpoints.
+    pub checkpoint_key: Option<PathBuf>,
+    /// How soon after a record a signed checkpoint follows it (with `checkpoint_key`).
+    #[serde(with = "humantime_serde")]
+    pub checkpoint_interval: Duration,
 }
 
 impl Default for AuditSection {
@@ -44,6 +50,8 @@ impl Default for AuditSection {
             fsync: FsyncPolicy::Interval,
             fsync_interval: Duration::from_secs(1),
             queue_capacity: 4096,
+            checkpoint_key: None,
+            checkpoint_interval: super::checkpoint::DEFAULT_INTERVAL,
         }
     }
 }

@@ -108,6 +108,22 @@ struct Sink {
     versions: super::versions::Written,
     /// `service.node.name`, for the `robots_version` records.
     node: Arc<std::sync::OnceLock<String>>,
+    /// The hash chain (`chain.rs`): it continues across files.
+    chain: super::chain::Chain,
+    /// The key that signs checkpoints (`audit.checkpoint_key`).
+    key: Option<Arc<crate::signing::keys::SigningKey>>,
+    /// `event.sequence` of the last checkpoint (or of the last record found at start): a
+    /// checkpoint is written only when records came after it.
+    checkpointed: u64,
+}
+
+/// Where a line of a batch ends, and the chain after it.
+struct LineEnd {
+    end: usize,
+    /// A caller's record (not a `robots_version` or checkpoint record of the writer's own).
+    pending: bool,
+    head: [u8; 64],
+    sequence: u64,
 }
 
 /// What one trip to the blocking pool did.
@@ -133,26 +149,60 @@ impl Sink {
         path: PathBuf,
         file: Option<(File, FileId)>,
         node: Arc<std::sync::OnceLock<String>>,
+        key: Option<Arc<crate::signing::keys::SigningKey>>,
     ) -> Sink {
-        Sink { path, file, versions: super::versions::Written::default(), node }
+        let mut sink = Sink {
+            path,
+            file: None,
+            versions: super::versions::Written::default(),
+            node,
+            chain: super::chain::Chain::default(),
+            key,
+            checkpointed: 0,
+        };
+        if let Some(file) = file {
+            sink.opened(file);
+        }
+        sink
     }
 
     /// Opens the path: a new file, holding none of the versions written so far.
     fn open(&mut self) -> Result<(), AuditError> {
         let file = open_file(&self.path)?;
+        self.opened(file);
+        Ok(())
+    }
+
+    /// Takes `file` as the file written to. The chain continues from the last record
+    /// written; on the first open, from the last record in the file, if it has one (a
+    /// restart), else from the start. The next record names the hash it continues from.
+    fn opened(&mut self, mut file: (File, FileId)) {
+        if !self.chain.known {
+            match super::chain::read_head(&mut file.0) {
+                Ok(Some(chain)) => {
+                    self.checkpointed = chain.sequence;
+                    self.chain = chain;
+                }
+                Ok(None) => {}
+                Err(error) => tracing::warn!(
+                    path = %self.path.display(), %error,
+                    "cannot read the end of the audit log: its hash chain starts again",
+                ),
+            }
+        }
+        self.chain.mark = true;
         self.file = Some(file);
         self.versions.clear();
-        Ok(())
     }
 
     /// Writes `lines`, then syncs if `sync` (or if nothing to write, only syncs). Before
     /// writing, makes sure the path still leads to the open file.
-    fn write(&mut self, lines: &[Pending], sync: bool) -> Outcome {
+    fn write(&mut self, lines: &[Pending], sync: bool, checkpoint: bool) -> Outcome {
         let mut outcome = Outcome::default();
         if !lines.is_empty() {
             self.follow_path(&mut outcome);
         }
-        self.write_inner(lines, sync, &mut outcome);
+        self.write_inner(lines, sync, checkpoint, &mut outcome);
         outcome.open = self.file.as_ref().map(|(_, id)| *id);
         outcome
     }
@@ -197,8 +247,16 @@ impl Sink {
         }
     }
 
-    fn write_inner(&mut self, lines: &[Pending], sync: bool, outcome: &mut Outcome) {
-        if !lines.is_empty() {
+    fn write_inner(
+        &mut self,
+        lines: &[Pending],
+        sync: bool,
+        checkpoint: bool,
+        outcome: &mut Outcome,
+    ) {
+        let checkpoint =
+            checkpoint && self.key.is_some() && self.chain.sequence > self.checkpointed;
+        if !lines.is_empty() || checkpoint {
             if self.file.is_none() {
                 if let Err(e) = self.open() {
                     outcome.errors.push(into_io(e));
@@ -207,25 +265,54 @@ impl Sink {
                 }
             }
             // Each record, preceded by a `robots_version` record for a version this file does
-            // not hold yet; `ends[i]` is where record `i` ends in the batch.
+            // not hold yet, each sealed into the chain; `ends` says where each line ends and
+            // the chain after it.
             let node = self.node.get().map(String::as_str);
-            let mut batch = Vec::with_capacity(lines.iter().map(|p| p.line.len()).sum());
-            let mut ends = Vec::with_capacity(lines.len());
+            // The chain's members add under 200 bytes a line.
+            let size: usize = lines.iter().map(|p| p.line.len() + 200).sum();
+            let mut batch = Vec::with_capacity(size);
+            let mut ends = Vec::with_capacity(lines.len() + 1);
+            let before = self.chain.clone();
             for pending in lines {
                 if let Some(announce) = &pending.announce {
                     if self.versions.first_time(&announce.version) {
-                        batch.extend_from_slice(&super::versions::line(announce, node));
+                        let line = super::versions::line(announce, node);
+                        self.chain.seal(&mut batch, &line);
+                        ends.push(self.line_end(batch.len(), false));
                     }
                 }
-                batch.extend_from_slice(&pending.line);
-                ends.push(batch.len());
+                self.chain.seal(&mut batch, &pending.line);
+                ends.push(self.line_end(batch.len(), true));
             }
-            let Some((file, _)) = self.file.as_mut() else { return };
+            if let (true, Some(key)) = (checkpoint, &self.key) {
+                let line =
+                    super::checkpoint::line(key, self.chain.head_str(), self.chain.sequence, node);
+                self.chain.seal(&mut batch, &line);
+                ends.push(self.line_end(batch.len(), false));
+            }
+            let Some((file, _)) = self.file.as_mut() else {
+                self.chain = before;
+                return;
+            };
             let (done, error) = write_some(file, &batch);
             // The records that reached the file whole are written; the rest (one of them perhaps
             // torn, its start in the file and ended by the next open's newline) are lost.
-            outcome.written = ends.iter().take_while(|end| **end <= done).count();
+            let whole = ends.iter().take_while(|line| line.end <= done);
+            outcome.written = whole.clone().filter(|line| line.pending).count();
             outcome.lost = lines.len() - outcome.written;
+            // The chain goes on from the last line that reached the file whole.
+            match whole.last() {
+                Some(last) if last.end < batch.len() => {
+                    self.chain.head = last.head;
+                    self.chain.sequence = last.sequence;
+                }
+                Some(_) => {
+                    if checkpoint {
+                        self.checkpointed = self.chain.sequence;
+                    }
+                }
+                None => self.chain = before,
+            }
             if let Some(e) = error {
                 outcome.errors.push(e);
                 // Closed: the next open starts the set of versions again, so a version whose
@@ -248,9 +335,14 @@ impl Sink {
         }
     }
 
-    /// Syncs and closes the file, then opens the path again.
+    fn line_end(&self, end: usize, pending: bool) -> LineEnd {
+        LineEnd { end, pending, head: self.chain.head, sequence: self.chain.sequence }
+    }
+
+    /// Writes a checkpoint (with a key, when records came since the last), syncs and closes
+    /// the file, then opens the path again.
     fn reopen(&mut self) -> (Outcome, Result<(), io::Error>) {
-        let mut outcome = self.write(&[], true);
+        let mut outcome = self.write(&[], true, true);
         self.file = None;
         let opened = self.open().map_err(into_io);
         outcome.open = self.file.as_ref().map(|(_, id)| *id);
@@ -307,6 +399,13 @@ pub(super) struct Writer {
     lost_while_failing: u64,
     /// The last error, for the next `flush`.
     error: Option<io::Error>,
+    /// The key that signs checkpoints, and how soon after a record a checkpoint follows.
+    key: Option<Arc<crate::signing::keys::SigningKey>>,
+    checkpoint_interval: Duration,
+    /// When the next checkpoint is due (records were written since the last).
+    checkpoint_due: Option<Instant>,
+    /// The next write ends with a checkpoint.
+    checkpoint_now: bool,
 }
 
 impl Writer {
@@ -317,10 +416,15 @@ impl Writer {
         settings: &AuditSection,
         counters: Arc<Counters>,
         node: Arc<std::sync::OnceLock<String>>,
+        key: Option<Arc<crate::signing::keys::SigningKey>>,
     ) -> Writer {
         counters.set_open(Some(file.1));
         Writer {
-            sink: Some(Sink::new(path.clone(), Some(file), node.clone())),
+            sink: Some(Sink::new(path.clone(), Some(file), node.clone(), key.clone())),
+            key,
+            checkpoint_interval: settings.checkpoint_interval,
+            checkpoint_due: None,
+            checkpoint_now: false,
             node,
             path,
             fsync: settings.fsync,
@@ -354,7 +458,9 @@ impl Writer {
             }
             self.write_pending(false).await;
         }
-        // Every handle is gone, or `close` was called and the queue is drained.
+        // Every handle is gone, or `close` was called and the queue is drained: the last
+        // records, and a checkpoint that covers them.
+        self.checkpoint_now = self.key.is_some();
         self.write_pending(true).await;
         let error = self.error.take();
         for closer in std::mem::take(&mut self.closers) {
@@ -380,13 +486,24 @@ impl Writer {
     /// is up while waiting.
     async fn next(&mut self, rx: &mut mpsc::Receiver<Command>) -> Option<Command> {
         loop {
-            if !(self.dirty && self.fsync == FsyncPolicy::Interval) {
-                return rx.recv().await;
-            }
-            let deadline = crate::clock::deadline_after(self.last_sync, self.fsync_interval);
+            let sync = (self.dirty && self.fsync == FsyncPolicy::Interval)
+                .then(|| crate::clock::deadline_after(self.last_sync, self.fsync_interval));
+            let deadline = match (sync, self.checkpoint_due) {
+                (None, None) => return rx.recv().await,
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+            };
             tokio::select! {
                 command = rx.recv() => return command,
-                () = tokio::time::sleep_until(deadline) => self.write_pending(true).await,
+                () = tokio::time::sleep_until(deadline) => {
+                    if self.checkpoint_due.is_some_and(|due| due <= Instant::now()) {
+                        self.checkpoint_now = true;
+                    }
+                    // A checkpoint is synced at once: one sync per interval at most.
+                    let force =
+                        self.checkpoint_now || sync.is_some_and(|due| due <= Instant::now());
+                    self.write_pending(force).await
+                }
             }
         }
     }
@@ -446,12 +563,17 @@ impl Writer {
                         >= crate::clock::deadline_after(self.last_sync, self.fsync_interval)
                 }
             };
-        if self.pending.is_empty() && !(sync && self.dirty) {
+        let checkpoint = std::mem::take(&mut self.checkpoint_now);
+        if checkpoint {
+            self.checkpoint_due = None;
+        }
+        if self.pending.is_empty() && !(sync && self.dirty) && !checkpoint {
             return;
         }
         let lines = std::mem::take(&mut self.pending);
         let count = lines.len();
-        let outcome = match self.on_blocking_pool(move |sink| sink.write(&lines, sync)).await {
+        let work = move |sink: &mut Sink| sink.write(&lines, sync, checkpoint);
+        let outcome = match self.on_blocking_pool(work).await {
             Some(outcome) => outcome,
             None => Outcome {
                 lost: count,
@@ -535,8 +657,11 @@ impl Writer {
     {
         let path = self.path.clone();
         let node = self.node.clone();
-        let mut sink =
-            self.sink.take().unwrap_or_else(|| Sink::new(path.clone(), None, node.clone()));
+        let key = self.key.clone();
+        let mut sink = self
+            .sink
+            .take()
+            .unwrap_or_else(|| Sink::new(path.clone(), None, node.clone(), key.clone()));
         match tokio::task::spawn_blocking(move || {
             let result = work(&mut sink);
             (sink, result)
@@ -553,7 +678,7 @@ impl Writer {
                 tracing::error!(path = %path.display(), error = %e, "audit writer I/O task failed");
                 self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
                 self.counters.set_open(None);
-                self.sink = Some(Sink::new(path, None, node));
+                self.sink = Some(Sink::new(path, None, node, key));
                 None
             }
         }
@@ -574,6 +699,9 @@ impl Writer {
         }
         if outcome.written > 0 {
             self.dirty = true;
+            if self.key.is_some() && self.checkpoint_due.is_none() {
+                self.checkpoint_due = Some(Instant::now() + self.checkpoint_interval);
+            }
         }
         if outcome.synced {
             c.syncs.fetch_add(1, Ordering::Relaxed);
@@ -638,3 +766,6 @@ impl Writer {
         AuditError::Write { path: self.path.clone(), source }
     }
 }
+
+#[cfg(test)]
+mod tests;

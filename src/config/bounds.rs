@@ -130,6 +130,10 @@ pub(crate) const BOUNDS: &[Bound] = &[
     // [audit]
     duration("audit.fsync_interval", |c| c.audit.fsync_interval, Duration::ZERO, DAY),
     count("audit.queue_capacity", |c| wide(c.audit.queue_capacity), 1, 1 << 20),
+    because(
+        duration("audit.checkpoint_interval", |c| c.audit.checkpoint_interval, SECOND, DAY),
+        "a checkpoint is a signed record: more than one a second only fills the log",
+    ),
     // [https]
     duration("https.tunnel_idle_timeout", |c| c.https.tunnel_idle_timeout, POSITIVE, DAY),
     // [pacing]

@@ -276,6 +276,7 @@ pub(super) fn schema_sample() -> Config {
     config.https.ca_key = Some(PathBuf::new());
     config.https.upstream_ca_file = Some(PathBuf::new());
     config.access.users_file = Some(PathBuf::new());
+    config.audit.checkpoint_key = Some(PathBuf::new());
     config.access.client_ca = Some(PathBuf::new());
     config.proxy.tls_listen = Some(config.proxy.listen);
     config.proxy.tls_certificate = Some(PathBuf::new());

@@ -55,6 +55,7 @@ fn schema_kinds() {
         [
             "access.client_ca",
             "access.users_file",
+            "audit.checkpoint_key",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",

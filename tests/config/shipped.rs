@@ -52,6 +52,7 @@ fn shipped_file_mentions_every_key() {
     every.https.ca_key = Some("/ca-key.pem".into());
     every.https.upstream_ca_file = Some("/roots.pem".into());
     every.access.users_file = Some("/users".into());
+    every.audit.checkpoint_key = Some("/audit.pem".into());
     every.access.client_ca = Some("/clients-ca.pem".into());
     every.proxy.tls_listen = Some("127.0.0.1:8443".parse().unwrap());
     every.proxy.tls_certificate = Some("/proxy.pem".into());
@@ -79,6 +80,7 @@ fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
         [
             "access.client_ca",
             "access.users_file",
+            "audit.checkpoint_key",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",

@@ -222,5 +222,10 @@ async fn a_write_cut_short_counts_each_record_once() {
         let lines = recorded(&path).len() as f64;
         assert_eq!(lines, written, "every whole line counted as written ({lost} lost)");
         assert_eq!(written + lost, f64::from(made), "each record counted once");
+        // What reached the file is one chain, up to the line the limit cut short.
+        let out = super::support::run(&["audit", "verify", path.to_str().unwrap()], &[]);
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{report}");
+        assert!(report.contains("intact"), "{report}");
     }
 }

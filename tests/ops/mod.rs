@@ -5,6 +5,7 @@
 pub mod support;
 
 mod admin;
+mod audit_chain;
 mod audit_log;
 mod binary;
 mod case_folding;

@@ -1,0 +1,228 @@
+//! The hash chain of the audit log (`event.sequence`, `event.previous_hash`, `event.hash`),
+//! computed by the writer, the only place that knows the order of the records.
+//!
+//! Every line the writer writes ends with the members it adds:
+//!
+//! ```text
+//! {…the record…,"event.sequence":N[,"event.previous_hash":"P"],"event.hash":"H"}
+//! ```
+//!
+//! `H` is the lowercase hex SHA-256 of the previous record's `event.hash` (64 hex characters),
+//! a newline, and the line without its `,"event.hash":"H"` member and without its newline
+//! (which is a JSON object again). `event.sequence` counts the records of the chain from 1;
+//! `event.previous_hash` is on the first record written after the writer opens a file (start,
+//! rotation, recovery from a failed write): it names the hash the chain continues from, so a
+//! file can be checked alone, and a sequence of files in order. The chain starts from
+//! [`GENESIS`]. `docs/audit.md` ("The hash chain") describes it for verifiers.
+//!
+//! Per record: one SHA-256 over the bytes already in the batch, no allocation.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+
+use sha2::{Digest, Sha256};
+
+/// The hash the chain starts from: 64 zeros.
+pub const GENESIS: [u8; 64] = [b'0'; 64];
+
+/// What precedes the hash at the end of every line.
+pub const HASH_MEMBER: &[u8] = b",\"event.hash\":\"";
+
+/// The length of the end of a line from `,"event.hash":"` on: the member, 64 hex digits, `"}`.
+pub const HASH_TAIL: usize = HASH_MEMBER.len() + 64 + 2;
+
+/// The chain's state in the writer.
+#[derive(Debug, Clone)]
+pub(super) struct Chain {
+    /// The last record's `event.hash`, as hex text.
+    pub(super) head: [u8; 64],
+    /// The last record's `event.sequence` (0: none yet).
+    pub(super) sequence: u64,
+    /// The next record names `event.previous_hash` (a file was opened).
+    pub(super) mark: bool,
+    /// Whether `head` is known (from a record written, or read from the file at start).
+    pub(super) known: bool,
+}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Chain { head: GENESIS, sequence: 0, mark: true, known: false }
+    }
+}
+
+impl Chain {
+    /// Appends `line` (a JSON object, newline included) to `batch` with the chain's members.
+    pub(super) fn seal(&mut self, batch: &mut Vec<u8>, line: &[u8]) {
+        let start = batch.len();
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        // Every record is a JSON object: `}` ends it.
+        let body = body.strip_suffix(b"}").unwrap_or(body);
+        batch.extend_from_slice(body);
+        self.sequence += 1;
+        batch.extend_from_slice(b",\"event.sequence\":");
+        batch.extend_from_slice(itoa::Buffer::new().format(self.sequence).as_bytes());
+        if self.mark {
+            batch.extend_from_slice(b",\"event.previous_hash\":\"");
+            batch.extend_from_slice(&self.head);
+            batch.push(b'"');
+            self.mark = false;
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(self.head);
+        hasher.update(b"\n");
+        hasher.update(&batch[start..]);
+        hasher.update(b"}");
+        hex_into(&hasher.finalize(), &mut self.head);
+        self.known = true;
+        batch.extend_from_slice(HASH_MEMBER);
+        batch.extend_from_slice(&self.head);
+        batch.extend_from_slice(b"\"}\n");
+    }
+
+    /// The head as text.
+    pub(super) fn head_str(&self) -> &str {
+        // Only ASCII hex digits are ever stored.
+        std::str::from_utf8(&self.head).unwrap_or("")
+    }
+}
+
+/// `bytes` as lowercase hex into `out` (which holds twice as many).
+pub(super) fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, byte) in bytes.iter().enumerate() {
+        out[2 * i] = HEX[usize::from(byte >> 4)];
+        out[2 * i + 1] = HEX[usize::from(byte & 15)];
+    }
+}
+
+/// The lowercase hex SHA-256 of `head`, a newline and `body` (the hash of a record whose
+/// line without its `event.hash` member is `body`).
+pub fn link_hash(head: &[u8], body_without_brace: &[u8]) -> [u8; 64] {
+    let mut hasher = Sha256::new();
+    hasher.update(head);
+    hasher.update(b"\n");
+    hasher.update(body_without_brace);
+    hasher.update(b"}");
+    let mut out = [0u8; 64];
+    hex_into(&hasher.finalize(), &mut out);
+    out
+}
+
+/// Splits a line (without its newline) into the part the hash covers (without the final `}`)
+/// and the hash, when it ends with `,"event.hash":"<64 lowercase hex>"}`.
+pub fn split_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    if line.len() < HASH_TAIL + 1 || !line.ends_with(b"\"}") {
+        return None;
+    }
+    let at = line.len() - HASH_TAIL;
+    let (body, tail) = line.split_at(at);
+    let hash = tail.strip_prefix(HASH_MEMBER)?.get(..64)?;
+    hash.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')).then_some((body, hash))
+}
+
+/// The `event.sequence` of a line's body (the digits after the last `"event.sequence":`).
+fn sequence_of(body: &[u8]) -> Option<u64> {
+    const KEY: &[u8] = b",\"event.sequence\":";
+    let at = body.windows(KEY.len()).rposition(|w| w == KEY)? + KEY.len();
+    let digits: &[u8] = &body[at..];
+    let end = digits.iter().position(|b| !b.is_ascii_digit()).unwrap_or(digits.len());
+    std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
+}
+
+/// Most lines looked at from the end of a file for the last record of the chain (the lines
+/// after it being torn by crashes).
+const LOOK_BACK_LINES: usize = 16;
+
+/// The chain as the file at `file` ends: the last whole record's hash and sequence, looking
+/// back past torn lines (up to [`LOOK_BACK_LINES`]). `None` when the file holds no record of
+/// a chain (empty, or written before the chain existed).
+pub(super) fn read_head(file: &mut File) -> io::Result<Option<Chain>> {
+    let len = file.seek(SeekFrom::End(0))?;
+    // The file's tail, twice as long each time the lines in it do not settle the question.
+    let mut want: u64 = 64 * 1024;
+    loop {
+        let from = len.saturating_sub(want);
+        let mut tail = vec![0u8; usize::try_from(len - from).unwrap_or(usize::MAX)];
+        file.seek(SeekFrom::Start(from))?;
+        file.read_exact(&mut tail)?;
+        let mut lines = tail.split(|b| *b == b'\n').rev();
+        // What follows the last newline: nothing, or a line cut short.
+        let _ = lines.next();
+        let mut looked = 0;
+        let mut lines = lines.peekable();
+        while let Some(line) = lines.next() {
+            // The first line of the tail may begin before it, unless the tail is the file.
+            if lines.peek().is_none() && from > 0 {
+                break;
+            }
+            if let Some((body, hash)) = split_line(line) {
+                if let Some(sequence) = sequence_of(body) {
+                    let mut head = [0u8; 64];
+                    head.copy_from_slice(hash);
+                    return Ok(Some(Chain { head, sequence, mark: true, known: true }));
+                }
+            }
+            looked += 1;
+            if looked >= LOOK_BACK_LINES {
+                return Ok(None);
+            }
+        }
+        if from == 0 {
+            return Ok(None);
+        }
+        want = want.saturating_mul(2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn seal_appends_sequence_previous_and_hash_and_split_reads_them_back() {
+        let mut chain = Chain::default();
+        let mut batch = Vec::new();
+        chain.seal(&mut batch, b"{\"a\":1}\n");
+        chain.seal(&mut batch, b"{\"b\":2}\n");
+        let text = String::from_utf8(batch.clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with(
+            "{\"a\":1,\"event.sequence\":1,\"event.previous_hash\":\"0000000000000000"
+        ));
+        assert!(lines[1].starts_with("{\"b\":2,\"event.sequence\":2,\"event.hash\":\""));
+        let (body, hash) = split_line(lines[0].as_bytes()).unwrap();
+        assert_eq!(link_hash(&GENESIS, body), hash);
+        let (body2, hash2) = split_line(lines[1].as_bytes()).unwrap();
+        assert_eq!(&link_hash(hash, body2)[..], hash2);
+        assert_eq!(&chain.head[..], hash2);
+        // Each line is JSON.
+        for line in lines {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert!(v["event.hash"].is_string());
+        }
+    }
+
+    #[test]
+    fn the_head_is_read_back_past_torn_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut chain = Chain::default();
+        let mut batch = Vec::new();
+        chain.seal(&mut batch, b"{\"a\":1}\n");
+        chain.seal(&mut batch, &[b"{\"big\":\"", &vec![b'x'; 200_000][..], b"\"}\n"].concat());
+        let want = chain.clone();
+        batch.extend_from_slice(b"{\"torn\":\"xx\n{\"torn2\n");
+        std::fs::File::create(&path).unwrap().write_all(&batch).unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        let got = read_head(&mut file).unwrap().unwrap();
+        assert_eq!(got.head, want.head);
+        assert_eq!(got.sequence, 2);
+        std::fs::write(&path, b"{\"old\":1}\n").unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        assert!(read_head(&mut file).unwrap().is_none());
+        std::fs::write(&path, b"").unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        assert!(read_head(&mut file).unwrap().is_none());
+    }
+}

@@ -1,0 +1,139 @@
+//! `robots-proxy audit …`: verify audit files, print the checkpoint key's public half.
+//!
+//! Exit status of `audit verify`: 0 when the files are intact and in order (a torn last line
+//! after a crash included, reported as such); 1 when a line breaks the chain (named, with its
+//! kind); 2 when a file cannot be read, a line is not JSON (and not a torn line), or an
+//! argument or the configuration is bad.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::checkpoint::{load_key, PublicKey};
+use super::verify::{read_shipped, verify, Options, Status};
+use super::AuditSection;
+
+/// `robots-proxy audit …`
+#[derive(Debug, clap::Subcommand)]
+#[non_exhaustive]
+pub enum AuditCommand {
+    /// Check the hash chain and signed checkpoints of audit files, given in the order they
+    /// were written (oldest first). Exit 0: intact and in order; 1: tampering found (the first
+    /// line that breaks the chain is named); 2: unreadable input or a line that is not JSON.
+    Verify {
+        /// The audit files, oldest first (rotated files, then the current one).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Configuration file (TOML): checkpoint signatures are checked with the public half
+        /// of `audit.checkpoint_key`.
+        #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
+        config: Option<PathBuf>,
+        /// Check checkpoint signatures with this public key (a JWK, as `audit public-key`
+        /// prints it, or a PEM PUBLIC KEY), kept away from the machine that writes the log.
+        #[arg(long, value_name = "FILE")]
+        public_key: Option<PathBuf>,
+        /// Checkpoints kept away from the machine (any file of audit lines: its
+        /// `audit_checkpoint` records): each one within the files' range must be in them, so a
+        /// tail cut off after it, or records rewritten before it, are found.
+        #[arg(long, value_name = "FILE")]
+        checkpoints: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the public key (JWK) of `audit.checkpoint_key`, to keep away from the machine
+    /// and give to `audit verify --public-key`.
+    PublicKey {
+        /// Configuration file (TOML).
+        #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+/// Runs `robots-proxy audit …`. `load` reads the layered configuration and gives its
+/// `[audit]` section, or says why it cannot.
+pub fn run(
+    command: AuditCommand,
+    load: &dyn Fn(Option<PathBuf>) -> Result<AuditSection, String>,
+) -> ExitCode {
+    match command {
+        AuditCommand::Verify { files, config, public_key, checkpoints, json } => {
+            let key = match (public_key, config) {
+                (Some(path), _) => match PublicKey::read(&path) {
+                    Ok(key) => Some(key),
+                    Err(e) => return fail("verify", &format!("--public-key {e}"), 2),
+                },
+                (None, Some(config)) => match configured_key(load, Some(config)) {
+                    Ok(key) => key,
+                    Err(e) => return fail("verify", &e, 2),
+                },
+                (None, None) => None,
+            };
+            let shipped = match &checkpoints {
+                None => Vec::new(),
+                Some(path) => match read_shipped(path, key.as_ref()) {
+                    Ok(shipped) => shipped,
+                    Err((problem, code)) => {
+                        let at = match problem.line {
+                            Some(line) => format!("{}:{line}", problem.file),
+                            None => problem.file.clone(),
+                        };
+                        return fail(
+                            "verify",
+                            &format!("--checkpoints {at}: {}", problem.message),
+                            code,
+                        );
+                    }
+                },
+            };
+            let report = verify(&files, Options { public_key: key.as_ref(), shipped: &shipped });
+            if json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => return fail("verify", &e.to_string(), 2),
+                }
+            } else if report.status == Status::Unreadable {
+                // One clear line.
+                if let Some(p) = &report.problem {
+                    let at = match p.line {
+                        Some(line) => format!("{}:{line}", p.file),
+                        None => p.file.clone(),
+                    };
+                    eprintln!("robots-proxy audit verify: {at}: {}", p.message);
+                }
+            } else {
+                print!("{}", report.render());
+            }
+            ExitCode::from(report.exit_code())
+        }
+        AuditCommand::PublicKey { config } => match configured_key(load, config) {
+            Ok(Some(key)) => match serde_json::to_string(&key.jwk()) {
+                Ok(text) => {
+                    println!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail("public-key", &e.to_string(), 1),
+            },
+            Ok(None) => fail("public-key", "audit.checkpoint_key is not set", 1),
+            Err(e) => fail("public-key", &e, 1),
+        },
+    }
+}
+
+/// The public half of `audit.checkpoint_key`, when set.
+fn configured_key(
+    load: &dyn Fn(Option<PathBuf>) -> Result<AuditSection, String>,
+    config: Option<PathBuf>,
+) -> Result<Option<PublicKey>, String> {
+    let section = load(config)?;
+    match &section.checkpoint_key {
+        None => Ok(None),
+        Some(path) => load_key(path)
+            .map(|key| Some(PublicKey::of(&key)))
+            .map_err(|e| format!("audit.checkpoint_key: {e}")),
+    }
+}
+
+fn fail(command: &str, message: &str, code: u8) -> ExitCode {
+    eprintln!("robots-proxy audit {command}: {message}");
+    ExitCode::from(code)
+}

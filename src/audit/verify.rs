@@ -1,0 +1,772 @@
+//! `robots-proxy audit verify`: checks the hash chain (and the signed checkpoints) of audit
+//! files, and names the first line that breaks it. [`verify_files`] is the library's entry,
+//! returning a [`Report`] that serialises to JSON.
+//!
+//! Files are read line by line (never whole), in the order given. What is checked, per line:
+//! the line ends with `event.hash`, which is the SHA-256 of the hash before it and the line
+//! without that member (`chain.rs`); its `event.sequence` follows the one before; a record
+//! that names `event.previous_hash` names the hash before it (and the first record of every
+//! file names it); an `audit_checkpoint` record names the head and count before it, and its
+//! signature verifies with the public key given. A break is named by kind ([`Kind`]), from the
+//! sequence numbers around it.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::chain::{link_hash, split_line};
+use super::checkpoint::{message, PublicKey};
+
+/// Most lines read ahead to tell a reordered line from deleted ones.
+const LOOK_AHEAD: usize = 1024;
+
+/// Records remembered (sequence and hash) to tell a duplicated line.
+const REMEMBERED: usize = 4096;
+
+/// What the files are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Intact and in order (a torn last line after a crash included). Exit status 0.
+    Intact,
+    /// A line breaks the chain. Exit status 1.
+    Tampered,
+    /// A file cannot be read, or a line is not JSON (not a torn line). Exit status 2.
+    Unreadable,
+}
+
+/// How the chain is broken (or why the input could not be checked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The line does not hash to its `event.hash`: its bytes were changed.
+    Changed,
+    /// Records are missing before the line.
+    Deleted,
+    /// A line without the chain's members (`event.hash` last).
+    Inserted,
+    /// The line repeats an earlier record.
+    Duplicated,
+    /// The line's record belongs elsewhere (lines swapped or moved).
+    Reordered,
+    /// A file's first record does not name `event.previous_hash`: its first line(s) are gone.
+    FirstLineMissing,
+    /// A file does not continue the one before it: out of order, or a file is missing.
+    FilesOutOfOrder,
+    /// A checkpoint does not match the chain before it, or its signature does not verify.
+    BadCheckpoint,
+    /// A signed checkpoint given with `--checkpoints` covers records the files end before.
+    TailCut,
+    /// A signed checkpoint given with `--checkpoints` names a record the files do not hold.
+    Rewritten,
+    /// A file cannot be read.
+    Unreadable,
+    /// A line is not JSON, and not a torn line.
+    Unparsable,
+}
+
+/// A place in the files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Location {
+    /// The file, as given.
+    pub file: String,
+    /// The line, from 1.
+    pub line: u64,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// The first problem found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    /// What kind.
+    pub kind: Kind,
+    /// Where (the line, when there is one).
+    pub file: String,
+    /// The line, from 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// A sentence.
+    pub message: String,
+}
+
+/// One file's part.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileSummary {
+    /// The file, as given.
+    pub file: String,
+    /// Lines read.
+    pub lines: u64,
+    /// `event.sequence` of its first and last records.
+    pub first_sequence: Option<u64>,
+    /// See `first_sequence`.
+    pub last_sequence: Option<u64>,
+}
+
+/// What `audit verify` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Intact, tampered, or unreadable.
+    pub status: Status,
+    /// The files, in the order given (those read).
+    pub files: Vec<FileSummary>,
+    /// Records verified.
+    pub records: u64,
+    /// `audit_checkpoint` records verified.
+    pub checkpoints: u64,
+    /// The key id the signatures were checked with; none: not checked.
+    pub keyid: Option<String>,
+    /// The last checkpoint whose signature verified.
+    pub last_signed: Option<Location>,
+    /// Records after it (all records, when none verified): not covered by a signature.
+    pub unsigned_records: u64,
+    /// Torn lines (a crash while writing): not tampering; the chain resumes after them.
+    pub torn: Vec<Location>,
+    /// Remarks that are not problems.
+    pub notes: Vec<String>,
+    /// The first problem, when not intact.
+    pub problem: Option<Problem>,
+}
+
+impl Report {
+    /// The exit status: 0 intact, 1 tampered, 2 unreadable.
+    pub fn exit_code(&self) -> u8 {
+        match self.status {
+            Status::Intact => 0,
+            Status::Tampered => 1,
+            Status::Unreadable => 2,
+        }
+    }
+
+    /// The report for a person.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        if let Some(p) = &self.problem {
+            let at = match p.line {
+                Some(line) => format!("{}:{line}", p.file),
+                None => p.file.clone(),
+            };
+            let what = serde_json::to_value(p.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let _ = writeln!(out, "{at}: {}: {}", what.replace('_', " "), p.message);
+        }
+        for torn in &self.torn {
+            let _ = writeln!(
+                out,
+                "{torn}: torn line (a crash while writing): not tampering; the chain verifies up \
+                 to it and resumes after it"
+            );
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
+        let first = self.files.iter().find_map(|f| f.first_sequence);
+        let last = self.files.iter().rev().find_map(|f| f.last_sequence);
+        let range = match (first, last) {
+            (Some(a), Some(b)) => format!(", event.sequence {a} to {b}"),
+            _ => String::new(),
+        };
+        let verdict = match self.status {
+            Status::Intact => "intact",
+            Status::Tampered => "TAMPERED",
+            Status::Unreadable => "cannot verify",
+        };
+        let _ = write!(
+            out,
+            "{verdict}: {} record(s) verified in {} file(s){range}; {} checkpoint(s)",
+            self.records,
+            self.files.len(),
+            self.checkpoints
+        );
+        match (&self.keyid, &self.last_signed) {
+            (None, _) => {
+                let _ = writeln!(out, " (signatures not checked: no public key given)");
+            }
+            (Some(keyid), Some(at)) => {
+                let _ = writeln!(
+                    out,
+                    ", signatures checked with key {keyid}; last signed at {at}, {} record(s) \
+                     after it not yet signed",
+                    self.unsigned_records
+                );
+            }
+            (Some(keyid), None) => {
+                let _ = writeln!(
+                    out,
+                    ", signatures checked with key {keyid}; no signed checkpoint in the files"
+                );
+            }
+        }
+        out
+    }
+}
+
+/// A signed checkpoint shipped elsewhere (`--checkpoints FILE`), which the files must hold.
+#[derive(Debug, Clone)]
+pub struct Shipped {
+    /// `audit.checkpoint.head`.
+    pub head: String,
+    /// `audit.checkpoint.records`.
+    pub records: u64,
+    /// Its `@timestamp`.
+    pub at: String,
+    /// Where it was read.
+    pub from: Location,
+}
+
+/// What to verify with.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Options<'a> {
+    /// Check checkpoint signatures with this key.
+    pub public_key: Option<&'a PublicKey>,
+    /// Checkpoints kept elsewhere that the files must hold.
+    pub shipped: &'a [Shipped],
+}
+
+/// Verifies `files`, in order, as one chain; checkpoint signatures with `key` when given.
+pub fn verify_files(files: &[PathBuf], key: Option<&PublicKey>) -> Report {
+    verify(files, Options { public_key: key, shipped: &[] })
+}
+
+/// The fields of a line that the chain needs.
+#[derive(Deserialize)]
+struct Fields {
+    #[serde(rename = "event.sequence")]
+    sequence: Option<u64>,
+    #[serde(rename = "event.previous_hash")]
+    previous: Option<String>,
+    #[serde(rename = "event.action")]
+    action: Option<String>,
+    #[serde(rename = "@timestamp")]
+    timestamp: Option<String>,
+    #[serde(rename = "audit.checkpoint.head")]
+    head: Option<String>,
+    #[serde(rename = "audit.checkpoint.records")]
+    records: Option<u64>,
+    #[serde(rename = "audit.checkpoint.keyid")]
+    keyid: Option<String>,
+    #[serde(rename = "audit.checkpoint.signature")]
+    signature: Option<String>,
+}
+
+fn parse(line: &[u8]) -> Option<Fields> {
+    serde_json::from_slice(line).ok()
+}
+
+/// A file's lines, with a look-ahead.
+struct Lines {
+    reader: BufReader<File>,
+    ahead: VecDeque<Line>,
+    next: u64,
+    done: bool,
+}
+
+struct Line {
+    number: u64,
+    bytes: Vec<u8>,
+}
+
+impl Lines {
+    fn read_one(&mut self) -> io::Result<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        let mut bytes = Vec::new();
+        if self.reader.read_until(b'\n', &mut bytes)? == 0 {
+            self.done = true;
+            return Ok(false);
+        }
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+        }
+        self.next += 1;
+        self.ahead.push_back(Line { number: self.next, bytes });
+        Ok(true)
+    }
+
+    fn next(&mut self) -> io::Result<Option<Line>> {
+        if self.ahead.is_empty() {
+            self.read_one()?;
+        }
+        Ok(self.ahead.pop_front())
+    }
+
+    /// The `n`th line after the one last taken (0: the next).
+    fn peek(&mut self, n: usize) -> io::Result<Option<&Line>> {
+        while self.ahead.len() <= n {
+            if !self.read_one()? {
+                break;
+            }
+        }
+        Ok(self.ahead.get(n))
+    }
+}
+
+/// The chain as read so far.
+struct State<'a> {
+    options: Options<'a>,
+    report: Report,
+    head: Option<[u8; 64]>,
+    sequence: u64,
+    last: Option<Location>,
+    recent: VecDeque<(u64, [u8; 64], Location)>,
+    /// Shipped checkpoints not yet found, by head.
+    wanted: HashMap<String, usize>,
+    found: Vec<bool>,
+    first_sequence: Option<u64>,
+}
+
+enum Stop {
+    Tampered(Kind, Location, String),
+    Unreadable(Kind, String, Option<u64>, String),
+}
+
+/// Verifies `files` with `options`.
+pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
+    let report = Report {
+        status: Status::Intact,
+        files: Vec::new(),
+        records: 0,
+        checkpoints: 0,
+        keyid: options.public_key.map(|k| k.keyid().to_owned()),
+        last_signed: None,
+        unsigned_records: 0,
+        torn: Vec::new(),
+        notes: Vec::new(),
+        problem: None,
+    };
+    let mut state = State {
+        options,
+        report,
+        head: None,
+        sequence: 0,
+        last: None,
+        recent: VecDeque::new(),
+        wanted: HashMap::new(),
+        found: vec![false; options.shipped.len()],
+        first_sequence: None,
+    };
+    for (i, c) in options.shipped.iter().enumerate() {
+        state.wanted.insert(c.head.clone(), i);
+    }
+    let stop = run(files, &mut state);
+    let mut report = state.report;
+    match stop {
+        Ok(()) => {}
+        Err(Stop::Tampered(kind, at, message)) => {
+            report.status = Status::Tampered;
+            report.problem = Some(Problem { kind, file: at.file, line: Some(at.line), message });
+        }
+        Err(Stop::Unreadable(kind, file, line, message)) => {
+            report.status = Status::Unreadable;
+            report.problem = Some(Problem { kind, file, line, message });
+        }
+    }
+    if report.records == 0 && report.status == Status::Intact {
+        report.notes.push("the files hold no record".to_owned());
+    }
+    report
+}
+
+fn run(files: &[PathBuf], state: &mut State<'_>) -> Result<(), Stop> {
+    let mut opened = Vec::new();
+    for path in files {
+        let shown = path.display().to_string();
+        match File::open(path) {
+            Ok(file) => opened.push((shown, file)),
+            Err(e) => {
+                return Err(Stop::Unreadable(
+                    Kind::Unreadable,
+                    shown,
+                    None,
+                    format!("cannot read: {e}"),
+                ))
+            }
+        }
+    }
+    for (shown, file) in opened {
+        let mut lines =
+            Lines { reader: BufReader::new(file), ahead: VecDeque::new(), next: 0, done: false };
+        state.report.files.push(FileSummary {
+            file: shown.clone(),
+            lines: 0,
+            first_sequence: None,
+            last_sequence: None,
+        });
+        verify_file(&shown, &mut lines, state)?;
+    }
+    check_shipped(state)
+}
+
+fn unreadable(file: &str, e: io::Error) -> Stop {
+    Stop::Unreadable(Kind::Unreadable, file.to_owned(), None, format!("cannot read: {e}"))
+}
+
+fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(), Stop> {
+    let mut first_in_file = true;
+    let previous_file = state.last.as_ref().map(|l| l.file.clone());
+    while let Some(line) = lines.next().map_err(|e| unreadable(file, e))? {
+        let at = Location { file: file.to_owned(), line: line.number };
+        if let Some(summary) = state.report.files.last_mut() {
+            summary.lines = line.number;
+        }
+        let Some(fields) = parse(&line.bytes) else {
+            // A chained line whose bytes no longer hash right is a changed line, JSON or not.
+            if let (Some((body, hash)), Some(head)) = (split_line(&line.bytes), state.head) {
+                if link_hash(&head, body) != hash {
+                    return Err(Stop::Tampered(
+                        Kind::Changed,
+                        at,
+                        "the line does not hash to its event.hash (and is no longer JSON)".into(),
+                    ));
+                }
+            }
+            let next = lines.peek(0).map_err(|e| unreadable(file, e))?;
+            let resumed = next.and_then(|n| parse(&n.bytes)).is_some_and(|n| n.previous.is_some());
+            if next.is_none() || resumed {
+                state.report.torn.push(at);
+                continue;
+            }
+            return Err(Stop::Unreadable(
+                Kind::Unparsable,
+                file.to_owned(),
+                Some(line.number),
+                "the line is not JSON (and not a torn line: records follow it)".into(),
+            ));
+        };
+        let Some((body, hash)) = split_line(&line.bytes) else {
+            return Err(Stop::Tampered(
+                Kind::Inserted,
+                at,
+                "the line does not end with event.hash: it was inserted (or written before the \
+                 chain existed)"
+                    .into(),
+            ));
+        };
+        let mut hash_arr = [0u8; 64];
+        hash_arr.copy_from_slice(hash);
+        let sequence = fields.sequence;
+        // The hash this record continues from.
+        let previous: [u8; 64] = match (&fields.previous, state.head) {
+            (Some(p), _) => {
+                let mut out = [0u8; 64];
+                if p.len() != 64 {
+                    return Err(Stop::Tampered(
+                        Kind::Changed,
+                        at,
+                        "event.previous_hash is not a hash".into(),
+                    ));
+                }
+                out.copy_from_slice(p.as_bytes());
+                if let Some(head) = state.head {
+                    if out != head {
+                        return Err(break_at(
+                            file,
+                            first_in_file,
+                            previous_file.as_deref(),
+                            at,
+                            sequence,
+                            &hash_arr,
+                            lines,
+                            state,
+                        ));
+                    }
+                }
+                out
+            }
+            (None, Some(head)) if !first_in_file => head,
+            (None, _) => {
+                return Err(Stop::Tampered(
+                    Kind::FirstLineMissing,
+                    at,
+                    "the first record of every file names event.previous_hash; this one does \
+                     not: the file's first line(s) were removed"
+                        .into(),
+                ));
+            }
+        };
+        if link_hash(&previous, body) != hash
+            || (state.head.is_some() && sequence != Some(state.sequence + 1))
+        {
+            return Err(break_at(
+                file,
+                first_in_file,
+                previous_file.as_deref(),
+                at,
+                sequence,
+                &hash_arr,
+                lines,
+                state,
+            ));
+        }
+        let sequence = sequence.unwrap_or(0);
+        if fields.action.as_deref() == Some("audit_checkpoint") {
+            check_checkpoint(&fields, &previous, sequence, &at, state)?;
+        } else {
+            state.report.unsigned_records += 1;
+        }
+        if let Some(&i) = state.wanted.get(std::str::from_utf8(hash).unwrap_or("")) {
+            state.found[i] = true;
+        }
+        state.report.records += 1;
+        if let Some(summary) = state.report.files.last_mut() {
+            summary.first_sequence.get_or_insert(sequence);
+            summary.last_sequence = Some(sequence);
+        }
+        state.first_sequence.get_or_insert(sequence);
+        state.head = Some(hash_arr);
+        state.sequence = sequence;
+        if state.recent.len() >= REMEMBERED {
+            state.recent.pop_front();
+        }
+        state.recent.push_back((sequence, hash_arr, at.clone()));
+        state.last = Some(at);
+        first_in_file = false;
+    }
+    Ok(())
+}
+
+fn check_checkpoint(
+    fields: &Fields,
+    previous: &[u8; 64],
+    sequence: u64,
+    at: &Location,
+    state: &mut State<'_>,
+) -> Result<(), Stop> {
+    let bad = |message: String| Err(Stop::Tampered(Kind::BadCheckpoint, at.clone(), message));
+    let head = fields.head.as_deref().unwrap_or("");
+    if head.as_bytes() != previous || fields.records != Some(sequence.saturating_sub(1)) {
+        return bad(format!(
+            "the checkpoint names head {head} after {:?} record(s), but the chain before it is \
+             at {} after {} record(s): records before it were rewritten",
+            fields.records,
+            std::str::from_utf8(previous).unwrap_or(""),
+            sequence.saturating_sub(1)
+        ));
+    }
+    state.report.checkpoints += 1;
+    let Some(key) = state.options.public_key else { return Ok(()) };
+    let keyid = fields.keyid.as_deref().unwrap_or("");
+    if keyid != key.keyid() {
+        return bad(format!(
+            "the checkpoint is signed by key {keyid:?}, not by the key given ({})",
+            key.keyid()
+        ));
+    }
+    let signed =
+        message(head, sequence.saturating_sub(1), fields.timestamp.as_deref().unwrap_or(""));
+    if !key.verifies(signed.as_bytes(), fields.signature.as_deref().unwrap_or("")) {
+        return bad("the checkpoint's signature does not verify: it was forged or changed".into());
+    }
+    state.report.last_signed = Some(at.clone());
+    state.report.unsigned_records = 0;
+    Ok(())
+}
+
+/// Names the break at `at`: a record that does not continue the chain.
+#[allow(clippy::too_many_arguments)]
+fn break_at(
+    file: &str,
+    first_in_file: bool,
+    previous_file: Option<&str>,
+    at: Location,
+    sequence: Option<u64>,
+    hash: &[u8; 64],
+    lines: &mut Lines,
+    state: &State<'_>,
+) -> Stop {
+    let expected = state.sequence + 1;
+    let last = state.last.as_ref().map(|l| l.to_string()).unwrap_or_default();
+    if first_in_file {
+        let before = previous_file.unwrap_or("the file before");
+        let message = match sequence {
+            Some(1) => format!(
+                "{file} starts a new chain (record 1) but follows {before}, which ends at record \
+                 {}: the files are out of order (or the proxy started on an empty file: verify \
+                 from {file} on separately)",
+                state.sequence
+            ),
+            Some(s) if s <= state.sequence => format!(
+                "{file} starts at record {s}, which comes before the end of {before} (record {}): \
+                 the files are out of order",
+                state.sequence
+            ),
+            Some(s) if s > expected => format!(
+                "records {expected} to {} are missing between {before} and {file}: a file is \
+                 missing, or the files are out of order",
+                s - 1
+            ),
+            _ => format!("{file} does not continue {before} (which ends at {last})"),
+        };
+        return Stop::Tampered(Kind::FilesOutOfOrder, at, message);
+    }
+    match sequence {
+        Some(s) if s == expected => Stop::Tampered(
+            Kind::Changed,
+            at,
+            "the line does not hash to its event.hash from the line before: it was changed".into(),
+        ),
+        Some(s) if s <= state.sequence => {
+            let copy = state.recent.iter().find(|(seq, h, _)| *seq == s && h == hash);
+            match copy {
+                Some((_, _, original)) => Stop::Tampered(
+                    Kind::Duplicated,
+                    at,
+                    format!("the line repeats record {s} ({original})"),
+                ),
+                None => Stop::Tampered(
+                    Kind::Reordered,
+                    at,
+                    format!(
+                        "record {s} comes after record {} ({last}): lines are out of order",
+                        state.sequence
+                    ),
+                ),
+            }
+        }
+        Some(s) => {
+            // Further on, the record that should be here: lines were moved, not deleted.
+            let mut later = None;
+            for n in 0..LOOK_AHEAD {
+                let Ok(Some(line)) = lines.peek(n) else { break };
+                if parse(&line.bytes).and_then(|f| f.sequence) == Some(expected) {
+                    later = Some(line.number);
+                    break;
+                }
+            }
+            match later {
+                Some(line) => Stop::Tampered(
+                    Kind::Reordered,
+                    at,
+                    format!(
+                        "record {s} comes before record {expected} ({file}:{line}): lines are out \
+                         of order"
+                    ),
+                ),
+                None => Stop::Tampered(
+                    Kind::Deleted,
+                    at,
+                    format!(
+                        "{} record(s) missing before this line (records {expected} to {}): lines \
+                         were deleted",
+                        s - expected,
+                        s - 1
+                    ),
+                ),
+            }
+        }
+        None => Stop::Tampered(
+            Kind::Changed,
+            at,
+            "the line has no event.sequence and does not hash to its event.hash: it was changed"
+                .into(),
+        ),
+    }
+}
+
+/// Every shipped checkpoint within the files' range must be in them.
+fn check_shipped(state: &mut State<'_>) -> Result<(), Stop> {
+    let first = state.first_sequence.unwrap_or(1);
+    for (i, c) in state.options.shipped.iter().enumerate() {
+        if state.found[i] || c.records < first {
+            continue;
+        }
+        let last = state.last.clone().unwrap_or(Location { file: String::new(), line: 0 });
+        if c.records > state.sequence {
+            return Err(Stop::Tampered(
+                Kind::TailCut,
+                last,
+                format!(
+                    "the files end at record {} but the signed checkpoint of {} ({}) covers {} \
+                     record(s): the tail was cut off",
+                    state.sequence, c.at, c.from, c.records
+                ),
+            ));
+        }
+        return Err(Stop::Tampered(
+            Kind::Rewritten,
+            last,
+            format!(
+                "the files do not hold record {} with the event.hash {} that the signed \
+                 checkpoint of {} ({}) names: records were rewritten or removed",
+                c.records, c.head, c.at, c.from
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the checkpoints of `path` (any audit file: its `audit_checkpoint` records), checking
+/// their signatures with `key` when given.
+pub fn read_shipped(path: &Path, key: Option<&PublicKey>) -> Result<Vec<Shipped>, (Problem, u8)> {
+    let shown = path.display().to_string();
+    let unreadable = |e: io::Error| {
+        (
+            Problem {
+                kind: Kind::Unreadable,
+                file: shown.clone(),
+                line: None,
+                message: format!("cannot read: {e}"),
+            },
+            2,
+        )
+    };
+    let file = File::open(path).map_err(unreadable)?;
+    let mut lines =
+        Lines { reader: BufReader::new(file), ahead: VecDeque::new(), next: 0, done: false };
+    let mut out = Vec::new();
+    while let Some(line) = lines.next().map_err(unreadable)? {
+        let Some(fields) = parse(&line.bytes) else {
+            if lines.peek(0).map_err(unreadable)?.is_none() {
+                break;
+            }
+            return Err((
+                Problem {
+                    kind: Kind::Unparsable,
+                    file: shown.clone(),
+                    line: Some(line.number),
+                    message: "the line is not JSON".into(),
+                },
+                2,
+            ));
+        };
+        if fields.action.as_deref() != Some("audit_checkpoint") {
+            continue;
+        }
+        let from = Location { file: shown.clone(), line: line.number };
+        let (Some(head), Some(records), Some(at)) =
+            (&fields.head, fields.records, &fields.timestamp)
+        else {
+            continue;
+        };
+        if let Some(key) = key {
+            let signed = message(head, records, at);
+            let ok = fields.keyid.as_deref() == Some(key.keyid())
+                && key.verifies(signed.as_bytes(), fields.signature.as_deref().unwrap_or(""));
+            if !ok {
+                return Err((
+                    Problem {
+                        kind: Kind::BadCheckpoint,
+                        file: shown.clone(),
+                        line: Some(line.number),
+                        message: "the checkpoint's signature does not verify with the key given"
+                            .into(),
+                    },
+                    1,
+                ));
+            }
+        }
+        out.push(Shipped { head: head.clone(), records, at: at.clone(), from });
+    }
+    Ok(out)
+}

@@ -1,0 +1,387 @@
+//! The audit log's hash chain and signed checkpoints against the real binary: a log written
+//! by the proxy (blocked requests, a rotation by rename and SIGHUP, checkpoints, a shutdown)
+//! verifies with `audit verify`, and copies of it tampered with in each way are refused,
+//! naming the line and the kind; a restart continues the chain.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use super::support::{proxied_client, run, Origin, ProxyProcess};
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    std::fs::write(path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+}
+
+/// `audit verify` with `args`: (exit status, stdout, stderr).
+fn verify(args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["audit", "verify"];
+    all.extend_from_slice(args);
+    let out = run(&all, &[]);
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
+    let client = proxied_client(proxy.proxy_addr);
+    for i in 0..n {
+        let url = format!("{}/private/{tag}-{i}", origin.base());
+        let resp = client.get(&url).send().await.unwrap();
+        assert_eq!(resp.status(), 403, "{url}");
+    }
+}
+
+/// Waits (up to 10 s) until `path` holds a line containing `needle` `times` times.
+async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
+    for _ in 0..500 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().filter(|l| l.contains(needle)).count() >= times {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{} never held {times} line(s) with {needle:?}", path.display());
+}
+
+/// Recomputes every `event.hash` (and `audit.checkpoint.head`) of `lines` after an edit, as
+/// docs/audit.md says the chain is computed: what someone who rewrites the file without the
+/// checkpoint key can do.
+fn rechain(lines: &mut [String]) {
+    let mut head: Option<String> = None;
+    for line in lines.iter_mut() {
+        let at = line.rfind(",\"event.hash\":\"").unwrap();
+        let mut body = line[..at].to_owned();
+        let value: serde_json::Value = serde_json::from_str(line).unwrap();
+        let previous = match (&head, value["event.previous_hash"].as_str()) {
+            (Some(h), _) => h.clone(),
+            (None, Some(p)) => p.to_owned(),
+            (None, None) => panic!("no head"),
+        };
+        if value["event.action"] == "audit_checkpoint" {
+            let old = value["audit.checkpoint.head"].as_str().unwrap();
+            body = body.replace(old, &previous);
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(previous.as_bytes());
+        hasher.update(b"\n");
+        hasher.update(body.as_bytes());
+        hasher.update(b"}");
+        let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        *line = format!("{body},\"event.hash\":\"{hash}\"}}");
+        head = Some(hash);
+    }
+}
+
+struct Log {
+    _state: tempfile::TempDir,
+    rotated: PathBuf,
+    current: PathBuf,
+    public_key: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Log {
+    /// A copy of the log's files in a new directory.
+    fn copy(&self, name: &str) -> (PathBuf, PathBuf) {
+        let dir = self.dir.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let rotated = dir.join("audit.jsonl.1");
+        let current = dir.join("audit.jsonl");
+        std::fs::copy(&self.rotated, &rotated).unwrap();
+        std::fs::copy(&self.current, &current).unwrap();
+        (rotated, current)
+    }
+}
+
+/// A real log: blocks, a rotation (rename, SIGHUP), more blocks, a checkpoint on its interval,
+/// more blocks, a shutdown.
+async fn real_log() -> Log {
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let keys = state.path().join("keys");
+    let made = run(&["keys", "new", "audit", "--dir", s(&keys)], &[]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let key = keys.join("audit.pem");
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", s(state.path())),
+        ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&key)),
+        ("ROBOTS_PROXY_AUDIT__CHECKPOINT_INTERVAL", "1s"),
+    ];
+    let public = run(&["audit", "public-key"], &env);
+    assert!(public.status.success(), "{}", text(&public.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let public_key = dir.path().join("audit.jwk");
+    std::fs::write(&public_key, &public.stdout).unwrap();
+
+    let mut proxy = ProxyProcess::start(&[], &env);
+    let current = state.path().join("audit.jsonl");
+    let rotated = state.path().join("audit.jsonl.1");
+    block(&proxy, &origin, 6, "a").await;
+    wait_for_lines(&current, "robots_disallow", 6).await;
+    std::fs::rename(&current, &rotated).unwrap();
+    proxy.signal("HUP");
+    proxy.wait_for_stderr("audit log reopened", 1).await;
+    block(&proxy, &origin, 6, "b").await;
+    wait_for_lines(&current, "audit_checkpoint", 1).await;
+    block(&proxy, &origin, 4, "c").await;
+    wait_for_lines(&current, "robots_disallow", 10).await;
+    proxy.signal("TERM");
+    assert!(proxy.wait_exit(Duration::from_secs(10)).await.success());
+    Log { _state: state, rotated, current, public_key, dir }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
+    let log = real_log().await;
+    let key = s(&log.public_key).to_owned();
+    let (rotated, current) = (s(&log.rotated).to_owned(), s(&log.current).to_owned());
+    let old = lines(&log.rotated);
+    let new = lines(&log.current);
+    // Each file ends with a checkpoint (the reopen's, the shutdown's); the new file has one
+    // from its interval too, with records after it; its first record names the hash the
+    // rotated file ends with.
+    for file in [&old, &new] {
+        assert!(file.last().unwrap().contains("\"event.action\":\"audit_checkpoint\""));
+    }
+    let checkpoint_at = new.iter().position(|l| l.contains("audit_checkpoint")).unwrap();
+    assert!(checkpoint_at + 3 < new.len(), "{new:#?}");
+    let last_old: serde_json::Value = serde_json::from_str(old.last().unwrap()).unwrap();
+    let first_new: serde_json::Value = serde_json::from_str(&new[0]).unwrap();
+    assert_eq!(first_new["event.previous_hash"], last_old["event.hash"]);
+    assert_eq!(
+        first_new["event.sequence"].as_u64().unwrap(),
+        last_old["event.sequence"].as_u64().unwrap() + 1
+    );
+
+    // Untouched, rotation included: intact, with and without the key.
+    let (code, out, err) = verify(&[&rotated, &current]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("intact"), "{out}");
+    let (code, out, err) = verify(&["--public-key", &key, &rotated, &current]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("signatures checked with key"), "{out}");
+    // Each file alone verifies too.
+    assert_eq!(verify(&[&current]).0, 0);
+
+    // Each tampering, on copies; the first line that breaks the chain is named.
+    const RECORD: usize = 3; // a blocked request's record (line 1 is the robots_version record)
+    type Edit = Box<dyn Fn(&mut Vec<String>)>;
+    let cases: Vec<(&str, Edit, String)> = vec![
+        (
+            "changed",
+            Box::new(|l: &mut Vec<String>| {
+                l[RECORD - 1] = l[RECORD - 1].replacen("/private/", "/privatE/", 1)
+            }),
+            format!("audit.jsonl:{RECORD}: changed"),
+        ),
+        (
+            "deleted",
+            Box::new(|l: &mut Vec<String>| {
+                l.remove(RECORD - 1);
+            }),
+            format!("audit.jsonl:{RECORD}: deleted"),
+        ),
+        (
+            "swapped",
+            Box::new(|l: &mut Vec<String>| l.swap(RECORD - 1, RECORD)),
+            format!("audit.jsonl:{RECORD}: reordered"),
+        ),
+        (
+            "duplicated",
+            Box::new(|l: &mut Vec<String>| {
+                let copy = l[RECORD - 1].clone();
+                l.insert(RECORD, copy);
+            }),
+            format!("audit.jsonl:{}: duplicated", RECORD + 1),
+        ),
+        (
+            "first",
+            Box::new(|l: &mut Vec<String>| {
+                l.remove(0);
+            }),
+            "audit.jsonl:1: first line missing".to_owned(),
+        ),
+        (
+            "inserted",
+            Box::new(|l: &mut Vec<String>| {
+                l.insert(
+                    RECORD - 1,
+                    "{\"event.action\":\"robots_allow\",\"url.full\":\"http://x/\"}".to_owned(),
+                );
+            }),
+            format!("audit.jsonl:{RECORD}: inserted"),
+        ),
+    ];
+    for (name, edit, expected) in cases {
+        let (r, c) = log.copy(name);
+        let mut l = lines(&c);
+        edit(&mut l);
+        write_lines(&c, &l);
+        let (code, out, err) = verify(&[s(&r), s(&c)]);
+        assert_eq!(code, 1, "{name}: {out}{err}");
+        assert!(out.contains(&expected), "{name}: expected {expected:?} in\n{out}");
+        if name == "first" {
+            // The file alone, too.
+            let (code, out, _) = verify(&[s(&c)]);
+            assert_eq!(code, 1, "{out}");
+            assert!(out.contains("first line missing"), "{out}");
+        }
+    }
+
+    // Rotated files given out of order.
+    let (code, out, _) = verify(&[&current, &rotated]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("audit.jsonl.1:1: files out of order"), "{out}");
+
+    // A tail cut off after the interval's checkpoint: the files alone cannot tell (the chain
+    // is intact up to there), the checkpoints shipped elsewhere can.
+    let (r, c) = log.copy("tail");
+    write_lines(&c, &new[..=checkpoint_at]);
+    let (code, out, _) = verify(&["--public-key", &key, s(&r), s(&c)]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = verify(&["--public-key", &key, "--checkpoints", &current, s(&r), s(&c)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("tail cut"), "{out}");
+
+    // A record before the checkpoint rewritten and every hash recomputed, the checkpoint's
+    // head too: the chain alone cannot tell; the checkpoint's signature can.
+    let (r, c) = log.copy("rechained");
+    let mut l = new.clone();
+    l[RECORD - 1] = l[RECORD - 1].replacen("/private/", "/public//", 1);
+    rechain(&mut l);
+    write_lines(&c, &l);
+    let (code, out, _) = verify(&[s(&r), s(&c)]);
+    assert_eq!(code, 0, "without a key, a rewritten chain verifies: {out}");
+    let (code, out, _) = verify(&["--public-key", &key, s(&r), s(&c)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("audit.jsonl:{}: bad checkpoint", checkpoint_at + 1)), "{out}");
+
+    // A torn last line (a crash while writing): reported as such, not as tampering.
+    let (r, c) = log.copy("torn");
+    let mut bytes = std::fs::read(&c).unwrap();
+    bytes.extend_from_slice(b"{\"@timestamp\":\"2026-");
+    std::fs::write(&c, bytes).unwrap();
+    let (code, out, _) = verify(&["--public-key", &key, s(&r), s(&c)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("audit.jsonl:{}: torn line (a crash while writing)", new.len() + 1)),
+        "{out}"
+    );
+
+    // Unreadable input and a line that is not JSON: exit 2, one line naming it.
+    let missing = log.dir.path().join("missing.jsonl");
+    let (code, out, err) = verify(&[&rotated, s(&missing)]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("missing.jsonl: cannot read"), "{err}");
+    let (r, c) = log.copy("garbage");
+    let mut l = lines(&c);
+    l.insert(RECORD - 1, "not json".to_owned());
+    write_lines(&c, &l);
+    let (code, _, err) = verify(&[s(&r), s(&c)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("audit.jsonl:{RECORD}: the line is not JSON")), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // --json gives the same to machines.
+    let (code, out, _) = verify(&["--json", &rotated, &current]);
+    assert_eq!(code, 0);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["status"], "intact");
+}
+
+/// A restart continues the chain in the same file: the second run's first record names the
+/// hash of the first run's last, and the file verifies as one; a torn line left by a `kill -9`
+/// in between is reported as torn, not as tampering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_continues_the_chain() {
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let env = [("ROBOTS_PROXY_STATE_DIR", s(state.path()))];
+    let path = state.path().join("audit.jsonl");
+    for (run, tag) in [(1, "first"), (2, "second"), (3, "third")] {
+        let mut proxy = ProxyProcess::start(&[], &env);
+        block(&proxy, &origin, 3, tag).await;
+        wait_for_lines(&path, "robots_disallow", 3 * run).await;
+        if run == 2 {
+            // Killed while writing a record: the start of a line, no newline.
+            proxy.signal("KILL");
+            proxy.wait_exit(Duration::from_secs(10)).await;
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes.extend_from_slice(b"{\"@timestamp\":\"2026-11-25T23:");
+            std::fs::write(&path, bytes).unwrap();
+        } else {
+            proxy.signal("TERM");
+            assert!(proxy.wait_exit(Duration::from_secs(10)).await.success());
+        }
+    }
+    let all = lines(&path);
+    let torn = all.iter().position(|l| serde_json::from_str::<serde_json::Value>(l).is_err());
+    let torn = torn.expect("the torn line stays, ended by a newline");
+    let values: Vec<serde_json::Value> =
+        all.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let sequences: Vec<u64> =
+        values.iter().map(|v| v["event.sequence"].as_u64().unwrap()).collect();
+    assert_eq!(sequences, (1..=values.len() as u64).collect::<Vec<_>>());
+    let marked: Vec<usize> =
+        (0..values.len()).filter(|i| values[*i].get("event.previous_hash").is_some()).collect();
+    assert_eq!(marked.len(), 3, "{all:#?}");
+    for i in &marked[1..] {
+        assert_eq!(values[*i]["event.previous_hash"], values[i - 1]["event.hash"]);
+    }
+    let (code, out, err) = verify(&[s(&path)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("audit.jsonl:{}: torn line", torn + 1)), "{out}");
+}
+
+/// A checkpoint key that cannot be read stops `config check` (and so `serve`) with the key's
+/// name and the file.
+#[test]
+fn an_unreadable_checkpoint_key_is_refused_naming_the_file() {
+    let state = tempfile::tempdir().unwrap();
+    let missing = state.path().join("nope.pem");
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", s(state.path())),
+        ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&missing)),
+    ];
+    for args in [&["config", "check"][..], &["serve", "--listen", "127.0.0.1:0"][..]] {
+        let out = run(args, &env);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("audit.checkpoint_key"), "{err}");
+        assert!(err.contains(&missing.display().to_string()), "{err}");
+    }
+    // Not a key at all.
+    let keys = state.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    let bad = keys.join("bad.pem");
+    std::fs::write(&bad, "not a key").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = run(
+        &["config", "check"],
+        &[
+            ("ROBOTS_PROXY_STATE_DIR", s(state.path())),
+            ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&bad)),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("audit.checkpoint_key") && err.contains("bad.pem"), "{err}");
+    assert!(err.contains("PRIVATE KEY"), "{err}");
+}

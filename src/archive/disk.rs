@@ -82,7 +82,12 @@ pub(super) fn write_history(root: &Path, history: &History) -> io::Result<()> {
 }
 
 /// Every authority's windows kept under `root` (none when the directory does not exist).
-pub(super) fn read_histories(root: &Path) -> Result<BTreeMap<String, History>, ArchiveError> {
+/// With `set_aside`, a file that does not parse is renamed `NAME.unreadable` (and logged)
+/// rather than failing the whole read, so the writer never writes over it.
+pub(super) fn read_histories(
+    root: &Path,
+    set_aside: bool,
+) -> Result<BTreeMap<String, History>, ArchiveError> {
     let dir = root.join("authorities");
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -99,8 +104,21 @@ pub(super) fn read_histories(root: &Path) -> Result<BTreeMap<String, History>, A
         }
         let text =
             fs::read(&path).map_err(|source| ArchiveError::Read { path: path.clone(), source })?;
-        let history: History = serde_json::from_slice(&text)
-            .map_err(|e| ArchiveError::Unparsable { path: path.clone(), why: e.to_string() })?;
+        let history: History = match serde_json::from_slice(&text) {
+            Ok(history) => history,
+            Err(e) if set_aside => {
+                let aside = path.with_extension("json.unreadable");
+                tracing::warn!(
+                    path = %path.display(), error = %e, aside = %aside.display(),
+                    "robots.txt archive: an authority's file does not parse; set aside"
+                );
+                let _ = fs::rename(&path, &aside);
+                continue;
+            }
+            Err(e) => {
+                return Err(ArchiveError::Unparsable { path: path.clone(), why: e.to_string() })
+            }
+        };
         out.insert(history.authority.clone(), history);
     }
     Ok(out)

@@ -25,7 +25,7 @@ impl ArchiveReader {
     /// or parsed, naming it.
     pub fn open(state_dir: &Path) -> Result<ArchiveReader, ArchiveError> {
         let root = disk::root(state_dir);
-        let histories = disk::read_histories(&root)?;
+        let histories = disk::read_histories(&root, false)?;
         Ok(ArchiveReader { root, histories })
     }
 

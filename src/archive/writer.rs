@@ -121,12 +121,12 @@ impl std::fmt::Debug for Archive {
 
 impl Archive {
     /// The archive under `state_dir` (`robots-archive/`), read back from what is there, with
-    /// its writer thread started. Fails only on files that cannot be read or parsed; a
-    /// directory that cannot be written is a write failure like any other (logged once, and
-    /// retried).
+    /// its writer thread started. Fails only on a directory that cannot be read (a file that
+    /// does not parse is set aside as `NAME.unreadable`); a directory that cannot be written
+    /// is a write failure like any other (logged once, and retried).
     pub fn open(state_dir: &Path, section: &ArchiveSection) -> Result<Archive, ArchiveError> {
         let root = disk::root(state_dir);
-        let histories = disk::read_histories(&root)?;
+        let histories = disk::read_histories(&root, true)?;
         let on_disk = disk::body_digests(&root).into_iter().collect();
         let state = State { histories, on_disk, ..State::default() };
         let shared = Arc::new(Shared {

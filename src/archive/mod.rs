@@ -10,7 +10,7 @@
 //! * **What is archived** is what the robots store took in and decided with: its own fetches,
 //!   records taken over from a fleet (Redis) and copies read back from the disk. The store
 //!   calls [`Archive::note`], which never waits: one background thread writes
-//!   ([`writer`](self)), and a disk that takes no writes costs no decision and no audit record.
+//!   (`writer.rs`), and a disk that takes no writes costs no decision and no audit record.
 //! * **Retention** (`archive.retention`): windows replaced longer ago are pruned, and then the
 //!   bodies no kept window names. The window in force is never pruned.
 //! * **Reading**: [`ArchiveReader`] reads the directory, with the proxy running or not;

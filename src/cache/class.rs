@@ -3,7 +3,7 @@
 
 use super::FetchOutcome;
 
-/// The outcome classes counted by [`CacheStats`], for the `robots_proxy_robots_fetches_total`
+/// The outcome classes counted by [`CacheStats`](super::CacheStats), for the `robots_proxy_robots_fetches_total`
 /// metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -44,6 +44,8 @@ const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(24 * 3600);
 /// A year as humantime counts it (365.25 days), so the bound reads "1year".
 const YEAR: Duration = Duration::from_secs(31_557_600);
+/// A hundred such years (the longest archive retention).
+const CENTURY: Duration = Duration::from_secs(3_155_760_000);
 /// The shortest duration that is "longer than zero".
 const POSITIVE: Duration = Duration::from_nanos(1);
 const KIB: u64 = 1 << 10;
@@ -136,6 +138,11 @@ pub(crate) const BOUNDS: &[Bound] = &[
     ),
     // [https]
     duration("https.tunnel_idle_timeout", |c| c.https.tunnel_idle_timeout, POSITIVE, DAY),
+    // [archive]
+    because(
+        duration("archive.retention", |c| c.archive.retention, Duration::ZERO, CENTURY),
+        "0s keeps only the windows in force",
+    ),
     // [pacing]
     duration("pacing.max_crawl_delay", |c| c.pacing.max_crawl_delay, POSITIVE, DAY),
     duration("pacing.max_wait", |c| c.pacing.max_wait, Duration::ZERO, DAY),

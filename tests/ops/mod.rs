@@ -5,6 +5,7 @@
 pub mod support;
 
 mod admin;
+mod archive;
 mod audit_chain;
 mod audit_log;
 mod binary;

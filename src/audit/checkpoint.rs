@@ -97,7 +97,9 @@ impl PublicKey {
         let jwk = Jwk {
             kty: "OKP".into(),
             crv: "Ed25519".into(),
+            kid: None,
             x: Base64UrlUnpadded::encode_string(&raw),
+            use_: None,
         };
         PublicKey { raw, keyid: jwk.thumbprint() }
     }
@@ -119,7 +121,9 @@ impl PublicKey {
         Jwk {
             kty: "OKP".into(),
             crv: "Ed25519".into(),
+            kid: Some(self.keyid.clone()),
             x: Base64UrlUnpadded::encode_string(&self.raw),
+            use_: Some("sig".into()),
         }
     }
 

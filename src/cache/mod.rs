@@ -664,7 +664,7 @@ impl Inner {
         if let Some(shared) = this.shared.get() {
             match shared::refresh(&this, shared.as_ref(), &authority).await {
                 Ok((snapshot, keep)) => {
-                    return Inner::store(&this, &authority, id, snapshot, keep, sender).await
+                    return Inner::store(&this, &authority, id, snapshot, keep, None, sender).await
                 }
                 Err(e) if shared.required() => {
                     let now = this.clock.now();
@@ -695,7 +695,7 @@ impl Inner {
             // Not in memory (first request since the start): what was kept on disk.
             if let Some(kept) = persist::load(&this, &authority).await {
                 if kept.is_current(this.clock.now()) {
-                    return Inner::store(&this, &authority, id, kept, true, sender).await;
+                    return Inner::store(&this, &authority, id, kept, true, None, sender).await;
                 }
                 prev = Some(Arc::new(kept));
             }
@@ -710,20 +710,21 @@ impl Inner {
             ),
             None => (shared::no_slot(prev.as_deref(), &authority, now, &this.settings), false),
         };
-        if keep {
-            persist::save(&this, &snapshot, body);
-        }
-        Inner::store(&this, &authority, id, snapshot, keep, sender).await;
+        let save = keep.then_some(body);
+        Inner::store(&this, &authority, id, snapshot, keep, save, sender).await;
     }
 
-    /// Stores the result of fetch `id` (unless purged meanwhile, or `keep` is false) and
+    /// Stores the result of fetch `id` (unless purged meanwhile, or `keep` is false), keeps it
+    /// on disk when `save` holds the fetched body (`Some(None)`: the body already kept), and
     /// hands it to every waiting request.
+    #[allow(clippy::too_many_arguments)]
     async fn store(
         this: &Arc<Self>,
         authority: &Authority,
         id: u64,
         snapshot: RobotsSnapshot,
         keep: bool,
+        save: Option<Option<bytes::Bytes>>,
         sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
     ) {
         let snapshot = Arc::new(snapshot);
@@ -733,6 +734,9 @@ impl Inner {
         if still_wanted {
             this.entries.insert(authority.clone(), snapshot.clone()).await;
             this.generation.fetch_add(1, Ordering::AcqRel);
+            if let Some(body) = save {
+                persist::save(this, &snapshot, body);
+            }
         }
         if ours {
             in_flight.remove(authority);

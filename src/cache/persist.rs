@@ -45,13 +45,19 @@ pub(super) struct Persist {
     dir: PathBuf,
     keep_for: Duration,
     writes: AtomicU64,
+    /// Purges so far. A save carries the count it was decided under (read under the store's
+    /// lock, which a purge holds too) and writes only if no purge came since; a purge and a
+    /// write never overlap. Without it, a save still queued when a purge removed the file
+    /// wrote it back, and the next request used the purged copy from disk.
+    purges: std::sync::Mutex<u64>,
 }
 
 impl Persist {
     /// Records in `dir` (created if missing), each kept `keep_for` after it was written.
     pub(super) fn open(dir: PathBuf, keep_for: Duration) -> io::Result<Persist> {
         fs::create_dir_all(&dir)?;
-        let persist = Persist { dir, keep_for, writes: AtomicU64::new(0) };
+        let persist =
+            Persist { dir, keep_for, writes: AtomicU64::new(0), purges: std::sync::Mutex::new(0) };
         persist.prune();
         Ok(persist)
     }
@@ -76,9 +82,25 @@ impl Persist {
         shared::decode(authority, &record, body_limit)
     }
 
+    /// Purges so far (see the field).
+    pub(super) fn purges(&self) -> u64 {
+        *self.purges.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Keeps `snapshot`, whose parsed rules came from `body` (`None`: from the body already
-    /// kept, as for a stale copy). Blocking.
-    pub(super) fn save(&self, snapshot: &RobotsSnapshot, body: Option<Bytes>, body_limit: usize) {
+    /// kept, as for a stale copy), unless a purge came after the `purges` count it was decided
+    /// under. Blocking.
+    pub(super) fn save(
+        &self,
+        snapshot: &RobotsSnapshot,
+        body: Option<Bytes>,
+        body_limit: usize,
+        purges: u64,
+    ) {
+        let guard = self.purges.lock().unwrap_or_else(|e| e.into_inner());
+        if *guard != purges {
+            return;
+        }
         let path = self.path(&snapshot.authority);
         let body = match (snapshot.rules.parsed(), body) {
             (Some(_), Some(body)) => Some(body),
@@ -98,6 +120,19 @@ impl Persist {
         }
         if self.writes.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
             self.prune();
+        }
+    }
+
+    /// Forgets the record of `authority` (every record with `None`): a purge, which a save
+    /// decided before it no longer writes. Blocking.
+    pub(super) fn forget(&self, authority: Option<&Authority>) {
+        let mut purges = self.purges.lock().unwrap_or_else(|e| e.into_inner());
+        *purges += 1;
+        match authority {
+            Some(a) => {
+                let _ = fs::remove_file(self.path(a));
+            }
+            None => self.remove_all(),
         }
     }
 
@@ -168,23 +203,20 @@ pub(super) async fn load(inner: &Arc<Inner>, authority: &Authority) -> Option<Ro
 }
 
 /// Keeps `snapshot` on disk (off the request path), `fetched` being what the fetch gave.
+/// Called under the store's lock, after the store took the snapshot in: a purge after this
+/// point (it takes the lock too) wins over the write, whenever the write runs.
 pub(super) fn save(inner: &Arc<Inner>, snapshot: &RobotsSnapshot, fetched_body: Option<Bytes>) {
     let Some(persist) = inner.persist.get().cloned() else { return };
     let (snapshot, limit) = (snapshot.clone(), inner.body_limit);
-    drop(tokio::task::spawn_blocking(move || persist.save(&snapshot, fetched_body, limit)));
+    let purges = persist.purges();
+    drop(tokio::task::spawn_blocking(move || persist.save(&snapshot, fetched_body, limit, purges)));
 }
 
 /// Forgets what is kept for `authority` (every authority with `None`): a purge.
 pub(super) async fn forget(inner: &Arc<Inner>, authority: Option<&Authority>) {
     let Some(persist) = inner.persist.get().cloned() else { return };
     let authority = authority.cloned();
-    let _ = tokio::task::spawn_blocking(move || match authority {
-        Some(a) => {
-            let _ = fs::remove_file(persist.path(&a));
-        }
-        None => persist.remove_all(),
-    })
-    .await;
+    let _ = tokio::task::spawn_blocking(move || persist.forget(authority.as_ref())).await;
 }
 
 /// The body a fetch gave, if it gave one.
@@ -227,12 +259,12 @@ mod tests {
                 Some(200),
             ))),
         };
-        persist.save(&snapshot, Some(body.clone()), 1 << 20);
+        persist.save(&snapshot, Some(body.clone()), 1 << 20, 0);
         // The origin fails: the copy goes on, stale, with the failure state.
         snapshot.state = RobotsState::Stale;
         snapshot.failing_since = Some(t + Duration::from_secs(100));
         snapshot.failures = 2;
-        persist.save(&snapshot, None, 1 << 20);
+        persist.save(&snapshot, None, 1 << 20, 0);
         let (back, back_body) = persist.load(&a, 1 << 20).unwrap();
         assert_eq!(back_body.as_deref(), Some(&body[..]));
         assert_eq!((back.state, back.failures), (RobotsState::Stale, 2));
@@ -242,6 +274,15 @@ mod tests {
         assert!(!back.rules.allows(None, "/x"));
         let other = Authority::new(Scheme::Http, "a.test", 8081).unwrap();
         assert!(persist.load(&other, 1 << 20).is_none());
+
+        // A save decided before a purge, run after it, writes nothing: the purge wins (a
+        // save still queued used to put the purged copy back on disk).
+        let decided = persist.purges();
+        persist.forget(Some(&a));
+        persist.save(&snapshot, Some(body.clone()), 1 << 20, decided);
+        assert!(persist.load(&a, 1 << 20).is_none(), "a purged copy came back from disk");
+        persist.save(&snapshot, Some(body.clone()), 1 << 20, persist.purges());
+        assert!(persist.load(&a, 1 << 20).is_some());
         let _ = fs::remove_dir_all(dir);
     }
 }

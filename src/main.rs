@@ -47,6 +47,13 @@ enum Command {
     /// Manage Web Bot Auth signing keys and their directory ([signing]).
     #[command(subcommand)]
     Keys(robots_proxy::signing::commands::KeysCommand),
+    /// Replay a past decision: the robots.txt version in force for a URL at a time, what
+    /// today's engine decides on it, and the audit records around it; or export the evidence
+    /// of one authority over an interval (`evidence export`).
+    ///
+    /// Exit status: 0 with an answer, 1 when no version is known at that time (or the export
+    /// cannot be written), 2 for bad input.
+    Evidence(robots_proxy::evidence::EvidenceCommand),
 }
 
 #[derive(Args)]
@@ -246,6 +253,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Health(args) => health::run(args),
+        Command::Evidence(command) => robots_proxy::evidence::run(command),
         Command::Keys(command) => robots_proxy::signing::commands::run(command, &|file| {
             serve::load(file, None, None)
                 .map(|config| (config.signing, config.state_dir))

@@ -74,7 +74,7 @@ pub struct Window {
     pub last_confirmed: SystemTime,
     /// The first observation of the next window, if there is one.
     pub replaced_at: Option<SystemTime>,
-    /// The fetch times seen in the window, sorted.
+    /// The distinct fetch times seen in the window, sorted.
     pub fetches: Vec<SystemTime>,
     /// How many observations the window was built from.
     pub observations: usize,
@@ -140,7 +140,8 @@ impl History {
                 Some(w) if w.what == o.what => {
                     w.last_confirmed = o.at;
                     w.observations += 1;
-                    if o.fetch {
+                    // One fetch is named by every record decided on it: counted once.
+                    if o.fetch && w.fetches.last() != Some(&o.at) {
                         w.fetches.push(o.at);
                     }
                     if w.note.is_none() {

@@ -9,6 +9,7 @@ mod audit_log;
 mod binary;
 mod case_folding;
 mod docs;
+mod evidence;
 mod input;
 mod key_files;
 mod own_listeners;

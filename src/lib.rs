@@ -38,11 +38,13 @@
 //! * [`signing`]: Web Bot Auth signatures on forwarded requests, and the key directory.
 //! * [`owner_only`]: the mode check of private keys and of the directories that hold them.
 //! * [`robots_version`]: a robots.txt version (the bytes as parsed, their SHA-256, when fetched).
+//! * [`archive`]: every robots.txt version decided with, and when each was in force, on disk.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod access;
 pub mod admin;
+pub mod archive;
 pub mod audit;
 pub mod authority;
 pub mod cache;

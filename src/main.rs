@@ -396,6 +396,12 @@ mod serve {
         cache
             .persist_in(robots_dir.clone())
             .with_context(|| format!("cannot keep robots.txt state in {}", robots_dir.display()))?;
+        // Every robots.txt version decided with, and when each was in force (robots-archive/).
+        if config.archive.enabled {
+            let archive = robots_proxy::archive::Archive::open(&config.state_dir, &config.archive)
+                .context("cannot read the robots.txt archive ([archive])")?;
+            cache.archive_to(Arc::new(archive));
+        }
         let audit_path = config.audit_path();
         let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
             .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;

@@ -29,6 +29,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use serde::Serialize;
 
+mod archive;
 mod latency;
 pub mod text;
 
@@ -488,6 +489,8 @@ impl Collector for ScrapeTime {
              written (deleted, or moved away without SIGHUP), and was opened again.",
             audit.file_replaced,
         )?;
+        let kept = self.cache.archive().map(|a| a.stats()).unwrap_or_default();
+        archive::encode(&mut encoder, kept)?;
         if let Some(fleet) = &self.fleet {
             let up = ConstGauge::new(i64::from(fleet.is_up()));
             up.encode(encoder.encode_descriptor(

@@ -28,6 +28,8 @@ pub use crate::cache::{
 pub use crate::robots::usage::{Category, Preference, UsagePreferences};
 pub use crate::robots::{ProductToken, RobotsTxt, RuleKind};
 pub use crate::robots_version::RobotsVersion;
+// The archive of robots.txt versions, which the admin listener reads through the policy.
+pub use crate::archive::{Archive, ArchiveStats, Consequence, Window};
 
 /// How the product token is found, built from `[policy]`.
 #[derive(Clone)]
@@ -161,6 +163,12 @@ impl Policy {
     /// whether the fleet's part was done.
     pub async fn purge_all(&self) -> PurgedAll {
         self.store.purge_all().await
+    }
+
+    /// The archive of every robots.txt version the store took in, when it is kept
+    /// (`archive.enabled`).
+    pub fn archive(&self) -> Option<Arc<Archive>> {
+        self.store.archive()
     }
 
     /// The robots store's size and counters.

@@ -11,6 +11,7 @@
 //! | `POST /cache/purge-all` | drops every cached robots.txt (both purges: `503` and `"partial": true` when a fleet's part failed) |
 //! | `GET /` | the status page: recent blocks, top blocked authorities and tokens, the cache |
 //! | `GET /api/summary` | what the status page shows, JSON |
+//! | `GET /api/robots/versions?authority=A` | the robots.txt versions the archive holds for `A` (`scheme://host[:port]`), with their windows, JSON (`versions.rs`) |
 //!
 //! There is no authentication, so the listener belongs on loopback or a private network. A
 //! browser on the same machine could still be made to send a `POST` by some web page, so a
@@ -20,6 +21,7 @@
 
 mod hosts;
 mod robots;
+mod versions;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -133,6 +135,7 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
         "/healthz" if read => text(StatusCode::OK, "ok\n".to_owned()),
         "/readyz" if read => readyz(proxy).await,
         "/robots" if read => robots::explain(proxy, &query).await,
+        "/api/robots/versions" if read => versions::list(proxy, &query),
         "/cache/purge" | "/cache/purge-all" if method == Method::POST => {
             if let Some(refusal) = cross_site(&req) {
                 return refusal;
@@ -143,7 +146,8 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
                 purge(proxy, &query).await
             }
         }
-        "/" | "/index.html" | "/api/summary" | "/metrics" | "/healthz" | "/readyz" | "/robots" => {
+        "/" | "/index.html" | "/api/summary" | "/metrics" | "/healthz" | "/readyz" | "/robots"
+        | "/api/robots/versions" => {
             not_allowed("GET, HEAD")
         }
         "/cache/purge" | "/cache/purge-all" => not_allowed("POST"),
@@ -152,7 +156,8 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
             &json!({
                 "error": format!("no admin endpoint at {path}"),
                 "endpoints": ["/", "/api/summary", "/metrics", "/healthz", "/readyz",
-                              "/robots?url=URL&agent=TOKEN", "POST /cache/purge?authority=A",
+                              "/robots?url=URL&agent=TOKEN", "/api/robots/versions?authority=A",
+                              "POST /cache/purge?authority=A",
                               "POST /cache/purge-all"],
             }),
         ),

@@ -41,6 +41,8 @@
 //! * **Across restarts** (`persist.rs`, `state_dir/robots/`): the last good copy and the
 //!   failure state of each authority, read back when an authority is first asked for.
 
+mod archived;
+mod class;
 mod decode;
 mod fetch;
 mod persist;
@@ -50,6 +52,7 @@ mod slots;
 mod state;
 mod store;
 
+pub use class::FetchClass;
 pub use section::RobotsSection;
 
 pub use shared::{SharedError, SharedRobots};
@@ -261,68 +264,6 @@ impl RobotsSnapshot {
     }
 }
 
-/// The outcome classes counted by [`CacheStats`], for the `robots_proxy_robots_fetches_total`
-/// metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FetchClass {
-    /// A 2xx answer (after redirects).
-    Success,
-    /// A redirect without a usable `Location`.
-    Redirection,
-    /// A 4xx answer other than 429.
-    ClientError,
-    /// 429 Too Many Requests.
-    TooManyRequests,
-    /// A 5xx answer.
-    ServerError,
-    /// DNS, connection, TLS, timeout or protocol failure.
-    Network,
-    /// More than `robots.max_redirects` redirects.
-    RedirectLimit,
-}
-
-impl FetchClass {
-    /// Every class, in the order metrics list them.
-    pub const ALL: [FetchClass; 7] = [
-        FetchClass::Success,
-        FetchClass::Redirection,
-        FetchClass::ClientError,
-        FetchClass::TooManyRequests,
-        FetchClass::ServerError,
-        FetchClass::Network,
-        FetchClass::RedirectLimit,
-    ];
-
-    /// The class of a fetch outcome.
-    pub fn of(outcome: &FetchOutcome) -> FetchClass {
-        match outcome {
-            FetchOutcome::Status(429) => FetchClass::TooManyRequests,
-            FetchOutcome::Status(200..=299) => FetchClass::Success,
-            FetchOutcome::Status(300..=399) => FetchClass::Redirection,
-            FetchOutcome::Status(400..=499) => FetchClass::ClientError,
-            FetchOutcome::Status(500..=599) => FetchClass::ServerError,
-            FetchOutcome::Status(_) | FetchOutcome::Network(_) => FetchClass::Network,
-            // The destination guard refused the address: no connection was made.
-            FetchOutcome::Prohibited(_) | FetchOutcome::Fleet(_) => FetchClass::Network,
-            FetchOutcome::RedirectLimit => FetchClass::RedirectLimit,
-        }
-    }
-
-    /// The metric label: `2xx`, `3xx`, `4xx`, `429`, `5xx`, `network`, `redirect_limit`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FetchClass::Success => "2xx",
-            FetchClass::Redirection => "3xx",
-            FetchClass::ClientError => "4xx",
-            FetchClass::TooManyRequests => "429",
-            FetchClass::ServerError => "5xx",
-            FetchClass::Network => "network",
-            FetchClass::RedirectLimit => "redirect_limit",
-        }
-    }
-}
-
 /// Counters of the cache's work since it was made, read by the metrics at scrape time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -387,6 +328,8 @@ struct Inner {
     body_limit: usize,
     /// Where what RFC 9309's rules need is kept across restarts ([`RobotsCache::persist_in`]).
     persist: std::sync::OnceLock<Arc<persist::Persist>>,
+    /// Where every result taken in is archived ([`RobotsCache::archive_to`]).
+    archive: std::sync::OnceLock<Arc<crate::archive::Archive>>,
 }
 
 /// The few snapshots one holder (a client connection) used last, so that a keep-alive
@@ -475,6 +418,7 @@ impl RobotsCache {
                 shared: std::sync::OnceLock::new(),
                 body_limit: fetch::body_limit(settings_body),
                 persist: std::sync::OnceLock::new(),
+                archive: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -794,7 +738,7 @@ impl Inner {
             in_flight.remove(authority);
         }
         drop(in_flight);
-        state::log_outcome(&snapshot, still_wanted);
+        archived::taken_in(this, &snapshot, keep, still_wanted);
         sender.send_replace(Some(snapshot));
     }
 }

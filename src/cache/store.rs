@@ -73,6 +73,11 @@ pub trait RobotsStore: Send + Sync + 'static {
 
     /// Size and counters as they stand, without waiting (for `/metrics`).
     fn stats_now(&self) -> StoreStats;
+
+    /// The archive of every robots.txt version taken in ([`crate::archive`]), if kept.
+    fn archive(&self) -> Option<Arc<crate::archive::Archive>> {
+        None
+    }
 }
 
 impl RobotsStore for RobotsCache {
@@ -117,6 +122,10 @@ impl RobotsStore for RobotsCache {
             self.run_pending_tasks().await;
             self.stats_now()
         })
+    }
+
+    fn archive(&self) -> Option<Arc<crate::archive::Archive>> {
+        RobotsCache::archive(self)
     }
 
     fn stats_now(&self) -> StoreStats {

@@ -44,6 +44,8 @@ const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(24 * 3600);
 /// A year as humantime counts it (365.25 days), so the bound reads "1year".
 const YEAR: Duration = Duration::from_secs(31_557_600);
+/// A hundred such years (the longest archive retention).
+const CENTURY: Duration = Duration::from_secs(3_155_760_000);
 /// The shortest duration that is "longer than zero".
 const POSITIVE: Duration = Duration::from_nanos(1);
 const KIB: u64 = 1 << 10;
@@ -130,6 +132,11 @@ pub(crate) const BOUNDS: &[Bound] = &[
     // [audit]
     duration("audit.fsync_interval", |c| c.audit.fsync_interval, Duration::ZERO, DAY),
     count("audit.queue_capacity", |c| wide(c.audit.queue_capacity), 1, 1 << 20),
+    // [archive]
+    because(
+        duration("archive.retention", |c| c.archive.retention, Duration::ZERO, CENTURY),
+        "0s keeps only the windows in force",
+    ),
     // [https]
     duration("https.tunnel_idle_timeout", |c| c.https.tunnel_idle_timeout, POSITIVE, DAY),
     // [pacing]

@@ -231,6 +231,8 @@ pub struct Config {
     pub policy: PolicySection,
     /// The audit log of decisions.
     pub audit: AuditSection,
+    /// The archive of robots.txt versions under `state_dir/robots-archive/`.
+    pub archive: crate::archive::ArchiveSection,
     /// Operational logs.
     pub log: LogSection,
     /// HTTPS through CONNECT.
@@ -260,6 +262,7 @@ impl Default for Config {
             robots: RobotsSection::default(),
             policy: PolicySection::default(),
             audit: AuditSection::default(),
+            archive: crate::archive::ArchiveSection::default(),
             log: LogSection::default(),
             https: crate::tls::HttpsSection::default(),
             pacing: crate::pacing::PacingSection::default(),

@@ -5,6 +5,7 @@
 pub mod support;
 
 mod admin;
+mod archive;
 mod audit_log;
 mod binary;
 mod case_folding;

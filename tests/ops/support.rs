@@ -37,7 +37,7 @@ pub const SLOW_GAP: Duration = Duration::from_millis(100);
 #[derive(Clone)]
 struct RobotsReply {
     status: u16,
-    body: String,
+    body: Bytes,
 }
 
 /// An origin on 127.0.0.1:
@@ -55,7 +55,7 @@ impl Origin {
     pub async fn start(robots: &str) -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let robots = Arc::new(Mutex::new(RobotsReply { status: 200, body: robots.to_owned() }));
+        let robots = Arc::new(Mutex::new(RobotsReply { status: 200, body: Bytes::from(robots.to_owned()) }));
         let robots_hits = Arc::new(AtomicUsize::new(0));
         let (r, hits) = (robots.clone(), robots_hits.clone());
         tokio::spawn(async move {
@@ -83,7 +83,13 @@ impl Origin {
 
     /// Changes what `/robots.txt` answers from now on.
     pub fn set_robots(&self, status: u16, body: &str) {
-        *self.robots.lock().unwrap() = RobotsReply { status, body: body.to_owned() };
+        self.set_robots_bytes(status, body.as_bytes());
+    }
+
+    /// Changes what `/robots.txt` answers from now on, byte for byte (not UTF-8, say).
+    pub fn set_robots_bytes(&self, status: u16, body: &[u8]) {
+        let body = Bytes::copy_from_slice(body);
+        *self.robots.lock().unwrap() = RobotsReply { status, body };
     }
 
     /// How often `/robots.txt` was fetched.
@@ -101,7 +107,7 @@ fn answer(
     if target == "/robots.txt" {
         hits.fetch_add(1, Ordering::SeqCst);
         let reply = robots.lock().unwrap().clone();
-        let mut resp = Response::new(Full::new(Bytes::from(reply.body)).boxed_unsync());
+        let mut resp = Response::new(Full::new(reply.body).boxed_unsync());
         *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap();
         return Ok(resp);
     }

@@ -1,0 +1,183 @@
+//! The archive's files under `state_dir/robots-archive/` (see `docs/evidence.md`, "The
+//! archive"):
+//!
+//! ```text
+//! robots-archive/
+//!   bodies/ab/ab12…ef        the bytes of one robots.txt, named by their SHA-256 (64 hex)
+//!   authorities/9f…31.json   one authority's windows, named by the SHA-256 of its name
+//! ```
+//!
+//! Every file is written whole or not at all: a hidden temporary file beside it, synced,
+//! renamed into place, the directory synced. A process killed meanwhile leaves the old file
+//! (or none) and at most a hidden `.….partial` file, which no reader looks at. A body is
+//! written before the first authority file that names it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::history::History;
+use super::ArchiveError;
+use crate::robots_version::sha256_hex;
+
+/// The archive's directory under `state_dir`.
+pub const DIR: &str = "robots-archive";
+
+/// Temporary files older than this are left-overs of a crash, removed when pruning.
+const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// The archive's directory of `state_dir`.
+pub(super) fn root(state_dir: &Path) -> PathBuf {
+    state_dir.join(DIR)
+}
+
+/// Whether `sha256` is a digest as the archive names bodies: 64 lowercase hex digits.
+pub(super) fn is_digest(sha256: &str) -> bool {
+    sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Where the body of `sha256` (a checked digest) is kept.
+pub(super) fn body_path(root: &Path, sha256: &str) -> PathBuf {
+    root.join("bodies").join(&sha256[..2]).join(sha256)
+}
+
+/// Where the windows of `authority` are kept.
+pub(super) fn authority_path(root: &Path, authority: &str) -> PathBuf {
+    root.join("authorities").join(format!("{}.json", sha256_hex(authority.as_bytes())))
+}
+
+/// Writes `bytes` to `path` whole or not at all, replacing what is there (the directories
+/// are made when missing).
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut temp =
+        tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".partial").tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    fs::File::open(dir)?.sync_all()
+}
+
+/// Writes the body of `sha256` unless it is there already (content-addressed: the same name
+/// is the same bytes).
+pub(super) fn write_body(root: &Path, sha256: &str, body: &[u8]) -> io::Result<()> {
+    let path = body_path(root, sha256);
+    if path.is_file() {
+        return Ok(());
+    }
+    write_atomically(&path, body)
+}
+
+/// Writes the windows of one authority.
+pub(super) fn write_history(root: &Path, history: &History) -> io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(history).map_err(io::Error::other)?;
+    text.push(b'\n');
+    write_atomically(&authority_path(root, &history.authority), &text)
+}
+
+/// Every authority's windows kept under `root` (none when the directory does not exist).
+/// With `set_aside`, a file that does not parse is renamed `NAME.unreadable` (and logged)
+/// rather than failing the whole read, so the writer never writes over it.
+pub(super) fn read_histories(
+    root: &Path,
+    set_aside: bool,
+) -> Result<BTreeMap<String, History>, ArchiveError> {
+    let dir = root.join("authorities");
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(source) => return Err(ArchiveError::Read { path: dir, source }),
+    };
+    let mut out = BTreeMap::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| ArchiveError::Read { path: dir.clone(), source })?;
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if hidden || path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text =
+            fs::read(&path).map_err(|source| ArchiveError::Read { path: path.clone(), source })?;
+        let history: History = match serde_json::from_slice(&text) {
+            Ok(history) => history,
+            Err(e) if set_aside => {
+                let aside = path.with_extension("json.unreadable");
+                tracing::warn!(
+                    path = %path.display(), error = %e, aside = %aside.display(),
+                    "robots.txt archive: an authority's file does not parse; set aside"
+                );
+                let _ = fs::rename(&path, &aside);
+                continue;
+            }
+            Err(e) => {
+                return Err(ArchiveError::Unparsable { path: path.clone(), why: e.to_string() })
+            }
+        };
+        out.insert(history.authority.clone(), history);
+    }
+    Ok(out)
+}
+
+/// The body of `sha256`, if kept and intact (its bytes hash to its name).
+pub(super) fn read_body(root: &Path, sha256: &str) -> Result<Option<Bytes>, ArchiveError> {
+    if !is_digest(sha256) {
+        return Ok(None);
+    }
+    let path = body_path(root, sha256);
+    match fs::read(&path) {
+        Ok(bytes) if sha256_hex(&bytes) == sha256 => Ok(Some(Bytes::from(bytes))),
+        Ok(_) => Err(ArchiveError::Corrupt { path }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ArchiveError::Read { path, source }),
+    }
+}
+
+/// The digests of every body kept under `root`.
+pub(super) fn body_digests(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(fans) = fs::read_dir(root.join("bodies")) else { return out };
+    for fan in fans.flatten() {
+        let Ok(files) = fs::read_dir(fan.path()) else { continue };
+        for file in files.flatten() {
+            let name = file.file_name().to_string_lossy().into_owned();
+            if is_digest(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// Removes the body of `sha256`.
+pub(super) fn remove_body(root: &Path, sha256: &str) -> io::Result<()> {
+    match fs::remove_file(body_path(root, sha256)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Removes the temporary files a crash left behind (hidden `.….partial`, older than an hour).
+pub(super) fn remove_stale_temporaries(root: &Path) {
+    let now = SystemTime::now();
+    let mut dirs = vec![root.join("authorities")];
+    if let Ok(fans) = fs::read_dir(root.join("bodies")) {
+        dirs.extend(fans.flatten().map(|f| f.path()));
+    }
+    for dir in dirs {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let written = entry.metadata().and_then(|m| m.modified()).unwrap_or(now);
+            let old = now.duration_since(written).unwrap_or_default() > STALE_TEMP;
+            if name.starts_with('.') && name.ends_with(".partial") && old {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+}

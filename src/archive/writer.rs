@@ -1,0 +1,447 @@
+//! The running archive: observations in (never blocking the request path), files out, from
+//! one background thread.
+//!
+//! The state is kept in memory (every authority's windows, and the bodies not yet on disk) and
+//! written after each change. When a write fails (a full disk, a directory that went away), the
+//! failure is logged once and counted; the changes stay in memory and are written on the next
+//! attempt (the next observation, or every [`RETRY`]), so archiving resumes by itself when
+//! the disk takes writes again. Decisions and audit records never wait for any of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+
+use super::disk;
+use super::history::{truncate, Consequence, History, Window};
+use super::{ArchiveError, ArchiveSection};
+use crate::robots_version::RobotsVersion;
+
+/// Observations waiting for the writer; past it they are dropped and counted.
+const QUEUE: usize = 4096;
+
+/// How often failed writes are tried again while nothing new arrives.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// The longest time between two prunes.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Most bytes of bodies kept in memory while they cannot be written; past it a new body is
+/// dropped (its window is kept, naming its digest) and counted.
+const MAX_PENDING_BYTES: usize = 256 << 20;
+
+/// What the robots store took in for an authority: a fetch's result, or a copy taken over from
+/// the fleet or the disk.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// `scheme://host[:port]`.
+    pub authority: String,
+    /// Its robots.txt URL.
+    pub url: String,
+    /// The robots.txt decided with, if a file is in force.
+    pub version: Option<Arc<RobotsVersion>>,
+    /// The HTTP status of the fetch, if it gave one.
+    pub status: Option<u16>,
+    /// Why the fetch failed without a status, if it did.
+    pub error: Option<String>,
+    /// `fresh`, `stale`, `unavailable` or `unreachable`.
+    pub state: &'static str,
+    /// What decisions are made with.
+    pub consequence: Consequence,
+    /// When the result was fetched.
+    pub at: SystemTime,
+    /// When it was taken in (the store's clock).
+    pub now: SystemTime,
+}
+
+/// The archive's counters since the start, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ArchiveStats {
+    /// Files written (bodies and authorities' windows).
+    pub files_written: u64,
+    /// Failed writes (each attempt).
+    pub write_errors: u64,
+    /// Observations or bodies dropped: the queue was full, or too many bodies waited for a
+    /// disk that takes no writes.
+    pub dropped: u64,
+    /// 1 while writes fail, else 0.
+    pub failing: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    files_written: AtomicU64,
+    write_errors: AtomicU64,
+    dropped: AtomicU64,
+    failing: AtomicU64,
+}
+
+/// What the writer keeps in memory.
+#[derive(Default)]
+struct State {
+    histories: BTreeMap<String, History>,
+    /// Authorities whose file is behind their windows.
+    dirty: BTreeSet<String>,
+    /// Bodies not yet written.
+    pending: BTreeMap<String, Bytes>,
+    pending_bytes: usize,
+    /// Digests of the bodies on disk.
+    on_disk: BTreeSet<String>,
+}
+
+struct Shared {
+    root: PathBuf,
+    retention: Duration,
+    state: Mutex<State>,
+    counters: Counters,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The archive of robots.txt versions of a running proxy (see the [module
+/// documentation](super)). Cheap to share: wrap it in an `Arc`.
+pub struct Archive {
+    queue: SyncSender<Observation>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Archive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Archive").field("root", &self.shared.root).finish_non_exhaustive()
+    }
+}
+
+impl Archive {
+    /// The archive under `state_dir` (`robots-archive/`), read back from what is there, with
+    /// its writer thread started. Fails only on a directory that cannot be read (a file that
+    /// does not parse is set aside as `NAME.unreadable`); a directory that cannot be written
+    /// is a write failure like any other (logged once, and retried).
+    pub fn open(state_dir: &Path, section: &ArchiveSection) -> Result<Archive, ArchiveError> {
+        let root = disk::root(state_dir);
+        let histories = disk::read_histories(&root, true)?;
+        let on_disk = disk::body_digests(&root).into_iter().collect();
+        let state = State { histories, on_disk, ..State::default() };
+        let shared = Arc::new(Shared {
+            root,
+            retention: section.retention,
+            state: Mutex::new(state),
+            counters: Counters::default(),
+        });
+        let (queue, arrivals) = mpsc::sync_channel(QUEUE);
+        let writer = shared.clone();
+        std::thread::Builder::new()
+            .name("robots-archive".to_owned())
+            .spawn(move || run(&writer, &arrivals))
+            .map_err(|source| ArchiveError::Read { path: shared.root.clone(), source })?;
+        Ok(Archive { queue, shared })
+    }
+
+    /// Takes `seen` in, without waiting: queued for the writer, or dropped and counted when
+    /// the queue is full.
+    pub fn note(&self, seen: Observation) {
+        if let Err(e) = self.queue.try_send(seen) {
+            let first = self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed) == 0;
+            if first {
+                let why = match e {
+                    TrySendError::Full(_) => "its queue is full",
+                    TrySendError::Disconnected(_) => "its writer has stopped",
+                };
+                tracing::warn!(
+                    "robots.txt archive: a result was not archived because {why} \
+                     (counted in robots_proxy_archive_dropped_total)"
+                );
+            }
+        }
+    }
+
+    /// The archive's directory (`state_dir/robots-archive`).
+    pub fn dir(&self) -> &Path {
+        &self.shared.root
+    }
+
+    /// Every authority with a history, sorted.
+    pub fn authorities(&self) -> Vec<String> {
+        self.shared.lock().histories.keys().cloned().collect()
+    }
+
+    /// The windows of `authority`, oldest first, as this instance knows them now (including
+    /// what could not be written yet).
+    pub fn windows(&self, authority: &str) -> Vec<Window> {
+        let state = self.shared.lock();
+        state.histories.get(authority).map(|h| h.windows.clone()).unwrap_or_default()
+    }
+
+    /// The window of `authority` in force at `at`, if any.
+    pub fn in_force_at(&self, authority: &str, at: SystemTime) -> Option<Window> {
+        self.shared.lock().histories.get(authority)?.in_force_at(at).cloned()
+    }
+
+    /// The bytes of the robots.txt whose SHA-256 is `sha256`, if kept (on disk, or still
+    /// waiting to be written).
+    pub fn body(&self, sha256: &str) -> Option<Bytes> {
+        if let Some(body) = self.shared.lock().pending.get(sha256) {
+            return Some(body.clone());
+        }
+        disk::read_body(&self.shared.root, sha256).ok().flatten()
+    }
+
+    /// Counters since the start.
+    pub fn stats(&self) -> ArchiveStats {
+        let c = &self.shared.counters;
+        ArchiveStats {
+            files_written: c.files_written.load(Ordering::Relaxed),
+            write_errors: c.write_errors.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            failing: c.failing.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The writer thread: until every [`Archive`] handle is gone.
+fn run(shared: &Shared, arrivals: &mpsc::Receiver<Observation>) {
+    let mut next_prune = Instant::now();
+    let prune_every = PRUNE_EVERY.min(shared.retention).max(Duration::from_secs(1));
+    loop {
+        let now = Instant::now();
+        if now >= next_prune {
+            prune(shared, SystemTime::now());
+            next_prune = now + prune_every;
+        }
+        let behind = {
+            let state = shared.lock();
+            !state.dirty.is_empty() || !state.pending.is_empty()
+        };
+        let wait = next_prune.saturating_duration_since(now);
+        let wait = if behind { wait.min(RETRY) } else { wait };
+        match arrivals.recv_timeout(wait) {
+            Ok(seen) => {
+                take_in(shared, seen);
+                while let Ok(more) = arrivals.try_recv() {
+                    take_in(shared, more);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                flush(shared);
+                return;
+            }
+        }
+        flush(shared);
+    }
+}
+
+/// Applies one observation to the windows in memory.
+fn take_in(shared: &Shared, seen: Observation) {
+    let at = truncate(seen.at);
+    let window = Window {
+        sha256: seen.version.as_ref().map(|v| v.sha256().to_owned()),
+        size: seen.version.as_ref().map(|v| v.body().len() as u64),
+        status: seen.status,
+        error: seen.error,
+        state: seen.state.to_owned(),
+        consequence: seen.consequence,
+        first_fetched: at,
+        last_confirmed: at,
+        replaced_at: None,
+    };
+    let mut guard = shared.lock();
+    let state = &mut *guard;
+    let history = state
+        .histories
+        .entry(seen.authority.clone())
+        .or_insert_with(|| History::new(&seen.authority, &seen.url));
+    if history.note(window, seen.now) {
+        state.dirty.insert(seen.authority);
+    }
+    if let Some(version) = seen.version {
+        let sha = version.sha256();
+        if !state.on_disk.contains(sha) && !state.pending.contains_key(sha) {
+            let body = version.body();
+            if state.pending_bytes + body.len() > MAX_PENDING_BYTES {
+                shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            } else {
+                state.pending_bytes += body.len();
+                state.pending.insert(sha.to_owned(), body.clone());
+            }
+        }
+    }
+}
+
+/// Writes what memory holds ahead of the disk: bodies first, then the authorities' files that
+/// name them. Stops at the first failure (the rest is tried again later).
+fn flush(shared: &Shared) -> bool {
+    let (bodies, files): (Vec<(String, Bytes)>, Vec<History>) = {
+        let state = shared.lock();
+        (
+            state.pending.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            state.dirty.iter().filter_map(|a| state.histories.get(a).cloned()).collect(),
+        )
+    };
+    if bodies.is_empty() && files.is_empty() {
+        return true;
+    }
+    for (sha, body) in bodies {
+        if let Err(e) = disk::write_body(&shared.root, &sha, &body) {
+            return failed(shared, &e);
+        }
+        shared.counters.files_written.fetch_add(1, Ordering::Relaxed);
+        let mut state = shared.lock();
+        state.pending.remove(&sha);
+        state.pending_bytes = state.pending_bytes.saturating_sub(body.len());
+        state.on_disk.insert(sha);
+    }
+    for history in files {
+        if let Err(e) = disk::write_history(&shared.root, &history) {
+            return failed(shared, &e);
+        }
+        shared.counters.files_written.fetch_add(1, Ordering::Relaxed);
+        let mut state = shared.lock();
+        // Only this thread changes the windows: what was written is what memory holds.
+        state.dirty.remove(&history.authority);
+    }
+    if shared.counters.failing.swap(0, Ordering::Relaxed) == 1 {
+        tracing::info!(dir = %shared.root.display(), "robots.txt archive: writing again");
+    }
+    true
+}
+
+/// Counts a failed write, and logs it when writes were going well until now.
+fn failed(shared: &Shared, error: &std::io::Error) -> bool {
+    shared.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+    if shared.counters.failing.swap(1, Ordering::Relaxed) == 0 {
+        tracing::warn!(
+            dir = %shared.root.display(), %error,
+            "robots.txt archive: cannot write; decisions and audit records go on, the archive's \
+             changes are kept in memory and written when the disk takes writes again"
+        );
+    }
+    false
+}
+
+/// Drops the windows replaced more than `retention` before `now`, writes the authorities that
+/// changed, then removes the bodies no window names any more.
+fn prune(shared: &Shared, now: SystemTime) {
+    let cutoff = now.checked_sub(shared.retention).unwrap_or(SystemTime::UNIX_EPOCH);
+    {
+        let mut guard = shared.lock();
+        let state = &mut *guard;
+        for (authority, history) in state.histories.iter_mut() {
+            if history.prune(cutoff) {
+                state.dirty.insert(authority.clone());
+            }
+        }
+    }
+    if !flush(shared) {
+        // An authority file may still name a body: remove none until it is written.
+        return;
+    }
+    let unused: Vec<String> = {
+        let mut guard = shared.lock();
+        let state = &mut *guard;
+        let named: BTreeSet<&str> = state
+            .histories
+            .values()
+            .flat_map(|h| h.windows.iter().filter_map(|w| w.sha256.as_deref()))
+            .collect();
+        state.on_disk.iter().filter(|sha| !named.contains(sha.as_str())).cloned().collect()
+    };
+    for sha in unused {
+        match disk::remove_body(&shared.root, &sha) {
+            Ok(()) => {
+                shared.lock().on_disk.remove(&sha);
+            }
+            Err(e) => {
+                tracing::debug!(%sha, error = %e, "robots.txt archive: cannot remove a pruned body");
+            }
+        }
+    }
+    disk::remove_stale_temporaries(&shared.root);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observation(body: &'static [u8], at: SystemTime) -> Observation {
+        let version = RobotsVersion::new(
+            "http://a.test",
+            "http://a.test/robots.txt",
+            Bytes::from_static(body),
+            at,
+            Some(200),
+        );
+        Observation {
+            authority: "http://a.test".to_owned(),
+            url: "http://a.test/robots.txt".to_owned(),
+            version: Some(Arc::new(version)),
+            status: Some(200),
+            error: None,
+            state: "fresh",
+            consequence: Consequence::Rules,
+            at,
+            now: at,
+        }
+    }
+
+    fn shared(dir: &Path, retention: Duration) -> Shared {
+        Shared {
+            root: disk::root(dir),
+            retention,
+            state: Mutex::new(State::default()),
+            counters: Counters::default(),
+        }
+    }
+
+    #[test]
+    fn pruning_removes_old_replaced_bodies_but_not_named_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = Duration::from_secs(24 * 3600);
+        let s = shared(dir.path(), 10 * day);
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        // a, then b, then a again: a's first window and b are replaced; a is in force.
+        take_in(&s, observation(b"a", t0));
+        take_in(&s, observation(b"b", t0 + day));
+        take_in(&s, observation(b"c", t0 + 2 * day));
+        take_in(&s, observation(b"a", t0 + 30 * day));
+        assert!(flush(&s));
+        let sha = |b: &[u8]| crate::robots_version::sha256_hex(b);
+        let kept = |b: &[u8]| disk::body_path(&s.root, &sha(b)).is_file();
+        assert!(kept(b"a") && kept(b"b") && kept(b"c"));
+        // 10 days after c was replaced: b's and the first a's windows are older than that.
+        prune(&s, t0 + 40 * day + Duration::from_secs(1));
+        let reader = super::super::ArchiveReader::open(dir.path()).unwrap();
+        let windows = reader.windows("http://a.test");
+        let digests: Vec<_> = windows.iter().map(|w| w.sha256.clone().unwrap()).collect();
+        assert_eq!(digests, [sha(b"a")], "{windows:?}");
+        assert!(kept(b"a"), "the body of the window in force stays");
+        assert!(!kept(b"b") && !kept(b"c"), "bodies no kept window names are gone");
+        assert_eq!(reader.body(&sha(b"a")).as_deref(), Some(&b"a"[..]));
+    }
+
+    #[test]
+    fn a_failed_write_is_kept_and_written_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = shared(dir.path(), Duration::from_secs(3600));
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        // A file where the archive's directory should be: every write fails.
+        std::fs::write(&s.root, b"in the way").unwrap();
+        take_in(&s, observation(b"x", t0));
+        assert!(!flush(&s));
+        assert!(!flush(&s));
+        assert_eq!(s.counters.write_errors.load(Ordering::Relaxed), 2);
+        assert_eq!(s.counters.failing.load(Ordering::Relaxed), 1);
+        std::fs::remove_file(&s.root).unwrap();
+        assert!(flush(&s));
+        assert_eq!(s.counters.failing.load(Ordering::Relaxed), 0);
+        let reader = super::super::ArchiveReader::open(dir.path()).unwrap();
+        assert_eq!(reader.windows("http://a.test").len(), 1);
+    }
+}

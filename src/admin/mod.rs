@@ -146,10 +146,14 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
                 purge(proxy, &query).await
             }
         }
-        "/" | "/index.html" | "/api/summary" | "/metrics" | "/healthz" | "/readyz" | "/robots"
-        | "/api/robots/versions" => {
-            not_allowed("GET, HEAD")
-        }
+        "/"
+        | "/index.html"
+        | "/api/summary"
+        | "/metrics"
+        | "/healthz"
+        | "/readyz"
+        | "/robots"
+        | "/api/robots/versions" => not_allowed("GET, HEAD"),
         "/cache/purge" | "/cache/purge-all" => not_allowed("POST"),
         _ => json_response(
             StatusCode::NOT_FOUND,

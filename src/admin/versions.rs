@@ -79,7 +79,8 @@ fn versions(archive: &Archive, windows: &[Window], with_diff: bool) -> Vec<Value
     let mut previous: Option<String> = None;
     let mut out = Vec::with_capacity(order.len());
     for sha in order {
-        let own: Vec<&Window> = windows.iter().filter(|w| w.sha256.as_deref() == Some(sha)).collect();
+        let own: Vec<&Window> =
+            windows.iter().filter(|w| w.sha256.as_deref() == Some(sha)).collect();
         let mut entry = json!({
             "sha256": sha,
             "size": own.first().and_then(|w| w.size),

@@ -52,7 +52,9 @@ fn observation(snapshot: &RobotsSnapshot, now: std::time::SystemTime) -> Observa
     // instance, or read back from the disk), a 4xx's; while fetches fail, the snapshot keeps
     // the first failure, so the latest is the time it was taken in.
     let at = match (snapshot.state, snapshot.failing_since) {
-        (RobotsState::Fresh, _) => snapshot.version.as_ref().map_or(snapshot.fetched_at, |v| v.fetched_at()),
+        (RobotsState::Fresh, _) => {
+            snapshot.version.as_ref().map_or(snapshot.fetched_at, |v| v.fetched_at())
+        }
         (RobotsState::Unavailable, None) => snapshot.fetched_at,
         _ => now,
     };

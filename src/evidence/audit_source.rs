@@ -126,12 +126,14 @@ fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), Str
             } else {
                 history.observe(
                     authority,
-                    Observation { at, what: what.clone(), fetch: false, note: None },
+                    Observation { at, what: what.clone(), fetch: false, note: None, open: false },
                 );
             }
             if let Some(fetched) = fetched_at {
-                history
-                    .observe(authority, Observation { at: fetched, what, fetch: true, note: None });
+                history.observe(
+                    authority,
+                    Observation { at: fetched, what, fetch: true, note: None, open: false },
+                );
             }
         }
         None if matches!(action, "robots_allow" | "robots_disallow") => {
@@ -142,7 +144,7 @@ fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), Str
                 _ => return Ok(()),
             };
             let note = text(record, "event.reason").map(str::to_owned);
-            history.observe(authority, Observation { at, what, fetch: false, note });
+            history.observe(authority, Observation { at, what, fetch: false, note, open: false });
         }
         None => {}
     }

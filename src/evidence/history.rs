@@ -61,6 +61,9 @@ pub struct Observation {
     pub fetch: bool,
     /// Why, for a window without a file (the record's `event.reason`).
     pub note: Option<String>,
+    /// Whether the source says it was still in force when the source was read (the archive's
+    /// window in force).
+    pub open: bool,
 }
 
 /// One window in which one thing was in force for an authority.
@@ -80,16 +83,19 @@ pub struct Window {
     pub observations: usize,
     /// Why, for a window without a file.
     pub note: Option<String>,
+    /// Whether a source says it is still in force (the archive's window in force): then, when
+    /// nothing replaced it, it covers every time from its start.
+    pub open: bool,
 }
 
 impl Window {
     /// Whether the window covers `at`: from its first observation up to the next window, or,
-    /// for the last window, up to its last observation.
+    /// for the last window, up to its last observation (or on, when it is open).
     pub fn covers(&self, at: SystemTime) -> bool {
         self.from <= at
             && match self.replaced_at {
                 Some(replaced) => at < replaced,
-                None => at <= self.last_confirmed,
+                None => self.open || at <= self.last_confirmed,
             }
     }
 
@@ -147,6 +153,7 @@ impl History {
                     if w.note.is_none() {
                         w.note.clone_from(&o.note);
                     }
+                    w.open |= o.open;
                 }
                 last => {
                     if let Some(w) = last {
@@ -160,6 +167,7 @@ impl History {
                         fetches: if o.fetch { vec![o.at] } else { Vec::new() },
                         observations: 1,
                         note: o.note.clone(),
+                        open: o.open,
                     });
                 }
             }
@@ -198,7 +206,7 @@ mod tests {
     }
 
     fn seen(h: &mut History, at: u64, what: InForce, fetch: bool) {
-        h.observe("http://a.test", Observation { at: t(at), what, fetch, note: None });
+        h.observe("http://a.test", Observation { at: t(at), what, fetch, note: None, open: false });
     }
 
     #[test]
@@ -239,6 +247,12 @@ mod tests {
         let kinds: Vec<_> = w.iter().map(|w| w.what.clone()).collect();
         assert_eq!(kinds, [file("v1"), InForce::DisallowAll, file("v1")]);
         assert_eq!(h.in_force_at("http://a.test", t(250)).unwrap().what, InForce::DisallowAll);
+        assert!(h.in_force_at("http://a.test", t(301)).is_err());
+        // The archive's window in force runs on.
+        let open =
+            Observation { at: t(300), what: file("v1"), fetch: true, note: None, open: true };
+        h.observe("http://a.test", open);
+        assert_eq!(h.in_force_at("http://a.test", t(9999)).unwrap().what, file("v1"));
     }
 
     #[test]

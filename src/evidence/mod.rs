@@ -12,6 +12,7 @@
 //! so (exit 1) with the earliest time anything is known. Bad input (an unreadable file, a line
 //! that does not parse, a time without a zone, a URL that is not http(s)) is one line and exit 2.
 
+mod archive_source;
 mod audit_source;
 pub mod export;
 pub mod history;
@@ -60,6 +61,10 @@ pub enum EvidenceError {
     /// The configuration could not be loaded.
     #[error("configuration: {0}")]
     Config(String),
+    /// A state directory's archive could not be read (a file that does not parse, a body that
+    /// does not match its digest).
+    #[error("archive: {0}")]
+    Archive(String),
     /// No source knows what was in force: the refusal.
     #[error("{0}")]
     Unknown(String),
@@ -97,20 +102,18 @@ impl Source {
         }
     }
 
-    /// Reads the source into `history`, keeping the audit records `keep` accepts.
+    /// Reads the source into `history` (of `authority`, or of every authority when `None`; an
+    /// audit file is read whole), keeping the audit records `keep` accepts.
     fn load(
         &self,
+        authority: Option<&str>,
         history: &mut History,
         keep: &dyn Fn(&serde_json::Value, SystemTime) -> bool,
         kept: &mut Vec<Kept>,
     ) -> Result<(), EvidenceError> {
         match self {
             Source::Audit(path) => audit_source::read_file(path, history, keep, kept),
-            Source::StateDir(dir) => Err(EvidenceError::Argument(format!(
-                "--state-dir {}: reading a state directory's archive of robots.txt versions is \
-                 not available in this build; give the audit files with --audit FILE",
-                dir.display()
-            ))),
+            Source::StateDir(dir) => archive_source::read_state_dir(dir, authority, history),
         }
     }
 }
@@ -119,12 +122,13 @@ impl Source {
 /// order of the sources and lines for equal times).
 pub fn load_sources(
     sources: &[Source],
+    authority: Option<&str>,
     keep: &dyn Fn(&serde_json::Value, SystemTime) -> bool,
 ) -> Result<(History, Vec<Kept>), EvidenceError> {
     let mut history = History::default();
     let mut kept = Vec::new();
     for source in sources {
-        source.load(&mut history, keep, &mut kept)?;
+        source.load(authority, &mut history, keep, &mut kept)?;
     }
     kept.sort_by_key(|k| k.at);
     Ok((history, kept))
@@ -318,7 +322,7 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
             && field("robots.authority") == Some(name.as_str())
             && field("robots.path") == Some(path.as_str())
     };
-    let (history, records) = load_sources(&sources, &keep)?;
+    let (history, records) = load_sources(&sources, Some(&name), &keep)?;
     let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
     let body = match &window.what {
         InForce::File(digest) => Some(history.body(digest).ok_or_else(|| {

@@ -49,6 +49,7 @@ pub(super) fn window_json(w: &Window) -> Value {
         "first_fetched_at": w.fetches.first().copied().map(show),
         "observations": w.observations,
         "note": w.note,
+        "open": w.open,
     })
 }
 
@@ -125,7 +126,8 @@ pub(super) fn text(a: &Answer<'_>) -> String {
     }
     let until = match w.replaced_at {
         Some(r) => format!("replaced at {}", show(r)),
-        None => "not replaced in the sources".to_owned(),
+        None if w.open => "in force when the archive was read".to_owned(),
+        None => "nothing known after it".to_owned(),
     };
     let _ = writeln!(
         out,

@@ -189,7 +189,10 @@ async fn retention_prunes_replaced_versions_but_not_a_body_still_in_force() {
     assert_eq!(windows[0].replaced_at, None);
     super::support::wait_until("v2's body is pruned", || !body_file(&d2).exists()).await;
     assert!(body_file(&d1).is_file());
-    assert_eq!(ArchiveReader::open(state.path()).unwrap().body(&d1).as_deref(), Some(V1.as_bytes()));
+    assert_eq!(
+        ArchiveReader::open(state.path()).unwrap().body(&d1).as_deref(),
+        Some(V1.as_bytes())
+    );
 
     // Started again with the same state_dir and retention: the window in force is still there.
     drop(proxy);

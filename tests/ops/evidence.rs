@@ -42,19 +42,31 @@ async fn fetch(proxy: &ProxyProcess, url: &str) -> u16 {
 
 /// `robots-proxy evidence ARGS…`: exit status, stdout, stderr.
 fn evidence(args: &[&str]) -> (i32, String, String) {
+    evidence_in(args, &[])
+}
+
+/// [`evidence`] with `env` in the environment.
+fn evidence_in(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut all = vec!["evidence"];
     all.extend_from_slice(args);
-    let out = run(&all, &[]);
+    let out = run(&all, env);
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
 /// `evidence URL --at AT --token ExampleBot --json` with `--audit` for each file: the object.
 fn replay(url: &str, at: &str, audits: &[&Path]) -> serde_json::Value {
-    let mut args = vec![url, "--at", at, "--token", "ExampleBot", "--json"];
+    let mut sources = Vec::new();
     for a in audits {
-        args.extend(["--audit", a.to_str().unwrap()]);
+        sources.extend(["--audit", a.to_str().unwrap()]);
     }
+    replay_from(url, at, &sources)
+}
+
+/// `evidence URL --at AT --token ExampleBot --json SOURCES…`: the object.
+fn replay_from(url: &str, at: &str, sources: &[&str]) -> serde_json::Value {
+    let mut args = vec![url, "--at", at, "--token", "ExampleBot", "--json"];
+    args.extend_from_slice(sources);
     let (code, out, err) = evidence(&args);
     assert_eq!(code, 0, "{args:?}: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
@@ -101,6 +113,13 @@ async fn evidence_replays_each_version_from_the_audit_files_alone() {
     assert!(blocked, "version 2 never came into force");
     wait_until("a block under each version", || {
         !blocks_naming(&audit, &v1).is_empty() && !blocks_naming(&audit, &v2).is_empty()
+    })
+    .await;
+    // The archive has version 2 in force, then the proxy is stopped.
+    wait_until("the archive's version 2 window", || {
+        let reader = robots_proxy::archive::ArchiveReader::open(state.path());
+        reader
+            .is_ok_and(|r| r.windows(&base).last().is_some_and(|w| w.sha256.as_ref() == Some(&v2)))
     })
     .await;
     drop(proxy);
@@ -158,6 +177,40 @@ async fn evidence_replays_each_version_from_the_audit_files_alone() {
     assert!(
         err.contains("no robots.txt version is known") && err.contains("earliest known"),
         "{err}"
+    );
+
+    // The same from the state directory's archive alone, the proxy stopped; and from the
+    // configured state_dir when no source is given.
+    let state_dir = ["--state-dir", dir];
+    let archived = replay_from(&secret, &t1, &state_dir);
+    assert_eq!(
+        (&archived["sha256"], &archived["allowed"]),
+        (&v1.as_str().into(), &true.into()),
+        "{archived:#}"
+    );
+    let archived = replay_from(&secret, &t2, &state_dir);
+    assert_eq!(
+        (&archived["sha256"], &archived["allowed"]),
+        (&v2.as_str().into(), &false.into()),
+        "{archived:#}"
+    );
+    assert_eq!((&archived["rule"], &archived["line"]), (&"disallow: /secret".into(), &3.into()));
+    let (code, out, err) = evidence(&[&secret, "--at", &before, "--state-dir", dir]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("no robots.txt version is known"), "{err}");
+    let (code, out, err) = evidence_in(
+        &[&secret, "--at", &t2, "--token", "ExampleBot", "--json"],
+        &[("ROBOTS_PROXY_STATE_DIR", dir)],
+    );
+    assert_eq!(code, 0, "{err}");
+    let configured: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(configured["sha256"], v2.as_str(), "{configured:#}");
+    // Both sources together: one version each, the same answers.
+    let both = replay_from(&secret, &t1, &["--state-dir", dir, "--audit", audit.to_str().unwrap()]);
+    assert_eq!(
+        (&both["sha256"], &both["allowed"]),
+        (&v1.as_str().into(), &true.into()),
+        "{both:#}"
     );
 
     // Bad input: one line, exit 2.

@@ -175,5 +175,8 @@ async fn status_page_shows_robots_history_with_a_diff_in_headless_chromium() {
     assert!(dom.contains("<div class=\"add\">+ Disallow: /new-area</div>"), "added line:\n{dom}");
     assert!(dom.contains("<div class=\"same\">  Disallow: /kept</div>"), "context line:\n{dom}");
     assert!(!dom.contains("<b id=\"injected\">"), "robots.txt text is never HTML:\n{dom}");
-    assert!(dom.contains("+ # &lt;b id=\"injected\"&gt;x&lt;/b&gt;"), "it is shown as text:\n{dom}");
+    assert!(
+        dom.contains("+ # &lt;b id=\"injected\"&gt;x&lt;/b&gt;"),
+        "it is shown as text:\n{dom}"
+    );
 }

@@ -55,7 +55,8 @@ impl Origin {
     pub async fn start(robots: &str) -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let robots = Arc::new(Mutex::new(RobotsReply { status: 200, body: Bytes::from(robots.to_owned()) }));
+        let robots =
+            Arc::new(Mutex::new(RobotsReply { status: 200, body: Bytes::from(robots.to_owned()) }));
         let robots_hits = Arc::new(AtomicUsize::new(0));
         let (r, hits) = (robots.clone(), robots_hits.clone());
         tokio::spawn(async move {

@@ -53,7 +53,7 @@ enum Command {
     ///
     /// Exit status: 0 with an answer, 1 when no version is known at that time (or the export
     /// cannot be written), 2 for bad input.
-    Evidence(robots_proxy::evidence::EvidenceCommand),
+    Evidence(Box<robots_proxy::evidence::EvidenceCommand>),
 }
 
 #[derive(Args)]
@@ -253,7 +253,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Health(args) => health::run(args),
-        Command::Evidence(command) => robots_proxy::evidence::run(command),
+        Command::Evidence(command) => robots_proxy::evidence::run(*command),
         Command::Keys(command) => robots_proxy::signing::commands::run(command, &|file| {
             serve::load(file, None, None)
                 .map(|config| (config.signing, config.state_dir))

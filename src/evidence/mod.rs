@@ -364,11 +364,11 @@ fn refusal(
     let at = time::show(at);
     EvidenceError::Unknown(match (earliest, latest) {
         (Some(first), Some(last)) => format!(
-            "no robots.txt version is known for {authority} at {at}: the sources know it from {} \
-             to {} (earliest known {})",
+            "no robots.txt version is known for {authority} at {at}; earliest known: {} (the \
+             sources cover {} to {})",
             time::show(first),
-            time::show(last),
-            time::show(first)
+            time::show(first),
+            time::show(last)
         ),
         _ => format!(
             "no robots.txt version is known for {authority} at {at}: the sources know nothing \

@@ -152,7 +152,7 @@ async fn evidence_replays_each_version_from_the_audit_files_alone() {
     assert!(near.iter().any(|r| **r == under_v2), "{at_t2:#}");
     let private = replay(&format!("{base}/private/1"), &t1, &[&audit]);
     assert_eq!((&private["allowed"], &private["line"]), (&false.into(), &2.into()), "{private:#}");
-    assert_eq!(private["window"]["replaced_at"].as_str().is_some(), true, "{private:#}");
+    assert!(private["window"]["replaced_at"].as_str().is_some(), "{private:#}");
     // For a person, too.
     let (code, text, err) = evidence(&[
         &secret,

@@ -183,3 +183,54 @@ pub(super) fn remove_stale_temporaries(root: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::ArchiveReader;
+
+    /// A process killed while writing leaves hidden `.partial` files beside the real ones
+    /// (never a half-written file under a real name): the archive reads back without them.
+    #[test]
+    fn a_write_cut_short_leaves_an_archive_that_reads_back() {
+        let state = tempfile::tempdir().unwrap();
+        let root = root(state.path());
+        let body = b"User-agent: *\nDisallow: /x\n";
+        let sha = sha256_hex(body);
+        write_body(&root, &sha, body).unwrap();
+        let mut history = History::new("http://a.test", "http://a.test/robots.txt");
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        history.note(
+            crate::archive::Window {
+                sha256: Some(sha.clone()),
+                size: Some(body.len() as u64),
+                status: Some(200),
+                error: None,
+                state: "fresh".to_owned(),
+                consequence: crate::archive::Consequence::Rules,
+                first_fetched: t,
+                last_confirmed: t,
+                replaced_at: None,
+            },
+            t,
+        );
+        write_history(&root, &history).unwrap();
+        // What a kill -9 in the middle of the next writes leaves behind.
+        let name = authority_path(&root, "http://a.test");
+        let file = name.file_name().unwrap().to_string_lossy().into_owned();
+        fs::write(root.join("authorities").join(format!(".{file}.x1.partial")), b"{\"v\":1,\"auth")
+            .unwrap();
+        fs::write(body_path(&root, &sha).with_file_name(format!(".{sha}.x2.partial")), b"User")
+            .unwrap();
+        let reader = ArchiveReader::open(state.path()).unwrap();
+        assert_eq!(reader.authorities(), ["http://a.test"]);
+        assert_eq!(reader.windows("http://a.test"), history.windows);
+        assert_eq!(reader.body(&sha).as_deref(), Some(&body[..]));
+        assert_eq!(body_digests(&root), std::slice::from_ref(&sha));
+        // A body file whose bytes were changed is refused, not returned.
+        fs::write(body_path(&root, &sha), b"User-agent: *\nAllow: /\n").unwrap();
+        assert!(matches!(reader.body_checked(&sha), Err(ArchiveError::Corrupt { .. })));
+        assert_eq!(reader.body(&sha), None);
+        assert_eq!(reader.body("../../etc/passwd"), None);
+    }
+}

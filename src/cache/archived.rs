@@ -70,3 +70,62 @@ fn observation(snapshot: &RobotsSnapshot, now: std::time::SystemTime) -> Observa
         now,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::authority::{Authority, Scheme};
+    use crate::cache::fetch::Fetched;
+    use crate::cache::RobotsSection;
+    use crate::robots::RobotsTxt;
+
+    #[test]
+    fn each_result_is_archived_with_its_consequence() {
+        let s = RobotsSection::default();
+        let a = Authority::new(Scheme::Http, "a.test", 8080).unwrap();
+        let body = bytes::Bytes::from_static(b"User-agent: *\nDisallow: /x\n");
+        let ok = Fetched::Robots {
+            status: 200,
+            robots: Arc::new(RobotsTxt::parse(&body)),
+            body,
+            max_age: None,
+        };
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let t1 = t0 + s.max_age;
+        let good = state::next_snapshot(None, &a, ok, t0, &s);
+        let seen = observation(&good, t0 + Duration::from_secs(1));
+        assert_eq!(
+            (seen.status, seen.state, seen.consequence),
+            (Some(200), "fresh", Consequence::Rules)
+        );
+        assert_eq!(seen.at, t0, "a file's window starts at its fetch");
+        assert_eq!(seen.authority, "http://a.test:8080");
+        let sha = seen.version.as_ref().unwrap().sha256().to_owned();
+        // 503 with a copy: the copy's rules, stale; the window starts when the failure came.
+        let fail = Fetched::Unreachable { outcome: FetchOutcome::Status(503) };
+        let stale = state::next_snapshot(Some(&good), &a, fail, t1, &s);
+        let seen = observation(&stale, t1);
+        assert_eq!(
+            (seen.status, seen.state, seen.consequence),
+            (Some(503), "stale", Consequence::Rules)
+        );
+        assert_eq!(seen.version.as_ref().map(|v| v.sha256()), Some(sha.as_str()));
+        assert_eq!(seen.at, t1);
+        // No copy: a network failure disallows all, a 404 allows all.
+        let down = Fetched::Unreachable { outcome: FetchOutcome::Network("refused".to_owned()) };
+        let seen = observation(&state::next_snapshot(None, &a, down, t1, &s), t1);
+        assert_eq!((seen.status, seen.error.as_deref()), (None, Some("refused")));
+        assert_eq!((seen.state, seen.consequence), ("unreachable", Consequence::DisallowAll));
+        assert!(seen.version.is_none());
+        let gone = Fetched::Unavailable { outcome: FetchOutcome::Status(404), max_age: None };
+        let seen =
+            observation(&state::next_snapshot(None, &a, gone, t1, &s), t1 + Duration::from_secs(5));
+        assert_eq!(
+            (seen.status, seen.state, seen.consequence),
+            (Some(404), "unavailable", Consequence::AllowAll)
+        );
+        assert_eq!(seen.at, t1, "a 4xx's window starts at its fetch");
+    }
+}

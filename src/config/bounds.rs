@@ -132,13 +132,13 @@ pub(crate) const BOUNDS: &[Bound] = &[
     // [audit]
     duration("audit.fsync_interval", |c| c.audit.fsync_interval, Duration::ZERO, DAY),
     count("audit.queue_capacity", |c| wide(c.audit.queue_capacity), 1, 1 << 20),
+    // [https]
+    duration("https.tunnel_idle_timeout", |c| c.https.tunnel_idle_timeout, POSITIVE, DAY),
     // [archive]
     because(
         duration("archive.retention", |c| c.archive.retention, Duration::ZERO, CENTURY),
         "0s keeps only the windows in force",
     ),
-    // [https]
-    duration("https.tunnel_idle_timeout", |c| c.https.tunnel_idle_timeout, POSITIVE, DAY),
     // [pacing]
     duration("pacing.max_crawl_delay", |c| c.pacing.max_crawl_delay, POSITIVE, DAY),
     duration("pacing.max_wait", |c| c.pacing.max_wait, Duration::ZERO, DAY),

@@ -1,6 +1,7 @@
 //! A fleet: three proxy processes sharing one real redis-server (started per test on a free
 //! loopback port, stopped by PID), between real origins and real clients.
 
+mod archive;
 mod keyspace;
 mod leases;
 mod memory;

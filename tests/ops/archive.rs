@@ -111,7 +111,7 @@ async fn the_archive_keeps_every_version_and_its_windows_across_a_restart() {
 
     // Bodies byte for byte, each stored once under its digest.
     let reader = ArchiveReader::open(state.path()).unwrap();
-    assert_eq!(reader.authorities(), [authority.clone()]);
+    assert_eq!(reader.authorities(), std::slice::from_ref(&authority));
     assert_eq!(reader.body(&d1).as_deref(), Some(V1.as_bytes()));
     assert_eq!(reader.body(&d2).as_deref(), Some(v2));
     assert_eq!(reader.body(&d3).as_deref(), Some(&v3[..]));

@@ -2,8 +2,9 @@
 //! (a one-second lifetime), a crawler blocked under each version by the real binary, and then
 //! the past decisions replayed from the audit files alone: the version in force at a time
 //! within each window and today's decision on it; a refusal before the first fetch; exit 2 for
-//! bad input; an export whose manifest names the digests of its files; two instances' files
-//! merged.
+//! bad input (a changed `robots_version` body too); an export whose manifest names the digests
+//! of its files; two instances' files merged; the same from the state directory's archive with
+//! the proxy stopped; a 404 and a 503 in force replayed with their consequence.
 
 use std::path::Path;
 use std::time::Duration;
@@ -220,6 +221,17 @@ async fn evidence_replays_each_version_from_the_audit_files_alone() {
     bytes.extend_from_slice(b"{\"@timestamp\": not json\n");
     std::fs::write(&torn, &bytes).unwrap();
     let bad_line = format!("{}:{}", torn.display(), bytes.split(|b| *b == b'\n').count() - 1);
+    // A robots_version record whose body was changed no longer matches its digest.
+    let altered = state.path().join("altered.jsonl");
+    let original = std::fs::read_to_string(&audit).unwrap();
+    let first = original.lines().next().unwrap();
+    assert!(
+        first.contains("\"robots_version\"") && first.contains("Disallow: /private"),
+        "{first}"
+    );
+    let changed = first.replacen("Disallow: /private", "Disallow: /privatE", 1);
+    std::fs::write(&altered, original.replacen(first, &changed, 1)).unwrap();
+    let altered_line = format!("{}:1:", altered.display());
     let missing = state.path().join("missing.jsonl");
     for (args, says) in [
         (
@@ -229,6 +241,7 @@ async fn evidence_replays_each_version_from_the_audit_files_alone() {
         (vec!["ftp://example.com/x", "--at", &t1, "--audit", audit_arg], "not an http(s) URL"),
         (vec![secret.as_str(), "--at", &t1, "--audit", missing.to_str().unwrap()], "cannot read"),
         (vec![secret.as_str(), "--at", &t1, "--audit", torn.to_str().unwrap()], &bad_line),
+        (vec![secret.as_str(), "--at", &t1, "--audit", altered.to_str().unwrap()], &altered_line),
     ] {
         let (code, out, err) = evidence(&args);
         assert_eq!(code, 2, "{args:?}: {out}{err}");
@@ -341,4 +354,65 @@ async fn evidence_merges_the_audit_files_of_two_instances() {
         evidence(&[&format!("{base}/secret/x"), "--at", &tb, "--audit", audit_a.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no robots.txt version is known"), "{err}");
+}
+
+/// A fetch that gave no file is in force too, with its RFC 9309 consequence: 404, everything
+/// allowed; then 503 with no copy kept, everything disallowed. Replayed from the audit file
+/// and from the archive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_reports_a_failed_fetch_with_its_consequence() {
+    let origin = Origin::start("").await;
+    origin.set_robots(404, "not here");
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", dir),
+        ("ROBOTS_PROXY_ROBOTS__MAX_AGE", "1s"),
+        ("ROBOTS_PROXY_ROBOTS__MIN_AGE", "1s"),
+        ("ROBOTS_PROXY_AUDIT__ALL_DECISIONS", "true"),
+    ];
+    let proxy = ProxyProcess::start(&[], &env);
+    let audit = state.path().join("audit.jsonl");
+    let base = origin.base();
+    assert_eq!(fetch(&proxy, &format!("{base}/a")).await, 200);
+    origin.set_robots(503, "down");
+    let mut blocked = false;
+    for _ in 0..100 {
+        if fetch(&proxy, &format!("{base}/a")).await == 403 {
+            blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(blocked, "the 503 never came into force");
+    let with_state = |state: &str, action: &str| {
+        records(&audit)
+            .into_iter()
+            .find(|r| r["robots.state"] == state && r["event.action"] == action)
+            .map(|r| r["@timestamp"].as_str().unwrap().to_owned())
+    };
+    wait_until("an allow under the 404 and a block under the 503", || {
+        with_state("unavailable", "robots_allow").is_some()
+            && with_state("unreachable", "robots_disallow").is_some()
+    })
+    .await;
+    wait_until("the archive's 503 window", || {
+        let reader = robots_proxy::archive::ArchiveReader::open(state.path());
+        reader.is_ok_and(|r| r.windows(&base).last().is_some_and(|w| w.status == Some(503)))
+    })
+    .await;
+    drop(proxy);
+    let allowed_at = with_state("unavailable", "robots_allow").unwrap();
+    let blocked_at = with_state("unreachable", "robots_disallow").unwrap();
+    let url = format!("{base}/a");
+    for sources in [["--audit", audit.to_str().unwrap()], ["--state-dir", dir]] {
+        let under_404 = replay_from(&url, &allowed_at, &sources);
+        assert_eq!(under_404["in_force"], "allow-all", "{sources:?}: {under_404:#}");
+        assert_eq!(under_404["allowed"], true, "{under_404:#}");
+        assert_eq!(under_404["sha256"], serde_json::Value::Null);
+        let under_503 = replay_from(&url, &blocked_at, &sources);
+        assert_eq!(under_503["in_force"], "disallow-all", "{sources:?}: {under_503:#}");
+        assert_eq!(under_503["allowed"], false, "{under_503:#}");
+        assert!(under_503["reason"].as_str().unwrap().contains("disallowed"), "{under_503:#}");
+    }
 }

@@ -383,3 +383,56 @@ fn file_sha256(path: &Path) -> Result<String, EvidenceError> {
         .map_err(|source| EvidenceError::Unreadable { path: path.to_owned(), source })?;
     Ok(crate::robots_version::sha256_hex(&bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(token: Option<&str>, user_agent: Option<&str>) -> ReplayArgs {
+        ReplayArgs {
+            url: None,
+            at: None,
+            token: token.map(str::to_owned),
+            user_agent: user_agent.map(str::to_owned),
+            near: Duration::from_secs(3600),
+            json: false,
+            sources: SourceArgs { config: None, state_dirs: Vec::new(), audits: Vec::new() },
+        }
+    }
+
+    #[test]
+    fn the_token_is_chosen_as_the_proxy_chooses_it() {
+        let mut config = Config::default();
+        let chosen = |a: &ReplayArgs, c: &Config| {
+            let (t, from) = choose_token(a, c).unwrap();
+            (t.map(|t| t.as_str().to_owned()), from)
+        };
+        let ua = "Mozilla/5.0 (compatible; ExampleBot/2.1; +https://bot.example.net)";
+        assert_eq!(chosen(&args(None, Some(ua)), &config).0.as_deref(), Some("ExampleBot"));
+        assert_eq!(chosen(&args(Some("OtherBot"), None), &config).0.as_deref(), Some("OtherBot"));
+        assert_eq!(chosen(&args(None, None), &config).0, None);
+        config.policy.default_token = ProductToken::new("DefaultBot").ok();
+        let (token, from) = chosen(&args(None, None), &config);
+        assert_eq!((token.as_deref(), from.as_str()), (Some("DefaultBot"), "policy.default_token"));
+        // Without the user-agent source, the User-Agent is not read, as by the proxy.
+        config.policy.token_sources = vec![TokenSource::Header, TokenSource::Default];
+        assert_eq!(chosen(&args(None, Some(ua)), &config).0.as_deref(), Some("DefaultBot"));
+        assert!(choose_token(&args(Some("not a token"), None), &config).is_err());
+    }
+
+    #[test]
+    fn only_http_urls_and_bare_authorities() {
+        let (authority, path) = parse_url("HTTP://Example.COM:80/a/..%2fb?q#f").unwrap();
+        assert_eq!(
+            (authority.to_string().as_str(), path.as_str()),
+            ("http://example.com", "/a/..%2fb?q")
+        );
+        assert!(parse_url("ftp://example.com/x")
+            .unwrap_err()
+            .to_string()
+            .contains("not an http(s) URL"));
+        assert!(parse_url("/just/a/path").is_err());
+        assert_eq!(parse_authority("https://a.example/").unwrap().to_string(), "https://a.example");
+        assert!(parse_authority("https://a.example/x").is_err());
+    }
+}

@@ -291,6 +291,27 @@ async fn evidence_replays_each_version_from_the_audit_files_alone() {
     let exported = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
     assert!(exported.lines().count() >= 4, "{exported}");
     assert!(exported.lines().all(|l| original.lines().any(|o| o == l)), "{exported}");
+    // From the archive alone: the same versions, byte for byte (no records: those are in the
+    // audit files).
+    let from_archive = state.path().join("export-archive");
+    let (code, said, err) = evidence(&[
+        "export",
+        "--authority",
+        &base,
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--out",
+        from_archive.to_str().unwrap(),
+        "--state-dir",
+        dir,
+    ]);
+    assert_eq!(code, 0, "{said}{err}");
+    for (digest, body) in [(&v1, V1), (&v2, V2)] {
+        let kept = std::fs::read(from_archive.join(format!("versions/{digest}.txt"))).unwrap();
+        assert_eq!(kept, body.as_bytes());
+    }
     // A directory that is not empty is refused, and left as it was.
     let (code, _, err) = export(&out);
     assert_eq!(code, 1, "{err}");

@@ -52,6 +52,7 @@ pub mod check;
 pub mod clock;
 pub mod config;
 mod error;
+pub mod evidence;
 pub mod fleet;
 pub mod framing;
 pub mod guard;

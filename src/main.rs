@@ -50,6 +50,13 @@ enum Command {
     /// Verify audit files: the hash chain and the signed checkpoints (docs/audit.md).
     #[command(subcommand)]
     Audit(robots_proxy::audit::commands::AuditCommand),
+    /// Replay a past decision: the robots.txt version in force for a URL at a time, what
+    /// today's engine decides on it, and the audit records around it; or export the evidence
+    /// of one authority over an interval (`evidence export`).
+    ///
+    /// Exit status: 0 with an answer, 1 when no version is known at that time (or the export
+    /// cannot be written), 2 for bad input.
+    Evidence(Box<robots_proxy::evidence::EvidenceCommand>),
 }
 
 #[derive(Args)]
@@ -249,6 +256,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Health(args) => health::run(args),
+        Command::Evidence(command) => robots_proxy::evidence::run(*command),
         Command::Keys(command) => robots_proxy::signing::commands::run(command, &|file| {
             serve::load(file, None, None)
                 .map(|config| (config.signing, config.state_dir))

@@ -12,6 +12,7 @@ mod binary;
 mod case_folding;
 mod dashboards;
 mod docs;
+mod evidence;
 mod input;
 mod key_files;
 mod own_listeners;

@@ -1,0 +1,88 @@
+//! Versions from a state directory's archive (`state_dir/robots-archive/`, see
+//! `docs/evidence.md`, "The archive"), read with [`crate::archive::ArchiveReader`], the proxy
+//! running or not.
+//!
+//! What an archive window gives ([`super::history`]): the result in force from its
+//! `first_fetched` (a fetch, when the window is `fresh`) to its `last_confirmed` (a fetch that
+//! gave the same result); and, for the window in force when the archive was read
+//! (`replaced_at` null), that it is still in force: the archive is the proxy's own record of
+//! what it decides with, so its last window is in force until something replaces it.
+
+use std::path::Path;
+
+use crate::archive::{ArchiveReader, Consequence, Window};
+
+use super::history::{Body, History, InForce, Observation};
+use super::EvidenceError;
+
+/// Reads the archive of `state_dir` into `history`: the windows of `authority`, or of every
+/// authority when `None`, and the bodies they name.
+pub(super) fn read_state_dir(
+    state_dir: &Path,
+    authority: Option<&str>,
+    history: &mut History,
+) -> Result<(), EvidenceError> {
+    let unreadable = |source| EvidenceError::Unreadable { path: state_dir.to_owned(), source };
+    if !std::fs::metadata(state_dir).map_err(unreadable)?.is_dir() {
+        return Err(unreadable(std::io::Error::other("not a directory")));
+    }
+    let reader =
+        ArchiveReader::open(state_dir).map_err(|e| EvidenceError::Archive(e.to_string()))?;
+    let authorities = match authority {
+        Some(a) => vec![a.to_owned()],
+        None => reader.authorities(),
+    };
+    for name in authorities {
+        let url = reader.robots_url(&name).unwrap_or_default().to_owned();
+        for w in reader.windows(&name) {
+            let what = match (w.consequence, &w.sha256) {
+                (Consequence::Rules, Some(sha)) => InForce::File(sha.clone()),
+                (Consequence::AllowAll, _) => InForce::AllowAll,
+                (Consequence::DisallowAll, _) => InForce::DisallowAll,
+                // A window of rules without a digest, or a consequence this build does not
+                // know: nothing that can be replayed, so nothing is claimed.
+                _ => continue,
+            };
+            if let InForce::File(sha) = &what {
+                if history.body(sha).is_none() {
+                    let body = reader
+                        .body_checked(sha)
+                        .map_err(|e| EvidenceError::Archive(e.to_string()))?;
+                    if let Some(bytes) = body {
+                        let body =
+                            Body { bytes: bytes.to_vec(), url: url.clone(), status: w.status };
+                        history.add_body(sha, body);
+                    }
+                }
+            }
+            let fetch = w.state == "fresh";
+            let note = note(&w);
+            let mut observe = |at, open| {
+                history.observe(
+                    &name,
+                    Observation { at, what: what.clone(), fetch, note: note.clone(), open },
+                );
+            };
+            observe(w.first_fetched, false);
+            observe(w.last_confirmed, w.replaced_at.is_none());
+        }
+    }
+    Ok(())
+}
+
+/// What a window without a file says (`robots.txt answered HTTP 404 (unavailable)`), or that a
+/// file was used stale.
+fn note(w: &Window) -> Option<String> {
+    let cause = match (&w.status, &w.error) {
+        (_, Some(e)) => e.clone(),
+        (Some(s), None) => format!("HTTP {s}"),
+        (None, None) => "no status".to_owned(),
+    };
+    match w.consequence {
+        Consequence::Rules if w.state == "stale" => Some(format!(
+            "archive: robots.txt fetch failed ({cause}); the earlier copy was used (stale)"
+        )),
+        Consequence::Rules => None,
+        _ => Some(format!("archive: robots.txt fetch gave {cause} ({})", w.state)),
+    }
+}

@@ -1,0 +1,194 @@
+//! `evidence export --authority A --from T1 --to T2 --out DIR`: what a lawyer is handed.
+//!
+//! `DIR` (new, or an empty directory) receives:
+//!
+//! * `versions/<sha256>.txt`: each robots.txt version in force at some time in the interval,
+//!   byte for byte (its SHA-256 is its name);
+//! * `records.jsonl`: the audit records of the authority whose `@timestamp` is in the interval
+//!   (bounds included), each line exactly as in its file, ordered by time;
+//! * `windows.json`: the authority's windows that overlap the interval;
+//! * `manifest.json`: the authority, the interval, the sources (each audit file with its
+//!   SHA-256), every file written with its SHA-256 and size, and `audit_verify`, the result of
+//!   `audit verify` on the audit files read.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde_json::{json, Value};
+
+use crate::config::Config;
+
+use super::history::InForce;
+use super::time::show;
+use super::{
+    file_sha256, load_sources, parse_authority, parse_time, EvidenceError, Source, SourceArgs,
+};
+
+/// `evidence export`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// The authority: scheme://host[:port], as `robots.authority` in the audit log.
+    #[arg(long, value_name = "AUTHORITY")]
+    pub authority: String,
+    /// The start of the interval: RFC 3339 with a zone.
+    #[arg(long, value_name = "TIME")]
+    pub from: String,
+    /// The end of the interval (included): RFC 3339 with a zone.
+    #[arg(long, value_name = "TIME")]
+    pub to: String,
+    /// The directory to write; it must not exist or be empty.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The sources and configuration.
+    #[command(flatten)]
+    pub sources: SourceArgs,
+}
+
+/// The result of `audit verify` on the audit files read, for the manifest's `audit_verify`:
+/// the report of `robots-proxy audit verify FILE…` (the files in the order given, as one chain;
+/// checkpoint signatures checked with `audit.checkpoint_key` when it is configured), as JSON.
+/// `null` when no audit file was read.
+fn verify_result(paths: &[PathBuf], config: &Config) -> Value {
+    if paths.is_empty() {
+        return Value::Null;
+    }
+    let key = match &config.audit.checkpoint_key {
+        None => None,
+        Some(path) => match crate::audit::checkpoint::load_key(path) {
+            Ok(key) => Some(crate::audit::checkpoint::PublicKey::of(&key)),
+            Err(e) => return json!({ "error": format!("audit.checkpoint_key: {e}") }),
+        },
+    };
+    let report = crate::audit::verify::verify_files(paths, key.as_ref());
+    serde_json::to_value(&report).unwrap_or(Value::Null)
+}
+
+/// Runs the export; says what was written.
+pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
+    let arg = |flag: &str, e: String| EvidenceError::Argument(format!("{flag}: {e}"));
+    let from = parse_time(&args.from).map_err(|e| arg("--from", e))?;
+    let to = parse_time(&args.to).map_err(|e| arg("--to", e))?;
+    if to < from {
+        return Err(EvidenceError::Argument(format!(
+            "--to {} is before --from {}",
+            args.to, args.from
+        )));
+    }
+    let authority = parse_authority(&args.authority)?.to_string();
+    refuse_non_empty(&args.out)?;
+    let config = args.sources.load_config()?;
+    let sources = args.sources.sources(&config);
+    let keep = |record: &Value, at: SystemTime| {
+        from <= at
+            && at <= to
+            && record.get("robots.authority").and_then(Value::as_str) == Some(authority.as_str())
+    };
+    let (history, records) = load_sources(&sources, Some(&authority), &keep)?;
+    let windows: Vec<_> = history
+        .windows(&authority)
+        .into_iter()
+        .filter(|w| w.from <= to && w.replaced_at.unwrap_or(w.last_confirmed) >= from)
+        .collect();
+
+    let write_error = |path: &Path, e: std::io::Error| {
+        EvidenceError::Export(format!("cannot write {}: {e}", path.display()))
+    };
+    let versions_dir = args.out.join("versions");
+    std::fs::create_dir_all(&versions_dir).map_err(|e| write_error(&versions_dir, e))?;
+    let mut files: Vec<Value> = Vec::new();
+    let mut put = |name: String, bytes: &[u8]| -> Result<(), EvidenceError> {
+        let path = args.out.join(&name);
+        std::fs::write(&path, bytes).map_err(|e| write_error(&path, e))?;
+        files.push(json!({
+            "path": name,
+            "sha256": crate::robots_version::sha256_hex(bytes),
+            "bytes": bytes.len(),
+        }));
+        Ok(())
+    };
+    let mut missing = Vec::new();
+    let mut written = std::collections::BTreeSet::new();
+    for w in &windows {
+        if let InForce::File(digest) = &w.what {
+            match history.body(digest) {
+                Some(body) if written.insert(digest.clone()) => {
+                    put(format!("versions/{digest}.txt"), &body.bytes)?;
+                }
+                Some(_) => {}
+                None => missing.push(digest.clone()),
+            }
+        }
+    }
+    let mut lines = Vec::new();
+    for k in &records {
+        lines.extend_from_slice(&k.raw);
+        lines.push(b'\n');
+    }
+    put("records.jsonl".to_owned(), &lines)?;
+    let windows_json: Vec<Value> = windows.iter().map(super::report::window_json).collect();
+    let windows_text = serde_json::to_vec_pretty(&windows_json).unwrap_or_default();
+    put("windows.json".to_owned(), &windows_text)?;
+
+    let mut described = Vec::new();
+    let mut audit_files = Vec::new();
+    for s in &sources {
+        match s {
+            Source::Audit(path) => {
+                described.push(json!({
+                    "kind": "audit",
+                    "path": path.display().to_string(),
+                    "sha256": file_sha256(path)?,
+                }));
+                audit_files.push(path.clone());
+            }
+            Source::StateDir(dir) => {
+                described.push(json!({ "kind": "state-dir", "path": dir.display().to_string() }));
+            }
+        }
+    }
+    let manifest = json!({
+        "authority": authority,
+        "from": show(from),
+        "to": show(to),
+        "generated_at": show(SystemTime::now()),
+        "generator": format!("robots-proxy {}", env!("CARGO_PKG_VERSION")),
+        "sources": described,
+        "versions": written.len(),
+        "versions_without_body": missing,
+        "records": records.len(),
+        "files": files,
+        // The `audit verify` report of the audit files read (see `verify_result`).
+        "audit_verify": verify_result(&audit_files, &config),
+    });
+    let manifest_path = args.out.join("manifest.json");
+    let text = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+    std::fs::write(&manifest_path, text).map_err(|e| write_error(&manifest_path, e))?;
+    Ok(format!(
+        "wrote {} version(s), {} record(s) of {authority} from {} to {} into {} (manifest.json)\n",
+        written.len(),
+        records.len(),
+        show(from),
+        show(to),
+        args.out.display()
+    ))
+}
+
+/// Refuses an `--out` that exists and is not an empty directory.
+fn refuse_non_empty(out: &Path) -> Result<(), EvidenceError> {
+    match std::fs::read_dir(out) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(EvidenceError::Export(format!(
+                    "--out {} is not empty: give a new or empty directory (nothing is overwritten)",
+                    out.display()
+                )));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(EvidenceError::Export(format!(
+            "--out {}: {e} (give a new or empty directory)",
+            out.display()
+        ))),
+    }
+}

@@ -1,0 +1,438 @@
+//! `robots-proxy evidence`: which robots.txt was in force for a URL at a past time, what
+//! today's engine decides on it, and the audit records around it; `evidence export` packs the
+//! versions and records of an authority over an interval, with a manifest of digests.
+//!
+//! Where versions come from ([`Source`]): audit files alone (`--audit`, from their
+//! `robots_version` records and the records that name each version, see [`audit_source`]) and
+//! state directories (`--state-dir`). Every source is read into one [`history::History`]: the
+//! same digest from several sources (instances of a fleet, rotated files) is one version, and
+//! its windows are built from everything every source knows of it.
+//!
+//! It never makes up an answer: when no source knows what was in force at that time, it says
+//! so (exit 1) with the earliest time anything is known. Bad input (an unreadable file, a line
+//! that does not parse, a time without a zone, a URL that is not http(s)) is one line and exit 2.
+
+mod archive_source;
+mod audit_source;
+pub mod export;
+pub mod history;
+mod replay;
+mod report;
+mod time;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use crate::authority::Authority;
+use crate::config::{Config, ConfigSources, Overrides};
+use crate::policy::{FoldCase, TokenSource};
+use crate::robots::ProductToken;
+
+pub use self::time::parse_time;
+pub use audit_source::Kept;
+pub use history::{History, InForce, Window};
+
+/// What can go wrong, each with its exit status ([`EvidenceError::exit_status`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvidenceError {
+    /// An input file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A line of an audit file does not parse.
+    #[error("{path}:{line}: {reason}")]
+    BadLine {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// Why.
+        reason: String,
+    },
+    /// A bad argument: a time without a zone, a URL that is not http(s), a bad token.
+    #[error("{0}")]
+    Argument(String),
+    /// The configuration could not be loaded.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A state directory's archive could not be read (a file that does not parse, a body that
+    /// does not match its digest).
+    #[error("archive: {0}")]
+    Archive(String),
+    /// No source knows what was in force: the refusal.
+    #[error("{0}")]
+    Unknown(String),
+    /// The export could not be written (or `--out` is not empty).
+    #[error("{0}")]
+    Export(String),
+}
+
+impl EvidenceError {
+    /// 1 when no answer is known or the export cannot be written; 2 for bad input.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            EvidenceError::Unknown(_) | EvidenceError::Export(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// Where versions come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Source {
+    /// An audit file.
+    Audit(PathBuf),
+    /// A state directory's archive of robots.txt versions.
+    StateDir(PathBuf),
+}
+
+impl Source {
+    /// `audit FILE` or `state-dir DIR`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Audit(p) => format!("audit {}", p.display()),
+            Source::StateDir(p) => format!("state-dir {}", p.display()),
+        }
+    }
+
+    /// Reads the source into `history` (of `authority`, or of every authority when `None`; an
+    /// audit file is read whole), keeping the audit records `keep` accepts.
+    fn load(
+        &self,
+        authority: Option<&str>,
+        history: &mut History,
+        keep: &dyn Fn(&serde_json::Value, SystemTime) -> bool,
+        kept: &mut Vec<Kept>,
+    ) -> Result<(), EvidenceError> {
+        match self {
+            Source::Audit(path) => audit_source::read_file(path, history, keep, kept),
+            Source::StateDir(dir) => archive_source::read_state_dir(dir, authority, history),
+        }
+    }
+}
+
+/// Reads every source into one history; the kept records are sorted by time (stable: in the
+/// order of the sources and lines for equal times).
+pub fn load_sources(
+    sources: &[Source],
+    authority: Option<&str>,
+    keep: &dyn Fn(&serde_json::Value, SystemTime) -> bool,
+) -> Result<(History, Vec<Kept>), EvidenceError> {
+    let mut history = History::default();
+    let mut kept = Vec::new();
+    for source in sources {
+        source.load(authority, &mut history, keep, &mut kept)?;
+    }
+    kept.sort_by_key(|k| k.at);
+    Ok((history, kept))
+}
+
+/// The options every form shares: the configuration and the sources.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SourceArgs {
+    /// Configuration file (TOML): `state_dir`, and `[policy]` (token sources, default token,
+    /// case folding).
+    #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// A state directory whose archive of robots.txt versions to read (repeatable, one per
+    /// instance of a fleet). Default, when no --audit is given either: the configured
+    /// `state_dir`.
+    #[arg(long = "state-dir", value_name = "DIR")]
+    pub state_dirs: Vec<PathBuf>,
+    /// An audit file to read versions and records from (repeatable: rotated files, other
+    /// instances).
+    #[arg(long = "audit", value_name = "FILE")]
+    pub audits: Vec<PathBuf>,
+}
+
+impl SourceArgs {
+    /// The sources: every --audit, then every --state-dir; the configured `state_dir` when
+    /// neither is given.
+    pub fn sources(&self, config: &Config) -> Vec<Source> {
+        let mut sources: Vec<Source> = self.audits.iter().cloned().map(Source::Audit).collect();
+        sources.extend(self.state_dirs.iter().cloned().map(Source::StateDir));
+        if sources.is_empty() {
+            sources.push(Source::StateDir(config.state_dir.clone()));
+        }
+        sources
+    }
+
+    fn load_config(&self) -> Result<Config, EvidenceError> {
+        let sources = ConfigSources::from_process_env(self.config.clone(), Overrides::default());
+        crate::config::load(sources).map_err(|e| EvidenceError::Config(e.to_string()))
+    }
+}
+
+/// `robots-proxy evidence …`
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct EvidenceCommand {
+    /// `evidence export`.
+    #[command(subcommand)]
+    pub command: Option<EvidenceSubcommand>,
+    /// `evidence URL --at TIME`.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+}
+
+/// The subcommands of `evidence`.
+#[derive(Debug, clap::Subcommand)]
+#[non_exhaustive]
+pub enum EvidenceSubcommand {
+    /// Write the versions, the audit records and a manifest of digests for one authority over
+    /// an interval into a new directory, for handing over.
+    ///
+    /// Exit status: 0 when written, 1 when it cannot be (--out not empty, a write error),
+    /// 2 for bad input.
+    Export(export::ExportArgs),
+}
+
+/// `evidence URL --at TIME`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// The URL (http or https).
+    #[arg(value_name = "URL", required = true)]
+    pub url: Option<String>,
+    /// The time to replay: RFC 3339 with a zone (2026-03-03T10:00:00Z, …+01:00).
+    #[arg(long, value_name = "TIME", required = true)]
+    pub at: Option<String>,
+    /// The crawler's product token (ExampleBot).
+    #[arg(long, value_name = "TOKEN", conflicts_with = "user_agent")]
+    pub token: Option<String>,
+    /// A User-Agent to find the token in, as the proxy does (`policy.token_sources`; the
+    /// configured `policy.default_token` when it names none).
+    #[arg(long, value_name = "UA")]
+    pub user_agent: Option<String>,
+    /// The audit records shown are those for the URL within this long of TIME, either side.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub near: Duration,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// The sources and configuration.
+    #[command(flatten)]
+    pub sources: SourceArgs,
+}
+
+/// Runs `robots-proxy evidence …`: prints the answer, or one line on standard error.
+pub fn run(command: EvidenceCommand) -> ExitCode {
+    let (form, result) = match &command.command {
+        Some(EvidenceSubcommand::Export(args)) => ("evidence export", export::run(args)),
+        None => ("evidence", replay_command(&command.replay)),
+    };
+    let result = result.map(|text| print!("{text}"));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("robots-proxy {form}: {e}");
+            ExitCode::from(e.exit_status())
+        }
+    }
+}
+
+/// The URL's authority and path as sent; refuses anything but an absolute http(s) URL.
+pub fn parse_url(url: &str) -> Result<(Authority, String), EvidenceError> {
+    let bad = |reason: String| EvidenceError::Argument(format!("{url:?}: {reason}"));
+    let parsed = url::Url::parse(url.trim()).map_err(|e| bad(format!("not a URL ({e})")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad(format!("not an http(s) URL (scheme {:?})", parsed.scheme())));
+    }
+    let uri: http::Uri = url.trim().parse().map_err(|e| bad(format!("not a URL ({e})")))?;
+    let authority = Authority::from_uri(&uri).map_err(|e| bad(e.to_string()))?;
+    let path = crate::check::path_of_url(url).map_err(|e| bad(e.to_string()))?;
+    Ok((authority, path))
+}
+
+/// An authority given as `scheme://host[:port]` (a trailing `/` allowed), normalised as the
+/// audit log writes `robots.authority`.
+pub fn parse_authority(text: &str) -> Result<Authority, EvidenceError> {
+    let (authority, path) = parse_url(text)?;
+    if path != "/" {
+        return Err(EvidenceError::Argument(format!(
+            "{text:?}: an authority is scheme://host[:port], without a path"
+        )));
+    }
+    Ok(authority)
+}
+
+/// The token to decide for, and where it came from.
+fn choose_token(
+    args: &ReplayArgs,
+    config: &Config,
+) -> Result<(Option<ProductToken>, String), EvidenceError> {
+    if let Some(t) = &args.token {
+        let token = ProductToken::new(t.trim())
+            .map_err(|e| EvidenceError::Argument(format!("--token {t:?}: {e}")))?;
+        return Ok((Some(token), "--token".to_owned()));
+    }
+    for source in &config.policy.token_sources {
+        match source {
+            TokenSource::UserAgent => {
+                if let Some(t) = args.user_agent.as_deref().and_then(ProductToken::from_user_agent)
+                {
+                    return Ok((Some(t), "--user-agent".to_owned()));
+                }
+            }
+            TokenSource::Default => {
+                if let Some(t) = &config.policy.default_token {
+                    return Ok((Some(t.clone()), "policy.default_token".to_owned()));
+                }
+            }
+            TokenSource::Header => {}
+        }
+    }
+    Ok((None, "none: only the `*` groups apply".to_owned()))
+}
+
+/// Whether the origin gets the case-folded reading: `policy.fold_case = "all"`, or a site of
+/// `policy.fold_case_sites`. (The proxy also detects IIS, ASP.NET and Express from the
+/// robots.txt response's headers, which no source keeps.)
+fn folds_case(config: &Config, authority: &Authority) -> bool {
+    config.policy.fold_case == FoldCase::All
+        || config.policy.fold_case_sites.iter().any(|s| {
+            let s = s.to_ascii_lowercase();
+            s == authority.host() || s == authority.host_header()
+        })
+}
+
+/// `evidence URL --at TIME`: the text or JSON to print.
+pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
+    let (url, at) = match (&args.url, &args.at) {
+        (Some(url), Some(at)) => (url, at),
+        _ => return Err(EvidenceError::Argument("give a URL and --at TIME".to_owned())),
+    };
+    let at = parse_time(at).map_err(|e| EvidenceError::Argument(format!("--at: {e}")))?;
+    let (authority, path) = parse_url(url)?;
+    let config = args.sources.load_config()?;
+    let (token, token_source) = choose_token(args, &config)?;
+    let sources = args.sources.sources(&config);
+    let name = authority.to_string();
+    let near = args.near;
+    let keep = |record: &serde_json::Value, when: SystemTime| {
+        let field = |f: &str| record.get(f).and_then(serde_json::Value::as_str);
+        let gap = when.duration_since(at).or_else(|_| at.duration_since(when)).unwrap_or_default();
+        gap <= near
+            && field("robots.authority") == Some(name.as_str())
+            && field("robots.path") == Some(path.as_str())
+    };
+    let (history, records) = load_sources(&sources, Some(&name), &keep)?;
+    let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
+    let body = match &window.what {
+        InForce::File(digest) => Some(history.body(digest).ok_or_else(|| {
+            EvidenceError::Unknown(format!(
+                "robots.txt version sha256:{digest} of {name} was in force at {}, but no source \
+                 holds its body (no robots_version record for it): nothing to replay",
+                time::show(at)
+            ))
+        })?),
+        _ => None,
+    };
+    let fold = folds_case(&config, &authority);
+    let replayed =
+        replay::replay(&window.what, body.map(|b| &b.bytes[..]), token.as_ref(), &path, fold);
+    let answer = report::Answer {
+        url: url.trim(),
+        authority: &name,
+        path: &path,
+        at,
+        token: token.as_ref(),
+        token_source: &token_source,
+        window: &window,
+        body,
+        replay: &replayed,
+        records: &records,
+        near,
+        fold_case: fold,
+        sources: &sources,
+    };
+    Ok(if args.json { report::json(&answer) } else { report::text(&answer) })
+}
+
+/// The one line refusing to answer.
+fn refusal(
+    authority: &str,
+    at: SystemTime,
+    (earliest, latest): (Option<SystemTime>, Option<SystemTime>),
+) -> EvidenceError {
+    let at = time::show(at);
+    EvidenceError::Unknown(match (earliest, latest) {
+        (Some(first), Some(last)) => format!(
+            "no robots.txt version is known for {authority} at {at}; earliest known: {} (the \
+             sources cover {} to {})",
+            time::show(first),
+            time::show(first),
+            time::show(last)
+        ),
+        _ => format!(
+            "no robots.txt version is known for {authority} at {at}: the sources know nothing \
+             of {authority}"
+        ),
+    })
+}
+
+/// The SHA-256 of a file's bytes, for the manifest and the sources list.
+fn file_sha256(path: &Path) -> Result<String, EvidenceError> {
+    let bytes = std::fs::read(path)
+        .map_err(|source| EvidenceError::Unreadable { path: path.to_owned(), source })?;
+    Ok(crate::robots_version::sha256_hex(&bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(token: Option<&str>, user_agent: Option<&str>) -> ReplayArgs {
+        ReplayArgs {
+            url: None,
+            at: None,
+            token: token.map(str::to_owned),
+            user_agent: user_agent.map(str::to_owned),
+            near: Duration::from_secs(3600),
+            json: false,
+            sources: SourceArgs { config: None, state_dirs: Vec::new(), audits: Vec::new() },
+        }
+    }
+
+    #[test]
+    fn the_token_is_chosen_as_the_proxy_chooses_it() {
+        let mut config = Config::default();
+        let chosen = |a: &ReplayArgs, c: &Config| {
+            let (t, from) = choose_token(a, c).unwrap();
+            (t.map(|t| t.as_str().to_owned()), from)
+        };
+        let ua = "Mozilla/5.0 (compatible; ExampleBot/2.1; +https://bot.example.net)";
+        assert_eq!(chosen(&args(None, Some(ua)), &config).0.as_deref(), Some("ExampleBot"));
+        assert_eq!(chosen(&args(Some("OtherBot"), None), &config).0.as_deref(), Some("OtherBot"));
+        assert_eq!(chosen(&args(None, None), &config).0, None);
+        config.policy.default_token = ProductToken::new("DefaultBot").ok();
+        let (token, from) = chosen(&args(None, None), &config);
+        assert_eq!((token.as_deref(), from.as_str()), (Some("DefaultBot"), "policy.default_token"));
+        // Without the user-agent source, the User-Agent is not read, as by the proxy.
+        config.policy.token_sources = vec![TokenSource::Header, TokenSource::Default];
+        assert_eq!(chosen(&args(None, Some(ua)), &config).0.as_deref(), Some("DefaultBot"));
+        assert!(choose_token(&args(Some("not a token"), None), &config).is_err());
+    }
+
+    #[test]
+    fn only_http_urls_and_bare_authorities() {
+        let (authority, path) = parse_url("HTTP://Example.COM:80/a/..%2fb?q#f").unwrap();
+        assert_eq!(
+            (authority.to_string().as_str(), path.as_str()),
+            ("http://example.com", "/a/..%2fb?q")
+        );
+        assert!(parse_url("ftp://example.com/x")
+            .unwrap_err()
+            .to_string()
+            .contains("not an http(s) URL"));
+        assert!(parse_url("/just/a/path").is_err());
+        assert_eq!(parse_authority("https://a.example/").unwrap().to_string(), "https://a.example");
+        assert!(parse_authority("https://a.example/x").is_err());
+    }
+}

@@ -1,0 +1,172 @@
+//! The answer of `evidence URL --at TIME`, for a person and as one JSON object.
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{json, Value};
+
+use super::audit_source::Kept;
+use super::history::{Body, InForce, Window};
+use super::replay::Replay;
+use super::time::show;
+use super::Source;
+use crate::robots::ProductToken;
+
+/// Everything the answer shows.
+pub(super) struct Answer<'a> {
+    pub(super) url: &'a str,
+    pub(super) authority: &'a str,
+    pub(super) path: &'a str,
+    pub(super) at: SystemTime,
+    pub(super) token: Option<&'a ProductToken>,
+    pub(super) token_source: &'a str,
+    pub(super) window: &'a Window,
+    pub(super) body: Option<&'a Body>,
+    pub(super) replay: &'a Replay,
+    pub(super) records: &'a [Kept],
+    pub(super) near: Duration,
+    pub(super) fold_case: bool,
+    pub(super) sources: &'a [Source],
+}
+
+fn digest(window: &Window) -> Option<&str> {
+    match &window.what {
+        InForce::File(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// The window as JSON: `from`, `last_confirmed`, `replaced_at` (null while none is known),
+/// `fetches` (how many fetches of it are known).
+pub(super) fn window_json(w: &Window) -> Value {
+    json!({
+        "in_force": w.what.kind(),
+        "sha256": digest(w),
+        "from": show(w.from),
+        "last_confirmed": show(w.last_confirmed),
+        "replaced_at": w.replaced_at.map(show),
+        "fetches": w.fetches.len(),
+        "first_fetched_at": w.fetches.first().copied().map(show),
+        "observations": w.observations,
+        "note": w.note,
+        "open": w.open,
+    })
+}
+
+/// The one JSON object of `--json` (and a newline).
+pub(super) fn json(a: &Answer<'_>) -> String {
+    let d = &a.replay.decision;
+    let records: Vec<Value> = a.records.iter().map(|k| k.value.clone()).collect();
+    let version = a
+        .body
+        .map(|b| json!({ "url": b.url, "status_code": b.status, "body_bytes": b.bytes.len() }));
+    let out = json!({
+        "url": a.url,
+        "authority": a.authority,
+        "path": a.path,
+        "at": show(a.at),
+        "product_token": a.token.map(|t| t.as_str()),
+        "token_source": a.token_source,
+        "in_force": a.window.what.kind(),
+        "sha256": digest(a.window),
+        "fetched_at": a.window.fetched_before(a.at).map(show),
+        "window": window_json(a.window),
+        "version": version,
+        "allowed": d.allowed,
+        "reason": d.reason,
+        "rule": d.rule,
+        "line": d.line,
+        "group": d.group,
+        "reading": d.reading,
+        "read_path": d.path,
+        "case_folded_reading": a.fold_case,
+        "readings": a.replay.readings,
+        "context": a.replay.context,
+        "near_seconds": a.near.as_secs(),
+        "records": records,
+        "sources": a.sources.iter().map(Source::describe).collect::<Vec<_>>(),
+    });
+    format!("{out}\n")
+}
+
+/// The answer for a person.
+pub(super) fn text(a: &Answer<'_>) -> String {
+    let mut out = String::new();
+    let w = a.window;
+    let d = &a.replay.decision;
+    let _ = writeln!(out, "URL:        {}", a.url);
+    let _ = writeln!(out, "at:         {}", show(a.at));
+    let token = a.token.map_or("(none)", |t| t.as_str());
+    let _ = writeln!(out, "token:      {token} ({})", a.token_source);
+    match &w.what {
+        InForce::File(sha) => {
+            let _ = writeln!(out, "robots.txt: sha256:{sha}");
+            if let Some(fetched) = w.fetched_before(a.at) {
+                let _ = writeln!(out, "  fetched:  {}", show(fetched));
+            }
+            if let Some(b) = a.body {
+                let status = b.status.map_or(String::new(), |s| format!("HTTP {s}, "));
+                let _ = writeln!(out, "  from:     {} ({status}{} bytes)", b.url, b.bytes.len());
+            }
+        }
+        InForce::AllowAll => {
+            let _ =
+                writeln!(out, "robots.txt: no file: it answered 4xx, so every path was allowed");
+        }
+        InForce::DisallowAll => {
+            let _ = writeln!(
+                out,
+                "robots.txt: no file: it could not be fetched and no copy was kept, so every path \
+                 was disallowed"
+            );
+        }
+    }
+    if let Some(note) = &w.note {
+        let _ = writeln!(out, "  record:   {note}");
+    }
+    let until = match w.replaced_at {
+        Some(r) => format!("replaced at {}", show(r)),
+        None if w.open => "in force when the archive was read".to_owned(),
+        None => "nothing known after it".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "  window:   from {}, last confirmed {}, {until} ({} fetch(es), {} observation(s))",
+        show(w.from),
+        show(w.last_confirmed),
+        w.fetches.len(),
+        w.observations
+    );
+    let verdict = if d.allowed { "allowed" } else { "disallowed" };
+    let _ = writeln!(out, "decision:   {verdict}: {}", d.reason);
+    if let Some(group) = &d.group {
+        let _ = writeln!(out, "  group:    {group}");
+    }
+    if let (Some(rule), Some(line)) = (&d.rule, d.line) {
+        let _ = writeln!(out, "  rule:     {rule} (line {line})");
+    }
+    if a.replay.readings.len() > 1 {
+        let _ = writeln!(out, "readings:");
+        for r in &a.replay.readings {
+            let v = if r.allowed { "allowed" } else { "disallowed" };
+            let _ = writeln!(out, "  {:<11} {}  {v} ({})", r.reading, r.path, r.reason);
+        }
+    }
+    if !a.replay.context.is_empty() {
+        let _ = writeln!(out, "context:");
+        for c in &a.replay.context {
+            let mark = if c.rule { ">" } else { " " };
+            let _ = writeln!(out, "  {mark} {:>4}  {}", c.line, c.text);
+        }
+    }
+    let near = humantime::format_duration(a.near);
+    let _ =
+        writeln!(out, "records for this URL within {near} of {}: {}", show(a.at), a.records.len());
+    for k in a.records {
+        let _ =
+            writeln!(out, "  {}:{}: {}", k.file.display(), k.line, String::from_utf8_lossy(&k.raw));
+    }
+    let sources: Vec<String> = a.sources.iter().map(Source::describe).collect();
+    let _ = writeln!(out, "sources:    {}", sources.join(", "));
+    out
+}

@@ -1,0 +1,439 @@
+//! `robots-proxy evidence` (issue 19): a real origin whose robots.txt changes between fetches
+//! (a one-second lifetime), a crawler blocked under each version by the real binary, and then
+//! the past decisions replayed from the audit files alone: the version in force at a time
+//! within each window and today's decision on it; a refusal before the first fetch; exit 2 for
+//! bad input (a changed `robots_version` body too); an export whose manifest names the digests
+//! of its files; two instances' files merged; the same from the state directory's archive with
+//! the proxy stopped; a 404 and a 503 in force replayed with their consequence.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::support::{post_json, proxied_client, run, wait_until, Origin, ProxyProcess};
+
+const V1: &str = "User-agent: *\nDisallow: /private\n";
+const V2: &str = "# version two\nUser-agent: *\nDisallow: /secret\n";
+
+/// The lowercase hex SHA-256 of `bytes`, computed here, independently of the proxy.
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every whole line of `path`, parsed.
+fn records(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// The blocks recorded in `path` that name `digest`.
+fn blocks_naming(path: &Path, digest: &str) -> Vec<serde_json::Value> {
+    records(path)
+        .into_iter()
+        .filter(|r| r["event.action"] == "robots_disallow" && r["robots.sha256"] == digest)
+        .collect()
+}
+
+/// `GET url` through the proxy as ExampleBot: the status.
+async fn fetch(proxy: &ProxyProcess, url: &str) -> u16 {
+    let client = proxied_client(proxy.proxy_addr);
+    let resp = client.get(url).header("user-agent", "ExampleBot/1.0").send().await.unwrap();
+    resp.status().as_u16()
+}
+
+/// `robots-proxy evidence ARGS…`: exit status, stdout, stderr.
+fn evidence(args: &[&str]) -> (i32, String, String) {
+    evidence_in(args, &[])
+}
+
+/// [`evidence`] with `env` in the environment.
+fn evidence_in(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut all = vec!["evidence"];
+    all.extend_from_slice(args);
+    let out = run(&all, env);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// `evidence URL --at AT --token ExampleBot --json` with `--audit` for each file: the object.
+fn replay(url: &str, at: &str, audits: &[&Path]) -> serde_json::Value {
+    let mut sources = Vec::new();
+    for a in audits {
+        sources.extend(["--audit", a.to_str().unwrap()]);
+    }
+    replay_from(url, at, &sources)
+}
+
+/// `evidence URL --at AT --token ExampleBot --json SOURCES…`: the object.
+fn replay_from(url: &str, at: &str, sources: &[&str]) -> serde_json::Value {
+    let mut args = vec![url, "--at", at, "--token", "ExampleBot", "--json"];
+    args.extend_from_slice(sources);
+    let (code, out, err) = evidence(&args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// A time `ms` milliseconds after (or before) the RFC 3339 time `at`, in RFC 3339.
+fn shifted(at: &str, ms: i64) -> String {
+    let t = humantime::parse_rfc3339(at).unwrap();
+    let t = if ms >= 0 {
+        t + Duration::from_millis(ms.unsigned_abs())
+    } else {
+        t - Duration::from_millis(ms.unsigned_abs())
+    };
+    robots_proxy::robots_version::rfc3339_millis(t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_replays_each_version_from_the_audit_files_alone() {
+    let origin = Origin::start(V1).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", dir),
+        ("ROBOTS_PROXY_ROBOTS__MAX_AGE", "1s"),
+        ("ROBOTS_PROXY_ROBOTS__MIN_AGE", "1s"),
+    ];
+    let proxy = ProxyProcess::start(&[], &env);
+    let audit = state.path().join("audit.jsonl");
+    let base = origin.base();
+    let (v1, v2) = (sha256_hex(V1.as_bytes()), sha256_hex(V2.as_bytes()));
+
+    // Version 1 blocks /private; then the origin serves version 2, which the proxy fetches
+    // once the first has lived its second, and which blocks /secret.
+    assert_eq!(fetch(&proxy, &format!("{base}/private/1")).await, 403);
+    origin.set_robots(200, V2);
+    let mut blocked = false;
+    for _ in 0..100 {
+        if fetch(&proxy, &format!("{base}/secret/1")).await == 403 {
+            blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(blocked, "version 2 never came into force");
+    wait_until("a block under each version", || {
+        !blocks_naming(&audit, &v1).is_empty() && !blocks_naming(&audit, &v2).is_empty()
+    })
+    .await;
+    // The archive has version 2 in force, then the proxy is stopped.
+    wait_until("the archive's version 2 window", || {
+        let reader = robots_proxy::archive::ArchiveReader::open(state.path());
+        reader
+            .is_ok_and(|r| r.windows(&base).last().is_some_and(|w| w.sha256.as_ref() == Some(&v2)))
+    })
+    .await;
+    drop(proxy);
+    let under_v1 = blocks_naming(&audit, &v1).remove(0);
+    let under_v2 = blocks_naming(&audit, &v2).remove(0);
+    let t1 = under_v1["@timestamp"].as_str().unwrap().to_owned();
+    let t2 = under_v2["@timestamp"].as_str().unwrap().to_owned();
+    let fetched_v1 = under_v1["robots.fetched_at"].as_str().unwrap().to_owned();
+
+    // At a time within each window: that version, and today's decision on it.
+    let secret = format!("{base}/secret/1");
+    let at_t1 = replay(&secret, &t1, &[&audit]);
+    assert_eq!(at_t1["sha256"], v1.as_str(), "{at_t1:#}");
+    assert_eq!(at_t1["fetched_at"], fetched_v1.as_str(), "{at_t1:#}");
+    assert_eq!(at_t1["allowed"], true, "version 1 allows /secret: {at_t1:#}");
+    assert_eq!(at_t1["rule"], serde_json::Value::Null);
+    let at_t2 = replay(&secret, &t2, &[&audit]);
+    assert_eq!(at_t2["sha256"], v2.as_str(), "{at_t2:#}");
+    assert_eq!(at_t2["allowed"], false, "{at_t2:#}");
+    assert_eq!(at_t2["rule"], "disallow: /secret");
+    assert_eq!(at_t2["line"], 3);
+    assert_eq!(at_t2["group"], "* (line 2)");
+    assert!(at_t2["window"]["from"].as_str().unwrap() > t1.as_str(), "{at_t2:#}");
+    let marked: Vec<_> =
+        at_t2["context"].as_array().unwrap().iter().filter(|c| c["rule"] == true).collect();
+    assert_eq!(marked.len(), 1, "{at_t2:#}");
+    assert_eq!(marked[0]["text"], "Disallow: /secret");
+    // The block under version 2 is among the records near that time, as it was written.
+    let near: Vec<_> = at_t2["records"].as_array().unwrap().iter().collect();
+    assert!(near.iter().any(|r| **r == under_v2), "{at_t2:#}");
+    let private = replay(&format!("{base}/private/1"), &t1, &[&audit]);
+    assert_eq!((&private["allowed"], &private["line"]), (&false.into(), &2.into()), "{private:#}");
+    assert!(private["window"]["replaced_at"].as_str().is_some(), "{private:#}");
+    // For a person, too.
+    let (code, text, err) = evidence(&[
+        &secret,
+        "--at",
+        &t2,
+        "--token",
+        "ExampleBot",
+        "--audit",
+        audit.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains(&format!("sha256:{v2}")), "{text}");
+    assert!(text.contains("  >    3  Disallow: /secret"), "{text}");
+
+    // Before the first fetch nothing is known: refused, naming the earliest known time.
+    let before = shifted(&fetched_v1, -1000);
+    let (code, out, err) =
+        evidence(&[&secret, "--at", &before, "--audit", audit.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no robots.txt version is known") && err.contains("earliest known"),
+        "{err}"
+    );
+
+    // The same from the state directory's archive alone, the proxy stopped; and from the
+    // configured state_dir when no source is given.
+    let state_dir = ["--state-dir", dir];
+    let archived = replay_from(&secret, &t1, &state_dir);
+    assert_eq!(
+        (&archived["sha256"], &archived["allowed"]),
+        (&v1.as_str().into(), &true.into()),
+        "{archived:#}"
+    );
+    let archived = replay_from(&secret, &t2, &state_dir);
+    assert_eq!(
+        (&archived["sha256"], &archived["allowed"]),
+        (&v2.as_str().into(), &false.into()),
+        "{archived:#}"
+    );
+    assert_eq!((&archived["rule"], &archived["line"]), (&"disallow: /secret".into(), &3.into()));
+    let (code, out, err) = evidence(&[&secret, "--at", &before, "--state-dir", dir]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("no robots.txt version is known"), "{err}");
+    let (code, out, err) = evidence_in(
+        &[&secret, "--at", &t2, "--token", "ExampleBot", "--json"],
+        &[("ROBOTS_PROXY_STATE_DIR", dir)],
+    );
+    assert_eq!(code, 0, "{err}");
+    let configured: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(configured["sha256"], v2.as_str(), "{configured:#}");
+    // Both sources together: one version each, the same answers.
+    let both = replay_from(&secret, &t1, &["--state-dir", dir, "--audit", audit.to_str().unwrap()]);
+    assert_eq!(
+        (&both["sha256"], &both["allowed"]),
+        (&v1.as_str().into(), &true.into()),
+        "{both:#}"
+    );
+
+    // Bad input: one line, exit 2.
+    let audit_arg = audit.to_str().unwrap();
+    let torn = state.path().join("torn.jsonl");
+    let mut bytes = std::fs::read(&audit).unwrap();
+    bytes.extend_from_slice(b"{\"@timestamp\": not json\n");
+    std::fs::write(&torn, &bytes).unwrap();
+    let bad_line = format!("{}:{}", torn.display(), bytes.split(|b| *b == b'\n').count() - 1);
+    // A robots_version record whose body was changed no longer matches its digest.
+    let altered = state.path().join("altered.jsonl");
+    let original = std::fs::read_to_string(&audit).unwrap();
+    let first = original.lines().next().unwrap();
+    assert!(
+        first.contains("\"robots_version\"") && first.contains("Disallow: /private"),
+        "{first}"
+    );
+    let changed = first.replacen("Disallow: /private", "Disallow: /privatE", 1);
+    std::fs::write(&altered, original.replacen(first, &changed, 1)).unwrap();
+    let altered_line = format!("{}:1:", altered.display());
+    let missing = state.path().join("missing.jsonl");
+    for (args, says) in [
+        (
+            vec![secret.as_str(), "--at", "2026-03-03T10:00:00", "--audit", audit_arg],
+            "no time zone",
+        ),
+        (vec!["ftp://example.com/x", "--at", &t1, "--audit", audit_arg], "not an http(s) URL"),
+        (vec![secret.as_str(), "--at", &t1, "--audit", missing.to_str().unwrap()], "cannot read"),
+        (vec![secret.as_str(), "--at", &t1, "--audit", torn.to_str().unwrap()], &bad_line),
+        (vec![secret.as_str(), "--at", &t1, "--audit", altered.to_str().unwrap()], &altered_line),
+    ] {
+        let (code, out, err) = evidence(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+
+    // Export: the versions byte for byte, the records unchanged, a manifest of digests.
+    let out = state.path().join("export");
+    let from = shifted(&fetched_v1, -1000);
+    let to = shifted(&t2, 1000);
+    let export = |out: &Path| {
+        evidence(&[
+            "export",
+            "--authority",
+            &base,
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--out",
+            out.to_str().unwrap(),
+            "--audit",
+            audit_arg,
+        ])
+    };
+    let (code, said, err) = export(&out);
+    assert_eq!(code, 0, "{said}{err}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let files = manifest["files"].as_array().unwrap();
+    for f in files {
+        let bytes = std::fs::read(out.join(f["path"].as_str().unwrap())).unwrap();
+        assert_eq!(f["sha256"], sha256_hex(&bytes).as_str(), "{f}");
+        assert_eq!(f["bytes"], bytes.len());
+    }
+    let names: Vec<_> = files.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert!(names.contains(&format!("versions/{v1}.txt").as_str()), "{manifest:#}");
+    assert!(names.contains(&format!("versions/{v2}.txt").as_str()), "{manifest:#}");
+    assert_eq!(std::fs::read(out.join(format!("versions/{v2}.txt"))).unwrap(), V2.as_bytes());
+    assert_eq!(
+        manifest["sources"][0]["sha256"],
+        sha256_hex(&std::fs::read(&audit).unwrap()).as_str()
+    );
+    assert_eq!(manifest["audit_verify"]["status"], "intact", "{manifest:#}");
+    let original = std::fs::read_to_string(&audit).unwrap();
+    let exported = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
+    assert!(exported.lines().count() >= 4, "{exported}");
+    assert!(exported.lines().all(|l| original.lines().any(|o| o == l)), "{exported}");
+    // From the archive alone: the same versions, byte for byte (no records: those are in the
+    // audit files).
+    let from_archive = state.path().join("export-archive");
+    let (code, said, err) = evidence(&[
+        "export",
+        "--authority",
+        &base,
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--out",
+        from_archive.to_str().unwrap(),
+        "--state-dir",
+        dir,
+    ]);
+    assert_eq!(code, 0, "{said}{err}");
+    for (digest, body) in [(&v1, V1), (&v2, V2)] {
+        let kept = std::fs::read(from_archive.join(format!("versions/{digest}.txt"))).unwrap();
+        assert_eq!(kept, body.as_bytes());
+    }
+    // A directory that is not empty is refused, and left as it was.
+    let (code, _, err) = export(&out);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not empty"), "{err}");
+}
+
+/// Two instances of a fleet, each with its own audit file: one saw version 1, the other
+/// version 1 and then version 2. Read together, the same digest is one version whose window
+/// holds what both saw; each file alone knows less, and says so rather than guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_merges_the_audit_files_of_two_instances() {
+    let origin = Origin::start(V1).await;
+    let (state_a, state_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a =
+        ProxyProcess::start(&[], &[("ROBOTS_PROXY_STATE_DIR", state_a.path().to_str().unwrap())]);
+    let b =
+        ProxyProcess::start(&[], &[("ROBOTS_PROXY_STATE_DIR", state_b.path().to_str().unwrap())]);
+    let (audit_a, audit_b) =
+        (state_a.path().join("audit.jsonl"), state_b.path().join("audit.jsonl"));
+    let base = origin.base();
+    let (v1, v2) = (sha256_hex(V1.as_bytes()), sha256_hex(V2.as_bytes()));
+
+    assert_eq!(fetch(&a, &format!("{base}/private/a")).await, 403);
+    assert_eq!(fetch(&b, &format!("{base}/private/b")).await, 403);
+    origin.set_robots(200, V2);
+    let (code, _) = post_json(&format!("{}/cache/purge?authority={base}", b.admin())).await;
+    assert_eq!(code, 200);
+    assert_eq!(fetch(&b, &format!("{base}/secret/b")).await, 403);
+    wait_until("the blocks recorded", || {
+        blocks_naming(&audit_a, &v1).len() == 1
+            && blocks_naming(&audit_b, &v1).len() == 1
+            && blocks_naming(&audit_b, &v2).len() == 1
+    })
+    .await;
+    drop((a, b));
+    let ta = blocks_naming(&audit_a, &v1)[0]["@timestamp"].as_str().unwrap().to_owned();
+    let tb = blocks_naming(&audit_b, &v2)[0]["@timestamp"].as_str().unwrap().to_owned();
+
+    let both = [audit_a.as_path(), audit_b.as_path()];
+    let at_a = replay(&format!("{base}/secret/x"), &ta, &both);
+    assert_eq!(
+        (&at_a["sha256"], &at_a["allowed"]),
+        (&v1.as_str().into(), &true.into()),
+        "{at_a:#}"
+    );
+    // One version: A's and B's fetches and blocks are in its one window, up to B's version 2.
+    assert!(at_a["window"]["observations"].as_u64().unwrap() >= 4, "{at_a:#}");
+    assert_eq!(at_a["window"]["fetches"], 2, "each instance fetched it once: {at_a:#}");
+    let at_b = replay(&format!("{base}/secret/x"), &tb, &both);
+    assert_eq!(
+        (&at_b["sha256"], &at_b["allowed"]),
+        (&v2.as_str().into(), &false.into()),
+        "{at_b:#}"
+    );
+    assert_eq!(at_a["window"]["replaced_at"], at_b["window"]["from"]);
+    // The same answer whichever order the files are given in.
+    let reversed = replay(&format!("{base}/secret/x"), &tb, &[&audit_b, &audit_a]);
+    assert_eq!(reversed["sha256"], v2.as_str());
+    // A's file alone knows nothing after its last record: refused, not guessed.
+    let (code, _, err) =
+        evidence(&[&format!("{base}/secret/x"), "--at", &tb, "--audit", audit_a.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no robots.txt version is known"), "{err}");
+}
+
+/// A fetch that gave no file is in force too, with its RFC 9309 consequence: 404, everything
+/// allowed; then 503 with no copy kept, everything disallowed. Replayed from the audit file
+/// and from the archive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_reports_a_failed_fetch_with_its_consequence() {
+    let origin = Origin::start("").await;
+    origin.set_robots(404, "not here");
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", dir),
+        ("ROBOTS_PROXY_ROBOTS__MAX_AGE", "1s"),
+        ("ROBOTS_PROXY_ROBOTS__MIN_AGE", "1s"),
+        ("ROBOTS_PROXY_AUDIT__ALL_DECISIONS", "true"),
+    ];
+    let proxy = ProxyProcess::start(&[], &env);
+    let audit = state.path().join("audit.jsonl");
+    let base = origin.base();
+    assert_eq!(fetch(&proxy, &format!("{base}/a")).await, 200);
+    origin.set_robots(503, "down");
+    let mut blocked = false;
+    for _ in 0..100 {
+        if fetch(&proxy, &format!("{base}/a")).await == 403 {
+            blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(blocked, "the 503 never came into force");
+    let with_state = |state: &str, action: &str| {
+        records(&audit)
+            .into_iter()
+            .find(|r| r["robots.state"] == state && r["event.action"] == action)
+            .map(|r| r["@timestamp"].as_str().unwrap().to_owned())
+    };
+    wait_until("an allow under the 404 and a block under the 503", || {
+        with_state("unavailable", "robots_allow").is_some()
+            && with_state("unreachable", "robots_disallow").is_some()
+    })
+    .await;
+    wait_until("the archive's 503 window", || {
+        let reader = robots_proxy::archive::ArchiveReader::open(state.path());
+        reader.is_ok_and(|r| r.windows(&base).last().is_some_and(|w| w.status == Some(503)))
+    })
+    .await;
+    drop(proxy);
+    let allowed_at = with_state("unavailable", "robots_allow").unwrap();
+    let blocked_at = with_state("unreachable", "robots_disallow").unwrap();
+    let url = format!("{base}/a");
+    for sources in [["--audit", audit.to_str().unwrap()], ["--state-dir", dir]] {
+        let under_404 = replay_from(&url, &allowed_at, &sources);
+        assert_eq!(under_404["in_force"], "allow-all", "{sources:?}: {under_404:#}");
+        assert_eq!(under_404["allowed"], true, "{under_404:#}");
+        assert_eq!(under_404["sha256"], serde_json::Value::Null);
+        let under_503 = replay_from(&url, &blocked_at, &sources);
+        assert_eq!(under_503["in_force"], "disallow-all", "{sources:?}: {under_503:#}");
+        assert_eq!(under_503["allowed"], false, "{under_503:#}");
+        assert!(under_503["reason"].as_str().unwrap().contains("disallowed"), "{under_503:#}");
+    }
+}

@@ -30,9 +30,6 @@ async fn refetch(proxy: &ProxyProcess, origin: &Origin, path: &str) -> u16 {
         .send()
         .await
         .unwrap();
-    // The fetch's result is also saved to state_dir/robots/ off the request path; a purge
-    // that came before that save ends would be undone by it (the saved copy is read back).
-    tokio::time::sleep(Duration::from_millis(300)).await;
     resp.status().as_u16()
 }
 

@@ -146,9 +146,6 @@ async fn status_page_shows_robots_history_with_a_diff_in_headless_chromium() {
         async move { client.get(url).header("user-agent", "PageBot").send().await.unwrap().status() }
     };
     assert_eq!(blocked("/old-area/x").await, 403);
-    // Let the fetch's result reach state_dir/robots/ before the purge (it is saved off the
-    // request path, and a late save would bring v1 back).
-    tokio::time::sleep(Duration::from_millis(300)).await;
     origin.set_robots(200, v2);
     let purge = format!("{}/cache/purge?authority={base}", proxy.admin());
     assert_eq!(super::support::post_json(&purge).await.0, 200);

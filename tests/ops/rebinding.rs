@@ -73,7 +73,7 @@ async fn the_admin_listener_answers_only_for_its_own_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_key_directory_answers_only_for_its_agents_authorities() {
     let state = tempfile::tempdir().unwrap();
-    let (_proxy, directory) = directory_proxy(&state, "https://bots.example.com/a");
+    let (_proxy, directory) = directory_proxy(&state, "https://bots.example.com");
     let path = "/.well-known/http-message-signatures-directory";
     for host in [EVIL, "127.0.0.1", &directory.to_string(), "bots.example.com:8443", "localhost"] {
         let resp = get(directory, path, host).await;

@@ -20,7 +20,7 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use super::facts::Facts;
-use super::report::{Reported, Who};
+use super::report::{Report, Reported, Who};
 use super::{answer, connect, forward, preferences, safety, throttle};
 use super::{ConnectionMemory, Live, ProxyBody, Shared};
 use crate::audit::AuditRecord;
@@ -309,7 +309,7 @@ enum Decided {
     /// Allowed: its record, not yet written.
     Allowed(Box<AuditRecord>),
     /// Refused, but only reported (report-only mode): what enforcement would have done.
-    Reported(String),
+    Reported(Report),
 }
 
 /// The explained decision for a request that is blocked, or that is audited although

@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use http::{header, HeaderValue, Response, StatusCode};
 
 use super::facts::Facts;
-use super::report::{Reported, Who};
+use super::report::{Report, Reported, Who};
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
 use crate::policy::{Category, Preference, RobotsSnapshot, UsagePreferences};
@@ -96,7 +96,7 @@ pub(super) async fn refuse(
     prefs: &UsagePreferences,
     block: &UsageBlock,
     action: AuditAction,
-) -> ControlFlow<Response<ProxyBody>, String> {
+) -> ControlFlow<Response<ProxyBody>, Report> {
     let stated = prefs.get(block.category);
     let usage = usage_audit(purposes, prefs, block);
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
@@ -168,13 +168,16 @@ pub(super) async fn on_response(
             foreign.extend(foreign_members(text));
         }
     }
-    if let Some(block) = usage.blocking(purposes, &prefs, Settled::Yes) {
+    // In report-only mode, a preference of robots.txt already reported before the request left
+    // is not reported again for its response.
+    let blocking = usage.blocking(purposes, &prefs, Settled::Yes);
+    if let Some(block) = blocking.filter(|_| !reported.includes(AuditAction::UsageDisallow)) {
         let withhold = AuditAction::UsageWithhold;
         match refuse(shared, policy, subject, purposes, &prefs, &block, withhold).await {
             // The body is dropped with `resp`: the content never reaches the crawler.
             ControlFlow::Break(refused) => return refused,
             // Report-only mode: the response goes on as it would without the preference.
-            ControlFlow::Continue(details) => reported.add(details),
+            ControlFlow::Continue(report) => reported.add(report),
         }
     }
     if UsagePolicy::annotates(purposes) {

@@ -26,13 +26,26 @@ use crate::policy::{Policy, ProductToken};
 /// `Proxy-Status` member says.
 #[derive(Debug, Default)]
 pub(super) struct Reported {
-    would_be: Vec<String>,
+    would_be: Vec<Report>,
+}
+
+/// One refusal that was only reported: the action enforcement would have taken, and what the
+/// response's `Proxy-Status` says of it.
+#[derive(Debug)]
+pub(super) struct Report {
+    action: AuditAction,
+    details: String,
 }
 
 impl Reported {
     /// Notes a refusal that was only reported (see [`Shared::refuse_or_report`]).
-    pub(super) fn add(&mut self, details: String) {
-        self.would_be.push(details);
+    pub(super) fn add(&mut self, report: Report) {
+        self.would_be.push(report);
+    }
+
+    /// Whether a refusal with `action` was reported for this request already.
+    pub(super) fn includes(&self, action: AuditAction) -> bool {
+        self.would_be.iter().any(|r| r.action == action)
     }
 
     /// Adds the proxy's `Proxy-Status` member to `resp` when a refusal was reported:
@@ -43,7 +56,8 @@ impl Reported {
         if self.would_be.is_empty() {
             return;
         }
-        let details = format!("report only: would be {}", self.would_be.join("; and "));
+        let each: Vec<&str> = self.would_be.iter().map(|r| r.details.as_str()).collect();
+        let details = format!("report only: would be {}", each.join("; and "));
         let member = member(&details);
         let headers = resp.headers_mut();
         let existing: Option<Vec<&str>> =
@@ -105,7 +119,7 @@ impl Shared {
         mut record: AuditRecord,
         scheme: Scheme,
         answer: Response<ProxyBody>,
-    ) -> ControlFlow<Response<ProxyBody>, String> {
+    ) -> ControlFlow<Response<ProxyBody>, Report> {
         if !policy.reports(who.token, who.user) {
             return ControlFlow::Break(self.refuse(record, scheme, answer).await);
         }
@@ -126,7 +140,7 @@ impl Shared {
             "would be refused; forwarded (report-only mode)"
         );
         self.write_audit(record).await;
-        ControlFlow::Continue(details)
+        ControlFlow::Continue(Report { action: would, details })
     }
 }
 
@@ -139,7 +153,7 @@ pub(super) async fn refuse_connect(
     who: Who<'_>,
     record: AuditRecord,
     reason: String,
-) -> ControlFlow<Response<ProxyBody>, String> {
+) -> ControlFlow<Response<ProxyBody>, Report> {
     let body = format!("403 Forbidden: {reason}\n");
     let answer = super::answer::text(http::StatusCode::FORBIDDEN, "http_request_denied", body);
     shared.refuse_or_report(policy, who, record, Scheme::Https, answer).await
@@ -167,7 +181,10 @@ mod tests {
     #[test]
     fn the_proxy_member_comes_last_after_the_origins() {
         let mut reported = Reported::default();
-        reported.add("refused (robots_disallow): disallowed by \"line 2\"".into());
+        reported.add(Report {
+            action: AuditAction::RobotsDisallow,
+            details: "refused (robots_disallow): disallowed by \"line 2\"".into(),
+        });
         let mut resp = response(&["cdn;error=http_request_error", "origin-lb"]);
         reported.stamp(&mut resp);
         let all: Vec<_> = resp.headers().get_all("proxy-status").iter().collect();

@@ -149,6 +149,7 @@ pub(super) async fn refuse(
 /// Applies the response's `Content-Usage` header: withholds the response when an enforced
 /// purpose is disallowed, otherwise annotates it (for annotated purposes) and audits known
 /// preferences.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn on_response(
     shared: &Shared,
     policy: &crate::policy::Policy,

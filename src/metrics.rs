@@ -31,9 +31,11 @@ use serde::Serialize;
 
 mod archive;
 mod latency;
+mod report;
 pub mod text;
 
 pub use latency::LatencyHistogram;
+pub use report::{WouldBlockSummary, WOULD_BLOCK_TOKENS};
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::authority::Scheme;
@@ -145,6 +147,7 @@ pub struct Metrics {
     reloads_applied: Counter,
     reloads_refused: Counter,
     signing_refused: Counter,
+    would_block: report::WouldBlocks,
     listening: AtomicBool,
     started: SystemTime,
     activity: Mutex<Activity>,
@@ -234,6 +237,7 @@ impl Metrics {
             "The running version",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
+        let would_block = report::WouldBlocks::register(&mut registry);
         registry.register_collector(Box::new(ScrapeTime { cache, audit, pacer, fleet }));
         Metrics {
             registry,
@@ -245,6 +249,7 @@ impl Metrics {
             reloads_applied,
             reloads_refused,
             signing_refused,
+            would_block,
             listening: AtomicBool::new(false),
             started: SystemTime::now(),
             activity: Mutex::new(Activity::default()),
@@ -355,6 +360,17 @@ impl Metrics {
             top_authorities: activity.authorities.top(top),
             top_tokens: activity.tokens.top(top),
         }
+    }
+
+    /// Counts a request forwarded in report-only mode that enforcement would have refused (its
+    /// `would_block` record), for `robots_proxy_would_block_total` and the admin page.
+    pub fn would_block(&self, record: &AuditRecord) {
+        self.would_block.count(record);
+    }
+
+    /// What the admin page shows about would-blocks: the total and the top `top` tokens.
+    pub fn would_blocks(&self, top: usize) -> WouldBlockSummary {
+        self.would_block.summary(top)
     }
 
     /// The metrics in the OpenMetrics text format (what Prometheus scrapes).

@@ -5,6 +5,7 @@
 //! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
 
 pub mod readings;
+mod report;
 mod section;
 
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use crate::authority::Authority;
 use crate::cache::RobotsRules;
 use crate::robots::{Reason, Verdict};
 pub use readings::{Reading, Readings};
+pub use report::{PolicyMode, ReportScope};
 pub use section::{FoldCase, PolicySection, TokenHeader, TokenSource};
 
 // The types the proxy and the admin listener need from the robots store and the engine: they
@@ -44,6 +46,8 @@ pub struct Policy {
     fold_case: FoldCase,
     /// `policy.fold_case_sites`, lower-cased.
     fold_case_sites: Vec<String>,
+    /// Who is in report mode (`policy.mode`, `policy.report_tokens`, `policy.report_users`).
+    report: ReportScope,
 }
 
 /// Where the product token of a request came from.
@@ -127,7 +131,14 @@ impl Policy {
                 .iter()
                 .map(|s| s.to_ascii_lowercase())
                 .collect(),
+            report: ReportScope::new(section.mode, &section.report_tokens, &section.report_users),
         }
+    }
+
+    /// Whether a refusal for `token`, from the authenticated `user`, is only reported
+    /// (report-only mode): the request goes on, written as `would_block`.
+    pub fn reports(&self, token: Option<&ProductToken>, user: Option<&str>) -> bool {
+        !self.report.is_empty() && self.report.covers(token, user)
     }
 
     /// The robots.txt snapshot for `authority` (fetched first when missing or due), for a client

@@ -286,6 +286,8 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
                 "unavailable": requests(Decision::Unavailable),
             },
             "blocks": metrics.blocks(TOP),
+            // Report-only mode: what enforcement would have refused, per token.
+            "would_block": metrics.would_blocks(TOP),
             "cache": {
                 "entries": store.entries,
                 "memory_bytes": store.memory_bytes,

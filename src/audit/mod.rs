@@ -102,6 +102,9 @@ pub enum AuditAction {
     /// Answered 503: the fleet's shared store is required (`fleet.on_redis_error = "refuse"`)
     /// and out of reach, so the request could be neither decided nor paced.
     FleetUnavailable,
+    /// Forwarded in report-only mode although enforcement would have refused it: the refusal
+    /// enforcement would have made is in `robots.would_action`.
+    WouldBlock,
 }
 
 impl AuditAction {
@@ -118,6 +121,7 @@ impl AuditAction {
             AuditAction::ConnectRefuse => "connect_refuse",
             AuditAction::TunnelAllow => "tunnel_allow",
             AuditAction::FleetUnavailable => "fleet_unavailable",
+            AuditAction::WouldBlock => "would_block",
         }
     }
 }
@@ -150,6 +154,10 @@ pub struct AuditRecord {
     /// `success` when the request was forwarded, `failure` when it was refused.
     #[serde(rename = "event.outcome")]
     pub outcome: AuditOutcome,
+    /// For `would_block` (report-only mode): the action enforcement would have taken
+    /// (`robots_disallow`, `usage_disallow`, …).
+    #[serde(rename = "robots.would_action", skip_serializing_if = "Option::is_none")]
+    pub would_action: Option<AuditAction>,
     /// A sentence for a person.
     #[serde(rename = "event.reason")]
     pub reason: String,
@@ -261,6 +269,7 @@ impl AuditRecord {
             timestamp: timestamp(now),
             action,
             outcome: if failed { AuditOutcome::Failure } else { AuditOutcome::Success },
+            would_action: None,
             reason,
             client_address: subject.client.to_string(),
             method: subject.method.to_owned(),

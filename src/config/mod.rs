@@ -449,6 +449,17 @@ impl Config {
             });
         }
 
+        for token in &pol.report_tokens {
+            need(crate::robots::ProductToken::new(token).is_ok(), "policy.report_tokens", &|| {
+                format!("{token:?} is not a product token (letters, \"_\" and \"-\" only)")
+            });
+        }
+        for user in &pol.report_users {
+            need(!user.trim().is_empty(), "policy.report_users", &|| {
+                "a user name must not be empty".into()
+            });
+        }
+
         let a = &self.audit;
         need(!a.path.as_os_str().is_empty(), "audit.path", &|| "must not be empty".into());
         need(

@@ -96,7 +96,12 @@ fn text<'v>(record: &'v Value, field: &str) -> Option<&'v str> {
 /// What one record tells of the history.
 fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), String> {
     let Some(authority) = text(record, "robots.authority") else { return Ok(()) };
-    let action = text(record, "event.action").unwrap_or("");
+    // A `would_block` (report-only mode) tells what its refusal would have: the action
+    // enforcement would have taken.
+    let action = match text(record, "event.action").unwrap_or("") {
+        "would_block" => text(record, "robots.would_action").unwrap_or(""),
+        action => action,
+    };
     let fetched_at = match text(record, "robots.fetched_at") {
         Some(s) => Some(parse_time(s).map_err(|e| format!("robots.fetched_at: {e}"))?),
         None => None,

@@ -47,6 +47,12 @@ pub struct PolicySection {
     /// Sites (`host` or `host:port`) whose paths are read case-insensitively, whatever their
     /// robots.txt response says.
     pub fold_case_sites: Vec<String>,
+    /// `enforce` (the default) or `report`: refusals on policy grounds are only reported.
+    pub mode: super::report::PolicyMode,
+    /// Product tokens in report mode under an enforcing gateway.
+    pub report_tokens: Vec<String>,
+    /// Users (`access.users_file`) in report mode under an enforcing gateway.
+    pub report_users: Vec<String>,
 }
 
 /// `policy.fold_case`: which origins get the case-folded reading (paths and patterns compared
@@ -72,6 +78,9 @@ impl Default for PolicySection {
             default_token: None,
             fold_case: FoldCase::Detect,
             fold_case_sites: Vec::new(),
+            mode: super::report::PolicyMode::Enforce,
+            report_tokens: Vec::new(),
+            report_users: Vec::new(),
         }
     }
 }

@@ -13,6 +13,7 @@
 
 use std::future::pending;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -23,6 +24,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::pipeline::process;
+use super::report::{refuse_connect, Reported, Who};
 use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, AuditSubject};
 use crate::authority::{Authority, Scheme};
@@ -272,6 +274,10 @@ async fn tunnel(
         return shared.refuse(record, Scheme::Https, answer).await;
     }
     let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
+    // Who a refusal is for, and the refusals only reported (report-only mode).
+    let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().cloned();
+    let who = Who { token: token.as_ref(), user: user.as_ref().map(|u| u.name.as_str()) };
+    let mut reported = Reported::default();
     // For the audit record: the group that applies and, when every path is disallowed, the
     // rule that disallows `/`.
     let decide_root = || {
@@ -311,14 +317,16 @@ async fn tunnel(
             )
         };
         let record = refused_record(&reason);
-        return refuse_record(&shared, record, Scheme::Https, "http_request_denied", reason).await;
+        match refuse_connect(&shared, &live.policy, who, record, reason).await {
+            ControlFlow::Break(refused) => return refused,
+            ControlFlow::Continue(details) => reported.add(details),
+        }
     }
     // AI usage preferences: the path and the responses cannot be seen in a tunnel, so only a
     // preference robots.txt states for every path of the site can be honoured, and an unknown
     // one is settled now (`usage.unknown`), since no `Content-Usage` header will be seen.
     if live.usage.is_active() {
-        let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>();
-        let purposes = live.usage.purposes_for(token.as_ref(), user.map(|u| u.name.as_str()));
+        let purposes = live.usage.purposes_for(token.as_ref(), who.user);
         let prefs = live.policy.usage_everywhere(&snapshot, token.as_ref());
         if let Some(block) = live.usage.blocking(&purposes, &prefs, Settled::Yes) {
             let reason = format!(
@@ -330,8 +338,10 @@ async fn tunnel(
             let mut record = refused_record(&reason);
             record.action = AuditAction::UsageDisallow;
             record.usage = Some(super::preferences::usage_audit(&purposes, &prefs, &block));
-            return refuse_record(&shared, record, Scheme::Https, "http_request_denied", reason)
-                .await;
+            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+                ControlFlow::Break(refused) => return refused,
+                ControlFlow::Continue(details) => reported.add(details),
+            }
         }
     }
     let addr = format!("{}:{}", bracket(authority.host()), authority.port());
@@ -377,7 +387,9 @@ async fn tunnel(
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
     });
-    Response::new(answer::full(Bytes::new()))
+    let mut opened = Response::new(answer::full(Bytes::new()));
+    reported.stamp(&mut opened);
+    opened
 }
 
 fn bracket(host: &str) -> String {

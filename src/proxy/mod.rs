@@ -12,6 +12,7 @@ mod listener;
 mod pipeline;
 mod pool;
 mod preferences;
+mod report;
 mod safety;
 
 mod throttle;

@@ -20,6 +20,7 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use super::facts::Facts;
+use super::report::{Report, Reported, Who};
 use super::{answer, connect, forward, preferences, safety, throttle};
 use super::{ConnectionMemory, Live, ProxyBody, Shared};
 use crate::audit::AuditRecord;
@@ -103,9 +104,13 @@ pub(super) async fn process(
     let started = Instant::now();
     let live = shared.live();
     let facts = read_facts(&live, memory, client, authority, &req);
-    match steps(shared, &live, memory, &facts, req, started).await {
+    // Refusals only reported (report-only mode), for the response's `Proxy-Status`.
+    let mut reported = Reported::default();
+    let mut answer = match steps(shared, &live, memory, &facts, req, started, &mut reported).await {
         ControlFlow::Break(answer) | ControlFlow::Continue(answer) => answer,
-    }
+    };
+    reported.stamp(&mut answer);
+    answer
 }
 
 /// The steps after the facts; `Break` is an answer that ends the request early.
@@ -116,11 +121,12 @@ async fn steps(
     facts: &Facts,
     req: Request<Incoming>,
     started: Instant,
+    reported: &mut Reported,
 ) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
     let signing = plan_signing(shared, facts, &req);
     let snapshot = robots_txt(shared, live, memory, facts).await?;
-    let allowed = check_robots(shared, live, facts, &snapshot, started).await?;
-    let usage = check_usage(shared, live, facts, &snapshot).await?;
+    let allowed = check_robots(shared, live, facts, &snapshot, started, reported).await?;
+    let usage = check_usage(shared, live, facts, &snapshot, reported).await?;
     let _permit = pace(shared, facts, &snapshot).await?;
     // Built and signed now, after robots.txt and the pace: the key is the one that signs at
     // the moment the request leaves.
@@ -138,7 +144,8 @@ async fn steps(
     }
     let (upstream, _) = prepared?;
     let resp = forward(shared, live, facts, upstream).await?;
-    ControlFlow::Continue(check_response(shared, live, facts, &snapshot, usage, signed, resp).await)
+    let checking = check_response(shared, live, facts, &snapshot, usage, signed, resp, reported);
+    ControlFlow::Continue(checking.await)
 }
 
 /// Step 1: the request's facts. The path is forwarded as received and decided on every
@@ -275,6 +282,7 @@ async fn check_robots(
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     started: Instant,
+    reported: &mut Reported,
 ) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
     if shared.audit.all_decisions()
         || !live.policy.is_allowed(snapshot, facts.token(), &facts.readings)
@@ -284,23 +292,37 @@ async fn check_robots(
         let deciding = Box::pin(decide_and_audit(shared, &live.policy, facts, snapshot, started));
         return match deciding.await {
             Err(blocked) => ControlFlow::Break(blocked),
-            Ok(record) => ControlFlow::Continue(Some(record)),
+            Ok(Decided::Allowed(record)) => ControlFlow::Continue(Some(record)),
+            // Report-only mode: its `would_block` record is the request's record.
+            Ok(Decided::Reported(details)) => {
+                reported.add(details);
+                ControlFlow::Continue(None)
+            }
         };
     }
     shared.metrics.decision_time(started);
     ControlFlow::Continue(None)
 }
 
+/// What [`decide_and_audit`] lets go on.
+enum Decided {
+    /// Allowed: its record, not yet written.
+    Allowed(Box<AuditRecord>),
+    /// Refused, but only reported (report-only mode): what enforcement would have done.
+    Reported(Report),
+}
+
 /// The explained decision for a request that is blocked, or that is audited although
 /// allowed (`audit.all_decisions`): the 403, its record written, when the request is blocked;
-/// the record, not yet written, when it may go on.
+/// the record, not yet written, when it may go on. A refusal goes through
+/// [`Shared::refuse_or_report`], so that report-only mode lets it go on.
 async fn decide_and_audit(
     shared: &Shared,
     policy: &Policy,
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     started: Instant,
-) -> Result<Box<AuditRecord>, Response<ProxyBody>> {
+) -> Result<Decided, Response<ProxyBody>> {
     let now = shared.clock.now();
     let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
     shared.metrics.decision_time(started);
@@ -308,11 +330,15 @@ async fn decide_and_audit(
     let record = facts.audit_record(&decision, now, status);
     if decision.is_allowed() {
         // `robots.signature.keyid` is set once the request is signed (`steps`).
-        return Ok(Box::new(record));
+        return Ok(Decided::Allowed(Box::new(record)));
     }
     let token = facts.token().map(|t| t.as_str());
     let answer = answer::blocked(&decision, &record.url, token, facts.want_json);
-    Err(shared.refuse(record, facts.authority.scheme(), answer).await)
+    let who = Who { token: facts.token(), user: facts.user_name() };
+    match shared.refuse_or_report(policy, who, record, facts.authority.scheme(), answer).await {
+        ControlFlow::Break(blocked) => Err(blocked),
+        ControlFlow::Continue(details) => Ok(Decided::Reported(details)),
+    }
 }
 
 /// What [`check_usage`] found, for [`check_response`]: the crawler's configured purposes
@@ -329,6 +355,7 @@ async fn check_usage(
     live: &Live,
     facts: &Facts,
     snapshot: &RobotsSnapshot,
+    reported: &mut Reported,
 ) -> ControlFlow<Response<ProxyBody>, Usage> {
     let purposes = if live.usage.is_active() {
         live.usage.purposes_for(facts.token(), facts.user_name())
@@ -351,7 +378,7 @@ async fn check_usage(
             &block,
             action,
         ));
-        return ControlFlow::Break(refusal.await);
+        reported.add(refusal.await?);
     }
     ControlFlow::Continue(Usage { purposes, preferences })
 }
@@ -489,7 +516,8 @@ fn sign<'s>(
 }
 
 /// Step 7: the origin's response, counted as allowed, or withheld when its `Content-Usage`
-/// header disallows an enforced purpose of the crawler.
+/// header disallows an enforced purpose of the crawler (unless only reported).
+#[allow(clippy::too_many_arguments)]
 async fn check_response(
     shared: &Shared,
     live: &Live,
@@ -498,6 +526,7 @@ async fn check_response(
     usage: Usage,
     signed: Option<&str>,
     resp: Response<ProxyBody>,
+    reported: &mut Reported,
 ) -> Response<ProxyBody> {
     if usage.purposes.is_empty() {
         shared.metrics.count(Decision::Allow, facts.authority.scheme());
@@ -512,6 +541,7 @@ async fn check_response(
         &usage.purposes,
         usage.preferences,
         resp,
+        reported,
     ));
     answer.await
 }

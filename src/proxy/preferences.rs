@@ -2,9 +2,12 @@
 //! carries a disallowing preference for an enforced purpose, withhold a response whose
 //! `Content-Usage` header disallows it, and tell annotated crawlers the merged preference.
 
+use std::ops::ControlFlow;
+
 use http::{header, HeaderValue, Response, StatusCode};
 
 use super::facts::Facts;
+use super::report::{Report, Reported, Who};
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
 use crate::policy::{Category, Preference, RobotsSnapshot, UsagePreferences};
@@ -93,7 +96,7 @@ pub(super) async fn refuse(
     prefs: &UsagePreferences,
     block: &UsageBlock,
     action: AuditAction,
-) -> Response<ProxyBody> {
+) -> ControlFlow<Response<ProxyBody>, Report> {
     let stated = prefs.get(block.category);
     let usage = usage_audit(purposes, prefs, block);
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
@@ -139,12 +142,14 @@ pub(super) async fn refuse(
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut()
         .insert("proxy-status", answer::proxy_status("http_request_denied", &block.reason));
-    shared.refuse(rec, subject.facts.authority.scheme(), resp).await
+    let who = Who { token: subject.facts.token(), user: subject.facts.user_name() };
+    shared.refuse_or_report(policy, who, rec, subject.facts.authority.scheme(), resp).await
 }
 
 /// Applies the response's `Content-Usage` header: withholds the response when an enforced
 /// purpose is disallowed, otherwise annotates it (for annotated purposes) and audits known
 /// preferences.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn on_response(
     shared: &Shared,
     policy: &crate::policy::Policy,
@@ -153,6 +158,7 @@ pub(super) async fn on_response(
     purposes: &[Purpose],
     mut prefs: UsagePreferences,
     mut resp: Response<ProxyBody>,
+    reported: &mut Reported,
 ) -> Response<ProxyBody> {
     // Members the proxy does not know (a newer vocabulary's labels) are passed on as they are
     // when annotating: the merge rewrites only what it understands.
@@ -163,19 +169,17 @@ pub(super) async fn on_response(
             foreign.extend(foreign_members(text));
         }
     }
-    if let Some(block) = usage.blocking(purposes, &prefs, Settled::Yes) {
-        // The body is dropped with `resp`: the content never reaches the crawler.
-        drop(resp);
-        return refuse(
-            shared,
-            policy,
-            subject,
-            purposes,
-            &prefs,
-            &block,
-            AuditAction::UsageWithhold,
-        )
-        .await;
+    // In report-only mode, a preference of robots.txt already reported before the request left
+    // is not reported again for its response.
+    let blocking = usage.blocking(purposes, &prefs, Settled::Yes);
+    if let Some(block) = blocking.filter(|_| !reported.includes(AuditAction::UsageDisallow)) {
+        let withhold = AuditAction::UsageWithhold;
+        match refuse(shared, policy, subject, purposes, &prefs, &block, withhold).await {
+            // The body is dropped with `resp`: the content never reaches the crawler.
+            ControlFlow::Break(refused) => return refused,
+            // Report-only mode: the response goes on as it would without the preference.
+            ControlFlow::Continue(report) => reported.add(report),
+        }
     }
     if UsagePolicy::annotates(purposes) {
         resp.headers_mut().remove(CONTENT_USAGE);

@@ -12,6 +12,7 @@ fn record(task: usize, n: usize) -> AuditRecord {
         timestamp: audit::timestamp(SystemTime::now()),
         action: robots_proxy::audit::AuditAction::RobotsDisallow,
         outcome: robots_proxy::audit::AuditOutcome::Failure,
+        would_action: None,
         reason: "disallowed by robots.txt line 3".into(),
         client_address: "127.0.0.1:50000".into(),
         method: "GET".into(),

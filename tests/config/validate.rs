@@ -104,6 +104,23 @@ fn fold_case_sites_must_be_hosts() {
 }
 
 #[test]
+fn report_mode_keys_are_checked_naming_the_key() {
+    let m = file_problem("[policy]\nmode = \"warn\"\n", "policy.mode");
+    assert!(m.contains("enforce") && m.contains("report"), "{m}");
+    let m = file_problem("[policy]\nreport_tokens = [\"Acme Bot\"]\n", "policy.report_tokens");
+    assert!(m.contains("is not a product token"), "{m}");
+    let m = file_problem("[policy]\nreport_users = [\" \"]\n", "policy.report_users");
+    assert!(m.contains("must not be empty"), "{m}");
+    let dir = tempfile::tempdir().unwrap();
+    let toml = "[policy]\nmode = \"report\"\nreport_tokens = [\"AcmeBot\"]\n\
+                report_users = [\"search-team\"]\n";
+    let path = write(dir.path(), "c.toml", toml);
+    let config = robots_proxy::config::load(sources(Some(&path), &[])).unwrap();
+    assert_eq!(config.policy.mode, robots_proxy::policy::PolicyMode::Report);
+    assert_eq!(config.policy.report_tokens, ["AcmeBot"]);
+}
+
+#[test]
 fn default_token_must_be_a_product_token() {
     let m = file_problem("[policy]\ndefault_token = \"Example Bot/1.0\"\n", "policy.default_token");
     assert!(m.contains("is not a product token"), "{m}");

@@ -437,3 +437,32 @@ async fn evidence_reports_a_failed_fetch_with_its_consequence() {
         assert!(under_503["reason"].as_str().unwrap().contains("disallowed"), "{under_503:#}");
     }
 }
+
+/// A `would_block` record (report-only mode) written under an unreachable robots.txt tells the
+/// replay what its refusal would have: everything disallowed then, as a `robots_disallow` would.
+#[test]
+fn evidence_reads_a_would_block_record_as_the_refusal_it_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let base = "http://127.0.0.1:9";
+    let at = "2026-11-20T10:00:00.000Z";
+    let record = serde_json::json!({
+        "@timestamp": at,
+        "event.action": "would_block",
+        "robots.would_action": "robots_disallow",
+        "event.outcome": "success",
+        "event.reason": "robots.txt unreachable (HTTP 503): all paths disallowed until it can be fetched",
+        "client.address": "127.0.0.1:5000",
+        "http.request.method": "GET",
+        "url.full": format!("{base}/a"),
+        "robots.authority": base,
+        "robots.path": "/a",
+        "robots.url": format!("{base}/robots.txt"),
+        "robots.state": "unreachable",
+        "robots.age_seconds": 0,
+    });
+    std::fs::write(&audit, format!("{record}\n")).unwrap();
+    let replayed = replay(&format!("{base}/a"), at, &[&audit]);
+    assert_eq!(replayed["in_force"], "disallow-all", "{replayed:#}");
+    assert_eq!(replayed["allowed"], false, "{replayed:#}");
+}

@@ -21,6 +21,7 @@ mod preflight;
 mod properties;
 mod quick_start;
 mod rebinding;
+mod report_reload;
 mod side_limits;
 mod user_agents;
 mod users_reload;

@@ -177,3 +177,32 @@ async fn status_page_shows_robots_history_with_a_diff_in_headless_chromium() {
         "it is shown as text:\n{dom}"
     );
 }
+
+/// Report-only mode (issue 20): the status page shows the would-blocks per token beside the
+/// real blocks, and their total, from the real binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_shows_would_blocks_beside_blocks_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        crate::skip::missing("chromium", "apt-get install chromium");
+        return;
+    };
+    let origin = Origin::start("User-agent: *\nDisallow: /members\n").await;
+    let env = [("ROBOTS_PROXY_POLICY__REPORT_TOKENS", "ReportBot")];
+    let proxy = super::support::ProxyProcess::start(&[], &env);
+    let client = super::support::proxied_client(proxy.proxy_addr);
+    let url = format!("{}/members/a", origin.base());
+    let get_as = |ua: &'static str| client.get(&url).header("User-Agent", ua).send();
+    assert_eq!(get_as("BlockedBot/1.0").await.unwrap().status(), 403);
+    for _ in 0..2 {
+        assert_eq!(get_as("ReportBot/1.0").await.unwrap().status(), 200);
+    }
+    let (dom, log) = dump_dom(browser, format!("{}/", proxy.admin())).await;
+    let row = |token: &str, blocks: u32, would: u32| {
+        format!(
+            "<tr><td>{token}</td><td class=\"num\">{blocks}</td><td class=\"num\">{would}</td></tr>"
+        )
+    };
+    assert!(dom.contains(&row("BlockedBot", 1, 0)), "DOM:\n{dom}\nchromium stderr:\n{log}");
+    assert!(dom.contains(&row("ReportBot", 0, 2)), "DOM:\n{dom}");
+    assert!(dom.contains("would block<b id=\"would-block\">2</b>"), "DOM:\n{dom}");
+}

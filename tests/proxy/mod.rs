@@ -20,6 +20,7 @@ mod pacing;
 mod pool;
 mod readings_model;
 mod regression;
+mod report;
 mod restart;
 mod signing;
 mod signing_choice;

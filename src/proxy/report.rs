@@ -1,0 +1,201 @@
+//! Report-only mode in the data path (`policy.mode`, `policy.report_tokens`,
+//! `policy.report_users`; see [`crate::policy::ReportScope`]).
+//!
+//! Every refusal on policy grounds (robots.txt, usage preferences, a tunnel-mode CONNECT, and
+//! any decision of the policy that refuses) goes through [`Shared::refuse_or_report`]. For an
+//! identity in report mode, the refusal's audit record becomes a `would_block` record (the
+//! refusal's action in `robots.would_action`, every explanation field kept), it is counted in
+//! `robots_proxy_would_block_total`, and the request goes on; the response then carries the
+//! proxy's own `Proxy-Status` member saying what enforcement would have done ([`Reported`]).
+//! Pacing, access control, the destination guard, smuggling checks and limits never come here:
+//! they are never report-only.
+//!
+//! With nobody in report mode (the default) this costs one check, on refusals only.
+
+use std::ops::ControlFlow;
+
+use http::{HeaderValue, Response};
+
+use super::answer::PROXY_NAME;
+use super::{ProxyBody, Shared};
+use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
+use crate::authority::Scheme;
+use crate::policy::{Policy, ProductToken};
+
+/// The refusals a request was let through with, in report-only mode: what its response's
+/// `Proxy-Status` member says.
+#[derive(Debug, Default)]
+pub(super) struct Reported {
+    would_be: Vec<Report>,
+}
+
+/// One refusal that was only reported: the action enforcement would have taken, and what the
+/// response's `Proxy-Status` says of it.
+#[derive(Debug)]
+pub(super) struct Report {
+    action: AuditAction,
+    details: String,
+}
+
+impl Reported {
+    /// Notes a refusal that was only reported (see [`Shared::refuse_or_report`]).
+    pub(super) fn add(&mut self, report: Report) {
+        self.would_be.push(report);
+    }
+
+    /// Whether a refusal with `action` was reported for this request already.
+    pub(super) fn includes(&self, action: AuditAction) -> bool {
+        self.would_be.iter().any(|r| r.action == action)
+    }
+
+    /// Adds the proxy's `Proxy-Status` member to `resp` when a refusal was reported:
+    /// `robots-proxy;details="report only: would be …"`. An origin's own `Proxy-Status`
+    /// members are kept, in order, and the proxy's comes last (RFC 9209 §2: each
+    /// intermediary appends its member; the list may be sent in one field line).
+    pub(super) fn stamp(&self, resp: &mut Response<ProxyBody>) {
+        if self.would_be.is_empty() {
+            return;
+        }
+        let each: Vec<&str> = self.would_be.iter().map(|r| r.details.as_str()).collect();
+        let details = format!("report only: would be {}", each.join("; and "));
+        let member = member(&details);
+        let headers = resp.headers_mut();
+        let existing: Option<Vec<&str>> =
+            headers.get_all("proxy-status").iter().map(|v| v.to_str().ok()).collect();
+        let combined = match existing {
+            Some(values) if !values.is_empty() => {
+                let list = values.join(", ");
+                HeaderValue::from_str(&format!("{list}, {}", member.to_str().unwrap_or(PROXY_NAME)))
+                    .ok()
+            }
+            _ => None,
+        };
+        match combined {
+            Some(value) => {
+                headers.insert("proxy-status", value);
+            }
+            // None before, or values that are not text: the member as a field line of its own
+            // (field lines of a list field combine, RFC 9110 §5.3).
+            None => {
+                headers.append("proxy-status", member);
+            }
+        }
+    }
+}
+
+/// The proxy's `Proxy-Status` member with `details` (printable ASCII only; any other
+/// character is written `?`), as a structured-field item (RFC 9651).
+fn member(details: &str) -> HeaderValue {
+    let printable: String =
+        details.chars().map(|c| if (' '..='~').contains(&c) { c } else { '?' }).collect();
+    let item = || -> Result<String, sfv::Error> {
+        Ok(sfv::ItemSerializer::new()
+            .bare_item(sfv::TokenRef::from_str(PROXY_NAME)?)
+            .parameter(sfv::KeyRef::from_str("details")?, sfv::StringRef::from_str(&printable)?)
+            .finish())
+    };
+    item()
+        .ok()
+        .and_then(|value| HeaderValue::from_str(&value).ok())
+        .unwrap_or_else(|| HeaderValue::from_static(PROXY_NAME))
+}
+
+/// Who a refusal is for: the product token and the authenticated user.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Who<'a> {
+    pub(super) token: Option<&'a ProductToken>,
+    pub(super) user: Option<&'a str>,
+}
+
+impl Shared {
+    /// The one way a request is refused on policy grounds: enforced through
+    /// [`Shared::refuse`] (`Break` with the answer), or, for an identity in report-only mode,
+    /// written as `would_block` and let through (`Continue` with what the response's
+    /// `Proxy-Status` says enforcement would have done; the answer is dropped).
+    pub(super) async fn refuse_or_report(
+        &self,
+        policy: &Policy,
+        who: Who<'_>,
+        mut record: AuditRecord,
+        scheme: Scheme,
+        answer: Response<ProxyBody>,
+    ) -> ControlFlow<Response<ProxyBody>, Report> {
+        if !policy.reports(who.token, who.user) {
+            return ControlFlow::Break(self.refuse(record, scheme, answer).await);
+        }
+        drop(answer);
+        let would = record.action;
+        let details = format!("refused ({would}): {}", record.reason);
+        record.would_action = Some(would);
+        record.action = AuditAction::WouldBlock;
+        record.outcome = AuditOutcome::Success;
+        record.status_code = None;
+        self.metrics.would_block(&record);
+        tracing::info!(
+            would_action = %would,
+            url = %record.url,
+            token = ?record.product_token,
+            user = ?who.user,
+            reason = %record.reason,
+            "would be refused; forwarded (report-only mode)"
+        );
+        self.write_audit(record).await;
+        ControlFlow::Continue(Report { action: would, details })
+    }
+}
+
+/// A CONNECT refused on policy grounds (tunnel mode: robots.txt disallows every path, or a
+/// usage preference holds for the whole site): the 403 with its record, or in report-only
+/// mode the record as `would_block` and the tunnel goes on.
+pub(super) async fn refuse_connect(
+    shared: &Shared,
+    policy: &Policy,
+    who: Who<'_>,
+    record: AuditRecord,
+    reason: String,
+) -> ControlFlow<Response<ProxyBody>, Report> {
+    let body = format!("403 Forbidden: {reason}\n");
+    let answer = super::answer::text(http::StatusCode::FORBIDDEN, "http_request_denied", body);
+    shared.refuse_or_report(policy, who, record, Scheme::Https, answer).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(proxy_status: &[&str]) -> Response<ProxyBody> {
+        let mut resp = Response::new(super::super::answer::full(""));
+        for v in proxy_status {
+            resp.headers_mut().append("proxy-status", HeaderValue::from_str(v).unwrap());
+        }
+        resp
+    }
+
+    #[test]
+    fn nothing_reported_leaves_the_response_alone() {
+        let mut resp = response(&["origin-cache;hit"]);
+        Reported::default().stamp(&mut resp);
+        assert_eq!(resp.headers()["proxy-status"], "origin-cache;hit");
+    }
+
+    #[test]
+    fn the_proxy_member_comes_last_after_the_origins() {
+        let mut reported = Reported::default();
+        reported.add(Report {
+            action: AuditAction::RobotsDisallow,
+            details: "refused (robots_disallow): disallowed by \"line 2\"".into(),
+        });
+        let mut resp = response(&["cdn;error=http_request_error", "origin-lb"]);
+        reported.stamp(&mut resp);
+        let all: Vec<_> = resp.headers().get_all("proxy-status").iter().collect();
+        assert_eq!(all.len(), 1);
+        assert_eq!(
+            all[0].to_str().unwrap(),
+            "cdn;error=http_request_error, origin-lb, robots-proxy;details=\"report only: would \
+             be refused (robots_disallow): disallowed by \\\"line 2\\\"\""
+        );
+        let mut alone = response(&[]);
+        reported.stamp(&mut alone);
+        assert!(alone.headers()["proxy-status"].to_str().unwrap().starts_with("robots-proxy;"));
+    }
+}

@@ -511,6 +511,7 @@ async fn check_response(
         &subject,
         &usage.purposes,
         usage.preferences,
+        None,
         resp,
     ));
     answer.await

@@ -62,6 +62,7 @@ pub(super) fn usage_audit(
         source: block.source.clone(),
         purpose: purposes_text(purposes),
         preferences: prefs.to_header(),
+        tdm_policy: None,
     }
 }
 
@@ -94,8 +95,24 @@ pub(super) async fn refuse(
     block: &UsageBlock,
     action: AuditAction,
 ) -> Response<ProxyBody> {
+    refuse_with(shared, policy, subject, purposes, prefs, block, action, None).await
+}
+
+/// [`refuse`], naming the TDMRep policy URL in the audit record.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn refuse_with(
+    shared: &Shared,
+    policy: &crate::policy::Policy,
+    subject: &Subject<'_>,
+    purposes: &[Purpose],
+    prefs: &UsagePreferences,
+    block: &UsageBlock,
+    action: AuditAction,
+    tdm_policy: Option<String>,
+) -> Response<ProxyBody> {
     let stated = prefs.get(block.category);
-    let usage = usage_audit(purposes, prefs, block);
+    let mut usage = usage_audit(purposes, prefs, block);
+    usage.tdm_policy = tdm_policy;
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
     let url = subject.facts.url();
     let token = subject.facts.token().map_or("(none)", |t| t.as_str());
@@ -142,7 +159,8 @@ pub(super) async fn refuse(
     shared.refuse(rec, subject.facts.authority.scheme(), resp).await
 }
 
-/// Applies the response's `Content-Usage` header: withholds the response when an enforced
+/// Applies the response's `Content-Usage` header (and the other opt-outs of
+/// [`super::optouts`]): withholds the response when an enforced
 /// purpose is disallowed, otherwise annotates it (for annotated purposes) and audits known
 /// preferences.
 pub(super) async fn on_response(
@@ -152,6 +170,7 @@ pub(super) async fn on_response(
     subject: &Subject<'_>,
     purposes: &[Purpose],
     mut prefs: UsagePreferences,
+    tdm_file: Option<&crate::robots::optout::TdmStatement>,
     mut resp: Response<ProxyBody>,
 ) -> Response<ProxyBody> {
     // Members the proxy does not know (a newer vocabulary's labels) are passed on as they are
@@ -163,10 +182,12 @@ pub(super) async fn on_response(
             foreign.extend(foreign_members(text));
         }
     }
+    // X-Robots-Tag: noai and TDMRep (file, header), each as train-ai=n.
+    let tdm = super::optouts::apply(usage, subject.facts, tdm_file, &resp, &mut prefs);
     if let Some(block) = usage.blocking(purposes, &prefs, Settled::Yes) {
         // The body is dropped with `resp`: the content never reaches the crawler.
         drop(resp);
-        return refuse(
+        return refuse_with(
             shared,
             policy,
             subject,
@@ -174,6 +195,7 @@ pub(super) async fn on_response(
             &prefs,
             &block,
             AuditAction::UsageWithhold,
+            tdm.policy,
         )
         .await;
     }
@@ -195,6 +217,7 @@ pub(super) async fn on_response(
                 .find(|(_, s)| s.preference != Preference::Unknown);
             if let Some((p, stated)) = first {
                 let source = match (stated.line, stated.from_header) {
+                    _ if stated.other.is_some() => stated.other.unwrap_or_default().to_owned(),
                     (Some(l), true) => format!("robots.txt line {l} and response header"),
                     (Some(l), false) => format!("robots.txt line {l}"),
                     (None, true) => "response header".to_owned(),
@@ -206,6 +229,7 @@ pub(super) async fn on_response(
                     source,
                     purpose: purposes_text(purposes),
                     preferences: Some(merged.clone()),
+                    tdm_policy: tdm.policy.clone(),
                 };
                 let reason = format!("forwarded with Content-Usage: {merged}");
                 let rec = record(

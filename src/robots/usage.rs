@@ -241,6 +241,9 @@ pub struct Stated {
     pub line: Option<u32>,
     /// Whether a response header contributed.
     pub from_header: bool,
+    /// Another opt-out that contributed, by name (`X-Robots-Tag`, `tdmrep.json`,
+    /// `tdm-reservation header`, `meta`; see [`super::optout`]).
+    pub other: Option<&'static str>,
 }
 
 /// Each category's effective preference for one URL.
@@ -272,6 +275,7 @@ impl UsagePreferences {
             }
             slot.preference = combined;
             slot.from_header |= theirs.from_header;
+            slot.other = slot.other.or(theirs.other);
         }
     }
 
@@ -288,6 +292,16 @@ impl UsagePreferences {
     /// Forgets what was stated for `category`: it becomes unknown.
     pub(crate) fn forget(&mut self, category: Category) {
         self.stated[category.index()] = Stated::default();
+    }
+
+    /// Combines a statement of another opt-out ([`super::optout`]) in, named `source`.
+    pub fn add_signal(&mut self, category: Category, pref: Preference, source: &'static str) {
+        let slot = &mut self.stated[category.index()];
+        let combined = slot.preference.combine(pref);
+        if (combined != slot.preference || pref == combined) && slot.other.is_none() {
+            slot.other = Some(source);
+        }
+        slot.preference = combined;
     }
 
     /// Combines a `Content-Usage` response header's statements in.

@@ -6,6 +6,7 @@
 
 pub mod readings;
 mod section;
+mod tdmrep;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};

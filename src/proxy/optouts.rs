@@ -79,3 +79,22 @@ pub(super) fn apply(
         _ => TdmApplied::default(),
     }
 }
+
+/// The `tdmrep.json` rule for the request's path, when TDMRep is on and one of the crawler's
+/// purposes (not `off`) is `train-ai`: the file is fetched (or taken from the cache) before
+/// the request leaves, and applied when the response head has come (its header overrides it).
+pub(super) async fn file_statement(
+    policy: &crate::policy::Policy,
+    usage: &UsagePolicy,
+    facts: &Facts,
+    purposes: &[crate::usage::Purpose],
+) -> Option<TdmStatement> {
+    if !usage.tdmrep() || !purposes.iter().any(|p| p.category == Category::TrainAi) {
+        return None;
+    }
+    let site = policy.tdmrep(&facts.authority).await;
+    let file = site.file.as_ref()?;
+    let mut path = Vec::with_capacity(facts.path().len() + 8);
+    crate::robots::normalize::normalize_path_for_matching_into(facts.path().as_bytes(), &mut path);
+    file.statement_for(&path).cloned()
+}

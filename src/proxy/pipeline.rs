@@ -320,6 +320,8 @@ async fn decide_and_audit(
 struct Usage {
     purposes: Vec<Purpose>,
     preferences: UsagePreferences,
+    /// The `tdmrep.json` rule for the path (TDMRep), applied with the response head.
+    tdm_file: Option<crate::robots::optout::TdmStatement>,
 }
 
 /// Step 4: AI usage preferences (`crate::usage`), only for crawlers with configured purposes:
@@ -336,7 +338,8 @@ async fn check_usage(
         Vec::new()
     };
     if purposes.is_empty() {
-        return ControlFlow::Continue(Usage { purposes, preferences: UsagePreferences::default() });
+        let preferences = UsagePreferences::default();
+        return ControlFlow::Continue(Usage { purposes, preferences, tdm_file: None });
     }
     let preferences = live.policy.usage_for(snapshot, facts.token(), &facts.readings);
     if let Some(block) = live.usage.blocking(&purposes, &preferences, Settled::No) {
@@ -353,7 +356,9 @@ async fn check_usage(
         ));
         return ControlFlow::Break(refusal.await);
     }
-    ControlFlow::Continue(Usage { purposes, preferences })
+    let tdm_file =
+        super::optouts::file_statement(&live.policy, &live.usage, facts, &purposes).await;
+    ControlFlow::Continue(Usage { purposes, preferences, tdm_file })
 }
 
 /// Step 5: politeness (`crate::pacing`): wait for the site's pace, or answer 429. The permit is
@@ -511,7 +516,7 @@ async fn check_response(
         &subject,
         &usage.purposes,
         usage.preferences,
-        None,
+        usage.tdm_file.as_ref(),
         resp,
     ));
     answer.await

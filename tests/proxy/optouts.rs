@@ -109,3 +109,100 @@ async fn x_robots_tag_can_be_turned_off() {
     .await;
     assert_eq!(get(&proxy, &origin, "/all", "AcmeTrainer/1.0").await.status(), 200);
 }
+
+const TDMREP: &str = "/.well-known/tdmrep.json";
+
+/// TDMRep: the first matching rule of `tdmrep.json` reserves (`train-ai=n`), the response's
+/// `tdm-reservation` header overrides it for that resource (both ways), a header value other
+/// than 0 or 1 is unset (the file stays in force), and the file is fetched once for the
+/// authority however many requests ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_file_and_header_with_precedence() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(
+        TDMREP,
+        Reply::ok(
+            r#"[
+              {"location": "/free/*.html$", "tdm-reservation": 0},
+              {"location": "/", "tdm-reservation": 1, "tdm-policy": "https://pub.example/tdm"}
+            ]"#,
+        )
+        .header("Content-Type", "application/json"),
+    );
+    origin.route("/article", Reply::ok("reserved body"));
+    origin.route("/free/a.html", Reply::ok("free body"));
+    origin.route("/lifted", Reply::ok("lifted body").header("tdm-reservation", "0"));
+    origin.route("/yes", Reply::ok("yes body").header("tdm-reservation", "yes"));
+    origin.route(
+        "/free/h.html",
+        Reply::ok("h body")
+            .header("tdm-reservation", "1")
+            .header("tdm-policy", "https://pub.example/header-policy"),
+    );
+    let proxy = trainer_proxy().await;
+
+    let resp = get(&proxy, &origin, "/article", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 403, "the file reserves /");
+    let body = resp.text().await.unwrap();
+    assert!(body.contains("tdmrep.json") && !body.contains("reserved body"), "{body}");
+    assert_eq!(get(&proxy, &origin, "/free/a.html", "AcmeTrainer/1.0").await.status(), 200);
+    // The header overrides the file: 0 lifts the file's reservation, 1 reserves.
+    let resp = get(&proxy, &origin, "/lifted", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "lifted body");
+    assert_eq!(get(&proxy, &origin, "/free/h.html", "AcmeTrainer/1.0").await.status(), 403);
+    // `tdm-reservation: yes` is unset: the file's rule (1) stays in force, never an allow.
+    assert_eq!(get(&proxy, &origin, "/yes", "AcmeTrainer/1.0").await.status(), 403);
+    // A crawler that does not train neither fetches the file nor is refused.
+    assert_eq!(get(&proxy, &origin, "/article", "AcmeSearch/1.0").await.status(), 200);
+    assert_eq!(origin.hits(TDMREP), 1, "one fetch for the authority");
+
+    let records = proxy.audit_records().await;
+    let withheld = actions(&records, "usage_withhold");
+    assert_eq!(withheld.len(), 3, "{records:?}");
+    let by_url = |path: &str| {
+        let url = format!("{}{path}", origin.base_url());
+        withheld.iter().find(|r| r["url.full"] == url.as_str()).cloned().unwrap()
+    };
+    let file = by_url("/article");
+    assert_eq!(file["robots.usage.source"], "tdmrep.json");
+    assert_eq!(file["robots.usage.tdm_policy"], "https://pub.example/tdm");
+    assert_eq!(file["robots.usage.value"], "n");
+    let header = by_url("/free/h.html");
+    assert_eq!(header["robots.usage.source"], "tdm-reservation header");
+    assert_eq!(header["robots.usage.tdm_policy"], "https://pub.example/header-policy");
+    assert_eq!(by_url("/yes")["robots.usage.source"], "tdmrep.json");
+}
+
+/// A malformed `tdmrep.json` (not JSON, wrong types, over the cap) is ignored: no reservation
+/// from it, and the header still applies; a 404 means no reservation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_bad_files_are_ignored() {
+    let big = format!("[{}]", vec![r#"{"location": "/", "tdm-reservation": 1}"#; 2000].join(","));
+    for file in [
+        Reply::ok("<html>not json</html>"),
+        Reply::ok(r#"[{"location": "/", "tdm-reservation": [1]}]"#),
+        Reply::ok(big.clone()),
+        Reply::status(404),
+    ] {
+        let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+        origin.route(TDMREP, file);
+        origin.route("/page", Reply::ok("page body"));
+        origin.route("/h", Reply::ok("h body").header("tdm-reservation", "1"));
+        let proxy = trainer_proxy().await;
+        assert_eq!(get(&proxy, &origin, "/page", "AcmeTrainer/1.0").await.status(), 200);
+        assert_eq!(get(&proxy, &origin, "/h", "AcmeTrainer/1.0").await.status(), 403);
+        assert_eq!(origin.hits(TDMREP), 1);
+    }
+}
+
+/// With no crawler in `[usage]`, nothing of TDMRep runs: the file is never fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_is_not_fetched_when_usage_names_no_crawler() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::ok(r#"[{"location": "/", "tdm-reservation": 1}]"#));
+    origin.route("/page", Reply::ok("page body").header("tdm-reservation", "1"));
+    let proxy = TestProxy::start().await;
+    assert_eq!(get(&proxy, &origin, "/page", "AcmeTrainer/1.0").await.status(), 200);
+    assert_eq!(origin.hits(TDMREP), 0);
+}

@@ -163,6 +163,7 @@ pub(super) async fn refuse_with(
 /// [`super::optouts`]): withholds the response when an enforced
 /// purpose is disallowed, otherwise annotates it (for annotated purposes) and audits known
 /// preferences.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn on_response(
     shared: &Shared,
     policy: &crate::policy::Policy,

@@ -8,6 +8,9 @@ pub mod readings;
 mod section;
 mod tdmrep;
 
+/// The other opt-outs' parsers (X-Robots-Tag, TDMRep), for the proxy.
+pub use crate::robots::optout;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 

@@ -1,5 +1,5 @@
 //! The other machine-readable opt-outs in the data path (issue 20, part 3; parsing in
-//! [`crate::robots::optout`]): `X-Robots-Tag: noai` and TDMRep, each counting as `train-ai=n`
+//! [`crate::policy::optout`]): `X-Robots-Tag: noai` and TDMRep, each counting as `train-ai=n`
 //! for the response they apply to. Only reached for crawlers with configured purposes
 //! ([`crate::usage`]), so nothing of this runs when `[usage]` names no crawler.
 
@@ -7,8 +7,8 @@ use http::Response;
 
 use super::facts::Facts;
 use super::ProxyBody;
+use crate::policy::optout::{self, TdmStatement};
 use crate::policy::{Category, Preference, UsagePreferences};
-use crate::robots::optout::{self, TdmStatement};
 use crate::usage::UsagePolicy;
 
 /// The TDMRep reservation that applied to a response, for the audit record.
@@ -94,7 +94,5 @@ pub(super) async fn file_statement(
     }
     let site = policy.tdmrep(&facts.authority).await;
     let file = site.file.as_ref()?;
-    let mut path = Vec::with_capacity(facts.path().len() + 8);
-    crate::robots::normalize::normalize_path_for_matching_into(facts.path().as_bytes(), &mut path);
-    file.statement_for(&path).cloned()
+    file.statement_for_sent(facts.path()).cloned()
 }

@@ -321,7 +321,7 @@ struct Usage {
     purposes: Vec<Purpose>,
     preferences: UsagePreferences,
     /// The `tdmrep.json` rule for the path (TDMRep), applied with the response head.
-    tdm_file: Option<crate::robots::optout::TdmStatement>,
+    tdm_file: Option<crate::policy::optout::TdmStatement>,
 }
 
 /// Step 4: AI usage preferences (`crate::usage`), only for crawlers with configured purposes:

@@ -171,7 +171,7 @@ pub(super) async fn on_response(
     subject: &Subject<'_>,
     purposes: &[Purpose],
     mut prefs: UsagePreferences,
-    tdm_file: Option<&crate::robots::optout::TdmStatement>,
+    tdm_file: Option<&crate::policy::optout::TdmStatement>,
     mut resp: Response<ProxyBody>,
 ) -> Response<ProxyBody> {
     // Members the proxy does not know (a newer vocabulary's labels) are passed on as they are

@@ -165,6 +165,13 @@ impl TdmFile {
             .map(|r| &r.statement)
     }
 
+    /// [`TdmFile::statement_for`] a path as sent (it is brought to the canonical form first).
+    pub fn statement_for_sent(&self, sent: &str) -> Option<&TdmStatement> {
+        let mut path = Vec::with_capacity(sent.len() + 8);
+        normalize::normalize_path_for_matching_into(sent.as_bytes(), &mut path);
+        self.statement_for(&path)
+    }
+
     /// The number of rules.
     pub fn len(&self) -> usize {
         self.rules.len()

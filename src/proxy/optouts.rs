@@ -3,11 +3,18 @@
 //! for the response they apply to. Only reached for crawlers with configured purposes
 //! ([`crate::usage`]), so nothing of this runs when `[usage]` names no crawler.
 
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
 use http::Response;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame};
 
 use super::facts::Facts;
-use super::ProxyBody;
-use crate::policy::optout::{self, TdmStatement};
+use super::{BodyError, ProxyBody};
+use crate::policy::optout::{self, HtmlMeta, TdmStatement};
 use crate::policy::{Category, Preference, UsagePreferences};
 use crate::usage::UsagePolicy;
 
@@ -41,13 +48,115 @@ fn header_statement(facts: &Facts, resp: &Response<ProxyBody>) -> Option<TdmStat
     Some(TdmStatement { reserved, policy })
 }
 
-/// Merges `X-Robots-Tag: noai` (when `usage.x_robots_tag`) and TDMRep (when `usage.tdmrep`:
-/// the response's `tdm-reservation` header, else the `tdmrep.json` rule `file` that matched the
-/// path) into `prefs` as `train-ai=n` statements naming their source.
+/// The most bytes of an HTML response read before deciding, to find its `<meta>` elements:
+/// reading stops earlier at `</head>` or `<body`, or when the body ends.
+pub(super) const META_PREFIX_BYTES: usize = 16 * 1024;
+
+/// A body whose first frames were read already (to look at an HTML head): they are sent first,
+/// then the rest of the body as it comes.
+struct Prefixed {
+    read: VecDeque<Result<Frame<Bytes>, BodyError>>,
+    rest: Option<ProxyBody>,
+}
+
+impl Body for Prefixed {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        if let Some(frame) = self.read.pop_front() {
+            return Poll::Ready(Some(frame));
+        }
+        match self.rest.as_mut() {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+/// Whether the response is an HTML document whose bytes can be read as they are (no content
+/// coding other than `identity`).
+fn readable_html(resp: &Response<ProxyBody>) -> bool {
+    let html = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_start().to_ascii_lowercase())
+        .is_some_and(|v| v.starts_with("text/html") || v.starts_with("application/xhtml+xml"));
+    let coded = resp
+        .headers()
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity"));
+    html && !coded
+}
+
+/// For a training crawler and an HTML response (when TDMRep or X-Robots-Tag is on), reads the
+/// start of the body, at most [`META_PREFIX_BYTES`] and only up to the end of the head, and
+/// reads its `<meta name="tdm-reservation">`, `tdm-policy` and `robots` elements. The bytes
+/// read are sent on unchanged before the rest of the body. Cost: that many bytes held per
+/// response, and the response head waits for them (not for the whole body).
+pub(super) async fn read_meta(
+    usage: &UsagePolicy,
+    facts: &Facts,
+    purposes: &[crate::usage::Purpose],
+    resp: Response<ProxyBody>,
+) -> (Response<ProxyBody>, Option<HtmlMeta>) {
+    let wanted = (usage.tdmrep() || usage.x_robots_tag())
+        && purposes.iter().any(|p| p.category == Category::TrainAi)
+        && readable_html(&resp);
+    if !wanted {
+        return (resp, None);
+    }
+    let (parts, mut body) = resp.into_parts();
+    let mut read = VecDeque::new();
+    let mut prefix: Vec<u8> = Vec::new();
+    let mut ended = false;
+    while prefix.len() < META_PREFIX_BYTES && !head_ended(&prefix) {
+        match body.frame().await {
+            None => {
+                ended = true;
+                break;
+            }
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    let room = META_PREFIX_BYTES - prefix.len();
+                    prefix.extend_from_slice(&data[..data.len().min(room)]);
+                }
+                read.push_back(Ok(frame));
+            }
+            Some(Err(e)) => {
+                read.push_back(Err(e));
+                ended = true;
+                break;
+            }
+        }
+    }
+    let token = facts.token().map(|t| t.as_str());
+    let meta = optout::html_meta(&prefix, token);
+    let rest = (!ended).then_some(body);
+    let body = Prefixed { read, rest }.boxed_unsync();
+    (Response::from_parts(parts, body), Some(meta))
+}
+
+/// Whether `prefix` holds the end of the HTML head already.
+fn head_ended(prefix: &[u8]) -> bool {
+    let has = |needle: &[u8]| prefix.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle));
+    has(b"</head") || has(b"<body")
+}
+
+/// Merges `X-Robots-Tag: noai` (when `usage.x_robots_tag`: the header, or `<meta
+/// name="robots">`) and TDMRep (when `usage.tdmrep`: the `<meta name="tdm-reservation">` of
+/// the head, else the response's `tdm-reservation` header, else the `tdmrep.json` rule `file`
+/// that matched the path) into `prefs` as `train-ai=n` statements naming their source.
 pub(super) fn apply(
     usage: &UsagePolicy,
     facts: &Facts,
     file: Option<&TdmStatement>,
+    meta: Option<&HtmlMeta>,
     resp: &Response<ProxyBody>,
     prefs: &mut UsagePreferences,
 ) -> TdmApplied {
@@ -62,15 +171,20 @@ pub(super) fn apply(
         if noai {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, "X-Robots-Tag");
         }
+        if meta.is_some_and(|m| m.noai) {
+            prefs.add_signal(Category::TrainAi, Preference::Disallow, "meta robots");
+        }
     }
     if !usage.tdmrep() {
         return TdmApplied::default();
     }
-    // The header overrides the file for this resource.
-    let (statement, source) = match header_statement(facts, resp) {
-        Some(s) => (Some(s), "tdm-reservation header"),
-        None => (file.cloned(), "tdmrep.json"),
-    };
+    // The meta tag overrides the header, which overrides the file, for this resource.
+    let (statement, source) =
+        match (meta.and_then(|m| m.tdm.clone()), header_statement(facts, resp)) {
+            (Some(s), _) => (Some(s), "meta"),
+            (None, Some(s)) => (Some(s), "tdm-reservation header"),
+            (None, None) => (file.cloned(), "tdmrep.json"),
+        };
     match statement {
         Some(TdmStatement { reserved: Some(true), policy }) => {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, source);

@@ -184,7 +184,10 @@ pub(super) async fn on_response(
         }
     }
     // X-Robots-Tag: noai and TDMRep (file, header), each as train-ai=n.
-    let tdm = super::optouts::apply(usage, subject.facts, tdm_file, &resp, &mut prefs);
+    let (resp_read, meta) = super::optouts::read_meta(usage, subject.facts, purposes, resp).await;
+    resp = resp_read;
+    let tdm =
+        super::optouts::apply(usage, subject.facts, tdm_file, meta.as_ref(), &resp, &mut prefs);
     if let Some(block) = usage.blocking(purposes, &prefs, Settled::Yes) {
         // The body is dropped with `resp`: the content never reaches the crawler.
         drop(resp);

@@ -183,6 +183,99 @@ impl TdmFile {
     }
 }
 
+/// What the `<meta>` elements of an HTML head say about TDM and AI uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HtmlMeta {
+    /// `<meta name="tdm-reservation" content="…">` (and `tdm-policy`), when the reservation is
+    /// `0` or `1`.
+    pub tdm: Option<TdmStatement>,
+    /// Whether `<meta name="robots">` (or `<meta name="TOKEN">`) says `noai` / `noimageai` /
+    /// `noml` for the crawler.
+    pub noai: bool,
+}
+
+/// Finds `needle` (ASCII, lower case) in `hay`, ignoring ASCII case.
+fn find_ci(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// The value of attribute `name` in the inside of a tag (`name="…"`, `name='…'` or unquoted).
+fn attribute(tag: &[u8], name: &[u8]) -> Option<String> {
+    let mut at = 0;
+    while let Some(found) = find_ci(&tag[at..], name) {
+        let start = at + found;
+        at = start + name.len();
+        let before_ok = start == 0 || tag[start - 1].is_ascii_whitespace();
+        let mut i = at;
+        while i < tag.len() && tag[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if !before_ok || tag.get(i) != Some(&b'=') {
+            continue;
+        }
+        i += 1;
+        while i < tag.len() && tag[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let value = match tag.get(i) {
+            Some(&q @ (b'"' | b'\'')) => {
+                let rest = &tag[i + 1..];
+                let end = rest.iter().position(|&b| b == q).unwrap_or(rest.len());
+                &rest[..end]
+            }
+            _ => {
+                let rest = &tag[i..];
+                let end = rest
+                    .iter()
+                    .position(|&b| b.is_ascii_whitespace() || b == b'/')
+                    .unwrap_or(rest.len());
+                &rest[..end]
+            }
+        };
+        return Some(String::from_utf8_lossy(value).trim().to_owned());
+    }
+    None
+}
+
+/// Reads the `<meta>` elements of `prefix`, the start of an HTML document, up to `</head>` or
+/// `<body` (what comes later is not the head). `token` is the crawler's product token, for
+/// `<meta name="TOKEN" content="noai">`.
+pub fn html_meta(prefix: &[u8], token: Option<&str>) -> HtmlMeta {
+    let end = [find_ci(prefix, b"</head"), find_ci(prefix, b"<body")]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(prefix.len());
+    let head = &prefix[..end];
+    let mut out = HtmlMeta::default();
+    let mut reserved = None;
+    let mut policy = None;
+    let mut at = 0;
+    while let Some(found) = find_ci(&head[at..], b"<meta") {
+        let start = at + found + 5;
+        let Some(len) = head[start..].iter().position(|&b| b == b'>') else { break };
+        let tag = &head[start..start + len];
+        at = start + len;
+        let (Some(name), Some(content)) = (attribute(tag, b"name"), attribute(tag, b"content"))
+        else {
+            continue;
+        };
+        if name.eq_ignore_ascii_case("tdm-reservation") {
+            reserved = reserved.or(tdm_reservation(&content));
+        } else if name.eq_ignore_ascii_case("tdm-policy") {
+            policy = policy.or(Some(content).filter(|c| !c.is_empty()));
+        } else if name.eq_ignore_ascii_case("robots")
+            || token.is_some_and(|t| t.eq_ignore_ascii_case(&name))
+        {
+            out.noai |= x_robots_noai(&content, None);
+        }
+    }
+    if reserved.is_some() {
+        out.tdm = Some(TdmStatement { reserved, policy });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +295,31 @@ mod tests {
         // A valued directive is not a scope.
         assert!(x_robots_noai("unavailable_after: 2030-01-01, noai", Some("AcmeTrainer")));
         assert!(!x_robots_noai("noainoai", None));
+    }
+
+    #[test]
+    fn meta_in_the_head_only() {
+        let html = br#"<!doctype html><html><HEAD><title>x</title>
+            <meta name="tdm-reservation" content="1">
+            <META content='https://p.example/p' name='tdm-policy'/>
+            <meta name=robots content="noindex, noai">
+            </head><body><meta name="tdm-reservation" content="0"></body>"#;
+        let m = html_meta(html, Some("AcmeTrainer"));
+        assert_eq!(
+            m.tdm,
+            Some(TdmStatement { reserved: Some(true), policy: Some("https://p.example/p".into()) })
+        );
+        assert!(m.noai);
+        let scoped = br#"<head><meta name="acmetrainer" content="noai"></head>"#;
+        assert!(html_meta(scoped, Some("AcmeTrainer")).noai);
+        assert!(!html_meta(scoped, Some("OtherBot")).noai);
+        // After the head, or a bad value: nothing.
+        assert_eq!(
+            html_meta(br#"<body><meta name="tdm-reservation" content="1">"#, None).tdm,
+            None
+        );
+        assert_eq!(html_meta(br#"<meta name="tdm-reservation" content="yes">"#, None).tdm, None);
+        assert_eq!(html_meta(b"<meta name=", None), HtmlMeta::default());
     }
 
     #[test]

@@ -206,3 +206,72 @@ async fn tdmrep_is_not_fetched_when_usage_names_no_crawler() {
     assert_eq!(get(&proxy, &origin, "/page", "AcmeTrainer/1.0").await.status(), 200);
     assert_eq!(origin.hits(TDMREP), 0);
 }
+
+fn html(head: &str, body: &str) -> Reply {
+    Reply::ok(format!(
+        "<!doctype html><html><head><title>t</title>{head}</head><body>{body}</body></html>"
+    ))
+    .header("Content-Type", "text/html; charset=utf-8")
+}
+
+/// `<meta name="tdm-reservation">` in the head overrides the header and the file; `<meta
+/// name="robots" content="noai">` (or the crawler's own name) counts as train-ai=n; a meta
+/// after the head does not count; a body that was read in part arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_meta_overrides_header_and_file_and_meta_robots_noai() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::ok(r#"[{"location": "/", "tdm-reservation": 1}]"#));
+    let long = "x".repeat(40_000);
+    origin.route("/meta0", html(r#"<meta name="tdm-reservation" content="0">"#, &long));
+    origin.route(
+        "/meta1",
+        html(
+            r#"<meta name="tdm-reservation" content="1"><meta name="tdm-policy" content="https://pub.example/meta">"#,
+            "meta1 body",
+        )
+        .header("tdm-reservation", "0"),
+    );
+    origin.route(
+        "/late",
+        html("", r#"<meta name="tdm-reservation" content="0">late body"#)
+            .header("tdm-reservation", "1"),
+    );
+    origin.route(
+        "/noai",
+        html(
+            r#"<meta name="tdm-reservation" content="0"><meta name="robots" content="noai">"#,
+            "b",
+        ),
+    );
+    origin.route(
+        "/other",
+        html(
+            r#"<meta name="tdm-reservation" content="0"><meta name="otherbot" content="noai">"#,
+            "o",
+        ),
+    );
+    let proxy = trainer_proxy().await;
+
+    let resp = get(&proxy, &origin, "/meta0", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 200, "the meta tag lifts the file's reservation");
+    let body = resp.text().await.unwrap();
+    assert!(body.ends_with(&format!("{long}</body></html>")), "the whole body arrives");
+    assert_eq!(get(&proxy, &origin, "/meta1", "AcmeTrainer/1.0").await.status(), 403);
+    assert_eq!(get(&proxy, &origin, "/late", "AcmeTrainer/1.0").await.status(), 403);
+    assert_eq!(get(&proxy, &origin, "/noai", "AcmeTrainer/1.0").await.status(), 403);
+    let resp = get(&proxy, &origin, "/other", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("<body>o</body>"));
+
+    let records = proxy.audit_records().await;
+    let withheld = actions(&records, "usage_withhold");
+    assert_eq!(withheld.len(), 3, "{records:?}");
+    let by_url = |path: &str| {
+        let url = format!("{}{path}", origin.base_url());
+        withheld.iter().find(|r| r["url.full"] == url.as_str()).cloned().unwrap()
+    };
+    assert_eq!(by_url("/meta1")["robots.usage.source"], "meta");
+    assert_eq!(by_url("/meta1")["robots.usage.tdm_policy"], "https://pub.example/meta");
+    assert_eq!(by_url("/late")["robots.usage.source"], "tdm-reservation header");
+    assert_eq!(by_url("/noai")["robots.usage.source"], "meta robots");
+}

@@ -275,3 +275,32 @@ async fn tdmrep_meta_overrides_header_and_file_and_meta_robots_noai() {
     assert_eq!(by_url("/late")["robots.usage.source"], "tdm-reservation header");
     assert_eq!(by_url("/noai")["robots.usage.source"], "meta robots");
 }
+
+/// Requests that ask at the same time share one `tdmrep.json` fetch; a 5xx file gives no
+/// reservation (the header still does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_fetches_are_coalesced_and_a_5xx_reserves_nothing() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(
+        TDMREP,
+        Reply::ok(r#"[{"location": "/", "tdm-reservation": 1}]"#)
+            .delayed(std::time::Duration::from_millis(300)),
+    );
+    origin.route("/page", Reply::ok("page body"));
+    let proxy = trainer_proxy().await;
+    // Robots.txt first, so that the requests below all wait on tdmrep.json.
+    assert_eq!(get(&proxy, &origin, "/robots-warm", "AcmeSearch/1.0").await.status(), 404);
+    let asks = (0..5).map(|_| get(&proxy, &origin, "/page", "AcmeTrainer/1.0"));
+    for resp in futures_util::future::join_all(asks).await {
+        assert_eq!(resp.status(), 403);
+    }
+    assert_eq!(origin.hits(TDMREP), 1, "one fetch for five requests");
+
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::status(503));
+    origin.route("/page", Reply::ok("page body"));
+    origin.route("/h", Reply::ok("h body").header("tdm-reservation", "1"));
+    assert_eq!(get(&proxy, &origin, "/page", "AcmeTrainer/1.0").await.status(), 200);
+    assert_eq!(get(&proxy, &origin, "/h", "AcmeTrainer/1.0").await.status(), 403);
+    assert_eq!(origin.hits(TDMREP), 1);
+}

@@ -118,3 +118,65 @@ impl WellKnown {
         Arc::new(TdmSite { file, note, lifetime })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::cache::fetch::{FetchError, Fetched, FileFetched, FileFuture};
+    use crate::clock::ManualClock;
+
+    /// Answers with `status` (0: a network error) and `body`, counting the fetches.
+    struct Canned {
+        status: Mutex<u16>,
+        body: &'static [u8],
+        count: AtomicUsize,
+    }
+
+    impl Fetch for Canned {
+        fn fetch(&self, _: Authority) -> Pin<Box<dyn Future<Output = Fetched> + Send>> {
+            Box::pin(std::future::pending())
+        }
+
+        fn fetch_file(&self, _: Authority, _: &'static str, _: usize) -> FileFuture {
+            self.count.fetch_add(1, Ordering::SeqCst);
+            let status = *self.status.lock().unwrap();
+            let body = self.body.to_vec();
+            Box::pin(async move {
+                if status == 0 {
+                    return Err(FetchError::Request("refused".into()));
+                }
+                Ok(FileFetched { status, body })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn lifetimes_per_status() {
+        let canned = Arc::new(Canned {
+            status: Mutex::new(503),
+            body: br#"[{"location": "/", "tdm-reservation": 1}]"#,
+            count: AtomicUsize::new(0),
+        });
+        let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
+        let wk = WellKnown::new(canned.clone(), clock.clone());
+        let a = Authority::new(crate::authority::Scheme::Http, "a.test", 80).unwrap();
+        assert!(wk.get(&a).await.file.is_none(), "a 5xx reserves nothing");
+        assert!(wk.get(&a).await.file.is_none());
+        assert_eq!(canned.count.load(Ordering::SeqCst), 1);
+        clock.advance(TDMREP_RETRY);
+        *canned.status.lock().unwrap() = 200;
+        assert!(wk.get(&a).await.file.is_some(), "retried after TDMREP_RETRY");
+        assert_eq!(canned.count.load(Ordering::SeqCst), 2);
+        clock.advance(TDMREP_LIFETIME - Duration::from_secs(1));
+        assert!(wk.get(&a).await.file.is_some());
+        assert_eq!(canned.count.load(Ordering::SeqCst), 2, "kept for its lifetime");
+        clock.advance(Duration::from_secs(1));
+        *canned.status.lock().unwrap() = 0;
+        assert!(wk.get(&a).await.file.is_none(), "a network error reserves nothing");
+        assert_eq!(canned.count.load(Ordering::SeqCst), 3);
+    }
+}

@@ -304,3 +304,31 @@ async fn tdmrep_fetches_are_coalesced_and_a_5xx_reserves_nothing() {
     assert_eq!(get(&proxy, &origin, "/h", "AcmeTrainer/1.0").await.status(), 403);
     assert_eq!(origin.hits(TDMREP), 1);
 }
+
+/// Under `annotate`, a TDM reservation passes the response and tells the crawler
+/// `train-ai=n`, audited with its source and policy URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_annotates_under_annotate() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(
+        TDMREP,
+        Reply::ok(
+            r#"[{"location": "/", "tdm-reservation": 1, "tdm-policy": "https://p.example/t"}]"#,
+        ),
+    );
+    origin.route("/page", Reply::ok("page body"));
+    let proxy = TestProxy::start_with(|c| {
+        c.usage.train_ai = UsageMode::Annotate;
+        c.usage.crawlers = vec![crawler("AcmeTrainer", &["train-ai"])];
+    })
+    .await;
+    let resp = get(&proxy, &origin, "/page", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-usage"], "train-ai=n");
+    assert_eq!(resp.text().await.unwrap(), "page body");
+    let records = proxy.audit_records().await;
+    let annotated = actions(&records, "usage_annotate");
+    assert_eq!(annotated.len(), 1, "{records:?}");
+    assert_eq!(annotated[0]["robots.usage.source"], "tdmrep.json");
+    assert_eq!(annotated[0]["robots.usage.tdm_policy"], "https://p.example/t");
+}

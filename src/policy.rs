@@ -7,6 +7,10 @@
 pub mod readings;
 mod report;
 mod section;
+mod tdmrep;
+
+/// The other opt-outs' parsers (X-Robots-Tag, TDMRep), for the proxy.
+pub use crate::robots::optout;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};

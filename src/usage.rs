@@ -72,6 +72,12 @@ pub struct UsageSection {
     pub unknown: UnknownPreference,
     /// Crawlers and their purposes (configuration file only).
     pub crawlers: Vec<UsageCrawler>,
+    /// Whether `X-Robots-Tag: noai` / `noimageai` / `noml` (and a `<meta name="robots">` with
+    /// them) count as `train-ai=n`.
+    pub x_robots_tag: bool,
+    /// Whether the W3C TDM Reservation Protocol (`/.well-known/tdmrep.json`, the
+    /// `tdm-reservation` header) is honoured: a reservation counts as `train-ai=n`.
+    pub tdmrep: bool,
 }
 
 impl Default for UsageSection {
@@ -82,6 +88,8 @@ impl Default for UsageSection {
             search: UsageMode::Enforce,
             unknown: UnknownPreference::Allow,
             crawlers: Vec::new(),
+            x_robots_tag: true,
+            tdmrep: true,
         }
     }
 }
@@ -131,6 +139,8 @@ pub struct UsagePolicy {
     unknown: UnknownPreference,
     by_token: Vec<(String, Vec<Category>)>,
     by_user: Vec<(String, Vec<Category>)>,
+    x_robots_tag: bool,
+    tdmrep: bool,
 }
 
 /// A purpose the current request is subject to, with its mode.
@@ -183,7 +193,19 @@ impl UsagePolicy {
             unknown: section.unknown,
             by_token,
             by_user,
+            x_robots_tag: section.x_robots_tag,
+            tdmrep: section.tdmrep,
         }
+    }
+
+    /// Whether `X-Robots-Tag: noai` counts as `train-ai=n` (`usage.x_robots_tag`).
+    pub fn x_robots_tag(&self) -> bool {
+        self.x_robots_tag
+    }
+
+    /// Whether TDMRep is honoured (`usage.tdmrep`).
+    pub fn tdmrep(&self) -> bool {
+        self.tdmrep
     }
 
     /// Whether any crawler has purposes: when not, preferences are never looked at.
@@ -249,6 +271,7 @@ impl UsagePolicy {
                     (Preference::Unknown, _, _) => {
                         "no stated preference (usage.unknown = \"disallow\")".to_owned()
                     }
+                    _ if stated.other.is_some() => stated.other.unwrap_or_default().to_owned(),
                     (_, _, true) => "response header".to_owned(),
                     (_, Some(line), _) => format!("robots.txt line {line}"),
                     _ => "robots.txt".to_owned(),

@@ -315,6 +315,9 @@ pub struct UsageAudit {
     /// Every known preference, merged from all sources, as a `Content-Usage` dictionary.
     #[serde(rename = "robots.usage.preferences", skip_serializing_if = "Option::is_none")]
     pub preferences: Option<String>,
+    /// The TDMRep `tdm-policy` URL that applied, when a TDM reservation decided.
+    #[serde(rename = "robots.usage.tdm_policy", skip_serializing_if = "Option::is_none")]
+    pub tdm_policy: Option<String>,
 }
 
 /// A line of the audit log: the record, the ECS `url.*` parts derived from it, and the fields

@@ -103,12 +103,32 @@ pub(crate) enum FetchError {
     Prohibited(String),
 }
 
+/// A file other than robots.txt fetched from an authority (`/.well-known/tdmrep.json`): the
+/// final status and the body, read to at most `cap + 1` decoded bytes (so a longer body is
+/// seen to be longer than the cap).
+#[derive(Debug)]
+pub(crate) struct FileFetched {
+    /// The final status (after redirects).
+    pub(crate) status: u16,
+    /// The decoded body of a 2xx answer (empty otherwise).
+    pub(crate) body: Vec<u8>,
+}
+
+/// The future of [`Fetch::fetch_file`].
+pub(crate) type FileFuture = Pin<Box<dyn Future<Output = Result<FileFetched, FetchError>> + Send>>;
+
 /// Something that fetches an authority's robots.txt. A trait object, so the cache does not
 /// care which connector (plain TCP now, TLS later) or which store sits behind it.
 pub(crate) trait Fetch: Send + Sync + 'static {
     /// Fetches `authority`'s robots.txt. The future owns everything it needs, so it can run as
     /// its own task.
     fn fetch(&self, authority: Authority) -> Pin<Box<dyn Future<Output = Fetched> + Send>>;
+
+    /// Fetches another file of `authority` (path from the root), through the same client, guard
+    /// and timeouts, reading at most `cap + 1` body bytes.
+    fn fetch_file(&self, _authority: Authority, _path: &'static str, _cap: usize) -> FileFuture {
+        Box::pin(async { Err(FetchError::Request("this fetcher fetches robots.txt only".into())) })
+    }
 }
 
 /// The HTTP fetcher: a pooled hyper-util client over connector `C`.
@@ -271,6 +291,58 @@ where
     fn fetch(&self, authority: Authority) -> Pin<Box<dyn Future<Output = Fetched> + Send>> {
         let this = self.clone();
         Box::pin(async move { this.fetch_robots(&authority).await })
+    }
+
+    fn fetch_file(&self, authority: Authority, path: &'static str, cap: usize) -> FileFuture {
+        let this = self.clone();
+        Box::pin(async move {
+            let timeout = this.fetch_timeout;
+            match tokio::time::timeout(timeout, this.fetch_other(&authority, path, cap)).await {
+                Ok(result) => result,
+                Err(_) => Err(FetchError::Timeout(timeout)),
+            }
+        })
+    }
+}
+
+impl<C> HttpFetcher<C>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
+    /// One file of `authority` other than robots.txt, following redirects like robots.txt
+    /// (a redirect past the limit or without a usable `Location` is its status, no body).
+    async fn fetch_other(
+        &self,
+        authority: &Authority,
+        path: &str,
+        cap: usize,
+    ) -> Result<FileFetched, FetchError> {
+        if authority.scheme() == Scheme::Https && !self.https {
+            return Err(FetchError::HttpsUnsupported);
+        }
+        let start = format!("{authority}{path}");
+        let mut url = url::Url::parse(&start).map_err(|_| FetchError::Url(start.clone()))?;
+        let mut redirects = 0u32;
+        loop {
+            let response = self.request(&url).await?;
+            let status = response.status();
+            if status.is_redirection() && redirects < self.max_redirects {
+                if let Some(next) = redirect_target(&url, response.headers()) {
+                    if next.scheme() == "https" && !self.https {
+                        return Err(FetchError::HttpsUnsupported);
+                    }
+                    redirects += 1;
+                    url = next;
+                    continue;
+                }
+            }
+            if !status.is_success() {
+                return Ok(FileFetched { status: status.as_u16(), body: Vec::new() });
+            }
+            let decoder = Decoder::new(response.headers(), cap)?;
+            let body = read_capped(response.into_body(), decoder).await?;
+            return Ok(FileFetched { status: status.as_u16(), body });
+        }
     }
 }
 

@@ -51,6 +51,7 @@ mod shared;
 mod slots;
 mod state;
 mod store;
+pub mod wellknown;
 
 pub use class::FetchClass;
 pub use section::RobotsSection;
@@ -328,6 +329,8 @@ struct Inner {
     body_limit: usize,
     /// Where what RFC 9309's rules need is kept across restarts ([`RobotsCache::persist_in`]).
     persist: std::sync::OnceLock<Arc<persist::Persist>>,
+    /// `/.well-known/tdmrep.json` per authority, fetched by `fetcher` ([`wellknown`]).
+    well_known: wellknown::WellKnown,
     /// Where every result taken in is archived ([`RobotsCache::archive_to`]).
     archive: std::sync::OnceLock<Arc<crate::archive::Archive>>,
 }
@@ -404,6 +407,7 @@ impl RobotsCache {
             })
             .time_to_live(ttl)
             .build();
+        let well_known = wellknown::WellKnown::new(fetcher.clone(), clock.clone());
         RobotsCache {
             inner: Arc::new(Inner {
                 settings,
@@ -418,6 +422,7 @@ impl RobotsCache {
                 shared: std::sync::OnceLock::new(),
                 body_limit: fetch::body_limit(settings_body),
                 persist: std::sync::OnceLock::new(),
+                well_known,
                 archive: std::sync::OnceLock::new(),
             }),
         }

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use super::wellknown::TdmSite;
 use super::{CacheStats, RecentRobots, RobotsCache, RobotsSnapshot, SharedError};
 use crate::authority::Authority;
 
@@ -56,6 +57,10 @@ pub trait RobotsStore: Send + Sync + 'static {
     /// authority however many ask. Never fails: fetch failures are states.
     fn get<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<RobotsSnapshot>>;
 
+    /// What `authority`'s `/.well-known/tdmrep.json` says, fetched first when missing or
+    /// expired (see [`super::wellknown`]: per instance, one fetch per authority per lifetime).
+    fn tdmrep<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<TdmSite>>;
+
     /// What the store holds for `authority`, current or not, without fetching.
     fn peek<'a>(&'a self, authority: &'a Authority)
         -> StoreFuture<'a, Option<Arc<RobotsSnapshot>>>;
@@ -95,6 +100,10 @@ impl RobotsStore for RobotsCache {
 
     fn get<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<RobotsSnapshot>> {
         Box::pin(RobotsCache::get(self, authority))
+    }
+
+    fn tdmrep<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<TdmSite>> {
+        Box::pin(self.inner.well_known.get(authority))
     }
 
     fn peek<'a>(

@@ -9,6 +9,7 @@ mod connect;
 mod facts;
 mod forward;
 mod listener;
+mod optouts;
 mod pipeline;
 mod pool;
 mod preferences;

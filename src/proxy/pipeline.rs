@@ -346,6 +346,8 @@ async fn decide_and_audit(
 struct Usage {
     purposes: Vec<Purpose>,
     preferences: UsagePreferences,
+    /// The `tdmrep.json` rule for the path (TDMRep), applied with the response head.
+    tdm_file: Option<crate::policy::optout::TdmStatement>,
 }
 
 /// Step 4: AI usage preferences (`crate::usage`), only for crawlers with configured purposes:
@@ -363,7 +365,8 @@ async fn check_usage(
         Vec::new()
     };
     if purposes.is_empty() {
-        return ControlFlow::Continue(Usage { purposes, preferences: UsagePreferences::default() });
+        let preferences = UsagePreferences::default();
+        return ControlFlow::Continue(Usage { purposes, preferences, tdm_file: None });
     }
     let preferences = live.policy.usage_for(snapshot, facts.token(), &facts.readings);
     if let Some(block) = live.usage.blocking(&purposes, &preferences, Settled::No) {
@@ -380,7 +383,9 @@ async fn check_usage(
         ));
         reported.add(refusal.await?);
     }
-    ControlFlow::Continue(Usage { purposes, preferences })
+    let tdm_file =
+        super::optouts::file_statement(&live.policy, &live.usage, facts, &purposes).await;
+    ControlFlow::Continue(Usage { purposes, preferences, tdm_file })
 }
 
 /// Step 5: politeness (`crate::pacing`): wait for the site's pace, or answer 429. The permit is
@@ -540,6 +545,7 @@ async fn check_response(
         &subject,
         &usage.purposes,
         usage.preferences,
+        usage.tdm_file.as_ref(),
         resp,
         reported,
     ));

@@ -65,6 +65,7 @@ pub(super) fn usage_audit(
         source: block.source.clone(),
         purpose: purposes_text(purposes),
         preferences: prefs.to_header(),
+        tdm_policy: None,
     }
 }
 
@@ -97,8 +98,24 @@ pub(super) async fn refuse(
     block: &UsageBlock,
     action: AuditAction,
 ) -> ControlFlow<Response<ProxyBody>, Report> {
+    refuse_with(shared, policy, subject, purposes, prefs, block, action, None).await
+}
+
+/// [`refuse`], naming the TDMRep policy URL in the audit record.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn refuse_with(
+    shared: &Shared,
+    policy: &crate::policy::Policy,
+    subject: &Subject<'_>,
+    purposes: &[Purpose],
+    prefs: &UsagePreferences,
+    block: &UsageBlock,
+    action: AuditAction,
+    tdm_policy: Option<String>,
+) -> ControlFlow<Response<ProxyBody>, Report> {
     let stated = prefs.get(block.category);
-    let usage = usage_audit(purposes, prefs, block);
+    let mut usage = usage_audit(purposes, prefs, block);
+    usage.tdm_policy = tdm_policy;
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
     let url = subject.facts.url();
     let token = subject.facts.token().map_or("(none)", |t| t.as_str());
@@ -146,7 +163,8 @@ pub(super) async fn refuse(
     shared.refuse_or_report(policy, who, rec, subject.facts.authority.scheme(), resp).await
 }
 
-/// Applies the response's `Content-Usage` header: withholds the response when an enforced
+/// Applies the response's `Content-Usage` header (and the other opt-outs of
+/// [`super::optouts`]): withholds the response when an enforced
 /// purpose is disallowed, otherwise annotates it (for annotated purposes) and audits known
 /// preferences.
 #[allow(clippy::too_many_arguments)]
@@ -157,6 +175,7 @@ pub(super) async fn on_response(
     subject: &Subject<'_>,
     purposes: &[Purpose],
     mut prefs: UsagePreferences,
+    tdm_file: Option<&crate::policy::optout::TdmStatement>,
     mut resp: Response<ProxyBody>,
     reported: &mut Reported,
 ) -> Response<ProxyBody> {
@@ -169,12 +188,20 @@ pub(super) async fn on_response(
             foreign.extend(foreign_members(text));
         }
     }
+    // X-Robots-Tag: noai and TDMRep (file, header), each as train-ai=n.
+    let (resp_read, meta) = super::optouts::read_meta(usage, subject.facts, purposes, resp).await;
+    resp = resp_read;
+    let tdm =
+        super::optouts::apply(usage, subject.facts, tdm_file, meta.as_ref(), &resp, &mut prefs);
     // In report-only mode, a preference of robots.txt already reported before the request left
     // is not reported again for its response.
     let blocking = usage.blocking(purposes, &prefs, Settled::Yes);
     if let Some(block) = blocking.filter(|_| !reported.includes(AuditAction::UsageDisallow)) {
         let withhold = AuditAction::UsageWithhold;
-        match refuse(shared, policy, subject, purposes, &prefs, &block, withhold).await {
+        let tdm_policy = tdm.policy.clone();
+        match refuse_with(shared, policy, subject, purposes, &prefs, &block, withhold, tdm_policy)
+            .await
+        {
             // The body is dropped with `resp`: the content never reaches the crawler.
             ControlFlow::Break(refused) => return refused,
             // Report-only mode: the response goes on as it would without the preference.
@@ -199,6 +226,7 @@ pub(super) async fn on_response(
                 .find(|(_, s)| s.preference != Preference::Unknown);
             if let Some((p, stated)) = first {
                 let source = match (stated.line, stated.from_header) {
+                    _ if stated.other.is_some() => stated.other.unwrap_or_default().to_owned(),
                     (Some(l), true) => format!("robots.txt line {l} and response header"),
                     (Some(l), false) => format!("robots.txt line {l}"),
                     (None, true) => "response header".to_owned(),
@@ -210,6 +238,7 @@ pub(super) async fn on_response(
                     source,
                     purpose: purposes_text(purposes),
                     preferences: Some(merged.clone()),
+                    tdm_policy: tdm.policy.clone(),
                 };
                 let reason = format!("forwarded with Content-Usage: {merged}");
                 let rec = record(

@@ -19,6 +19,7 @@ mod build;
 mod fold;
 mod index;
 pub mod normalize;
+pub mod optout;
 mod parse;
 mod pattern;
 mod token;

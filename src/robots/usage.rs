@@ -31,7 +31,8 @@ use super::pattern::{self, PatternShape};
 pub enum Category {
     /// Training AI models (`train-ai`; Content Signals `ai-train`).
     TrainAi,
-    /// Use as input to a generative AI model (`ai-use`; Content Signals `ai-input`).
+    /// Use as input to a generative AI model (`ai-use`, from draft-ietf-aipref-vocab-02 only;
+    /// Content Signals `ai-input`).
     AiUse,
     /// Building a search index (`search`).
     Search,
@@ -201,14 +202,21 @@ impl UsageRule {
 
 /// Parses a preference dictionary leniently: `train-ai=n, search=y` (RFC 9651 dictionary syntax;
 /// parameters after `;` are ignored), also `ai-train=no`. Members with unknown labels or values
-/// are skipped; a later member for the same category replaces an earlier one, as in RFC 9651.
+/// are skipped, and so are members whose value is not a bare token (`train-ai="n"`, a string);
+/// a later member for the same category replaces an earlier one, as in RFC 9651.
+///
+/// The labels are those of draft-ietf-aipref-vocab-07 and -08 (`train-ai`, `search`), plus
+/// `ai-use`, which only draft -02 defined and which is still accepted.
 pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
     let mut out: Vec<(Category, Preference)> = Vec::new();
     for member in text.split(',') {
         let member = member.split(';').next().unwrap_or("").trim();
         let Some((key, value)) = member.split_once('=') else { continue };
         let Some(category) = Category::from_label(key) else { continue };
-        let value = value.trim().trim_matches('"');
+        // The value must be a bare token (RFC 9651): `train-ai="n"` is a string, not the token
+        // `n`, and the vocabulary (draft-ietf-aipref-vocab-07 and -08) treats such a member as
+        // unknown.
+        let value = value.trim();
         let pref = if value.eq_ignore_ascii_case("y") || value.eq_ignore_ascii_case("yes") {
             Preference::Allow
         } else if value.eq_ignore_ascii_case("n") || value.eq_ignore_ascii_case("no") {
@@ -233,6 +241,9 @@ pub struct Stated {
     pub line: Option<u32>,
     /// Whether a response header contributed.
     pub from_header: bool,
+    /// Another opt-out that contributed, by name (`X-Robots-Tag`, `tdmrep.json`,
+    /// `tdm-reservation header`, `meta`; see [`super::optout`]).
+    pub other: Option<&'static str>,
 }
 
 /// Each category's effective preference for one URL.
@@ -264,6 +275,7 @@ impl UsagePreferences {
             }
             slot.preference = combined;
             slot.from_header |= theirs.from_header;
+            slot.other = slot.other.or(theirs.other);
         }
     }
 
@@ -280,6 +292,16 @@ impl UsagePreferences {
     /// Forgets what was stated for `category`: it becomes unknown.
     pub(crate) fn forget(&mut self, category: Category) {
         self.stated[category.index()] = Stated::default();
+    }
+
+    /// Combines a statement of another opt-out ([`super::optout`]) in, named `source`.
+    pub fn add_signal(&mut self, category: Category, pref: Preference, source: &'static str) {
+        let slot = &mut self.stated[category.index()];
+        let combined = slot.preference.combine(pref);
+        if (combined != slot.preference || pref == combined) && slot.other.is_none() {
+            slot.other = Some(source);
+        }
+        slot.preference = combined;
     }
 
     /// Combines a `Content-Usage` response header's statements in.
@@ -371,6 +393,13 @@ mod tests {
         assert_eq!(
             parse_preferences("bogus, train-ai=maybe, =n, ai-use=n;x=1, ai-use=y, foo=n"),
             vec![(Category::AiUse, Preference::Allow)]
+        );
+        // A value that is not a token (a string) makes the member unknown, as the vocabulary
+        // draft says; so do labels the proxy does not know.
+        assert!(parse_preferences("train-ai=\"n\"").is_empty());
+        assert_eq!(
+            parse_preferences("train-ai=\"n\", search=n, train-genai=n, ai-use=y"),
+            vec![(Category::Search, Preference::Disallow), (Category::AiUse, Preference::Allow)]
         );
         assert!(parse_preferences("").is_empty());
         assert!(parse_preferences(",,,").is_empty());

@@ -15,6 +15,7 @@ mod guard;
 mod https;
 mod limits;
 mod nginx;
+mod optouts;
 mod origin_framing;
 mod pacing;
 mod pool;

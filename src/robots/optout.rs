@@ -1,0 +1,376 @@
+//! The other machine-readable opt-outs a response or a site can carry (issue 20, part 3):
+//!
+//! * `X-Robots-Tag: noai` / `noimageai` / `noml` (not standardised, widely used by image
+//!   sites), unscoped or scoped to one crawler (`X-Robots-Tag: examplebot: noai`);
+//! * the W3C TDM Reservation Protocol (TDMRep, Community Group final report of 10 May 2024):
+//!   `/.well-known/tdmrep.json` rules, the `tdm-reservation` / `tdm-policy` response headers,
+//!   and `<meta name="tdm-reservation">` in an HTML head.
+//!
+//! Each of them counts as `train-ai=n` where it applies ([`super::usage`]). Parsing is strict
+//! where being lenient would allow by error: a malformed `tdmrep.json` is refused as a whole
+//! with one reason, and a `tdm-reservation` value other than `0` or `1` is unset.
+
+use serde_json::Value;
+
+use super::normalize;
+use super::pattern::{self, PatternShape};
+
+/// The `X-Robots-Tag` directives that opt out of AI uses.
+pub const NOAI_DIRECTIVES: &[&str] = &["noai", "noimageai", "noml"];
+
+/// `X-Robots-Tag` directives that take a value after a colon (so the word before the colon is
+/// not a user-agent scope).
+const VALUED_DIRECTIVES: &[&str] =
+    &["unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"];
+
+/// Whether an `X-Robots-Tag` value (or `<meta name="robots">` content) says `noai`,
+/// `noimageai` or `noml` for the crawler with product token `token`: unscoped directives apply
+/// to every crawler, directives after `name:` only to the crawler whose token is `name`
+/// (case-insensitive), up to the next scope.
+pub fn x_robots_noai(value: &str, token: Option<&str>) -> bool {
+    let mut scope: Option<&str> = None;
+    for piece in value.split(',') {
+        let mut directive = piece.trim();
+        if let Some((head, rest)) = directive.split_once(':') {
+            let head = head.trim();
+            let is_scope = !head.is_empty()
+                && head.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && !VALUED_DIRECTIVES.iter().any(|d| d.eq_ignore_ascii_case(head));
+            if is_scope {
+                scope = Some(head);
+                directive = rest.trim();
+            }
+        }
+        let applies = match scope {
+            None => true,
+            Some(s) => token.is_some_and(|t| t.eq_ignore_ascii_case(s)),
+        };
+        if applies && NOAI_DIRECTIVES.iter().any(|d| d.eq_ignore_ascii_case(directive)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// A TDMRep statement: whether TDM rights are reserved, and the policy URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TdmStatement {
+    /// `Some(true)` for `1` (reserved), `Some(false)` for `0`, `None` when unset.
+    pub reserved: Option<bool>,
+    /// The `tdm-policy` URL, if given.
+    pub policy: Option<String>,
+}
+
+/// Reads a `tdm-reservation` value: `1` reserves, `0` does not, anything else is unset.
+pub fn tdm_reservation(value: &str) -> Option<bool> {
+    match value.trim() {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// Why a `tdmrep.json` was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TdmFileError {
+    /// Not JSON at all.
+    #[error("tdmrep.json is not JSON: {0}")]
+    NotJson(String),
+    /// JSON, but not an array of rule objects with the right types.
+    #[error("tdmrep.json has the wrong shape: {0}")]
+    Shape(String),
+}
+
+#[derive(Debug, Clone)]
+struct TdmRule {
+    pattern: Box<[u8]>,
+    shape: PatternShape,
+    statement: TdmStatement,
+}
+
+/// A parsed `/.well-known/tdmrep.json`: rules in file order; the first whose `location` matches
+/// the path wins.
+#[derive(Debug, Clone, Default)]
+pub struct TdmFile {
+    rules: Vec<TdmRule>,
+}
+
+impl TdmFile {
+    /// Parses the file. Any type error refuses the whole file (a file half understood could
+    /// allow by error): an array of objects, each with a string `location`, an optional
+    /// `tdm-reservation` number or string, and an optional string `tdm-policy`.
+    pub fn parse(body: &[u8]) -> Result<TdmFile, TdmFileError> {
+        let value: Value =
+            serde_json::from_slice(body).map_err(|e| TdmFileError::NotJson(e.to_string()))?;
+        let Value::Array(items) = value else {
+            return Err(TdmFileError::Shape("the top level is not an array".into()));
+        };
+        let mut rules = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let n = i + 1;
+            let Value::Object(obj) = item else {
+                return Err(TdmFileError::Shape(format!("rule {n} is not an object")));
+            };
+            let location = match obj.get("location") {
+                Some(Value::String(s)) => s.as_str(),
+                Some(_) => {
+                    return Err(TdmFileError::Shape(format!("rule {n}: location is not a string")))
+                }
+                None => return Err(TdmFileError::Shape(format!("rule {n}: no location"))),
+            };
+            let reserved = match obj.get("tdm-reservation") {
+                None | Some(Value::Null) => None,
+                Some(Value::Number(x)) => tdm_reservation(&x.to_string()),
+                Some(Value::String(s)) => tdm_reservation(s),
+                Some(_) => {
+                    return Err(TdmFileError::Shape(format!(
+                        "rule {n}: tdm-reservation is not a number"
+                    )))
+                }
+            };
+            let policy = match obj.get("tdm-policy") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(_) => {
+                    return Err(TdmFileError::Shape(format!(
+                        "rule {n}: tdm-policy is not a string"
+                    )))
+                }
+            };
+            // A location matches like a robots.txt path pattern (`*` and a final `$`).
+            let location = if location.starts_with('/') || location.starts_with('*') {
+                location.to_owned()
+            } else {
+                format!("/{location}")
+            };
+            let mut pattern = Vec::with_capacity(location.len() + 4);
+            normalize::normalize_pattern_into(location.as_bytes(), &mut pattern);
+            let shape = PatternShape::of(&pattern);
+            rules.push(TdmRule {
+                pattern: pattern.into(),
+                shape,
+                statement: TdmStatement { reserved, policy },
+            });
+        }
+        Ok(TdmFile { rules })
+    }
+
+    /// The statement of the first rule whose location matches `path` (canonical form, as
+    /// robots.txt rules are matched), if any.
+    pub fn statement_for(&self, path: &[u8]) -> Option<&TdmStatement> {
+        self.rules
+            .iter()
+            .find(|r| pattern::matches(&r.pattern, r.shape, path))
+            .map(|r| &r.statement)
+    }
+
+    /// [`TdmFile::statement_for`] a path as sent (it is brought to the canonical form first).
+    pub fn statement_for_sent(&self, sent: &str) -> Option<&TdmStatement> {
+        let mut path = Vec::with_capacity(sent.len() + 8);
+        normalize::normalize_path_for_matching_into(sent.as_bytes(), &mut path);
+        self.statement_for(&path)
+    }
+
+    /// The number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether the file has no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+}
+
+/// What the `<meta>` elements of an HTML head say about TDM and AI uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HtmlMeta {
+    /// `<meta name="tdm-reservation" content="…">` (and `tdm-policy`), when the reservation is
+    /// `0` or `1`.
+    pub tdm: Option<TdmStatement>,
+    /// Whether `<meta name="robots">` (or `<meta name="TOKEN">`) says `noai` / `noimageai` /
+    /// `noml` for the crawler.
+    pub noai: bool,
+}
+
+/// Finds `needle` (ASCII, lower case) in `hay`, ignoring ASCII case.
+fn find_ci(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// The value of attribute `name` in the inside of a tag (`name="…"`, `name='…'` or unquoted).
+fn attribute(tag: &[u8], name: &[u8]) -> Option<String> {
+    let mut at = 0;
+    while let Some(found) = find_ci(&tag[at..], name) {
+        let start = at + found;
+        at = start + name.len();
+        let before_ok = start == 0 || tag[start - 1].is_ascii_whitespace();
+        let mut i = at;
+        while i < tag.len() && tag[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if !before_ok || tag.get(i) != Some(&b'=') {
+            continue;
+        }
+        i += 1;
+        while i < tag.len() && tag[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let value = match tag.get(i) {
+            Some(&q @ (b'"' | b'\'')) => {
+                let rest = &tag[i + 1..];
+                let end = rest.iter().position(|&b| b == q).unwrap_or(rest.len());
+                &rest[..end]
+            }
+            _ => {
+                let rest = &tag[i..];
+                let end = rest
+                    .iter()
+                    .position(|&b| b.is_ascii_whitespace() || b == b'/')
+                    .unwrap_or(rest.len());
+                &rest[..end]
+            }
+        };
+        return Some(String::from_utf8_lossy(value).trim().to_owned());
+    }
+    None
+}
+
+/// Reads the `<meta>` elements of `prefix`, the start of an HTML document, up to `</head>` or
+/// `<body` (what comes later is not the head). `token` is the crawler's product token, for
+/// `<meta name="TOKEN" content="noai">`.
+pub fn html_meta(prefix: &[u8], token: Option<&str>) -> HtmlMeta {
+    let end = [find_ci(prefix, b"</head"), find_ci(prefix, b"<body")]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(prefix.len());
+    let head = &prefix[..end];
+    let mut out = HtmlMeta::default();
+    let mut reserved = None;
+    let mut policy = None;
+    let mut at = 0;
+    while let Some(found) = find_ci(&head[at..], b"<meta") {
+        let start = at + found + 5;
+        let Some(len) = head[start..].iter().position(|&b| b == b'>') else { break };
+        let tag = &head[start..start + len];
+        at = start + len;
+        let (Some(name), Some(content)) = (attribute(tag, b"name"), attribute(tag, b"content"))
+        else {
+            continue;
+        };
+        if name.eq_ignore_ascii_case("tdm-reservation") {
+            reserved = reserved.or(tdm_reservation(&content));
+        } else if name.eq_ignore_ascii_case("tdm-policy") {
+            policy = policy.or(Some(content).filter(|c| !c.is_empty()));
+        } else if name.eq_ignore_ascii_case("robots")
+            || token.is_some_and(|t| t.eq_ignore_ascii_case(&name))
+        {
+            out.noai |= x_robots_noai(&content, None);
+        }
+    }
+    if reserved.is_some() {
+        out.tdm = Some(TdmStatement { reserved, policy });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noai_unscoped_and_scoped() {
+        assert!(x_robots_noai("noai", None));
+        assert!(x_robots_noai("noindex, NoImageAI", Some("AcmeTrainer")));
+        assert!(x_robots_noai("noml", Some("x")));
+        assert!(!x_robots_noai("noindex, nofollow", Some("AcmeTrainer")));
+        assert!(x_robots_noai("acmetrainer: noai", Some("AcmeTrainer")));
+        assert!(!x_robots_noai("otherbot: noai", Some("AcmeTrainer")));
+        assert!(!x_robots_noai("otherbot: noai", None));
+        // A scope lasts until the next one.
+        assert!(x_robots_noai("otherbot: noindex, noai, acmetrainer: noai", Some("AcmeTrainer")));
+        assert!(!x_robots_noai("acmetrainer: noindex, otherbot: noai", Some("AcmeTrainer")));
+        // A valued directive is not a scope.
+        assert!(x_robots_noai("unavailable_after: 2030-01-01, noai", Some("AcmeTrainer")));
+        assert!(!x_robots_noai("noainoai", None));
+    }
+
+    #[test]
+    fn meta_in_the_head_only() {
+        let html = br#"<!doctype html><html><HEAD><title>x</title>
+            <meta name="tdm-reservation" content="1">
+            <META content='https://p.example/p' name='tdm-policy'/>
+            <meta name=robots content="noindex, noai">
+            </head><body><meta name="tdm-reservation" content="0"></body>"#;
+        let m = html_meta(html, Some("AcmeTrainer"));
+        assert_eq!(
+            m.tdm,
+            Some(TdmStatement { reserved: Some(true), policy: Some("https://p.example/p".into()) })
+        );
+        assert!(m.noai);
+        let scoped = br#"<head><meta name="acmetrainer" content="noai"></head>"#;
+        assert!(html_meta(scoped, Some("AcmeTrainer")).noai);
+        assert!(!html_meta(scoped, Some("OtherBot")).noai);
+        // After the head, or a bad value: nothing.
+        assert_eq!(
+            html_meta(br#"<body><meta name="tdm-reservation" content="1">"#, None).tdm,
+            None
+        );
+        assert_eq!(html_meta(br#"<meta name="tdm-reservation" content="yes">"#, None).tdm, None);
+        assert_eq!(html_meta(b"<meta name=", None), HtmlMeta::default());
+    }
+
+    #[test]
+    fn reservation_values() {
+        assert_eq!(tdm_reservation("1"), Some(true));
+        assert_eq!(tdm_reservation(" 0 "), Some(false));
+        assert_eq!(tdm_reservation("yes"), None);
+        assert_eq!(tdm_reservation("2"), None);
+        assert_eq!(tdm_reservation(""), None);
+    }
+
+    #[test]
+    fn file_first_match_wins_with_patterns() {
+        let f = TdmFile::parse(
+            br#"[
+              {"location": "/open/*.html$", "tdm-reservation": 0},
+              {"location": "/open/", "tdm-reservation": 1, "tdm-policy": "https://p.example/policy"},
+              {"location": "/", "tdm-reservation": 1},
+              {"location": "/never", "tdm-reservation": 0}
+            ]"#,
+        )
+        .unwrap();
+        assert_eq!(f.len(), 4);
+        assert_eq!(f.statement_for(b"/open/a.html").unwrap().reserved, Some(false));
+        let s = f.statement_for(b"/open/a.html?x").unwrap();
+        assert_eq!(s.reserved, Some(true), "$ anchors the end");
+        assert_eq!(s.policy.as_deref(), Some("https://p.example/policy"));
+        assert_eq!(f.statement_for(b"/never").unwrap().reserved, Some(true), "first wins");
+        let none = TdmFile::parse(br#"[{"location": "/a/", "tdm-reservation": 1}]"#).unwrap();
+        assert!(none.statement_for(b"/b").is_none());
+        // Values other than 0 and 1 are unset; strings "1" are read too.
+        let odd = TdmFile::parse(
+            br#"[{"location": "/x", "tdm-reservation": 2}, {"location": "/", "tdm-reservation": "1"}]"#,
+        )
+        .unwrap();
+        assert_eq!(odd.statement_for(b"/x").unwrap().reserved, None);
+        assert_eq!(odd.statement_for(b"/y").unwrap().reserved, Some(true));
+    }
+
+    #[test]
+    fn malformed_files_are_refused_with_a_reason() {
+        assert!(matches!(TdmFile::parse(b"<html>"), Err(TdmFileError::NotJson(_))));
+        let shape = |b: &[u8]| match TdmFile::parse(b) {
+            Err(TdmFileError::Shape(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(shape(br#"{"location": "/"}"#).contains("not an array"));
+        assert!(shape(br#"[{"location": 1}]"#).contains("location is not a string"));
+        assert!(shape(br#"[{"tdm-reservation": 1}]"#).contains("no location"));
+        assert!(shape(br#"[{"location": "/", "tdm-reservation": [1]}]"#).contains("rule 1"));
+        assert!(shape(br#"[{"location": "/", "tdm-policy": 5}]"#).contains("tdm-policy"));
+        assert!(shape(br#"["/"]"#).contains("not an object"));
+    }
+}

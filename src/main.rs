@@ -269,6 +269,10 @@ fn main() -> ExitCode {
             match serve::check(config, listen, admin_listen) {
                 Ok(config) => {
                     print!("{}", robots_proxy::config::render(&config));
+                    // What each exception covers, as comments: the output stays a configuration.
+                    for line in robots_proxy::policy::exceptions::describe(&config.exceptions) {
+                        println!("# {line}");
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

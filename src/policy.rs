@@ -4,6 +4,7 @@
 //! and "may it go?" ([`Policy::decide`]). The answer, a [`PolicyDecision`], carries everything a
 //! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
 
+pub mod exceptions;
 pub mod readings;
 mod section;
 
@@ -16,6 +17,7 @@ use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::cache::RobotsRules;
 use crate::robots::{Reason, Verdict};
+pub use exceptions::{ExceptionEntry, ExceptionVerdict, Exceptions};
 pub use readings::{Reading, Readings};
 pub use section::{FoldCase, PolicySection, TokenHeader, TokenSource};
 
@@ -44,6 +46,8 @@ pub struct Policy {
     fold_case: FoldCase,
     /// `policy.fold_case_sites`, lower-cased.
     fold_case_sites: Vec<String>,
+    /// `[[exceptions]]` (empty unless [`Policy::with_exceptions`]).
+    exceptions: Arc<exceptions::Exceptions>,
 }
 
 /// Where the product token of a request came from.
@@ -127,6 +131,7 @@ impl Policy {
                 .iter()
                 .map(|s| s.to_ascii_lowercase())
                 .collect(),
+            exceptions: Arc::default(),
         }
     }
 

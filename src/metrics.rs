@@ -79,7 +79,9 @@ impl Decision {
     pub fn of(action: crate::audit::AuditAction) -> Decision {
         use crate::audit::AuditAction as A;
         match action {
-            A::RobotsDisallow | A::UsageDisallow | A::UsageWithhold => Decision::Disallow,
+            A::RobotsDisallow | A::UsageDisallow | A::UsageWithhold | A::ExceptionDisallow => {
+                Decision::Disallow
+            }
             A::Throttled => Decision::Throttle,
             A::DestinationProhibited | A::ConnectRefuse => Decision::Refuse,
             A::TunnelAllow => Decision::Tunnel,

@@ -6,6 +6,7 @@
 
 mod answer;
 mod connect;
+mod exception;
 mod facts;
 mod forward;
 mod listener;

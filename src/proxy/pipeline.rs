@@ -276,6 +276,13 @@ async fn check_robots(
     snapshot: &RobotsSnapshot,
     started: Instant,
 ) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
+    // `[[exceptions]]`: one empty check when none is configured.
+    if live.policy.has_exceptions() {
+        let excepting = Box::pin(super::exception::check(shared, live, facts, snapshot, started));
+        if let Some(flow) = excepting.await {
+            return flow;
+        }
+    }
     if shared.audit.all_decisions()
         || !live.policy.is_allowed(snapshot, facts.token(), &facts.readings)
     {

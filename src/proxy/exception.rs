@@ -1,0 +1,93 @@
+//! Recorded exceptions (`[[exceptions]]`, `crate::policy::exceptions`) in the pipeline: asked
+//! only when some are configured ([`crate::policy::Policy::has_exceptions`]), before
+//! robots.txt's own verdict. An exception that decides is always audited, the allowed requests
+//! too, whatever `audit.all_decisions` says.
+
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use http::{header, HeaderValue, Response, StatusCode};
+
+use super::facts::Facts;
+use super::{answer, Live, ProxyBody, Shared};
+use crate::audit::AuditRecord;
+use crate::policy::exceptions::Effect;
+use crate::policy::{ExceptionVerdict, RobotsSnapshot};
+
+/// What [`super::pipeline`]'s robots.txt step does when an exception decides: the 403 of a
+/// disallow (its record written), or the record of an allow, for the step to write once the
+/// request goes on. `None`: no exception decides, robots.txt does.
+pub(super) async fn check(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+    started: Instant,
+) -> Option<ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>>> {
+    let now = shared.clock.now();
+    let policy = &live.policy;
+    let verdict =
+        policy.exception_for(snapshot, facts.token(), facts.user_name(), &facts.readings, now)?;
+    // The robots.txt verdict it overrides, written next to it.
+    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
+    shared.metrics.decision_time(started);
+    match verdict.effect {
+        Effect::Allow => {
+            let mut record = facts.audit_record(&decision, now, None);
+            verdict.audit(&mut record, decision.is_allowed());
+            Some(ControlFlow::Continue(Some(Box::new(record))))
+        }
+        Effect::Disallow => {
+            let mut record = facts.audit_record(&decision, now, Some(403));
+            verdict.audit(&mut record, decision.is_allowed());
+            record.reading = Some(verdict.reading.name().to_owned());
+            record.read_path =
+                (verdict.read_path != facts.path()).then(|| verdict.read_path.clone());
+            let token = facts.token().map(|t| t.as_str());
+            let answer = refused(&verdict, &record.url, token, facts.want_json);
+            Some(ControlFlow::Break(shared.refuse(record, facts.authority.scheme(), answer).await))
+        }
+    }
+}
+
+/// The 403 of a disallow exception: it names the exception and its reference, not robots.txt.
+fn refused(
+    verdict: &ExceptionVerdict,
+    url: &str,
+    token: Option<&str>,
+    want_json: bool,
+) -> Response<ProxyBody> {
+    let reason = verdict.reason();
+    if want_json {
+        let body = serde_json::json!({
+            "error": "exception_disallowed",
+            "url": url,
+            "product_token": token,
+            "exception": &*verdict.id,
+            "reference": &*verdict.reference,
+            "reason": reason,
+            "reading": verdict.reading.name(),
+            "read_path": verdict.read_path,
+        });
+        let mut resp = answer::text(StatusCode::FORBIDDEN, "http_request_denied", reason);
+        *resp.body_mut() = answer::full(body.to_string());
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return resp;
+    }
+    let body = format!(
+        "403 Forbidden: {reason}.\n\
+         \n\
+         URL:           {url}\n\
+         Product token: {token}\n\
+         Exception:     {id}\n\
+         Reference:     {reference}\n\
+         Reading:       {reading}: {read_path}\n",
+        token = token.unwrap_or("(none)"),
+        id = verdict.id,
+        reference = verdict.reference,
+        reading = verdict.reading,
+        read_path = verdict.read_path,
+    );
+    answer::text(StatusCode::FORBIDDEN, "http_request_denied", body)
+}

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::support::{run, write_atomically, Origin, ProxyProcess};
+use super::support::{get_json, run, write_atomically, Origin, ProxyProcess};
 use crate::proxy::support::{raw_get, RawResponse};
 
 fn expires_in(d: Duration) -> String {
@@ -159,4 +159,72 @@ fn config_errors_name_the_entry_and_the_key() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("# exception a: allow token AcmeBot on news.example paths /"), "{text}");
     assert!(text.contains("a (allow) and d (disallow) overlap: the disallow wins"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_adds_changes_and_removes_exceptions_and_the_admin_lists_them() {
+    let origin = Origin::start("User-agent: *\nDisallow: /archive/\nDisallow: /other/\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let later = "2099-01-01T00:00:00Z";
+    let partner = |paths: &str| exception("partner", "allow", "127.0.0.1", paths, later);
+    let first = format!(
+        "{}{}",
+        partner("[\"/archive/\"]"),
+        exception("gone", "disallow", "127.0.0.1", "[\"/news/\"]", later)
+    );
+    write_atomically(&file, &config(&state, &first));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let base = origin.base();
+    assert_eq!(get(&p, &format!("{base}/archive/1"), "AcmeBot").await.status, 200);
+    assert_eq!(get(&p, &format!("{base}/news/1"), "AcmeBot").await.status, 403);
+
+    let (status, listed) = get_json(&format!("{}/api/exceptions", p.admin())).await;
+    assert_eq!(status, 200);
+    let ids: Vec<_> =
+        listed["exceptions"].as_array().unwrap().iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(ids, ["partner", "gone"], "{listed}");
+    assert_eq!(listed["exceptions"][0]["uses"], 1, "{listed}");
+    assert_eq!(listed["exceptions"][0]["reference"], "https://legal.example/partner");
+    assert_eq!(listed["exceptions"][0]["active"], true);
+    let (_, metrics) = super::support::get(&format!("{}/metrics", p.admin())).await;
+    assert!(metrics.contains("robots_proxy_exception_expiry_seconds{id=\"partner\"}"), "{metrics}");
+    let explain = format!("{}/robots?url={base}/archive/1&agent=AcmeBot", p.admin());
+    let (_, explained) = get_json(&explain).await;
+    assert_eq!(explained["exception"]["id"], "partner", "{explained}");
+    assert_eq!(explained["decision"]["allowed"], false, "{explained}");
+
+    // Changed (another path), removed (gone) and added (new).
+    let second = format!(
+        "{}{}",
+        partner("[\"/other/\"]"),
+        exception("new", "disallow", "127.0.0.1", "[\"/sport\"]", later)
+    );
+    write_atomically(&file, &config(&state, &second));
+    p.signal("HUP");
+    p.wait_for_stderr("SIGHUP: configuration reloaded", 1).await;
+    assert_eq!(get(&p, &format!("{base}/archive/1"), "AcmeBot").await.status, 403);
+    assert_eq!(get(&p, &format!("{base}/other/1"), "AcmeBot").await.status, 200);
+    assert_eq!(get(&p, &format!("{base}/news/1"), "AcmeBot").await.status, 200);
+    let sport = get(&p, &format!("{base}/sport"), "AcmeBot").await;
+    assert_eq!(sport.status, 403);
+    assert!(sport.body.contains("exception new"), "{}", sport.body);
+    let (_, listed) = get_json(&format!("{}/api/exceptions", p.admin())).await;
+    let ids: Vec<_> =
+        listed["exceptions"].as_array().unwrap().iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(ids, ["partner", "new"], "{listed}");
+    // Use counts are kept across the reload for the same id.
+    assert_eq!(listed["exceptions"][0]["uses"], 2, "{listed}");
+    let (_, metrics) = super::support::get(&format!("{}/metrics", p.admin())).await;
+    assert!(!metrics.contains("id=\"gone\""), "{metrics}");
+
+    // A bad file keeps the running set.
+    let bad = exception("late", "allow", "127.0.0.1", "[\"/\"]", "2020-01-01T00:00:00Z");
+    write_atomically(&file, &config(&state, &format!("{second}{bad}")));
+    p.signal("HUP");
+    p.wait_for_stderr("the running configuration stays", 1).await;
+    assert!(p.stderr().contains("exceptions[3].expires"), "{}", p.stderr());
+    assert_eq!(get(&p, &format!("{base}/sport"), "AcmeBot").await.status, 403);
+    assert_eq!(get(&p, &format!("{base}/other/1"), "AcmeBot").await.status, 200);
 }

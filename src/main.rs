@@ -561,7 +561,7 @@ mod serve {
             let mut hourly = tokio::time::interval(std::time::Duration::from_secs(3600));
             loop {
                 hourly.tick().await;
-                expiring.policy().exceptions().warn_expiring(expiring.clock().now());
+                let _ = expiring.policy().exceptions().warn_expiring(expiring.clock().now());
             }
         });
         let grace = config.proxy.shutdown_grace;
@@ -658,7 +658,7 @@ mod serve {
             );
         }
         proxy.metrics().reloaded(true);
-        proxy.policy().exceptions().warn_expiring(proxy.clock().now());
+        let _ = proxy.policy().exceptions().warn_expiring(proxy.clock().now());
         tracing::info!(exceptions = new.exceptions.len(), "SIGHUP: configuration reloaded");
     }
 }

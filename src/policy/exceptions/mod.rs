@@ -248,10 +248,11 @@ impl Exceptions {
     }
 
     /// Logs a warning, once a day per exception, for every exception that expires within
-    /// seven days.
-    pub fn warn_expiring(&self, now: SystemTime) {
+    /// seven days; answers the ids warned about.
+    pub fn warn_expiring(&self, now: SystemTime) -> Vec<Arc<str>> {
         const WEEK: Duration = Duration::from_secs(7 * 86_400);
         let day = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400);
+        let mut warned = Vec::new();
         for e in &self.list {
             let Some(at) = e.expires else { continue };
             let left = at.duration_since(now).unwrap_or_default();
@@ -269,7 +270,9 @@ impl Exceptions {
                 e.id,
                 humantime::format_duration(Duration::from_secs(left.as_secs()))
             );
+            warned.push(e.id.clone());
         }
+        warned
     }
 }
 

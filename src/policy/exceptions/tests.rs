@@ -98,3 +98,17 @@ fn scope_is_authority_token_and_every_reading() {
     assert_eq!(decide("http://news.example/", &token, "/archive/1", expired), None);
     assert_eq!(set.views(now())[0].uses, 2);
 }
+
+#[test]
+fn expiry_is_warned_about_once_a_day_from_seven_days_before() {
+    let set = Exceptions::new(&[entry(Effect::Allow)]);
+    let expires = parse_expires("2030-01-01T00:00:00Z").unwrap();
+    let day = Duration::from_secs(86_400);
+    assert!(set.warn_expiring(expires - 8 * day).is_empty(), "more than seven days ahead");
+    let first = expires - 6 * day;
+    assert_eq!(set.warn_expiring(first).len(), 1);
+    assert!(set.warn_expiring(first + Duration::from_secs(3600)).is_empty(), "once a day");
+    assert_eq!(set.warn_expiring(first + day).len(), 1, "the next day again");
+    assert!(set.warn_expiring(expires).is_empty(), "expired: no more warnings");
+    assert_eq!(set.expiry_seconds(expires - day), [("x".to_owned(), 86_400)]);
+}

@@ -91,3 +91,39 @@ fn refused(
     );
     answer::text(StatusCode::FORBIDDEN, "http_request_denied", body)
 }
+
+/// An allow exception with `usage` (`usage = ["train-ai"]`) lifts those usage preferences for
+/// its scope: the crawler's purposes in those categories are dropped for this request (neither
+/// robots.txt's nor the response's preference refuses it), and the request is audited as
+/// `exception_allow`.
+pub(super) async fn lift_usage(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+    purposes: &mut Vec<crate::usage::Purpose>,
+) {
+    let now = shared.clock.now();
+    let policy = &live.policy;
+    let Some((lifted, verdict)) =
+        policy.usage_lifted(snapshot, facts.token(), facts.user_name(), &facts.readings, now)
+    else {
+        return;
+    };
+    let before = purposes.len();
+    purposes.retain(|p| !lifted.contains(&p.category));
+    if purposes.len() == before {
+        return;
+    }
+    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
+    let mut record = facts.audit_record(&decision, now, None);
+    verdict.audit(&mut record, decision.is_allowed());
+    let labels: Vec<&str> = lifted.iter().map(|c| c.label()).collect();
+    record.reason = format!(
+        "usage preferences {} lifted by exception {} ({})",
+        labels.join(", "),
+        verdict.id,
+        verdict.reference
+    );
+    shared.write_audit(record).await;
+}

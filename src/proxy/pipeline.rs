@@ -337,11 +337,15 @@ async fn check_usage(
     facts: &Facts,
     snapshot: &RobotsSnapshot,
 ) -> ControlFlow<Response<ProxyBody>, Usage> {
-    let purposes = if live.usage.is_active() {
+    let mut purposes = if live.usage.is_active() {
         live.usage.purposes_for(facts.token(), facts.user_name())
     } else {
         Vec::new()
     };
+    if !purposes.is_empty() && live.policy.has_exceptions() {
+        let lifting = super::exception::lift_usage(shared, live, facts, snapshot, &mut purposes);
+        Box::pin(lifting).await;
+    }
     if purposes.is_empty() {
         return ControlFlow::Continue(Usage { purposes, preferences: UsagePreferences::default() });
     }

@@ -228,3 +228,26 @@ async fn a_reload_adds_changes_and_removes_exceptions_and_the_admin_lists_them()
     assert_eq!(get(&p, &format!("{base}/sport"), "AcmeBot").await.status, 403);
     assert_eq!(get(&p, &format!("{base}/other/1"), "AcmeBot").await.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allow_exception_with_usage_lifts_the_preference_for_its_scope() {
+    let origin = Origin::start("User-agent: *\nAllow: /\nContent-Usage: train-ai=n\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let ex = exception("licence", "allow", "127.0.0.1", "[\"/open/\"]", "2099-01-01T00:00:00Z")
+        + "usage = [\"train-ai\"]\n\n";
+    let crawlers = "[[usage.crawlers]]\ntoken = \"AcmeBot\"\npurposes = [\"train-ai\"]\n\n";
+    write_atomically(&file, &config(&state, &format!("{crawlers}{ex}")));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let base = origin.base();
+    let open = get(&p, &format!("{base}/open/1"), "AcmeBot").await;
+    assert_eq!(open.status, 200, "{open:?}");
+    // Outside its paths the preference still refuses.
+    assert_eq!(get(&p, &format!("{base}/closed"), "AcmeBot").await.status, 403);
+    let allows = with_action(&state, "exception_allow");
+    assert_eq!(allows.len(), 1, "{:?}", records(&state));
+    assert_eq!(allows[0]["robots.exception.id"], "licence");
+    assert!(allows[0]["event.reason"].as_str().unwrap().contains("train-ai"), "{}", allows[0]);
+    assert_eq!(with_action(&state, "usage_disallow").len(), 1);
+}

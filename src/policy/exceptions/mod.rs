@@ -484,6 +484,28 @@ impl super::Policy {
     }
 }
 
+impl super::Policy {
+    /// The usage categories an allow exception with `usage` lifts for this request (every
+    /// reading of its path in scope), and that exception; counts a use.
+    pub fn usage_lifted(
+        &self,
+        snapshot: &super::RobotsSnapshot,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        readings: &super::Readings,
+        now: SystemTime,
+    ) -> Option<(Vec<Category>, ExceptionVerdict)> {
+        if self.exceptions.is_empty() {
+            return None;
+        }
+        let all: Vec<(Reading, &str)> =
+            readings.to_decide(true, self.folds_case(snapshot)).collect();
+        let lifted = self.exceptions.lifted_usage(&snapshot.authority, token, user, &all, now)?;
+        self.exceptions.count(&lifted.1.id);
+        Some(lifted)
+    }
+}
+
 impl ExceptionVerdict {
     /// Turns the audit record of the robots.txt decision this exception overrode into the
     /// exception's record: its action, outcome, reason, id and reference; the robots.txt fields

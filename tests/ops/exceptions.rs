@@ -204,6 +204,7 @@ async fn a_reload_adds_changes_and_removes_exceptions_and_the_admin_lists_them()
     write_atomically(&file, &config(&state, &second));
     p.signal("HUP");
     p.wait_for_stderr("SIGHUP: configuration reloaded", 1).await;
+    assert!(!p.stderr().contains("only after a restart"), "{}", p.stderr());
     assert_eq!(get(&p, &format!("{base}/archive/1"), "AcmeBot").await.status, 403);
     assert_eq!(get(&p, &format!("{base}/other/1"), "AcmeBot").await.status, 200);
     assert_eq!(get(&p, &format!("{base}/news/1"), "AcmeBot").await.status, 200);

@@ -141,6 +141,8 @@ pub fn problems(entries: &[ExceptionEntry], now: SystemTime) -> Vec<(String, Str
         for p in &e.paths {
             if !pattern_matches_something(p) {
                 bad("paths", format!("{p:?} matches no path: a pattern starts with / or *"));
+            } else if p.contains(['#', '\n', '\r']) {
+                bad("paths", format!("{p:?}: a robots.txt pattern holds no # and no line break"));
             }
         }
         let allow = e.effect == Effect::Allow;

@@ -41,7 +41,7 @@ fn problems_name_the_entry_and_the_key() {
     e.expires = None;
     e.reference = None;
     e.tokens = vec!["*".into()];
-    e.paths = vec!["archive".into()];
+    e.paths = vec!["archive".into(), "/a#b".into()];
     let mut past = entry(Effect::Allow);
     past.id = "p".into();
     past.expires = Some("2020-01-01T00:00:00Z".into());
@@ -50,6 +50,7 @@ fn problems_name_the_entry_and_the_key() {
         keys(&[e, past, dup]),
         [
             "exceptions[1].tokens",
+            "exceptions[1].paths",
             "exceptions[1].paths",
             "exceptions[1].reference",
             "exceptions[1].expires",

@@ -269,6 +269,10 @@ fn main() -> ExitCode {
             match serve::check(config, listen, admin_listen) {
                 Ok(config) => {
                     print!("{}", robots_proxy::config::render(&config));
+                    // What each exception covers, as comments: the output stays a configuration.
+                    for line in robots_proxy::policy::exceptions::describe(&config.exceptions) {
+                        println!("# {line}");
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
@@ -550,6 +554,16 @@ mod serve {
             })
         };
 
+        // `[[exceptions]]` expiring within seven days: a warning once a day each (checked
+        // hourly, and after every reload).
+        let expiring = proxy.clone();
+        let expiry_task = tokio::spawn(async move {
+            let mut hourly = tokio::time::interval(std::time::Duration::from_secs(3600));
+            loop {
+                hourly.tick().await;
+                let _ = expiring.policy().exceptions().warn_expiring(expiring.clock().now());
+            }
+        });
         let grace = config.proxy.shutdown_grace;
         let reloading = proxy.clone();
         let hup_task = tokio::spawn(async move {
@@ -567,6 +581,7 @@ mod serve {
         tell_systemd(&format!("READY=1\nSTATUS=proxy on {local}, admin on {admin_local}"));
         proxy.serve_with_tls(listener, tls_listener, shutdown, grace).await;
         hup_task.abort();
+        expiry_task.abort();
         let _ = admin_stop.send(());
         let _ = admin_task.await;
         let _ = directory_stop.send(());
@@ -643,7 +658,8 @@ mod serve {
             );
         }
         proxy.metrics().reloaded(true);
-        tracing::info!("SIGHUP: configuration reloaded");
+        let _ = proxy.policy().exceptions().warn_expiring(proxy.clock().now());
+        tracing::info!(exceptions = new.exceptions.len(), "SIGHUP: configuration reloaded");
     }
 }
 

@@ -81,7 +81,9 @@ impl Decision {
     pub fn of(action: crate::audit::AuditAction) -> Decision {
         use crate::audit::AuditAction as A;
         match action {
-            A::RobotsDisallow | A::UsageDisallow | A::UsageWithhold => Decision::Disallow,
+            A::RobotsDisallow | A::UsageDisallow | A::UsageWithhold | A::ExceptionDisallow => {
+                Decision::Disallow
+            }
             A::Throttled => Decision::Throttle,
             A::DestinationProhibited | A::ConnectRefuse => Decision::Refuse,
             A::TunnelAllow => Decision::Tunnel,
@@ -148,6 +150,8 @@ pub struct Metrics {
     reloads_refused: Counter,
     signing_refused: Counter,
     would_block: report::WouldBlocks,
+    /// `exception_expiry_seconds{id}`, set at scrape time ([`Metrics::set_exception_expiry`]).
+    exception_expiry: Family<Vec<(&'static str, String)>, Gauge>,
     listening: AtomicBool,
     started: SystemTime,
     activity: Mutex<Activity>,
@@ -232,6 +236,14 @@ impl Metrics {
              their user is neither tied to that token nor listed in the identity's users",
             signing_refused.clone(),
         );
+        let exception_expiry = Family::<Vec<(&'static str, String)>, Gauge>::default();
+        registry.register_with_unit(
+            "exception_expiry",
+            "Time until each [[exceptions]] entry with an expiry expires, by id (negative once \
+             expired)",
+            Unit::Seconds,
+            exception_expiry.clone(),
+        );
         registry.register(
             "build",
             "The running version",
@@ -250,9 +262,19 @@ impl Metrics {
             reloads_refused,
             signing_refused,
             would_block,
+            exception_expiry,
             listening: AtomicBool::new(false),
             started: SystemTime::now(),
             activity: Mutex::new(Activity::default()),
+        }
+    }
+
+    /// Sets `robots_proxy_exception_expiry_seconds{id}` to `(id, seconds)` for exactly the
+    /// exceptions given (those of the configuration in force).
+    pub fn set_exception_expiry(&self, expiry: &[(String, i64)]) {
+        self.exception_expiry.clear();
+        for (id, seconds) in expiry {
+            self.exception_expiry.get_or_create(&vec![("id", id.clone())]).set(*seconds);
         }
     }
 

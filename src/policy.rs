@@ -4,6 +4,7 @@
 //! and "may it go?" ([`Policy::decide`]). The answer, a [`PolicyDecision`], carries everything a
 //! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
 
+pub mod exceptions;
 pub mod readings;
 mod report;
 mod section;
@@ -21,6 +22,7 @@ use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::cache::RobotsRules;
 use crate::robots::{Reason, Verdict};
+pub use exceptions::{ExceptionEntry, ExceptionVerdict, Exceptions};
 pub use readings::{Reading, Readings};
 pub use report::{PolicyMode, ReportScope};
 pub use section::{FoldCase, PolicySection, TokenHeader, TokenSource};
@@ -52,6 +54,8 @@ pub struct Policy {
     fold_case_sites: Vec<String>,
     /// Who is in report mode (`policy.mode`, `policy.report_tokens`, `policy.report_users`).
     report: ReportScope,
+    /// `[[exceptions]]` (empty unless [`Policy::with_exceptions`]).
+    exceptions: Arc<exceptions::Exceptions>,
 }
 
 /// Where the product token of a request came from.
@@ -136,6 +140,7 @@ impl Policy {
                 .map(|s| s.to_ascii_lowercase())
                 .collect(),
             report: ReportScope::new(section.mode, &section.report_tokens, &section.report_users),
+            exceptions: Arc::default(),
         }
     }
 

@@ -136,6 +136,7 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
         "/readyz" if read => readyz(proxy).await,
         "/robots" if read => robots::explain(proxy, &query).await,
         "/api/robots/versions" if read => versions::list(proxy, &query),
+        "/api/exceptions" if read => exceptions(proxy),
         "/cache/purge" | "/cache/purge-all" if method == Method::POST => {
             if let Some(refusal) = cross_site(&req) {
                 return refusal;
@@ -153,7 +154,8 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
         | "/healthz"
         | "/readyz"
         | "/robots"
-        | "/api/robots/versions" => not_allowed("GET, HEAD"),
+        | "/api/robots/versions"
+        | "/api/exceptions" => not_allowed("GET, HEAD"),
         "/cache/purge" | "/cache/purge-all" => not_allowed("POST"),
         _ => json_response(
             StatusCode::NOT_FOUND,
@@ -161,11 +163,19 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
                 "error": format!("no admin endpoint at {path}"),
                 "endpoints": ["/", "/api/summary", "/metrics", "/healthz", "/readyz",
                               "/robots?url=URL&agent=TOKEN", "/api/robots/versions?authority=A",
+                              "/api/exceptions",
                               "POST /cache/purge?authority=A",
                               "POST /cache/purge-all"],
             }),
         ),
     }
+}
+
+/// `GET /api/exceptions`: the `[[exceptions]]` in force, each with its scope, reference,
+/// expiry and use count.
+fn exceptions(proxy: &Proxy) -> Response<Body> {
+    let views = proxy.policy().exceptions().views(proxy.clock().now());
+    json_response(StatusCode::OK, &json!({ "exceptions": views }))
 }
 
 /// The query string as name → value (the last one wins), percent-decoded.
@@ -219,7 +229,10 @@ fn page() -> Response<Body> {
 async fn metrics(proxy: &Proxy, openmetrics: bool) -> Response<Body> {
     use crate::metrics::text;
     // The store counts entries lazily; settle the counts so the scrape is current.
-    proxy.policy().store_stats().await;
+    let policy = proxy.policy();
+    policy.store_stats().await;
+    let expiry = policy.exceptions().expiry_seconds(proxy.clock().now());
+    proxy.metrics().set_exception_expiry(&expiry);
     let encoded = proxy.metrics().encode();
     let (body, media) = if openmetrics {
         (encoded, text::OPENMETRICS)

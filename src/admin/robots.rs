@@ -101,6 +101,21 @@ pub(super) async fn explain(
         decision.insert("robots_sha256".to_owned(), version.sha256().into());
         decision.insert("robots_fetched_at".to_owned(), version.fetched_at_text().into());
     }
+    // The exception that would decide (`[[exceptions]]`, for a token; a user is not known
+    // here): it overrides robots.txt's decision above.
+    let exception = policy.exception_would_decide(&snapshot, token.as_ref(), &readings, now);
+    if let (Some(x), Some(map)) = (exception, body.as_object_mut()) {
+        map.insert(
+            "exception".to_owned(),
+            json!({
+                "id": &*x.id,
+                "effect": x.effect.name(),
+                "reference": &*x.reference,
+                "allowed": x.effect == crate::policy::exceptions::Effect::Allow,
+                "reason": x.reason(),
+            }),
+        );
+    }
     json_response(StatusCode::OK, &body)
 }
 

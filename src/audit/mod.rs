@@ -105,6 +105,10 @@ pub enum AuditAction {
     /// Forwarded in report-only mode although enforcement would have refused it: the refusal
     /// enforcement would have made is in `robots.would_action`.
     WouldBlock,
+    /// Forwarded: an allow exception (`[[exceptions]]`) let through what robots.txt disallows.
+    ExceptionAllow,
+    /// Refused: a disallow exception (`[[exceptions]]`).
+    ExceptionDisallow,
 }
 
 impl AuditAction {
@@ -122,6 +126,8 @@ impl AuditAction {
             AuditAction::TunnelAllow => "tunnel_allow",
             AuditAction::FleetUnavailable => "fleet_unavailable",
             AuditAction::WouldBlock => "would_block",
+            AuditAction::ExceptionAllow => "exception_allow",
+            AuditAction::ExceptionDisallow => "exception_disallow",
         }
     }
 }
@@ -228,6 +234,25 @@ pub struct AuditRecord {
     /// just before the first record in the file that names it. `None` when no file was in force (or robots.txt was not consulted).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub robots_version: Option<VersionFields>,
+    /// The exception (`[[exceptions]]`) that decided, for `exception_allow` and
+    /// `exception_disallow` records.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub exception: Option<ExceptionFields>,
+}
+
+/// The exception part of an audit record: which exception decided, where it is written, and
+/// what robots.txt decided without it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExceptionFields {
+    /// Its `id`.
+    #[serde(rename = "robots.exception.id")]
+    pub id: String,
+    /// Its `reference`.
+    #[serde(rename = "robots.exception.reference")]
+    pub reference: String,
+    /// `allow` or `disallow`: the robots.txt verdict the exception overrode (or confirmed).
+    #[serde(rename = "robots.exception.robots_verdict")]
+    pub robots_verdict: &'static str,
 }
 
 /// What every audit record says about the request it is about: who asked for what.
@@ -291,6 +316,7 @@ impl AuditRecord {
             usage: None,
             signature_keyid: None,
             robots_version: None,
+            exception: None,
         }
     }
 }

@@ -272,6 +272,18 @@ pub(super) fn schema_sample() -> Config {
         user: Some(String::new()),
         purposes: vec![String::new()],
     }];
+    config.exceptions = vec![crate::policy::ExceptionEntry {
+        id: String::new(),
+        authorities: vec![String::new()],
+        tokens: vec![String::new()],
+        users: vec![String::new()],
+        paths: vec![String::new()],
+        effect: crate::policy::exceptions::Effect::Allow,
+        reference: Some(String::new()),
+        granted_by: Some(String::new()),
+        expires: Some(String::new()),
+        usage: vec![String::new()],
+    }];
     config.https.ca_cert = Some(PathBuf::new());
     config.https.ca_key = Some(PathBuf::new());
     config.https.upstream_ca_file = Some(PathBuf::new());

@@ -196,6 +196,10 @@ pub fn load(sources: ConfigSources) -> Result<Config, ConfigError> {
         };
         problems.push(Problem { key: Some(key.to_owned()), origin, message });
     }
+    let origin = figment.find_metadata("exceptions").map(|m| Origin::from_metadata(m, None, &env));
+    for (key, message) in config.exception_problems() {
+        problems.push(Problem { key: Some(key), origin: origin.clone(), message });
+    }
     if problems.is_empty() {
         Ok(config)
     } else {
@@ -250,6 +254,8 @@ pub struct Config {
     pub fleet: crate::fleet::FleetSection,
     /// Web Bot Auth signatures on forwarded requests, and the key directory.
     pub signing: crate::signing::SigningSection,
+    /// `[[exceptions]]`: recorded, expiring exceptions to robots.txt (configuration file only).
+    pub exceptions: Vec<crate::policy::ExceptionEntry>,
 }
 
 impl Default for Config {
@@ -271,6 +277,7 @@ impl Default for Config {
             limits: crate::limits::LimitsSection::default(),
             fleet: crate::fleet::FleetSection::default(),
             signing: crate::signing::SigningSection::default(),
+            exceptions: Vec::new(),
         }
     }
 }
@@ -299,13 +306,22 @@ impl Config {
         let problems: Vec<Problem> = self
             .check()
             .into_iter()
-            .map(|(key, message)| Problem { key: Some(key.to_owned()), origin: None, message })
+            .map(|(key, message)| (key.to_owned(), message))
+            .chain(self.exception_problems())
+            .map(|(key, message)| Problem { key: Some(key), origin: None, message })
             .collect();
         if problems.is_empty() {
             Ok(())
         } else {
             Err(ConfigError::Invalid(problems))
         }
+    }
+
+    /// Every problem with `[[exceptions]]`, each key naming the entry and the field
+    /// (`exceptions[2].expires`): checked against the clock, so an expiry already past is
+    /// refused by `config check`, `serve` and a reload alike.
+    pub fn exception_problems(&self) -> Vec<(String, String)> {
+        crate::policy::exceptions::problems(&self.exceptions, std::time::SystemTime::now())
     }
 
     /// Every rule broken, as (key, message): the ranges of the table of bounds
@@ -623,6 +639,8 @@ pub const RELOADABLE: &[&str] = &[
     "log.level",
     "upstream.response_timeout",
     "upstream.body_idle_timeout",
+    "exceptions",
+    "exceptions.",
 ];
 
 /// Whether `key` is applied on a reload (see [`RELOADABLE`]).

@@ -6,6 +6,7 @@
 
 mod answer;
 mod connect;
+mod exception;
 mod facts;
 mod forward;
 mod listener;
@@ -117,7 +118,10 @@ struct Live {
 impl Live {
     fn new(config: &Config, store: &Arc<dyn RobotsStore>) -> Self {
         Live {
-            policy: Arc::new(Policy::new(&config.policy, store.clone())),
+            policy: Arc::new(
+                Policy::new(&config.policy, store.clone())
+                    .with_exceptions(Arc::new(crate::policy::Exceptions::new(&config.exceptions))),
+            ),
             usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
             response_timeout: config.upstream.response_timeout,
             body_idle_timeout: config.upstream.body_idle_timeout,
@@ -258,6 +262,7 @@ impl Proxy {
     /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
     pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
         let live = Live::new(config, &self.shared.store);
+        live.policy.exceptions().carry_counts(self.shared.live().policy.exceptions());
         self.shared.live.store(Arc::new(live));
         Ok(())
     }

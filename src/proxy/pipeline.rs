@@ -284,6 +284,14 @@ async fn check_robots(
     started: Instant,
     reported: &mut Reported,
 ) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
+    // `[[exceptions]]`: one empty check when none is configured.
+    if live.policy.has_exceptions() {
+        let excepting =
+            Box::pin(super::exception::check(shared, live, facts, snapshot, started, reported));
+        if let Some(flow) = excepting.await {
+            return flow;
+        }
+    }
     if shared.audit.all_decisions()
         || !live.policy.is_allowed(snapshot, facts.token(), &facts.readings)
     {
@@ -359,11 +367,15 @@ async fn check_usage(
     snapshot: &RobotsSnapshot,
     reported: &mut Reported,
 ) -> ControlFlow<Response<ProxyBody>, Usage> {
-    let purposes = if live.usage.is_active() {
+    let mut purposes = if live.usage.is_active() {
         live.usage.purposes_for(facts.token(), facts.user_name())
     } else {
         Vec::new()
     };
+    if !purposes.is_empty() && live.policy.has_exceptions() {
+        let lifting = super::exception::lift_usage(shared, live, facts, snapshot, &mut purposes);
+        Box::pin(lifting).await;
+    }
     if purposes.is_empty() {
         let preferences = UsagePreferences::default();
         return ControlFlow::Continue(Usage { purposes, preferences, tdm_file: None });

@@ -34,6 +34,7 @@ fn record(task: usize, n: usize) -> AuditRecord {
         usage: None,
         signature_keyid: None,
         robots_version: None,
+        exception: None,
     }
 }
 

@@ -19,6 +19,14 @@ fn keys(toml: &str, commented: bool) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     for line in toml.lines() {
         let mut line = line.trim();
+        // `[[exceptions]]`, a list of tables, commented out or not: its keys are its own.
+        let bare = line.strip_prefix('#').map_or(line, str::trim_start);
+        if let Some(name) = bare.strip_prefix("[[").and_then(|l| l.strip_suffix("]]")) {
+            if commented || bare == line {
+                section = name.to_owned();
+            }
+            continue;
+        }
         if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
             section = name.to_owned();
             continue;
@@ -58,6 +66,18 @@ fn shipped_file_mentions_every_key() {
     every.proxy.tls_certificate = Some("/proxy.pem".into());
     every.proxy.tls_key = Some("/proxy-key.pem".into());
     every.signing.directory_listen = Some(([127, 0, 0, 1], 9443).into());
+    every.exceptions = vec![robots_proxy::policy::ExceptionEntry {
+        id: "x".into(),
+        authorities: vec!["news.example".into()],
+        tokens: vec!["AcmeBot".into()],
+        users: vec!["search-team".into()],
+        paths: vec!["/".into()],
+        effect: robots_proxy::policy::exceptions::Effect::Allow,
+        reference: Some("r".into()),
+        granted_by: Some("g".into()),
+        expires: Some("2099-01-01T00:00:00Z".into()),
+        usage: vec!["train-ai".into()],
+    }];
     let wanted = keys(&config::render(&every), false);
     for key in ["state_dir", "proxy.listen", "policy.default_token", "log.level"] {
         assert!(wanted.contains(key), "the rendered keys include {key}: {wanted:?}");
@@ -81,6 +101,16 @@ fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
             "access.client_ca",
             "access.users_file",
             "audit.checkpoint_key",
+            "exceptions.authorities",
+            "exceptions.effect",
+            "exceptions.expires",
+            "exceptions.granted_by",
+            "exceptions.id",
+            "exceptions.paths",
+            "exceptions.reference",
+            "exceptions.tokens",
+            "exceptions.usage",
+            "exceptions.users",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",

@@ -52,14 +52,15 @@ async fn the_readme_metrics_table_is_what_metrics_exposes_in_both_formats() {
     let documented = readme_metrics();
     let undocumented: Vec<_> = exposed.difference(&documented).collect();
     assert!(undocumented.is_empty(), "exposed but not in the README's table: {undocumented:?}");
-    // Fleet metrics appear only with a fleet (`fleet.redis`), and the would-block counter's
-    // series (one per token and action) only once a request was reported in report-only mode
-    // (`tests/proxy/report.rs` checks it); every other documented metric is exposed by this
-    // proxy.
+    // Fleet metrics appear only with a fleet (`fleet.redis`), the would-block counter's series
+    // (one per token and action) only once a request was reported in report-only mode
+    // (`tests/proxy/report.rs` checks it), the exception expiry only with `[[exceptions]]`
+    // (tests/ops/exceptions.rs); every other documented metric is exposed by this proxy.
     let missing: Vec<_> = documented
         .difference(&exposed)
         .filter(|name| !name.starts_with("robots_proxy_fleet_"))
         .filter(|name| *name != "robots_proxy_would_block_total")
+        .filter(|name| *name != "robots_proxy_exception_expiry_seconds")
         .collect();
     assert!(missing.is_empty(), "in the README's table but not exposed: {missing:?}");
     promtool_accepts(&text);
@@ -110,11 +111,28 @@ async fn every_audit_field_is_documented() {
         c.pacing.enabled = true;
         c.pacing.max_wait = std::time::Duration::from_millis(500);
         c.audit.all_decisions = true;
+        // An allow and a disallow exception (`[[exceptions]]`), for their records' fields.
+        let entry = |id: &str, effect, path: &str| robots_proxy::policy::ExceptionEntry {
+            id: id.into(),
+            authorities: vec!["127.0.0.1".into()],
+            tokens: vec!["ExampleBot".into()],
+            users: vec![],
+            paths: vec![path.into()],
+            effect,
+            reference: Some("https://legal.example/1".into()),
+            granted_by: Some("legal@example.com".into()),
+            expires: Some("2099-01-01T00:00:00Z".into()),
+            usage: vec![],
+        };
+        use robots_proxy::policy::exceptions::Effect;
+        c.exceptions =
+            vec![entry("a", Effect::Allow, "/private/ok"), entry("d", Effect::Disallow, "/c")];
     })
     .await;
     let base = origin.base();
     let ua = "User-Agent: ExampleBot/1.0 caf\u{e9}\r\n";
-    for path in ["/a?q=1", "/private/x", "/b"] {
+    // The exception allow first: the pace lets only the first request through at once.
+    for path in ["/private/ok", "/a?q=1", "/private/x", "/b", "/c"] {
         raw_get(proxy.addr, &format!("{base}{path}"), "x", ua).await;
     }
     let connect = format!(
@@ -126,6 +144,8 @@ async fn every_audit_field_is_documented() {
     let actions: BTreeSet<_> = records.iter().map(|r| r["event.action"].to_string()).collect();
     assert!(actions.len() >= 4, "{actions:?}");
     assert!(actions.contains("\"robots_version\""), "{actions:?}");
+    assert!(actions.contains("\"exception_allow\""), "{actions:?}");
+    assert!(actions.contains("\"exception_disallow\""), "{actions:?}");
     let mut undocumented = BTreeSet::new();
     for record in &records {
         for field in record.as_object().unwrap().keys() {

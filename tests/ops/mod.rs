@@ -13,6 +13,7 @@ mod case_folding;
 mod dashboards;
 mod docs;
 mod evidence;
+mod exceptions;
 mod input;
 mod key_files;
 mod own_listeners;

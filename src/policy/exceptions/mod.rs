@@ -1,0 +1,528 @@
+//! Recorded, expiring exceptions (`[[exceptions]]`): written permission to crawl past
+//! robots.txt, or a prohibition where robots.txt allows, for named crawlers on named sites.
+//!
+//! How they combine with robots.txt ([`Exceptions::decide`]):
+//! * a `disallow` exception refuses a request when any reading of its path is in its scope,
+//!   whatever robots.txt says; it wins over every allow;
+//! * an `allow` exception lets a request through when robots.txt disallows it, if the exception
+//!   covers every reading robots.txt disallowed; never at or after its `expires`, read from the
+//!   clock at decision time (an expired exception stops applying with no reload).
+//!
+//! Path patterns are robots.txt patterns, matched by the robots engine itself: each exception's
+//! paths are compiled once into a one-group robots.txt (`Disallow: <pattern>` per path), and a
+//! path is in scope when that file disallows it.
+
+mod section;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+pub use section::{describe, parse_expires, problems, Effect, ExceptionEntry};
+
+use super::{decide_reading, Reading};
+use crate::authority::Authority;
+use crate::robots::usage::Category;
+use crate::robots::{ProductToken, RobotsTxt};
+
+/// The exceptions in force: compiled from `[[exceptions]]`, replaced as a whole on a reload.
+#[derive(Debug, Default)]
+pub struct Exceptions {
+    list: Vec<Exception>,
+}
+
+/// One compiled exception.
+#[derive(Debug)]
+pub struct Exception {
+    id: Arc<str>,
+    effect: Effect,
+    reference: Arc<str>,
+    granted_by: String,
+    expires: Option<SystemTime>,
+    expires_text: Option<String>,
+    sites: Vec<Site>,
+    /// Lower-cased.
+    tokens: Vec<String>,
+    users: Vec<String>,
+    paths: RobotsTxt,
+    path_patterns: Vec<String>,
+    usage: Vec<Category>,
+    uses: AtomicU64,
+    /// The day (since the epoch) an expiry warning was logged last.
+    warned_day: AtomicU64,
+}
+
+#[derive(Debug)]
+enum Site {
+    /// `host` (any port) or `host:port`.
+    Exact(String, Option<u16>),
+    /// `*.suffix`: any host ending in `.suffix`.
+    Suffix(String),
+}
+
+/// The exception that decided a request.
+#[derive(Debug, Clone)]
+pub struct ExceptionVerdict {
+    /// What it did.
+    pub effect: Effect,
+    /// Its `id`.
+    pub id: Arc<str>,
+    /// Its `reference`.
+    pub reference: Arc<str>,
+    /// For a disallow, the reading in its scope.
+    pub reading: Reading,
+    /// That reading's path.
+    pub read_path: String,
+}
+
+impl ExceptionVerdict {
+    /// A sentence for the refusal and the audit record.
+    pub fn reason(&self) -> String {
+        match self.effect {
+            Effect::Allow => format!(
+                "allowed by exception {} ({}) although robots.txt disallows it",
+                self.id, self.reference
+            ),
+            Effect::Disallow => format!(
+                "disallowed by exception {} ({}); robots.txt is not what refuses it",
+                self.id, self.reference
+            ),
+        }
+    }
+}
+
+/// An exception as `GET /api/exceptions` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ExceptionView {
+    /// `id`.
+    pub id: String,
+    /// `allow` or `disallow`.
+    pub effect: &'static str,
+    /// `authorities`.
+    pub authorities: Vec<String>,
+    /// `tokens`.
+    pub tokens: Vec<String>,
+    /// `users`.
+    pub users: Vec<String>,
+    /// `paths`.
+    pub paths: Vec<String>,
+    /// `reference`.
+    pub reference: String,
+    /// `granted_by`.
+    pub granted_by: String,
+    /// `expires`, as written.
+    pub expires: Option<String>,
+    /// Seconds until it expires (negative once expired).
+    pub expires_in_seconds: Option<i64>,
+    /// Whether it applies now (not expired).
+    pub active: bool,
+    /// Requests it decided since it was loaded (kept across reloads for the same id).
+    pub uses: u64,
+}
+
+impl Exceptions {
+    /// Compiles `entries` (validated by `config` already; an entry that fails anyway is left
+    /// out and logged).
+    pub fn new(entries: &[ExceptionEntry]) -> Self {
+        let list = entries.iter().filter_map(|e| match Exception::compile(e) {
+            Ok(x) => Some(x),
+            Err(why) => {
+                tracing::error!(id = %e.id, "exception left out: {why}");
+                None
+            }
+        });
+        Exceptions { list: list.collect() }
+    }
+
+    /// Whether there are none: the one check a request pays when none is configured.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Keeps the use counts of `previous` for the exceptions with the same id (a reload).
+    pub fn carry_counts(&self, previous: &Exceptions) {
+        for e in &self.list {
+            if let Some(old) = previous.list.iter().find(|o| o.id == e.id) {
+                e.uses.store(old.uses.load(Ordering::Relaxed), Ordering::Relaxed);
+                e.warned_day.store(old.warned_day.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The exceptions that apply to this authority and requester at `now`.
+    fn applicable<'s>(
+        &'s self,
+        authority: &'s Authority,
+        token: Option<&'s ProductToken>,
+        user: Option<&'s str>,
+        now: SystemTime,
+    ) -> impl Iterator<Item = &'s Exception> + 's {
+        self.list.iter().filter(move |e| e.applies(authority, token, user, now))
+    }
+
+    /// Decides a request: `readings` are the readings of its path (every one), `disallowed`
+    /// the readings robots.txt disallows. `None`: no exception decides, robots.txt does. The
+    /// exception that decides counts one use.
+    pub fn decide(
+        &self,
+        authority: &Authority,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        readings: &[(Reading, &str)],
+        disallowed: &[(Reading, &str)],
+        now: SystemTime,
+    ) -> Option<ExceptionVerdict> {
+        let v = self.find(authority, token, user, readings, disallowed, now)?;
+        self.count(&v.id);
+        Some(v)
+    }
+
+    /// Counts one use of the exception `id`.
+    pub fn count(&self, id: &str) {
+        if let Some(e) = self.list.iter().find(|e| &*e.id == id) {
+            e.uses.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn find(
+        &self,
+        authority: &Authority,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        readings: &[(Reading, &str)],
+        disallowed: &[(Reading, &str)],
+        now: SystemTime,
+    ) -> Option<ExceptionVerdict> {
+        let applicable: Vec<&Exception> = self.applicable(authority, token, user, now).collect();
+        if applicable.is_empty() {
+            return None;
+        }
+        for e in applicable.iter().filter(|e| e.effect == Effect::Disallow) {
+            if let Some(&(reading, path)) = readings.iter().find(|(r, p)| e.covers(*r, p)) {
+                return Some(e.verdict(reading, path));
+            }
+        }
+        if disallowed.is_empty() {
+            return None;
+        }
+        let e = applicable
+            .iter()
+            .filter(|e| e.effect == Effect::Allow)
+            .find(|e| disallowed.iter().all(|(r, p)| e.covers(*r, p)))?;
+        let (reading, path) = disallowed[0];
+        Some(e.verdict(reading, path))
+    }
+
+    /// The usage categories an allow exception lifts for this request, every reading in its
+    /// scope.
+    pub fn lifted_usage(
+        &self,
+        authority: &Authority,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        readings: &[(Reading, &str)],
+        now: SystemTime,
+    ) -> Option<(Vec<Category>, ExceptionVerdict)> {
+        let e = self.applicable(authority, token, user, now).find(|e| {
+            e.effect == Effect::Allow
+                && !e.usage.is_empty()
+                && readings.iter().all(|(r, p)| e.covers(*r, p))
+        })?;
+        let (reading, path) = readings.first().copied().unwrap_or((Reading::AsSent, "/"));
+        Some((e.usage.clone(), e.verdict(reading, path)))
+    }
+
+    /// Every exception, for `GET /api/exceptions`.
+    pub fn views(&self, now: SystemTime) -> Vec<ExceptionView> {
+        self.list.iter().map(|e| e.view(now)).collect()
+    }
+
+    /// `(id, seconds until expiry)` of every exception with an expiry, for
+    /// `robots_proxy_exception_expiry_seconds`.
+    pub fn expiry_seconds(&self, now: SystemTime) -> Vec<(String, i64)> {
+        self.list
+            .iter()
+            .filter_map(|e| Some((e.id.to_string(), seconds_until(e.expires?, now))))
+            .collect()
+    }
+
+    /// Logs a warning, once a day per exception, for every exception that expires within
+    /// seven days; answers the ids warned about.
+    pub fn warn_expiring(&self, now: SystemTime) -> Vec<Arc<str>> {
+        const WEEK: Duration = Duration::from_secs(7 * 86_400);
+        let day = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400);
+        let mut warned = Vec::new();
+        for e in &self.list {
+            let Some(at) = e.expires else { continue };
+            let left = at.duration_since(now).unwrap_or_default();
+            if at <= now || left > WEEK {
+                continue;
+            }
+            if e.warned_day.swap(day, Ordering::Relaxed) == day {
+                continue;
+            }
+            tracing::warn!(
+                id = %e.id,
+                reference = %e.reference,
+                expires = e.expires_text.as_deref().unwrap_or("-"),
+                "exception {} expires in {}: renew it or let it end",
+                e.id,
+                humantime::format_duration(Duration::from_secs(left.as_secs()))
+            );
+            warned.push(e.id.clone());
+        }
+        warned
+    }
+}
+
+fn seconds_until(at: SystemTime, now: SystemTime) -> i64 {
+    match at.duration_since(now) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+impl Exception {
+    fn compile(e: &ExceptionEntry) -> Result<Self, String> {
+        let expires = e.expires.as_deref().map(parse_expires).transpose()?;
+        if e.effect == Effect::Allow && expires.is_none() {
+            return Err("an allow exception needs expires".into());
+        }
+        let mut robots = String::from("User-agent: *\n");
+        for p in &e.paths {
+            if p.contains(['\n', '\r', '#']) {
+                return Err(format!("{p:?} is not a path pattern"));
+            }
+            robots.push_str("Disallow: ");
+            robots.push_str(p);
+            robots.push('\n');
+        }
+        let sites = e
+            .authorities
+            .iter()
+            .map(|a| {
+                let a = a.to_ascii_lowercase();
+                match a.strip_prefix("*.") {
+                    Some(suffix) => Site::Suffix(format!(".{suffix}")),
+                    None => {
+                        match a.rsplit_once(':').and_then(|(h, p)| Some((h, p.parse().ok()?))) {
+                            Some((h, port)) if !h.contains(':') || h.starts_with('[') => {
+                                Site::Exact(h.trim_matches(['[', ']']).to_owned(), Some(port))
+                            }
+                            _ => Site::Exact(a.trim_matches(['[', ']']).to_owned(), None),
+                        }
+                    }
+                }
+            })
+            .collect();
+        let usage = e.usage.iter().filter_map(|l| Category::from_label(l)).collect();
+        Ok(Exception {
+            id: e.id.as_str().into(),
+            effect: e.effect,
+            reference: e.reference.as_deref().unwrap_or_default().into(),
+            granted_by: e.granted_by.clone().unwrap_or_default(),
+            expires,
+            expires_text: e.expires.clone(),
+            sites,
+            tokens: e.tokens.iter().map(|t| t.to_ascii_lowercase()).collect(),
+            users: e.users.clone(),
+            paths: RobotsTxt::parse(robots.as_bytes()),
+            path_patterns: e.paths.clone(),
+            usage,
+            uses: AtomicU64::new(0),
+            warned_day: AtomicU64::new(u64::MAX),
+        })
+    }
+
+    fn applies(
+        &self,
+        authority: &Authority,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        now: SystemTime,
+    ) -> bool {
+        if self.expires.is_some_and(|at| now >= at) {
+            return false;
+        }
+        let who = token
+            .is_some_and(|t| self.tokens.iter().any(|x| t.as_str().eq_ignore_ascii_case(x)))
+            || user.is_some_and(|u| self.users.iter().any(|x| x == u));
+        who && self.sites.iter().any(|s| s.matches(authority))
+    }
+
+    /// Whether one reading of a path is in scope.
+    fn covers(&self, reading: Reading, path: &str) -> bool {
+        !decide_reading(&self.paths, None, reading, path).is_allowed()
+    }
+
+    fn verdict(&self, reading: Reading, path: &str) -> ExceptionVerdict {
+        ExceptionVerdict {
+            effect: self.effect,
+            id: self.id.clone(),
+            reference: self.reference.clone(),
+            reading,
+            read_path: path.to_owned(),
+        }
+    }
+
+    fn view(&self, now: SystemTime) -> ExceptionView {
+        ExceptionView {
+            id: self.id.to_string(),
+            effect: self.effect.name(),
+            authorities: self
+                .sites
+                .iter()
+                .map(|s| match s {
+                    Site::Exact(h, None) => h.clone(),
+                    Site::Exact(h, Some(p)) => format!("{h}:{p}"),
+                    Site::Suffix(s) => format!("*{s}"),
+                })
+                .collect(),
+            tokens: self.tokens.clone(),
+            users: self.users.clone(),
+            paths: self.path_patterns.clone(),
+            reference: self.reference.to_string(),
+            granted_by: self.granted_by.clone(),
+            expires: self.expires_text.clone(),
+            expires_in_seconds: self.expires.map(|at| seconds_until(at, now)),
+            active: self.expires.is_none_or(|at| now < at),
+            uses: self.uses.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Site {
+    fn matches(&self, authority: &Authority) -> bool {
+        let host = authority.host();
+        match self {
+            Site::Exact(h, port) => {
+                host.eq_ignore_ascii_case(h) && port.is_none_or(|p| p == authority.port())
+            }
+            Site::Suffix(suffix) => {
+                host.len() > suffix.len()
+                    && host
+                        .get(host.len() - suffix.len()..)
+                        .is_some_and(|t| t.eq_ignore_ascii_case(suffix))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+impl super::Policy {
+    /// Puts `exceptions` in force for this policy (built from the same configuration).
+    pub fn with_exceptions(mut self, exceptions: Arc<Exceptions>) -> Self {
+        self.exceptions = exceptions;
+        self
+    }
+
+    /// The exceptions in force.
+    pub fn exceptions(&self) -> &Arc<Exceptions> {
+        &self.exceptions
+    }
+
+    /// Whether any exception is configured: when not, a request pays this check only.
+    #[inline]
+    pub fn has_exceptions(&self) -> bool {
+        !self.exceptions.is_empty()
+    }
+
+    /// The exception that decides this request, if one does (see [`Exceptions::decide`]): every
+    /// reading of the path is looked at, a disallow exception wins over robots.txt and over any
+    /// allow, an allow must cover every reading robots.txt disallowed. Counts a use.
+    pub fn exception_for(
+        &self,
+        snapshot: &super::RobotsSnapshot,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        readings: &super::Readings,
+        now: SystemTime,
+    ) -> Option<ExceptionVerdict> {
+        self.exception_with(snapshot, token, user, readings, now, true)
+    }
+
+    /// [`Policy::exception_for`] without counting a use (the admin's `/robots?url=`).
+    pub fn exception_would_decide(
+        &self,
+        snapshot: &super::RobotsSnapshot,
+        token: Option<&ProductToken>,
+        readings: &super::Readings,
+        now: SystemTime,
+    ) -> Option<ExceptionVerdict> {
+        self.exception_with(snapshot, token, None, readings, now, false)
+    }
+
+    fn exception_with(
+        &self,
+        snapshot: &super::RobotsSnapshot,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        readings: &super::Readings,
+        now: SystemTime,
+        count: bool,
+    ) -> Option<ExceptionVerdict> {
+        if self.exceptions.is_empty() {
+            return None;
+        }
+        let fold = self.folds_case(snapshot);
+        // Every reading, decoded ones included, against the exception's patterns.
+        let all: Vec<(Reading, &str)> = readings.to_decide(true, fold).collect();
+        let decoded = super::has_decoded_patterns(&snapshot.rules);
+        let disallowed: Vec<(Reading, &str)> = readings
+            .to_decide(decoded, fold)
+            .filter(|&(r, p)| !super::path_allowed(snapshot, token, r, p))
+            .collect();
+        let authority = &snapshot.authority;
+        if count {
+            self.exceptions.decide(authority, token, user, &all, &disallowed, now)
+        } else {
+            self.exceptions.find(authority, token, user, &all, &disallowed, now)
+        }
+    }
+}
+
+impl super::Policy {
+    /// The usage categories an allow exception with `usage` lifts for this request (every
+    /// reading of its path in scope), and that exception; counts a use.
+    pub fn usage_lifted(
+        &self,
+        snapshot: &super::RobotsSnapshot,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        readings: &super::Readings,
+        now: SystemTime,
+    ) -> Option<(Vec<Category>, ExceptionVerdict)> {
+        if self.exceptions.is_empty() {
+            return None;
+        }
+        let all: Vec<(Reading, &str)> =
+            readings.to_decide(true, self.folds_case(snapshot)).collect();
+        let lifted = self.exceptions.lifted_usage(&snapshot.authority, token, user, &all, now)?;
+        self.exceptions.count(&lifted.1.id);
+        Some(lifted)
+    }
+}
+
+impl ExceptionVerdict {
+    /// Turns the audit record of the robots.txt decision this exception overrode into the
+    /// exception's record: its action, outcome, reason, id and reference; the robots.txt fields
+    /// (rule, line, group, state, version) stay, and `robots.exception.robots_verdict` says
+    /// what robots.txt decided.
+    pub fn audit(&self, record: &mut crate::audit::AuditRecord, robots_allowed: bool) {
+        use crate::audit::{AuditAction, AuditOutcome, ExceptionFields};
+        let robots_reason = std::mem::take(&mut record.reason);
+        (record.action, record.outcome) = match self.effect {
+            Effect::Allow => (AuditAction::ExceptionAllow, AuditOutcome::Success),
+            Effect::Disallow => (AuditAction::ExceptionDisallow, AuditOutcome::Failure),
+        };
+        record.reason = format!("{} (robots.txt: {robots_reason})", self.reason());
+        record.exception = Some(ExceptionFields {
+            id: self.id.to_string(),
+            reference: self.reference.to_string(),
+            robots_verdict: if robots_allowed { "allow" } else { "disallow" },
+        });
+    }
+}

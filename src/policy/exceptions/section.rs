@@ -1,0 +1,234 @@
+//! `[[exceptions]]`: recorded, expiring exceptions to robots.txt, as the file writes them, and
+//! their validation. Nothing is ever inferred: every exception names its tokens or users, and
+//! an allow names where the permission is written, who granted it and when it ends.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::robots::usage::Category;
+use crate::robots::ProductToken;
+
+/// What an exception does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Effect {
+    /// Lets through what robots.txt disallows, for its scope, until `expires`.
+    Allow,
+    /// Refuses, even where robots.txt allows.
+    Disallow,
+}
+
+impl Effect {
+    /// The name used in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Effect::Allow => "allow",
+            Effect::Disallow => "disallow",
+        }
+    }
+}
+
+/// One `[[exceptions]]` entry.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExceptionEntry {
+    /// A name for it, unique in the file: audit records and refusals carry it.
+    pub id: String,
+    /// Exact hosts (`news.example`, `news.example:8080`) or `*.suffix` (any subdomain).
+    pub authorities: Vec<String>,
+    /// The product tokens it applies to (never `*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<String>,
+    /// The authenticated proxy users it applies to (`access.users_file`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<String>,
+    /// robots.txt-style path patterns (`*`, final `$`); default `["/"]`, every path.
+    #[serde(default = "every_path")]
+    pub paths: Vec<String>,
+    /// `allow` or `disallow`.
+    pub effect: Effect,
+    /// Where the permission (or the prohibition) is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// Who granted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_by: Option<String>,
+    /// When it stops applying, RFC 3339 (`2027-06-30T00:00:00Z`); required for `allow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+    /// Usage preference categories it lifts for the same scope (`train-ai`), allow only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<String>,
+}
+
+fn every_path() -> Vec<String> {
+    vec!["/".to_owned()]
+}
+
+/// Parses an RFC 3339 time as `expires` takes it (`2027-06-30T00:00:00Z`, any offset).
+pub fn parse_expires(text: &str) -> Result<SystemTime, String> {
+    time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339)
+        .map(SystemTime::from)
+        .map_err(|_| format!("{text:?} is not an RFC 3339 time such as \"2027-06-30T00:00:00Z\""))
+}
+
+/// Whether an authority pattern is well formed: a host (optionally `:port`), or `*.` and a
+/// host suffix.
+fn authority_ok(a: &str) -> bool {
+    let host = a.strip_prefix("*.").unwrap_or(a);
+    if host.is_empty() || host.contains(['*', '/', '@', '?', '#', ' ']) {
+        return false;
+    }
+    url::Url::parse(&format!("http://{host}/")).is_ok_and(|u| u.host_str().is_some())
+}
+
+/// Whether a path pattern can match some path: paths start with `/`, so a pattern must start
+/// with `/` or `*`.
+fn pattern_matches_something(p: &str) -> bool {
+    p.starts_with('/') || p.starts_with('*')
+}
+
+/// Every problem with `[[exceptions]]` as (key, message), each key naming the entry and the
+/// field (`exceptions[2].expires`, counted from 1). `now` is the clock of `config check`,
+/// `serve` and a reload: an expiry already past is an error.
+pub fn problems(entries: &[ExceptionEntry], now: SystemTime) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        let n = i + 1;
+        let mut bad = |field: &str, message: String| {
+            out.push((format!("exceptions[{n}].{field}"), message));
+        };
+        if e.id.trim().is_empty() {
+            bad("id", "must not be empty".into());
+        }
+        if let Some(first) = ids.insert(&e.id, n) {
+            bad("id", format!("{:?} is also the id of exceptions[{first}]", e.id));
+        }
+        if e.authorities.is_empty() {
+            bad("authorities", "must name at least one host (or *.suffix)".into());
+        }
+        for a in &e.authorities {
+            if !authority_ok(a) {
+                bad(
+                    "authorities",
+                    format!(
+                        "{a:?} is not a host, host:port or *.suffix such as \"*.news.example\""
+                    ),
+                );
+            }
+        }
+        if e.tokens.is_empty() && e.users.is_empty() {
+            bad("tokens", "name the tokens or users it applies to (tokens or users)".into());
+        }
+        for t in &e.tokens {
+            if t.trim() == "*" {
+                bad("tokens", "\"*\" is not allowed: an exception names its crawlers".into());
+            } else if let Err(err) = ProductToken::new(t) {
+                bad("tokens", format!("{t:?}: {err}"));
+            }
+        }
+        for u in &e.users {
+            if u.trim().is_empty() || u.trim() == "*" {
+                bad("users", format!("{u:?} is not a user name"));
+            }
+        }
+        if e.paths.is_empty() {
+            bad("paths", "must list at least one pattern (default [\"/\"])".into());
+        }
+        for p in &e.paths {
+            if !pattern_matches_something(p) {
+                bad("paths", format!("{p:?} matches no path: a pattern starts with / or *"));
+            } else if p.contains(['#', '\n', '\r']) {
+                bad("paths", format!("{p:?}: a robots.txt pattern holds no # and no line break"));
+            }
+        }
+        let allow = e.effect == Effect::Allow;
+        for (field, value) in [("reference", &e.reference), ("granted_by", &e.granted_by)] {
+            match value {
+                Some(v) if !v.trim().is_empty() => {}
+                Some(_) => bad(field, "must not be empty".into()),
+                None => {
+                    bad(field, "is required: where the decision is written, and by whom".into())
+                }
+            }
+        }
+        match &e.expires {
+            None if allow => bad("expires", "is required for an allow exception".into()),
+            None => {}
+            Some(text) => match parse_expires(text) {
+                Err(m) => bad("expires", m),
+                Ok(at) if at <= now => bad("expires", format!("{text} is in the past")),
+                Ok(_) => {}
+            },
+        }
+        for label in &e.usage {
+            if !allow {
+                bad("usage", "only an allow exception lifts usage preferences".into());
+            }
+            if Category::from_label(label).is_none() {
+                bad("usage", format!("unknown category {label:?} (train-ai, ai-use, search)"));
+            }
+        }
+    }
+    out
+}
+
+/// What `config check` says about the exceptions: one line per entry saying what it covers,
+/// and a note for every allow that a disallow overlaps (the disallow wins).
+pub fn describe(entries: &[ExceptionEntry]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for e in entries {
+        let mut who: Vec<String> = e.tokens.iter().map(|t| format!("token {t}")).collect();
+        who.extend(e.users.iter().map(|u| format!("user {u}")));
+        let mut line = format!(
+            "exception {}: {} {} on {} paths {} ({}",
+            e.id,
+            e.effect.name(),
+            who.join(", "),
+            e.authorities.join(", "),
+            e.paths.join(" "),
+            e.reference.as_deref().unwrap_or("no reference"),
+        );
+        if let Some(x) = &e.expires {
+            line.push_str(&format!(", until {x}"));
+        }
+        if !e.usage.is_empty() {
+            line.push_str(&format!(", lifts usage {}", e.usage.join(", ")));
+        }
+        line.push(')');
+        lines.push(line);
+    }
+    for a in entries.iter().filter(|e| e.effect == Effect::Allow) {
+        for d in entries.iter().filter(|e| e.effect == Effect::Disallow) {
+            if overlaps(a, d) {
+                lines.push(format!(
+                    "note: exceptions {} (allow) and {} (disallow) overlap: the disallow wins \
+                     where both apply",
+                    a.id, d.id
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// Whether two exceptions may apply to one request: a shared authority pattern (or one
+/// covering the other), a shared token or user. Paths are not compared: patterns overlap too
+/// easily to tell, so a shared site and crawler is enough to warn.
+fn overlaps(a: &ExceptionEntry, b: &ExceptionEntry) -> bool {
+    let lower = |v: &[String]| v.iter().map(|s| s.to_ascii_lowercase()).collect::<Vec<_>>();
+    let (at, bt) = (lower(&a.tokens), lower(&b.tokens));
+    let who = at.iter().any(|t| bt.contains(t)) || a.users.iter().any(|u| b.users.contains(u));
+    let site = a.authorities.iter().any(|x| {
+        b.authorities.iter().any(|y| {
+            let (x, y) = (x.to_ascii_lowercase(), y.to_ascii_lowercase());
+            x == y
+                || y.strip_prefix("*.").is_some_and(|s| x.ends_with(&format!(".{s}")))
+                || x.strip_prefix("*.").is_some_and(|s| y.ends_with(&format!(".{s}")))
+        })
+    });
+    who && site
+}

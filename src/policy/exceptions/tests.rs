@@ -1,0 +1,115 @@
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::policy::Readings;
+
+fn entry(effect: Effect) -> ExceptionEntry {
+    ExceptionEntry {
+        id: "x".into(),
+        authorities: vec!["news.example".into(), "*.news.example".into()],
+        tokens: vec!["AcmeBot".into()],
+        users: vec![],
+        paths: vec!["/archive/".into()],
+        effect,
+        reference: Some("https://legal.example/4711".into()),
+        granted_by: Some("legal@example.com".into()),
+        expires: Some("2030-01-01T00:00:00Z".into()),
+        usage: vec![],
+    }
+}
+
+fn now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+}
+
+fn keys(entries: &[ExceptionEntry]) -> Vec<String> {
+    problems(entries, now()).into_iter().map(|(k, _)| k).collect()
+}
+
+#[test]
+fn a_valid_entry_has_no_problems() {
+    assert!(keys(&[
+        entry(Effect::Allow),
+        ExceptionEntry { id: "y".into(), ..entry(Effect::Disallow) }
+    ])
+    .is_empty());
+}
+
+#[test]
+fn problems_name_the_entry_and_the_key() {
+    let mut e = entry(Effect::Allow);
+    e.expires = None;
+    e.reference = None;
+    e.tokens = vec!["*".into()];
+    e.paths = vec!["archive".into(), "/a#b".into()];
+    let mut past = entry(Effect::Allow);
+    past.id = "p".into();
+    past.expires = Some("2020-01-01T00:00:00Z".into());
+    let dup = entry(Effect::Disallow);
+    assert_eq!(
+        keys(&[e, past, dup]),
+        [
+            "exceptions[1].tokens",
+            "exceptions[1].paths",
+            "exceptions[1].paths",
+            "exceptions[1].reference",
+            "exceptions[1].expires",
+            "exceptions[2].expires",
+            "exceptions[3].id",
+        ]
+    );
+}
+
+#[test]
+fn overlapping_allow_and_disallow_are_noted() {
+    let d = ExceptionEntry {
+        id: "d".into(),
+        authorities: vec!["a.news.example".into()],
+        ..entry(Effect::Disallow)
+    };
+    let lines = describe(&[entry(Effect::Allow), d]);
+    assert!(lines.iter().any(|l| l.contains("x (allow) and d (disallow) overlap")), "{lines:?}");
+}
+
+fn authority(s: &str) -> Authority {
+    Authority::from_uri(&s.parse().unwrap()).unwrap()
+}
+
+#[test]
+fn scope_is_authority_token_and_every_reading() {
+    let set = Exceptions::new(&[entry(Effect::Allow)]);
+    let token = ProductToken::new("acmebot").unwrap();
+    let other = ProductToken::new("OtherBot").unwrap();
+    let decide = |a: &str, t: &ProductToken, path: &str, at: SystemTime| {
+        let r = Readings::of(path);
+        let all: Vec<(Reading, &str)> = r.to_decide(true, false).collect();
+        set.decide(&authority(a), Some(t), None, &all, &all, at).map(|v| v.id.to_string())
+    };
+    assert_eq!(decide("http://news.example/", &token, "/archive/1", now()).as_deref(), Some("x"));
+    assert_eq!(
+        decide("http://www.news.example/", &token, "/archive/1", now()).as_deref(),
+        Some("x")
+    );
+    assert_eq!(decide("http://news.example.org/", &token, "/archive/1", now()), None);
+    assert_eq!(decide("http://news.example/", &other, "/archive/1", now()), None);
+    assert_eq!(decide("http://news.example/", &token, "/private", now()), None);
+    // A reading outside the scope (`/archive/../private` read as `/private`) is not covered.
+    assert_eq!(decide("http://news.example/", &token, "/archive/../private", now()), None);
+    let expired = parse_expires("2030-01-01T00:00:00Z").unwrap();
+    assert_eq!(decide("http://news.example/", &token, "/archive/1", expired), None);
+    assert_eq!(set.views(now())[0].uses, 2);
+}
+
+#[test]
+fn expiry_is_warned_about_once_a_day_from_seven_days_before() {
+    let set = Exceptions::new(&[entry(Effect::Allow)]);
+    let expires = parse_expires("2030-01-01T00:00:00Z").unwrap();
+    let day = Duration::from_secs(86_400);
+    assert!(set.warn_expiring(expires - 8 * day).is_empty(), "more than seven days ahead");
+    let first = expires - 6 * day;
+    assert_eq!(set.warn_expiring(first).len(), 1);
+    assert!(set.warn_expiring(first + Duration::from_secs(3600)).is_empty(), "once a day");
+    assert_eq!(set.warn_expiring(first + day).len(), 1, "the next day again");
+    assert!(set.warn_expiring(expires).is_empty(), "expired: no more warnings");
+    assert_eq!(set.expiry_seconds(expires - day), [("x".to_owned(), 86_400)]);
+}

@@ -1,0 +1,140 @@
+//! Recorded exceptions (`[[exceptions]]`, `crate::policy::exceptions`) in the pipeline: asked
+//! only when some are configured ([`crate::policy::Policy::has_exceptions`]), before
+//! robots.txt's own verdict. An exception that decides is always audited, the allowed requests
+//! too, whatever `audit.all_decisions` says.
+
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use http::{header, HeaderValue, Response, StatusCode};
+
+use super::facts::Facts;
+use super::report::{Reported, Who};
+use super::{answer, Live, ProxyBody, Shared};
+use crate::audit::AuditRecord;
+use crate::policy::exceptions::Effect;
+use crate::policy::{ExceptionVerdict, RobotsSnapshot};
+
+/// What [`super::pipeline`]'s robots.txt step does when an exception decides: the 403 of a
+/// disallow (its record written), or the record of an allow, for the step to write once the
+/// request goes on. `None`: no exception decides, robots.txt does.
+pub(super) async fn check(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+    started: Instant,
+    reported: &mut Reported,
+) -> Option<ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>>> {
+    let now = shared.clock.now();
+    let policy = &live.policy;
+    let verdict =
+        policy.exception_for(snapshot, facts.token(), facts.user_name(), &facts.readings, now)?;
+    // The robots.txt verdict it overrides, written next to it.
+    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
+    shared.metrics.decision_time(started);
+    match verdict.effect {
+        Effect::Allow => {
+            let mut record = facts.audit_record(&decision, now, None);
+            verdict.audit(&mut record, decision.is_allowed());
+            Some(ControlFlow::Continue(Some(Box::new(record))))
+        }
+        Effect::Disallow => {
+            let mut record = facts.audit_record(&decision, now, Some(403));
+            verdict.audit(&mut record, decision.is_allowed());
+            record.reading = Some(verdict.reading.name().to_owned());
+            record.read_path =
+                (verdict.read_path != facts.path()).then(|| verdict.read_path.clone());
+            let token = facts.token().map(|t| t.as_str());
+            let answer = refused(&verdict, &record.url, token, facts.want_json);
+            // Report-only mode reports a disallow exception like any other refusal.
+            let who = Who { token: facts.token(), user: facts.user_name() };
+            let scheme = facts.authority.scheme();
+            match shared.refuse_or_report(policy, who, record, scheme, answer).await {
+                ControlFlow::Break(refused) => Some(ControlFlow::Break(refused)),
+                ControlFlow::Continue(report) => {
+                    reported.add(report);
+                    Some(ControlFlow::Continue(None))
+                }
+            }
+        }
+    }
+}
+
+/// The 403 of a disallow exception: it names the exception and its reference, not robots.txt.
+fn refused(
+    verdict: &ExceptionVerdict,
+    url: &str,
+    token: Option<&str>,
+    want_json: bool,
+) -> Response<ProxyBody> {
+    let reason = verdict.reason();
+    if want_json {
+        let body = serde_json::json!({
+            "error": "exception_disallowed",
+            "url": url,
+            "product_token": token,
+            "exception": &*verdict.id,
+            "reference": &*verdict.reference,
+            "reason": reason,
+            "reading": verdict.reading.name(),
+            "read_path": verdict.read_path,
+        });
+        let mut resp = answer::text(StatusCode::FORBIDDEN, "http_request_denied", reason);
+        *resp.body_mut() = answer::full(body.to_string());
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return resp;
+    }
+    let body = format!(
+        "403 Forbidden: {reason}.\n\
+         \n\
+         URL:           {url}\n\
+         Product token: {token}\n\
+         Exception:     {id}\n\
+         Reference:     {reference}\n\
+         Reading:       {reading}: {read_path}\n",
+        token = token.unwrap_or("(none)"),
+        id = verdict.id,
+        reference = verdict.reference,
+        reading = verdict.reading,
+        read_path = verdict.read_path,
+    );
+    answer::text(StatusCode::FORBIDDEN, "http_request_denied", body)
+}
+
+/// An allow exception with `usage` (`usage = ["train-ai"]`) lifts those usage preferences for
+/// its scope: the crawler's purposes in those categories are dropped for this request (neither
+/// robots.txt's nor the response's preference refuses it), and the request is audited as
+/// `exception_allow`.
+pub(super) async fn lift_usage(
+    shared: &Shared,
+    live: &Live,
+    facts: &Facts,
+    snapshot: &RobotsSnapshot,
+    purposes: &mut Vec<crate::usage::Purpose>,
+) {
+    let now = shared.clock.now();
+    let policy = &live.policy;
+    let Some((lifted, verdict)) =
+        policy.usage_lifted(snapshot, facts.token(), facts.user_name(), &facts.readings, now)
+    else {
+        return;
+    };
+    let before = purposes.len();
+    purposes.retain(|p| !lifted.contains(&p.category));
+    if purposes.len() == before {
+        return;
+    }
+    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
+    let mut record = facts.audit_record(&decision, now, None);
+    verdict.audit(&mut record, decision.is_allowed());
+    let labels: Vec<&str> = lifted.iter().map(|c| c.label()).collect();
+    record.reason = format!(
+        "usage preferences {} lifted by exception {} ({})",
+        labels.join(", "),
+        verdict.id,
+        verdict.reference
+    );
+    shared.write_audit(record).await;
+}

@@ -71,8 +71,14 @@ pub(super) fn read_file(
         }
         let bad =
             |reason: String| EvidenceError::BadLine { path: path.to_owned(), line: number, reason };
-        let value: Value =
-            serde_json::from_slice(&raw).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let value: Value = match serde_json::from_slice(&raw) {
+            Ok(value) => value,
+            // A record cut short (the input ends inside it): a torn line, what a crash while
+            // writing leaves (the writer ends it with a newline when it opens the file again).
+            // Not tampering and not bad input: `audit verify` reports it, evidence skips it.
+            Err(e) if e.is_eof() && raw.first() == Some(&b'{') => continue,
+            Err(e) => return Err(bad(format!("not JSON: {e}"))),
+        };
         if !value.is_object() {
             return Err(bad("not a JSON object".to_owned()));
         }
@@ -165,5 +171,38 @@ fn version_body(record: &Value) -> Result<Vec<u8>, String> {
         Some(encoded) => base64ct::Base64::decode_vec(encoded)
             .map_err(|e| format!("robots.body_base64 is not base64: {e}")),
         None => Err("a robots_version record without robots.body or robots.body_base64".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<usize, EvidenceError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        std::fs::write(&path, text).unwrap();
+        let mut kept = Vec::new();
+        read_file(&path, &mut History::default(), &|_, _| true, &mut kept)?;
+        Ok(kept.len())
+    }
+
+    #[test]
+    fn a_torn_line_is_skipped_and_other_bad_lines_refused() {
+        let whole = |n: u8| {
+            format!("{{\"@timestamp\":\"2026-11-26T00:00:0{n}.000Z\",\"event.action\":\"x\"}}\n")
+        };
+        // A record cut short by a crash, then ended by the writer's newline at its next open.
+        let torn = "{\"@timestamp\":\"2026-11-26T00:00:01.0\n";
+        assert_eq!(read(&format!("{}{torn}{}", whole(0), whole(2))).unwrap(), 2);
+        // At the very end, without its newline.
+        assert_eq!(read(&format!("{}{}", whole(0), torn.trim_end())).unwrap(), 1);
+        // Anything else that does not parse is bad input, named by its line.
+        for bad in ["hello\n", "{\"a\":1}}\n", "[1,\n"] {
+            match read(&format!("{}{bad}", whole(0))) {
+                Err(EvidenceError::BadLine { line: 2, .. }) => {}
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 }

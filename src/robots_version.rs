@@ -92,14 +92,20 @@ impl RobotsVersion {
 
 /// The lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
+    let mut out = [0u8; 64];
+    hex_into(&Sha256::digest(bytes), &mut out);
+    // Only ASCII hex digits were written.
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `bytes` as lowercase hex into `out` (which holds twice as many), without allocating: the
+/// audit log's hash chain writes its hashes with it.
+pub fn hex_into(bytes: &[u8], out: &mut [u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for byte in digest {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 15)]));
+    for (i, byte) in bytes.iter().enumerate() {
+        out[2 * i] = HEX[usize::from(byte >> 4)];
+        out[2 * i + 1] = HEX[usize::from(byte & 15)];
     }
-    out
 }
 
 /// `at` as RFC 3339 UTC with milliseconds (`2026-11-22T04:33:16.123Z`), clamped to what RFC

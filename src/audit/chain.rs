@@ -22,6 +22,8 @@ use std::io::{self, Read, Seek, SeekFrom};
 
 use sha2::{Digest, Sha256};
 
+use crate::robots_version::hex_into;
+
 /// The hash the chain starts from: 64 zeros.
 pub const GENESIS: [u8; 64] = [b'0'; 64];
 
@@ -83,15 +85,6 @@ impl Chain {
     pub(super) fn head_str(&self) -> &str {
         // Only ASCII hex digits are ever stored.
         std::str::from_utf8(&self.head).unwrap_or("")
-    }
-}
-
-/// `bytes` as lowercase hex into `out` (which holds twice as many).
-pub(super) fn hex_into(bytes: &[u8], out: &mut [u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (i, byte) in bytes.iter().enumerate() {
-        out[2 * i] = HEX[usize::from(byte >> 4)];
-        out[2 * i + 1] = HEX[usize::from(byte & 15)];
     }
 }
 

@@ -22,12 +22,20 @@ pub(crate) fn full(body: impl Into<Bytes>) -> ProxyBody {
 /// as a structured-field item (RFC 9651) by `sfv`. `details` is a structured-field string,
 /// printable ASCII only: any other character is written `?`.
 pub(crate) fn proxy_status(error: &str, details: &str) -> HeaderValue {
+    proxy_status_item(Some(error), details)
+}
+
+/// [`proxy_status`], with no `error` parameter when `error` is `None` (a request that goes on,
+/// as report-only mode's member says).
+pub(crate) fn proxy_status_item(error: Option<&str>, details: &str) -> HeaderValue {
     let printable: String =
         details.chars().map(|c| if (' '..='~').contains(&c) { c } else { '?' }).collect();
     let item = || -> Result<String, sfv::Error> {
-        Ok(sfv::ItemSerializer::new()
-            .bare_item(sfv::TokenRef::from_str(PROXY_NAME)?)
-            .parameter(sfv::KeyRef::from_str("error")?, sfv::TokenRef::from_str(error)?)
+        let mut item = sfv::ItemSerializer::new().bare_item(sfv::TokenRef::from_str(PROXY_NAME)?);
+        if let Some(error) = error {
+            item = item.parameter(sfv::KeyRef::from_str("error")?, sfv::TokenRef::from_str(error)?);
+        }
+        Ok(item
             .parameter(sfv::KeyRef::from_str("details")?, sfv::StringRef::from_str(&printable)?)
             .finish())
     };

@@ -58,7 +58,7 @@ impl Reported {
         }
         let each: Vec<&str> = self.would_be.iter().map(|r| r.details.as_str()).collect();
         let details = format!("report only: would be {}", each.join("; and "));
-        let member = member(&details);
+        let member = super::answer::proxy_status_item(None, &details);
         let headers = resp.headers_mut();
         let existing: Option<Vec<&str>> =
             headers.get_all("proxy-status").iter().map(|v| v.to_str().ok()).collect();
@@ -81,23 +81,6 @@ impl Reported {
             }
         }
     }
-}
-
-/// The proxy's `Proxy-Status` member with `details` (printable ASCII only; any other
-/// character is written `?`), as a structured-field item (RFC 9651).
-fn member(details: &str) -> HeaderValue {
-    let printable: String =
-        details.chars().map(|c| if (' '..='~').contains(&c) { c } else { '?' }).collect();
-    let item = || -> Result<String, sfv::Error> {
-        Ok(sfv::ItemSerializer::new()
-            .bare_item(sfv::TokenRef::from_str(PROXY_NAME)?)
-            .parameter(sfv::KeyRef::from_str("details")?, sfv::StringRef::from_str(&printable)?)
-            .finish())
-    };
-    item()
-        .ok()
-        .and_then(|value| HeaderValue::from_str(&value).ok())
-        .unwrap_or_else(|| HeaderValue::from_static(PROXY_NAME))
 }
 
 /// Who a refusal is for: the product token and the authenticated user.

@@ -666,8 +666,13 @@ mod serve {
                 "SIGHUP: these changes take effect only after a restart; the running values stay"
             );
         }
-        // From the new configuration, whether or not [signing] itself is reloaded.
-        let inputs = new.disclosure_inputs();
+        // What is in force: [robots] and [pacing] as started (they need a restart), the rest
+        // from the new configuration ([signing] too, whether or not it is reloaded itself).
+        let inputs = robots_proxy::disclosure::Inputs {
+            robots: &started.robots,
+            pacing: &started.pacing,
+            ..new.disclosure_inputs()
+        };
         if let Err(e) = disclosure.update(&inputs, &new.state_dir, SystemTime::now()) {
             tracing::error!(error = %e, "SIGHUP: the crawler disclosure is not up to date");
         }

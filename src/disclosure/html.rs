@@ -48,10 +48,10 @@ pub fn page(doc: &Document, updated: Option<&str>) -> String {
     if let Some(url) = &op.url {
         let _ = write!(out, " Organisation: {}.", link(url));
     }
-    let _ = write!(
+    let _ = writeln!(
         out,
         " Machine-readable: <a href=\"/crawlers.json\">crawlers.json</a>; changes: \
-         <a href=\"/crawlers.atom\">Atom feed</a>{}.</p>\n",
+         <a href=\"/crawlers.atom\">Atom feed</a>{}.</p>",
         updated.map(|u| format!(" (last change {})", escape(u))).unwrap_or_default()
     );
     if doc.crawlers.is_empty() {

@@ -283,3 +283,6 @@ impl Pages for Disclosure {
         Some(respond(served, headers, published.last_modified))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -149,10 +149,8 @@ impl DisclosureSection {
                 bad("disclosure.public_url", "must be set when enabled (https://…)".into());
             }
         }
-        if !self.contact.is_empty()
-            && !(is_https(&self.contact)
-                || self.contact.strip_prefix("mailto:").is_some_and(|a| a.contains('@')))
-        {
+        let mailto = self.contact.strip_prefix("mailto:").is_some_and(|a| a.contains('@'));
+        if !(self.contact.is_empty() || is_https(&self.contact) || mailto) {
             bad(
                 "disclosure.contact",
                 format!("{:?} is neither an https URL nor a mailto: address", self.contact),

@@ -179,9 +179,7 @@ impl DisclosureSection {
                 );
             }
         }
-        if !(1..=MAX_FEED_ENTRIES).contains(&self.feed_entries) {
-            bad("disclosure.feed_entries", format!("must be 1 to {MAX_FEED_ENTRIES}"));
-        }
+        // feed_entries has its range in the table of bounds (src/config/bounds.rs).
         for (i, c) in self.crawlers.iter().enumerate() {
             let key = |field: &str| format!("disclosure.crawlers[{}].{field}", i + 1);
             match c.token.as_deref() {

@@ -51,6 +51,7 @@ pub mod cache;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod disclosure;
 mod error;
 pub mod evidence;
 pub mod fleet;

@@ -295,6 +295,7 @@ mod serve {
     use std::net::SocketAddr;
     use std::path::PathBuf;
     use std::sync::Arc;
+    use std::time::SystemTime;
 
     use anyhow::Context;
     use tokio::signal::unix::{signal, SignalKind};
@@ -303,6 +304,7 @@ mod serve {
     use robots_proxy::cache::RobotsCache;
     use robots_proxy::clock::{Clock, SystemClock};
     use robots_proxy::config::{self, Config, ConfigSources, Overrides};
+    use robots_proxy::disclosure::Disclosure;
     use robots_proxy::fleet;
     use robots_proxy::notify::notify;
     use robots_proxy::proxy::Proxy;
@@ -488,6 +490,11 @@ mod serve {
             None => None,
             Some(addr) => Some(crate::tls_listener(&config, addr, backlog)?),
         };
+        // The disclosure of the crawlers, on the directory listener; brought up to date here
+        // and on every reload (`reload`).
+        let disclosure = Arc::new(Disclosure::open(&config.state_dir));
+        let inputs = config.disclosure_inputs();
+        disclosure.update(&inputs, &config.state_dir, SystemTime::now())?;
         let directory_listener = match (config.signing.directory_listen, &signer) {
             (Some(addr), Some(signer)) => {
                 let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
@@ -520,10 +527,12 @@ mod serve {
                 let stopped = async move {
                     let _ = directory_stopped.await;
                 };
-                let serving = robots_proxy::signing::directory::serve(
+                let pages = disclosure.clone() as Arc<dyn robots_proxy::signing::directory::Pages>;
+                let serving = robots_proxy::signing::directory::serve_with(
                     listener,
                     signer,
                     clock.clone(),
+                    Some(pages),
                     stopped,
                 );
                 Some(tokio::spawn(serving))
@@ -568,7 +577,7 @@ mod serve {
         let reloading = proxy.clone();
         let hup_task = tokio::spawn(async move {
             while hup.recv().await.is_some() {
-                reload(&sources, &config, &reloading).await;
+                reload(&sources, &config, &reloading, &disclosure).await;
             }
         });
         let shutdown = async move {
@@ -607,7 +616,7 @@ mod serve {
     /// refused as a whole and the running one stays. Changes to other keys are logged as
     /// needing a restart; `started` is the configuration the process started with, which those
     /// keys still have.
-    async fn reload(sources: &Sources, started: &Config, proxy: &Proxy) {
+    async fn reload(sources: &Sources, started: &Config, proxy: &Proxy, disclosure: &Disclosure) {
         // Log rotation sends SIGHUP too: the file is reopened whatever the new configuration.
         match proxy.audit().reopen().await {
             Ok(()) => tracing::info!("SIGHUP: audit log reopened"),
@@ -656,6 +665,16 @@ mod serve {
                 keys = %restart.join(", "),
                 "SIGHUP: these changes take effect only after a restart; the running values stay"
             );
+        }
+        // What is in force: [robots] and [pacing] as started (they need a restart), the rest
+        // from the new configuration ([signing] too, whether or not it is reloaded itself).
+        let inputs = robots_proxy::disclosure::Inputs {
+            robots: &started.robots,
+            pacing: &started.pacing,
+            ..new.disclosure_inputs()
+        };
+        if let Err(e) = disclosure.update(&inputs, &new.state_dir, SystemTime::now()) {
+            tracing::error!(error = %e, "SIGHUP: the crawler disclosure is not up to date");
         }
         proxy.metrics().reloaded(true);
         let _ = proxy.policy().exceptions().warn_expiring(proxy.clock().now());

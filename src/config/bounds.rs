@@ -215,6 +215,13 @@ pub(crate) const BOUNDS: &[Bound] = &[
         ),
         "the Web Bot Auth draft recommends at most 24 hours",
     ),
+    // [disclosure]
+    count(
+        "disclosure.feed_entries",
+        |c| wide(c.disclosure.feed_entries),
+        1,
+        wide(crate::disclosure::section::MAX_FEED_ENTRIES),
+    ),
 ];
 
 /// The bound of `key`, if it has one.

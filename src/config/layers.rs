@@ -284,6 +284,16 @@ pub(super) fn schema_sample() -> Config {
         expires: Some(String::new()),
         usage: vec![String::new()],
     }];
+    config.disclosure.operator_url = Some(String::new());
+    config.disclosure.crawlers = vec![crate::disclosure::CrawlerEntry {
+        token: Some(String::new()),
+        name: Some(String::new()),
+        description: Some(String::new()),
+        about_url: Some(String::new()),
+        trigger: Some(crate::disclosure::Trigger::Crawler),
+        user_agent: Some(String::new()),
+        ip_ranges: vec![String::new()],
+    }];
     config.https.ca_cert = Some(PathBuf::new());
     config.https.ca_key = Some(PathBuf::new());
     config.https.upstream_ca_file = Some(PathBuf::new());

@@ -200,6 +200,14 @@ pub fn load(sources: ConfigSources) -> Result<Config, ConfigError> {
     for (key, message) in config.exception_problems() {
         problems.push(Problem { key: Some(key), origin: origin.clone(), message });
     }
+    let directory = config.signing.directory_listen.is_some();
+    for (key, message) in config.disclosure.problems(directory) {
+        let origin = figment.find_metadata(&key).map(|m| Origin::from_metadata(m, None, &env));
+        let origin = origin.or_else(|| {
+            figment.find_metadata("disclosure").map(|m| Origin::from_metadata(m, None, &env))
+        });
+        problems.push(Problem { key: Some(key), origin, message });
+    }
     if problems.is_empty() {
         Ok(config)
     } else {
@@ -254,6 +262,8 @@ pub struct Config {
     pub fleet: crate::fleet::FleetSection,
     /// Web Bot Auth signatures on forwarded requests, and the key directory.
     pub signing: crate::signing::SigningSection,
+    /// The public disclosure of the organisation's crawlers (on the key directory listener).
+    pub disclosure: crate::disclosure::DisclosureSection,
     /// `[[exceptions]]`: recorded, expiring exceptions to robots.txt (configuration file only).
     pub exceptions: Vec<crate::policy::ExceptionEntry>,
 }
@@ -277,6 +287,7 @@ impl Default for Config {
             limits: crate::limits::LimitsSection::default(),
             fleet: crate::fleet::FleetSection::default(),
             signing: crate::signing::SigningSection::default(),
+            disclosure: crate::disclosure::DisclosureSection::default(),
             exceptions: Vec::new(),
         }
     }
@@ -291,6 +302,19 @@ impl Config {
         let mut own = vec![self.proxy.listen, self.admin.listen];
         own.extend(self.signing.directory_listen);
         crate::guard::DestinationGuard::new(&self.access.allow_destinations, &own)
+    }
+
+    /// What the disclosure of the crawlers is generated from (`crate::disclosure`).
+    pub fn disclosure_inputs(&self) -> crate::disclosure::Inputs<'_> {
+        crate::disclosure::Inputs {
+            section: &self.disclosure,
+            signing: &self.signing,
+            robots: &self.robots,
+            policy: &self.policy,
+            pacing: &self.pacing,
+            usage: &self.usage,
+            exceptions: &self.exceptions,
+        }
     }
 
     /// The audit log's path: `audit.path`, under `state_dir` when relative.
@@ -308,6 +332,7 @@ impl Config {
             .into_iter()
             .map(|(key, message)| (key.to_owned(), message))
             .chain(self.exception_problems())
+            .chain(self.disclosure.problems(self.signing.directory_listen.is_some()))
             .map(|(key, message)| Problem { key: Some(key), origin: None, message })
             .collect();
         if problems.is_empty() {
@@ -641,6 +666,7 @@ pub const RELOADABLE: &[&str] = &[
     "upstream.body_idle_timeout",
     "exceptions",
     "exceptions.",
+    "disclosure.",
 ];
 
 /// Whether `key` is applied on a reload (see [`RELOADABLE`]).

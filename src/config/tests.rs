@@ -56,6 +56,7 @@ fn schema_kinds() {
             "access.client_ca",
             "access.users_file",
             "audit.checkpoint_key",
+            "disclosure.operator_url",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",

@@ -229,6 +229,19 @@ pub fn answer<B>(signer: &Signer, req: &Request<B>, now: SystemTime) -> Response
     resp
 }
 
+/// Other documents served on the directory's listener (the public disclosure of the crawlers,
+/// `crate::disclosure`), tried before the directory.
+pub trait Pages: Send + Sync {
+    /// The answer to a request for `path` at `now`, or `None` when `path` is not one of them.
+    fn answer(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &http::HeaderMap,
+        now: SystemTime,
+    ) -> Option<Response<Full<Bytes>>>;
+}
+
 /// Serves the key directory on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
@@ -236,10 +249,25 @@ pub async fn serve(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve_with(listener, signer, clock, None, shutdown).await
+}
+
+/// [`serve`], with `pages` answered on the same listener.
+pub async fn serve_with(
+    listener: TcpListener,
+    signer: Arc<Signer>,
+    clock: Arc<dyn Clock>,
+    pages: Option<Arc<dyn Pages>>,
+    shutdown: impl Future<Output = ()>,
+) {
     let service = move |_local| {
-        let (signer, clock) = (signer.clone(), clock.clone());
+        let (signer, clock, pages) = (signer.clone(), clock.clone(), pages.clone());
         service_fn(move |req: Request<Incoming>| {
-            let resp = answer(&signer, &req, clock.now());
+            let now = clock.now();
+            let page = pages
+                .as_ref()
+                .and_then(|p| p.answer(req.method(), req.uri().path(), req.headers(), now));
+            let resp = page.unwrap_or_else(|| answer(&signer, &req, now));
             async move { Ok::<_, Infallible>(resp) }
         })
     };

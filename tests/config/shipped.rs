@@ -66,6 +66,7 @@ fn shipped_file_mentions_every_key() {
     every.proxy.tls_certificate = Some("/proxy.pem".into());
     every.proxy.tls_key = Some("/proxy-key.pem".into());
     every.signing.directory_listen = Some(([127, 0, 0, 1], 9443).into());
+    every.disclosure.operator_url = Some("https://example.com/".into());
     every.exceptions = vec![robots_proxy::policy::ExceptionEntry {
         id: "x".into(),
         authorities: vec!["news.example".into()],
@@ -101,6 +102,7 @@ fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
             "access.client_ca",
             "access.users_file",
             "audit.checkpoint_key",
+            "disclosure.operator_url",
             "exceptions.authorities",
             "exceptions.effect",
             "exceptions.expires",

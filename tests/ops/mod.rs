@@ -11,6 +11,7 @@ mod audit_log;
 mod binary;
 mod case_folding;
 mod dashboards;
+mod disclosure;
 mod docs;
 mod evidence;
 mod exceptions;

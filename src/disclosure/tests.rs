@@ -1,0 +1,181 @@
+//! Unit tests of the disclosure: generation from the sections, the feed's rules, the card.
+
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::cache::RobotsSection;
+use crate::pacing::PacingSection;
+use crate::policy::{ExceptionEntry, PolicySection};
+use crate::usage::UsageSection;
+
+fn exception(id: &str, effect: &str, expires: &str) -> ExceptionEntry {
+    toml::from_str(&format!(
+        "id = \"{id}\"\nauthorities = [\"secret.example\"]\ntokens = [\"examplebot\"]\n\
+         effect = \"{effect}\"\nreference = \"https://legal.example/{id}\"\n\
+         granted_by = \"someone\"\nexpires = \"{expires}\"\n"
+    ))
+    .unwrap()
+}
+
+struct Sections {
+    section: DisclosureSection,
+    signing: SigningSection,
+    robots: RobotsSection,
+    policy: PolicySection,
+    pacing: PacingSection,
+    usage: UsageSection,
+    exceptions: Vec<ExceptionEntry>,
+}
+
+impl Sections {
+    fn new() -> Sections {
+        let signing: SigningSection = toml::from_str(
+            r#"
+            keys = [{ name = "k1" }]
+            identities = [
+              { token = "ExampleBot", keys = ["k1"], agent = "https://bots.example.com" },
+              { user = "hidden-user", keys = ["k1"], agent = "https://bots.example.com" },
+              { token = "*", keys = ["k1"], agent = "https://any.example.com" },
+            ]
+            "#,
+        )
+        .unwrap();
+        let section: DisclosureSection = toml::from_str(
+            r#"
+            enabled = true
+            operator = "Example Org"
+            contact = "mailto:crawlers@example.com"
+            public_url = "https://bots.example.com"
+            feed_entries = 2
+            crawlers = [{ token = "OtherBot", name = "Other", ip_ranges = ["2001:db8::/32"] }]
+            "#,
+        )
+        .unwrap();
+        Sections {
+            section,
+            signing,
+            robots: RobotsSection::default(),
+            policy: PolicySection::default(),
+            pacing: PacingSection::default(),
+            usage: UsageSection::default(),
+            exceptions: vec![
+                exception("a", "allow", "2099-01-01T00:00:00Z"),
+                exception("d", "disallow", "2099-01-01T00:00:00Z"),
+                exception("old", "allow", "2001-01-01T00:00:00Z"),
+            ],
+        }
+    }
+
+    fn inputs(&self) -> Inputs<'_> {
+        Inputs {
+            section: &self.section,
+            signing: &self.signing,
+            robots: &self.robots,
+            policy: &self.policy,
+            pacing: &self.pacing,
+            usage: &self.usage,
+            exceptions: &self.exceptions,
+        }
+    }
+}
+
+fn keys() -> KeyIds {
+    vec![("k1".into(), "kid-1".into())]
+}
+
+#[test]
+fn the_document_lists_token_identities_then_described_tokens_and_counts_exceptions() {
+    let s = Sections::new();
+    let doc = Document::generate(&s.inputs(), &keys(), SystemTime::now());
+    let names: Vec<&str> = doc.crawlers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["ExampleBot", "Other"]);
+    let bot = &doc.crawlers[0];
+    assert_eq!(bot.signature_agent.as_ref().unwrap().key_ids, ["kid-1"]);
+    assert_eq!(
+        bot.signature_agent.as_ref().unwrap().jwks_uri,
+        "https://bots.example.com/.well-known/http-message-signatures-directory"
+    );
+    // The expired allow is not counted.
+    assert_eq!(bot.honours.exceptions, document::ExceptionCount { allow: 1, disallow: 1 });
+    assert!(doc.crawlers[1].signature_agent.is_none());
+    let text = String::from_utf8(doc.canonical()).unwrap();
+    for private in ["hidden-user", "secret.example", "legal.example", "someone", "any.example"] {
+        assert!(!text.contains(private), "{private} in {text}");
+    }
+}
+
+#[test]
+fn report_mode_is_disclosed_and_the_card_claims_no_compliance() {
+    let mut s = Sections::new();
+    s.policy.report_tokens = vec!["examplebot".into()];
+    let doc = Document::generate(&s.inputs(), &keys(), SystemTime::now());
+    assert_eq!(doc.crawlers[0].honours.robots_txt.enforcement, "report-only");
+    assert_eq!(doc.crawlers[1].honours.robots_txt.enforcement, "enforced");
+    let card = card::card(&doc.crawlers[0], "https://bots.example.com");
+    assert_eq!(card["web_bot_auth"]["rfc9309-compliance"], false);
+    assert_eq!(card["client_id"], "https://bots.example.com/crawlers/ExampleBot.json");
+    let card = card::card(&doc.crawlers[1], "https://bots.example.com");
+    assert_eq!(card["web_bot_auth"]["rfc9309-compliance"], true);
+    assert_eq!(
+        card["web_bot_auth"]["ips_uri"],
+        "https://bots.example.com/crawlers/OtherBot/ips.json"
+    );
+}
+
+#[test]
+fn the_feed_adds_an_entry_only_on_change_keeps_a_bounded_number_and_survives_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("disclosure/feed.json");
+    let mut s = Sections::new();
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut feed = Feed::load(&path);
+    let doc = Document::generate(&s.inputs(), &keys(), t0);
+    assert!(feed.record(&doc, t0, 2));
+    assert!(!feed.record(&doc, t0 + Duration::from_secs(60), 2), "same document: no entry");
+    feed.save(&path).unwrap();
+    assert_eq!(Feed::load(&path), feed, "kept across a restart");
+
+    s.robots.max_age = Duration::from_secs(3600);
+    let doc = Document::generate(&s.inputs(), &keys(), t0);
+    assert!(feed.record(&doc, t0 + Duration::from_secs(120), 2));
+    assert_eq!(feed.entries[0].summary, "Crawlers changed: ExampleBot, Other.");
+    s.section.crawlers.clear();
+    let doc = Document::generate(&s.inputs(), &keys(), t0);
+    assert!(feed.record(&doc, t0 + Duration::from_secs(180), 2));
+    assert_eq!(feed.entries[0].summary, "Crawlers removed: Other.");
+    assert_eq!(feed.entries.len(), 2, "feed_entries bounds the feed");
+    assert_eq!(feed.entries[0].seq, 3);
+    let atom = feed.atom("https://bots.example.com", "Example <Org>");
+    assert!(atom.contains("<id>tag:bots.example.com,2027-01-15:crawlers/3</id>"), "{atom}");
+    assert!(atom.contains("Example &lt;Org&gt;"), "{atom}");
+    assert_eq!(atom.matches("<entry>").count(), 2);
+}
+
+#[test]
+fn a_disabled_disclosure_answers_nothing_and_an_enabled_one_its_paths() {
+    use crate::signing::directory::Pages;
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Sections::new();
+    // No keys configured: nothing to read.
+    s.signing.keys.clear();
+    for who in &mut s.signing.identities {
+        who.keys.clear();
+    }
+    let disclosure = Disclosure::open(dir.path());
+    let now = SystemTime::now();
+    let ask = |path: &str| {
+        disclosure.answer(&Method::GET, path, &HeaderMap::new(), now).map(|r| r.status().as_u16())
+    };
+    assert_eq!(ask("/crawlers"), None);
+    assert!(disclosure.update(&s.inputs(), dir.path(), now).unwrap());
+    for path in ["/crawlers", "/crawlers.json", "/crawlers.atom", "/crawlers/otherbot.json"] {
+        assert_eq!(ask(path), Some(200), "{path}");
+    }
+    assert_eq!(ask("/crawlers/otherbot/ips.json"), Some(200));
+    assert_eq!(ask("/crawlers/nobody.json"), None);
+    assert_eq!(ask("/.well-known/http-message-signatures-directory"), None);
+    assert!(!disclosure.update(&s.inputs(), dir.path(), now).unwrap(), "unchanged");
+    s.section.enabled = false;
+    assert!(!disclosure.update(&s.inputs(), dir.path(), now).unwrap());
+    assert_eq!(ask("/crawlers"), None);
+}

@@ -173,8 +173,9 @@ def main():
     wrong = {}
     for origin, po in lg["per_origin"].items():
         if origin in faulty:
+            fine = ("200", "403", "503") if args.allowed_503 else ("200", "403")
             bad = {f"{kind}:{s}": n for kind in ("allowed_path", "disallowed_path")
-                   for s, n in po[kind].items() if s not in ("200", "403")}
+                   for s, n in po[kind].items() if s not in fine}
         elif args.allowed_503:
             bad = {f"allowed:{s}": n for s, n in po["allowed_path"].items()
                    if s not in ("200", "503")}
@@ -207,6 +208,7 @@ def main():
     # version in each file; they are not requests' records and robots-proxy does not count them
     # in audit_records_written_total.
     versions = 0
+    refused_at = []
     audit_bytes = 0
     per_log = {}
     for d in dirs:
@@ -233,6 +235,7 @@ def main():
             elif rec.get("http.response.status_code") == 503 \
                     and rec.get("event.action") == "fleet_unavailable":
                 audited_503 += 1
+                refused_at.append(rec.get("@timestamp", ""))
         per_log[os.path.basename(d)] = n
     print()
     print(f"      audit log{'s' if len(dirs) > 1 else ''}: {audit_lines} records "
@@ -254,6 +257,8 @@ def main():
         check(statuses.get(503, 0) == audited_503,
               f"every 503 audited as fleet_unavailable: client 503s {statuses.get(503, 0)}, "
               f"audit records {audited_503}")
+        if args.fleet:
+            check_outage_only(args, run, refused_at)
 
     metrics = {}
     for d in dirs:
@@ -357,12 +362,9 @@ def check_rss(args, d, whose):
         check(False, f"enough RSS samples{whose} for the memory check ({len(samples)} samples)")
 
 
-def check_fleet(args, run, names):
-    """The Redis restart: events.tsv has `seconds event` lines (redis_stopped, redis_started,
-    on the soak's clock), fleet.tsv `seconds instance fleet_up instances_seen` lines, polled
-    from each instance's /metrics and /api/summary. Every instance must have seen Redis go
-    (fleet_up 0), and be up again, seeing every instance of the fleet, within
-    --rejoin-within seconds of Redis being back."""
+def read_events(run):
+    """events.tsv: `seconds event` lines on the soak's clock; `t0_epoch` is that clock's zero
+    as a Unix time."""
     events = {}
     path = os.path.join(run, "events.tsv")
     if os.path.exists(path):
@@ -370,6 +372,40 @@ def check_fleet(args, run, names):
             parts = line.split()
             if len(parts) == 2:
                 events[parts[1]] = float(parts[0])
+    return events
+
+
+def check_outage_only(args, run, stamps):
+    """fleet.on_redis_error = refuse: the fleet_unavailable records (the 503s) all fall
+    between Redis stopping and --rejoin-within seconds after it is back."""
+    import datetime
+    events = read_events(run)
+    if not all(k in events for k in ("t0_epoch", "redis_stopped", "redis_started")):
+        check(False, f"the outage's times are in events.tsv ({events})")
+        return
+    t0 = events["t0_epoch"]
+    lo, hi = events["redis_stopped"] - 1, events["redis_started"] + args.rejoin_within
+    outside = []
+    for stamp in stamps:
+        try:
+            at = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() - t0
+        except ValueError:
+            outside.append(stamp)
+            continue
+        if not lo <= at <= hi:
+            outside.append(f"{at:.1f}s")
+    check(not outside, f"the 503s all came while Redis was away: {len(stamps)} between "
+          f"{lo:.1f}s and {hi:.1f}s, {len(outside)} outside" +
+          (f" (e.g. {outside[:3]})" if outside else ""))
+
+
+def check_fleet(args, run, names):
+    """The Redis restart: events.tsv has `seconds event` lines (redis_stopped, redis_started,
+    on the soak's clock), fleet.tsv `seconds instance fleet_up instances_seen` lines, polled
+    from each instance's /metrics and /api/summary. Every instance must have seen Redis go
+    (fleet_up 0), and be up again, seeing every instance of the fleet, within
+    --rejoin-within seconds of Redis being back."""
+    events = read_events(run)
     if not check("redis_stopped" in events and "redis_started" in events,
                  f"Redis was stopped and started again halfway ({events})"):
         return

@@ -6,8 +6,9 @@
 #   - every instance is still alive (no panic in its log) and stops cleanly on SIGTERM;
 #   - every request got a response, no transport errors; no 5xx with fleet.on_redis_error =
 #     "local" (the default: an instance goes on alone while Redis is away); with
-#     ON_REDIS_ERROR=refuse, 503s only, each audited as fleet_unavailable (the documented
-#     behaviour of "refuse");
+#     ON_REDIS_ERROR=refuse, 503s only, each audited as fleet_unavailable and all while Redis
+#     was away (from its stop to REJOIN_WITHIN seconds after its start): the documented
+#     behaviour of "refuse";
 #   - every 403 the clients saw is in the audit logs exactly once, across the three logs
 #     (each request has a unique id=C-S query: the load clients number their connections in
 #     disjoint ranges), and the instances' disallow counters add up to it;
@@ -144,6 +145,7 @@ done
 (( seen == ${#NAMES[@]} )) || die "the instances do not see each other in the fleet"
 
 T0=$(date +%s.%N)
+echo "$T0 t0_epoch" >"$RUN_DIR/events.tsv"
 since() { awk -v now="$(date +%s.%N)" -v t0="$T0" 'BEGIN { printf "%.1f", now - t0 }'; }
 
 # The fleet as each instance sees it, every second: "seconds instance fleet_up instances".

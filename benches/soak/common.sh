@@ -7,10 +7,11 @@ SOAK_DIR=${SOAK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 REPO_DIR=${REPO_DIR:-$(cd "$SOAK_DIR/../.." && pwd)}
 TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_DIR/target}
 # PROFILE=debug (with SKIP_BUILD=1) runs the debug binaries: a quick trial of a script, not a
-# measurement.
+# measurement. PROXY_BIN and LOADGEN_BIN name other binaries (say, a debug load client against a
+# release proxy).
 PROFILE=${PROFILE:-release}
-PROXY_BIN=$TARGET_DIR/$PROFILE/robots-proxy
-LOADGEN_BIN=$TARGET_DIR/$PROFILE/examples/loadgen
+PROXY_BIN=${PROXY_BIN:-$TARGET_DIR/$PROFILE/robots-proxy}
+LOADGEN_BIN=${LOADGEN_BIN:-$TARGET_DIR/$PROFILE/examples/loadgen}
 
 PIDS=()        # "name:pid", in start order
 FAILURES=0

@@ -317,13 +317,19 @@ def main():
     for msg, n in messages.most_common(5):
         print(f"      {n:>8}  {msg}")
 
+    # With a Redis restart, memory is compared within each half (before it, and once the
+    # instances have settled after it): a leak grows within a phase; what the outage itself
+    # costs (a larger pool of threads, say) is a step, printed on its own.
+    events = read_events(run) if args.fleet else {}
+    outage = (events["redis_stopped"], events["redis_started"]) \
+        if "redis_stopped" in events and "redis_started" in events else None
     for d in dirs:
-        check_rss(args, d, f" of {os.path.basename(d)}" if len(dirs) > 1 else "")
+        check_rss(args, d, f" of {os.path.basename(d)}" if len(dirs) > 1 else "", outage)
     if args.fleet:
         check_fleet(args, run, names)
 
 
-def check_rss(args, d, whose):
+def check_rss(args, d, whose, outage=None):
     samples = []
     rss_path = os.path.join(d, "rss.tsv")
     if os.path.exists(rss_path):
@@ -342,6 +348,22 @@ def check_rss(args, d, whose):
         line.append(f"{t:.0f}s: {rss / 1024:.1f}/{fds}/{threads}/{open_conns}/{upstream}")
     for i in range(0, len(line), 5):
         print("        " + "  ".join(line[i:i + 5]))
+    if outage is not None:
+        stopped, started = outage
+        w = min(60.0, (stopped - args.warmup) / 2)
+        before = flat(args, samples, (args.warmup, args.warmup + w), (stopped - w, stopped),
+                      f"RSS{whose} flat before the Redis restart")
+        settle = min(60.0, (args.duration - started) / 4)
+        w = min(60.0, (args.duration - started - settle) / 2)
+        after = flat(args, samples, (started + settle, started + settle + w),
+                     (args.duration - w, args.duration),
+                     f"RSS{whose} flat after the Redis restart (from {settle:.0f} s after it)")
+        if before is not None and after is not None:
+            info(f"RSS{whose} step across the Redis restart: {before / 1024:.1f} MiB before, "
+                 f"{after / 1024:.1f} MiB after ({(after - before) / 1024:+.1f} MiB); threads "
+                 f"{max((x[3] for x in samples if x[0] < stopped), default='?')} before, "
+                 f"{max((x[3] for x in samples if x[0] > started), default='?')} after")
+        return
     window = min(60.0, (args.duration - args.warmup) / 2)
     early_s = [s for s in samples if args.warmup <= s[0] <= args.warmup + window]
     late_s = [s for s in samples if args.duration - window <= s[0] <= args.duration]
@@ -360,6 +382,24 @@ def check_rss(args, d, whose):
              f"after warm-up, {statistics.median(s[2] for s in late_s):.0f} at the end")
     else:
         check(False, f"enough RSS samples{whose} for the memory check ({len(samples)} samples)")
+
+
+def flat(args, samples, early, late, what):
+    """Checks that the median RSS of the samples in `late` (a time range) is at most the
+    tolerance above that of `early`; returns the late median (KiB), None without samples."""
+    e_s = [x[1] for x in samples if early[0] <= x[0] <= early[1]]
+    l_s = [x[1] for x in samples if late[0] <= x[0] <= late[1]]
+    if not e_s or not l_s:
+        check(False, f"{what}: enough samples ({len(e_s)} in [{early[0]:.0f}s, {early[1]:.0f}s], "
+              f"{len(l_s)} in [{late[0]:.0f}s, {late[1]:.0f}s])")
+        return None
+    e, l = statistics.median(e_s), statistics.median(l_s)
+    tol = max(args.rss_tol_kib, e * args.rss_tol_pct / 100)
+    check(l - e <= tol,
+          f"{what}: median {e / 1024:.1f} MiB in [{early[0]:.0f}s, {early[1]:.0f}s] "
+          f"({len(e_s)} samples), {l / 1024:.1f} MiB in [{late[0]:.0f}s, {late[1]:.0f}s] "
+          f"({len(l_s)}), growth {(l - e) / 1024:+.1f} MiB, allowed {tol / 1024:.1f} MiB")
+    return l
 
 
 def read_events(run):

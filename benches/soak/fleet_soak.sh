@@ -13,7 +13,10 @@
 #     (each request has a unique id=C-S query: the load clients number their connections in
 #     disjoint ranges), and the instances' disallow counters add up to it;
 #   - origins without faults: allowed paths 200, disallowed paths 403, nothing else;
-#   - each instance's RSS after warm-up is flat (as soak.sh);
+#   - each instance's RSS is flat within each half, as soak.sh measures it: after warm-up
+#     against just before the Redis restart, and from a minute after the restart against the
+#     last minute (at most RSS_TOL_KIB or RSS_TOL_PCT % more); the step across the restart
+#     (threads added while Redis was away, say) is printed, not judged;
 #   - the fleet rejoined: each instance was in the fleet before (robots_proxy_fleet_up 1), saw
 #     Redis go (0), and within REJOIN_WITHIN seconds of Redis being back was up again and saw
 #     all three instances in its fleet view (/api/summary), and stayed so; the rejoin time of

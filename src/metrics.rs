@@ -32,6 +32,7 @@ use serde::Serialize;
 mod archive;
 mod latency;
 mod report;
+pub mod series;
 pub mod text;
 
 pub use latency::LatencyHistogram;
@@ -150,6 +151,7 @@ pub struct Metrics {
     reloads_refused: Counter,
     signing_refused: Counter,
     would_block: report::WouldBlocks,
+    charts: series::Charts,
     /// `exception_expiry_seconds{id}`, set at scrape time ([`Metrics::set_exception_expiry`]).
     exception_expiry: Family<Vec<(&'static str, String)>, Gauge>,
     listening: AtomicBool,
@@ -250,6 +252,7 @@ impl Metrics {
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
         let would_block = report::WouldBlocks::register(&mut registry);
+        let charts = series::Charts::register(&mut registry);
         registry.register_collector(Box::new(ScrapeTime { cache, audit, pacer, fleet }));
         Metrics {
             registry,
@@ -262,6 +265,7 @@ impl Metrics {
             reloads_refused,
             signing_refused,
             would_block,
+            charts,
             exception_expiry,
             listening: AtomicBool::new(false),
             started: SystemTime::now(),
@@ -359,9 +363,11 @@ impl Metrics {
         (allowed, blocked)
     }
 
-    /// Remembers a blocked request for the admin page. Records of allowed requests, and of
-    /// requests held back by pacing (429: they may come again), are ignored.
+    /// Remembers a blocked request for the admin page and counts it by cause ([`series`]).
+    /// Records of allowed requests, and of requests held back by pacing (429: they may come
+    /// again), are ignored.
     pub fn blocked(&self, record: &AuditRecord) {
+        self.charts.blocked(record);
         if record.outcome != crate::audit::AuditOutcome::Failure
             || record.action == crate::audit::AuditAction::Throttled
             || record.action == crate::audit::AuditAction::FleetUnavailable

@@ -6,8 +6,12 @@
 SOAK_DIR=${SOAK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 REPO_DIR=${REPO_DIR:-$(cd "$SOAK_DIR/../.." && pwd)}
 TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_DIR/target}
-PROXY_BIN=$TARGET_DIR/release/robots-proxy
-LOADGEN_BIN=$TARGET_DIR/release/examples/loadgen
+# PROFILE=debug (with SKIP_BUILD=1) runs the debug binaries: a quick trial of a script, not a
+# measurement. PROXY_BIN and LOADGEN_BIN name other binaries (say, a debug load client against a
+# release proxy).
+PROFILE=${PROFILE:-release}
+PROXY_BIN=${PROXY_BIN:-$TARGET_DIR/$PROFILE/robots-proxy}
+LOADGEN_BIN=${LOADGEN_BIN:-$TARGET_DIR/$PROFILE/examples/loadgen}
 
 PIDS=()        # "name:pid", in start order
 FAILURES=0
@@ -71,7 +75,7 @@ stop_all() {
 
 build() {
   if [[ ${SKIP_BUILD:-0} == 1 ]]; then
-    log "SKIP_BUILD=1: using the binaries in $TARGET_DIR/release"
+    log "SKIP_BUILD=1: using the binaries in $TARGET_DIR/$PROFILE"
   else
     log "building: cargo build --release --bin robots-proxy --example loadgen"
     (cd "$REPO_DIR" && cargo build --release --bin robots-proxy --example loadgen) ||

@@ -87,6 +87,11 @@ struct SoakArgs {
     /// Client connections.
     #[arg(long, default_value_t = 256)]
     conns: u32,
+    /// Number of the first connection (they are numbered from it on): several load clients
+    /// given disjoint ranges send distinct `id=C-S` queries (the fleet soak runs one per
+    /// instance).
+    #[arg(long, default_value_t = 0)]
+    first_conn: u32,
     /// Seconds during which new requests are issued.
     #[arg(long, default_value = "600", value_name = "SECONDS")]
     duration: f64,
@@ -615,7 +620,10 @@ async fn soak(common: Common, args: SoakArgs) -> Result<Value, String> {
         interval.map(|_| format!(", {} requests/s in all", args.rate)).unwrap_or_default()
     );
     let mut tasks = JoinSet::new();
-    for conn in 0..args.conns {
+    let Some(last) = args.first_conn.checked_add(args.conns) else {
+        return Err("--first-conn plus --conns is past the largest connection number".into());
+    };
+    for conn in args.first_conn..last {
         tasks.spawn(soak_connection(ctx.clone(), conn));
     }
     let reporter = (args.progress > 0.0).then(|| {

@@ -11,6 +11,7 @@
 //! | `POST /cache/purge-all` | drops every cached robots.txt (both purges: `503` and `"partial": true` when a fleet's part failed) |
 //! | `GET /` | the status page: recent blocks, top blocked authorities and tokens, the cache |
 //! | `GET /api/summary` | what the status page shows, JSON |
+//! | `GET /api/series` | the charts' samples (one every `admin.chart_interval`, the last 360), with their totals, JSON (`charts.rs`) |
 //! | `GET /api/robots/versions?authority=A` | the robots.txt versions the archive holds for `A` (`scheme://host[:port]`), with their windows, JSON (`versions.rs`) |
 //!
 //! There is no authentication, so the listener belongs on loopback or a private network. A
@@ -19,6 +20,7 @@
 //! a page that rebinds its name to this address is refused whatever it sends: only requests
 //! whose `Host` names the listener are answered ([`hosts`]; `421` otherwise).
 
+mod charts;
 mod hosts;
 mod robots;
 mod versions;
@@ -83,11 +85,13 @@ pub async fn serve_with(
         proxy.guard().add_own_listener(local);
     }
     let names: std::sync::Arc<[String]> = section.hosts.clone().into();
+    let interval = section.chart_interval;
+    let sampler = tokio::spawn(charts::sample(proxy.clone(), interval));
     let service = move |local| {
         let (proxy, names) = (proxy.clone(), names.clone());
         service_fn(move |req| {
             let (proxy, names) = (proxy.clone(), names.clone());
-            async move { Ok::<_, Infallible>(handle(&proxy, &names, local, req).await) }
+            async move { Ok::<_, Infallible>(handle(&proxy, &names, interval, local, req).await) }
         })
     };
     let limits = crate::server::SideLimits {
@@ -97,12 +101,14 @@ pub async fn serve_with(
         idle: HEADER_READ_TIMEOUT,
     };
     serve_side_listener(listener, "admin", limits, service, shutdown).await;
+    sampler.abort();
 }
 
 /// Checks the request names this listener, then routes it.
 async fn handle(
     proxy: &Proxy,
     names: &[String],
+    chart_interval: Duration,
     local: std::net::SocketAddr,
     req: Request<Incoming>,
 ) -> Response<Body> {
@@ -116,11 +122,11 @@ async fn handle(
                                address and the names of admin.hosts" }),
         );
     }
-    route(proxy, req).await
+    route(proxy, chart_interval, req).await
 }
 
 /// Routes one request.
-async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
+async fn route(proxy: &Proxy, chart_interval: Duration, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let query = query_params(req.uri().query());
@@ -128,6 +134,7 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
     match path.as_str() {
         "/" | "/index.html" if read => page(),
         "/api/summary" if read => summary(proxy).await,
+        "/api/series" if read => charts::series(proxy, chart_interval),
         "/metrics" if read => {
             let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
             metrics(proxy, crate::metrics::text::wants_openmetrics(accept)).await
@@ -150,6 +157,7 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
         "/"
         | "/index.html"
         | "/api/summary"
+        | "/api/series"
         | "/metrics"
         | "/healthz"
         | "/readyz"
@@ -161,7 +169,7 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
             StatusCode::NOT_FOUND,
             &json!({
                 "error": format!("no admin endpoint at {path}"),
-                "endpoints": ["/", "/api/summary", "/metrics", "/healthz", "/readyz",
+                "endpoints": ["/", "/api/summary", "/api/series", "/metrics", "/healthz", "/readyz",
                               "/robots?url=URL&agent=TOKEN", "/api/robots/versions?authority=A",
                               "/api/exceptions",
                               "POST /cache/purge?authority=A",

@@ -195,6 +195,15 @@ pub(crate) const BOUNDS: &[Bound] = &[
     duration("limits.auth_timeout", |c| c.limits.auth_timeout, SECOND, Duration::from_secs(3600)),
     // [admin]
     count("admin.max_connections", |c| wide(c.admin.max_connections), 1, 65_536),
+    because(
+        duration(
+            "admin.chart_interval",
+            |c| c.admin.chart_interval,
+            Duration::from_millis(100),
+            Duration::from_secs(600),
+        ),
+        "the charts keep 360 samples: one hour at the default 10s, and at most 60 hours",
+    ),
     // [fleet]
     duration("fleet.timeout", |c| c.fleet.timeout, POSITIVE, MINUTE),
     duration("fleet.robots_ttl", |c| c.fleet.robots_ttl, MINUTE, YEAR),

@@ -640,6 +640,10 @@ pub struct AdminSection {
     pub allow_clients: Vec<crate::access::IpRange>,
     /// Most connections open at once (16 per client at most); more are closed at once.
     pub max_connections: usize,
+    /// Time between two samples of the status page's charts, which keep 360 samples (one
+    /// hour at the default 10 s).
+    #[serde(with = "humantime_serde")]
+    pub chart_interval: Duration,
 }
 
 impl Default for AdminSection {
@@ -649,6 +653,7 @@ impl Default for AdminSection {
             hosts: Vec::new(),
             allow_clients: crate::access::AccessSection::default().allow_clients,
             max_connections: 64,
+            chart_interval: Duration::from_secs(10),
         }
     }
 }

@@ -206,3 +206,100 @@ async fn status_page_shows_would_blocks_beside_blocks_in_headless_chromium() {
     assert!(dom.contains(&row("ReportBot", 0, 2)), "DOM:\n{dom}");
     assert!(dom.contains("would block<b id=\"would-block\">2</b>"), "DOM:\n{dom}");
 }
+
+/// The sum of every `name{...}` sample of a Prometheus text scrape (0 when there is none).
+fn metric_sum(scrape: &str, name: &str) -> u64 {
+    scrape
+        .lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' ', ','])))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// What the charts say in `dom`: the text of the element with this `id`.
+fn text_of(dom: &str, id: &str) -> String {
+    let start = dom.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}:\n{dom}"));
+    let rest = &dom[start..];
+    let open = rest.find('>').unwrap() + 1;
+    let close = rest[open..].find('<').unwrap() + open;
+    rest[open..close].to_owned()
+}
+
+/// Waits until `/api/series` holds a sample taken after `blocks` blocks and `allowed`
+/// forwarded requests (bounded: 15 s).
+async fn until_sampled(admin: &str, blocks: u64, allowed: u64) -> serde_json::Value {
+    let url = format!("{admin}/api/series");
+    for _ in 0..150 {
+        let (status, series) = super::support::get_json(&url).await;
+        assert_eq!(status, 200);
+        let w = &series["window"];
+        if w["blocked_total"] == blocks && w["allowed"] == allowed {
+            return series;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no sample with {blocks} blocks and {allowed} allowed within 15 s");
+}
+
+/// The charts (issue 23): drawn by the page from `/api/series` in inline SVG, updated as
+/// samples come (every `admin.chart_interval`, 200 ms here), and showing what `/metrics` counts:
+/// the blocks of the chart add up to `robots_proxy_blocks_total`, the allowed requests to
+/// `robots_proxy_requests_total{decision="allow"}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_charts_render_update_and_agree_with_metrics_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        crate::skip::missing("chromium", "apt-get install chromium");
+        return;
+    };
+    let origin = Origin::start("User-agent: *\nDisallow: /members\n").await;
+    let env = [("ROBOTS_PROXY_ADMIN__CHART_INTERVAL", "200ms")];
+    let proxy = super::support::ProxyProcess::start(&[], &env);
+    let client = super::support::proxied_client(proxy.proxy_addr);
+    let base = origin.base();
+    let send = |path: &str, ua: &'static str| {
+        let (client, url) = (client.clone(), format!("{base}{path}"));
+        async move { client.get(url).header("user-agent", ua).send().await.unwrap().status() }
+    };
+    for i in 0..3 {
+        assert_eq!(send(&format!("/members/{i}"), "ChartBot/1.0").await, 403);
+    }
+    assert_eq!(send("/open", "ChartBot/1.0").await, 200);
+    until_sampled(&proxy.admin(), 3, 1).await;
+
+    let (dom, log) = dump_dom(browser.clone(), format!("{}/", proxy.admin())).await;
+    assert!(dom.contains("<svg id=\"chart-decisions\""), "DOM:\n{dom}\nchromium:\n{log}");
+    assert!(dom.contains("<polyline data-series=\"allowed\""), "a line of allowed:\n{dom}");
+    assert!(
+        dom.contains("<polyline data-series=\"blocked:robots_disallow\""),
+        "a line of robots.txt blocks:\n{dom}"
+    );
+    assert!(dom.contains("<polyline data-series=\"2xx\""), "a line of robots.txt fetches:\n{dom}");
+    assert!(dom.contains(&format!("data-name=\"{base}\" data-count=\"3\"")), "site bar:\n{dom}");
+    assert!(dom.contains("data-name=\"ChartBot\" data-count=\"3\""), "token bar:\n{dom}");
+    let scrape = super::support::get(&format!("{}/metrics", proxy.admin())).await.1;
+    let blocks = metric_sum(&scrape, "robots_proxy_blocks_total");
+    assert_eq!(blocks, 3, "{scrape}");
+    assert_eq!(text_of(&dom, "chart-blocked-total"), blocks.to_string(), "{dom}");
+    let allowed = metric_sum(&scrape, "robots_proxy_requests_total{decision=\"allow\"");
+    assert!(
+        dom.contains(&format!("allowed <b>{allowed}</b>")),
+        "the legend shows {allowed} allowed, as /metrics:\n{dom}"
+    );
+    let first: u64 = text_of(&dom, "chart-samples").parse().unwrap();
+    assert!(first >= 1, "{dom}");
+
+    // More traffic: the next sample carries it, and the page shows it.
+    for i in 0..2 {
+        assert_eq!(send(&format!("/members/more-{i}"), "OtherBot/2.0").await, 403);
+    }
+    let series = until_sampled(&proxy.admin(), 5, 1).await;
+    assert!(series["samples"].as_array().unwrap().len() as u64 > first);
+    let (dom, log) = dump_dom(browser, format!("{}/", proxy.admin())).await;
+    let scrape = super::support::get(&format!("{}/metrics", proxy.admin())).await.1;
+    assert_eq!(metric_sum(&scrape, "robots_proxy_blocks_total"), 5, "{scrape}");
+    assert_eq!(text_of(&dom, "chart-blocked-total"), "5", "DOM:\n{dom}\nchromium:\n{log}");
+    assert!(dom.contains(&format!("data-name=\"{base}\" data-count=\"5\"")), "site bar:\n{dom}");
+    assert!(dom.contains("data-name=\"OtherBot\" data-count=\"2\""), "new token bar:\n{dom}");
+    let later: u64 = text_of(&dom, "chart-samples").parse().unwrap();
+    assert!(later > first, "a new sample appeared: {first} then {later}");
+}

@@ -26,7 +26,8 @@ use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::{Authority, Scheme};
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
-use crate::policy::{PolicyDecision, ProductToken, RobotsState};
+use crate::policy::exceptions::Effect;
+use crate::policy::{Category, PolicyDecision, Preference, ProductToken, RobotsState};
 use crate::usage::Settled;
 use std::net::SocketAddr;
 
@@ -119,44 +120,131 @@ pub(super) async fn tunnel(
             Some(reason),
         )
     };
-    if blocked {
-        let reason = if snapshot.state == RobotsState::Unreachable {
-            format!(
-                "robots.txt at {} is unreachable ({}): all paths are disallowed until it can \
-                 be fetched; the tunnel is refused",
-                authority.robots_url(),
-                crate::policy::outcome_text(&snapshot.last_outcome)
-            )
-        } else {
-            format!(
-                "robots.txt at {} disallows every path for {}; the tunnel is refused (paths \
-                 cannot be seen in tunnel mode)",
-                authority.robots_url(),
-                token.as_ref().map_or("the `*` group", |t| t.as_str())
-            )
-        };
-        let record = refused_record(&reason);
-        match refuse_connect(&shared, &live.policy, who, record, reason).await {
-            ControlFlow::Break(refused) => return refused,
-            ControlFlow::Continue(details) => reported.add(details),
+    // `[[exceptions]]`: one that covers every path of the site decides before robots.txt.
+    let now = shared.clock.now();
+    let exception = live.policy.tunnel_exception(&snapshot, token.as_ref(), who.user, blocked, now);
+    // The record of the exception that opened the tunnel (or lifted a usage preference for
+    // it), written when the tunnel opens: an exception's decisions are always audited.
+    let mut excepted: Option<AuditRecord> = None;
+    match exception {
+        Some(v) if v.effect == Effect::Disallow => {
+            let reason = format!(
+                "{}; the tunnel is refused (in tunnel mode an exception decides only when its \
+                 paths cover every path of the site)",
+                v.reason()
+            );
+            let mut record = refused_record(&reason);
+            v.audit(&mut record, !blocked);
+            record.reason.clone_from(&reason);
+            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+                ControlFlow::Break(refused) => return refused,
+                ControlFlow::Continue(details) => reported.add(details),
+            }
         }
+        Some(v) => {
+            // robots.txt disallows every path; the exception allows every path.
+            let mut record = refused_record("");
+            v.audit(&mut record, false);
+            record.status_code = Some(200);
+            record.reason = format!(
+                "{}; the tunnel is opened (robots.txt at {} disallows every path)",
+                v.reason(),
+                authority.robots_url()
+            );
+            excepted = Some(record);
+        }
+        None if blocked => {
+            let reason = if snapshot.state == RobotsState::Unreachable {
+                format!(
+                    "robots.txt at {} is unreachable ({}): all paths are disallowed until it \
+                     can be fetched; the tunnel is refused",
+                    authority.robots_url(),
+                    crate::policy::outcome_text(&snapshot.last_outcome)
+                )
+            } else {
+                format!(
+                    "robots.txt at {} disallows every path for {}; the tunnel is refused \
+                     (paths cannot be seen in tunnel mode)",
+                    authority.robots_url(),
+                    token.as_ref().map_or("the `*` group", |t| t.as_str())
+                )
+            };
+            let record = refused_record(&reason);
+            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+                ControlFlow::Break(refused) => return refused,
+                ControlFlow::Continue(details) => reported.add(details),
+            }
+        }
+        None => {}
     }
     // AI usage preferences: the path and the responses cannot be seen in a tunnel, so only a
-    // preference robots.txt states for every path of the site can be honoured, and an unknown
-    // one is settled now (`usage.unknown`), since no `Content-Usage` header will be seen.
+    // preference stated for every path of the site can be honoured (robots.txt's, and a
+    // `tdmrep.json` that reserves every path), and an unknown one is settled now
+    // (`usage.unknown`), since no `Content-Usage` header will be seen.
     if live.usage.is_active() {
-        let purposes = live.usage.purposes_for(token.as_ref(), who.user);
-        let prefs = live.policy.usage_everywhere(&snapshot, token.as_ref());
+        let mut purposes = live.usage.purposes_for(token.as_ref(), who.user);
+        if !purposes.is_empty() {
+            let lifted =
+                live.policy.usage_lifted_everywhere(&snapshot, token.as_ref(), who.user, now);
+            if let Some((categories, v)) = lifted {
+                let before = purposes.len();
+                purposes.retain(|p| !categories.contains(&p.category));
+                if purposes.len() != before {
+                    let labels: Vec<&str> = categories.iter().map(|c| c.label()).collect();
+                    let lift = format!(
+                        "usage preferences {} lifted by exception {} ({}) for every path",
+                        labels.join(", "),
+                        v.id,
+                        v.reference
+                    );
+                    let record = excepted.get_or_insert_with(|| {
+                        let mut r = tunnel_record(
+                            &shared,
+                            client,
+                            &req,
+                            &authority,
+                            token.as_ref(),
+                            &decide_root(),
+                            None,
+                        );
+                        v.audit(&mut r, !blocked);
+                        r.reason.clear();
+                        r
+                    });
+                    record.reason = if record.reason.is_empty() {
+                        lift
+                    } else {
+                        format!("{}; {lift}", record.reason)
+                    };
+                }
+            }
+        }
+        let mut prefs = live.policy.usage_everywhere(&snapshot, token.as_ref());
+        // `tdmrep.json` is fetched only when robots.txt does not disallow `train-ai` already.
+        let tdm = if prefs.get(Category::TrainAi).preference == Preference::Disallow {
+            None
+        } else {
+            tdm_everywhere(&live, &authority, &purposes).await
+        };
+        if tdm.is_some() {
+            prefs.add_signal(Category::TrainAi, Preference::Disallow, "tdmrep.json");
+        }
         if let Some(block) = live.usage.blocking(&purposes, &prefs, Settled::Yes) {
             let reason = format!(
-                "{}; the tunnel is refused (in tunnel mode only preferences robots.txt at {} \
-                 states for every path can be seen)",
+                "{}; the tunnel is refused (in tunnel mode only preferences stated for every \
+                 path can be seen: robots.txt at {}, and {}/.well-known/tdmrep.json)",
                 block.reason,
-                authority.robots_url()
+                authority.robots_url(),
+                authority
             );
             let mut record = refused_record(&reason);
             record.action = AuditAction::UsageDisallow;
-            record.usage = Some(super::preferences::usage_audit(&purposes, &prefs, &block));
+            let mut usage = super::preferences::usage_audit(&purposes, &prefs, &block);
+            if block.source == "tdmrep.json" {
+                usage.tdm_policy = tdm.and_then(|t| t.policy);
+            }
+            record.usage = Some(usage);
+            record.exception = excepted.as_ref().and_then(|r| r.exception.clone());
             match refuse_connect(&shared, &live.policy, who, record, reason).await {
                 ControlFlow::Break(refused) => return refused,
                 ControlFlow::Continue(details) => reported.add(details),
@@ -191,7 +279,9 @@ pub(super) async fn tunnel(
     };
     let _ = upstream.set_nodelay(true);
     shared.metrics.count(Decision::Tunnel, Scheme::Https);
-    if shared.https.audit_tunnels || shared.audit.all_decisions() {
+    if let Some(record) = excepted {
+        shared.write_audit(record).await;
+    } else if shared.https.audit_tunnels || shared.audit.all_decisions() {
         let record =
             tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
         shared.write_audit(record).await;
@@ -217,6 +307,21 @@ fn bracket(host: &str) -> String {
     } else {
         host.to_owned()
     }
+}
+
+/// The `tdmrep.json` statement that reserves every path of `authority` (see
+/// [`crate::policy::optout::TdmFile::reserved_everywhere`]), when TDMRep is on and one of the
+/// crawler's purposes is `train-ai`: all of TDMRep a tunnel can apply.
+async fn tdm_everywhere(
+    live: &super::Live,
+    authority: &Authority,
+    purposes: &[crate::usage::Purpose],
+) -> Option<crate::policy::optout::TdmStatement> {
+    if !live.usage.tdmrep() || !purposes.iter().any(|p| p.category == Category::TrainAi) {
+        return None;
+    }
+    let site = live.policy.tdmrep(authority).await;
+    site.file.as_ref()?.reserved_everywhere().cloned()
 }
 
 /// Copies both ways until both sides are done or nothing moved for `idle`.
@@ -249,4 +354,3 @@ where
         }
     }
 }
-

@@ -83,6 +83,28 @@ pub trait SharedRobots: Send + Sync + 'static {
     /// The largest robots.txt body shared (`fleet.max_shared_body`): the result of a fetch
     /// with a larger one is kept only by the instance that fetched it.
     fn max_body(&self) -> usize;
+
+    /// The record of another well-known file of `authority` (`name`: `tdmrep`, see
+    /// [`super::wellknown`]), if one is kept. A store that shares none has none.
+    fn load_file<'a>(
+        &'a self,
+        _name: &'static str,
+        _authority: &'a Authority,
+    ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Stores the record of another well-known file of `authority` for `ttl` (at most). A
+    /// store that shares none drops it.
+    fn store_file<'a>(
+        &'a self,
+        _name: &'static str,
+        _authority: &'a Authority,
+        _record: Vec<u8>,
+        _ttl: Duration,
+    ) -> StoreFuture<'a, Result<(), SharedError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// How long a waiting instance sleeps between looks at the record another one is fetching.

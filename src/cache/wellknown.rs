@@ -110,7 +110,7 @@ impl WellKnown {
         if let Some(shared) = &shared {
             match shared.load_file(SHARED_NAME, &authority).await {
                 Ok(Some(record)) => {
-                    if let Some(site) = self.from_record(&record) {
+                    if let Some(site) = self.site_of_record(&record) {
                         tracing::debug!(%url, reason = %site.note, "tdmrep.json from the fleet");
                         return Arc::new(site);
                     }
@@ -140,7 +140,7 @@ impl WellKnown {
 
     /// A site from the fleet's record, for what is left of its lifetime; `None` when the
     /// record cannot be read or has expired.
-    fn from_record(&self, record: &[u8]) -> Option<TdmSite> {
+    fn site_of_record(&self, record: &[u8]) -> Option<TdmSite> {
         let end = record.iter().position(|b| *b == b'\n')?;
         let head: RecordHead = serde_json::from_slice(&record[..end]).ok()?;
         let body = record[end + 1..].to_vec();

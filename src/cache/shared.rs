@@ -94,8 +94,20 @@ pub trait SharedRobots: Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
-    /// Stores the record of another well-known file of `authority` for `ttl` (at most). A
-    /// store that shares none drops it.
+    /// Takes the fetch lease of another well-known file of `authority` for `ttl`: `true` when
+    /// this instance got it (and should fetch), `false` when another instance fetches it now.
+    /// A store that shares none always answers `true`.
+    fn lease_file<'a>(
+        &'a self,
+        _name: &'static str,
+        _authority: &'a Authority,
+        _ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, SharedError>> {
+        Box::pin(async { Ok(true) })
+    }
+
+    /// Stores the record of another well-known file of `authority` for `ttl` (at most), and
+    /// gives its fetch lease back. A store that shares none drops it.
     fn store_file<'a>(
         &'a self,
         _name: &'static str,
@@ -108,10 +120,10 @@ pub trait SharedRobots: Send + Sync + 'static {
 }
 
 /// How long a waiting instance sleeps between looks at the record another one is fetching.
-const POLL: Duration = Duration::from_millis(25);
+pub(super) const POLL: Duration = Duration::from_millis(25);
 
 /// Beyond `fetch_timeout`, how long the fetch lease lasts: time to store the record.
-const LEASE_SLACK: Duration = Duration::from_secs(2);
+pub(super) const LEASE_SLACK: Duration = Duration::from_secs(2);
 
 /// The first line of a record (JSON); the raw body follows after a newline.
 #[derive(Serialize, Deserialize)]

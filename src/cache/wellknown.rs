@@ -14,11 +14,11 @@
 //! * Shared in a fleet ([`super::SharedRobots::load_file`], Redis key `tdmrep:<authority>`):
 //!   an instance that has no current copy first looks for the fleet's; only when there is none
 //!   (or it expired) does it fetch, and it then stores what it found (the status, the body of a
-//!   2xx, when it expires) for the others until the same expiry. Purging an authority drops
-//!   it with robots.txt, purging everything hides it. Two instances that miss at the same
-//!   moment may both fetch (there is no fetch lease as for robots.txt); afterwards the fleet
-//!   fetches once per authority per lifetime. When Redis is out of reach each instance fetches
-//!   for itself.
+//!   2xx, when it expires) for the others until the same expiry. As for robots.txt, the
+//!   instance that fetches holds a lease (`lease:tdmrep:<authority>`, `fetch_timeout` + 2 s,
+//!   given back when it stores): the others wait for its record, and fetch themselves only if
+//!   the lease runs out first. Purging an authority drops the record with robots.txt, purging
+//!   everything hides it. When Redis is out of reach each instance fetches for itself.
 //! * At most [`MAX_SITES`] authorities are kept; past that the map is emptied (and refetched
 //!   as needed), which bounds memory without an eviction order.
 
@@ -63,11 +63,18 @@ pub(crate) struct WellKnown {
     fetcher: Arc<dyn Fetch>,
     clock: Arc<dyn Clock>,
     slots: Mutex<HashMap<Authority, Arc<Slot>>>,
+    /// How long the fleet's fetch lease lasts (`fetch_timeout` and time to store).
+    lease: Duration,
 }
 
 impl WellKnown {
-    pub(crate) fn new(fetcher: Arc<dyn Fetch>, clock: Arc<dyn Clock>) -> Self {
-        WellKnown { fetcher, clock, slots: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(
+        fetcher: Arc<dyn Fetch>,
+        clock: Arc<dyn Clock>,
+        fetch_timeout: Duration,
+    ) -> Self {
+        let lease = fetch_timeout.saturating_add(super::shared::LEASE_SLACK);
+        WellKnown { fetcher, clock, slots: Mutex::new(HashMap::new()), lease }
     }
 
     /// The slot for `authority`: the current one, or a new one when it is missing or expired.
@@ -108,15 +115,18 @@ impl WellKnown {
     ) -> Arc<TdmSite> {
         let url = format!("{authority}{TDMREP_PATH}");
         if let Some(shared) = &shared {
-            match shared.load_file(SHARED_NAME, &authority).await {
-                Ok(Some(record)) => {
-                    if let Some(site) = self.site_of_record(&record) {
-                        tracing::debug!(%url, reason = %site.note, "tdmrep.json from the fleet");
+            if let Some(site) = self.shared_copy(shared.as_ref(), &authority).await {
+                return Arc::new(site);
+            }
+            // One instance fetches; the others wait for its record, until its lease runs out.
+            if let Ok(false) = shared.lease_file(SHARED_NAME, &authority, self.lease).await {
+                let until = tokio::time::Instant::now() + self.lease;
+                while tokio::time::Instant::now() < until {
+                    tokio::time::sleep(super::shared::POLL).await;
+                    if let Some(site) = self.shared_copy(shared.as_ref(), &authority).await {
                         return Arc::new(site);
                     }
                 }
-                Ok(None) => {}
-                Err(e) => tracing::debug!(%url, error = %e, "fleet: tdmrep.json not loaded"),
             }
         }
         let fetched =
@@ -136,6 +146,26 @@ impl WellKnown {
             }
         }
         Arc::new(TdmSite { file, note, lifetime })
+    }
+
+    /// The fleet's current copy, if there is one.
+    async fn shared_copy(
+        &self,
+        shared: &dyn SharedRobots,
+        authority: &Authority,
+    ) -> Option<TdmSite> {
+        match shared.load_file(SHARED_NAME, authority).await {
+            Ok(Some(record)) => {
+                let site = self.site_of_record(&record)?;
+                tracing::debug!(%authority, reason = %site.note, "tdmrep.json from the fleet");
+                Some(site)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::debug!(%authority, error = %e, "fleet: tdmrep.json not loaded");
+                None
+            }
+        }
     }
 
     /// A site from the fleet's record, for what is left of its lifetime; `None` when the
@@ -250,7 +280,7 @@ mod tests {
             count: AtomicUsize::new(0),
         });
         let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
-        let wk = WellKnown::new(canned.clone(), clock.clone());
+        let wk = WellKnown::new(canned.clone(), clock.clone(), Duration::from_secs(10));
         let a = Authority::new(crate::authority::Scheme::Http, "a.test", 80).unwrap();
         assert!(wk.get(&a, None).await.file.is_none(), "a 5xx reserves nothing");
         assert!(wk.get(&a, None).await.file.is_none());

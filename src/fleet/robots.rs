@@ -130,11 +130,18 @@ fn file_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
     fleet.key(&format!("{name}:{authority}"))
 }
 
-/// KEYS: record, purge generation. ARGV: record, ttl (ms). Stores the record of a well-known
-/// file tagged with the purge generation current now (a purge of everything then hides it).
+/// The fetch lease of another well-known file of `authority`.
+fn file_lease_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
+    fleet.key(&format!("lease:{name}:{authority}"))
+}
+
+/// KEYS: record, purge generation, lease. ARGV: record, ttl (ms). Stores the record of a
+/// well-known file tagged with the purge generation current now (a purge of everything then
+/// hides it), and gives its fetch lease back.
 const STORE_FILE: &str = r"
 local generation = redis.call('GET', KEYS[2]) or '0'
 redis.call('SET', KEYS[1], 'g' .. generation .. '\n' .. ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[3])
 return 1
 ";
 
@@ -282,8 +289,12 @@ impl SharedRobots for SharedRedis {
                 Some(a) => {
                     // The lease goes with the record: a fetch in flight then stores nothing.
                     // The authority's tdmrep.json goes too.
-                    let keys =
-                        [record_key(fleet, a), lease_key(fleet, a), file_key(fleet, "tdmrep", a)];
+                    let keys = [
+                        record_key(fleet, a),
+                        lease_key(fleet, a),
+                        file_key(fleet, "tdmrep", a),
+                        file_lease_key(fleet, "tdmrep", a),
+                    ];
                     fleet.call(move |mut c| async move { c.del::<_, ()>(&keys).await }).await
                 }
                 None => {
@@ -336,6 +347,32 @@ impl SharedRobots for SharedRedis {
         })
     }
 
+    fn lease_file<'a>(
+        &'a self,
+        name: &'static str,
+        authority: &'a Authority,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, SharedError>> {
+        let key = file_lease_key(&self.fleet, name, authority);
+        let holder = format!("{}#{}", self.fleet.instance(), self.fleet.nonce());
+        Box::pin(async move {
+            let taken: Option<String> = self
+                .fleet
+                .call(move |mut c| async move {
+                    redis::cmd("SET")
+                        .arg(key)
+                        .arg(holder)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(millis(ttl))
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            Ok(taken.is_some())
+        })
+    }
+
     fn store_file<'a>(
         &'a self,
         name: &'static str,
@@ -347,6 +384,7 @@ impl SharedRobots for SharedRedis {
         invocation
             .key(file_key(&self.fleet, name, authority))
             .key(generation_key(&self.fleet))
+            .key(file_lease_key(&self.fleet, name, authority))
             .arg(record)
             .arg(millis(ttl.min(self.fleet.robots_ttl)));
         Box::pin(async move {

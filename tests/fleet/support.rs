@@ -174,6 +174,8 @@ impl TimedOrigin {
                                 }
                                 // TDMRep: reserved under /reserved/ only.
                                 "/.well-known/tdmrep.json" => {
+                                    // Slow enough that instances asking together overlap.
+                                    tokio::time::sleep(Duration::from_millis(300)).await;
                                     r#"[{"location": "/reserved/", "tdm-reservation": 1}]"#
                                         .to_owned()
                                 }

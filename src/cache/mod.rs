@@ -407,7 +407,8 @@ impl RobotsCache {
             })
             .time_to_live(ttl)
             .build();
-        let well_known = wellknown::WellKnown::new(fetcher.clone(), clock.clone());
+        let well_known =
+            wellknown::WellKnown::new(fetcher.clone(), clock.clone(), settings.fetch_timeout);
         RobotsCache {
             inner: Arc::new(Inner {
                 settings,

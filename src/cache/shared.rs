@@ -83,13 +83,47 @@ pub trait SharedRobots: Send + Sync + 'static {
     /// The largest robots.txt body shared (`fleet.max_shared_body`): the result of a fetch
     /// with a larger one is kept only by the instance that fetched it.
     fn max_body(&self) -> usize;
+
+    /// The record of another well-known file of `authority` (`name`: `tdmrep`, see
+    /// [`super::wellknown`]), if one is kept. A store that shares none has none.
+    fn load_file<'a>(
+        &'a self,
+        _name: &'static str,
+        _authority: &'a Authority,
+    ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Takes the fetch lease of another well-known file of `authority` for `ttl`: `true` when
+    /// this instance got it (and should fetch), `false` when another instance fetches it now.
+    /// A store that shares none always answers `true`.
+    fn lease_file<'a>(
+        &'a self,
+        _name: &'static str,
+        _authority: &'a Authority,
+        _ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, SharedError>> {
+        Box::pin(async { Ok(true) })
+    }
+
+    /// Stores the record of another well-known file of `authority` for `ttl` (at most), and
+    /// gives its fetch lease back. A store that shares none drops it.
+    fn store_file<'a>(
+        &'a self,
+        _name: &'static str,
+        _authority: &'a Authority,
+        _record: Vec<u8>,
+        _ttl: Duration,
+    ) -> StoreFuture<'a, Result<(), SharedError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// How long a waiting instance sleeps between looks at the record another one is fetching.
-const POLL: Duration = Duration::from_millis(25);
+pub(super) const POLL: Duration = Duration::from_millis(25);
 
 /// Beyond `fetch_timeout`, how long the fetch lease lasts: time to store the record.
-const LEASE_SLACK: Duration = Duration::from_secs(2);
+pub(super) const LEASE_SLACK: Duration = Duration::from_secs(2);
 
 /// The first line of a record (JSON); the raw body follows after a newline.
 #[derive(Serialize, Deserialize)]

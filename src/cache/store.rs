@@ -58,7 +58,7 @@ pub trait RobotsStore: Send + Sync + 'static {
     fn get<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<RobotsSnapshot>>;
 
     /// What `authority`'s `/.well-known/tdmrep.json` says, fetched first when missing or
-    /// expired (see [`super::wellknown`]: per instance, one fetch per authority per lifetime).
+    /// expired (see [`super::wellknown`]: one fetch per authority per lifetime, shared in a fleet).
     fn tdmrep<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<TdmSite>>;
 
     /// What the store holds for `authority`, current or not, without fetching.
@@ -103,7 +103,7 @@ impl RobotsStore for RobotsCache {
     }
 
     fn tdmrep<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<TdmSite>> {
-        Box::pin(self.inner.well_known.get(authority))
+        Box::pin(self.inner.well_known.get(authority, self.inner.shared.get()))
     }
 
     fn peek<'a>(

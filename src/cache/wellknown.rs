@@ -11,7 +11,14 @@
 //!   `tdm-reservation` header is still honoured.
 //! * A body over [`TDMREP_MAX_BYTES`], not JSON, or of the wrong shape is ignored as a whole,
 //!   with one logged reason (never read as an allow).
-//! * Not shared in a fleet: each instance fetches once per authority per lifetime.
+//! * Shared in a fleet ([`super::SharedRobots::load_file`], Redis key `tdmrep:<authority>`):
+//!   an instance that has no current copy first looks for the fleet's; only when there is none
+//!   (or it expired) does it fetch, and it then stores what it found (the status, the body of a
+//!   2xx, when it expires) for the others until the same expiry. As for robots.txt, the
+//!   instance that fetches holds a lease (`lease:tdmrep:<authority>`, `fetch_timeout` + 2 s,
+//!   given back when it stores): the others wait for its record, and fetch themselves only if
+//!   the lease runs out first. Purging an authority drops the record with robots.txt, purging
+//!   everything hides it. When Redis is out of reach each instance fetches for itself.
 //! * At most [`MAX_SITES`] authorities are kept; past that the map is emptied (and refetched
 //!   as needed), which bounds memory without an eviction order.
 
@@ -20,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use super::fetch::Fetch;
+use super::SharedRobots;
 use crate::authority::Authority;
 use crate::clock::Clock;
 use crate::robots::optout::TdmFile;
@@ -55,11 +63,18 @@ pub(crate) struct WellKnown {
     fetcher: Arc<dyn Fetch>,
     clock: Arc<dyn Clock>,
     slots: Mutex<HashMap<Authority, Arc<Slot>>>,
+    /// How long the fleet's fetch lease lasts (`fetch_timeout` and time to store).
+    lease: Duration,
 }
 
 impl WellKnown {
-    pub(crate) fn new(fetcher: Arc<dyn Fetch>, clock: Arc<dyn Clock>) -> Self {
-        WellKnown { fetcher, clock, slots: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(
+        fetcher: Arc<dyn Fetch>,
+        clock: Arc<dyn Clock>,
+        fetch_timeout: Duration,
+    ) -> Self {
+        let lease = fetch_timeout.saturating_add(super::shared::LEASE_SLACK);
+        WellKnown { fetcher, clock, slots: Mutex::new(HashMap::new()), lease }
     }
 
     /// The slot for `authority`: the current one, or a new one when it is missing or expired.
@@ -82,40 +97,143 @@ impl WellKnown {
         slot
     }
 
-    /// What `authority`'s `tdmrep.json` says, fetched first when missing or expired; requests
-    /// that ask at the same time share one fetch.
-    pub(crate) async fn get(&self, authority: &Authority) -> Arc<TdmSite> {
+    /// What `authority`'s `tdmrep.json` says, fetched first when missing or expired (or taken
+    /// from the fleet's copy in `shared`); requests that ask at the same time share one fetch.
+    pub(crate) async fn get(
+        &self,
+        authority: &Authority,
+        shared: Option<&Arc<dyn SharedRobots>>,
+    ) -> Arc<TdmSite> {
         let slot = self.slot(authority);
-        slot.cell.get_or_init(|| self.fetch(authority.clone())).await.clone()
+        slot.cell.get_or_init(|| self.fetch(authority.clone(), shared.cloned())).await.clone()
     }
 
-    async fn fetch(&self, authority: Authority) -> Arc<TdmSite> {
+    async fn fetch(
+        &self,
+        authority: Authority,
+        shared: Option<Arc<dyn SharedRobots>>,
+    ) -> Arc<TdmSite> {
         let url = format!("{authority}{TDMREP_PATH}");
-        let fetched = self.fetcher.fetch_file(authority, TDMREP_PATH, TDMREP_MAX_BYTES).await;
-        let (file, note, lifetime) = match fetched {
-            Ok(f) if (200..300).contains(&f.status) => {
-                if f.body.len() > TDMREP_MAX_BYTES {
-                    let note = format!("larger than {TDMREP_MAX_BYTES} bytes");
-                    (None, note, TDMREP_LIFETIME)
-                } else {
-                    match TdmFile::parse(&f.body) {
-                        Ok(file) => (Some(file), "ok".to_owned(), TDMREP_LIFETIME),
-                        Err(e) => (None, e.to_string(), TDMREP_LIFETIME),
+        if let Some(shared) = &shared {
+            if let Some(site) = self.shared_copy(shared.as_ref(), &authority).await {
+                return Arc::new(site);
+            }
+            // One instance fetches; the others wait for its record, until its lease runs out.
+            if let Ok(false) = shared.lease_file(SHARED_NAME, &authority, self.lease).await {
+                let until = tokio::time::Instant::now() + self.lease;
+                while tokio::time::Instant::now() < until {
+                    tokio::time::sleep(super::shared::POLL).await;
+                    if let Some(site) = self.shared_copy(shared.as_ref(), &authority).await {
+                        return Arc::new(site);
                     }
                 }
             }
-            Ok(f) if f.status == 429 || f.status >= 500 => {
-                (None, format!("unreachable: status {}", f.status), TDMREP_RETRY)
-            }
-            Ok(f) => (None, format!("status {}: no file", f.status), TDMREP_LIFETIME),
-            Err(e) => (None, format!("unreachable: {e}"), TDMREP_RETRY),
-        };
+        }
+        let fetched =
+            self.fetcher.fetch_file(authority.clone(), TDMREP_PATH, TDMREP_MAX_BYTES).await;
+        let answer = fetched.map(|f| (f.status, f.body)).map_err(|e| e.to_string());
+        let (file, note, lifetime) = classify(&answer);
         if file.is_none() && !note.starts_with("status 4") {
             tracing::warn!(%url, reason = %note, "ignoring tdmrep.json: no TDM reservation from it");
         } else {
             tracing::debug!(%url, reason = %note, "tdmrep.json fetched");
         }
+        if let Some(shared) = &shared {
+            let expires = self.clock.now() + lifetime;
+            let record = to_record(&answer, expires);
+            if let Err(e) = shared.store_file(SHARED_NAME, &authority, record, lifetime).await {
+                tracing::debug!(%url, error = %e, "fleet: tdmrep.json not shared");
+            }
+        }
         Arc::new(TdmSite { file, note, lifetime })
+    }
+
+    /// The fleet's current copy, if there is one.
+    async fn shared_copy(
+        &self,
+        shared: &dyn SharedRobots,
+        authority: &Authority,
+    ) -> Option<TdmSite> {
+        match shared.load_file(SHARED_NAME, authority).await {
+            Ok(Some(record)) => {
+                let site = self.site_of_record(&record)?;
+                tracing::debug!(%authority, reason = %site.note, "tdmrep.json from the fleet");
+                Some(site)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::debug!(%authority, error = %e, "fleet: tdmrep.json not loaded");
+                None
+            }
+        }
+    }
+
+    /// A site from the fleet's record, for what is left of its lifetime; `None` when the
+    /// record cannot be read or has expired.
+    fn site_of_record(&self, record: &[u8]) -> Option<TdmSite> {
+        let end = record.iter().position(|b| *b == b'\n')?;
+        let head: RecordHead = serde_json::from_slice(&record[..end]).ok()?;
+        let body = record[end + 1..].to_vec();
+        let expires = SystemTime::UNIX_EPOCH + Duration::from_millis(head.expires_at_ms);
+        let left = expires.duration_since(self.clock.now()).ok().filter(|d| !d.is_zero())?;
+        let answer = match head.error {
+            Some(e) => Err(e),
+            None => Ok((head.status, body)),
+        };
+        let (file, note, _) = classify(&answer);
+        Some(TdmSite { file, note, lifetime: left.min(TDMREP_LIFETIME) })
+    }
+}
+
+/// The name of the fleet's record ([`SharedRobots::load_file`]).
+const SHARED_NAME: &str = "tdmrep";
+
+/// The first line of the fleet's record; the body of a 2xx follows after a newline.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RecordHead {
+    status: u16,
+    /// The fetch failed: why (no status, no body).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    expires_at_ms: u64,
+}
+
+fn to_record(answer: &Result<(u16, Vec<u8>), String>, expires: SystemTime) -> Vec<u8> {
+    let ms = expires.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis();
+    let expires_at_ms = u64::try_from(ms).unwrap_or(u64::MAX);
+    let (head, body) = match answer {
+        Ok((status, body)) => {
+            let body: &[u8] = if (200..300).contains(status) { body } else { &[] };
+            (RecordHead { status: *status, error: None, expires_at_ms }, body)
+        }
+        Err(e) => (RecordHead { status: 0, error: Some(e.clone()), expires_at_ms }, &[][..]),
+    };
+    let mut record = serde_json::to_vec(&head).unwrap_or_default();
+    record.push(b'\n');
+    record.extend_from_slice(body);
+    record
+}
+
+/// What an answer for `tdmrep.json` means: the rules (when a well-formed file came), why not
+/// (or `"ok"`), and how long it is used.
+fn classify(answer: &Result<(u16, Vec<u8>), String>) -> (Option<TdmFile>, String, Duration) {
+    match answer {
+        Ok((status, body)) if (200..300).contains(status) => {
+            if body.len() > TDMREP_MAX_BYTES {
+                let note = format!("larger than {TDMREP_MAX_BYTES} bytes");
+                (None, note, TDMREP_LIFETIME)
+            } else {
+                match TdmFile::parse(body) {
+                    Ok(file) => (Some(file), "ok".to_owned(), TDMREP_LIFETIME),
+                    Err(e) => (None, e.to_string(), TDMREP_LIFETIME),
+                }
+            }
+        }
+        Ok((status, _)) if *status == 429 || *status >= 500 => {
+            (None, format!("unreachable: status {status}"), TDMREP_RETRY)
+        }
+        Ok((status, _)) => (None, format!("status {status}: no file"), TDMREP_LIFETIME),
+        Err(e) => (None, format!("unreachable: {e}"), TDMREP_RETRY),
     }
 }
 
@@ -162,21 +280,21 @@ mod tests {
             count: AtomicUsize::new(0),
         });
         let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
-        let wk = WellKnown::new(canned.clone(), clock.clone());
+        let wk = WellKnown::new(canned.clone(), clock.clone(), Duration::from_secs(10));
         let a = Authority::new(crate::authority::Scheme::Http, "a.test", 80).unwrap();
-        assert!(wk.get(&a).await.file.is_none(), "a 5xx reserves nothing");
-        assert!(wk.get(&a).await.file.is_none());
+        assert!(wk.get(&a, None).await.file.is_none(), "a 5xx reserves nothing");
+        assert!(wk.get(&a, None).await.file.is_none());
         assert_eq!(canned.count.load(Ordering::SeqCst), 1);
         clock.advance(TDMREP_RETRY);
         *canned.status.lock().unwrap() = 200;
-        assert!(wk.get(&a).await.file.is_some(), "retried after TDMREP_RETRY");
+        assert!(wk.get(&a, None).await.file.is_some(), "retried after TDMREP_RETRY");
         assert_eq!(canned.count.load(Ordering::SeqCst), 2);
         clock.advance(TDMREP_LIFETIME - Duration::from_secs(1));
-        assert!(wk.get(&a).await.file.is_some());
+        assert!(wk.get(&a, None).await.file.is_some());
         assert_eq!(canned.count.load(Ordering::SeqCst), 2, "kept for its lifetime");
         clock.advance(Duration::from_secs(1));
         *canned.status.lock().unwrap() = 0;
-        assert!(wk.get(&a).await.file.is_none(), "a network error reserves nothing");
+        assert!(wk.get(&a, None).await.file.is_none(), "a network error reserves nothing");
         assert_eq!(canned.count.load(Ordering::SeqCst), 3);
     }
 }

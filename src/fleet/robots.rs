@@ -43,6 +43,7 @@ pub struct SharedRedis {
     lease: Script,
     release: Script,
     store: Script,
+    store_file: Script,
 }
 
 /// A lease this instance holds: its value, and `purge-generation` when it was taken.
@@ -63,6 +64,7 @@ impl SharedRedis {
             lease: Script::new(LEASE),
             release: Script::new(RELEASE),
             store: Script::new(STORE),
+            store_file: Script::new(STORE_FILE),
         }
     }
 
@@ -122,6 +124,26 @@ return 1
 fn record_key(fleet: &Fleet, authority: &Authority) -> String {
     fleet.key(&format!("robots:{authority}"))
 }
+
+/// The record of another well-known file (`tdmrep`) of `authority`.
+fn file_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
+    fleet.key(&format!("{name}:{authority}"))
+}
+
+/// The fetch lease of another well-known file of `authority`.
+fn file_lease_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
+    fleet.key(&format!("lease:{name}:{authority}"))
+}
+
+/// KEYS: record, purge generation, lease. ARGV: record, ttl (ms). Stores the record of a
+/// well-known file tagged with the purge generation current now (a purge of everything then
+/// hides it), and gives its fetch lease back.
+const STORE_FILE: &str = r"
+local generation = redis.call('GET', KEYS[2]) or '0'
+redis.call('SET', KEYS[1], 'g' .. generation .. '\n' .. ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[3])
+return 1
+";
 
 fn lease_key(fleet: &Fleet, authority: &Authority) -> String {
     fleet.key(&format!("lease:{authority}"))
@@ -266,7 +288,13 @@ impl SharedRobots for SharedRedis {
             let dropped = match authority {
                 Some(a) => {
                     // The lease goes with the record: a fetch in flight then stores nothing.
-                    let keys = [record_key(fleet, a), lease_key(fleet, a)];
+                    // The authority's tdmrep.json goes too.
+                    let keys = [
+                        record_key(fleet, a),
+                        lease_key(fleet, a),
+                        file_key(fleet, "tdmrep", a),
+                        file_lease_key(fleet, "tdmrep", a),
+                    ];
                     fleet.call(move |mut c| async move { c.del::<_, ()>(&keys).await }).await
                 }
                 None => {
@@ -304,6 +332,68 @@ impl SharedRobots for SharedRedis {
 
     fn max_body(&self) -> usize {
         self.fleet.max_shared_body
+    }
+
+    fn load_file<'a>(
+        &'a self,
+        name: &'static str,
+        authority: &'a Authority,
+    ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
+        let keys = [generation_key(&self.fleet), file_key(&self.fleet, name, authority)];
+        Box::pin(async move {
+            let (generation, value): (Option<Vec<u8>>, Option<Vec<u8>>) =
+                self.fleet.call(move |mut c| async move { c.mget(&keys).await }).await?;
+            Ok(value.and_then(|v| untag(v, generation.as_deref())))
+        })
+    }
+
+    fn lease_file<'a>(
+        &'a self,
+        name: &'static str,
+        authority: &'a Authority,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, SharedError>> {
+        let key = file_lease_key(&self.fleet, name, authority);
+        let holder = format!("{}#{}", self.fleet.instance(), self.fleet.nonce());
+        Box::pin(async move {
+            let taken: Option<String> = self
+                .fleet
+                .call(move |mut c| async move {
+                    redis::cmd("SET")
+                        .arg(key)
+                        .arg(holder)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(millis(ttl))
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            Ok(taken.is_some())
+        })
+    }
+
+    fn store_file<'a>(
+        &'a self,
+        name: &'static str,
+        authority: &'a Authority,
+        record: Vec<u8>,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<(), SharedError>> {
+        let mut invocation = self.store_file.prepare_invoke();
+        invocation
+            .key(file_key(&self.fleet, name, authority))
+            .key(generation_key(&self.fleet))
+            .key(file_lease_key(&self.fleet, name, authority))
+            .arg(record)
+            .arg(millis(ttl.min(self.fleet.robots_ttl)));
+        Box::pin(async move {
+            let _: u8 = self
+                .fleet
+                .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+                .await?;
+            Ok(())
+        })
     }
 }
 

@@ -5,7 +5,8 @@
 //!   proxy's CA, and every request inside is decided like a plain proxy request for the CONNECT
 //!   authority, then forwarded over a fresh, verified TLS connection.
 //! * `tunnel`: bytes are relayed without looking inside; the CONNECT is refused when the token's
-//!   rules disallow every path of the authority, the only decision possible without paths.
+//!   rules disallow every path of the authority, the only decision possible without paths
+//!   (see [`super::tunnel`]).
 //! * `reject`: every CONNECT is refused.
 //!
 //! The decision and the upstream connection always use the CONNECT authority. A TLS server
@@ -13,7 +14,6 @@
 
 use std::future::pending;
 use std::net::SocketAddr;
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -24,20 +24,16 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::pipeline::process;
-use super::report::{refuse_connect, Reported, Who};
 use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
-use crate::audit::{AuditAction, AuditOutcome, AuditRecord, AuditSubject};
+use crate::audit::{AuditAction, AuditRecord, AuditSubject};
 use crate::authority::{Authority, Scheme};
 use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
-use crate::guard::{ConnectTcpError, GuardError};
-use crate::metrics::Decision;
-use crate::policy::{PolicyDecision, ProductToken, RobotsState};
+use crate::policy::ProductToken;
 use crate::server::{serve_connection, Protocol, Rewind};
 use crate::tls::HttpsMode;
-use crate::usage::Settled;
 
 /// What audit records and refusals give as the path of a CONNECT: it cannot be seen.
-const TUNNEL_PATH: &str = "(not visible in a tunnel)";
+pub(super) const TUNNEL_PATH: &str = "(not visible in a tunnel)";
 
 /// Answers a CONNECT request.
 pub(super) async fn handle_connect(
@@ -106,7 +102,7 @@ pub(super) async fn handle_connect(
             )
             .await
         }
-        HttpsMode::Tunnel => tunnel(shared, client, req, https, token).await,
+        HttpsMode::Tunnel => super::tunnel::tunnel(shared, client, req, https, token).await,
         _ => {
             let Some(ca) = shared.ca.clone() else {
                 return answer::text(
@@ -167,7 +163,7 @@ async fn refuse_record(
 }
 
 /// The 403 for a CONNECT to a prohibited destination (see `safety::prohibited`).
-async fn refuse_prohibited(
+pub(super) async fn refuse_prohibited(
     shared: &Shared,
     client: SocketAddr,
     req: &Request<Incoming>,
@@ -186,7 +182,7 @@ async fn refuse_prohibited(
     safety::prohibited(shared, what, why).await
 }
 
-fn connect_record(
+pub(super) fn connect_record(
     shared: &Shared,
     client: SocketAddr,
     req: &Request<Incoming>,
@@ -209,226 +205,6 @@ fn connect_record(
     };
     let status = Some(if allowed { 200 } else { 403 });
     AuditRecord::new(action, shared.clock.now(), subject, status, reason.to_owned())
-}
-
-/// The audit record of a tunnel decided by robots.txt: `connect_refuse` with the reason
-/// `refused`, or `tunnel_allow` without one. The robots.txt facts (state, age, URL, group and,
-/// for a refusal, the rule and line) are those of `decision`, the policy's decision for `/`:
-/// when the tunnel is refused because every path is disallowed, its rule is the one that
-/// disallows `/`. A tunnel that opens names no rule, since no rule decided it.
-fn tunnel_record(
-    shared: &Shared,
-    client: SocketAddr,
-    req: &Request<Incoming>,
-    authority: &Authority,
-    token: Option<&ProductToken>,
-    decision: &PolicyDecision,
-    refused: Option<&str>,
-) -> AuditRecord {
-    let allowed = refused.is_none();
-    let url = authority.to_string();
-    let user_agent = req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes());
-    let status = if allowed { 200 } else { 403 };
-    let mut record = decision.audit_record(
-        shared.clock.now(),
-        client,
-        &http::Method::CONNECT,
-        &url,
-        &url,
-        TUNNEL_PATH,
-        user_agent,
-        token,
-        Some(status),
-    );
-    record.action = if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse };
-    record.outcome = if allowed { AuditOutcome::Success } else { AuditOutcome::Failure };
-    record.reason =
-        refused.unwrap_or("tunnel allowed: the path cannot be seen inside a tunnel").to_owned();
-    if allowed {
-        record.rule = None;
-        record.line = None;
-    }
-    record
-}
-
-/// Tunnel mode: refuse when every path is disallowed, else relay bytes.
-async fn tunnel(
-    shared: Arc<Shared>,
-    client: SocketAddr,
-    req: Request<Incoming>,
-    authority: Authority,
-    token: Option<ProductToken>,
-) -> Response<ProxyBody> {
-    let live = shared.live();
-    let snapshot = live.policy.robots(&authority).await;
-    // safety: the robots.txt fetch went to a prohibited address.
-    if let Some(why) = safety::robots_prohibited(&snapshot) {
-        return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
-    }
-    if let Some(answer) = super::pipeline::fleet_unavailable(&snapshot) {
-        let reason = super::pipeline::FLEET_UNAVAILABLE_REASON;
-        let mut record =
-            connect_record(&shared, client, &req, &authority, token.as_ref(), false, reason);
-        record.action = AuditAction::FleetUnavailable;
-        record.status_code = Some(503);
-        return shared.refuse(record, Scheme::Https, answer).await;
-    }
-    let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
-    // Who a refusal is for, and the refusals only reported (report-only mode).
-    let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().cloned();
-    let who = Who { token: token.as_ref(), user: user.as_ref().map(|u| u.name.as_str()) };
-    let mut reported = Reported::default();
-    // For the audit record: the group that applies and, when every path is disallowed, the
-    // rule that disallows `/`.
-    let decide_root = || {
-        live.policy.decide(
-            &snapshot,
-            token.as_ref(),
-            &crate::policy::Readings::of("/"),
-            shared.clock.now(),
-        )
-    };
-    // The record of a refused tunnel: decided as `/`, with `reason`.
-    let refused_record = |reason: &str| {
-        tunnel_record(
-            &shared,
-            client,
-            &req,
-            &authority,
-            token.as_ref(),
-            &decide_root(),
-            Some(reason),
-        )
-    };
-    if blocked {
-        let reason = if snapshot.state == RobotsState::Unreachable {
-            format!(
-                "robots.txt at {} is unreachable ({}): all paths are disallowed until it can \
-                 be fetched; the tunnel is refused",
-                authority.robots_url(),
-                crate::policy::outcome_text(&snapshot.last_outcome)
-            )
-        } else {
-            format!(
-                "robots.txt at {} disallows every path for {}; the tunnel is refused (paths \
-                 cannot be seen in tunnel mode)",
-                authority.robots_url(),
-                token.as_ref().map_or("the `*` group", |t| t.as_str())
-            )
-        };
-        let record = refused_record(&reason);
-        match refuse_connect(&shared, &live.policy, who, record, reason).await {
-            ControlFlow::Break(refused) => return refused,
-            ControlFlow::Continue(details) => reported.add(details),
-        }
-    }
-    // AI usage preferences: the path and the responses cannot be seen in a tunnel, so only a
-    // preference robots.txt states for every path of the site can be honoured, and an unknown
-    // one is settled now (`usage.unknown`), since no `Content-Usage` header will be seen.
-    if live.usage.is_active() {
-        let purposes = live.usage.purposes_for(token.as_ref(), who.user);
-        let prefs = live.policy.usage_everywhere(&snapshot, token.as_ref());
-        if let Some(block) = live.usage.blocking(&purposes, &prefs, Settled::Yes) {
-            let reason = format!(
-                "{}; the tunnel is refused (in tunnel mode only preferences robots.txt at {} \
-                 states for every path can be seen)",
-                block.reason,
-                authority.robots_url()
-            );
-            let mut record = refused_record(&reason);
-            record.action = AuditAction::UsageDisallow;
-            record.usage = Some(super::preferences::usage_audit(&purposes, &prefs, &block));
-            match refuse_connect(&shared, &live.policy, who, record, reason).await {
-                ControlFlow::Break(refused) => return refused,
-                ControlFlow::Continue(details) => reported.add(details),
-            }
-        }
-    }
-    let addr = format!("{}:{}", bracket(authority.host()), authority.port());
-    // safety: through the destination guard, to the addresses it checked.
-    let connecting =
-        shared.safety.guard.connect_tcp(authority.host(), authority.port(), shared.connect_timeout);
-    let upstream = match connecting.await {
-        Ok(s) => s,
-        Err(ConnectTcpError::Guard(GuardError::Prohibited(p))) => {
-            let why = p.to_string();
-            return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), &why)
-                .await;
-        }
-        Err(ConnectTcpError::Timeout { .. }) => {
-            return answer::text(
-                StatusCode::GATEWAY_TIMEOUT,
-                "connection_timeout",
-                format!("504 Gateway Timeout: connecting to {addr} timed out\n"),
-            )
-        }
-        Err(e) => {
-            return answer::text(
-                StatusCode::BAD_GATEWAY,
-                "destination_unavailable",
-                format!("502 Bad Gateway: cannot connect to {addr}: {e}\n"),
-            )
-        }
-    };
-    let _ = upstream.set_nodelay(true);
-    shared.metrics.count(Decision::Tunnel, Scheme::Https);
-    if shared.https.audit_tunnels || shared.audit.all_decisions() {
-        let record =
-            tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
-        shared.write_audit(record).await;
-    }
-    let idle = shared.https.tunnel_idle_timeout;
-    tokio::spawn(async move {
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                let client_io = TokioIo::new(upgraded);
-                relay(client_io, upstream, idle).await;
-            }
-            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
-        }
-    });
-    let mut opened = Response::new(answer::full(Bytes::new()));
-    reported.stamp(&mut opened);
-    opened
-}
-
-fn bracket(host: &str) -> String {
-    if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host.to_owned()
-    }
-}
-
-/// Copies both ways until both sides are done or nothing moved for `idle`.
-async fn relay<A, B>(mut a: A, mut b: B, idle: std::time::Duration)
-where
-    A: AsyncRead + AsyncWrite + Unpin,
-    B: AsyncRead + AsyncWrite + Unpin,
-{
-    let mut buf_a = vec![0u8; 16 * 1024];
-    let mut buf_b = vec![0u8; 16 * 1024];
-    let (mut a_open, mut b_open) = (true, true);
-    use tokio::io::AsyncWriteExt;
-    while a_open || b_open {
-        let step = tokio::time::timeout(idle, async {
-            tokio::select! {
-                r = a.read(&mut buf_a), if a_open => match r {
-                    Ok(0) | Err(_) => { a_open = false; let _ = b.shutdown().await; Ok(()) }
-                    Ok(n) => b.write_all(&buf_a[..n]).await,
-                },
-                r = b.read(&mut buf_b), if b_open => match r {
-                    Ok(0) | Err(_) => { b_open = false; let _ = a.shutdown().await; Ok(()) }
-                    Ok(n) => a.write_all(&buf_b[..n]).await,
-                },
-            }
-        })
-        .await;
-        match step {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) | Err(_) => break,
-        }
-    }
 }
 
 /// Intercept mode, after the 200: tell TLS from plain HTTP and serve what is inside.

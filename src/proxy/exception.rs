@@ -37,11 +37,13 @@ pub(super) async fn check(
         Effect::Allow => {
             let mut record = facts.audit_record(&decision, now, None);
             verdict.audit(&mut record, decision.is_allowed());
+            facts.decided_by(&record);
             Some(ControlFlow::Continue(Some(Box::new(record))))
         }
         Effect::Disallow => {
             let mut record = facts.audit_record(&decision, now, Some(403));
             verdict.audit(&mut record, decision.is_allowed());
+            facts.decided_by(&record);
             record.reading = Some(verdict.reading.name().to_owned());
             record.read_path =
                 (verdict.read_path != facts.path()).then(|| verdict.read_path.clone());
@@ -106,13 +108,16 @@ fn refused(
 /// An allow exception with `usage` (`usage = ["train-ai"]`) lifts those usage preferences for
 /// its scope: the crawler's purposes in those categories are dropped for this request (neither
 /// robots.txt's nor the response's preference refuses it), and the request is audited as
-/// `exception_allow`.
+/// `exception_allow`. `allowed` is the request's record still to be written once it goes on
+/// (robots.txt's allow under `audit.all_decisions`, or an allow exception's): the lift is
+/// written into it, or becomes it, so that the request has one record.
 pub(super) async fn lift_usage(
     shared: &Shared,
     live: &Live,
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     purposes: &mut Vec<crate::usage::Purpose>,
+    allowed: &mut Option<Box<AuditRecord>>,
 ) {
     let now = shared.clock.now();
     let policy = &live.policy;
@@ -126,15 +131,32 @@ pub(super) async fn lift_usage(
     if purposes.len() == before {
         return;
     }
-    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
-    let mut record = facts.audit_record(&decision, now, None);
-    verdict.audit(&mut record, decision.is_allowed());
     let labels: Vec<&str> = lifted.iter().map(|c| c.label()).collect();
-    record.reason = format!(
+    let lift = format!(
         "usage preferences {} lifted by exception {} ({})",
         labels.join(", "),
         verdict.id,
         verdict.reference
     );
-    shared.write_audit(record).await;
+    match allowed {
+        // An allow exception decided robots.txt already: its record says both.
+        Some(record) if record.exception.is_some() => {
+            record.reason = format!("{}; {lift}", record.reason);
+        }
+        // robots.txt allowed it (`audit.all_decisions`): that record becomes the exception's.
+        Some(record) => {
+            verdict.audit(record, true);
+            record.reason = lift;
+        }
+        None => {
+            let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
+            let mut record = facts.audit_record(&decision, now, None);
+            verdict.audit(&mut record, decision.is_allowed());
+            record.reason = lift;
+            *allowed = Some(Box::new(record));
+        }
+    }
+    if let Some(record) = allowed {
+        facts.decided_by(record);
+    }
 }

@@ -34,6 +34,9 @@ pub(super) struct Facts {
     pub(super) user: Option<Arc<AuthenticatedUser>>,
     /// Whether the client asked for JSON answers.
     pub(super) want_json: bool,
+    /// The exception that decided the request (`[[exceptions]]`), once one has: every later
+    /// record of the request (a pacing or usage refusal, an annotation) names it too.
+    pub(super) exception: std::sync::OnceLock<crate::audit::ExceptionFields>,
 }
 
 impl Facts {
@@ -57,7 +60,15 @@ impl Facts {
             status,
         );
         record.token_source = Some(self.token_origin.as_str());
+        record.exception = self.exception.get().cloned();
         record
+    }
+
+    /// Notes the exception that decided the request, from its record; the first one stays.
+    pub(super) fn decided_by(&self, record: &crate::audit::AuditRecord) {
+        if let Some(fields) = &record.exception {
+            let _ = self.exception.set(fields.clone());
+        }
     }
 
     /// Reads the facts of `req`, whose token the policy found already.
@@ -78,6 +89,7 @@ impl Facts {
             user_agent: req.headers().get(http::header::USER_AGENT).cloned(),
             user: req.extensions().get::<Arc<AuthenticatedUser>>().cloned(),
             want_json: answer::wants_json(req.headers()),
+            exception: std::sync::OnceLock::new(),
         }
     }
 

@@ -18,6 +18,7 @@ mod report;
 mod safety;
 
 mod throttle;
+mod tunnel;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -125,8 +125,8 @@ async fn steps(
 ) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
     let signing = plan_signing(shared, facts, &req);
     let snapshot = robots_txt(shared, live, memory, facts).await?;
-    let allowed = check_robots(shared, live, facts, &snapshot, started, reported).await?;
-    let usage = check_usage(shared, live, facts, &snapshot, reported).await?;
+    let mut allowed = check_robots(shared, live, facts, &snapshot, started, reported).await?;
+    let usage = check_usage(shared, live, facts, &snapshot, reported, &mut allowed).await?;
     let _permit = pace(shared, facts, &snapshot).await?;
     // Built and signed now, after robots.txt and the pace: the key is the one that signs at
     // the moment the request leaves.
@@ -359,13 +359,15 @@ struct Usage {
 }
 
 /// Step 4: AI usage preferences (`crate::usage`), only for crawlers with configured purposes:
-/// an enforced purpose that robots.txt disallows for the path is refused.
+/// an enforced purpose that robots.txt disallows for the path is refused. An exception that
+/// lifts a preference writes itself into `allowed`, the request's record still to be written.
 async fn check_usage(
     shared: &Shared,
     live: &Live,
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     reported: &mut Reported,
+    allowed: &mut Option<Box<AuditRecord>>,
 ) -> ControlFlow<Response<ProxyBody>, Usage> {
     let mut purposes = if live.usage.is_active() {
         live.usage.purposes_for(facts.token(), facts.user_name())
@@ -373,7 +375,8 @@ async fn check_usage(
         Vec::new()
     };
     if !purposes.is_empty() && live.policy.has_exceptions() {
-        let lifting = super::exception::lift_usage(shared, live, facts, snapshot, &mut purposes);
+        let lifting =
+            super::exception::lift_usage(shared, live, facts, snapshot, &mut purposes, allowed);
         Box::pin(lifting).await;
     }
     if purposes.is_empty() {

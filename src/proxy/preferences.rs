@@ -44,13 +44,40 @@ impl Subject<'_> {
     }
 }
 
-/// The members of a `Content-Usage` value whose label the proxy does not know (not one of
-/// [`Category`]'s labels), as written, without empty members.
-fn foreign_members(value: &str) -> impl Iterator<Item = String> + '_ {
+/// The members of a `Content-Usage` value the proxy does not read as a preference, as
+/// written, without empty members: those whose label it does not know (not one of
+/// [`Category`]'s labels), and those under a known label whose value is not one it reads
+/// (`train-ai="n"`, a string, which the vocabulary counts as unknown). Each comes with its
+/// category when its label is known.
+fn foreign_members(value: &str) -> impl Iterator<Item = (Option<Category>, String)> + '_ {
     value.split(',').map(str::trim).filter(|m| !m.is_empty()).filter_map(|member| {
         let label = member.split(['=', ';']).next().unwrap_or("").trim();
-        Category::from_label(label).is_none().then(|| member.to_owned())
+        match Category::from_label(label) {
+            None => Some((None, member.to_owned())),
+            Some(c) => {
+                let mut read = UsagePreferences::default();
+                read.add_header(member);
+                read.is_unknown().then(|| (Some(c), member.to_owned()))
+            }
+        }
     })
+}
+
+/// The annotated `Content-Usage` value: the merged preferences the proxy knows (`known`), and
+/// every member of the origin's it did not read, as written. An unread member under a label
+/// the merged value states comes before it (a dictionary's later member wins, RFC 9651, so
+/// the effective preference is what a reader gets); every other one after it.
+fn annotated(
+    known: Option<&str>,
+    prefs: &UsagePreferences,
+    foreign: &[(Option<Category>, String)],
+) -> Option<String> {
+    let stated =
+        |c: &Option<Category>| c.is_some_and(|c| prefs.get(c).preference != Preference::Unknown);
+    let before = foreign.iter().filter(|(c, _)| stated(c)).map(|(_, m)| m.as_str());
+    let after = foreign.iter().filter(|(c, _)| !stated(c)).map(|(_, m)| m.as_str());
+    let all: Vec<&str> = before.chain(known).chain(after).collect();
+    (!all.is_empty()).then(|| all.join(", "))
 }
 
 /// The `robots.usage.*` audit fields of a usage refusal.
@@ -181,7 +208,7 @@ pub(super) async fn on_response(
 ) -> Response<ProxyBody> {
     // Members the proxy does not know (a newer vocabulary's labels) are passed on as they are
     // when annotating: the merge rewrites only what it understands.
-    let mut foreign: Vec<String> = Vec::new();
+    let mut foreign: Vec<(Option<Category>, String)> = Vec::new();
     for value in resp.headers().get_all(CONTENT_USAGE) {
         if let Ok(text) = value.to_str() {
             prefs.add_header(text);
@@ -211,10 +238,8 @@ pub(super) async fn on_response(
     if UsagePolicy::annotates(purposes) {
         resp.headers_mut().remove(CONTENT_USAGE);
         let known = prefs.to_header();
-        let header: Vec<&str> =
-            known.iter().map(String::as_str).chain(foreign.iter().map(String::as_str)).collect();
-        if !header.is_empty() {
-            if let Ok(v) = HeaderValue::from_str(&header.join(", ")) {
+        if let Some(header) = annotated(known.as_deref(), &prefs, &foreign) {
+            if let Ok(v) = HeaderValue::from_str(&header) {
                 resp.headers_mut().insert(CONTENT_USAGE, v);
             }
         }
@@ -260,13 +285,34 @@ pub(super) async fn on_response(
 
 #[cfg(test)]
 mod tests {
-    use super::foreign_members;
+    use super::{annotated, foreign_members};
+    use crate::policy::UsagePreferences;
+
+    fn members(value: &str) -> Vec<String> {
+        foreign_members(value).map(|(_, m)| m).collect()
+    }
 
     #[test]
     fn foreign_members_are_kept_as_written() {
-        let kept: Vec<String> =
-            foreign_members("train-genai=n, bots=n;x=1, train-ai=y,, ai-train=no").collect();
+        let kept = members("train-genai=n, bots=n;x=1, train-ai=y,, ai-train=no");
         assert_eq!(kept, ["train-genai=n", "bots=n;x=1"]);
         assert_eq!(foreign_members("search=y").count(), 0);
+        // A known label with a value that is not read is kept too.
+        assert_eq!(
+            members("train-ai=\"n\", search=y, search=maybe"),
+            ["train-ai=\"n\"", "search=maybe"]
+        );
+    }
+
+    #[test]
+    fn an_unread_member_under_a_stated_label_comes_before_the_merged_value() {
+        let mut prefs = UsagePreferences::default();
+        prefs.add_header("train-ai=n");
+        let foreign: Vec<_> = foreign_members("train-ai=\"y\", search=\"n\", x=1").collect();
+        let known = prefs.to_header();
+        assert_eq!(
+            annotated(known.as_deref(), &prefs, &foreign).unwrap(),
+            "train-ai=\"y\", train-ai=n, search=\"n\", x=1"
+        );
     }
 }

@@ -172,6 +172,27 @@ impl TdmFile {
         self.statement_for(&path)
     }
 
+    /// The statement that reserves TDM rights for every path of the site, if the file makes
+    /// one: what can be applied where no path is seen (a tunnel). That is the first rule whose
+    /// location matches every path (`/`, `*`, `/*`), when it reserves and so does every rule
+    /// before it (an earlier rule that does not reserve leaves some paths unreserved).
+    pub fn reserved_everywhere(&self) -> Option<&TdmStatement> {
+        for rule in &self.rules {
+            if rule.statement.reserved != Some(true) {
+                return None;
+            }
+            let mut trimmed: &[u8] = &rule.pattern;
+            while let Some(rest) = trimmed.strip_suffix(b"*") {
+                trimmed = rest;
+            }
+            let everything = !rule.shape.anchored && matches!(trimmed, b"" | b"/");
+            if everything {
+                return Some(&rule.statement);
+            }
+        }
+        None
+    }
+
     /// The number of rules.
     pub fn len(&self) -> usize {
         self.rules.len()
@@ -279,6 +300,25 @@ pub fn html_meta(prefix: &[u8], token: Option<&str>) -> HtmlMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_everywhere_needs_a_reserving_catch_all_with_nothing_unreserved_before() {
+        let file = |json: &str| TdmFile::parse(json.as_bytes()).unwrap();
+        let everywhere = |json: &str| file(json).reserved_everywhere().cloned();
+        let all = r#"[{"location": "/", "tdm-reservation": 1, "tdm-policy": "https://p/t"}]"#;
+        assert_eq!(everywhere(all).unwrap().policy.as_deref(), Some("https://p/t"));
+        assert!(everywhere(r#"[{"location": "*", "tdm-reservation": 1}]"#).is_some());
+        assert!(everywhere(r#"[{"location": "/*", "tdm-reservation": "1"}]"#).is_some());
+        let reserving_first = r#"[{"location": "/a/", "tdm-reservation": 1}, {"location": "/", "tdm-reservation": 1}]"#;
+        assert!(everywhere(reserving_first).is_some());
+        // Some paths only, the root only, or something unreserved first: not every path.
+        assert!(everywhere(r#"[{"location": "/a/", "tdm-reservation": 1}]"#).is_none());
+        assert!(everywhere(r#"[{"location": "/$", "tdm-reservation": 1}]"#).is_none());
+        let open_first = r#"[{"location": "/free/", "tdm-reservation": 0}, {"location": "/", "tdm-reservation": 1}]"#;
+        assert!(everywhere(open_first).is_none());
+        assert!(everywhere(r#"[{"location": "/", "tdm-reservation": 0}]"#).is_none());
+        assert!(everywhere("[]").is_none());
+    }
 
     #[test]
     fn noai_unscoped_and_scoped() {

@@ -11,6 +11,7 @@ mod scripts;
 mod secrets;
 mod semantic_errors;
 pub(crate) mod support;
+mod tdmrep;
 mod version;
 mod versions;
 

@@ -172,6 +172,13 @@ impl TimedOrigin {
                                     tokio::time::sleep(robots_delay).await;
                                     robots
                                 }
+                                // TDMRep: reserved under /reserved/ only.
+                                "/.well-known/tdmrep.json" => {
+                                    // Slow enough that instances asking together overlap.
+                                    tokio::time::sleep(Duration::from_millis(300)).await;
+                                    r#"[{"location": "/reserved/", "tdm-reservation": 1}]"#
+                                        .to_owned()
+                                }
                                 "/hold" => {
                                     tokio::time::sleep(Duration::from_millis(300)).await;
                                     "held".to_owned()

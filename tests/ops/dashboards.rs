@@ -62,8 +62,18 @@ async fn dashboard_and_alerts_name_only_metrics_a_running_proxy_exposes() {
     // The fleet's metrics exist only with a fleet, so the proxy runs as a fleet of one.
     let Some(redis) = Redis::start().await else { return };
     let url = redis.url();
+    // An exception, for `robots_proxy_exception_expiry_seconds` (one series per exception).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("robots-proxy.toml");
+    let config = format!(
+        "state_dir = {:?}\n\n[[exceptions]]\nid = \"partner\"\nauthorities = [\"news.example\"]\n\
+         tokens = [\"AcmeBot\"]\neffect = \"allow\"\nreference = \"https://legal.example/1\"\n\
+         granted_by = \"legal@example.com\"\nexpires = \"2099-01-01T00:00:00Z\"\n",
+        dir.path().join("state")
+    );
+    std::fs::write(&file, config).unwrap();
     let proxy = ProxyProcess::start(
-        &[],
+        &["--config", file.to_str().unwrap()],
         &[
             ("ROBOTS_PROXY_FLEET__REDIS", &url),
             ("ROBOTS_PROXY_FLEET__KEY_PREFIX", "test-dashboards:"),

@@ -280,3 +280,50 @@ async fn an_allow_exception_with_usage_lifts_the_preference_for_its_scope() {
     assert!(allows[0]["event.reason"].as_str().unwrap().contains("train-ai"), "{}", allows[0]);
     assert_eq!(with_action(&state, "usage_disallow").len(), 1);
 }
+
+/// A request an allow exception let through and pacing then held back (429) is still a request
+/// the exception decided: its `throttled` record names the exception.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_request_an_exception_decided_names_the_exception() {
+    let origin = Origin::start("User-agent: *\nDisallow: /\nCrawl-delay: 60\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let ex = exception("partner", "allow", "127.0.0.1", "[\"/archive/\"]", "2099-01-01T00:00:00Z");
+    let pacing = "[pacing]\nenabled = true\nmax_wait = \"1s\"\n\n";
+    write_atomically(&file, &config(&state, &format!("{pacing}{ex}")));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let base = origin.base();
+    assert_eq!(get(&p, &format!("{base}/archive/1"), "AcmeBot").await.status, 200);
+    let held = get(&p, &format!("{base}/archive/2"), "AcmeBot").await;
+    assert_eq!(held.status, 429, "{held:?}");
+    let throttled = with_action(&state, "throttled");
+    assert_eq!(throttled.len(), 1, "{:?}", records(&state));
+    assert_eq!(throttled[0]["robots.exception.id"], "partner", "{}", throttled[0]);
+    assert_eq!(throttled[0]["robots.exception.reference"], "https://legal.example/partner");
+}
+
+/// With `audit.all_decisions`, a request whose usage preference an exception lifted has one
+/// record, the exception's, not one for the lift and another for the decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_usage_lift_under_all_decisions_writes_one_record() {
+    let origin = Origin::start("User-agent: *\nAllow: /\nContent-Usage: train-ai=n\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let ex = exception("licence", "allow", "127.0.0.1", "[\"/open/\"]", "2099-01-01T00:00:00Z")
+        + "usage = [\"train-ai\"]\n\n";
+    let crawlers = "[[usage.crawlers]]\ntoken = \"AcmeBot\"\npurposes = [\"train-ai\"]\n\n";
+    let text = config(&state, &format!("{crawlers}{ex}"))
+        .replace("fsync = \"always\"\n", "fsync = \"always\"\nall_decisions = true\n");
+    write_atomically(&file, &text);
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let base = origin.base();
+    let url = format!("{base}/open/1");
+    assert_eq!(get(&p, &url, "AcmeBot").await.status, 200);
+    let mine: Vec<_> = records(&state).into_iter().filter(|r| r["url.full"] == url).collect();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!(mine[0]["event.action"], "exception_allow");
+    assert_eq!(mine[0]["robots.exception.id"], "licence");
+    assert!(mine[0]["event.reason"].as_str().unwrap().contains("train-ai"), "{}", mine[0]);
+}

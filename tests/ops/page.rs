@@ -303,3 +303,38 @@ async fn status_page_charts_render_update_and_agree_with_metrics_in_headless_chr
     let later: u64 = text_of(&dom, "chart-samples").parse().unwrap();
     assert!(later > first, "a new sample appeared: {first} then {later}");
 }
+
+/// Recorded exceptions (issue 20): the status page lists each configured exception with its
+/// effect, scope, reference, expiry and use count, from the real binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_shows_exceptions_and_their_use_counts_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        crate::skip::missing("chromium", "apt-get install chromium");
+        return;
+    };
+    let origin = Origin::start("User-agent: *\nDisallow: /\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("robots-proxy.toml");
+    let config = format!(
+        "state_dir = {:?}\n\n[[exceptions]]\nid = \"partner-page\"\n\
+         authorities = [\"127.0.0.1\"]\ntokens = [\"PageExBot\"]\npaths = [\"/archive/\"]\n\
+         effect = \"allow\"\nreference = \"https://legal.example/page\"\n\
+         granted_by = \"legal@example.com\"\nexpires = \"2099-01-01T00:00:00Z\"\n",
+        dir.path().join("state")
+    );
+    std::fs::write(&file, config).unwrap();
+    let proxy = super::support::ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let client = super::support::proxied_client(proxy.proxy_addr);
+    for path in ["/archive/1", "/archive/2", "/archive/3"] {
+        let url = format!("{}{path}", origin.base());
+        let resp = client.get(url).header("User-Agent", "PageExBot/1.0").send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+    }
+    let (dom, log) = dump_dom(browser, format!("{}/", proxy.admin())).await;
+    let row = "<tr><td>partner-page</td><td>allow</td><td>127.0.0.1 · token pageexbot · \
+               /archive/</td><td class=\"url\">https://legal.example/page</td>\
+               <td>2099-01-01 00:00:00 (in ";
+    assert!(dom.contains(row), "DOM:\n{dom}\nchromium stderr:\n{log}");
+    assert!(dom.contains("</td><td class=\"num\">3</td></tr>"), "three uses:\n{dom}");
+    assert!(dom.contains("Recorded exceptions <span class=\"muted\" id=\"exceptions-count\">(1)"));
+}

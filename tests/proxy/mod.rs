@@ -29,4 +29,5 @@ mod signing_directory;
 mod signing_scope;
 mod streaming;
 mod tls_listener;
+mod tunnel_policy;
 mod usage;

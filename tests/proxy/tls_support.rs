@@ -134,6 +134,18 @@ impl TlsOrigin {
     }
 
     pub async fn start_with(robots: &str, ca: Arc<TestCa>, alpn: &[&[u8]]) -> TlsOrigin {
+        Self::start_serving(robots, &[], ca, alpn).await
+    }
+
+    /// [`TlsOrigin::start_with`] that also answers each `(path, body)` of `files`.
+    pub async fn start_serving(
+        robots: &str,
+        files: &[(&str, &str)],
+        ca: Arc<TestCa>,
+        alpn: &[&[u8]],
+    ) -> TlsOrigin {
+        let files: Arc<Vec<(String, String)>> =
+            Arc::new(files.iter().map(|(p, b)| ((*p).to_owned(), (*b).to_owned())).collect());
         let (chain, key) = ca.leaf(&["localhost", "127.0.0.1"]);
         let mut config = rustls::ServerConfig::builder_with_provider(robots_proxy::tls::provider())
             .with_safe_default_protocol_versions()
@@ -154,6 +166,7 @@ impl TlsOrigin {
                 let Ok((stream, _)) = listener.accept().await else { return };
                 connections2.fetch_add(1, Ordering::SeqCst);
                 let (seen, robots, acceptor) = (seen2.clone(), robots.clone(), acceptor.clone());
+                let files = files.clone();
                 tokio::spawn(async move {
                     let Ok(Ok(tls)) = tokio::time::timeout(WAIT, acceptor.accept(stream)).await
                     else {
@@ -162,7 +175,8 @@ impl TlsOrigin {
                     let sni = tls.get_ref().1.server_name().map(str::to_owned);
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let (seen, robots, sni) = (seen.clone(), robots.clone(), sni.clone());
-                        async move { Ok::<_, Infallible>(serve(req, &seen, &robots, sni)) }
+                        let files = files.clone();
+                        async move { Ok::<_, Infallible>(serve(req, &seen, &robots, &files, sni)) }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                         .serve_connection(TokioIo::new(tls), svc)
@@ -220,6 +234,7 @@ fn serve(
     req: Request<Incoming>,
     seen: &Mutex<Vec<SeenTls>>,
     robots: &str,
+    files: &[(String, String)],
     sni: Option<String>,
 ) -> Response<Full<Bytes>> {
     let target = req.uri().path_and_query().map_or("/".to_owned(), |p| p.to_string());
@@ -236,6 +251,9 @@ fn serve(
     });
     if target == "/robots.txt" {
         return Response::new(Full::new(Bytes::from(robots.to_owned())));
+    }
+    if let Some((_, body)) = files.iter().find(|(p, _)| *p == target) {
+        return Response::new(Full::new(Bytes::from(body.clone())));
     }
     Response::new(Full::new(Bytes::from(format!("hello from {target} over {:?}", req.version()))))
 }

@@ -177,3 +177,18 @@ async fn annotate_keeps_members_it_does_not_know() {
     let resp = get(&proxy, &origin, "/mixed", "AcmeTrainer/1.0").await;
     assert_eq!(resp.headers()["content-usage"], "train-ai=n, train-genai=n");
 }
+
+/// A member under a known label whose value the proxy does not read (`train-ai="n"`, a
+/// string, which the vocabulary counts as unknown) is not a preference, but it is what the
+/// origin sent: annotating passes it on as written rather than dropping it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotate_keeps_a_quoted_member_under_a_known_label() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    let quoted = "train-ai=\"n\", search=y";
+    origin.route("/quoted", Reply::ok("q").header("Content-Usage", quoted));
+    let proxy = proxy_with((UsageMode::Annotate, UsageMode::Annotate)).await;
+
+    let resp = get(&proxy, &origin, "/quoted", "AcmeTrainer/1.0").await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-usage"], "search=y, train-ai=\"n\"");
+}

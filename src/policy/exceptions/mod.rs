@@ -233,6 +233,46 @@ impl Exceptions {
         Some((e.usage.clone(), e.verdict(reading, path)))
     }
 
+    /// The exception that decides a tunnel (a CONNECT in tunnel mode, where no path can be
+    /// seen), as robots.txt decides one: only an exception whose paths cover every path of the
+    /// site decides. A disallow one refuses the tunnel; an allow one opens a tunnel robots.txt
+    /// refuses (`robots_refuses`: it disallows every path). An exception for some paths only
+    /// does not decide a tunnel either way. Counts a use.
+    pub fn decide_tunnel(
+        &self,
+        authority: &Authority,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        robots_refuses: bool,
+        now: SystemTime,
+    ) -> Option<ExceptionVerdict> {
+        let whole: Vec<&Exception> = self
+            .applicable(authority, token, user, now)
+            .filter(|e| e.covers_everything())
+            .collect();
+        let e = whole.iter().find(|e| e.effect == Effect::Disallow).or_else(|| {
+            robots_refuses.then(|| whole.iter().find(|e| e.effect == Effect::Allow)).flatten()
+        })?;
+        e.uses.fetch_add(1, Ordering::Relaxed);
+        Some(e.verdict(Reading::AsSent, "/"))
+    }
+
+    /// [`Exceptions::lifted_usage`] for a tunnel: an allow exception with `usage` whose paths
+    /// cover every path of the site.
+    pub fn lifted_usage_everywhere(
+        &self,
+        authority: &Authority,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        now: SystemTime,
+    ) -> Option<(Vec<Category>, ExceptionVerdict)> {
+        let e = self
+            .applicable(authority, token, user, now)
+            .find(|e| e.effect == Effect::Allow && !e.usage.is_empty() && e.covers_everything())?;
+        e.uses.fetch_add(1, Ordering::Relaxed);
+        Some((e.usage.clone(), e.verdict(Reading::AsSent, "/")))
+    }
+
     /// Every exception, for `GET /api/exceptions`.
     pub fn views(&self, now: SystemTime) -> Vec<ExceptionView> {
         self.list.iter().map(|e| e.view(now)).collect()
@@ -349,6 +389,11 @@ impl Exception {
             .is_some_and(|t| self.tokens.iter().any(|x| t.as_str().eq_ignore_ascii_case(x)))
             || user.is_some_and(|u| self.users.iter().any(|x| x == u));
         who && self.sites.iter().any(|s| s.matches(authority))
+    }
+
+    /// Whether every path is in scope (`/`, `*` or `/*`, not anchored).
+    fn covers_everything(&self) -> bool {
+        self.paths.disallows_everything(None)
     }
 
     /// Whether one reading of a path is in scope.
@@ -503,6 +548,39 @@ impl super::Policy {
         let lifted = self.exceptions.lifted_usage(&snapshot.authority, token, user, &all, now)?;
         self.exceptions.count(&lifted.1.id);
         Some(lifted)
+    }
+}
+
+impl super::Policy {
+    /// The exception that decides a tunnel, if one does (see [`Exceptions::decide_tunnel`]);
+    /// `robots_refuses`: robots.txt disallows every path for the token. Counts a use.
+    pub fn tunnel_exception(
+        &self,
+        snapshot: &super::RobotsSnapshot,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        robots_refuses: bool,
+        now: SystemTime,
+    ) -> Option<ExceptionVerdict> {
+        if self.exceptions.is_empty() {
+            return None;
+        }
+        self.exceptions.decide_tunnel(&snapshot.authority, token, user, robots_refuses, now)
+    }
+
+    /// The usage categories an allow exception lifts for a whole site (a tunnel, see
+    /// [`Exceptions::lifted_usage_everywhere`]), and that exception; counts a use.
+    pub fn usage_lifted_everywhere(
+        &self,
+        snapshot: &super::RobotsSnapshot,
+        token: Option<&ProductToken>,
+        user: Option<&str>,
+        now: SystemTime,
+    ) -> Option<(Vec<Category>, ExceptionVerdict)> {
+        if self.exceptions.is_empty() {
+            return None;
+        }
+        self.exceptions.lifted_usage_everywhere(&snapshot.authority, token, user, now)
     }
 }
 

@@ -113,3 +113,33 @@ fn expiry_is_warned_about_once_a_day_from_seven_days_before() {
     assert!(set.warn_expiring(expires).is_empty(), "expired: no more warnings");
     assert_eq!(set.expiry_seconds(expires - day), [("x".to_owned(), 86_400)]);
 }
+
+#[test]
+fn only_an_exception_for_every_path_decides_a_tunnel() {
+    let site = Authority::new(crate::authority::Scheme::Https, "news.example", 443).unwrap();
+    let token = ProductToken::new("AcmeBot").unwrap();
+    let t = Some(&token);
+    let whole = |effect, paths: &[&str]| ExceptionEntry {
+        id: format!("{effect:?}{}", paths.join("")),
+        paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+        ..entry(effect)
+    };
+    // Some paths only: decides no tunnel, either way.
+    let some = Exceptions::new(&[entry(Effect::Allow), entry(Effect::Disallow)]);
+    assert!(some.decide_tunnel(&site, t, None, true, now()).is_none());
+    assert!(some.decide_tunnel(&site, t, None, false, now()).is_none());
+    // `/$` is the root only, not every path.
+    let root = Exceptions::new(&[whole(Effect::Allow, &["/$"])]);
+    assert!(root.decide_tunnel(&site, t, None, true, now()).is_none());
+    // Every path: an allow opens only what robots.txt refuses; a disallow wins.
+    let allow = Exceptions::new(&[whole(Effect::Allow, &["/"])]);
+    assert!(allow.decide_tunnel(&site, t, None, false, now()).is_none());
+    let v = allow.decide_tunnel(&site, t, None, true, now()).unwrap();
+    assert_eq!(v.effect, Effect::Allow);
+    let both = Exceptions::new(&[whole(Effect::Allow, &["/"]), whole(Effect::Disallow, &["*"])]);
+    assert_eq!(both.decide_tunnel(&site, t, None, true, now()).unwrap().effect, Effect::Disallow);
+    assert_eq!(both.views(now())[1].uses, 1, "the deciding exception counts a use");
+    // Past its expiry it decides nothing.
+    let later = now() + Duration::from_secs(400_000_000);
+    assert!(allow.decide_tunnel(&site, t, None, true, later).is_none());
+}

@@ -1,0 +1,356 @@
+//! Tunnel mode (`https.mode = "tunnel"`): a CONNECT is relayed byte for byte, and decided once,
+//! before it opens, on what holds for every path of the site (no path can be seen):
+//! * robots.txt: refused when the token's rules disallow every path;
+//! * `[[exceptions]]`: only an exception whose paths cover every path of the site decides; a
+//!   disallow one refuses the tunnel (naming itself), an allow one opens a tunnel robots.txt
+//!   refuses; one for some paths only decides nothing here;
+//! * usage preferences: robots.txt's for every path, and TDMRep's `tdmrep.json` when it
+//!   reserves every path (for a crawler with `train-ai` purposes); response headers and
+//!   `<meta>` cannot be seen.
+//!
+//! Every refusal goes through report-only mode ([`super::report::refuse_connect`]).
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+
+use super::connect::{connect_record, refuse_prohibited, TUNNEL_PATH};
+use super::report::{refuse_connect, Reported, Who};
+use super::{answer, safety, ProxyBody, Shared};
+use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
+use crate::authority::{Authority, Scheme};
+use crate::guard::{ConnectTcpError, GuardError};
+use crate::metrics::Decision;
+use crate::policy::exceptions::Effect;
+use crate::policy::{Category, PolicyDecision, Preference, ProductToken, RobotsState};
+use crate::usage::Settled;
+use std::net::SocketAddr;
+
+/// The audit record of a tunnel decided by robots.txt: `connect_refuse` with the reason
+/// `refused`, or `tunnel_allow` without one. The robots.txt facts (state, age, URL, group and,
+/// for a refusal, the rule and line) are those of `decision`, the policy's decision for `/`:
+/// when the tunnel is refused because every path is disallowed, its rule is the one that
+/// disallows `/`. A tunnel that opens names no rule, since no rule decided it.
+fn tunnel_record(
+    shared: &Shared,
+    client: SocketAddr,
+    req: &Request<Incoming>,
+    authority: &Authority,
+    token: Option<&ProductToken>,
+    decision: &PolicyDecision,
+    refused: Option<&str>,
+) -> AuditRecord {
+    let allowed = refused.is_none();
+    let url = authority.to_string();
+    let user_agent = req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes());
+    let status = if allowed { 200 } else { 403 };
+    let mut record = decision.audit_record(
+        shared.clock.now(),
+        client,
+        &http::Method::CONNECT,
+        &url,
+        &url,
+        TUNNEL_PATH,
+        user_agent,
+        token,
+        Some(status),
+    );
+    record.action = if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse };
+    record.outcome = if allowed { AuditOutcome::Success } else { AuditOutcome::Failure };
+    record.reason =
+        refused.unwrap_or("tunnel allowed: the path cannot be seen inside a tunnel").to_owned();
+    if allowed {
+        record.rule = None;
+        record.line = None;
+    }
+    record
+}
+
+/// Tunnel mode: refuse when every path is disallowed, else relay bytes.
+pub(super) async fn tunnel(
+    shared: Arc<Shared>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+    authority: Authority,
+    token: Option<ProductToken>,
+) -> Response<ProxyBody> {
+    let live = shared.live();
+    let snapshot = live.policy.robots(&authority).await;
+    // safety: the robots.txt fetch went to a prohibited address.
+    if let Some(why) = safety::robots_prohibited(&snapshot) {
+        return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
+    }
+    if let Some(answer) = super::pipeline::fleet_unavailable(&snapshot) {
+        let reason = super::pipeline::FLEET_UNAVAILABLE_REASON;
+        let mut record =
+            connect_record(&shared, client, &req, &authority, token.as_ref(), false, reason);
+        record.action = AuditAction::FleetUnavailable;
+        record.status_code = Some(503);
+        return shared.refuse(record, Scheme::Https, answer).await;
+    }
+    let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
+    // Who a refusal is for, and the refusals only reported (report-only mode).
+    let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().cloned();
+    let who = Who { token: token.as_ref(), user: user.as_ref().map(|u| u.name.as_str()) };
+    let mut reported = Reported::default();
+    // For the audit record: the group that applies and, when every path is disallowed, the
+    // rule that disallows `/`.
+    let decide_root = || {
+        live.policy.decide(
+            &snapshot,
+            token.as_ref(),
+            &crate::policy::Readings::of("/"),
+            shared.clock.now(),
+        )
+    };
+    // The record of a refused tunnel: decided as `/`, with `reason`.
+    let refused_record = |reason: &str| {
+        tunnel_record(
+            &shared,
+            client,
+            &req,
+            &authority,
+            token.as_ref(),
+            &decide_root(),
+            Some(reason),
+        )
+    };
+    // `[[exceptions]]`: one that covers every path of the site decides before robots.txt.
+    let now = shared.clock.now();
+    let exception = live.policy.tunnel_exception(&snapshot, token.as_ref(), who.user, blocked, now);
+    // The record of the exception that opened the tunnel (or lifted a usage preference for
+    // it), written when the tunnel opens: an exception's decisions are always audited.
+    let mut excepted: Option<AuditRecord> = None;
+    match exception {
+        Some(v) if v.effect == Effect::Disallow => {
+            let reason = format!(
+                "{}; the tunnel is refused (in tunnel mode an exception decides only when its \
+                 paths cover every path of the site)",
+                v.reason()
+            );
+            let mut record = refused_record(&reason);
+            v.audit(&mut record, !blocked);
+            record.reason.clone_from(&reason);
+            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+                ControlFlow::Break(refused) => return refused,
+                ControlFlow::Continue(details) => reported.add(details),
+            }
+        }
+        Some(v) => {
+            // robots.txt disallows every path; the exception allows every path.
+            let mut record = refused_record("");
+            v.audit(&mut record, false);
+            record.status_code = Some(200);
+            record.reason = format!(
+                "{}; the tunnel is opened (robots.txt at {} disallows every path)",
+                v.reason(),
+                authority.robots_url()
+            );
+            excepted = Some(record);
+        }
+        None if blocked => {
+            let reason = if snapshot.state == RobotsState::Unreachable {
+                format!(
+                    "robots.txt at {} is unreachable ({}): all paths are disallowed until it \
+                     can be fetched; the tunnel is refused",
+                    authority.robots_url(),
+                    crate::policy::outcome_text(&snapshot.last_outcome)
+                )
+            } else {
+                format!(
+                    "robots.txt at {} disallows every path for {}; the tunnel is refused \
+                     (paths cannot be seen in tunnel mode)",
+                    authority.robots_url(),
+                    token.as_ref().map_or("the `*` group", |t| t.as_str())
+                )
+            };
+            let record = refused_record(&reason);
+            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+                ControlFlow::Break(refused) => return refused,
+                ControlFlow::Continue(details) => reported.add(details),
+            }
+        }
+        None => {}
+    }
+    // AI usage preferences: the path and the responses cannot be seen in a tunnel, so only a
+    // preference stated for every path of the site can be honoured (robots.txt's, and a
+    // `tdmrep.json` that reserves every path), and an unknown one is settled now
+    // (`usage.unknown`), since no `Content-Usage` header will be seen.
+    if live.usage.is_active() {
+        let mut purposes = live.usage.purposes_for(token.as_ref(), who.user);
+        if !purposes.is_empty() {
+            let lifted =
+                live.policy.usage_lifted_everywhere(&snapshot, token.as_ref(), who.user, now);
+            if let Some((categories, v)) = lifted {
+                let before = purposes.len();
+                purposes.retain(|p| !categories.contains(&p.category));
+                if purposes.len() != before {
+                    let labels: Vec<&str> = categories.iter().map(|c| c.label()).collect();
+                    let lift = format!(
+                        "usage preferences {} lifted by exception {} ({}) for every path",
+                        labels.join(", "),
+                        v.id,
+                        v.reference
+                    );
+                    let record = excepted.get_or_insert_with(|| {
+                        let mut r = tunnel_record(
+                            &shared,
+                            client,
+                            &req,
+                            &authority,
+                            token.as_ref(),
+                            &decide_root(),
+                            None,
+                        );
+                        v.audit(&mut r, !blocked);
+                        r.reason.clear();
+                        r
+                    });
+                    record.reason = if record.reason.is_empty() {
+                        lift
+                    } else {
+                        format!("{}; {lift}", record.reason)
+                    };
+                }
+            }
+        }
+        let mut prefs = live.policy.usage_everywhere(&snapshot, token.as_ref());
+        // `tdmrep.json` is fetched only when robots.txt does not disallow `train-ai` already.
+        let tdm = if prefs.get(Category::TrainAi).preference == Preference::Disallow {
+            None
+        } else {
+            tdm_everywhere(&live, &authority, &purposes).await
+        };
+        if tdm.is_some() {
+            prefs.add_signal(Category::TrainAi, Preference::Disallow, "tdmrep.json");
+        }
+        if let Some(block) = live.usage.blocking(&purposes, &prefs, Settled::Yes) {
+            let reason = format!(
+                "{}; the tunnel is refused (in tunnel mode only preferences stated for every \
+                 path can be seen: robots.txt at {}, and {}/.well-known/tdmrep.json)",
+                block.reason,
+                authority.robots_url(),
+                authority
+            );
+            let mut record = refused_record(&reason);
+            record.action = AuditAction::UsageDisallow;
+            let mut usage = super::preferences::usage_audit(&purposes, &prefs, &block);
+            if block.source == "tdmrep.json" {
+                usage.tdm_policy = tdm.and_then(|t| t.policy);
+            }
+            record.usage = Some(usage);
+            record.exception = excepted.as_ref().and_then(|r| r.exception.clone());
+            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+                ControlFlow::Break(refused) => return refused,
+                ControlFlow::Continue(details) => reported.add(details),
+            }
+        }
+    }
+    let addr = format!("{}:{}", bracket(authority.host()), authority.port());
+    // safety: through the destination guard, to the addresses it checked.
+    let connecting =
+        shared.safety.guard.connect_tcp(authority.host(), authority.port(), shared.connect_timeout);
+    let upstream = match connecting.await {
+        Ok(s) => s,
+        Err(ConnectTcpError::Guard(GuardError::Prohibited(p))) => {
+            let why = p.to_string();
+            return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), &why)
+                .await;
+        }
+        Err(ConnectTcpError::Timeout { .. }) => {
+            return answer::text(
+                StatusCode::GATEWAY_TIMEOUT,
+                "connection_timeout",
+                format!("504 Gateway Timeout: connecting to {addr} timed out\n"),
+            )
+        }
+        Err(e) => {
+            return answer::text(
+                StatusCode::BAD_GATEWAY,
+                "destination_unavailable",
+                format!("502 Bad Gateway: cannot connect to {addr}: {e}\n"),
+            )
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    shared.metrics.count(Decision::Tunnel, Scheme::Https);
+    if let Some(record) = excepted {
+        shared.write_audit(record).await;
+    } else if shared.https.audit_tunnels || shared.audit.all_decisions() {
+        let record =
+            tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
+        shared.write_audit(record).await;
+    }
+    let idle = shared.https.tunnel_idle_timeout;
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => {
+                let client_io = TokioIo::new(upgraded);
+                relay(client_io, upstream, idle).await;
+            }
+            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        }
+    });
+    let mut opened = Response::new(answer::full(Bytes::new()));
+    reported.stamp(&mut opened);
+    opened
+}
+
+fn bracket(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+/// The `tdmrep.json` statement that reserves every path of `authority` (see
+/// [`crate::policy::optout::TdmFile::reserved_everywhere`]), when TDMRep is on and one of the
+/// crawler's purposes is `train-ai`: all of TDMRep a tunnel can apply.
+async fn tdm_everywhere(
+    live: &super::Live,
+    authority: &Authority,
+    purposes: &[crate::usage::Purpose],
+) -> Option<crate::policy::optout::TdmStatement> {
+    if !live.usage.tdmrep() || !purposes.iter().any(|p| p.category == Category::TrainAi) {
+        return None;
+    }
+    let site = live.policy.tdmrep(authority).await;
+    site.file.as_ref()?.reserved_everywhere().cloned()
+}
+
+/// Copies both ways until both sides are done or nothing moved for `idle`.
+async fn relay<A, B>(mut a: A, mut b: B, idle: std::time::Duration)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut buf_a = vec![0u8; 16 * 1024];
+    let mut buf_b = vec![0u8; 16 * 1024];
+    let (mut a_open, mut b_open) = (true, true);
+    use tokio::io::AsyncWriteExt;
+    while a_open || b_open {
+        let step = tokio::time::timeout(idle, async {
+            tokio::select! {
+                r = a.read(&mut buf_a), if a_open => match r {
+                    Ok(0) | Err(_) => { a_open = false; let _ = b.shutdown().await; Ok(()) }
+                    Ok(n) => b.write_all(&buf_a[..n]).await,
+                },
+                r = b.read(&mut buf_b), if b_open => match r {
+                    Ok(0) | Err(_) => { b_open = false; let _ = a.shutdown().await; Ok(()) }
+                    Ok(n) => a.write_all(&buf_b[..n]).await,
+                },
+            }
+        })
+        .await;
+        match step {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+}

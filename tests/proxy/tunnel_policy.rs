@@ -1,0 +1,154 @@
+//! Tunnel mode (`https.mode = "tunnel"`) and issue 20's controls, against real TLS origins: a
+//! CONNECT is decided before any path is seen, so `[[exceptions]]` decide it only when their
+//! paths cover every path of the site (as robots.txt refuses it only when it disallows every
+//! path), report-only mode reports what they would refuse, and TDMRep applies only a
+//! `tdmrep.json` that reserves every path.
+
+use std::sync::Arc;
+
+use robots_proxy::config::Config;
+use robots_proxy::policy::exceptions::Effect;
+use robots_proxy::policy::ExceptionEntry;
+use robots_proxy::tls::HttpsMode;
+use robots_proxy::usage::{UsageCrawler, UsageMode};
+
+use super::tls_support::{client_tls, connect, h1_get, h1_over, tls_over, HttpsProxy, TlsOrigin};
+use super::tls_support::{TestCa, H1, H2_H1};
+
+fn exception(
+    id: &str,
+    effect: Effect,
+    site: &str,
+    tokens: &[&str],
+    paths: &[&str],
+) -> ExceptionEntry {
+    ExceptionEntry {
+        id: id.to_owned(),
+        authorities: vec![site.to_owned()],
+        tokens: tokens.iter().map(|t| (*t).to_owned()).collect(),
+        users: vec![],
+        paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+        effect,
+        reference: Some(format!("https://legal.example/{id}")),
+        granted_by: Some("legal@example.com".to_owned()),
+        expires: Some("2099-01-01T00:00:00Z".to_owned()),
+        usage: vec![],
+    }
+}
+
+fn ua(agent: &str) -> String {
+    format!("User-Agent: {agent}/1.0\r\n")
+}
+
+fn with_action<'a>(records: &'a [serde_json::Value], action: &str) -> Vec<&'a serde_json::Value> {
+    records.iter().filter(|r| r["event.action"] == action).collect()
+}
+
+/// Opens a tunnel as `agent` and fetches `/a` through it, end to end.
+async fn fetch_through(proxy: &HttpsProxy, origin: &TlsOrigin, agent: &str) -> u16 {
+    let tunnel = connect(proxy.addr(), &origin.host(), &ua(agent)).await.tunnel();
+    let tls = tls_over(tunnel, client_tls(&[&origin.ca.der], H1), "localhost").await.unwrap();
+    h1_get(&mut h1_over(tls).await, "/a", &origin.host(), &[]).await.status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_mode_applies_exceptions_that_cover_every_path() {
+    let ca = Arc::new(TestCa::new("tunnel exceptions CA"));
+    let closed = TlsOrigin::start_with("User-agent: *\nDisallow: /\n", ca.clone(), H2_H1).await;
+    let open = TlsOrigin::start_with("User-agent: *\nAllow: /\n", ca.clone(), H2_H1).await;
+    let (closed_site, open_site) = (closed.host(), open.host());
+    let exceptions = vec![
+        exception("partner", Effect::Allow, &closed_site, &["AcmeBot"], &["/"]),
+        exception("archive-only", Effect::Allow, &closed_site, &["OtherBot"], &["/archive/"]),
+        exception("legal-hold", Effect::Disallow, &open_site, &["HoldBot", "ReportBot"], &["/"]),
+        exception("news-hold", Effect::Disallow, &open_site, &["NewsBot"], &["/news/"]),
+    ];
+    let proxy = HttpsProxy::start(&ca, &[closed.port(), open.port()], move |c: &mut Config| {
+        c.https.mode = HttpsMode::Tunnel;
+        c.exceptions = exceptions;
+        c.policy.report_tokens = vec!["ReportBot".to_owned()];
+    })
+    .await;
+
+    // An allow for every path opens what robots.txt refuses; one for some paths does not.
+    assert_eq!(fetch_through(&proxy, &closed, "AcmeBot").await, 200);
+    let refused = connect(proxy.addr(), &closed_site, &ua("OtherBot")).await.refused();
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("disallows every path"), "{}", refused.body);
+    // A disallow for every path refuses what robots.txt allows, naming itself; one for some
+    // paths does not refuse the tunnel (paths cannot be seen).
+    let refused = connect(proxy.addr(), &open_site, &ua("HoldBot")).await.refused();
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("exception legal-hold"), "{}", refused.body);
+    assert!(refused.body.contains("https://legal.example/legal-hold"), "{}", refused.body);
+    assert_eq!(fetch_through(&proxy, &open, "NewsBot").await, 200);
+    // Report-only mode: forwarded, reported with the same explanation.
+    assert_eq!(fetch_through(&proxy, &open, "ReportBot").await, 200);
+
+    let records = proxy.proxy.audit_records().await;
+    let allows = with_action(&records, "exception_allow");
+    assert_eq!(allows.len(), 1, "{records:?}");
+    assert_eq!(allows[0]["robots.exception.id"], "partner");
+    assert_eq!(allows[0]["robots.exception.reference"], "https://legal.example/partner");
+    assert_eq!(allows[0]["robots.exception.robots_verdict"], "disallow");
+    assert_eq!(allows[0]["robots.rule"], "disallow: /");
+    assert_eq!(allows[0]["http.request.method"], "CONNECT");
+    let refusals = with_action(&records, "exception_disallow");
+    assert_eq!(refusals.len(), 1, "{records:?}");
+    assert_eq!(refusals[0]["robots.exception.id"], "legal-hold");
+    assert_eq!(refusals[0]["robots.exception.robots_verdict"], "allow");
+    assert_eq!(refusals[0]["http.response.status_code"], 403);
+    let would = with_action(&records, "would_block");
+    assert_eq!(would.len(), 1, "{records:?}");
+    assert_eq!(would[0]["robots.would_action"], "exception_disallow");
+    assert_eq!(would[0]["robots.exception.id"], "legal-hold");
+    assert_eq!(would[0]["event.reason"], refusals[0]["event.reason"]);
+    assert_eq!(closed.content_hits(), 1);
+}
+
+fn trainer(token: &str) -> UsageCrawler {
+    UsageCrawler { token: Some(token.to_owned()), user: None, purposes: vec!["train-ai".into()] }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_mode_applies_a_tdmrep_reservation_for_every_path_only() {
+    let ca = Arc::new(TestCa::new("tunnel tdmrep CA"));
+    let everywhere =
+        r#"[{"location": "/", "tdm-reservation": 1, "tdm-policy": "https://p.example/t"}]"#;
+    let some = r#"[{"location": "/news/", "tdm-reservation": 1}]"#;
+    let robots = "User-agent: *\nAllow: /\n";
+    let file = "/.well-known/tdmrep.json";
+    let reserved = TlsOrigin::start_serving(robots, &[(file, everywhere)], ca.clone(), H2_H1).await;
+    let partly = TlsOrigin::start_serving(robots, &[(file, some)], ca.clone(), H2_H1).await;
+    let lifted_site = reserved.host();
+    let proxy = HttpsProxy::start(&ca, &[reserved.port(), partly.port()], move |c: &mut Config| {
+        c.https.mode = HttpsMode::Tunnel;
+        c.usage.train_ai = UsageMode::Enforce;
+        c.usage.crawlers = vec![trainer("AcmeTrainer"), trainer("LicensedTrainer")];
+        let mut licence =
+            exception("licence", Effect::Allow, &lifted_site, &["LicensedTrainer"], &["/"]);
+        licence.usage = vec!["train-ai".to_owned()];
+        c.exceptions = vec![licence];
+    })
+    .await;
+
+    let refused = connect(proxy.addr(), &reserved.host(), &ua("AcmeTrainer")).await.refused();
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert!(refused.body.contains("tdmrep.json"), "{}", refused.body);
+    // Not a training crawler; a file that reserves some paths only; a licence that lifts it.
+    assert_eq!(fetch_through(&proxy, &reserved, "OtherBot").await, 200);
+    assert_eq!(fetch_through(&proxy, &partly, "AcmeTrainer").await, 200);
+    assert_eq!(fetch_through(&proxy, &reserved, "LicensedTrainer").await, 200);
+
+    let records = proxy.proxy.audit_records().await;
+    let refusals = with_action(&records, "usage_disallow");
+    assert_eq!(refusals.len(), 1, "{records:?}");
+    assert_eq!(refusals[0]["robots.usage.source"], "tdmrep.json");
+    assert_eq!(refusals[0]["robots.usage.tdm_policy"], "https://p.example/t");
+    let lifts = with_action(&records, "exception_allow");
+    assert_eq!(lifts.len(), 1, "{records:?}");
+    assert_eq!(lifts[0]["robots.exception.id"], "licence");
+    assert!(lifts[0]["event.reason"].as_str().unwrap().contains("train-ai"), "{}", lifts[0]);
+    // One fetch of the file per site.
+    assert_eq!(reserved.hits(file), 1);
+}

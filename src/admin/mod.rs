@@ -12,6 +12,8 @@
 //! | `GET /` | the status page: recent blocks, top blocked authorities and tokens, the cache |
 //! | `GET /api/summary` | what the status page shows, JSON |
 //! | `GET /api/robots/versions?authority=A` | the robots.txt versions the archive holds for `A` (`scheme://host[:port]`), with their windows, JSON (`versions.rs`) |
+//! | `POST /api/reload` | reloads the configuration as SIGHUP does; JSON: what changed key by key, what needs a restart, or every error (`422`, the running configuration kept) (`reload.rs`) |
+//! | `GET /api/reload/preview` | the same report for the configuration on disk, nothing applied |
 //!
 //! There is no authentication, so the listener belongs on loopback or a private network. A
 //! browser on the same machine could still be made to send a `POST` by some web page, so a
@@ -20,6 +22,7 @@
 //! whose `Host` names the listener are answered ([`hosts`]; `421` otherwise).
 
 mod hosts;
+mod reload;
 mod robots;
 mod versions;
 
@@ -79,15 +82,29 @@ pub async fn serve_with(
     section: &AdminSection,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve_with_reload(listener, proxy, section, None, shutdown).await;
+}
+
+/// [`serve_with`], answering `POST /api/reload` and `GET /api/reload/preview` with
+/// `reloader` (the process's one, which SIGHUP uses too).
+pub async fn serve_with_reload(
+    listener: TcpListener,
+    proxy: Proxy,
+    section: &AdminSection,
+    reloader: Option<std::sync::Arc<crate::reload::Reloader>>,
+    shutdown: impl Future<Output = ()>,
+) {
     if let Ok(local) = listener.local_addr() {
         proxy.guard().add_own_listener(local);
     }
     let names: std::sync::Arc<[String]> = section.hosts.clone().into();
     let service = move |local| {
-        let (proxy, names) = (proxy.clone(), names.clone());
+        let (proxy, names, reloader) = (proxy.clone(), names.clone(), reloader.clone());
         service_fn(move |req| {
-            let (proxy, names) = (proxy.clone(), names.clone());
-            async move { Ok::<_, Infallible>(handle(&proxy, &names, local, req).await) }
+            let (proxy, names, reloader) = (proxy.clone(), names.clone(), reloader.clone());
+            async move {
+                Ok::<_, Infallible>(handle(&proxy, reloader.as_deref(), &names, local, req).await)
+            }
         })
     };
     let limits = crate::server::SideLimits {
@@ -102,6 +119,7 @@ pub async fn serve_with(
 /// Checks the request names this listener, then routes it.
 async fn handle(
     proxy: &Proxy,
+    reloader: Option<&crate::reload::Reloader>,
     names: &[String],
     local: std::net::SocketAddr,
     req: Request<Incoming>,
@@ -115,6 +133,9 @@ async fn handle(
             &json!({ "error": "this admin listener answers only for localhost, its own \
                                address and the names of admin.hosts" }),
         );
+    }
+    if let Some(answer) = reload::route(reloader, &req).await {
+        return answer;
     }
     route(proxy, req).await
 }
@@ -165,7 +186,8 @@ async fn route(proxy: &Proxy, req: Request<Incoming>) -> Response<Body> {
                               "/robots?url=URL&agent=TOKEN", "/api/robots/versions?authority=A",
                               "/api/exceptions",
                               "POST /cache/purge?authority=A",
-                              "POST /cache/purge-all"],
+                              "POST /cache/purge-all",
+                              "POST /api/reload", "/api/reload/preview"],
             }),
         ),
     }

@@ -17,7 +17,7 @@ use robots_proxy::config::{self, Config, ConfigSources, Overrides};
 use robots_proxy::fleet;
 use robots_proxy::notify::notify;
 use robots_proxy::proxy::Proxy;
-use robots_proxy::tls::ca::CertificateAuthority;
+use robots_proxy::reload::{Reloader, Trigger};
 use robots_proxy::tls::HttpsMode;
 
 /// Where the configuration comes from: the file and flags given at start, with the process
@@ -128,13 +128,9 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let ca = if config.https.mode == HttpsMode::Intercept {
         // A CA the operator named is loaded, never generated (preflight has checked that
         // its files exist); only the default one under state_dir is made when missing.
-        let (files, configured) = robots_proxy::preflight::ca_files(&config);
-        let (authority, created) = if configured {
-            CertificateAuthority::load(&files).map(|ca| (ca, false))
-        } else {
-            CertificateAuthority::load_or_create(&files)
-        }
-        .with_context(|| format!("cannot load the CA ({})", files.cert.display()))?;
+        let (files, _) = robots_proxy::preflight::ca_files(&config);
+        let (authority, created) = robots_proxy::reload::load_ca(&config)
+            .with_context(|| format!("cannot load the CA ({})", files.cert.display()))?;
         if created {
             tracing::warn!(
                 cert = %files.cert.display(),
@@ -174,7 +170,7 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         .map(Arc::new);
     let parts = robots_proxy::proxy::ProxyParts {
         fleet: fleet.clone(),
-        store: cache,
+        store: cache.clone(),
         audit: audit.clone(),
         clock: clock.clone(),
         ca,
@@ -202,7 +198,7 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr} (signing.directory_listen)"))?;
-            Some((listener, signer.clone()))
+            Some((listener, Arc::new(arc_swap::ArcSwap::new(signer.clone()))))
         }
         (Some(_), None) => {
             anyhow::bail!("signing.directory_listen is set but signing.keys is empty")
@@ -220,6 +216,19 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         let counts: fleet::view::Counts = Arc::new(move || metrics.totals());
         tokio::spawn(fleet::view::heartbeat(fleet.clone(), local.to_string(), counts));
     }
+    // SIGHUP and POST /api/reload: one reloader, one reload at a time.
+    let directory_signer = directory_listener.as_ref().map(|(_, signer)| signer.clone());
+    let reloader = {
+        let sources = sources.clone();
+        let load: robots_proxy::reload::Loader = Box::new(move || sources.load_checked());
+        Arc::new(Reloader::new(
+            load,
+            config.clone(),
+            proxy.clone(),
+            cache.clone(),
+            directory_signer,
+        ))
+    };
     let (directory_stop, directory_stopped) = tokio::sync::oneshot::channel::<()>();
     let directory_task = match directory_listener {
         Some((listener, signer)) => {
@@ -229,8 +238,12 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
             let stopped = async move {
                 let _ = directory_stopped.await;
             };
-            let serving =
-                robots_proxy::signing::directory::serve(listener, signer, clock.clone(), stopped);
+            let serving = robots_proxy::signing::directory::serve_current(
+                listener,
+                signer,
+                clock.clone(),
+                stopped,
+            );
             Some(tokio::spawn(serving))
         }
         None => None,
@@ -250,12 +263,19 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_task = {
         let section = config.admin.clone();
-        let proxy = proxy.clone();
+        let (proxy, reloader) = (proxy.clone(), Some(reloader.clone()));
         tokio::spawn(async move {
             let stopped = async move {
                 let _ = admin_stopped.await;
             };
-            robots_proxy::admin::serve_with(admin_listener, proxy, &section, stopped).await;
+            robots_proxy::admin::serve_with_reload(
+                admin_listener,
+                proxy,
+                &section,
+                reloader,
+                stopped,
+            )
+            .await;
         })
     };
 
@@ -270,10 +290,9 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         }
     });
     let grace = config.proxy.shutdown_grace;
-    let reloading = proxy.clone();
     let hup_task = tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            reload(&sources, &config, &reloading).await;
+            reloader.reload(Trigger::Signal).await;
         }
     });
     let shutdown = async move {
@@ -305,66 +324,6 @@ fn fleet_port(config: &Config) -> u16 {
         0 => u16::try_from(std::process::id() % 65_536).unwrap_or(0),
         port => port,
     }
-}
-
-/// On SIGHUP: reopens the audit log, then reads the configuration again and applies what
-/// can change while running (see `config::RELOADABLE`). A configuration with any error is
-/// refused as a whole and the running one stays. Changes to other keys are logged as
-/// needing a restart; `started` is the configuration the process started with, which those
-/// keys still have.
-async fn reload(sources: &Sources, started: &Config, proxy: &Proxy) {
-    // Log rotation sends SIGHUP too: the file is reopened whatever the new configuration.
-    match proxy.audit().reopen().await {
-        Ok(()) => tracing::info!("SIGHUP: audit log reopened"),
-        Err(e) => tracing::error!(error = %e, "SIGHUP: cannot reopen the audit log"),
-    }
-    // The users file too, whatever the configuration: removing a line revokes a user.
-    match proxy.reload_users() {
-        None => {}
-        Some(Ok(path)) => {
-            tracing::info!(file = %path.display(), "SIGHUP: users file reloaded")
-        }
-        Some(Err(e)) => tracing::error!(
-            error = %e,
-            "SIGHUP: the users file is refused; the running users stay"
-        ),
-    }
-    let refused = |error: &dyn std::fmt::Display| {
-        tracing::error!(
-            error = %error,
-            "SIGHUP: the new configuration is refused; the running configuration stays"
-        );
-        proxy.metrics().reloaded(false);
-    };
-    // The same checks as at start: a reload refuses exactly what `serve` would.
-    let new = match sources.load_checked() {
-        Ok(config) => config,
-        Err(e) => return refused(&e),
-    };
-    // Everything that can fail is checked before anything is applied.
-    let rust_log = std::env::var("RUST_LOG").ok();
-    if let Err(e) = robots_proxy::logging::filter(&new.log, rust_log.as_deref()) {
-        return refused(&e);
-    }
-    if let Err(e) = proxy.reload(&new) {
-        return refused(&e);
-    }
-    if let Err(e) = proxy.audit().reconfigure(&new.audit).await {
-        tracing::error!(error = %e, "SIGHUP: cannot apply the audit options");
-    }
-    if let Err(e) = robots_proxy::logging::set_filter(&new.log, rust_log.as_deref()) {
-        tracing::error!(error = %e, "SIGHUP: cannot apply log.level");
-    }
-    let restart = config::needs_restart(started, &new);
-    if !restart.is_empty() {
-        tracing::warn!(
-            keys = %restart.join(", "),
-            "SIGHUP: these changes take effect only after a restart; the running values stay"
-        );
-    }
-    proxy.metrics().reloaded(true);
-    let _ = proxy.policy().exceptions().warn_expiring(proxy.clock().now());
-    tracing::info!(exceptions = new.exceptions.len(), "SIGHUP: configuration reloaded");
 }
 
 /// The TLS listener for clients (`proxy.tls_listen`), bound, with its certificate, key and

@@ -69,7 +69,9 @@ pub(super) async fn handle_connect(
             format!("400 Bad Request: CONNECT {target}: the target must name a port\n"),
         );
     }
-    if !shared.https.connect_ports.contains(&https.port()) {
+    // The reloadable settings in force when the CONNECT arrived: the tunnel keeps them.
+    let live = shared.live();
+    if !live.https.connect_ports.contains(&https.port()) {
         return refuse(
             &shared,
             client,
@@ -80,18 +82,18 @@ pub(super) async fn handle_connect(
             format!(
                 "CONNECT to port {} is not allowed (https.connect_ports = {:?})",
                 https.port(),
-                shared.https.connect_ports
+                live.https.connect_ports
             ),
         )
         .await;
     }
-    let (token, _) = shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
+    let (token, _) = live.policy.token_for_user(safety::tied_token(&req), req.headers());
     // safety: a CONNECT to a prohibited IP literal is refused in every mode.
     if let Some(p) = shared.safety.literal_prohibited(&https) {
         return refuse_prohibited(&shared, client, &req, &https, token.as_ref(), &p.to_string())
             .await;
     }
-    match shared.https.mode {
+    match live.https.mode {
         HttpsMode::Reject => {
             refuse(
                 &shared,
@@ -108,7 +110,7 @@ pub(super) async fn handle_connect(
         }
         HttpsMode::Tunnel => tunnel(shared, client, req, https, token).await,
         _ => {
-            let Some(ca) = shared.ca.clone() else {
+            let Some(ca) = live.ca.clone() else {
                 return answer::text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "proxy_configuration_error",
@@ -372,12 +374,12 @@ async fn tunnel(
     };
     let _ = upstream.set_nodelay(true);
     shared.metrics.count(Decision::Tunnel, Scheme::Https);
-    if shared.https.audit_tunnels || shared.audit.all_decisions() {
+    if live.https.audit_tunnels || shared.audit.all_decisions() {
         let record =
             tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
         shared.write_audit(record).await;
     }
-    let idle = shared.https.tunnel_idle_timeout;
+    let idle = live.https.tunnel_idle_timeout;
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => {

@@ -236,10 +236,21 @@ pub async fn serve(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve_current(listener, Arc::new(arc_swap::ArcSwap::new(signer)), clock, shutdown).await;
+}
+
+/// [`serve`] with the signer `signer` holds at each request: a reload that rotates keys puts
+/// its signer there, and the directory publishes the new keys at once.
+pub async fn serve_current(
+    listener: TcpListener,
+    signer: Arc<arc_swap::ArcSwap<Signer>>,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) {
     let service = move |_local| {
         let (signer, clock) = (signer.clone(), clock.clone());
         service_fn(move |req: Request<Incoming>| {
-            let resp = answer(&signer, &req, clock.now());
+            let resp = answer(&signer.load(), &req, clock.now());
             async move { Ok::<_, Infallible>(resp) }
         })
     };

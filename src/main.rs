@@ -104,6 +104,19 @@ enum ConfigCommand {
         /// Address of the admin listener (overrides `admin.listen`).
         #[arg(long, value_name = "ADDR")]
         admin_listen: Option<std::net::SocketAddr>,
+        /// Instead, ask the running proxy what a reload would do now (its admin listener's
+        /// `GET /api/reload/preview`): the changes it would apply, those that need a restart
+        /// and why, or every error for which it would be refused. Nothing is applied. Exit 0
+        /// when a reload would be accepted, 1 otherwise.
+        #[arg(long)]
+        against_running: bool,
+        /// With --against-running: the admin listener's URL (`http://127.0.0.1:9090`).
+        /// Default: the configured `admin.listen`.
+        #[arg(long, value_name = "URL", requires = "against_running")]
+        admin: Option<String>,
+        /// With --against-running: print the report as JSON, as the admin listener gives it.
+        #[arg(long, requires = "against_running")]
+        json: bool,
     },
 }
 
@@ -265,7 +278,14 @@ fn main() -> ExitCode {
         Command::Audit(command) => robots_proxy::audit::commands::run(command, &|file| {
             serve::load(file, None, None).map(|config| config.audit).map_err(|e| describe(&e))
         }),
-        Command::Config(ConfigCommand::Check { config, listen, admin_listen }) => {
+        Command::Config(ConfigCommand::Check {
+            config,
+            against_running: true,
+            admin,
+            json,
+            ..
+        }) => running::run(config, admin, json, std::time::Duration::from_secs(30)),
+        Command::Config(ConfigCommand::Check { config, listen, admin_listen, .. }) => {
             match serve::check(config, listen, admin_listen) {
                 Ok(config) => {
                     print!("{}", robots_proxy::config::render(&config));
@@ -360,3 +380,7 @@ fn run_check(args: CheckArgs) -> ExitCode {
 /// without a shell or curl (distroless) can still have a `HEALTHCHECK`.
 #[path = "main/health.rs"]
 mod health;
+
+/// `robots-proxy config check --against-running`: what a reload of the running proxy would do.
+#[path = "main/running.rs"]
+mod running;

@@ -346,3 +346,250 @@ async fn sighup_reloads_every_section_with_a_connection_and_a_tunnel_open() {
 async fn post_api_reload_reloads_every_section_with_a_connection_and_a_tunnel_open() {
     every_section(Via::Api).await;
 }
+
+fn plain(state: &Path, extra: &str) -> String {
+    format!("state_dir = {state:?}\n[https]\nmode = \"reject\"\n{extra}")
+}
+
+/// `robots-proxy config check --against-running --admin URL [--json]`: exit code, stdout.
+fn against_running(admin: &str, json: bool) -> (i32, String) {
+    let mut args = vec!["config", "check", "--against-running", "--admin", admin];
+    if json {
+        args.push("--json");
+    }
+    let out = super::support::run(&args, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
+}
+
+/// The preview and `config check --against-running` show the diff (secrets masked) and apply
+/// nothing; an invalid configuration is refused by `POST /api/reload` (422) and SIGHUP with
+/// every error listed, and the running configuration stays in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_configuration_is_refused_with_every_error_and_the_running_one_stays() {
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("robots-proxy.toml");
+    write_atomically(&file, &plain(state.path(), ""));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let private = format!("{}/private/1", origin.base());
+    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403);
+    let allow = format!(
+        "[[exceptions]]\nid = \"x\"\nauthorities = [\"127.0.0.1:{}\"]\ntokens = [\"test\"]\n\
+         paths = [\"/private\"]\neffect = \"allow\"\nreference = \"r\"\ngranted_by = \"g\"\n\
+         expires = \"2099-01-01T00:00:00Z\"\n",
+        origin.addr.port()
+    );
+
+    // A valid change, previewed: key by key, the restart keys with their reason, the Redis
+    // password masked; nothing applied.
+    let valid = format!(
+        "{}{allow}",
+        plain(
+            state.path(),
+            "[pacing]\ndefault_rps = 5.0\n[proxy]\nvia = \"elsewhere\"\n\
+             [fleet]\nredis = \"redis://:hunter2@127.0.0.1:1/0\"\n"
+        )
+    );
+    write_atomically(&file, &valid);
+    let (status, preview) = get_json(&format!("{}/api/reload/preview", p.admin())).await;
+    assert_eq!(status, 200, "{preview:#}");
+    assert_eq!(preview["outcome"], "preview");
+    let text = preview.to_string();
+    assert!(!text.contains("hunter2"), "{preview:#}");
+    let changed: Vec<&str> =
+        preview["changed"].as_array().unwrap().iter().filter_map(|c| c["key"].as_str()).collect();
+    assert!(
+        changed.contains(&"pacing.default_rps") && changed.contains(&"exceptions"),
+        "{changed:?}"
+    );
+    let restart = preview["restart_required"].as_array().unwrap();
+    let via = restart.iter().find(|r| r["key"] == "proxy.via").expect("proxy.via");
+    assert!(via["reason"].as_str().unwrap().contains("listener"), "{via}");
+    assert_eq!(via["configured"], "elsewhere", "{via}");
+    assert!(restart.iter().any(|r| r["key"] == "fleet.redis"), "{preview:#}");
+    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403, "a preview applies nothing");
+    let (code, out) = against_running(&p.admin(), false);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("pacing.default_rps: 0.0 -> 5.0"), "{out}");
+    assert!(out.contains("proxy.via") && out.contains("after a restart"), "{out}");
+    assert!(!out.contains("hunter2"), "{out}");
+    let (code, out) = against_running(&p.admin(), true);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["outcome"], "preview", "{out}");
+
+    // Invalid: three errors, all listed; the allow exception in the same file is not applied.
+    let invalid = format!(
+        "{}{allow}",
+        plain(
+            state.path(),
+            "[robots]\nmin_age = \"2h\"\nmax_age = \"1h\"\n[pacing]\nbogus = 1\n\
+             [limits]\nmax_connections = 0\n"
+        )
+    );
+    write_atomically(&file, &invalid);
+    let (status, report) = post_json(&format!("{}/api/reload", p.admin())).await;
+    assert_eq!(status, 422, "{report:#}");
+    assert_eq!(report["outcome"], "refused");
+    let keys: Vec<&str> =
+        report["errors"].as_array().unwrap().iter().filter_map(|e| e["key"].as_str()).collect();
+    for key in ["robots.min_age", "pacing.bogus", "limits.max_connections"] {
+        assert!(keys.contains(&key), "{key} not in {report:#}");
+    }
+    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403, "the running one stays");
+    let (code, out) = against_running(&p.admin(), false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("would be refused") && out.contains("robots.min_age"), "{out}");
+    p.signal("HUP");
+    p.wait_for_stderr("SIGHUP: the new configuration is refused", 1).await;
+    assert!(p.stderr().contains("pacing.bogus"), "{}", p.stderr());
+    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403);
+
+    // Fixed: applied.
+    write_atomically(&file, &format!("{}{allow}", plain(state.path(), "")));
+    let (status, report) = post_json(&format!("{}/api/reload", p.admin())).await;
+    assert_eq!(status, 200, "{report:#}");
+    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 200);
+}
+
+/// A users file that cannot be read refuses the reload: the users in force stay, and the
+/// report says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_users_file_keeps_the_users_and_says_so() {
+    use base64ct::Encoding;
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let users = state.path().join("users");
+    let cost = argon2::Params::default();
+    let hash = robots_proxy::access::hash_password("pw", &cost).unwrap();
+    write_atomically(&users, &format!("alice:{hash}\n"));
+    let file = state.path().join("robots-proxy.toml");
+    write_atomically(&file, &plain(state.path(), &format!("[access]\nusers_file = {users:?}\n")));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let page = format!("{}/page", origin.base());
+    let alice =
+        format!("Proxy-Authorization: Basic {}\r\n", base64ct::Base64::encode_string(b"alice:pw"));
+    assert_eq!(fresh_get(p.proxy_addr, &page, &alice).await, 200);
+    std::fs::remove_file(&users).unwrap();
+    std::fs::create_dir(&users).unwrap();
+    let (status, report) = post_json(&format!("{}/api/reload", p.admin())).await;
+    assert_eq!(status, 422, "{report:#}");
+    assert_eq!(report["users_file"]["reloaded"], false, "{report:#}");
+    assert!(report["users_file"]["error"].as_str().is_some(), "{report:#}");
+    assert!(
+        report["errors"].as_array().unwrap().iter().any(|e| e["key"] == "access.users_file"),
+        "{report:#}"
+    );
+    assert_eq!(fresh_get(p.proxy_addr, &page, &alice).await, 200, "alice is still a user");
+    assert_eq!(fresh_get(p.proxy_addr, &page, "").await, 407);
+}
+
+/// An origin that counts the requests it answers (robots.txt aside).
+async fn counting_origin() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: http::Request<_>| {
+                    let counted = counted.clone();
+                    async move {
+                        let _: &hyper::body::Incoming = req.body();
+                        let body = if req.uri().path() == "/robots.txt" {
+                            ROBOTS.to_owned()
+                        } else {
+                            counted.fetch_add(1, Ordering::SeqCst);
+                            "hello".to_owned()
+                        };
+                        Ok::<_, std::convert::Infallible>(http::Response::new(
+                            http_body_util::Full::new(Bytes::from(body)),
+                        ))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, hits)
+}
+
+/// 20 reloads (half SIGHUP, half `POST /api/reload`), each changing what they apply, while four
+/// clients send 200 requests: every request is answered 200 or 403, every 200 reached the
+/// origin, and every decision has its audit record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_under_traffic_lose_no_request_and_no_audit_record() {
+    use std::sync::atomic::Ordering;
+    let (origin, hits) = counting_origin().await;
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("robots-proxy.toml");
+    let version = |i: usize| {
+        plain(
+            state.path(),
+            &format!(
+                "[audit]\nall_decisions = true\n[robots]\nmax_age = \"{}h\"\n\
+                 [pacing]\nenabled = {}\n",
+                1 + i % 2,
+                i % 2 == 0
+            ),
+        )
+    };
+    write_atomically(&file, &version(0));
+    let p = Arc::new(ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]));
+    let traffic: Vec<_> = (0..4)
+        .map(|client| {
+            let proxy = p.proxy_addr;
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                for i in 0..50 {
+                    let path = if (client + i) % 2 == 0 { "page" } else { "private/x" };
+                    let url = format!("http://{origin}/{path}/{client}/{i}");
+                    statuses.push(fresh_get(proxy, &url, "").await);
+                }
+                statuses
+            })
+        })
+        .collect();
+    let mut signals = 0;
+    for i in 1..=20 {
+        write_atomically(&file, &version(i));
+        if i % 2 == 0 {
+            signals += 1;
+            reload(&p, Via::Signal, signals).await;
+        } else {
+            reload(&p, Via::Api, 0).await;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut statuses = Vec::new();
+    for t in traffic {
+        statuses.extend(t.await.unwrap());
+    }
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    let refused = statuses.iter().filter(|s| **s == 403).count();
+    assert_eq!(ok + refused, 200, "every request answered 200 or 403: {statuses:?}");
+    assert_eq!(ok, 100);
+    assert_eq!(hits.load(Ordering::SeqCst), ok, "every 200 reached the origin, once");
+    let audit = state.path().join("audit.jsonl");
+    let count = |action: &str| {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["event.action"] == action)
+            .count()
+    };
+    super::support::wait_until("every record written", || {
+        count("robots_allow") + count("robots_disallow") >= 200
+    })
+    .await;
+    assert_eq!(count("robots_allow"), ok);
+    assert_eq!(count("robots_disallow"), refused);
+}

@@ -275,14 +275,16 @@ impl Reloader {
             Ok(signer) => signer.map(Arc::new),
             Err(e) => return report.refuse(Some("signing"), &e),
         };
+        if preview {
+            // Preflight has checked the CA files a configuration names; a preview creates
+            // nothing, so the default CA under state_dir is not made here.
+            report.outcome = Outcome::Preview;
+            return report;
+        }
         let ca = match self.ca_for(applied, &new) {
             Ok(ca) => ca,
             Err(e) => return report.refuse(Some("https.ca_cert"), &e),
         };
-        if preview {
-            report.outcome = Outcome::Preview;
-            return report;
-        }
         let reloaded = match self.proxy.reload(&new, LiveParts { ca, signer: signer.clone() }) {
             Ok(reloaded) => reloaded,
             Err(e) => return report.refuse(Some("access.users_file"), &e),
@@ -348,7 +350,14 @@ impl Reloader {
         if let (true, Some(ca)) = (same, self.proxy.ca()) {
             return Ok(Some(ca));
         }
-        load_ca(new).map(|(ca, _)| Some(Arc::new(ca)))
+        let (ca, created) = load_ca(new)?;
+        if created {
+            tracing::warn!(
+                cert = %crate::preflight::ca_files(new).0.cert.display(),
+                "created a new CA for HTTPS interception; crawlers must trust this certificate"
+            );
+        }
+        Ok(Some(Arc::new(ca)))
     }
 }
 

@@ -537,7 +537,7 @@ async fn reloads_under_traffic_lose_no_request_and_no_audit_record() {
                 "[audit]\nall_decisions = true\n[robots]\nmax_age = \"{}h\"\n\
                  [pacing]\nenabled = {}\n",
                 1 + i % 2,
-                i % 2 == 0
+                i.is_multiple_of(2)
             ),
         )
     };

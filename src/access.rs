@@ -146,7 +146,8 @@ impl Default for AccessSection {
 /// The client access list, checked on every accepted connection.
 #[derive(Debug)]
 pub struct ClientAcl {
-    allow: Vec<IpNet>,
+    /// Replaced whole on a reload ([`ClientAcl::replace`]); each connection reads it once.
+    allow: arc_swap::ArcSwap<Vec<IpNet>>,
     refused: AtomicU64,
 }
 
@@ -159,14 +160,23 @@ const REFUSAL_LOG_EVERY: u64 = 1000;
 impl ClientAcl {
     /// An access list of `allow`.
     pub fn new(allow: &[IpRange]) -> Self {
-        ClientAcl { allow: allow.iter().map(|r| r.0.trunc()).collect(), refused: AtomicU64::new(0) }
+        ClientAcl {
+            allow: arc_swap::ArcSwap::from_pointee(nets(allow)),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Puts `allow` in force for connections accepted from now on (a reload); the count of
+    /// refusals goes on.
+    pub fn replace(&self, allow: &[IpRange]) {
+        self.allow.store(std::sync::Arc::new(nets(allow)));
     }
 
     /// Whether a client at `ip` may use the proxy. An IPv4-mapped IPv6 peer (a dual-stack
     /// listener's IPv4 client) is judged by its IPv4 address.
     pub fn allows(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
-        self.allow.iter().any(|net| net.contains(&ip))
+        self.allow.load().iter().any(|net| net.contains(&ip))
     }
 
     /// Counts and logs a refused connection from `peer`.
@@ -187,6 +197,11 @@ impl ClientAcl {
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
     }
+}
+
+/// The networks of `ranges`, host bits cleared.
+fn nets(ranges: &[IpRange]) -> Vec<IpNet> {
+    ranges.iter().map(|r| r.0.trunc()).collect()
 }
 
 /// Why the users file or a hash line cannot be used.

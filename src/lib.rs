@@ -66,6 +66,7 @@ pub mod pacing;
 pub mod policy;
 pub mod preflight;
 pub mod proxy;
+pub mod reload;
 pub mod robots;
 pub mod robots_version;
 pub(crate) mod server;

@@ -13,6 +13,8 @@
 //! | `GET /api/summary` | what the status page shows, JSON |
 //! | `GET /api/series` | the charts' samples (one every `admin.chart_interval`, the last 360), with their totals, JSON (`charts.rs`) |
 //! | `GET /api/robots/versions?authority=A` | the robots.txt versions the archive holds for `A` (`scheme://host[:port]`), with their windows, JSON (`versions.rs`) |
+//! | `POST /api/reload` | reloads the configuration as SIGHUP does; JSON: what changed key by key, what needs a restart, or every error (`422`, the running configuration kept) (`reload.rs`) |
+//! | `GET /api/reload/preview` | the same report for the configuration on disk, nothing applied |
 //!
 //! There is no authentication, so the listener belongs on loopback or a private network. A
 //! browser on the same machine could still be made to send a `POST` by some web page, so a
@@ -22,6 +24,7 @@
 
 mod charts;
 mod hosts;
+mod reload;
 mod robots;
 mod versions;
 
@@ -81,6 +84,18 @@ pub async fn serve_with(
     section: &AdminSection,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve_with_reload(listener, proxy, section, None, shutdown).await;
+}
+
+/// [`serve_with`], answering `POST /api/reload` and `GET /api/reload/preview` with
+/// `reloader` (the process's one, which SIGHUP uses too).
+pub async fn serve_with_reload(
+    listener: TcpListener,
+    proxy: Proxy,
+    section: &AdminSection,
+    reloader: Option<std::sync::Arc<crate::reload::Reloader>>,
+    shutdown: impl Future<Output = ()>,
+) {
     if let Ok(local) = listener.local_addr() {
         proxy.guard().add_own_listener(local);
     }
@@ -88,10 +103,13 @@ pub async fn serve_with(
     let interval = section.chart_interval;
     let sampler = tokio::spawn(charts::sample(proxy.clone(), interval));
     let service = move |local| {
-        let (proxy, names) = (proxy.clone(), names.clone());
+        let (proxy, names, reloader) = (proxy.clone(), names.clone(), reloader.clone());
         service_fn(move |req| {
-            let (proxy, names) = (proxy.clone(), names.clone());
-            async move { Ok::<_, Infallible>(handle(&proxy, &names, interval, local, req).await) }
+            let (proxy, names, reloader) = (proxy.clone(), names.clone(), reloader.clone());
+            async move {
+                let reloader = reloader.as_deref();
+                Ok::<_, Infallible>(handle(&proxy, reloader, &names, interval, local, req).await)
+            }
         })
     };
     let limits = crate::server::SideLimits {
@@ -107,6 +125,7 @@ pub async fn serve_with(
 /// Checks the request names this listener, then routes it.
 async fn handle(
     proxy: &Proxy,
+    reloader: Option<&crate::reload::Reloader>,
     names: &[String],
     chart_interval: Duration,
     local: std::net::SocketAddr,
@@ -121,6 +140,9 @@ async fn handle(
             &json!({ "error": "this admin listener answers only for localhost, its own \
                                address and the names of admin.hosts" }),
         );
+    }
+    if let Some(answer) = reload::route(reloader, &req).await {
+        return answer;
     }
     route(proxy, chart_interval, req).await
 }
@@ -173,7 +195,8 @@ async fn route(proxy: &Proxy, chart_interval: Duration, req: Request<Incoming>) 
                               "/robots?url=URL&agent=TOKEN", "/api/robots/versions?authority=A",
                               "/api/exceptions",
                               "POST /cache/purge?authority=A",
-                              "POST /cache/purge-all"],
+                              "POST /cache/purge-all",
+                              "POST /api/reload", "/api/reload/preview"],
             }),
         ),
     }

@@ -308,7 +308,8 @@ pub struct RobotsCache {
 }
 
 struct Inner {
-    settings: RobotsSection,
+    /// `[robots]`; a reload replaces its lifetimes ([`RobotsCache::reconfigure`]).
+    settings: arc_swap::ArcSwap<RobotsSection>,
     clock: Arc<dyn Clock>,
     fetcher: Arc<dyn Fetch>,
     entries: moka::future::Cache<Authority, Arc<RobotsSnapshot>>,
@@ -411,7 +412,7 @@ impl RobotsCache {
             wellknown::WellKnown::new(fetcher.clone(), clock.clone(), settings.fetch_timeout);
         RobotsCache {
             inner: Arc::new(Inner {
-                settings,
+                settings: arc_swap::ArcSwap::from_pointee(settings),
                 clock,
                 fetcher,
                 entries,
@@ -435,10 +436,24 @@ impl RobotsCache {
         let _ = self.inner.shared.set(shared);
     }
 
+    /// Puts the lifetimes of `section` in force (`robots.max_age`, `min_age`, `give_up_after`,
+    /// `retry_initial`, `retry_max`): they apply to the next fetch result of each authority.
+    /// The entries cached stay, with the expiry they were given. The other keys are the
+    /// fetcher's and the memory bound's, built once (see `config::restart_reason`).
+    pub fn reconfigure(&self, section: &RobotsSection) {
+        let mut settings = RobotsSection::clone(&self.inner.settings.load());
+        settings.max_age = section.max_age;
+        settings.min_age = section.min_age;
+        settings.give_up_after = section.give_up_after;
+        settings.retry_initial = section.retry_initial;
+        settings.retry_max = section.retry_max;
+        self.inner.settings.store(Arc::new(settings));
+    }
+
     /// Keeps each authority's last good copy and failure state in `dir` across restarts (see
     /// `persist.rs`). Only the first call counts.
     pub fn persist_in(&self, dir: std::path::PathBuf) -> std::io::Result<()> {
-        let s = &self.inner.settings;
+        let s = self.inner.settings.load();
         let keep_for = s.give_up_after.saturating_add(s.max_age).min(MAX_TTL);
         let _ = self.inner.persist.set(Arc::new(persist::Persist::open(dir, keep_for)?));
         Ok(())
@@ -711,10 +726,18 @@ impl Inner {
         let now = this.clock.now();
         let (snapshot, keep) = match fetched {
             Some(fetched) => (
-                state::next_snapshot(prev.as_deref(), &authority, fetched, now, &this.settings),
+                state::next_snapshot(
+                    prev.as_deref(),
+                    &authority,
+                    fetched,
+                    now,
+                    &this.settings.load(),
+                ),
                 true,
             ),
-            None => (shared::no_slot(prev.as_deref(), &authority, now, &this.settings), false),
+            None => {
+                (shared::no_slot(prev.as_deref(), &authority, now, &this.settings.load()), false)
+            }
         };
         let save = keep.then_some(body);
         Inner::store(&this, &authority, id, snapshot, keep, save, sender).await;

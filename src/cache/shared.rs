@@ -263,7 +263,7 @@ pub(super) async fn refresh(
     shared: &dyn SharedRobots,
     authority: &Authority,
 ) -> Result<(RobotsSnapshot, bool), SharedError> {
-    let settings = &inner.settings;
+    let settings: &super::RobotsSection = &inner.settings.load_full();
     let lease = settings.fetch_timeout.saturating_add(LEASE_SLACK);
     // Past this, give up waiting for another instance and fetch here (it must have lost
     // its lease twice over: the store is misbehaving).
@@ -353,7 +353,8 @@ pub(super) async fn refresh(
 /// fleet keeps it for `fleet.robots_ttl` at most.
 fn record_ttl(snapshot: &RobotsSnapshot, now: SystemTime, inner: &Inner) -> Duration {
     let until_expiry = snapshot.expires_at.duration_since(now).unwrap_or_default();
-    let keep = inner.settings.give_up_after.saturating_add(inner.settings.max_age);
+    let settings = inner.settings.load();
+    let keep = settings.give_up_after.saturating_add(settings.max_age);
     until_expiry.max(keep).min(super::MAX_TTL).max(Duration::from_secs(1))
 }
 
@@ -365,7 +366,7 @@ fn record_ttl(snapshot: &RobotsSnapshot, now: SystemTime, inner: &Inner) -> Dura
 /// unreachable for now without storing anything.
 pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Option<Fetched> {
     let start = tokio::time::Instant::now();
-    let deadline = crate::clock::deadline_after(start, inner.settings.fetch_timeout);
+    let deadline = crate::clock::deadline_after(start, inner.settings.load().fetch_timeout);
     let _slot = acquire_slot(inner, authority, deadline).await?;
     fetch_with_slot(inner, authority, start, deadline).await
 }
@@ -379,7 +380,7 @@ async fn acquire_slot(
 ) -> Option<super::slots::Slot> {
     let slot = inner.fetch_slots.acquire(authority.host(), deadline).await;
     if slot.is_none() {
-        let timeout = inner.settings.fetch_timeout;
+        let timeout = inner.settings.load().fetch_timeout;
         tracing::warn!(
             %authority, ?timeout,
             "no robots.txt fetch slot came free within fetch_timeout \

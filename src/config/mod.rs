@@ -28,14 +28,14 @@
 //! `robots.max_age`, …). Every problem found is reported at once, each naming the key and where
 //! its value came from ([`Origin`]), so a bad deployment is fixed in one round.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use figment::providers::{Format, Serialized, Toml};
-use figment::value::{Tag, Value};
+use figment::value::Tag;
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
@@ -658,43 +658,6 @@ impl Default for AdminSection {
     }
 }
 
-/// Keys (or, ending in `.`, sections) that a running proxy applies on a reload (SIGHUP). Every
-/// other key takes effect only after a restart.
-pub const RELOADABLE: &[&str] = &[
-    "policy.",
-    "usage.",
-    "audit.all_decisions",
-    "audit.fsync",
-    "audit.fsync_interval",
-    "log.level",
-    "upstream.response_timeout",
-    "upstream.body_idle_timeout",
-    "exceptions",
-    "exceptions.",
-    "disclosure.",
-];
-
-/// Whether `key` is applied on a reload (see [`RELOADABLE`]).
-pub fn is_reloadable(key: &str) -> bool {
-    RELOADABLE.iter().any(|r| if r.ends_with('.') { key.starts_with(r) } else { key == *r })
-}
-
-/// The keys whose values differ between `old` and `new` and that need a restart to take
-/// effect, dotted and sorted.
-pub fn needs_restart(old: &Config, new: &Config) -> Vec<String> {
-    let leaves = |config: &Config| {
-        let mut out = BTreeMap::new();
-        if let Ok(Value::Dict(_, dict)) = Value::serialize(config) {
-            Schema::leaves("", &dict, &mut out);
-        }
-        out.retain(|_, v| !matches!(v, Value::Dict(..)));
-        out
-    };
-    let (old, new) = (leaves(old), leaves(new));
-    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
-    keys.into_iter().filter(|k| old.get(*k) != new.get(*k) && !is_reloadable(k)).cloned().collect()
-}
-
 /// `[upstream]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -757,6 +720,7 @@ impl Default for LogSection {
 mod bounds;
 mod layers;
 mod problems;
+mod reload;
 #[cfg(test)]
 mod tests;
 
@@ -764,3 +728,6 @@ pub use bounds::{bounds, BoundKind, BoundSpec};
 use layers::*;
 use problems::*;
 pub use problems::{ConfigError, Origin, Problem};
+pub use reload::{
+    changes, is_reloadable, is_secret, needs_restart, restart_reason, Change, RELOADABLE,
+};

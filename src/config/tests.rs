@@ -11,7 +11,8 @@ fn both_listeners_of_a_configuration_are_its_own() {
 
 use super::layers::*;
 use super::*;
-use figment::value::Num;
+use figment::value::{Num, Value};
+use std::collections::BTreeMap;
 
 #[test]
 fn schema_sample_sets_every_optional_key() {
@@ -141,10 +142,51 @@ fn reloadable_keys_and_restart_changes() {
     new.audit.all_decisions = true;
     new.log.level = "debug".into();
     assert!(needs_restart(&old, &new).is_empty(), "{:?}", needs_restart(&old, &new));
+    // Issue 23: [access], [pacing], [robots] lifetimes, [https] mode and ports, [signing].
     new.robots.max_age = Duration::from_secs(60);
-    new.admin.listen = SocketAddr::from(([127, 0, 0, 1], 9999));
     new.https.ca_cert = Some(PathBuf::from("/ca.pem"));
-    assert_eq!(needs_restart(&old, &new), ["admin.listen", "https.ca_cert", "robots.max_age"]);
+    new.https.mode = crate::tls::HttpsMode::Reject;
+    new.https.connect_ports = vec![443, 8443];
+    new.access.allow_destinations = vec!["10.0.0.0/8".parse().unwrap()];
+    new.pacing.default_rps = 2.0;
+    new.signing.lifetime = Duration::from_secs(30);
+    assert!(needs_restart(&old, &new).is_empty(), "{:?}", needs_restart(&old, &new));
+    new.admin.listen = SocketAddr::from(([127, 0, 0, 1], 9999));
+    new.robots.cache_memory = crate::units::ByteSize(1 << 30);
+    new.signing.directory_listen = Some(SocketAddr::from(([127, 0, 0, 1], 9998)));
+    new.https.upstream_ca_file = Some(PathBuf::from("/roots.pem"));
+    assert_eq!(
+        needs_restart(&old, &new),
+        [
+            "admin.listen",
+            "https.upstream_ca_file",
+            "robots.cache_memory",
+            "signing.directory_listen"
+        ]
+    );
+    for key in needs_restart(&old, &new) {
+        assert_ne!(restart_reason(&key), "applied at start only", "{key} has no reason");
+    }
+}
+
+/// A reload's report masks secrets: the Redis password (userinfo or `pass=`) never shows, and a
+/// change of the password alone is still reported, masked.
+#[test]
+fn changes_mask_secrets() {
+    let old = Config::default();
+    let mut new = Config::default();
+    new.fleet.redis = "redis://:hunter2@127.0.0.1:6379/0".to_owned().try_into().unwrap();
+    let shown = serde_json::to_string(&changes(&old, &new)).unwrap();
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("fleet.redis"), "{shown}");
+    let mut other = new.clone();
+    other.fleet.redis = "redis://:swordfish@127.0.0.1:6379/0".to_owned().try_into().unwrap();
+    let diff = changes(&new, &other);
+    assert_eq!(diff.len(), 1, "{diff:?}");
+    let shown = serde_json::to_string(&diff).unwrap();
+    assert!(!shown.contains("swordfish") && !shown.contains("hunter2"), "{shown}");
+    assert!(!diff[0].reloadable);
+    assert!(is_secret("fleet.password") && is_secret("x.token_file") && !is_secret("x.token"));
 }
 
 #[test]

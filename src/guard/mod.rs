@@ -201,7 +201,8 @@ pub enum GuardError {
 /// connector of one proxy, so that the listeners it learns about apply everywhere.
 #[derive(Debug)]
 pub struct DestinationGuard {
-    allow: Vec<IpNet>,
+    /// `access.allow_destinations`, replaced whole on a reload ([`DestinationGuard::set_allowed`]).
+    allow: arc_swap::ArcSwap<Vec<IpNet>>,
     /// The proxy's own listen addresses (learnt as they are bound).
     own: own::OwnListeners,
 }
@@ -210,9 +211,15 @@ impl DestinationGuard {
     /// A guard that re-opens `allow` and refuses `own` (the proxy's listen addresses).
     pub fn new(allow: &[IpRange], own: &[SocketAddr]) -> Self {
         DestinationGuard {
-            allow: allow.iter().map(|r| r.0.trunc()).collect(),
+            allow: arc_swap::ArcSwap::from_pointee(allow.iter().map(|r| r.0.trunc()).collect()),
             own: own::OwnListeners::new(own),
         }
+    }
+
+    /// Puts `allow` (`access.allow_destinations`) in force for connections checked from now
+    /// on (a reload). The own listeners stay refused whatever it says.
+    pub fn set_allowed(&self, allow: &[IpRange]) {
+        self.allow.store(Arc::new(allow.iter().map(|r| r.0.trunc()).collect()));
     }
 
     /// Adds a listen address of this process: the bound address of a listener, which is only
@@ -235,7 +242,7 @@ impl DestinationGuard {
         }
         let ip = canonical(addr.ip());
         let Some(reason) = prohibited_reason(ip) else { return Ok(()) };
-        if self.allow.iter().any(|net| net.contains(&ip) || net.contains(&addr.ip())) {
+        if self.allow.load().iter().any(|net| net.contains(&ip) || net.contains(&addr.ip())) {
             return Ok(());
         }
         Err(reason)

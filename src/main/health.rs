@@ -13,7 +13,7 @@ use super::HealthArgs;
 
 /// Why the probe failed.
 #[derive(Debug, thiserror::Error)]
-enum ProbeError {
+pub(crate) enum ProbeError {
     #[error("{0:?} is not a URL: {1}")]
     Url(String, http::uri::InvalidUri),
     #[error("{0:?}: only http:// URLs can be probed")]
@@ -53,7 +53,18 @@ fn target(args: &HealthArgs) -> Result<String, ProbeError> {
     if let Some(url) = &args.url {
         return Ok(url.clone());
     }
-    let config = super::serve::load(args.config.clone(), None, None).map_err(ProbeError::Config)?;
+    Ok(format!("{}/healthz", admin_base(args.config.clone())?))
+}
+
+/// GETs `url` within `timeout`; the status code and the status line (`HTTP/1.1 200 OK`).
+fn probe(url: &str, timeout: Duration) -> Result<(u16, String), ProbeError> {
+    get(url, timeout).map(|(code, line, _)| (code, line))
+}
+
+/// The admin address of the configuration in `file` (an unspecified address such as 0.0.0.0
+/// is reached on loopback), as `http://host:port`.
+pub(crate) fn admin_base(file: Option<std::path::PathBuf>) -> Result<String, ProbeError> {
+    let config = super::serve::load(file, None, None).map_err(ProbeError::Config)?;
     let mut addr = config.admin.listen;
     if addr.ip().is_unspecified() {
         let loopback = match addr.ip() {
@@ -62,11 +73,11 @@ fn target(args: &HealthArgs) -> Result<String, ProbeError> {
         };
         addr.set_ip(loopback);
     }
-    Ok(format!("http://{addr}/healthz"))
+    Ok(format!("http://{addr}"))
 }
 
-/// GETs `url` within `timeout`; the status code and the status line (`HTTP/1.1 200 OK`).
-fn probe(url: &str, timeout: Duration) -> Result<(u16, String), ProbeError> {
+/// GETs `url` within `timeout`: the status code, the status line and the body.
+pub(crate) fn get(url: &str, timeout: Duration) -> Result<(u16, String, Vec<u8>), ProbeError> {
     let uri: http::Uri = url.trim().parse().map_err(|e| ProbeError::Url(url.to_owned(), e))?;
     if uri.scheme_str() != Some("http") || uri.authority().is_none() {
         return Err(ProbeError::Scheme(url.to_owned()));
@@ -108,6 +119,12 @@ fn probe(url: &str, timeout: Duration) -> Result<(u16, String), ProbeError> {
             status.as_u16(),
             status.canonical_reason().unwrap_or_default()
         );
-        Ok((status.as_u16(), line.trim_end().to_owned()))
+        let reading = http_body_util::BodyExt::collect(response.into_body());
+        let body = tokio::time::timeout(timeout, reading)
+            .await
+            .map_err(|_| ProbeError::Timeout(authority.clone(), timeout))?
+            .map_err(|e| ProbeError::Request(authority.clone(), e.to_string()))?
+            .to_bytes();
+        Ok((status.as_u16(), line.trim_end().to_owned(), body.to_vec()))
     })
 }

@@ -92,9 +92,16 @@ pub fn crawl_delay(snapshot: &RobotsSnapshot, token: Option<&ProductToken>) -> O
 ///
 /// Shared by every connection (`Arc`); must be used inside a tokio runtime.
 pub struct Pacer {
-    enabled: Option<Enabled>,
+    /// Replaced whole on a reload ([`Pacer::prepare`], [`Pacer::apply`]); a request reads it
+    /// once, so it is paced by the settings it arrived under.
+    enabled: arc_swap::ArcSwapOption<Enabled>,
+    /// Where the pace is kept: the same across reloads, so a reload forgets no site's pace.
+    store: Option<Arc<dyn PaceStore>>,
     counters: Counters,
 }
+
+/// `[pacing]` read for a reload, not yet in force ([`Pacer::prepare`]).
+pub struct PacingPlan(Option<Enabled>);
 
 /// The pacer's state when `pacing.enabled` is true.
 struct Enabled {
@@ -299,31 +306,60 @@ impl Pacer {
         section: &PacingSection,
         store: Arc<dyn PaceStore>,
     ) -> Result<Self, PacingError> {
-        let (default, sites) = section.resolve()?;
-        let counters = Counters::default();
-        if !section.enabled {
-            return Ok(Pacer { enabled: None, counters });
-        }
+        let enabled = Self::enabled(section, &store)?;
         Ok(Pacer {
-            enabled: Some(Enabled {
-                obey_crawl_delay: section.obey_crawl_delay,
-                max_crawl_delay: section.max_crawl_delay,
-                default,
-                overrides: sites.into_iter().collect(),
-                store,
-            }),
-            counters,
+            enabled: arc_swap::ArcSwapOption::from(enabled.map(Arc::new)),
+            store: Some(store),
+            counters: Counters::default(),
         })
+    }
+
+    fn enabled(
+        section: &PacingSection,
+        store: &Arc<dyn PaceStore>,
+    ) -> Result<Option<Enabled>, PacingError> {
+        let (default, sites) = section.resolve()?;
+        if !section.enabled {
+            return Ok(None);
+        }
+        Ok(Some(Enabled {
+            obey_crawl_delay: section.obey_crawl_delay,
+            max_crawl_delay: section.max_crawl_delay,
+            default,
+            overrides: sites.into_iter().collect(),
+            store: store.clone(),
+        }))
+    }
+
+    /// For a reload: `section` checked and read, to be put in force by [`Pacer::apply`]. The
+    /// store (the pace of every site so far, shared with a fleet) stays the one the pacer was
+    /// built with; its idle window is the one of the start's `[pacing]`.
+    pub fn prepare(&self, section: &PacingSection) -> Result<PacingPlan, PacingError> {
+        let store = match &self.store {
+            Some(store) => store.clone(),
+            None => Arc::new(LocalPace::new(idle_after(section)?)),
+        };
+        Ok(PacingPlan(Self::enabled(section, &store)?))
+    }
+
+    /// Puts a [`Pacer::prepare`]d `[pacing]` in force for requests that arrive from now on;
+    /// requests already waiting keep their place and the pace they were given.
+    pub fn apply(&self, plan: PacingPlan) {
+        self.enabled.store(plan.0.map(Arc::new));
     }
 
     /// A pacer that lets everything through at once.
     pub fn disabled() -> Self {
-        Pacer { enabled: None, counters: Counters::default() }
+        Pacer {
+            enabled: arc_swap::ArcSwapOption::empty(),
+            store: None,
+            counters: Counters::default(),
+        }
     }
 
     /// Whether requests are paced at all.
     pub fn is_enabled(&self) -> bool {
-        self.enabled.is_some()
+        self.enabled.load().is_some()
     }
 
     /// Waits until a request for `token` to `authority`, whose robots.txt is `snapshot`, may
@@ -336,7 +372,7 @@ impl Pacer {
         snapshot: &RobotsSnapshot,
         token: Option<&ProductToken>,
     ) -> Result<PacePermit, Throttled> {
-        let Some(on) = &self.enabled else { return Ok(PacePermit::default()) };
+        let Some(on) = self.enabled.load_full() else { return Ok(PacePermit::default()) };
         let delay = if on.obey_crawl_delay { crawl_delay(snapshot, token) } else { None };
         self.admit_with_delay(authority, delay).await
     }
@@ -357,7 +393,7 @@ impl Pacer {
         authority: &Authority,
         crawl_delay: Option<CrawlDelay>,
     ) -> Result<PacePermit, Throttled> {
-        let Some(on) = &self.enabled else { return Ok(PacePermit::default()) };
+        let Some(on) = self.enabled.load_full() else { return Ok(PacePermit::default()) };
         let lane = crawl_delay
             .filter(|_| on.obey_crawl_delay)
             .and_then(|d| Lane::new(d.line(), d.duration(), on.max_crawl_delay));
@@ -456,19 +492,19 @@ impl Pacer {
             total_delay: Duration::from_nanos(c.delay_nanos.load(Ordering::Relaxed)),
             refused: c.refused.load(Ordering::Relaxed),
             waiting: c.waiting.load(Ordering::Relaxed),
-            sites: self.enabled.as_ref().map_or(0, |on| on.store.sites()),
+            sites: self.enabled.load().as_ref().map_or(0, |on| on.store.sites()),
         }
     }
 
     /// Requests waiting for `authority` right now.
     pub fn queue_depth(&self, authority: &Authority) -> usize {
-        self.enabled.as_ref().map_or(0, |on| on.store.queue_depth(authority))
+        self.enabled.load().as_ref().map_or(0, |on| on.store.queue_depth(authority))
     }
 
     /// Every authority with requests waiting, and how many: for a per-authority queue-depth
     /// gauge. Reading does not keep idle state alive.
     pub fn queue_depths(&self) -> Vec<(Authority, usize)> {
-        self.enabled.as_ref().map_or_else(Vec::new, |on| on.store.queue_depths())
+        self.enabled.load().as_ref().map_or_else(Vec::new, |on| on.store.queue_depths())
     }
 }
 

@@ -65,7 +65,9 @@ pub(super) async fn handle_connect(
             format!("400 Bad Request: CONNECT {target}: the target must name a port\n"),
         );
     }
-    if !shared.https.connect_ports.contains(&https.port()) {
+    // The reloadable settings in force when the CONNECT arrived: the tunnel keeps them.
+    let live = shared.live();
+    if !live.https.connect_ports.contains(&https.port()) {
         return refuse(
             &shared,
             client,
@@ -76,18 +78,18 @@ pub(super) async fn handle_connect(
             format!(
                 "CONNECT to port {} is not allowed (https.connect_ports = {:?})",
                 https.port(),
-                shared.https.connect_ports
+                live.https.connect_ports
             ),
         )
         .await;
     }
-    let (token, _) = shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
+    let (token, _) = live.policy.token_for_user(safety::tied_token(&req), req.headers());
     // safety: a CONNECT to a prohibited IP literal is refused in every mode.
     if let Some(p) = shared.safety.literal_prohibited(&https) {
         return refuse_prohibited(&shared, client, &req, &https, token.as_ref(), &p.to_string())
             .await;
     }
-    match shared.https.mode {
+    match live.https.mode {
         HttpsMode::Reject => {
             refuse(
                 &shared,
@@ -104,7 +106,7 @@ pub(super) async fn handle_connect(
         }
         HttpsMode::Tunnel => super::tunnel::tunnel(shared, client, req, https, token).await,
         _ => {
-            let Some(ca) = shared.ca.clone() else {
+            let Some(ca) = live.ca.clone() else {
                 return answer::text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "proxy_configuration_error",

@@ -62,13 +62,25 @@ pub enum BodyError {
     Idle(Duration),
 }
 
-/// Why the proxy cannot start.
+/// Why the proxy cannot start, or a reload is refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProxyError {
     /// The users file cannot be used.
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
+    /// `[pacing]` cannot be applied.
+    #[error(transparent)]
+    Pacing(#[from] crate::pacing::PacingError),
+}
+
+/// What [`Proxy::reload`] did besides swapping the settings.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct Reloaded {
+    /// The users file newly put in force because `access.users_file` names another file (or
+    /// none: `Some(None)` when authentication was turned off); `None` when it names the same.
+    pub users_file: Option<Option<std::path::PathBuf>>,
 }
 
 /// Everything a request handler needs, shared by all connections.
@@ -97,10 +109,6 @@ struct Shared {
     /// How connections read inside a CONNECT tunnel are served: the same head limits.
     tunnel_http: crate::server::HttpSettings,
     connect_timeout: Duration,
-    https: HttpsSection,
-    ca: Option<Arc<CertificateAuthority>>,
-    /// Web Bot Auth: signs the requests of the identities it knows, last thing before they go.
-    signer: Option<Arc<Signer>>,
     /// Access list, authentication, limits and the destination guard (see `safety.rs`).
     safety: safety::Safety,
     /// The fleet this instance belongs to, if any (for the admin's view of it).
@@ -114,11 +122,32 @@ struct Live {
     usage: Arc<crate::usage::UsagePolicy>,
     response_timeout: Duration,
     body_idle_timeout: Duration,
+    /// `[https]`: the mode and ports a CONNECT is judged by (a tunnel keeps those it opened
+    /// with); the listener-side keys (`https.upstream_ca_file`) are not read from here.
+    https: HttpsSection,
+    /// The CA for HTTPS interception, when `https.mode = "intercept"`.
+    ca: Option<Arc<CertificateAuthority>>,
+    /// Web Bot Auth: signs the requests of the identities it knows, last thing before they go.
+    signer: Option<Arc<Signer>>,
+}
+
+/// What a reload builds besides the configuration, because building it may fail or costs a
+/// file read: the CA (`https.mode = "intercept"`) and the signer (`[signing]`). See
+/// [`Proxy::reload`].
+#[derive(Default)]
+pub struct LiveParts {
+    /// The CA for HTTPS interception, when `https.mode = "intercept"`.
+    pub ca: Option<Arc<CertificateAuthority>>,
+    /// The Web Bot Auth signer, when `[signing]` has keys.
+    pub signer: Option<Arc<Signer>>,
 }
 
 impl Live {
-    fn new(config: &Config, store: &Arc<dyn RobotsStore>) -> Self {
+    fn new(config: &Config, store: &Arc<dyn RobotsStore>, parts: LiveParts) -> Self {
         Live {
+            https: config.https.clone(),
+            ca: parts.ca,
+            signer: parts.signer,
             policy: Arc::new(
                 Policy::new(&config.policy, store.clone())
                     .with_exceptions(Arc::new(crate::policy::Exceptions::new(&config.exceptions))),
@@ -231,7 +260,7 @@ impl Proxy {
         ));
         let shared = Shared {
             client_body_idle_timeout: config.limits.client_body_idle_timeout,
-            live: ArcSwap::from_pointee(Live::new(config, &store)),
+            live: ArcSwap::from_pointee(Live::new(config, &store, LiveParts { ca, signer })),
             metrics,
             store,
             pacer,
@@ -248,31 +277,49 @@ impl Proxy {
                 .with_upgrades(),
             tunnel_http: crate::server::HttpSettings::new(None).with_limits(&config.limits),
             connect_timeout: config.upstream.connect_timeout,
-            https: config.https.clone(),
-            ca,
-            signer,
             safety: safety::Safety::new(config, guard)?,
             fleet,
         };
         Ok(Proxy { shared: Arc::new(shared) })
     }
 
-    /// Applies the reloadable part of `config` (the `[policy]` section,
-    /// `upstream.response_timeout` and `upstream.body_idle_timeout`) to requests that start
-    /// from now on. Open connections and the robots cache are kept. On error nothing changes. The audit options are the audit
-    /// log's to apply ([`AuditLog::reconfigure`]); see [`crate::config::RELOADABLE`].
-    pub fn reload(&self, config: &Config) -> Result<(), ProxyError> {
-        let live = Live::new(config, &self.shared.store);
+    /// Applies the reloadable part of `config` (see [`crate::config::RELOADABLE`]) to requests
+    /// and connections that start from now on: the policy, `[usage]` and the exceptions,
+    /// `[https]`'s mode and ports with the CA and the signer of `parts`, `[access]` (the
+    /// allowed clients, the destination guard's `allow_destinations`, the users file when it
+    /// names another file), `[pacing]` and the upstream timeouts. Open connections and tunnels
+    /// keep what they started with; the robots cache and the pace already kept stay.
+    ///
+    /// Everything that can fail is checked first: on error nothing changes. The audit options
+    /// are the audit log's to apply ([`AuditLog::reconfigure`]), the robots.txt lifetimes the
+    /// cache's.
+    pub fn reload(&self, config: &Config, parts: LiveParts) -> Result<Reloaded, ProxyError> {
+        let pacing = self.shared.pacer.prepare(&config.pacing)?;
+        let users = self.shared.safety.prepare_users(config)?;
+        let live = Live::new(config, &self.shared.store, parts);
         live.policy.exceptions().carry_counts(self.shared.live().policy.exceptions());
+        // Nothing below can fail.
+        self.shared.pacer.apply(pacing);
+        let users_file = self.shared.safety.apply(config, users);
         self.shared.live.store(Arc::new(live));
-        Ok(())
+        Ok(Reloaded { users_file })
     }
 
     /// Reads `access.users_file` again (SIGHUP) and puts its users in force; a file that cannot
     /// be read or parsed keeps the users in force. `None` without a users file; otherwise the
     /// file read, or why it was refused (the error names the file and the line).
-    pub fn reload_users(&self) -> Option<Result<&std::path::Path, crate::access::AccessError>> {
+    pub fn reload_users(&self) -> Option<Result<std::path::PathBuf, crate::access::AccessError>> {
         self.shared.safety.reload_users()
+    }
+
+    /// The users file in force (`access.users_file`, as the last reload set it).
+    pub fn users_file(&self) -> Option<std::path::PathBuf> {
+        self.shared.safety.users_file()
+    }
+
+    /// The CA for HTTPS interception in force, if any.
+    pub fn ca(&self) -> Option<Arc<CertificateAuthority>> {
+        self.shared.live().ca.clone()
     }
 
     /// The destination guard every connection of this proxy goes through.

@@ -123,7 +123,7 @@ async fn steps(
     started: Instant,
     reported: &mut Reported,
 ) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
-    let signing = plan_signing(shared, facts, &req);
+    let signing = plan_signing(shared, live, facts, &req);
     let snapshot = robots_txt(shared, live, memory, facts).await?;
     let mut allowed = check_robots(shared, live, facts, &snapshot, started, reported).await?;
     let usage = check_usage(shared, live, facts, &snapshot, reported, &mut allowed).await?;
@@ -173,11 +173,12 @@ fn read_facts(
 /// crawler's token goes unsigned (or as `*`), never signed as that crawler, and is logged and
 /// counted (`robots_proxy_signing_refused_total`).
 fn plan_signing<'s>(
-    shared: &'s Shared,
+    shared: &Shared,
+    live: &'s Live,
     facts: &Facts,
     req: &Request<Incoming>,
 ) -> Option<Signing<'s>> {
-    let signer = shared.signer.as_deref()?;
+    let signer = live.signer.as_deref()?;
     let who = crate::signing::Requester {
         token: facts.token().map(|t| t.as_str()),
         user: facts.user_name(),

@@ -21,14 +21,19 @@ use crate::guard::{DestinationGuard, Prohibited};
 use crate::limits::{ClientIo, ConnectionGate, LimitsSection};
 use crate::policy::{ProductToken, RobotsSnapshot};
 
+/// A users file a reload puts in force: its path (`None`: no users file) and its users;
+/// `None` when the reload keeps the file in force.
+pub(super) type UsersChange = Option<(Option<std::path::PathBuf>, Option<Authenticator>)>;
+
 /// The safety state of one proxy.
 pub(super) struct Safety {
     acl: ClientAcl,
     gate: ConnectionGate,
-    /// The users of `access.users_file`, replaced whole when the file is read again (SIGHUP).
-    auth: Option<arc_swap::ArcSwap<Authenticator>>,
-    /// `access.users_file`, as the proxy started with it.
-    users_file: Option<std::path::PathBuf>,
+    /// The users of `access.users_file`, replaced whole when the file is read again (SIGHUP)
+    /// or a reload names another file (or none: no authentication).
+    auth: arc_swap::ArcSwapOption<Authenticator>,
+    /// `access.users_file`, as the last reload (or the start) set it.
+    users_file: arc_swap::ArcSwapOption<std::path::PathBuf>,
     pub(super) guard: Arc<DestinationGuard>,
     pub(super) limits: LimitsSection,
 }
@@ -41,8 +46,8 @@ impl Safety {
         Ok(Safety {
             acl: ClientAcl::new(&config.access.allow_clients),
             gate: ConnectionGate::new(&config.limits),
-            auth: auth.map(arc_swap::ArcSwap::from_pointee),
-            users_file,
+            auth: arc_swap::ArcSwapOption::from(auth.map(Arc::new)),
+            users_file: arc_swap::ArcSwapOption::from(users_file.map(Arc::new)),
             guard,
             limits: config.limits.clone(),
         })
@@ -72,27 +77,27 @@ impl Safety {
 
     /// Whether the proxy authenticates its users (`access.users_file`).
     pub(super) fn authenticates(&self) -> bool {
-        self.auth.is_some()
+        self.auth.load().is_some()
     }
 
     /// How long a connection may go without a request that proves its user before it is
     /// closed (`limits.auth_timeout`): `None` without a users file, or when a verified client
     /// certificate named the user (`certified`).
     pub(super) fn auth_deadline(&self, certified: bool) -> Option<std::time::Duration> {
-        (self.auth.is_some() && !certified).then_some(self.limits.auth_timeout)
+        (self.authenticates() && !certified).then_some(self.limits.auth_timeout)
     }
 
     /// Whether `req` must still prove its user with `Proxy-Authorization`: a users file is
     /// configured and no verified client certificate named the user already.
     pub(super) fn requires_credentials<B>(&self, req: &Request<B>) -> bool {
-        self.auth.is_some() && req.extensions().get::<Arc<AuthenticatedUser>>().is_none()
+        self.authenticates() && req.extensions().get::<Arc<AuthenticatedUser>>().is_none()
     }
 
     /// The user a verified client certificate names (`name`: see
     /// [`crate::tls::listener::client_name`]), tied to the product token the users file gives
     /// that name, exactly like a user who authenticated with a password.
     pub(super) fn certified_user(&self, name: String) -> Arc<AuthenticatedUser> {
-        let token = self.auth.as_ref().and_then(|auth| auth.load().token_of(&name));
+        let token = self.auth.load().as_ref().and_then(|auth| auth.token_of(&name));
         Arc::new(AuthenticatedUser { name, token })
     }
 
@@ -104,8 +109,7 @@ impl Safety {
         client: SocketAddr,
         mut req: Request<B>,
     ) -> Result<Request<B>, Response<ProxyBody>> {
-        let Some(auth) = &self.auth else { return Ok(req) };
-        let auth = auth.load_full();
+        let Some(auth) = self.auth.load_full() else { return Ok(req) };
         match auth.authenticate(req.headers()).await {
             Ok(user) => {
                 req.extensions_mut().insert(user);
@@ -127,12 +131,45 @@ impl Safety {
     /// Reads `access.users_file` again and, when it parses, puts its users in force in place of
     /// the old ones (with empty credential caches, so a removed user is refused at once).
     /// `None` without a users file; on an error the users in force stay.
-    pub(super) fn reload_users(&self) -> Option<Result<&std::path::Path, AccessError>> {
-        let (auth, path) = (self.auth.as_ref()?, self.users_file.as_deref()?);
-        Some(Authenticator::load(path).map(|fresh| {
-            auth.store(Arc::new(fresh));
-            path
+    pub(super) fn reload_users(&self) -> Option<Result<std::path::PathBuf, AccessError>> {
+        let path = self.users_file.load_full()?;
+        Some(Authenticator::load(&path).map(|fresh| {
+            self.auth.store(Some(Arc::new(fresh)));
+            path.to_path_buf()
         }))
+    }
+
+    /// The users file in force.
+    pub(super) fn users_file(&self) -> Option<std::path::PathBuf> {
+        self.users_file.load().as_deref().cloned()
+    }
+
+    /// For a reload: the users of `config`'s `access.users_file` when it names another file
+    /// than the one in force (`Some(None)`: none, authentication off), read now so that a file
+    /// that cannot be used refuses the reload before anything changes.
+    pub(super) fn prepare_users(&self, config: &Config) -> Result<UsersChange, AccessError> {
+        let wanted = config.access.users_file.as_deref();
+        if self.users_file.load().as_deref().map(|p| p.as_path()) == wanted {
+            return Ok(None);
+        }
+        let users = wanted.map(Authenticator::load).transpose()?;
+        Ok(Some((wanted.map(std::path::Path::to_path_buf), users)))
+    }
+
+    /// Puts the reloadable `[access]` keys of `config` in force for connections and requests
+    /// that start from now on: `allow_clients`, `allow_destinations` and the users of
+    /// [`Safety::prepare_users`]. Returns the users file put in force, if it changed.
+    pub(super) fn apply(
+        &self,
+        config: &Config,
+        users: UsersChange,
+    ) -> Option<Option<std::path::PathBuf>> {
+        self.acl.replace(&config.access.allow_clients);
+        self.guard.set_allowed(&config.access.allow_destinations);
+        let (path, users) = users?;
+        self.auth.store(users.map(Arc::new));
+        self.users_file.store(path.clone().map(Arc::new));
+        Some(path)
     }
 
     /// A `400` for a request whose framing is a smuggling attempt, or a `414` for a

@@ -281,12 +281,12 @@ pub(super) async fn tunnel(
     shared.metrics.count(Decision::Tunnel, Scheme::Https);
     if let Some(record) = excepted {
         shared.write_audit(record).await;
-    } else if shared.https.audit_tunnels || shared.audit.all_decisions() {
+    } else if live.https.audit_tunnels || shared.audit.all_decisions() {
         let record =
             tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
         shared.write_audit(record).await;
     }
-    let idle = shared.https.tunnel_idle_timeout;
+    let idle = live.https.tunnel_idle_timeout;
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => {

@@ -249,13 +249,25 @@ pub async fn serve(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) {
-    serve_with(listener, signer, clock, None, shutdown).await
+    serve_current(listener, Arc::new(arc_swap::ArcSwap::new(signer)), clock, None, shutdown).await
 }
 
 /// [`serve`], with `pages` answered on the same listener.
 pub async fn serve_with(
     listener: TcpListener,
     signer: Arc<Signer>,
+    clock: Arc<dyn Clock>,
+    pages: Option<Arc<dyn Pages>>,
+    shutdown: impl Future<Output = ()>,
+) {
+    serve_current(listener, Arc::new(arc_swap::ArcSwap::new(signer)), clock, pages, shutdown).await
+}
+
+/// [`serve_with`] with the signer `signer` holds at each request: a reload that rotates keys
+/// puts its signer there, and the directory publishes the new keys at once.
+pub async fn serve_current(
+    listener: TcpListener,
+    signer: Arc<arc_swap::ArcSwap<Signer>>,
     clock: Arc<dyn Clock>,
     pages: Option<Arc<dyn Pages>>,
     shutdown: impl Future<Output = ()>,
@@ -267,7 +279,7 @@ pub async fn serve_with(
             let page = pages
                 .as_ref()
                 .and_then(|p| p.answer(req.method(), req.uri().path(), req.headers(), now));
-            let resp = page.unwrap_or_else(|| answer(&signer, &req, now));
+            let resp = page.unwrap_or_else(|| answer(&signer.load(), &req, now));
             async move { Ok::<_, Infallible>(resp) }
         })
     };

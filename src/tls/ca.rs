@@ -81,7 +81,7 @@ pub enum CaError {
 }
 
 /// Where a CA's certificate and key live.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CaFiles {
     /// The CA certificate (PEM): what clients must trust.
     pub cert: PathBuf,

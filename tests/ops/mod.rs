@@ -23,6 +23,7 @@ mod preflight;
 mod properties;
 mod quick_start;
 mod rebinding;
+mod reload_all;
 mod report_reload;
 mod side_limits;
 mod user_agents;

@@ -1,0 +1,399 @@
+//! Reloading the configuration of a running proxy: on SIGHUP and on `POST /api/reload` (the
+//! admin listener), one at a time.
+//!
+//! A reload reopens the audit log (log rotation sends SIGHUP too), reads the users file again,
+//! then reads the configuration from the sources the process started with and checks it as
+//! `serve` would (`preflight`). A configuration with any error is refused as a whole: the
+//! running one stays, and the report lists every error. Otherwise what [`crate::config::RELOADABLE`]
+//! names is applied to requests and connections that start from now on; open connections and
+//! tunnels keep the settings they started with, and the robots cache and the pace are kept.
+//! Changes to other keys are reported as needing a restart, with the reason
+//! ([`crate::config::restart_reason`]).
+//!
+//! The report ([`ReloadReport`]) says key by key what changed (secrets masked), what needs a
+//! restart, and every error; `GET /api/reload/preview` gives the same report for the
+//! configuration on disk without applying it (`robots-proxy config check --against-running`).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::cache::RobotsCache;
+use crate::config::{self, Change, Config, ConfigError};
+use crate::proxy::{LiveParts, Proxy};
+use crate::signing::Signer;
+use crate::tls::ca::{CaError, CertificateAuthority};
+use crate::tls::HttpsMode;
+
+/// Reads the configuration again from the sources the process started with (file,
+/// environment, flags), checked as `serve` checks it.
+pub type Loader = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+
+/// What asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub enum Trigger {
+    /// SIGHUP.
+    #[serde(rename = "SIGHUP")]
+    Signal,
+    /// `POST /api/reload` on the admin listener.
+    #[serde(rename = "POST /api/reload")]
+    Api,
+    /// `GET /api/reload/preview`: nothing is applied.
+    #[serde(rename = "GET /api/reload/preview")]
+    Preview,
+}
+
+impl Trigger {
+    /// How the logs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Signal => "SIGHUP",
+            Trigger::Api => "POST /api/reload",
+            Trigger::Preview => "GET /api/reload/preview",
+        }
+    }
+}
+
+/// What became of a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The new configuration is in force.
+    Applied,
+    /// The new configuration has errors: the running one stays.
+    Refused,
+    /// A preview: the configuration is valid and nothing was applied.
+    Preview,
+}
+
+/// A key that differs from the value the process runs with and takes effect only after a
+/// restart.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pending {
+    /// The dotted key.
+    pub key: String,
+    /// The value in force (the one the process started with); secrets masked.
+    pub running: serde_json::Value,
+    /// The value configured now; secrets masked.
+    pub configured: serde_json::Value,
+    /// Why a reload cannot apply it.
+    pub reason: &'static str,
+}
+
+/// One reason the configuration is refused.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadError {
+    /// The dotted key, when the error is about one.
+    pub key: Option<String>,
+    /// Where the bad value came from (file, environment variable, flag), when known.
+    pub origin: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What became of `access.users_file` in a reload.
+#[derive(Debug, Clone, Serialize)]
+pub struct UsersReport {
+    /// The users file.
+    pub file: String,
+    /// Whether its users are in force now; `false`: the users in force before stay.
+    pub reloaded: bool,
+    /// Why the file was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The answer to a reload: JSON for `POST /api/reload`, log lines for SIGHUP.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadReport {
+    /// What asked for it.
+    pub trigger: Trigger,
+    /// Applied, refused, or a preview.
+    pub outcome: Outcome,
+    /// The reloadable keys whose values change (or, in a preview, would change), compared
+    /// with the configuration in force; secrets masked.
+    pub changed: Vec<Change>,
+    /// The keys configured differently from what the process runs with that need a restart.
+    pub restart_required: Vec<Pending>,
+    /// Every error, when the configuration is refused.
+    pub errors: Vec<ReloadError>,
+    /// The users file, when there is one.
+    pub users_file: Option<UsersReport>,
+    /// Whether the audit log was reopened (`null` in a preview).
+    pub audit_reopened: Option<bool>,
+}
+
+impl ReloadReport {
+    fn new(trigger: Trigger) -> Self {
+        ReloadReport {
+            trigger,
+            outcome: Outcome::Refused,
+            changed: Vec::new(),
+            restart_required: Vec::new(),
+            errors: Vec::new(),
+            users_file: None,
+            audit_reopened: None,
+        }
+    }
+
+    fn refuse(mut self, key: Option<&str>, error: &dyn std::fmt::Display) -> Self {
+        self.errors.push(ReloadError {
+            key: key.map(str::to_owned),
+            origin: None,
+            message: error.to_string(),
+        });
+        self.outcome = Outcome::Refused;
+        self
+    }
+
+    /// Logs the report: each change, the keys that need a restart, each error.
+    fn log(&self) {
+        let who = self.trigger.name();
+        for change in &self.changed {
+            tracing::info!(key = %change.key, old = %change.old, new = %change.new, "{who}: changed");
+        }
+        if !self.restart_required.is_empty() {
+            let keys: Vec<&str> = self.restart_required.iter().map(|p| p.key.as_str()).collect();
+            tracing::warn!(
+                keys = %keys.join(", "),
+                "{who}: these changes take effect only after a restart; the running values stay"
+            );
+        }
+        for error in &self.errors {
+            tracing::error!(
+                key = error.key.as_deref().unwrap_or("-"),
+                origin = error.origin.as_deref().unwrap_or("-"),
+                error = %error.message,
+                "{who}: configuration error"
+            );
+        }
+    }
+}
+
+/// The process's one reloader: serializes reloads and keeps what they compare against.
+pub struct Reloader {
+    load: Loader,
+    proxy: Proxy,
+    cache: Arc<RobotsCache>,
+    /// The key directory's signer (`signing.directory_listen`), replaced with the proxy's.
+    directory: Option<Arc<arc_swap::ArcSwap<Signer>>>,
+    /// The public disclosure of the crawlers, brought up to date by every reload applied.
+    disclosure: Arc<crate::disclosure::Disclosure>,
+    /// The configuration the process started with: what the keys that need a restart still
+    /// have.
+    started: Config,
+    /// The configuration last applied (at start, or by the last reload); held for the whole
+    /// of a reload, so reloads run one at a time.
+    applied: tokio::sync::Mutex<Config>,
+}
+
+impl Reloader {
+    /// A reloader for `proxy` and `cache`, which were built from `started`; `load` reads the
+    /// configuration again. `directory`: the key directory's signer, when it is served.
+    pub fn new(
+        load: Loader,
+        started: Config,
+        proxy: Proxy,
+        cache: Arc<RobotsCache>,
+        directory: Option<Arc<arc_swap::ArcSwap<Signer>>>,
+        disclosure: Arc<crate::disclosure::Disclosure>,
+    ) -> Self {
+        Reloader {
+            load,
+            proxy,
+            cache,
+            directory,
+            disclosure,
+            applied: tokio::sync::Mutex::new(started.clone()),
+            started,
+        }
+    }
+
+    /// Reloads (or, for [`Trigger::Preview`], compares only), logs the report and returns it.
+    pub async fn reload(&self, trigger: Trigger) -> ReloadReport {
+        let mut applied = self.applied.lock().await;
+        let report = self.run(trigger, &mut applied).await;
+        report.log();
+        if trigger != Trigger::Preview {
+            self.proxy.metrics().reloaded(report.outcome == Outcome::Applied);
+        }
+        if report.outcome == Outcome::Applied {
+            let _ = self.proxy.policy().exceptions().warn_expiring(self.proxy.clock().now());
+            tracing::info!(
+                changed = report.changed.len(),
+                exceptions = applied.exceptions.len(),
+                "{}: configuration reloaded",
+                trigger.name()
+            );
+        } else if report.outcome == Outcome::Refused {
+            tracing::error!(
+                errors = report.errors.len(),
+                "{}: the new configuration is refused; the running configuration stays",
+                trigger.name()
+            );
+        }
+        report
+    }
+
+    async fn run(&self, trigger: Trigger, applied: &mut Config) -> ReloadReport {
+        let who = trigger.name();
+        let mut report = ReloadReport::new(trigger);
+        let preview = trigger == Trigger::Preview;
+        if !preview {
+            // Log rotation sends SIGHUP too: the file is reopened whatever the configuration.
+            match self.proxy.audit().reopen().await {
+                Ok(()) => tracing::info!("{who}: audit log reopened"),
+                Err(e) => tracing::error!(error = %e, "{who}: cannot reopen the audit log"),
+            }
+            report.audit_reopened = Some(true);
+            // The users file too, whatever the configuration: removing a line revokes a user.
+            report.users_file = self.reload_users(who);
+        }
+        let new = match (self.load)() {
+            Ok(config) => config,
+            Err(e) => {
+                report.errors = errors_of(&e);
+                return report;
+            }
+        };
+        report.changed =
+            config::changes(applied, &new).into_iter().filter(|c| c.reloadable).collect();
+        report.restart_required = config::changes(&self.started, &new)
+            .into_iter()
+            .filter(|c| !c.reloadable)
+            .map(|c| Pending {
+                reason: config::restart_reason(&c.key),
+                key: c.key,
+                running: c.old,
+                configured: c.new,
+            })
+            .collect();
+        // Everything that can fail is built before anything is applied.
+        let rust_log = std::env::var("RUST_LOG").ok();
+        if let Err(e) = crate::logging::filter(&new.log, rust_log.as_deref()) {
+            return report.refuse(Some("log.level"), &e);
+        }
+        let signer = match Signer::new(&new.signing, &new.state_dir) {
+            Ok(signer) => signer.map(Arc::new),
+            Err(e) => return report.refuse(Some("signing"), &e),
+        };
+        if preview {
+            // Preflight has checked the CA files a configuration names; a preview creates
+            // nothing, so the default CA under state_dir is not made here.
+            report.outcome = Outcome::Preview;
+            return report;
+        }
+        let ca = match self.ca_for(applied, &new) {
+            Ok(ca) => ca,
+            Err(e) => return report.refuse(Some("https.ca_cert"), &e),
+        };
+        let reloaded = match self.proxy.reload(&new, LiveParts { ca, signer: signer.clone() }) {
+            Ok(reloaded) => reloaded,
+            Err(e) => return report.refuse(Some("access.users_file"), &e),
+        };
+        if let Some(file) = reloaded.users_file {
+            report.users_file = file.map(|file| UsersReport {
+                file: file.display().to_string(),
+                reloaded: true,
+                error: None,
+            });
+        }
+        self.cache.reconfigure(&new.robots);
+        if let (Some(directory), Some(signer)) = (&self.directory, signer) {
+            directory.store(signer);
+        }
+        if let Err(e) = self.proxy.audit().reconfigure(&new.audit).await {
+            tracing::error!(error = %e, "{who}: cannot apply the audit options");
+        }
+        if let Err(e) = crate::logging::set_filter(&new.log, rust_log.as_deref()) {
+            tracing::error!(error = %e, "{who}: cannot apply log.level");
+        }
+        // What is disclosed follows what is in force; it is kept under the state_dir the
+        // process started with (a restart key).
+        let inputs = new.disclosure_inputs();
+        let now = std::time::SystemTime::now();
+        if let Err(e) = self.disclosure.update(&inputs, &self.started.state_dir, now) {
+            tracing::error!(error = %e, "{who}: the crawler disclosure is not up to date");
+        }
+        *applied = new;
+        report.outcome = Outcome::Applied;
+        report
+    }
+
+    /// Reads the users file in force again; `None` without one.
+    fn reload_users(&self, who: &str) -> Option<UsersReport> {
+        match self.proxy.reload_users()? {
+            Ok(path) => {
+                tracing::info!(file = %path.display(), "{who}: users file reloaded");
+                Some(UsersReport { file: path.display().to_string(), reloaded: true, error: None })
+            }
+            Err(e) => {
+                tracing::error!(
+                    error = %e,
+                    "{who}: the users file is refused; the running users stay"
+                );
+                Some(UsersReport {
+                    file: self
+                        .proxy
+                        .users_file()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    reloaded: false,
+                    error: Some(e.to_string()),
+                })
+            }
+        }
+    }
+
+    /// The CA for `new`: the one in force when its files are the same, else loaded (or, the
+    /// default one under `state_dir`, made) now; `None` unless `https.mode = "intercept"`.
+    fn ca_for(
+        &self,
+        applied: &Config,
+        new: &Config,
+    ) -> Result<Option<Arc<CertificateAuthority>>, CaError> {
+        if new.https.mode != HttpsMode::Intercept {
+            return Ok(None);
+        }
+        let same = crate::preflight::ca_files(applied).0 == crate::preflight::ca_files(new).0;
+        if let (true, Some(ca)) = (same, self.proxy.ca()) {
+            return Ok(Some(ca));
+        }
+        let (ca, created) = load_ca(new)?;
+        if created {
+            tracing::warn!(
+                cert = %crate::preflight::ca_files(new).0.cert.display(),
+                "created a new CA for HTTPS interception; crawlers must trust this certificate"
+            );
+        }
+        Ok(Some(Arc::new(ca)))
+    }
+}
+
+/// The interception CA of `config`: a CA the operator named is loaded, never generated; only
+/// the default one under `state_dir` is made when missing (`true` then).
+pub fn load_ca(config: &Config) -> Result<(CertificateAuthority, bool), CaError> {
+    let (files, configured) = crate::preflight::ca_files(config);
+    if configured {
+        CertificateAuthority::load(&files).map(|ca| (ca, false))
+    } else {
+        CertificateAuthority::load_or_create(&files)
+    }
+}
+
+/// Every problem of a configuration that cannot be loaded.
+fn errors_of(error: &ConfigError) -> Vec<ReloadError> {
+    match error {
+        ConfigError::Invalid(problems) => problems
+            .iter()
+            .map(|p| ReloadError {
+                key: p.key.clone(),
+                origin: p.origin.as_ref().map(ToString::to_string),
+                message: p.message.clone(),
+            })
+            .collect(),
+        other => vec![ReloadError { key: None, origin: None, message: other.to_string() }],
+    }
+}

@@ -24,6 +24,7 @@
 //! covers another path or method than the one it was made for.
 
 pub mod commands;
+pub mod cosign;
 pub mod directory;
 pub mod keys;
 pub mod request;
@@ -39,9 +40,12 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::authority::Authority;
 use crate::robots::ProductToken;
+pub use cosign::{ClientSignature, Cosign, SkipReason, Skipped};
 use keys::{KeyError, SigningKey};
 pub use request::Target;
-pub use section::{AgentType, Component, KeyEntry, SigningIdentity, SigningSection, TokenPattern};
+pub use section::{
+    AgentType, ClientSignatures, Component, KeyEntry, SigningIdentity, SigningSection, TokenPattern,
+};
 
 /// `Signature-Agent`.
 pub static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
@@ -127,7 +131,7 @@ pub struct Signer {
     lifetime: u64,
     reuse: u64,
     coverage: request::Coverage,
-    keep_client_signatures: bool,
+    client_signatures: ClientSignatures,
     directory_lifetime: Duration,
     /// When the signer was built (the configuration loaded): see [`Signer::directory_modified`].
     built: SystemTime,
@@ -210,6 +214,13 @@ impl Signer {
         if section.keys.is_empty() {
             return Ok(None);
         }
+        if let Some(old) = section.keep_client_signatures {
+            tracing::warn!(
+                "signing.keep_client_signatures is deprecated: write signing.client_signatures = \
+                 {:?} instead ({old} means that)",
+                section.client_signatures().as_str()
+            );
+        }
         let dir = state_dir.join(&section.keys_dir);
         let mut keys = Vec::with_capacity(section.keys.len());
         for entry in &section.keys {
@@ -247,7 +258,7 @@ impl Signer {
             lifetime: section.lifetime.as_secs().max(1),
             reuse: section.reuse.as_secs(),
             coverage: request::Coverage::new(&section.components),
-            keep_client_signatures: section.keep_client_signatures,
+            client_signatures: section.client_signatures(),
             directory_lifetime: section.directory_lifetime,
             built: SystemTime::now(),
             agents,
@@ -256,11 +267,11 @@ impl Signer {
 
     /// Whom the request of `who` is signed for, if anyone: nobody when no identity matches
     /// or may sign for `who` ([`Plan::refused`] names a token identity it may not have), or
-    /// when the client signed it already and `signing.keep_client_signatures` is on. A user's
+    /// when the client signed it already and `signing.client_signatures` is `keep`. A user's
     /// identity wins over a token's, and a token's over `*`; a token identity `who` may not
     /// have leaves `*` (if it may sign for `who`). The key is chosen when signing.
     pub fn plan(&self, who: &Requester<'_>, headers: &HeaderMap) -> Plan<'_> {
-        if self.keep_client_signatures
+        if self.client_signatures == ClientSignatures::Keep
             && (headers.contains_key(&SIGNATURE) || headers.contains_key(&SIGNATURE_INPUT))
         {
             return Plan::default();
@@ -442,6 +453,20 @@ impl<'a> Signing<'a> {
         ))
     }
 
+    /// With `signing.client_signatures = "cosign"`, the client's signature of the request as
+    /// it arrives (`arrival`, `headers`), to sign beside it when it leaves
+    /// ([`Signing::sign_beside`]); `None` otherwise, or when the client did not sign it.
+    pub fn client_signature(
+        &self,
+        arrival: &Target<'_>,
+        headers: &HeaderMap,
+    ) -> Option<ClientSignature> {
+        if self.signer.client_signatures != ClientSignatures::Cosign {
+            return None;
+        }
+        ClientSignature::read(arrival, headers)
+    }
+
     /// Signs afresh, bypassing the cache: what a request costs with `signing.reuse` off
     /// (benchmarks).
     #[doc(hidden)]
@@ -565,7 +590,7 @@ mod tests {
         assert!(headers.is_empty(), "no key signs: nothing is set");
         let other = plan(Some("Other"), None).unwrap();
         assert_eq!(name_at(&other, at("2027-06-01T00:00:00Z")).as_deref(), Some("any"));
-        // A request the client signed is left alone (keep_client_signatures).
+        // A request the client signed is left alone (client_signatures = "keep").
         let mut signed = HeaderMap::new();
         signed.insert(&SIGNATURE_INPUT, HeaderValue::from_static("sig1=()"));
         assert!(signer.plan(&asking(Some("Bot"), None), &signed).signing.is_none());

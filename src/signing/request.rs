@@ -24,7 +24,7 @@ pub struct Target<'r> {
 
 impl Target<'_> {
     /// `@path` (RFC 9421 §2.2.6): the path, `/` when empty.
-    fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         let path = self.path_and_query.split_once('?').map_or(self.path_and_query, |(p, _)| p);
         if path.is_empty() {
             "/"
@@ -34,7 +34,7 @@ impl Target<'_> {
     }
 
     /// The query without its `?`, if the target has one.
-    fn query(&self) -> Option<&str> {
+    pub(crate) fn query(&self) -> Option<&str> {
         self.path_and_query.split_once('?').map(|(_, q)| q)
     }
 }
@@ -120,16 +120,32 @@ impl Coverage {
         keyid: &str,
         nonce: Option<&str>,
     ) -> String {
-        use std::fmt::Write as _;
-        let mut params = String::with_capacity(self.inner.len() + 160);
-        params.push_str(&self.inner);
-        let _ = write!(params, ";created={created};expires={expires}");
-        if let Some(nonce) = nonce {
-            let _ = write!(params, ";nonce=\"{nonce}\"");
-        }
-        let _ = write!(params, ";keyid=\"{keyid}\";alg=\"{ALG}\";tag=\"{REQUEST_TAG}\"");
-        params
+        params_of(&self.inner, created, expires, keyid, nonce)
     }
+
+    /// The covered components, in order, without the `Signature-Agent` member.
+    pub(crate) fn components(&self) -> &[Component] {
+        &self.components
+    }
+}
+
+/// [`Coverage::params`] for the inner list `inner` (`(…)`).
+pub(crate) fn params_of(
+    inner: &str,
+    created: u64,
+    expires: u64,
+    keyid: &str,
+    nonce: Option<&str>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut params = String::with_capacity(inner.len() + 160);
+    params.push_str(inner);
+    let _ = write!(params, ";created={created};expires={expires}");
+    if let Some(nonce) = nonce {
+        let _ = write!(params, ";nonce=\"{nonce}\"");
+    }
+    let _ = write!(params, ";keyid=\"{keyid}\";alg=\"{ALG}\";tag=\"{REQUEST_TAG}\"");
+    params
 }
 
 /// A fresh `nonce` (RFC 9421 §2.3): 16 random bytes, base64. It makes every per-request

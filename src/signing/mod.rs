@@ -392,7 +392,7 @@ impl<'a> Signing<'a> {
         signer.coverage.lines(target, &self.identity.agent_value, &mut base);
         let created = signer.window(now)?;
         let (input, signature) = if !signer.reuses() {
-            self.make(slot, &mut base, created, Some(&request::nonce()?))?
+            self.make(slot, &mut base, created, true)?
         } else {
             let cache = &self.identity.cache[slot];
             let hit = cache
@@ -405,7 +405,7 @@ impl<'a> Signing<'a> {
                 Some(fields) => fields,
                 None => {
                     let values: Box<str> = base.as_str().into();
-                    let made = self.make(slot, &mut base, created, None)?;
+                    let made = self.make(slot, &mut base, created, false)?;
                     let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
                     if map.len() >= CACHE_LIMIT {
                         map.retain(|_, c| c.created == created);
@@ -420,8 +420,7 @@ impl<'a> Signing<'a> {
                 }
             }
         };
-        headers.remove(&SIGNATURE);
-        headers.remove(&SIGNATURE_INPUT);
+        // `insert` replaces every line of the name: the client's fields, if any, are gone.
         headers.insert(SIGNATURE_AGENT.clone(), self.identity.agent_field.clone());
         headers.insert(SIGNATURE_INPUT.clone(), input);
         headers.insert(SIGNATURE.clone(), signature);
@@ -429,28 +428,34 @@ impl<'a> Signing<'a> {
     }
 
     /// Completes `base` (the component lines) with its `@signature-params` line and signs it:
-    /// the `Signature-Input` and `Signature` fields.
+    /// the `Signature-Input` and `Signature` fields, with a fresh `nonce` when `fresh`. Each
+    /// field is written once, in the buffer that becomes its bytes.
     fn make(
         &self,
         slot: usize,
         base: &mut String,
         created: u64,
-        nonce: Option<&str>,
+        fresh: bool,
     ) -> Result<(HeaderValue, HeaderValue), SigningError> {
         let key = self.key(slot);
         let expires = created + self.signer.lifetime;
-        let params = self.signer.coverage.params(created, expires, key.keyid(), nonce);
+        let input = self.signer.coverage.input_field(created, expires, key.keyid(), fresh)?;
         base.push_str("\"@signature-params\": ");
-        base.push_str(&params);
+        base.push_str(&input[LABEL.len() + 1..]);
         let signature = key.sign(base.as_bytes());
-        let field = |text: String| {
+        let mut encoded = [0u8; 88];
+        let encoded = Base64::encode(&signature, &mut encoded)
+            .map_err(|e| SigningError::Fields(e.to_string()))?;
+        let mut field = String::with_capacity(LABEL.len() + 3 + encoded.len());
+        field.push_str(LABEL);
+        field.push_str("=:");
+        field.push_str(encoded);
+        field.push(':');
+        let value = |text: String| {
             HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
                 .map_err(|e| SigningError::Fields(e.to_string()))
         };
-        Ok((
-            field(format!("{LABEL}={params}"))?,
-            field(format!("{LABEL}=:{}:", Base64::encode_string(&signature)))?,
-        ))
+        Ok((value(input)?, value(field)?))
     }
 
     /// With `signing.client_signatures = "cosign"`, the client's signature of the request as
@@ -474,8 +479,7 @@ impl<'a> Signing<'a> {
         let slot = self.slot_at(now).ok_or(SigningError::NoKeyNow)?;
         let mut base = String::with_capacity(320 + 2 * target.path_and_query.len());
         self.signer.coverage.lines(target, &self.identity.agent_value, &mut base);
-        let nonce = request::nonce()?;
-        self.make(slot, &mut base, self.signer.window(now)?, Some(&nonce)).map(drop)
+        self.make(slot, &mut base, self.signer.window(now)?, true).map(drop)
     }
 }
 

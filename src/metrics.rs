@@ -150,6 +150,7 @@ pub struct Metrics {
     reloads_applied: Counter,
     reloads_refused: Counter,
     signing_refused: Counter,
+    cosign_skipped: Family<Vec<(&'static str, &'static str)>, Counter>,
     would_block: report::WouldBlocks,
     charts: series::Charts,
     /// `exception_expiry_seconds{id}`, set at scrape time ([`Metrics::set_exception_expiry`]).
@@ -238,6 +239,13 @@ impl Metrics {
              their user is neither tied to that token nor listed in the identity's users",
             signing_refused.clone(),
         );
+        let cosign_skipped = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+        registry.register(
+            "cosign_skipped",
+            "Requests whose client signature the proxy's could not cover (signing.client_signatures \
+             = \"cosign\"), by reason: the proxy signed them on its own terms only",
+            cosign_skipped.clone(),
+        );
         let exception_expiry = Family::<Vec<(&'static str, String)>, Gauge>::default();
         registry.register_with_unit(
             "exception_expiry",
@@ -264,6 +272,7 @@ impl Metrics {
             reloads_applied,
             reloads_refused,
             signing_refused,
+            cosign_skipped,
             would_block,
             charts,
             exception_expiry,
@@ -331,6 +340,11 @@ impl Metrics {
     /// Counts a request not signed as the crawler it named (`signing`); how many so far.
     pub fn signing_refused(&self) -> u64 {
         self.signing_refused.inc() + 1
+    }
+
+    /// Counts a client signature not cosigned, for `reason`; how many so far for it.
+    pub fn cosign_skipped(&self, reason: &'static str) -> u64 {
+        self.cosign_skipped.get_or_create(&vec![("reason", reason)]).inc() + 1
     }
 
     /// Whether the proxy listener is accepting connections (for `/readyz`).

@@ -229,6 +229,15 @@ pub struct AuditRecord {
     /// forwarded request, when it signed it (`signing`).
     #[serde(rename = "robots.signature.keyid", skip_serializing_if = "Option::is_none")]
     pub signature_keyid: Option<String>,
+    /// With `signing.client_signatures = "cosign"`: the client's signature labels the proxy's
+    /// signature covers, comma-separated.
+    #[serde(rename = "robots.signature.cosigned", skip_serializing_if = "Option::is_none")]
+    pub signature_cosigned: Option<String>,
+    /// With `signing.client_signatures = "cosign"`: why the client's signature was left as it
+    /// is, uncovered by the proxy's (`REASON: detail`, REASON as
+    /// `robots_proxy_cosign_skipped_total` labels it).
+    #[serde(rename = "robots.signature.cosign_skipped", skip_serializing_if = "Option::is_none")]
+    pub signature_cosign_skipped: Option<String>,
     /// The robots.txt version the decision used: written as `robots.sha256` and
     /// `robots.fetched_at`, and announced once per file by a `robots_version` record, written
     /// just before the first record in the file that names it. `None` when no file was in force (or robots.txt was not consulted).
@@ -315,6 +324,8 @@ impl AuditRecord {
             read_path: None,
             usage: None,
             signature_keyid: None,
+            signature_cosigned: None,
+            signature_cosign_skipped: None,
             robots_version: None,
             exception: None,
         }

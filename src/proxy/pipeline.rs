@@ -131,15 +131,25 @@ async fn steps(
     // Built and signed now, after robots.txt and the pace: the key is the one that signs at
     // the moment the request leaves.
     let prepared = prepare(shared, live, facts, req, signing.as_ref());
-    let signed = match &prepared {
-        ControlFlow::Continue((_, keyid)) => *keyid,
-        ControlFlow::Break(_) => None,
+    let (signed, cosign) = match &prepared {
+        ControlFlow::Continue((_, signed)) => (signed.keyid, signed.cosign.as_ref()),
+        ControlFlow::Break(_) => (None, None),
     };
     // The allowed request's record (`audit.all_decisions`) is written once it is known to go,
-    // naming the key that signed it: a usage or pacing refusal writes its own record instead,
-    // so each request has one.
+    // naming the key that signed it (and what became of the client's signature under
+    // `signing.client_signatures = "cosign"`): a usage or pacing refusal writes its own record
+    // instead, so each request has one.
     if let Some(mut record) = allowed {
         record.signature_keyid = signed.map(str::to_owned);
+        match cosign {
+            Some(crate::signing::Cosign::Covered(labels)) => {
+                record.signature_cosigned = Some(labels.join(","));
+            }
+            Some(crate::signing::Cosign::Skipped(why)) => {
+                record.signature_cosign_skipped = Some(why.to_string());
+            }
+            None => {}
+        }
         shared.write_audit(*record).await;
     }
     let (upstream, _) = prepared?;
@@ -423,6 +433,14 @@ async fn pace(
     }
 }
 
+/// How the request left signed: the key id that signed it, if any, and with
+/// `signing.client_signatures = "cosign"` what became of the client's signature.
+#[derive(Default)]
+struct Signed<'s> {
+    keyid: Option<&'s str>,
+    cosign: Option<crate::signing::Cosign>,
+}
+
 /// Step 6, first half: the request to the origin, built and signed (the last change made to
 /// it), with the key id that signed it; or the proxy's own answer when it cannot be built
 /// (400) or signed (500).
@@ -432,8 +450,21 @@ fn prepare<'s>(
     facts: &Facts,
     req: Request<Incoming>,
     signing: Option<&Signing<'s>>,
-) -> ControlFlow<Response<ProxyBody>, (Request<Incoming>, Option<&'s str>)> {
+) -> ControlFlow<Response<ProxyBody>, (Request<Incoming>, Signed<'s>)> {
     let authority = &facts.authority;
+    // With `signing.client_signatures = "cosign"`: the client's signature as it arrived, before
+    // anything of the request changes, to tell at signing time whether what it covers did.
+    let client = signing.and_then(|s| {
+        let uri = req.uri();
+        let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok());
+        let arrival = crate::signing::Target {
+            method: req.method().as_str(),
+            scheme: uri.scheme_str().unwrap_or(authority.scheme().as_str()),
+            authority: uri.authority().map(|a| a.as_str()).or(host).unwrap_or(""),
+            path_and_query: uri.path_and_query().map_or("/", |p| p.as_str()),
+        };
+        s.client_signature(&arrival, req.headers())
+    });
     let forwarded = forward::upstream_request(
         req,
         authority,
@@ -453,9 +484,11 @@ fn prepare<'s>(
         }
     };
     // Signed last: nothing changes the request after this.
-    let Some(signing) = signing else { return ControlFlow::Continue((upstream, None)) };
-    match sign(shared, signing, &mut upstream) {
-        ControlFlow::Continue(keyid) => ControlFlow::Continue((upstream, keyid)),
+    let Some(signing) = signing else {
+        return ControlFlow::Continue((upstream, Signed::default()));
+    };
+    match sign(shared, facts, signing, &mut upstream, client.as_ref()) {
+        ControlFlow::Continue(signed) => ControlFlow::Continue((upstream, signed)),
         ControlFlow::Break(refused) => {
             shared.metrics.count(Decision::Allow, authority.scheme());
             ControlFlow::Break(refused)
@@ -501,9 +534,11 @@ async fn forward(
 /// request meant to be signed never leaves unsigned by accident.
 fn sign<'s>(
     shared: &Shared,
+    facts: &Facts,
     signing: &Signing<'s>,
     upstream: &mut Request<Incoming>,
-) -> ControlFlow<Response<ProxyBody>, Option<&'s str>> {
+    client: Option<&crate::signing::ClientSignature>,
+) -> ControlFlow<Response<ProxyBody>, Signed<'s>> {
     // A clone shares the value's bytes; `upstream_request` set it to the authority, and the
     // request-target to the absolute URI with the path and query that were checked.
     let host = upstream.headers().get(http::header::HOST).cloned();
@@ -517,14 +552,27 @@ fn sign<'s>(
                 authority,
                 path_and_query: uri.path_and_query().map_or("/", |p| p.as_str()),
             };
-            signing.sign(&target, upstream.headers_mut(), shared.clock.now())
+            let now = shared.clock.now();
+            match client {
+                None => signing
+                    .sign(&target, upstream.headers_mut(), now)
+                    .map(|keyid| Signed { keyid, cosign: None }),
+                Some(client) => signing
+                    .sign_beside(&target, upstream.headers_mut(), now, client)
+                    .map(|(keyid, cosign)| Signed { keyid, cosign: Some(cosign) }),
+            }
         }
         _ => Err(crate::signing::SigningError::Fields(
             "the request has no Host or no absolute target".into(),
         )),
     };
     match signed {
-        Ok(keyid) => ControlFlow::Continue(keyid),
+        Ok(signed) => {
+            if let Some(crate::signing::Cosign::Skipped(why)) = &signed.cosign {
+                cosign_skipped(shared, facts, why);
+            }
+            ControlFlow::Continue(signed)
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot sign a request; it is not forwarded");
             ControlFlow::Break(answer::text(
@@ -533,6 +581,22 @@ fn sign<'s>(
                 format!("500 Internal Server Error: cannot sign the request (signing): {e}\n"),
             ))
         }
+    }
+}
+
+/// A client signature the proxy's could not cover (`signing.client_signatures = "cosign"`):
+/// counted (`robots_proxy_cosign_skipped_total{reason}`) and logged, the first ten and then
+/// every thousandth at `warn`; the audit record (with `audit.all_decisions`) says why too.
+fn cosign_skipped(shared: &Shared, facts: &Facts, why: &crate::signing::Skipped) {
+    let n = shared.metrics.cosign_skipped(why.reason.as_str());
+    if n <= 10 || n.is_multiple_of(1000) {
+        tracing::warn!(
+            client = %facts.client, authority = %facts.authority, reason = why.reason.as_str(),
+            skipped_so_far = n,
+            "the client's signature is forwarded as it is, not covered by the proxy's: {why}"
+        );
+    } else {
+        tracing::debug!(client = %facts.client, reason = why.reason.as_str(), "not cosigned");
     }
 }
 

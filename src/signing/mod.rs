@@ -24,6 +24,7 @@
 //! covers another path or method than the one it was made for.
 
 pub mod commands;
+pub mod cosign;
 pub mod directory;
 pub mod keys;
 pub mod request;
@@ -39,9 +40,12 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::authority::Authority;
 use crate::robots::ProductToken;
+pub use cosign::{ClientSignature, Cosign, SkipReason, Skipped};
 use keys::{KeyError, SigningKey};
 pub use request::Target;
-pub use section::{AgentType, Component, KeyEntry, SigningIdentity, SigningSection, TokenPattern};
+pub use section::{
+    AgentType, ClientSignatures, Component, KeyEntry, SigningIdentity, SigningSection, TokenPattern,
+};
 
 /// `Signature-Agent`.
 pub static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
@@ -127,7 +131,7 @@ pub struct Signer {
     lifetime: u64,
     reuse: u64,
     coverage: request::Coverage,
-    keep_client_signatures: bool,
+    client_signatures: ClientSignatures,
     directory_lifetime: Duration,
     /// When the signer was built (the configuration loaded): see [`Signer::directory_modified`].
     built: SystemTime,
@@ -210,6 +214,13 @@ impl Signer {
         if section.keys.is_empty() {
             return Ok(None);
         }
+        if let Some(old) = section.keep_client_signatures {
+            tracing::warn!(
+                "signing.keep_client_signatures is deprecated: write signing.client_signatures = \
+                 {:?} instead ({old} means that)",
+                section.client_signatures().as_str()
+            );
+        }
         let dir = state_dir.join(&section.keys_dir);
         let mut keys = Vec::with_capacity(section.keys.len());
         for entry in &section.keys {
@@ -247,7 +258,7 @@ impl Signer {
             lifetime: section.lifetime.as_secs().max(1),
             reuse: section.reuse.as_secs(),
             coverage: request::Coverage::new(&section.components),
-            keep_client_signatures: section.keep_client_signatures,
+            client_signatures: section.client_signatures(),
             directory_lifetime: section.directory_lifetime,
             built: SystemTime::now(),
             agents,
@@ -256,11 +267,11 @@ impl Signer {
 
     /// Whom the request of `who` is signed for, if anyone: nobody when no identity matches
     /// or may sign for `who` ([`Plan::refused`] names a token identity it may not have), or
-    /// when the client signed it already and `signing.keep_client_signatures` is on. A user's
+    /// when the client signed it already and `signing.client_signatures` is `keep`. A user's
     /// identity wins over a token's, and a token's over `*`; a token identity `who` may not
     /// have leaves `*` (if it may sign for `who`). The key is chosen when signing.
     pub fn plan(&self, who: &Requester<'_>, headers: &HeaderMap) -> Plan<'_> {
-        if self.keep_client_signatures
+        if self.client_signatures == ClientSignatures::Keep
             && (headers.contains_key(&SIGNATURE) || headers.contains_key(&SIGNATURE_INPUT))
         {
             return Plan::default();
@@ -381,7 +392,7 @@ impl<'a> Signing<'a> {
         signer.coverage.lines(target, &self.identity.agent_value, &mut base);
         let created = signer.window(now)?;
         let (input, signature) = if !signer.reuses() {
-            self.make(slot, &mut base, created, Some(&request::nonce()?))?
+            self.make(slot, &mut base, created, true)?
         } else {
             let cache = &self.identity.cache[slot];
             let hit = cache
@@ -394,7 +405,7 @@ impl<'a> Signing<'a> {
                 Some(fields) => fields,
                 None => {
                     let values: Box<str> = base.as_str().into();
-                    let made = self.make(slot, &mut base, created, None)?;
+                    let made = self.make(slot, &mut base, created, false)?;
                     let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
                     if map.len() >= CACHE_LIMIT {
                         map.retain(|_, c| c.created == created);
@@ -409,8 +420,7 @@ impl<'a> Signing<'a> {
                 }
             }
         };
-        headers.remove(&SIGNATURE);
-        headers.remove(&SIGNATURE_INPUT);
+        // `insert` replaces every line of the name: the client's fields, if any, are gone.
         headers.insert(SIGNATURE_AGENT.clone(), self.identity.agent_field.clone());
         headers.insert(SIGNATURE_INPUT.clone(), input);
         headers.insert(SIGNATURE.clone(), signature);
@@ -418,28 +428,48 @@ impl<'a> Signing<'a> {
     }
 
     /// Completes `base` (the component lines) with its `@signature-params` line and signs it:
-    /// the `Signature-Input` and `Signature` fields.
+    /// the `Signature-Input` and `Signature` fields, with a fresh `nonce` when `fresh`. Each
+    /// field is written once, in the buffer that becomes its bytes.
     fn make(
         &self,
         slot: usize,
         base: &mut String,
         created: u64,
-        nonce: Option<&str>,
+        fresh: bool,
     ) -> Result<(HeaderValue, HeaderValue), SigningError> {
         let key = self.key(slot);
         let expires = created + self.signer.lifetime;
-        let params = self.signer.coverage.params(created, expires, key.keyid(), nonce);
+        let input = self.signer.coverage.input_field(created, expires, key.keyid(), fresh)?;
         base.push_str("\"@signature-params\": ");
-        base.push_str(&params);
+        base.push_str(&input[LABEL.len() + 1..]);
         let signature = key.sign(base.as_bytes());
-        let field = |text: String| {
+        let mut encoded = [0u8; 88];
+        let encoded = Base64::encode(&signature, &mut encoded)
+            .map_err(|e| SigningError::Fields(e.to_string()))?;
+        let mut field = String::with_capacity(LABEL.len() + 3 + encoded.len());
+        field.push_str(LABEL);
+        field.push_str("=:");
+        field.push_str(encoded);
+        field.push(':');
+        let value = |text: String| {
             HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
                 .map_err(|e| SigningError::Fields(e.to_string()))
         };
-        Ok((
-            field(format!("{LABEL}={params}"))?,
-            field(format!("{LABEL}=:{}:", Base64::encode_string(&signature)))?,
-        ))
+        Ok((value(input)?, value(field)?))
+    }
+
+    /// With `signing.client_signatures = "cosign"`, the client's signature of the request as
+    /// it arrives (`arrival`, `headers`), to sign beside it when it leaves
+    /// ([`Signing::sign_beside`]); `None` otherwise, or when the client did not sign it.
+    pub fn client_signature(
+        &self,
+        arrival: &Target<'_>,
+        headers: &HeaderMap,
+    ) -> Option<ClientSignature> {
+        if self.signer.client_signatures != ClientSignatures::Cosign {
+            return None;
+        }
+        ClientSignature::read(arrival, headers)
     }
 
     /// Signs afresh, bypassing the cache: what a request costs with `signing.reuse` off
@@ -449,8 +479,7 @@ impl<'a> Signing<'a> {
         let slot = self.slot_at(now).ok_or(SigningError::NoKeyNow)?;
         let mut base = String::with_capacity(320 + 2 * target.path_and_query.len());
         self.signer.coverage.lines(target, &self.identity.agent_value, &mut base);
-        let nonce = request::nonce()?;
-        self.make(slot, &mut base, self.signer.window(now)?, Some(&nonce)).map(drop)
+        self.make(slot, &mut base, self.signer.window(now)?, true).map(drop)
     }
 }
 
@@ -565,7 +594,7 @@ mod tests {
         assert!(headers.is_empty(), "no key signs: nothing is set");
         let other = plan(Some("Other"), None).unwrap();
         assert_eq!(name_at(&other, at("2027-06-01T00:00:00Z")).as_deref(), Some("any"));
-        // A request the client signed is left alone (keep_client_signatures).
+        // A request the client signed is left alone (client_signatures = "keep").
         let mut signed = HeaderMap::new();
         signed.insert(&SIGNATURE_INPUT, HeaderValue::from_static("sig1=()"));
         assert!(signer.plan(&asking(Some("Bot"), None), &signed).signing.is_none());

@@ -24,7 +24,7 @@ pub struct Target<'r> {
 
 impl Target<'_> {
     /// `@path` (RFC 9421 §2.2.6): the path, `/` when empty.
-    fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         let path = self.path_and_query.split_once('?').map_or(self.path_and_query, |(p, _)| p);
         if path.is_empty() {
             "/"
@@ -34,7 +34,7 @@ impl Target<'_> {
     }
 
     /// The query without its `?`, if the target has one.
-    fn query(&self) -> Option<&str> {
+    pub(crate) fn query(&self) -> Option<&str> {
         self.path_and_query.split_once('?').map(|(_, q)| q)
     }
 }
@@ -113,6 +113,8 @@ impl Coverage {
     /// `("@method" "@authority" "@path" "signature-agent";key="sig1");created=…;expires=…;`
     /// `nonce="…";keyid="…";alg="ed25519";tag="web-bot-auth"` (`nonce` only when given).
     /// `keyid` is a base64url thumbprint and `nonce` base64: both fit a structured string.
+    /// (What [`Coverage::input_field`] writes after the label.)
+    #[cfg(test)]
     pub(crate) fn params(
         &self,
         created: u64,
@@ -120,24 +122,123 @@ impl Coverage {
         keyid: &str,
         nonce: Option<&str>,
     ) -> String {
-        use std::fmt::Write as _;
-        let mut params = String::with_capacity(self.inner.len() + 160);
-        params.push_str(&self.inner);
-        let _ = write!(params, ";created={created};expires={expires}");
-        if let Some(nonce) = nonce {
-            let _ = write!(params, ";nonce=\"{nonce}\"");
+        params_of(&self.inner, created, expires, keyid, nonce)
+    }
+
+    /// The whole `Signature-Input` field of a request signature, `sig1=` and its parameters
+    /// ([`Coverage::params`]), with a fresh `nonce` when `fresh`: made in one buffer, which
+    /// becomes the field's bytes. The parameters are `input[LABEL.len() + 1..]`.
+    pub(crate) fn input_field(
+        &self,
+        created: u64,
+        expires: u64,
+        keyid: &str,
+        fresh: bool,
+    ) -> Result<String, SigningError> {
+        let mut input = String::with_capacity(LABEL.len() + 1 + self.inner.len() + 160);
+        input.push_str(LABEL);
+        input.push('=');
+        if fresh {
+            let mut nonce = [0u8; 24];
+            let bytes = nonce_bytes()?;
+            let nonce = Base64::encode(&bytes, &mut nonce)
+                .map_err(|e| SigningError::Fields(e.to_string()))?;
+            push_params(&mut input, &self.inner, created, expires, keyid, Some(nonce));
+        } else {
+            push_params(&mut input, &self.inner, created, expires, keyid, None);
         }
-        let _ = write!(params, ";keyid=\"{keyid}\";alg=\"{ALG}\";tag=\"{REQUEST_TAG}\"");
-        params
+        Ok(input)
+    }
+
+    /// The covered components, in order, without the `Signature-Agent` member.
+    pub(crate) fn components(&self) -> &[Component] {
+        &self.components
     }
 }
 
-/// A fresh `nonce` (RFC 9421 §2.3): 16 random bytes, base64. It makes every per-request
-/// signature different, even for two identical requests in the same second.
+/// [`Coverage::params`] for the inner list `inner` (`(…)`).
+pub(crate) fn params_of(
+    inner: &str,
+    created: u64,
+    expires: u64,
+    keyid: &str,
+    nonce: Option<&str>,
+) -> String {
+    let mut params = String::with_capacity(inner.len() + 160);
+    push_params(&mut params, inner, created, expires, keyid, nonce);
+    params
+}
+
+/// Appends the signature parameters to `out` (see [`Coverage::params`]).
+fn push_params(
+    out: &mut String,
+    inner: &str,
+    created: u64,
+    expires: u64,
+    keyid: &str,
+    nonce: Option<&str>,
+) {
+    use std::fmt::Write as _;
+    out.push_str(inner);
+    let _ = write!(out, ";created={created};expires={expires}");
+    if let Some(nonce) = nonce {
+        out.push_str(";nonce=\"");
+        out.push_str(nonce);
+        out.push('"');
+    }
+    out.push_str(";keyid=\"");
+    out.push_str(keyid);
+    out.push_str("\";alg=\"");
+    out.push_str(ALG);
+    out.push_str("\";tag=\"");
+    out.push_str(REQUEST_TAG);
+    out.push('"');
+}
+
+/// Random bytes drawn from the system's generator this many at a time, per thread: one
+/// `getrandom` call per 32 nonces instead of one per request.
+const POOL: usize = 512;
+
+thread_local! {
+    /// System randomness not used yet, and where the unused part starts.
+    static RANDOM: std::cell::RefCell<([u8; POOL], usize)> =
+        const { std::cell::RefCell::new(([0; POOL], POOL)) };
+}
+
+/// 16 fresh random bytes from the system's generator (through this thread's pool; each byte
+/// is used once and zeroed).
+fn nonce_bytes() -> Result<[u8; 16], SigningError> {
+    RANDOM.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        let (bytes, used) = &mut *pool;
+        if *used + 16 > POOL {
+            SystemRandom::new().fill(bytes).map_err(|_| SigningError::Random)?;
+            *used = 0;
+        }
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&bytes[*used..*used + 16]);
+        bytes[*used..*used + 16].fill(0);
+        *used += 16;
+        Ok(out)
+    })
+}
+
+/// Appends a fresh `nonce` (RFC 9421 §2.3) to `out`: 16 random bytes, base64 (24 characters).
+/// It makes every per-request signature different, even for two identical requests in the
+/// same second.
+pub(crate) fn push_nonce(out: &mut String) -> Result<(), SigningError> {
+    let bytes = nonce_bytes()?;
+    let mut buf = [0u8; 24];
+    let text = Base64::encode(&bytes, &mut buf).map_err(|e| SigningError::Fields(e.to_string()))?;
+    out.push_str(text);
+    Ok(())
+}
+
+/// A fresh `nonce`, as [`push_nonce`] writes it.
 pub(crate) fn nonce() -> Result<String, SigningError> {
-    let mut bytes = [0u8; 16];
-    SystemRandom::new().fill(&mut bytes).map_err(|_| SigningError::Random)?;
-    Ok(Base64::encode_string(&bytes))
+    let mut out = String::with_capacity(24);
+    push_nonce(&mut out)?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -189,7 +290,22 @@ mod tests {
     }
 
     #[test]
+    fn the_input_field_is_the_label_and_the_params() {
+        let c = Coverage::new(&[Component::Method, Component::Path]);
+        let input = c.input_field(1, 61, "kid", false).unwrap();
+        assert_eq!(input, format!("{LABEL}={}", c.params(1, 61, "kid", None)));
+        let fresh = c.input_field(1, 61, "kid", true).unwrap();
+        let nonce = fresh.split("nonce=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert_eq!(fresh, format!("{LABEL}={}", c.params(1, 61, "kid", Some(nonce))));
+        assert_eq!(Base64::decode_vec(nonce).unwrap().len(), 16);
+    }
+
+    #[test]
     fn nonces_differ() {
+        // More than one pool's worth: every nonce differs, across refills.
+        let all: std::collections::HashSet<String> =
+            (0..3 * POOL / 16).map(|_| nonce().unwrap()).collect();
+        assert_eq!(all.len(), 3 * POOL / 16);
         assert_ne!(nonce().unwrap(), nonce().unwrap());
     }
 }

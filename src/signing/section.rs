@@ -32,9 +32,14 @@ pub struct SigningSection {
     /// within the window by the requests with the same values of every covered component.
     #[serde(with = "humantime_serde")]
     pub reuse: Duration,
-    /// A request that already carries `Signature` or `Signature-Input` is forwarded as it is,
-    /// unsigned by the proxy. `false`: the client's signature fields are replaced by ours.
-    pub keep_client_signatures: bool,
+    /// What becomes of a request that already carries `Signature` or `Signature-Input` (the
+    /// client signed it): see [`ClientSignatures`]. Left at `keep`, the deprecated
+    /// `keep_client_signatures = false` makes it `replace`
+    /// ([`SigningSection::client_signatures`]).
+    pub client_signatures: ClientSignatures,
+    /// Deprecated alias of `client_signatures`: `true` is `keep`, `false` is `replace`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_client_signatures: Option<bool>,
     /// Where `robots-proxy keys new` writes keys and the proxy reads them; relative paths are
     /// under `state_dir`.
     pub keys_dir: PathBuf,
@@ -55,12 +60,42 @@ impl Default for SigningSection {
             lifetime: Duration::from_secs(60),
             components: vec![Component::Method, Component::Authority, Component::Path],
             reuse: Duration::ZERO,
-            keep_client_signatures: true,
+            client_signatures: ClientSignatures::Keep,
+            keep_client_signatures: None,
             keys_dir: PathBuf::from("keys"),
             directory_lifetime: Duration::from_secs(3600),
             directory_listen: None,
             keys: Vec::new(),
             identities: Vec::new(),
+        }
+    }
+}
+
+/// What the proxy does with a request the client signed already (`signing.client_signatures`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientSignatures {
+    /// Forwarded as it is, without the proxy's signature.
+    #[default]
+    Keep,
+    /// The client's `Signature`, `Signature-Input` and `Signature-Agent` are replaced by the
+    /// proxy's.
+    Replace,
+    /// The proxy adds its own signature under its own label beside the client's, covering the
+    /// client's `signature`, `signature-input` and `signature-agent` members and every component
+    /// the client's signature covers (draft-ietf-webbotauth-httpsig-protocol, "Multiple
+    /// Signatures"); a client signature that cannot be covered is left as it is and the proxy
+    /// adds its ordinary signature beside it ([`super::cosign`]).
+    Cosign,
+}
+
+impl ClientSignatures {
+    /// The value, as the configuration writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientSignatures::Keep => "keep",
+            ClientSignatures::Replace => "replace",
+            ClientSignatures::Cosign => "cosign",
         }
     }
 }
@@ -332,6 +367,15 @@ impl fmt::Display for AgentUrl {
 }
 
 impl SigningSection {
+    /// `client_signatures`; left at `keep` (the default), what the deprecated
+    /// `keep_client_signatures` says (`true`: `keep`, `false`: `replace`).
+    pub fn client_signatures(&self) -> ClientSignatures {
+        match (self.client_signatures, self.keep_client_signatures) {
+            (ClientSignatures::Keep, Some(false)) => ClientSignatures::Replace,
+            (chosen, _) => chosen,
+        }
+    }
+
     /// Every rule broken, as (key, message), for [`crate::config::Config`]'s validation.
     pub(crate) fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
@@ -347,6 +391,24 @@ impl SigningSection {
                     humantime::format_duration(self.lifetime)
                 ),
             ));
+        }
+        // `keep` is the default: with it, the alias decides (`false` means `replace`).
+        if let (new, Some(old)) = (self.client_signatures, self.keep_client_signatures) {
+            let same = matches!(
+                (new, old),
+                (ClientSignatures::Keep, _) | (ClientSignatures::Replace, false)
+            );
+            if !same {
+                bad.push((
+                    "signing.client_signatures",
+                    format!(
+                        "{:?} contradicts signing.keep_client_signatures = {old} (deprecated: \
+                         true means \"keep\", false \"replace\"); remove \
+                         signing.keep_client_signatures",
+                        new.as_str()
+                    ),
+                ));
+            }
         }
         for (i, c) in self.components.iter().enumerate() {
             if self.components[..i].contains(c) {
@@ -507,6 +569,32 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle}: {text}");
         }
+    }
+
+    #[test]
+    fn the_deprecated_alias_maps_to_client_signatures_and_a_contradiction_names_both_keys() {
+        let with = |new: ClientSignatures, old: Option<bool>| SigningSection {
+            client_signatures: new,
+            keep_client_signatures: old,
+            ..SigningSection::default()
+        };
+        use ClientSignatures::*;
+        assert_eq!(with(Keep, None).client_signatures(), Keep);
+        assert_eq!(with(Keep, Some(true)).client_signatures(), Keep);
+        assert_eq!(with(Keep, Some(false)).client_signatures(), Replace);
+        assert_eq!(with(Cosign, None).client_signatures(), Cosign);
+        for (new, old) in [(Keep, true), (Keep, false), (Replace, false)] {
+            assert!(with(new, Some(old)).check().is_empty(), "{new:?} {old}");
+        }
+        for (new, old) in [(Replace, true), (Cosign, true), (Cosign, false)] {
+            let bad = with(new, Some(old)).check();
+            assert_eq!(bad.len(), 1, "{bad:?}");
+            assert_eq!(bad[0].0, "signing.client_signatures");
+            assert!(bad[0].1.contains("signing.keep_client_signatures"), "{}", bad[0].1);
+        }
+        let parsed: SigningSection = toml::from_str("client_signatures = \"cosign\"").unwrap();
+        assert_eq!(parsed.client_signatures(), Cosign);
+        assert!(toml::from_str::<SigningSection>("client_signatures = \"both\"").is_err());
     }
 
     #[test]

@@ -33,6 +33,8 @@ fn record(task: usize, n: usize) -> AuditRecord {
         read_path: None,
         usage: None,
         signature_keyid: None,
+        signature_cosigned: None,
+        signature_cosign_skipped: None,
         robots_version: None,
         exception: None,
     }

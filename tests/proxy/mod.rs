@@ -25,6 +25,7 @@ mod report;
 mod restart;
 mod signing;
 mod signing_choice;
+mod signing_cosign;
 mod signing_directory;
 mod signing_scope;
 mod streaming;

@@ -92,9 +92,11 @@ impl SignedMessage for Received {
                 else {
                     return vec![];
                 };
+                // An item, or an inner list (a `Signature-Input` member, which a cosignature
+                // covers): serialised as a one-member list is.
                 match dict.get(key.as_str()) {
-                    Some(sfv::ListEntry::Item(item)) => vec![item.serialize()],
-                    _ => vec![],
+                    Some(member) => vec![member.clone()].serialize().into_iter().collect(),
+                    None => vec![],
                 }
             }
             _ => vec![],
@@ -334,7 +336,7 @@ async fn a_request_the_client_signed_is_left_as_it_is_unless_configured() {
 
     let replacing = TestProxy::start_with(|c| {
         signing(c, keys.path());
-        c.signing.keep_client_signatures = false;
+        c.signing.client_signatures = robots_proxy::signing::ClientSignatures::Replace;
     })
     .await;
     assert_eq!(send(&replacing, "/replaced").await.unwrap().status(), 200);

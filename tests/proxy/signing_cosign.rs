@@ -1,0 +1,198 @@
+//! `signing.client_signatures = "cosign"` (issue 21 §1): the proxy adds its signature under its
+//! own label beside the client's, covering the client's `signature`, `signature-input` and
+//! `signature-agent` members and every component the client's signature covers
+//! (draft-ietf-webbotauth-httpsig-protocol, "Multiple Signatures"). Both signatures are checked
+//! with Cloudflare's `web-bot-auth` crate, each with its own key: the client's (made here, by the
+//! test, as a crawler would) and the proxy's (from its key directory).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64ct::{Base64, Encoding};
+use ring::signature::{Ed25519KeyPair, KeyPair};
+use web_bot_auth::keyring::{Algorithm, KeyRing};
+use web_bot_auth::message_signatures::MessageVerifier;
+
+use robots_proxy::signing::ClientSignatures;
+
+use super::signing::{directory_keys, header, make_key, signing, Received, ROBOTS};
+use super::support::{Origin, TestProxy};
+
+const CLIENT_AGENT: &str = r#"agent="https://agent.example""#;
+const CLIENT_KEYID: &str = "client-key";
+
+/// A crawler's own Web Bot Auth signature (label `agent`) of `GET path` at `authority`, over
+/// `@method`, `@authority`, `@path` and its `Signature-Agent` member (and `extra` fields, each
+/// with its value): the `Signature-Input` and `Signature` fields.
+fn client_signature(
+    key: &Ed25519KeyPair,
+    authority: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+) -> (String, String) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let mut ids = String::from(r#""@method" "@authority" "@path" "signature-agent";key="agent""#);
+    let mut base = format!(
+        "\"@method\": GET\n\"@authority\": {authority}\n\"@path\": {path}\n\
+         \"signature-agent\";key=\"agent\": \"https://agent.example\"\n"
+    );
+    for (name, value) in extra {
+        ids.push_str(&format!(" \"{name}\""));
+        base.push_str(&format!("\"{name}\": {value}\n"));
+    }
+    let params = format!(
+        "({ids});created={now};expires={};keyid=\"{CLIENT_KEYID}\";tag=\"web-bot-auth\"",
+        now + 300
+    );
+    base.push_str(&format!("\"@signature-params\": {params}"));
+    let signature = Base64::encode_string(key.sign(base.as_bytes()).as_ref());
+    (format!("agent={params}"), format!("agent=:{signature}:"))
+}
+
+fn client_key() -> Ed25519KeyPair {
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+    Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap()
+}
+
+/// Whether the signature labelled `label` of `received` verifies with `ring` (`web-bot-auth`).
+fn verifies(received: &Received, label: &str, ring: &KeyRing) -> Result<(), String> {
+    let verifier = MessageVerifier::parse(received, |(l, _)| l.as_str() == label)
+        .map_err(|e| format!("parse {label}: {e}"))?;
+    verifier.verify(ring, None).map(drop).map_err(|e| format!("verify {label}: {e}"))
+}
+
+/// The proxy with `client_signatures = "cosign"`, and a key ring with its keys and the client's.
+async fn cosigning(client: &Ed25519KeyPair) -> (TestProxy, KeyRing, tempfile::TempDir) {
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "k1");
+    let proxy = TestProxy::start_with(|c| {
+        signing(c, keys.path());
+        c.signing.client_signatures = ClientSignatures::Cosign;
+    })
+    .await;
+    let (mut ring, _) = directory_keys(proxy.signer.clone().unwrap()).await;
+    let public = client.public_key().as_ref().to_vec();
+    assert!(ring.import_raw(CLIENT_KEYID.into(), Algorithm::Ed25519, public));
+    (proxy, ring, keys)
+}
+
+async fn send(proxy: &TestProxy, url: &str, fields: &[(&str, &str)]) {
+    let mut req = proxy.client().get(url).header("user-agent", "ExampleBot/1.0");
+    for (k, v) in fields {
+        req = req.header(*k, *v);
+    }
+    assert_eq!(req.send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn a_cosigned_request_verifies_both_signatures_and_a_change_breaks_both() {
+    let client = client_key();
+    let origin = Origin::start(ROBOTS).await;
+    let (proxy, ring, _keys) = cosigning(&client).await;
+    let authority = origin.addr.to_string();
+    let (input, signature) = client_signature(&client, &authority, "/cosigned", &[]);
+    let url = format!("{}/cosigned", origin.base());
+    let fields = [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", input.as_str()),
+        ("signature", signature.as_str()),
+    ];
+    send(&proxy, &url, &fields).await;
+    let seen = origin.seen().into_iter().find(|s| s.target == "/cosigned").unwrap();
+    let received = Received::of(authority.clone(), &seen);
+    // The client's lines arrive as they were sent, the proxy's on lines of their own.
+    for (name, value) in fields {
+        let lines: Vec<_> = seen.headers.get_all(name).iter().collect();
+        assert_eq!(lines.len(), 2, "{name}: {lines:?}");
+        assert_eq!(lines[0], value, "{name}");
+    }
+    let ours = seen.headers.get_all("signature-input").iter().nth(1).unwrap().to_str().unwrap();
+    assert!(
+        ours.starts_with(
+            r#"sig1=("@method" "@authority" "@path" "signature-agent";key="sig1" "signature-agent";key="agent" "signature-input";key="agent" "signature";key="agent");created="#
+        ),
+        "{ours}"
+    );
+    verifies(&received, "agent", &ring).expect("the client's signature verifies");
+    verifies(&received, "sig1", &ring).expect("the proxy's signature verifies");
+
+    // A field the client's signature covers, changed: both fail.
+    let mut headers = seen.headers.clone();
+    let agents: Vec<_> = headers.get_all("signature-agent").iter().cloned().collect();
+    headers.remove("signature-agent");
+    headers.append("signature-agent", r#"agent="https://evil.example""#.parse().unwrap());
+    headers.append("signature-agent", agents[1].clone());
+    let claimed = Received { headers, ..Received::of(authority.clone(), &seen) };
+    assert!(verifies(&claimed, "agent", &ring).unwrap_err().starts_with("verify"));
+    assert!(verifies(&claimed, "sig1", &ring).unwrap_err().starts_with("verify"));
+    // And the path: both fail.
+    let moved = Received { target: "/other".into(), ..Received::of(authority, &seen) };
+    assert!(verifies(&moved, "agent", &ring).unwrap_err().starts_with("verify"));
+    assert!(verifies(&moved, "sig1", &ring).unwrap_err().starts_with("verify"));
+
+    let records = proxy.audit_records().await;
+    let record = records.iter().find(|r| r["robots.path"] == "/cosigned").unwrap();
+    assert_eq!(record["robots.signature.cosigned"], "agent");
+    assert!(record.get("robots.signature.cosign_skipped").is_none());
+}
+
+#[tokio::test]
+async fn a_client_signature_that_cannot_be_cosigned_is_left_as_it_is_beside_the_proxys() {
+    let client = client_key();
+    let origin = Origin::start(ROBOTS).await;
+    let (proxy, ring, _keys) = cosigning(&client).await;
+    let authority = origin.addr.to_string();
+
+    // A malformed Signature-Input: forwarded untouched, with the proxy's own signature only.
+    let broken = [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", r#"agent=("@authority""#),
+        ("signature", "agent=:AAAA:"),
+    ];
+    send(&proxy, &format!("{}/malformed", origin.base()), &broken).await;
+    let seen = origin.seen().into_iter().find(|s| s.target == "/malformed").unwrap();
+    for (name, value) in broken {
+        assert_eq!(seen.headers.get_all(name).iter().next().unwrap(), value, "{name} untouched");
+    }
+    let ours = seen.headers.get_all("signature-input").iter().nth(1).unwrap().to_str().unwrap();
+    assert!(
+        ours.starts_with(
+            r#"sig1=("@method" "@authority" "@path" "signature-agent";key="sig1");created="#
+        ),
+        "the proxy's own components only: {ours}"
+    );
+    let received = Received::of(authority.clone(), &seen);
+    verifies(&received, "sig1", &ring).expect("the proxy's signature verifies");
+
+    // A client signature over a field the proxy removes (hop-by-hop `Keep-Alive`): valid as
+    // sent, it is not covered, and the proxy's signature still verifies.
+    let (input, signature) =
+        client_signature(&client, &authority, "/hop", &[("keep-alive", "timeout=5")]);
+    let hop = [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", input.as_str()),
+        ("signature", signature.as_str()),
+        ("keep-alive", "timeout=5"),
+    ];
+    send(&proxy, &format!("{}/hop", origin.base()), &hop).await;
+    let seen = origin.seen().into_iter().find(|s| s.target == "/hop").unwrap();
+    let received = Received::of(authority, &seen);
+    verifies(&received, "sig1", &ring).expect("the proxy's signature verifies");
+    let ours = seen.headers.get_all("signature-input").iter().nth(1).unwrap().to_str().unwrap();
+    assert!(!ours.contains(r#""signature";key="agent""#), "{ours}");
+
+    let records = proxy.audit_records().await;
+    let why = |path: &str| {
+        let record = records.iter().find(|r| r["robots.path"] == path).unwrap();
+        assert!(record.get("robots.signature.cosigned").is_none());
+        record["robots.signature.cosign_skipped"].as_str().unwrap().to_owned()
+    };
+    assert!(why("/malformed").starts_with("malformed_signature_input: "), "{}", why("/malformed"));
+    assert!(why("/hop").starts_with("changed_component: \"keep-alive\""), "{}", why("/hop"));
+    let metrics = proxy.metrics.encode();
+    for reason in ["malformed_signature_input", "changed_component"] {
+        let line = format!("robots_proxy_cosign_skipped_total{{reason=\"{reason}\"}} 1");
+        assert!(metrics.contains(&line), "{line}");
+    }
+    assert!(header(&seen.headers, "signature").is_some());
+}

@@ -258,6 +258,7 @@ mod tests {
                 t,
                 Some(200),
             ))),
+            refresh: Default::default(),
         };
         persist.save(&snapshot, Some(body.clone()), 1 << 20, 0);
         // The origin fails: the copy goes on, stale, with the failure state.

@@ -46,6 +46,28 @@ pub struct RobotsSection {
     pub retry_max: Duration,
     /// Memory the cache of compiled robots.txt may hold.
     pub cache_memory: ByteSize,
+    /// The last share of a robots.txt's lifetime in which the first request that sees it
+    /// starts a refetch in the background, while every request goes on with the copy still in
+    /// force (0 to [`MAX_REFRESH_AHEAD`]; 0 turns it off: a request that finds the copy
+    /// expired waits for the refetch).
+    pub refresh_ahead: f64,
+}
+
+/// The largest `robots.refresh_ahead`: a refresh starts at half the lifetime at the earliest,
+/// so a busy site's robots.txt is fetched at most twice as often as without it.
+pub(crate) const MAX_REFRESH_AHEAD: f64 = 0.5;
+
+impl RobotsSection {
+    /// What is wrong with `refresh_ahead`, if anything.
+    pub(crate) fn check_refresh_ahead(&self) -> Option<String> {
+        let share = self.refresh_ahead;
+        (!(0.0..=MAX_REFRESH_AHEAD).contains(&share)).then(|| {
+            format!(
+                "{share} is not a share of the lifetime from 0 (off) to {MAX_REFRESH_AHEAD} \
+                 (a refresh in the last half of it)"
+            )
+        })
+    }
 }
 
 impl Default for RobotsSection {
@@ -64,6 +86,7 @@ impl Default for RobotsSection {
             retry_initial: Duration::from_secs(10),
             retry_max: Duration::from_secs(3600),
             cache_memory: ByteSize(256 * 1024 * 1024),
+            refresh_ahead: 0.2,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::fetch::Fetched;
 use super::RobotsSection;
-use super::{RobotsRules, RobotsSnapshot, RobotsState};
+use super::{RefreshMark, RobotsRules, RobotsSnapshot, RobotsState};
 use crate::authority::Authority;
 use crate::robots_version::RobotsVersion;
 
@@ -26,6 +26,10 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 ///   30 days"), a copy is still used (`Stale`) and, without one, the file is assumed
 ///   unavailable as §2.3.1.4 allows: `AllowAll` with state `Unavailable` (`failing_since`
 ///   tells it apart from a real 4xx). Retries go on, so a recovered origin is noticed.
+/// * A refresh ahead of expiry (`prev` still current and not failing, see [`refresh_due`]):
+///   a 2xx or 4xx replaces `prev` as any fetch does; a 429, 5xx or network error keeps `prev`
+///   in force until its `expires_at`, noting the failure (`failing_since`, `failures`,
+///   `last_outcome`), so that at its expiry the rows above apply.
 pub(crate) fn next_snapshot(
     prev: Option<&RobotsSnapshot>,
     authority: &Authority,
@@ -34,6 +38,19 @@ pub(crate) fn next_snapshot(
     settings: &RobotsSection,
 ) -> RobotsSnapshot {
     let last_outcome = fetched.outcome();
+    if let (Fetched::Unreachable { .. }, Some(prev)) = (&fetched, prev) {
+        if refreshing(prev, now) {
+            // A refresh ahead of expiry failed (429, 5xx, network): the entry in force stays
+            // until it expires, and counts as failing from now on (not refreshed ahead again;
+            // at its expiry its retry runs as a failing origin's does).
+            return RobotsSnapshot {
+                last_outcome,
+                failing_since: Some(now),
+                failures: 1,
+                ..prev.clone()
+            };
+        }
+    }
     let base = |rules, state, fetched_at, expires_at, version| RobotsSnapshot {
         authority: authority.clone(),
         robots_url: authority.robots_url(),
@@ -45,6 +62,7 @@ pub(crate) fn next_snapshot(
         failing_since: None,
         failures: 0,
         version,
+        refresh: RefreshMark::default(),
     };
     match fetched {
         Fetched::Robots { robots, max_age, body, status } => base(
@@ -113,6 +131,45 @@ pub(crate) fn next_snapshot(
     }
 }
 
+/// Whether a fetch at `now` with `prev` in force is a refresh ahead of expiry: `prev` is within
+/// its lifetime and not failing (an entry whose fetches fail is refetched when its back-off
+/// ends, never ahead).
+fn refreshing(prev: &RobotsSnapshot, now: SystemTime) -> bool {
+    prev.is_current(now) && prev.failing_since.is_none()
+}
+
+/// When a refresh of `snapshot` ahead of its expiry may start, `share` being
+/// `robots.refresh_ahead`: the last `share` of its lifetime (from `fetched_at` to `expires_at`).
+/// `None` when it is never refreshed ahead: `share` is 0, or the entry is failing (its retry
+/// waits for the back-off: a stale copy, disallow all, allow all after the give-up, or a copy
+/// whose refresh already failed once within its lifetime).
+pub(crate) fn refresh_starts(snapshot: &RobotsSnapshot, share: f64) -> Option<SystemTime> {
+    if share <= 0.0 || snapshot.failing_since.is_some() {
+        return None;
+    }
+    let lifetime = snapshot.expires_at.duration_since(snapshot.fetched_at).unwrap_or_default();
+    let ahead = lifetime.mul_f64(share.min(1.0));
+    snapshot.expires_at.checked_sub(ahead)
+}
+
+/// Whether a request at `now` that finds `snapshot` in force should start its refresh: it is
+/// still current (an expired entry is fetched as before) and in its refresh window.
+pub(crate) fn refresh_due(snapshot: &RobotsSnapshot, now: SystemTime, share: f64) -> bool {
+    snapshot.is_current(now) && refresh_starts(snapshot, share).is_some_and(|start| now >= start)
+}
+
+/// Whether `snapshot` is an entry kept in force after its refresh ahead of expiry failed: it
+/// is failing, yet in the state of an answer (fresh, or unavailable from a 4xx) whose failures
+/// began within its lifetime. (After the give-up, allow all is dated when the failures had
+/// lasted `give_up_after`, never before they began.)
+pub(crate) fn is_failed_refresh(snapshot: &RobotsSnapshot) -> bool {
+    match (snapshot.state, snapshot.failing_since) {
+        (RobotsState::Fresh, Some(_)) => true,
+        (RobotsState::Unavailable, Some(since)) => since > snapshot.fetched_at,
+        _ => false,
+    }
+}
+
 /// How long an answer is used: `max_age` (RFC 9309 §2.4: "SHOULD NOT use the cached version
 /// for more than 24 hours"), or what `Cache-Control` asks if that is shorter, but never below
 /// `min_age`, so a `max-age=0` or `no-store` cannot make every request refetch.
@@ -140,6 +197,14 @@ fn after(now: SystemTime, d: Duration) -> SystemTime {
 pub(super) fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
     let authority = &snapshot.authority;
     let outcome = &snapshot.last_outcome;
+    if is_failed_refresh(snapshot) {
+        tracing::info!(
+            %authority, ?outcome, state = ?snapshot.state,
+            expires_at = %humantime::format_rfc3339_seconds(snapshot.expires_at), stored,
+            "robots.txt refresh failed: the entry in force stays until it expires"
+        );
+        return;
+    }
     match snapshot.state {
         RobotsState::Fresh => {
             tracing::debug!(%authority, ?outcome, state = ?snapshot.state, stored, "robots.txt fetched");

@@ -305,6 +305,94 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_starts_in_the_last_share_of_the_lifetime() {
+        let s = settings();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let good = next_snapshot(None, &auth(), ok(), t0, &s);
+        let life = good.expires_at.duration_since(t0).unwrap();
+        assert_eq!(life, s.max_age);
+        let start = t0 + life.mul_f64(0.8);
+        assert_eq!(refresh_starts(&good, 0.2), Some(start));
+        let nano = Duration::from_nanos(1);
+        assert!(!refresh_due(&good, t0, 0.2));
+        assert!(!refresh_due(&good, start - nano, 0.2), "not before the window");
+        assert!(refresh_due(&good, start, 0.2), "from its first instant");
+        assert!(refresh_due(&good, good.expires_at - nano, 0.2), "to the last");
+        assert!(!refresh_due(&good, good.expires_at, 0.2), "an expired entry is fetched as before");
+        assert_eq!(refresh_starts(&good, 0.0), None, "0 turns it off");
+        assert!(!refresh_due(&good, good.expires_at - nano, 0.0));
+        // A 4xx answer is refreshed too, within its own lifetime.
+        let gone = Fetched::Unavailable { outcome: FetchOutcome::Status(404), max_age: None };
+        let gone = next_snapshot(None, &auth(), gone, t0, &s);
+        assert!(refresh_due(&gone, start, 0.2));
+        // A failing entry never is: its retry waits for the back-off.
+        let stale = next_snapshot(Some(&good), &auth(), fail(), good.expires_at, &s);
+        assert_eq!(refresh_starts(&stale, 0.2), None);
+        let down = next_snapshot(None, &auth(), fail(), t0, &s);
+        assert_eq!(refresh_starts(&down, 0.5), None);
+    }
+
+    #[test]
+    fn a_failed_refresh_keeps_the_copy_until_it_expires() {
+        let s = settings();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let good = next_snapshot(None, &auth(), ok(), t0, &s);
+        let at = refresh_starts(&good, 0.2).unwrap() + Duration::from_secs(1);
+        for failure in [503, 500, 429] {
+            let failed = Fetched::Unreachable { outcome: FetchOutcome::Status(failure) };
+            let kept = next_snapshot(Some(&good), &auth(), failed, at, &s);
+            assert_eq!(kept.state, RobotsState::Fresh, "{failure}: still within its lifetime");
+            assert_eq!((kept.fetched_at, kept.expires_at), (t0, good.expires_at));
+            assert_eq!(kept.version, good.version, "the same copy");
+            assert!(!kept.rules.allows(None, "/x"));
+            assert_eq!(kept.last_outcome, FetchOutcome::Status(failure));
+            assert_eq!((kept.failing_since, kept.failures), (Some(at), 1));
+            assert!(is_failed_refresh(&kept));
+            assert!(!refresh_due(&kept, at, 0.2), "one refresh per lifetime when it fails");
+            // At its expiry, the rules for an unreachable robots.txt: the copy, stale.
+            let later = next_snapshot(Some(&kept), &auth(), fail(), good.expires_at, &s);
+            assert_eq!(later.state, RobotsState::Stale);
+            assert_eq!(later.version, good.version);
+            assert_eq!((later.failing_since, later.failures), (Some(at), 2));
+            assert!(!is_failed_refresh(&later));
+        }
+        // A 2xx or a 4xx replaces the copy, as any fetch does.
+        let renewed = next_snapshot(Some(&good), &auth(), ok(), at, &s);
+        assert_eq!((renewed.fetched_at, renewed.expires_at), (at, at + s.max_age));
+        let gone = Fetched::Unavailable { outcome: FetchOutcome::Status(404), max_age: None };
+        let gone = next_snapshot(Some(&good), &auth(), gone, at, &s);
+        assert!(matches!(gone.rules, RobotsRules::AllowAll));
+        // A 4xx answer whose refresh fails still allows all until it expires; then the rules
+        // for an unreachable robots.txt without a copy: disallow all.
+        let kept = next_snapshot(Some(&gone), &auth(), fail(), at + Duration::from_secs(1), &s);
+        assert!(matches!(kept.rules, RobotsRules::AllowAll));
+        assert_eq!((kept.state, kept.expires_at), (RobotsState::Unavailable, gone.expires_at));
+        assert!(is_failed_refresh(&kept));
+        let later = next_snapshot(Some(&kept), &auth(), fail(), gone.expires_at, &s);
+        assert!(matches!(later.rules, RobotsRules::DisallowAll));
+        assert_eq!(later.state, RobotsState::Unreachable);
+        // After the give-up, allow all is not a failed refresh.
+        let late = t0 + s.give_up_after;
+        let first = next_snapshot(None, &auth(), fail(), t0, &s);
+        let gave_up = next_snapshot(Some(&first), &auth(), fail(), late, &s);
+        assert_eq!(gave_up.state, RobotsState::Unavailable);
+        assert!(!is_failed_refresh(&gave_up));
+    }
+
+    #[test]
+    fn one_request_claims_the_refresh_of_an_entry() {
+        let s = settings();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let good = next_snapshot(None, &auth(), ok(), t0, &s);
+        assert!(good.refresh.claim());
+        assert!(!good.refresh.claim());
+        assert!(!good.refresh.claim());
+        // The entry a refresh stores is another one: claimable again in its own window.
+        let renewed = next_snapshot(Some(&good), &auth(), ok(), t0, &s);
+        assert!(renewed.refresh.claim());
+    }
+
+    #[test]
     fn give_up_without_a_copy_allows() {
         let s = settings();
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);

@@ -22,6 +22,7 @@ mod preflight;
 mod properties;
 mod quick_start;
 mod rebinding;
+pub(crate) mod refresh_ahead;
 mod report_reload;
 mod side_limits;
 mod user_agents;

@@ -23,6 +23,7 @@ async fn one_instance_refreshes_for_the_fleet() {
     until_fleet_up(&f, 1).await;
     let origin = GatedOrigin::start(OLD).await;
     let (a, b) = (f.instances[0].proxy_addr, f.instances[1].proxy_addr);
+    let old = origin.url("/old");
     assert_eq!(statuses(a, &origin.url("/old"), 1).await, [403]);
     assert_eq!(statuses(b, &origin.url("/old"), 1).await, [403]);
     assert_eq!(origin.robots_hits(), 1, "one fetch for the fleet");
@@ -31,8 +32,8 @@ async fn one_instance_refreshes_for_the_fleet() {
     // Into the refresh window (from 5 s after the fetch; it expires at 10 s).
     tokio::time::sleep(Duration::from_millis(5500)).await;
     let (on_a, on_b) = tokio::join!(
-        statuses(a, &origin.url("/old"), 20),
-        statuses(b, &origin.url("/old"), 20)
+        statuses(a, &old, 20),
+        statuses(b, &old, 20)
     );
     assert!(on_a.iter().chain(&on_b).all(|s| *s == 403), "old rules: {on_a:?} {on_b:?}");
     // Both instances started their refresh; one holds the lease and the origin's one refetch.
@@ -49,8 +50,8 @@ async fn one_instance_refreshes_for_the_fleet() {
     }
     until("the refetch reaches the origin", || origin.held() == 1).await;
     let (on_a, on_b) = tokio::join!(
-        statuses(a, &origin.url("/old"), 10),
-        statuses(b, &origin.url("/old"), 10)
+        statuses(a, &old, 10),
+        statuses(b, &old, 10)
     );
     assert!(on_a.iter().chain(&on_b).all(|s| *s == 403), "old rules: {on_a:?} {on_b:?}");
     assert_eq!((origin.robots_hits(), origin.held()), (2, 1), "one refetch for the fleet");

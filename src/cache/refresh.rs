@@ -81,7 +81,7 @@ mod tests {
     use crate::authority::{Authority, Scheme};
     use crate::cache::fetch::{Fetch, Fetched};
     use crate::cache::{FetchOutcome, RobotsCache, RobotsSection, RobotsState};
-    use crate::clock::ManualClock;
+    use crate::clock::{Clock, ManualClock};
     use crate::robots::RobotsTxt;
 
     /// The first fetch answers at once; every later one waits for a permit of `gate`, then

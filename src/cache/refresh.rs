@@ -103,9 +103,7 @@ mod tests {
                     let _permit = gate.acquire().await;
                     match later {
                         Some(body) => body,
-                        None => {
-                            return Fetched::Unreachable { outcome: FetchOutcome::Status(503) }
-                        }
+                        None => return Fetched::Unreachable { outcome: FetchOutcome::Status(503) },
                     }
                 };
                 Fetched::Robots {
@@ -119,9 +117,13 @@ mod tests {
     }
 
     fn setup(later: Option<&'static [u8]>) -> (RobotsCache, Arc<Gated>, Arc<ManualClock>) {
-        let fetcher =
-            Arc::new(Gated { calls: AtomicUsize::new(0), gate: Arc::new(Semaphore::new(0)), later });
-        let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1 << 30)));
+        let fetcher = Arc::new(Gated {
+            calls: AtomicUsize::new(0),
+            gate: Arc::new(Semaphore::new(0)),
+            later,
+        });
+        let clock =
+            Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1 << 30)));
         let settings = RobotsSection {
             max_age: Duration::from_secs(100),
             min_age: Duration::ZERO,
@@ -220,6 +222,9 @@ mod tests {
         turns_until(|| fetcher.calls.load(Ordering::SeqCst) == 3).await;
         entry_until(&cache, &a, |s| s.failures == 2).await;
         let after = cache.get(&a).await;
-        assert_eq!((after.state, after.version.clone()), (RobotsState::Stale, first.version.clone()));
+        assert_eq!(
+            (after.state, after.version.clone()),
+            (RobotsState::Stale, first.version.clone())
+        );
     }
 }

@@ -31,10 +31,7 @@ async fn one_instance_refreshes_for_the_fleet() {
     origin.hold();
     // Into the refresh window (from 5 s after the fetch; it expires at 10 s).
     tokio::time::sleep(Duration::from_millis(5500)).await;
-    let (on_a, on_b) = tokio::join!(
-        statuses(a, &old, 20),
-        statuses(b, &old, 20)
-    );
+    let (on_a, on_b) = tokio::join!(statuses(a, &old, 20), statuses(b, &old, 20));
     assert!(on_a.iter().chain(&on_b).all(|s| *s == 403), "old rules: {on_a:?} {on_b:?}");
     // Both instances started their refresh; one holds the lease and the origin's one refetch.
     for proxy in &f.instances {
@@ -49,10 +46,7 @@ async fn one_instance_refreshes_for_the_fleet() {
         assert!(started, "an instance never started its refresh");
     }
     until("the refetch reaches the origin", || origin.held() == 1).await;
-    let (on_a, on_b) = tokio::join!(
-        statuses(a, &old, 10),
-        statuses(b, &old, 10)
-    );
+    let (on_a, on_b) = tokio::join!(statuses(a, &old, 10), statuses(b, &old, 10));
     assert!(on_a.iter().chain(&on_b).all(|s| *s == 403), "old rules: {on_a:?} {on_b:?}");
     assert_eq!((origin.robots_hits(), origin.held()), (2, 1), "one refetch for the fleet");
     origin.release();

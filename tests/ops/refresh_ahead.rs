@@ -188,8 +188,7 @@ async fn a_503_refresh_keeps_the_rules_until_they_expire() {
     origin.set_robots(503, "down");
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert_eq!(statuses(proxy.proxy_addr, &origin.url("/old"), 1).await, [403]);
-    until("the refresh is answered 503", || origin.robots_hits() == 2 && origin.held() == 0)
-        .await;
+    until("the refresh is answered 503", || origin.robots_hits() == 2 && origin.held() == 0).await;
     let answers = statuses(proxy.proxy_addr, &origin.url("/old"), 20).await;
     assert!(answers.iter().all(|s| *s == 403), "the old rules after a 503: {answers:?}");
     assert_eq!(statuses(proxy.proxy_addr, &origin.url("/new"), 3).await, [200; 3]);

@@ -21,7 +21,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::support::{proxied_client, ProxyProcess};
+use super::support::{get_json, proxied_client, ProxyProcess};
 
 /// An origin on 127.0.0.1 whose `/robots.txt` answers what [`GatedOrigin::set_robots`] last
 /// set, once the gate is open ([`GatedOrigin::hold`], [`GatedOrigin::release`]); anything else
@@ -176,6 +176,45 @@ async fn a_held_refresh_keeps_answering_with_the_rules_in_force() {
     assert_eq!(origin.robots_hits(), 2);
     let metrics = client_metrics(&proxy).await;
     assert_eq!(super::support::sample(&metrics, "robots_proxy_cache_refreshes_total"), 1.0);
+    // The archive holds the refreshed version as it holds a fetched one: the old one's window
+    // replaced by the new one's.
+    let windows = archived_windows(&proxy, &origin, 2).await;
+    assert_eq!(windows[0]["sha256"], sha256_hex(OLD), "{windows:?}");
+    assert_eq!(windows[1]["sha256"], sha256_hex(NEW), "{windows:?}");
+    assert_eq!(
+        (windows[1]["status"].as_u64(), windows[1]["state"].as_str()),
+        (Some(200), Some("fresh"))
+    );
+    assert_eq!(windows[0]["replaced_at"], windows[1]["first_fetched"]);
+}
+
+/// The windows of the archive (`GET /api/robots/versions`) for `origin`, once there are
+/// `count` of them (at most 5 s).
+async fn archived_windows(
+    proxy: &ProxyProcess,
+    origin: &GatedOrigin,
+    count: usize,
+) -> Vec<serde_json::Value> {
+    let authority = format!("http://{}", origin.addr);
+    let encoded: String = url::form_urlencoded::byte_serialize(authority.as_bytes()).collect();
+    let url = format!("{}/api/robots/versions?authority={encoded}", proxy.admin());
+    let mut windows = Vec::new();
+    for _ in 0..250 {
+        let (status, listed) = get_json(&url).await;
+        assert_eq!(status, 200, "{listed}");
+        windows = listed["windows"].as_array().cloned().unwrap_or_default();
+        if windows.len() >= count {
+            return windows;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the archive never held {count} windows: {windows:?}");
+}
+
+/// The lowercase hex SHA-256 of `text`, computed here, independently of the proxy.
+fn sha256_hex(text: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A 503 during the refresh keeps the old rules until they expire, with no second refresh;
@@ -193,6 +232,11 @@ async fn a_503_refresh_keeps_the_rules_until_they_expire() {
     assert!(answers.iter().all(|s| *s == 403), "the old rules after a 503: {answers:?}");
     assert_eq!(statuses(proxy.proxy_addr, &origin.url("/new"), 3).await, [200; 3]);
     assert_eq!(origin.robots_hits(), 2, "no second refresh before the expiry");
+    // The copy stayed in force: the archive has its one window, nothing of the failed refresh.
+    let windows = archived_windows(&proxy, &origin, 1).await;
+    assert_eq!(windows.len(), 1, "{windows:?}");
+    assert_eq!(windows[0]["sha256"], sha256_hex(OLD));
+    assert_eq!(windows[0]["replaced_at"], serde_json::Value::Null);
     // Past the expiry: the copy, stale, while the retry runs.
     tokio::time::sleep(Duration::from_millis(3000)).await;
     assert_eq!(statuses(proxy.proxy_addr, &origin.url("/old"), 3).await, [403; 3]);

@@ -90,3 +90,19 @@ impl Default for RobotsSection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refresh_ahead_is_a_share_from_zero_to_half() {
+        let with = |refresh_ahead| RobotsSection { refresh_ahead, ..RobotsSection::default() };
+        for ok in [0.0, 0.2, 0.5] {
+            assert_eq!(with(ok).check_refresh_ahead(), None, "{ok}");
+        }
+        for bad in [0.51, 1.0, -0.1, f64::NAN, f64::INFINITY] {
+            assert!(with(bad).check_refresh_ahead().is_some(), "{bad}");
+        }
+    }
+}

@@ -506,6 +506,13 @@ impl Collector for ScrapeTime {
             "Lookups that waited for a robots.txt fetch (first fetch or refetch).",
             stats.misses,
         )?;
+        Self::counter(
+            &mut encoder,
+            "cache_refreshes",
+            "robots.txt refetches started ahead of expiry (robots.refresh_ahead); no request \
+             waits for them.",
+            stats.refreshes,
+        )?;
         {
             let metric_type = MetricType::Counter;
             let mut family = encoder.encode_descriptor(

@@ -21,8 +21,14 @@ impl RobotsCache {
 
 /// A fetch's result (or a record taken over) was handed to its requests: logged, and archived
 /// when it is one the store keeps (`keep`; not a fetch that found no slot, nor a fleet error).
+///
+/// A refresh ahead of expiry that failed is not archived: the copy in force stays in force, so
+/// what decisions are made with has not changed (at its expiry, the retry's result is).
 pub(super) fn taken_in(inner: &Inner, snapshot: &RobotsSnapshot, keep: bool, stored: bool) {
     state::log_outcome(snapshot, stored);
+    if state::is_failed_refresh(snapshot) {
+        return;
+    }
     if let (true, Some(archive)) = (keep, inner.archive.get()) {
         archive.note(observation(snapshot, inner.clock.now()));
     }

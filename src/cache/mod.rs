@@ -21,10 +21,17 @@
 //!   init in another caller, which would fetch twice.
 //! * **Each fetch is its own task** (`tokio::spawn`): a client that hangs up drops only its
 //!   wait, never the fetch the others wait for, and the result is cached all the same.
+//! * **Refresh ahead** (`refresh_ahead`): in the last share of an entry's lifetime, the first
+//!   request that finds it (through [`RobotsCache::get`] or [`RobotsCache::recent`]) claims
+//!   the entry's [`RefreshMark`] and spawns its refetch; every request goes on with the entry,
+//!   which is still within its lifetime. The refetch is the usual coalesced fetch (one in
+//!   flight per authority; with a fleet, one for the fleet under the lease). A 2xx or 4xx
+//!   replaces the entry; a failure keeps it until it expires, marked failing, so it is not
+//!   refreshed again and its expiry is handled as a failing origin's (`state::next_snapshot`).
 //! * **A due entry is refetched before answering**: a request that finds a 2xx copy past its
-//!   lifetime waits for the refetch rather than being served the old copy in the meantime
-//!   (no stale-while-revalidate). It costs one round trip per authority per `max_age`, and
-//!   every answer is then as fresh as §2.4 asks. While the origin fails, the copy is served
+//!   lifetime (no request refreshed it in its window) waits for the refetch rather than being
+//!   served the old copy in the meantime (no stale-while-revalidate past the lifetime). Every
+//!   answer is then as fresh as §2.4 asks. While the origin fails, the copy is served
 //!   as `Stale` without waiting until the back-off's next retry time, **and without waiting
 //!   for that retry either**: a failing origin's entry stays in force (stale copy, disallow
 //!   all, or allow all after the give-up) while its retry runs in the background, so a
@@ -46,6 +53,7 @@ mod class;
 mod decode;
 mod fetch;
 mod persist;
+mod refresh;
 mod section;
 mod shared;
 mod slots;
@@ -73,6 +81,7 @@ use crate::robots::usage::UsagePreferences;
 use crate::robots::{CrawlDelay, ProductToken, RobotsTxt};
 use crate::robots_version::RobotsVersion;
 use fetch::{Fetch, HttpFetcher};
+use refresh::RefreshMark;
 
 /// The rules in force for an authority.
 #[derive(Debug, Clone)]
@@ -206,6 +215,9 @@ pub struct RobotsSnapshot {
     /// when it was fetched): made once per fetch that gave a body, kept with a stale copy.
     /// `None` when no file is in force (allow all, disallow all).
     pub version: Option<Arc<RobotsVersion>>,
+    /// Whether a refresh ahead of expiry was started from this entry (`robots.refresh_ahead`):
+    /// the first request in the refresh window claims it, so one refetch runs per entry.
+    refresh: RefreshMark,
 }
 
 impl RobotsSnapshot {
@@ -272,6 +284,8 @@ pub struct CacheStats {
     pub hits: u64,
     /// [`RobotsCache::get`] calls that waited for a fetch (started or joined).
     pub misses: u64,
+    /// Refreshes started ahead of expiry (`robots.refresh_ahead`); no request waits for them.
+    pub refreshes: u64,
     /// Completed fetches by [`FetchClass`], in the order of [`FetchClass::ALL`].
     pub fetches: [u64; 7],
 }
@@ -287,6 +301,8 @@ impl CacheStats {
 struct Counters {
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Refreshes started ahead of expiry.
+    refreshes: AtomicU64,
     fetches: [AtomicU64; 7],
 }
 
@@ -437,7 +453,7 @@ impl RobotsCache {
     }
 
     /// Puts the lifetimes of `section` in force (`robots.max_age`, `min_age`, `give_up_after`,
-    /// `retry_initial`, `retry_max`): they apply to the next fetch result of each authority.
+    /// `retry_initial`, `retry_max`, `refresh_ahead`): they apply to the next fetch result of each authority.
     /// The entries cached stay, with the expiry they were given. The other keys are the
     /// fetcher's and the memory bound's, built once (see `config::restart_reason`).
     pub fn reconfigure(&self, section: &RobotsSection) {
@@ -447,6 +463,7 @@ impl RobotsCache {
         settings.give_up_after = section.give_up_after;
         settings.retry_initial = section.retry_initial;
         settings.retry_max = section.retry_max;
+        settings.refresh_ahead = section.refresh_ahead;
         self.inner.settings.store(Arc::new(settings));
     }
 
@@ -470,10 +487,12 @@ impl RobotsCache {
             return None;
         }
         let snapshot = recent.snapshots.iter().find(|s| s.authority == *authority)?;
-        if !snapshot.is_current(self.inner.clock.now()) {
+        let now = self.inner.clock.now();
+        if !snapshot.is_current(now) {
             return None;
         }
         self.inner.counters.hits.fetch_add(1, Ordering::Relaxed);
+        Inner::refresh_ahead(&self.inner, snapshot, now);
         Some(snapshot.clone())
     }
 
@@ -512,6 +531,7 @@ impl RobotsCache {
         if let Some(snapshot) = self.inner.entries.get(authority).await {
             if snapshot.is_current(now) {
                 counters.hits.fetch_add(1, Ordering::Relaxed);
+                Inner::refresh_ahead(&self.inner, &snapshot, now);
                 return snapshot;
             }
             if snapshot.failing_since.is_some() {
@@ -520,6 +540,12 @@ impl RobotsCache {
                 // retry's answer arrives, and requests do not wait for it.
                 Inner::refetch_in_background(&self.inner, authority).await;
                 counters.hits.fetch_add(1, Ordering::Relaxed);
+                if snapshot.state == RobotsState::Fresh {
+                    // A copy whose refresh failed, now past its lifetime: served as the stale
+                    // copy it is until the retry answers.
+                    let stale = RobotsSnapshot { state: RobotsState::Stale, ..(*snapshot).clone() };
+                    return Arc::new(stale);
+                }
                 return snapshot;
             }
         }
@@ -556,6 +582,7 @@ impl RobotsCache {
             failing_since: Some(now),
             failures: 1,
             version: None,
+            refresh: RefreshMark::default(),
         })
     }
 
@@ -633,6 +660,7 @@ impl RobotsCache {
         CacheStats {
             hits: c.hits.load(Ordering::Relaxed),
             misses: c.misses.load(Ordering::Relaxed),
+            refreshes: c.refreshes.load(Ordering::Relaxed),
             fetches: std::array::from_fn(|i| c.fetches[i].load(Ordering::Relaxed)),
         }
     }
@@ -645,9 +673,7 @@ impl RobotsCache {
 
 impl Inner {
     /// Starts a fetch of `authority` unless one is in flight or the entry is current, without
-    /// waiting for it. This is where a refresh-ahead (refetching a busy site's entry shortly
-    /// before it expires, issue 19) starts its fetch too: the fetch is the usual coalesced
-    /// one, and requests keep being answered from the entry in force meanwhile.
+    /// waiting for it.
     async fn refetch_in_background(this: &Arc<Self>, authority: &Authority) {
         drop(Inner::find_or_fetch(this, authority).await);
     }
@@ -669,21 +695,23 @@ impl Inner {
         let (sender, result) = watch::channel(None);
         in_flight.insert(authority.clone(), InFlight { id, result: result.clone() });
         drop(in_flight);
-        tokio::spawn(Inner::fetch(this.clone(), authority.clone(), id, sender));
+        tokio::spawn(Inner::fetch(this.clone(), authority.clone(), id, sender, false));
         Found::Fetching(result)
     }
 
     /// The fetch task: fetch, apply the status table, store (unless purged meanwhile), and
-    /// hand the result to every waiting request.
+    /// hand the result to every waiting request. `ahead`: a refresh of the entry in force
+    /// ahead of its expiry ([`Inner::refresh`]).
     async fn fetch(
         this: Arc<Self>,
         authority: Authority,
         id: u64,
         sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
+        ahead: bool,
     ) {
         tracing::debug!(%authority, "fetching robots.txt");
         if let Some(shared) = this.shared.get() {
-            match shared::refresh(&this, shared.as_ref(), &authority).await {
+            match shared::refresh(&this, shared.as_ref(), &authority, ahead).await {
                 Ok((snapshot, keep)) => {
                     return Inner::store(&this, &authority, id, snapshot, keep, None, sender).await
                 }
@@ -700,6 +728,7 @@ impl Inner {
                         failing_since: Some(now),
                         failures: 1,
                         version: None,
+                        refresh: RefreshMark::default(),
                     };
                     // Not stored: the next request asks the fleet again.
                     this.in_flight.lock().await.remove(&authority);

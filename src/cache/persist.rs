@@ -47,17 +47,29 @@ pub(super) struct Persist {
     writes: AtomicU64,
     /// Purges so far. A save carries the count it was decided under (read under the store's
     /// lock, which a purge holds too) and writes only if no purge came since; a purge and a
-    /// write never overlap. Without it, a save still queued when a purge removed the file
-    /// wrote it back, and the next request used the purged copy from disk.
-    purges: std::sync::Mutex<u64>,
+    /// write never overlap (`writing`). Without it, a save still queued when a purge removed
+    /// the file wrote it back, and the next request used the purged copy from disk.
+    ///
+    /// Changed only with `writing` held, but read without it: the store reads it on a runtime
+    /// thread, under its own lock, and must not wait there for a write and its `fsync`s (it
+    /// used to: every fetch result stored then waited for the save before it, on a slow disk
+    /// hundreds of milliseconds, holding up every request on that thread).
+    purges: AtomicU64,
+    /// Held by a save for its check and write, and by a purge: they never overlap.
+    writing: std::sync::Mutex<()>,
 }
 
 impl Persist {
     /// Records in `dir` (created if missing), each kept `keep_for` after it was written.
     pub(super) fn open(dir: PathBuf, keep_for: Duration) -> io::Result<Persist> {
         fs::create_dir_all(&dir)?;
-        let persist =
-            Persist { dir, keep_for, writes: AtomicU64::new(0), purges: std::sync::Mutex::new(0) };
+        let persist = Persist {
+            dir,
+            keep_for,
+            writes: AtomicU64::new(0),
+            purges: AtomicU64::new(0),
+            writing: std::sync::Mutex::new(()),
+        };
         persist.prune();
         Ok(persist)
     }
@@ -84,7 +96,7 @@ impl Persist {
 
     /// Purges so far (see the field).
     pub(super) fn purges(&self) -> u64 {
-        *self.purges.lock().unwrap_or_else(|e| e.into_inner())
+        self.purges.load(Ordering::Acquire)
     }
 
     /// Keeps `snapshot`, whose parsed rules came from `body` (`None`: from the body already
@@ -97,8 +109,8 @@ impl Persist {
         body_limit: usize,
         purges: u64,
     ) {
-        let guard = self.purges.lock().unwrap_or_else(|e| e.into_inner());
-        if *guard != purges {
+        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        if self.purges.load(Ordering::Acquire) != purges {
             return;
         }
         let path = self.path(&snapshot.authority);
@@ -126,8 +138,8 @@ impl Persist {
     /// Forgets the record of `authority` (every record with `None`): a purge, which a save
     /// decided before it no longer writes. Blocking.
     pub(super) fn forget(&self, authority: Option<&Authority>) {
-        let mut purges = self.purges.lock().unwrap_or_else(|e| e.into_inner());
-        *purges += 1;
+        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        self.purges.fetch_add(1, Ordering::AcqRel);
         match authority {
             Some(a) => {
                 let _ = fs::remove_file(self.path(a));
@@ -258,6 +270,7 @@ mod tests {
                 t,
                 Some(200),
             ))),
+            refresh: Default::default(),
         };
         persist.save(&snapshot, Some(body.clone()), 1 << 20, 0);
         // The origin fails: the copy goes on, stale, with the failure state.
@@ -283,6 +296,24 @@ mod tests {
         assert!(persist.load(&a, 1 << 20).is_none(), "a purged copy came back from disk");
         persist.save(&snapshot, Some(body.clone()), 1 << 20, persist.purges());
         assert!(persist.load(&a, 1 << 20).is_some());
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// The store reads the purge count on a runtime thread: it must not wait for a save in
+    /// progress (its write and `fsync`s), which the save's lock stands for here.
+    #[test]
+    fn the_purge_count_is_read_without_waiting_for_a_write() {
+        let dir = std::env::temp_dir().join(format!("robots-persist-w-{}", std::process::id()));
+        let persist = Arc::new(Persist::open(dir.clone(), Duration::from_secs(3600)).unwrap());
+        let writing = persist.writing.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = persist.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.purges());
+        });
+        let read = rx.recv_timeout(Duration::from_secs(10));
+        drop(writing);
+        assert_eq!(read, Ok(0), "the purge count waited for the write in progress");
         let _ = fs::remove_dir_all(dir);
     }
 }

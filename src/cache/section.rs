@@ -46,6 +46,28 @@ pub struct RobotsSection {
     pub retry_max: Duration,
     /// Memory the cache of compiled robots.txt may hold.
     pub cache_memory: ByteSize,
+    /// The last share of a robots.txt's lifetime in which the first request that sees it
+    /// starts a refetch in the background, while every request goes on with the copy still in
+    /// force (0 to [`MAX_REFRESH_AHEAD`]; 0 turns it off: a request that finds the copy
+    /// expired waits for the refetch).
+    pub refresh_ahead: f64,
+}
+
+/// The largest `robots.refresh_ahead`: a refresh starts at half the lifetime at the earliest,
+/// so a busy site's robots.txt is fetched at most twice as often as without it.
+pub(crate) const MAX_REFRESH_AHEAD: f64 = 0.5;
+
+impl RobotsSection {
+    /// What is wrong with `refresh_ahead`, if anything.
+    pub(crate) fn check_refresh_ahead(&self) -> Option<String> {
+        let share = self.refresh_ahead;
+        (!(0.0..=MAX_REFRESH_AHEAD).contains(&share)).then(|| {
+            format!(
+                "{share} is not a share of the lifetime from 0 (off) to {MAX_REFRESH_AHEAD} \
+                 (a refresh in the last half of it)"
+            )
+        })
+    }
 }
 
 impl Default for RobotsSection {
@@ -64,6 +86,23 @@ impl Default for RobotsSection {
             retry_initial: Duration::from_secs(10),
             retry_max: Duration::from_secs(3600),
             cache_memory: ByteSize(256 * 1024 * 1024),
+            refresh_ahead: 0.2,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refresh_ahead_is_a_share_from_zero_to_half() {
+        let with = |refresh_ahead| RobotsSection { refresh_ahead, ..RobotsSection::default() };
+        for ok in [0.0, 0.2, 0.5] {
+            assert_eq!(with(ok).check_refresh_ahead(), None, "{ok}");
+        }
+        for bad in [0.51, 1.0, -0.1, f64::NAN, f64::INFINITY] {
+            assert!(with(bad).check_refresh_ahead().is_some(), "{bad}");
         }
     }
 }

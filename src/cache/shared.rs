@@ -17,6 +17,10 @@
 //! 3. or, when another instance holds the lease, waits for its record (polling), and takes
 //!    the lease itself if it expires first.
 //!
+//! A refresh ahead of expiry goes the same way, except that a current record in its refresh
+//! window is not used as it is: the instance that takes the lease refetches it, and the others
+//! take the record it stores (or, after a failed refresh, the copy marked failing).
+//!
 //! The parsed copy is kept in the local cache until the shared expiry, so a request to a
 //! cached site makes no round trip to the shared store.
 
@@ -251,6 +255,7 @@ pub(super) fn decode(
         failing_since: header.failing_since_ms.map(from_millis),
         failures: header.failures,
         version,
+        refresh: Default::default(),
     };
     Some((snapshot, body))
 }
@@ -258,12 +263,22 @@ pub(super) fn decode(
 /// The snapshot for `authority`, through the fleet: the shared record when it is current,
 /// else one fetch for the whole fleet (see the [module documentation](self)); and whether to
 /// keep it (not when no fetch slot came free, [`no_slot`]).
+///
+/// `ahead`: a refresh ahead of expiry (`robots.refresh_ahead`). A current record in its refresh
+/// window is then refetched all the same, under the lease, so one instance of the fleet
+/// refreshes it; the others (their own refresh waiting on the lease) take the record it stores.
 pub(super) async fn refresh(
     inner: &Arc<Inner>,
     shared: &dyn SharedRobots,
     authority: &Authority,
+    ahead: bool,
 ) -> Result<(RobotsSnapshot, bool), SharedError> {
     let settings: &super::RobotsSection = &inner.settings.load_full();
+    let share = settings.refresh_ahead;
+    // Whether a record is used as it is, without a fetch.
+    let usable = |snapshot: &RobotsSnapshot, now| {
+        snapshot.is_current(now) && !(ahead && state::refresh_due(snapshot, now, share))
+    };
     let lease = settings.fetch_timeout.saturating_add(LEASE_SLACK);
     // Past this, give up waiting for another instance and fetch here (it must have lost
     // its lease twice over: the store is misbehaving).
@@ -276,7 +291,7 @@ pub(super) async fn refresh(
         let record = shared.load(authority).await?;
         let prev = record.as_deref().and_then(|r| decode(authority, r, body_limit));
         if let Some((snapshot, _)) = &prev {
-            if snapshot.is_current(inner.clock.now()) {
+            if usable(snapshot, inner.clock.now()) {
                 return Ok((snapshot.clone(), true));
             }
         }
@@ -295,7 +310,7 @@ pub(super) async fn refresh(
             // given the lease back between the look above and taking it.
             let record = shared.load(authority).await?;
             let prev = match record.as_deref().and_then(|r| decode(authority, r, body_limit)) {
-                Some((snapshot, _)) if snapshot.is_current(inner.clock.now()) => {
+                Some((snapshot, _)) if usable(&snapshot, inner.clock.now()) => {
                     shared.release(authority).await?;
                     return Ok((snapshot, true));
                 }
@@ -478,6 +493,7 @@ mod tests {
                 t,
                 Some(200),
             ))),
+            refresh: Default::default(),
         };
         let record = encode(&snapshot, Some(&body));
         let (back, back_body) = decode(&a, &record, 1 << 20).unwrap();

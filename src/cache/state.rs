@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::fetch::Fetched;
 use super::RobotsSection;
-use super::{RobotsRules, RobotsSnapshot, RobotsState};
+use super::{RefreshMark, RobotsRules, RobotsSnapshot, RobotsState};
 use crate::authority::Authority;
 use crate::robots_version::RobotsVersion;
 
@@ -26,6 +26,10 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 ///   30 days"), a copy is still used (`Stale`) and, without one, the file is assumed
 ///   unavailable as §2.3.1.4 allows: `AllowAll` with state `Unavailable` (`failing_since`
 ///   tells it apart from a real 4xx). Retries go on, so a recovered origin is noticed.
+/// * A refresh ahead of expiry (`prev` still current and not failing, see [`refresh_due`]):
+///   a 2xx or 4xx replaces `prev` as any fetch does; a 429, 5xx or network error keeps `prev`
+///   in force until its `expires_at`, noting the failure (`failing_since`, `failures`,
+///   `last_outcome`), so that at its expiry the rows above apply.
 pub(crate) fn next_snapshot(
     prev: Option<&RobotsSnapshot>,
     authority: &Authority,
@@ -34,6 +38,19 @@ pub(crate) fn next_snapshot(
     settings: &RobotsSection,
 ) -> RobotsSnapshot {
     let last_outcome = fetched.outcome();
+    if let (Fetched::Unreachable { .. }, Some(prev)) = (&fetched, prev) {
+        if refreshing(prev, now) {
+            // A refresh ahead of expiry failed (429, 5xx, network): the entry in force stays
+            // until it expires, and counts as failing from now on (not refreshed ahead again;
+            // at its expiry its retry runs as a failing origin's does).
+            return RobotsSnapshot {
+                last_outcome,
+                failing_since: Some(now),
+                failures: 1,
+                ..prev.clone()
+            };
+        }
+    }
     let base = |rules, state, fetched_at, expires_at, version| RobotsSnapshot {
         authority: authority.clone(),
         robots_url: authority.robots_url(),
@@ -45,6 +62,7 @@ pub(crate) fn next_snapshot(
         failing_since: None,
         failures: 0,
         version,
+        refresh: RefreshMark::default(),
     };
     match fetched {
         Fetched::Robots { robots, max_age, body, status } => base(
@@ -113,6 +131,45 @@ pub(crate) fn next_snapshot(
     }
 }
 
+/// Whether a fetch at `now` with `prev` in force is a refresh ahead of expiry: `prev` is within
+/// its lifetime and not failing (an entry whose fetches fail is refetched when its back-off
+/// ends, never ahead).
+fn refreshing(prev: &RobotsSnapshot, now: SystemTime) -> bool {
+    prev.is_current(now) && prev.failing_since.is_none()
+}
+
+/// When a refresh of `snapshot` ahead of its expiry may start, `share` being
+/// `robots.refresh_ahead`: the last `share` of its lifetime (from `fetched_at` to `expires_at`).
+/// `None` when it is never refreshed ahead: `share` is 0, or the entry is failing (its retry
+/// waits for the back-off: a stale copy, disallow all, allow all after the give-up, or a copy
+/// whose refresh already failed once within its lifetime).
+pub(crate) fn refresh_starts(snapshot: &RobotsSnapshot, share: f64) -> Option<SystemTime> {
+    if share <= 0.0 || snapshot.failing_since.is_some() {
+        return None;
+    }
+    let lifetime = snapshot.expires_at.duration_since(snapshot.fetched_at).unwrap_or_default();
+    let ahead = lifetime.mul_f64(share.min(1.0));
+    snapshot.expires_at.checked_sub(ahead)
+}
+
+/// Whether a request at `now` that finds `snapshot` in force should start its refresh: it is
+/// still current (an expired entry is fetched as before) and in its refresh window.
+pub(crate) fn refresh_due(snapshot: &RobotsSnapshot, now: SystemTime, share: f64) -> bool {
+    snapshot.is_current(now) && refresh_starts(snapshot, share).is_some_and(|start| now >= start)
+}
+
+/// Whether `snapshot` is an entry kept in force after its refresh ahead of expiry failed: it
+/// is failing, yet in the state of an answer (fresh, or unavailable from a 4xx) whose failures
+/// began within its lifetime. (After the give-up, allow all is dated when the failures had
+/// lasted `give_up_after`, never before they began.)
+pub(crate) fn is_failed_refresh(snapshot: &RobotsSnapshot) -> bool {
+    match (snapshot.state, snapshot.failing_since) {
+        (RobotsState::Fresh, Some(_)) => true,
+        (RobotsState::Unavailable, Some(since)) => since > snapshot.fetched_at,
+        _ => false,
+    }
+}
+
 /// How long an answer is used: `max_age` (RFC 9309 §2.4: "SHOULD NOT use the cached version
 /// for more than 24 hours"), or what `Cache-Control` asks if that is shorter, but never below
 /// `min_age`, so a `max-age=0` or `no-store` cannot make every request refetch.
@@ -140,6 +197,14 @@ fn after(now: SystemTime, d: Duration) -> SystemTime {
 pub(super) fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
     let authority = &snapshot.authority;
     let outcome = &snapshot.last_outcome;
+    if is_failed_refresh(snapshot) {
+        tracing::info!(
+            %authority, ?outcome, state = ?snapshot.state,
+            expires_at = %humantime::format_rfc3339_seconds(snapshot.expires_at), stored,
+            "robots.txt refresh failed: the entry in force stays until it expires"
+        );
+        return;
+    }
     match snapshot.state {
         RobotsState::Fresh => {
             tracing::debug!(%authority, ?outcome, state = ?snapshot.state, stored, "robots.txt fetched");
@@ -237,6 +302,94 @@ mod tests {
         assert_eq!(again.expires_at, t2 + 2 * s.retry_initial);
         let recovered = next_snapshot(Some(&again), &auth(), ok(), t2, &s);
         assert_eq!((recovered.failures, recovered.failing_since), (0, None));
+    }
+
+    #[test]
+    fn a_refresh_starts_in_the_last_share_of_the_lifetime() {
+        let s = settings();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let good = next_snapshot(None, &auth(), ok(), t0, &s);
+        let life = good.expires_at.duration_since(t0).unwrap();
+        assert_eq!(life, s.max_age);
+        let start = t0 + life.mul_f64(0.8);
+        assert_eq!(refresh_starts(&good, 0.2), Some(start));
+        let nano = Duration::from_nanos(1);
+        assert!(!refresh_due(&good, t0, 0.2));
+        assert!(!refresh_due(&good, start - nano, 0.2), "not before the window");
+        assert!(refresh_due(&good, start, 0.2), "from its first instant");
+        assert!(refresh_due(&good, good.expires_at - nano, 0.2), "to the last");
+        assert!(!refresh_due(&good, good.expires_at, 0.2), "an expired entry is fetched as before");
+        assert_eq!(refresh_starts(&good, 0.0), None, "0 turns it off");
+        assert!(!refresh_due(&good, good.expires_at - nano, 0.0));
+        // A 4xx answer is refreshed too, within its own lifetime.
+        let gone = Fetched::Unavailable { outcome: FetchOutcome::Status(404), max_age: None };
+        let gone = next_snapshot(None, &auth(), gone, t0, &s);
+        assert!(refresh_due(&gone, start, 0.2));
+        // A failing entry never is: its retry waits for the back-off.
+        let stale = next_snapshot(Some(&good), &auth(), fail(), good.expires_at, &s);
+        assert_eq!(refresh_starts(&stale, 0.2), None);
+        let down = next_snapshot(None, &auth(), fail(), t0, &s);
+        assert_eq!(refresh_starts(&down, 0.5), None);
+    }
+
+    #[test]
+    fn a_failed_refresh_keeps_the_copy_until_it_expires() {
+        let s = settings();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let good = next_snapshot(None, &auth(), ok(), t0, &s);
+        let at = refresh_starts(&good, 0.2).unwrap() + Duration::from_secs(1);
+        for failure in [503, 500, 429] {
+            let failed = Fetched::Unreachable { outcome: FetchOutcome::Status(failure) };
+            let kept = next_snapshot(Some(&good), &auth(), failed, at, &s);
+            assert_eq!(kept.state, RobotsState::Fresh, "{failure}: still within its lifetime");
+            assert_eq!((kept.fetched_at, kept.expires_at), (t0, good.expires_at));
+            assert_eq!(kept.version, good.version, "the same copy");
+            assert!(!kept.rules.allows(None, "/x"));
+            assert_eq!(kept.last_outcome, FetchOutcome::Status(failure));
+            assert_eq!((kept.failing_since, kept.failures), (Some(at), 1));
+            assert!(is_failed_refresh(&kept));
+            assert!(!refresh_due(&kept, at, 0.2), "one refresh per lifetime when it fails");
+            // At its expiry, the rules for an unreachable robots.txt: the copy, stale.
+            let later = next_snapshot(Some(&kept), &auth(), fail(), good.expires_at, &s);
+            assert_eq!(later.state, RobotsState::Stale);
+            assert_eq!(later.version, good.version);
+            assert_eq!((later.failing_since, later.failures), (Some(at), 2));
+            assert!(!is_failed_refresh(&later));
+        }
+        // A 2xx or a 4xx replaces the copy, as any fetch does.
+        let renewed = next_snapshot(Some(&good), &auth(), ok(), at, &s);
+        assert_eq!((renewed.fetched_at, renewed.expires_at), (at, at + s.max_age));
+        let gone = Fetched::Unavailable { outcome: FetchOutcome::Status(404), max_age: None };
+        let gone = next_snapshot(Some(&good), &auth(), gone, at, &s);
+        assert!(matches!(gone.rules, RobotsRules::AllowAll));
+        // A 4xx answer whose refresh fails still allows all until it expires; then the rules
+        // for an unreachable robots.txt without a copy: disallow all.
+        let kept = next_snapshot(Some(&gone), &auth(), fail(), at + Duration::from_secs(1), &s);
+        assert!(matches!(kept.rules, RobotsRules::AllowAll));
+        assert_eq!((kept.state, kept.expires_at), (RobotsState::Unavailable, gone.expires_at));
+        assert!(is_failed_refresh(&kept));
+        let later = next_snapshot(Some(&kept), &auth(), fail(), gone.expires_at, &s);
+        assert!(matches!(later.rules, RobotsRules::DisallowAll));
+        assert_eq!(later.state, RobotsState::Unreachable);
+        // After the give-up, allow all is not a failed refresh.
+        let late = t0 + s.give_up_after;
+        let first = next_snapshot(None, &auth(), fail(), t0, &s);
+        let gave_up = next_snapshot(Some(&first), &auth(), fail(), late, &s);
+        assert_eq!(gave_up.state, RobotsState::Unavailable);
+        assert!(!is_failed_refresh(&gave_up));
+    }
+
+    #[test]
+    fn one_request_claims_the_refresh_of_an_entry() {
+        let s = settings();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let good = next_snapshot(None, &auth(), ok(), t0, &s);
+        assert!(good.refresh.claim());
+        assert!(!good.refresh.claim());
+        assert!(!good.refresh.claim());
+        // The entry a refresh stores is another one: claimable again in its own window.
+        let renewed = next_snapshot(Some(&good), &auth(), ok(), t0, &s);
+        assert!(renewed.refresh.claim());
     }
 
     #[test]

@@ -449,6 +449,9 @@ impl Config {
                 show(r.retry_max)
             )
         });
+        if let Some(problem) = r.check_refresh_ahead() {
+            need(false, "robots.refresh_ahead", &|| problem.clone());
+        }
         need(r.cache_memory >= r.max_body, "robots.cache_memory", &|| {
             format!(
                 "{} cannot hold even one robots.txt of robots.max_body ({})",

@@ -213,11 +213,16 @@ async fn read_head(socket: &mut TcpStream) -> Option<String> {
 }
 
 /// Settings for tests: short timeouts, the rest as configured by default.
+///
+/// Refresh ahead is off: these tests pin what happens at a lifetime's end, moving the manual
+/// clock to just before it (refresh ahead has its own tests: `src/cache/refresh.rs`,
+/// `tests/ops/refresh_ahead.rs`).
 pub fn settings() -> RobotsSection {
     RobotsSection {
         user_agent: TEST_AGENT.to_owned(),
         connect_timeout: Duration::from_secs(2),
         fetch_timeout: Duration::from_secs(5),
+        refresh_ahead: 0.0,
         ..RobotsSection::default()
     }
 }

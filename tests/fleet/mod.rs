@@ -7,6 +7,7 @@ mod leases;
 mod memory;
 mod pacing;
 mod purges;
+mod refresh_ahead;
 mod scripts;
 mod secrets;
 mod semantic_errors;

@@ -23,6 +23,7 @@ mod preflight;
 mod properties;
 mod quick_start;
 mod rebinding;
+pub(crate) mod refresh_ahead;
 mod reload_all;
 mod report_reload;
 mod side_limits;

@@ -1,0 +1,66 @@
+//! Refresh ahead in a fleet: one refetch for the whole fleet, through the fetch lease, while
+//! every instance answers with the rules in force; the record it stores is what every instance
+//! then decides with.
+
+use std::time::Duration;
+
+use super::support::{fleet, Redis};
+use super::{metrics, until_fleet_up};
+use crate::ops::refresh_ahead::{statuses, until, GatedOrigin};
+
+const OLD: &str = "User-agent: *\nDisallow: /old\n";
+const NEW: &str = "User-agent: *\nDisallow: /new\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_instance_refreshes_for_the_fleet() {
+    let Some(redis) = Redis::start().await else { return };
+    let env = [
+        ("ROBOTS_PROXY_ROBOTS__MAX_AGE", "10s"),
+        ("ROBOTS_PROXY_ROBOTS__MIN_AGE", "1s"),
+        ("ROBOTS_PROXY_ROBOTS__REFRESH_AHEAD", "0.5"),
+    ];
+    let f = fleet(2, &redis, "refresh-ahead", &env);
+    until_fleet_up(&f, 1).await;
+    let origin = GatedOrigin::start(OLD).await;
+    let (a, b) = (f.instances[0].proxy_addr, f.instances[1].proxy_addr);
+    let old = origin.url("/old");
+    assert_eq!(statuses(a, &origin.url("/old"), 1).await, [403]);
+    assert_eq!(statuses(b, &origin.url("/old"), 1).await, [403]);
+    assert_eq!(origin.robots_hits(), 1, "one fetch for the fleet");
+    origin.set_robots(200, NEW);
+    origin.hold();
+    // Into the refresh window (from 5 s after the fetch; it expires at 10 s).
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    let (on_a, on_b) = tokio::join!(statuses(a, &old, 20), statuses(b, &old, 20));
+    assert!(on_a.iter().chain(&on_b).all(|s| *s == 403), "old rules: {on_a:?} {on_b:?}");
+    // Both instances started their refresh; one holds the lease and the origin's one refetch.
+    for proxy in &f.instances {
+        let mut started = false;
+        for _ in 0..500 {
+            if metrics(proxy).await.lines().any(|l| l == "robots_proxy_cache_refreshes_total 1") {
+                started = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(started, "an instance never started its refresh");
+    }
+    until("the refetch reaches the origin", || origin.held() == 1).await;
+    let (on_a, on_b) = tokio::join!(statuses(a, &old, 10), statuses(b, &old, 10));
+    assert!(on_a.iter().chain(&on_b).all(|s| *s == 403), "old rules: {on_a:?} {on_b:?}");
+    assert_eq!((origin.robots_hits(), origin.held()), (2, 1), "one refetch for the fleet");
+    origin.release();
+    for proxy in [a, b] {
+        let mut renewed = false;
+        for _ in 0..300 {
+            if statuses(proxy, &origin.url("/old"), 1).await == [200] {
+                renewed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(renewed, "the new rules never applied on {proxy}");
+        assert_eq!(statuses(proxy, &origin.url("/new"), 2).await, [403; 2]);
+    }
+    assert_eq!(origin.robots_hits(), 2, "the refreshed record is shared");
+}

@@ -25,10 +25,6 @@ use super::RobotsSection;
 use crate::authority::{Authority, Scheme};
 use crate::robots::{RobotsTxt, MIN_SIZE_LIMIT};
 
-/// How long an idle pooled connection to an origin is kept. Robots.txt fetches to one origin
-/// are rare (once a day), so this mostly helps redirect chains and bursts of refetches.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// What one fetch attempt gave, classified by RFC 9309 §2.3.1.
 #[derive(Debug)]
 pub(crate) enum Fetched {
@@ -166,7 +162,10 @@ where
     pub(crate) fn with_connector(settings: &RobotsSection, connector: C, https: bool) -> Self {
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            // Nothing is kept idle: robots.txt is fetched once per lifetime per origin, so a
+            // kept connection was almost never used again, and at 10,000 authorities the
+            // idle ones cost a connection's buffers each (issue 22, `wide`).
+            .pool_max_idle_per_host(0)
             .build(connector);
         let user_agent = HeaderValue::from_str(&settings.user_agent).unwrap_or_else(|_| {
             tracing::warn!(

@@ -196,7 +196,11 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     // The disclosure of the crawlers, on the directory listener; brought up to date here and
     // on every reload (the reloader).
     let disclosure = Arc::new(robots_proxy::disclosure::Disclosure::open(&config.state_dir));
-    disclosure.update(&config.disclosure_inputs(), &config.state_dir, std::time::SystemTime::now())?;
+    disclosure.update(
+        &config.disclosure_inputs(),
+        &config.state_dir,
+        std::time::SystemTime::now(),
+    )?;
     let directory_listener = match (config.signing.directory_listen, &signer) {
         (Some(addr), Some(signer)) => {
             let listener = tokio::net::TcpListener::bind(addr)

@@ -31,6 +31,8 @@
 #   SYSTEMS="bare squid tinyproxy" (what runs beside the candidates; missing ones are skipped)
 #   CANDIDATES="name=binary ..." (default robots-proxy=target/release/robots-proxy)
 #   CANDIDATE_ENV="KEY=VALUE ..." (extra environment for every candidate)
+#   CANDIDATE_ENV_<name>="KEY=VALUE ...", CANDIDATE_ARGS_<name>="--config FILE ..." (for one
+#     candidate: the same binary with and without a setting, side by side)
 #   WIDE=10000 WIDE_PASSES=4 FIRST_SECONDS=20 (bound of the first-contact run) RUN_DIR=/tmp/robots-proxy-bench SKIP_BUILD=0 BENCH_UA=benchbot/1.0
 #   RESULTS_OUT=path (a copy of the per-run TSV)
 # Needs nginx and wrk (apt-get install -y nginx wrk; squid and tinyproxy optional), python3,
@@ -180,14 +182,18 @@ EOF
 start_candidate() {
   local name=$1; shift
   local bin=${BIN[$name]} port=${PORT[$name]} admin=${ADMIN[$name]}
+  # Per candidate: CANDIDATE_ENV_<name> (more environment), CANDIDATE_ARGS_<name> (more
+  # arguments to `serve`), the name's characters other than letters, digits and _ written _.
+  local key=${name//[^A-Za-z0-9_]/_}
+  local env_var="CANDIDATE_ENV_$key" args_var="CANDIDATE_ARGS_$key"
   rm -rf "$RUN_DIR/state-$name"; mkdir -p "$RUN_DIR/state-$name"
   # shellcheck disable=SC2086
   env ROBOTS_PROXY_STATE_DIR="$RUN_DIR/state-$name" \
       ROBOTS_PROXY_ACCESS__ALLOW_DESTINATIONS=127.0.0.0/8 \
       ROBOTS_PROXY_ADMIN__LISTEN="127.0.0.1:$admin" \
       ROBOTS_PROXY_LOG__LEVEL=warn \
-      $CANDIDATE_ENV "$@" \
-      "$bin" serve --listen "127.0.0.1:$port" >"$RUN_DIR/$name.log" 2>&1 &
+      $CANDIDATE_ENV ${!env_var:-} "$@" \
+      "$bin" serve --listen "127.0.0.1:$port" ${!args_var:-} >"$RUN_DIR/$name.log" 2>&1 &
   PID[$name]=$!; remember "$name" $!
   wait_port "$port" $! 20 || die "$name did not start: $(tail -20 "$RUN_DIR/$name.log")"
   wait_port "$admin" "${PID[$name]}" 5 || die "$name's admin listener did not start"

@@ -111,11 +111,16 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     );
     let cache =
         Arc::new(RobotsCache::with_connector(config.robots.clone(), clock.clone(), connector));
-    // RFC 9309's stale copies and 30-day rule survive a restart (state_dir/robots/).
-    let robots_dir = config.state_dir.join("robots");
-    cache
-        .persist_in(robots_dir.clone())
-        .with_context(|| format!("cannot keep robots.txt state in {}", robots_dir.display()))?;
+    // RFC 9309's stale copies and 30-day rule survive a restart (state_dir/robots/); in a
+    // fleet the shared store keeps them instead (`cache/persist.rs`). Without this, an instance
+    // whose Redis went away read and wrote state_dir/robots/ on the blocking pool for every
+    // local fetch, and the threads it started stayed: the fleet soak's RSS step at an outage.
+    if !config.fleet.redis.is_set() {
+        let robots_dir = config.state_dir.join("robots");
+        cache
+            .persist_in(robots_dir.clone())
+            .with_context(|| format!("cannot keep robots.txt state in {}", robots_dir.display()))?;
+    }
     // Every robots.txt version decided with, and when each was in force (robots-archive/).
     if config.archive.enabled {
         let archive = robots_proxy::archive::Archive::open(&config.state_dir, &config.archive)

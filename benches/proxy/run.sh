@@ -236,6 +236,7 @@ wrk_run() {
     "http://127.0.0.1:${PORT[$system]}" 2>&1 | grep '^RESULT' || echo "RESULT requests=0 duration_us=1 p50_us=0 p99_us=0 errors=-1 non2xx=0"
 }
 field() { sed -n "s/.* $1=\([-0-9]*\).*/\1/p" <<<" $2"; }
+rps_of() { awk -v r="$(field requests "$1")" -v d="$(field duration_us "$1")" 'BEGIN { printf "%.0f\n", (d > 0 ? r / d * 1e6 : 0) }'; }
 
 variant_env() {
   case $1 in
@@ -297,7 +298,7 @@ wide_system() {  # wide_system NAME [KEY=VALUE...]: first contact, steady state,
   # wrk waits out its -d even when the thread stopped early; FIRST_SECONDS bounds first contact.
   local line; line=$(THREADS=1 wrk_run "$s" "$FIRST_SECONDS" BENCH_WIDE="$WIDE" BENCH_WIDE_PORT=$WIDE_PORT BENCH_STOP_AFTER="$WIDE")
   (( $(field requests "$line") >= WIDE )) || log "WARNING: first contact did not finish in ${FIRST_SECONDS}s (raise FIRST_SECONDS)"
-  wide_row "$s" first_rps "$(python3 -c "print('%.0f' % ($(field requests "$line") / $(field duration_us "$line") * 1e6))")"
+  wide_row "$s" first_rps "$(rps_of "$line")"
   wide_row "$s" first_p99_us "$(field p99_us "$line")"
   wide_row "$s" first_non2xx "$(field non2xx "$line")"
   wide_row "$s" first_errors "$(field errors "$line")"
@@ -308,7 +309,7 @@ wide_system() {  # wide_system NAME [KEY=VALUE...]: first contact, steady state,
   local r
   for r in $(seq 1 "$ROUNDS"); do
     line=$(wrk_run "$s" "$DURATION" BENCH_WIDE="$WIDE" BENCH_WIDE_PORT=$WIDE_PORT)
-    wide_row "$s" steady_rps "$(python3 -c "print('%.0f' % ($(field requests "$line") / $(field duration_us "$line") * 1e6))")"
+    wide_row "$s" steady_rps "$(rps_of "$line")"
     wide_row "$s" steady_p99_us "$(field p99_us "$line")"
   done
   wide_row "$s" rss_steady_kib "$(rss_kib "$s")"
@@ -333,7 +334,7 @@ if [[ " $VARIANTS " == *" wide "* ]]; then
       start_candidate "$s" ROBOTS_PROXY_ROBOTS__CACHE_MEMORY="${tenth}B"
       for r in $(seq 1 "$WIDE_PASSES"); do
         line=$(wrk_run "$s" "$DURATION" BENCH_WIDE="$WIDE" BENCH_WIDE_PORT=$WIDE_PORT)
-        wide_row "$s" tenth_rps "$(python3 -c "print('%.0f' % ($(field requests "$line") / $(field duration_us "$line") * 1e6))")"
+        wide_row "$s" tenth_rps "$(rps_of "$line")"
         wide_row "$s" tenth_rss_kib "$(rss_kib "$s")"
       done
       wide_row "$s" tenth_cache_entries "$(metric "$s" robots_proxy_cache_entries)"

@@ -196,6 +196,29 @@ metric() {
   awk -v name="$1" '$1 == name { print $2; found = 1; exit } END { if (!found) print 0 }' "$2"
 }
 
+# settle_and_stop LABEL PID ADMIN METRICS_FILE: waits until the audit writer's counter stops
+# moving (it drains its queue asynchronously; bounded: 20 s), keeping the last scrape in
+# METRICS_FILE, then sends SIGTERM (the proxy flushes and syncs the audit log) and passes if
+# the process exits 0 within 20 s.
+settle_and_stop() {
+  local label=$1 pid=$2 admin=$3 out=$4 prev=-1 cur rc=0
+  for _ in $(seq 20); do
+    curl -s --max-time 5 "http://$admin/metrics" >"$out" || true
+    cur=$(metric robots_proxy_audit_records_written_total "$out")
+    [[ $cur == "$prev" ]] && break
+    prev=$cur; sleep 1
+  done
+  kill -TERM "$pid"
+  for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "$label still running 20 s after SIGTERM"; stop_pid robots-proxy "$pid"
+  else
+    wait "$pid" || rc=$?
+    if (( rc == 0 )); then pass "$label stopped on SIGTERM with status 0"
+    else fail "$label exited with status $rc on SIGTERM"; fi
+  fi
+}
+
 # start_sampler PID ADMIN INTERVAL OUT [FIRST-LAST]: every INTERVAL seconds one line
 # "seconds rss_kib fds threads open_connections upstream" about the proxy, until it exits or is
 # stopped; upstream counts established connections to the origin ports FIRST-LAST.

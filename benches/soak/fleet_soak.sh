@@ -216,22 +216,7 @@ for i in "${!NAMES[@]}"; do
     fail "instance $name died during the load (see $RUN_DIR/$name/proxy.log)"; continue
   fi
   pass "instance $name alive after the load (pid $pid)"
-  prev=-1
-  for _ in $(seq 20); do
-    curl -s --max-time 5 "http://$admin/metrics" >"$RUN_DIR/$name/metrics.txt" || true
-    cur=$(metric robots_proxy_audit_records_written_total "$RUN_DIR/$name/metrics.txt")
-    [[ $cur == "$prev" ]] && break
-    prev=$cur; sleep 1
-  done
-  kill -TERM "$pid"
-  rc=0; for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    fail "instance $name still running 20 s after SIGTERM"; stop_pid robots-proxy "$pid"
-  else
-    wait "$pid" || rc=$?
-    if (( rc == 0 )); then pass "instance $name stopped on SIGTERM with status 0"
-    else fail "instance $name exited with status $rc on SIGTERM"; fi
-  fi
+  settle_and_stop "instance $name" "$pid" "$admin" "$RUN_DIR/$name/metrics.txt"
 done
 
 allowed_503=0

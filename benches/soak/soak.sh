@@ -116,24 +116,7 @@ else fail "proxy died during the load (see $RUN_DIR/proxy.log)"; fi
 echo "INFO  listen-queue overflows (TcpExt ListenOverflows, all listeners) during the load: $overflows"
 
 if (( alive )); then
-  # The audit writer drains its queue asynchronously: wait until its counter stops moving.
-  prev=-1
-  for _ in $(seq 20); do
-    curl -s --max-time 5 "http://$ADMIN/metrics" >"$RUN_DIR/metrics.txt" || true
-    cur=$(metric robots_proxy_audit_records_written_total "$RUN_DIR/metrics.txt")
-    [[ $cur == "$prev" ]] && break
-    prev=$cur; sleep 1
-  done
-  # SIGTERM: the proxy flushes and syncs the audit log and exits 0.
-  kill -TERM "$PROXY_PID"
-  rc=0; for _ in $(seq 200); do kill -0 "$PROXY_PID" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$PROXY_PID" 2>/dev/null; then
-    fail "proxy still running 20 s after SIGTERM"; stop_pid robots-proxy "$PROXY_PID"
-  else
-    wait "$PROXY_PID" || rc=$?
-    if (( rc == 0 )); then pass "proxy stopped on SIGTERM with status 0"
-    else fail "proxy exited with status $rc on SIGTERM"; fi
-  fi
+  settle_and_stop proxy "$PROXY_PID" "$ADMIN" "$RUN_DIR/metrics.txt"
 fi
 
 python3 "$SOAK_DIR/check_soak.py" --run "$RUN_DIR" --duration "$DURATION" --warmup "$WARMUP" \

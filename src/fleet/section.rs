@@ -95,11 +95,6 @@ pub struct RedisUrl {
 }
 
 impl RedisUrl {
-    /// Whether a fleet is configured (a Redis URL is set).
-    pub fn is_set(&self) -> bool {
-        self.client.is_some()
-    }
-
     /// The URL as it may be shown (logs, `/api/summary`, `config check`, errors): see
     /// [`mask_redis_url`].
     pub fn redacted(&self) -> String {

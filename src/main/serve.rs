@@ -115,7 +115,7 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     // fleet the shared store keeps them instead (`cache/persist.rs`). Without this, an instance
     // whose Redis went away read and wrote state_dir/robots/ on the blocking pool for every
     // local fetch, and the threads it started stayed: the fleet soak's RSS step at an outage.
-    if !config.fleet.redis.is_set() {
+    if !config.fleet.is_enabled() {
         let robots_dir = config.state_dir.join("robots");
         cache
             .persist_in(robots_dir.clone())

@@ -2,7 +2,8 @@
 //! public JWK (RFC 8037: `kty` OKP, `crv` Ed25519, `x`) and its SHA-256 thumbprint (RFC 7638),
 //! which is the `keyid` of every signature the key makes.
 //!
-//! Keys are made with *ring* (already linked through rustls) and written with mode 0600; an
+//! Keys are made and used with aws-lc-rs (its Ed25519 signs about 2.5x faster than *ring*'s,
+//! which matters with a fresh signature per request) and written with mode 0600; an
 //! existing file is never overwritten. A key is written whole or not at all: into a hidden
 //! temporary file of the same directory (`.NAME.pem.…partial`, a name no key can have), synced,
 //! then linked in under its name, so a write that fails (a full disk, a killed process) never
@@ -17,8 +18,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 use base64ct::{Base64, Base64UrlUnpadded, Encoding};
-use ring::signature::{Ed25519KeyPair, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::PrivatePkcs8KeyDer;
 use serde::{Deserialize, Serialize};
@@ -55,7 +56,7 @@ pub enum KeyError {
     NotEd25519 {
         /// The file.
         path: PathBuf,
-        /// What *ring* said.
+        /// What the crypto library said.
         reason: String,
     },
     /// The key file can be read or written by other users than its owner.
@@ -190,7 +191,7 @@ impl SigningKey {
     /// 0700; an existing directory must not be writable by its group or others). Refuses to
     /// overwrite an existing file.
     pub fn create(name: &KeyName, path: &Path) -> Result<SigningKey, KeyError> {
-        let rng = ring::rand::SystemRandom::new();
+        let rng = aws_lc_rs::rand::SystemRandom::new();
         let document = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| KeyError::Random)?;
         let dir = directory_of(path);
         create_private_dir(dir)?;

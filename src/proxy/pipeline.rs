@@ -132,7 +132,7 @@ async fn steps(
     // the moment the request leaves.
     let prepared = prepare(shared, live, facts, req, signing.as_ref());
     let (signed, cosign) = match &prepared {
-        ControlFlow::Continue((_, signed)) => (signed.keyid, signed.cosign.as_ref()),
+        ControlFlow::Continue((_, signed)) => (signed.keyid, signed.cosign.clone()),
         ControlFlow::Break(_) => (None, None),
     };
     // The allowed request's record (`audit.all_decisions`) is written once it is known to go,
@@ -140,21 +140,13 @@ async fn steps(
     // `signing.client_signatures = "cosign"`): a usage or pacing refusal writes its own record
     // instead, so each request has one.
     if let Some(mut record) = allowed {
-        record.signature_keyid = signed.map(str::to_owned);
-        match cosign {
-            Some(crate::signing::Cosign::Covered(labels)) => {
-                record.signature_cosigned = Some(labels.join(","));
-            }
-            Some(crate::signing::Cosign::Skipped(why)) => {
-                record.signature_cosign_skipped = Some(why.to_string());
-            }
-            None => {}
-        }
+        preferences::stamp_signature(&mut record, signed, cosign.as_ref());
         shared.write_audit(*record).await;
     }
     let (upstream, _) = prepared?;
     let resp = forward(shared, live, facts, upstream).await?;
-    let checking = check_response(shared, live, facts, &snapshot, usage, signed, resp, reported);
+    let signature = (signed, cosign.as_ref());
+    let checking = check_response(shared, live, facts, &snapshot, usage, signature, resp, reported);
     ControlFlow::Continue(checking.await)
 }
 
@@ -235,7 +227,8 @@ async fn robots_txt(
     }
     if let Some(answer) = fleet_unavailable(&snapshot) {
         // Audited and counted (`unavailable`) like every answer the proxy gives itself.
-        let subject = preferences::Subject { facts, snapshot: &snapshot, signed: None };
+        let subject =
+            preferences::Subject { facts, snapshot: &snapshot, signed: None, cosign: None };
         let mut record = subject.decision_record(shared, &live.policy, Some(503));
         record.action = crate::audit::AuditAction::FleetUnavailable;
         record.outcome = crate::audit::AuditOutcome::Failure;
@@ -396,7 +389,7 @@ async fn check_usage(
     }
     let preferences = live.policy.usage_for(snapshot, facts.token(), &facts.readings);
     if let Some(block) = live.usage.blocking(&purposes, &preferences, Settled::No) {
-        let subject = preferences::Subject { facts, snapshot, signed: None };
+        let subject = preferences::Subject { facts, snapshot, signed: None, cosign: None };
         let action = crate::audit::AuditAction::UsageDisallow;
         let refusal = Box::pin(preferences::refuse(
             shared,
@@ -559,7 +552,10 @@ fn sign<'s>(
                     .map(|keyid| Signed { keyid, cosign: None }),
                 Some(client) => signing
                     .sign_beside(&target, upstream.headers_mut(), now, client)
-                    .map(|(keyid, cosign)| Signed { keyid, cosign: Some(cosign) }),
+                    // No key of the identity signs at this moment: the request leaves with the
+                    // client's fields alone, and there is no signature of the proxy's for the
+                    // client's to be covered by or skipped from.
+                    .map(|(keyid, cosign)| Signed { keyid, cosign: keyid.map(|_| cosign) }),
             }
         }
         _ => Err(crate::signing::SigningError::Fields(
@@ -609,7 +605,7 @@ async fn check_response(
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     usage: Usage,
-    signed: Option<&str>,
+    (signed, cosign): (Option<&str>, Option<&crate::signing::Cosign>),
     resp: Response<ProxyBody>,
     reported: &mut Reported,
 ) -> Response<ProxyBody> {
@@ -617,7 +613,7 @@ async fn check_response(
         shared.metrics.count(Decision::Allow, facts.authority.scheme());
         return resp;
     }
-    let subject = preferences::Subject { facts, snapshot, signed };
+    let subject = preferences::Subject { facts, snapshot, signed, cosign };
     let answer = Box::pin(preferences::on_response(
         shared,
         &live.policy,

@@ -17,11 +17,33 @@ use crate::usage::{Purpose, Settled, UsageBlock, UsagePolicy};
 pub(super) const CONTENT_USAGE: &str = "content-usage";
 
 /// What the request is, for the answers and audit records of this module: its facts, the
-/// robots.txt it was decided on, and the key id it left signed with, if it was forwarded signed.
+/// robots.txt it was decided on, and the key id it left signed with, if it was forwarded signed
+/// (with what became of the client's signature under `signing.client_signatures = "cosign"`).
 pub(super) struct Subject<'a> {
     pub(super) facts: &'a Facts,
     pub(super) snapshot: &'a RobotsSnapshot,
     pub(super) signed: Option<&'a str>,
+    pub(super) cosign: Option<&'a crate::signing::Cosign>,
+}
+
+/// Writes how the request left signed into its audit record: `robots.signature.keyid`, and
+/// `robots.signature.cosigned` or `robots.signature.cosign_skipped` when the proxy signed beside
+/// a client's signature. Every record of a forwarded request carries the same.
+pub(super) fn stamp_signature(
+    record: &mut AuditRecord,
+    keyid: Option<&str>,
+    cosign: Option<&crate::signing::Cosign>,
+) {
+    record.signature_keyid = keyid.map(str::to_owned);
+    match cosign {
+        Some(crate::signing::Cosign::Covered(labels)) => {
+            record.signature_cosigned = Some(labels.join(","));
+        }
+        Some(crate::signing::Cosign::Skipped(why)) => {
+            record.signature_cosign_skipped = Some(why.to_string());
+        }
+        None => {}
+    }
 }
 
 fn purposes_text(purposes: &[Purpose]) -> String {
@@ -111,7 +133,7 @@ fn record(
     record.outcome = if status.is_some() { AuditOutcome::Failure } else { AuditOutcome::Success };
     record.reason = reason.to_owned();
     record.usage = Some(usage);
-    record.signature_keyid = subject.signed.map(str::to_owned);
+    stamp_signature(&mut record, subject.signed, subject.cosign);
     record
 }
 

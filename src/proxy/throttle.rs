@@ -20,7 +20,7 @@ pub(super) async fn refused(
     let url = facts.url();
     // The decision gives the robots.txt fields of the record (state, age, group); it allowed
     // the request, so its rule is replaced by the Crawl-delay that held the request back.
-    let subject = Subject { facts, snapshot, signed: None };
+    let subject = Subject { facts, snapshot, signed: None, cosign: None };
     let status = Some(status_of(throttled).as_u16());
     let mut record = subject.decision_record(shared, &shared.live().policy, status);
     record.action = match throttled.cause {

@@ -14,7 +14,7 @@ use web_bot_auth::message_signatures::MessageVerifier;
 
 use robots_proxy::signing::ClientSignatures;
 
-use super::signing::{directory_keys, header, make_key, signing, Received, ROBOTS};
+use super::signing::{directory_keys, header, make_key, signing, toml_entry, Received, ROBOTS};
 use super::support::{Origin, TestProxy};
 
 const CLIENT_AGENT: &str = r#"agent="https://agent.example""#;
@@ -195,4 +195,90 @@ async fn a_client_signature_that_cannot_be_cosigned_is_left_as_it_is_beside_the_
         assert!(metrics.contains(&line), "{line}");
     }
     assert!(header(&seen.headers, "signature").is_some());
+}
+
+#[tokio::test]
+async fn usage_records_of_a_cosigned_request_say_what_became_of_the_clients_signature() {
+    let client = client_key();
+    let origin = Origin::start("User-agent: *\nContent-Signal: ai-train=no\nAllow: /\n").await;
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "k1");
+    let proxy = TestProxy::start_with(|c| {
+        signing(c, keys.path());
+        c.signing.client_signatures = ClientSignatures::Cosign;
+        c.audit.all_decisions = false;
+        c.usage.train_ai = robots_proxy::usage::UsageMode::Annotate;
+        c.usage.crawlers = vec![toml_entry(r#"{ token = "ExampleBot", purposes = ["train-ai"] }"#)];
+    })
+    .await;
+    let authority = origin.addr.to_string();
+    let (input, signature) = client_signature(&client, &authority, "/article", &[]);
+    let fields = [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", input.as_str()),
+        ("signature", signature.as_str()),
+    ];
+    send(&proxy, &format!("{}/article", origin.base()), &fields).await;
+    send(
+        &proxy,
+        &format!("{}/broken", origin.base()),
+        &[
+            ("signature-agent", CLIENT_AGENT),
+            ("signature-input", r#"agent=("@authority""#),
+            ("signature", "agent=:AAAA:"),
+        ],
+    )
+    .await;
+    let records = proxy.audit_records().await;
+    let annotated = |path: &str| {
+        let found: Vec<_> = records
+            .iter()
+            .filter(|r| r["event.action"] == "usage_annotate" && r["robots.path"] == path)
+            .collect();
+        assert_eq!(found.len(), 1, "{path}: {records:?}");
+        found[0].clone()
+    };
+    let article = annotated("/article");
+    assert_eq!(article["robots.signature.cosigned"], "agent", "{article}");
+    assert!(article.get("robots.signature.cosign_skipped").is_none(), "{article}");
+    let broken = annotated("/broken");
+    assert!(broken.get("robots.signature.cosigned").is_none(), "{broken}");
+    let why = broken["robots.signature.cosign_skipped"].as_str().unwrap_or_default();
+    assert!(why.starts_with("malformed_signature_input: "), "{broken}");
+}
+
+#[tokio::test]
+async fn a_client_signature_is_not_counted_as_skipped_when_no_key_of_the_proxy_signs() {
+    let keys = tempfile::tempdir().unwrap();
+    make_key(keys.path(), "later");
+    let origin = Origin::start(ROBOTS).await;
+    let from =
+        humantime::format_rfc3339_seconds(SystemTime::now() + std::time::Duration::from_secs(3600));
+    let proxy = TestProxy::start_with(|c| {
+        signing(c, keys.path());
+        c.signing.keys =
+            vec![toml_entry(&format!(r#"{{ name = "later", sign_from = "{from}" }}"#))];
+        c.signing.identities = vec![toml_entry(
+            r#"{ token = "ExampleBot", keys = ["later"], agent = "https://bots.example.com" }"#,
+        )];
+        c.signing.client_signatures = ClientSignatures::Cosign;
+    })
+    .await;
+    let broken = [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", r#"agent=("@authority""#),
+        ("signature", "agent=:AAAA:"),
+    ];
+    send(&proxy, &format!("{}/unsigned", origin.base()), &broken).await;
+    let seen = origin.seen().into_iter().find(|s| s.target == "/unsigned").unwrap();
+    // The client's fields alone: no key of the proxy's signs yet.
+    assert_eq!(seen.headers.get_all("signature-input").iter().count(), 1);
+    let records = proxy.audit_records().await;
+    let record = records.iter().find(|r| r["robots.path"] == "/unsigned").unwrap();
+    assert!(record.get("robots.signature.keyid").is_none(), "{record}");
+    assert!(record.get("robots.signature.cosign_skipped").is_none(), "{record}");
+    assert!(
+        !proxy.metrics.encode().contains("robots_proxy_cosign_skipped_total{"),
+        "nothing of the proxy's was signed, so nothing was skipped"
+    );
 }

@@ -40,6 +40,7 @@ use crate::pacing::{
 };
 
 mod scripts;
+mod slots;
 
 /// Added to `upstream.response_timeout` to make the lease of a concurrency slot
 /// ([`slot_lease`]): the slot is held from the start of the request until its response
@@ -104,8 +105,8 @@ pub struct RedisPace {
     local: LocalPace,
     reserve: Script,
     begin: Script,
-    release: Arc<Script>,
-    renew: Arc<Script>,
+    /// The slots this instance's requests hold: given back and renewed off their path.
+    slots: Arc<slots::Slots>,
     /// How long Redis keeps an authority's pace after its last request (`pacing::idle_after`).
     keep: Duration,
     /// How long a slot lasts unless given back ([`slot_lease`]).
@@ -115,8 +116,6 @@ pub struct RedisPace {
     here: moka::sync::Cache<Authority, Arc<Here>>,
     /// The same, by slots key.
     notices: Arc<Notices>,
-    /// The channel on which given-back slots are announced.
-    channel: String,
 }
 
 /// What [`scripts::BEGIN`] said.
@@ -145,13 +144,13 @@ impl RedisPace {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(follow_slots(fleet.clone(), channel.clone(), Arc::downgrade(&notices)));
         }
+        let slots = slots::Slots::new(fleet.clone(), lease.max(Duration::from_secs(1)), channel);
         RedisPace {
             fleet,
             local: LocalPace::new(keep),
             reserve: Script::new(scripts::RESERVE),
             begin: Script::new(scripts::BEGIN),
-            release: Arc::new(Script::new(scripts::RELEASE)),
-            renew: Arc::new(Script::new(scripts::RENEW)),
+            slots,
             keep,
             lease: lease.max(Duration::from_secs(1)),
             next_id: AtomicU64::new(0),
@@ -160,7 +159,6 @@ impl RedisPace {
                 .time_to_idle(keep)
                 .build(),
             notices,
-            channel,
         }
     }
 
@@ -177,34 +175,8 @@ impl RedisPace {
         self.local.admit(ask).await
     }
 
-    fn slot(&self, key: &str, member: &str) -> Box<dyn Send + Sync> {
-        // Renewed every half lease while held: a request may be in flight longer than the
-        // lease (upstream.response_timeout raised by a reload).
-        let (fleet, renew, lease) = (self.fleet.clone(), self.renew.clone(), self.lease);
-        let (k, m) = (key.to_owned(), member.to_owned());
-        let renewal = tokio::runtime::Handle::try_current().ok().map(|runtime| {
-            runtime
-                .spawn(async move {
-                    loop {
-                        tokio::time::sleep(lease / 2).await;
-                        let mut invocation = renew.prepare_invoke();
-                        invocation.key(&k).arg(&m).arg(micros(lease));
-                        let _: Result<(), _> = fleet
-                            .call(|mut c| async move { invocation.invoke_async(&mut c).await })
-                            .await;
-                    }
-                })
-                .abort_handle()
-        });
-        Box::new(Slot {
-            fleet: self.fleet.clone(),
-            release: self.release.clone(),
-            key: key.to_owned(),
-            member: member.to_owned(),
-            channel: self.channel.clone(),
-            lease: self.lease,
-            renewal,
-        })
+    fn slot(&self, keys: &Keys, member: &str) -> Box<dyn Send + Sync> {
+        Box::new(self.slots.hold(&keys.slots, &keys.pace, member))
     }
 
     async fn admit_shared(&self, ask: PaceAsk<'_>) -> Result<Admission, Held> {
@@ -246,7 +218,7 @@ impl RedisPace {
         };
         match verdict.as_str() {
             "go" => {
-                let slot = (slots > 0).then(|| self.slot(&keys.slots, &member));
+                let slot = (slots > 0).then(|| self.slot(&keys, &member));
                 return Ok(Admission { waited: false, slot });
             }
             "wait" => {}
@@ -286,7 +258,7 @@ impl RedisPace {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.start(&keys, &member, &spacing, left, slots).await {
                 Ok(Begun::Started { wait: until_start }) => {
-                    let slot = (slots > 0).then(|| self.slot(&keys.slots, &member));
+                    let slot = (slots > 0).then(|| self.slot(&keys, &member));
                     if !until_start.is_zero() {
                         tokio::time::sleep(until_start).await;
                     }
@@ -453,51 +425,18 @@ impl Drop for Queued {
     }
 }
 
-/// A concurrency slot held in Redis: given back when dropped, and the fleet told.
-struct Slot {
-    fleet: Arc<Fleet>,
-    release: Arc<Script>,
-    key: String,
-    member: String,
-    channel: String,
-    /// Its lease: no use trying to give it back longer than that after it was last renewed.
-    lease: Duration,
-    /// The task that renews the lease while the slot is held.
-    renewal: Option<tokio::task::AbortHandle>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if let Some(renewal) = self.renewal.take() {
-            renewal.abort();
-        }
-        let release = self.release.clone();
-        let key = std::mem::take(&mut self.key);
-        let member = std::mem::take(&mut self.member);
-        let channel = std::mem::take(&mut self.channel);
-        give_back(self.fleet.clone(), Instant::now() + self.lease, move |mut c| {
-            let (release, key) = (release.clone(), key.clone());
-            let (member, channel) = (member.clone(), channel.clone());
-            Box::pin(async move {
-                let mut invocation = release.prepare_invoke();
-                invocation.key(key).arg(member).arg(channel);
-                invocation.invoke_async::<()>(&mut c).await
-            })
-        });
-    }
-}
-
 /// The first pause before giving something back again, doubled each time up to a second.
 const GIVE_BACK_RETRY: Duration = Duration::from_millis(100);
 
 /// One try at giving something back to Redis.
-type Try = std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<()>> + Send>>;
+pub(super) type Try =
+    std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<()>> + Send>>;
 
 /// Sends what `make` makes to Redis, in the background, until it is done or `lapses` comes
 /// (then what it gives back has lapsed by itself). While Redis is out of reach, every try
 /// fails at once, and it goes through once the heartbeat finds Redis back: a slot given back
 /// during an outage is not held until its lease ends.
-fn give_back(
+pub(super) fn give_back(
     fleet: Arc<Fleet>,
     lapses: Instant,
     make: impl Fn(redis::aio::ConnectionManager) -> Try + Send + Sync + 'static,

@@ -8,7 +8,8 @@
 //! itself if its instance died): `queue:<authority>#<line>` for a Crawl-delay lane,
 //! `queue:<authority>` for the requests with no Crawl-delay; each group has its own, as in
 //! the schedule, and `queue_limit` bounds each. `slots:<authority>` holds the connection slots
-//! held (score: when the lease ends).
+//! held (score: when the lease ends); `slot-waiters` in the hash says until when a request
+//! may wait for one of them (RELEASE announces slots given back only until then).
 
 /// KEYS: pace, queue (of the request's group), slots. ARGV: interval, lane line, delay,
 /// max_wait, queue_limit, member, keep (ms), most slots (0: no limit), slot lease, queue
@@ -79,7 +80,9 @@ return {'wait', wait, bound, waiting}
 /// `Schedule::begin`, for a request of the queue whose reserved start has come: takes a slot
 /// (`busy` when none is free), then spaces the actual start from the last actual starts,
 /// `start = max(now, last:rate + interval, last:lane + delay)`; refuses it (`too_long`, and
-/// the request leaves the queue) when that is past its deadline. Otherwise records the start
+/// the request leaves the queue) when that is past its deadline. A request that finds no slot
+/// free is marked in the pace (`slot-waiters`: until its deadline), so that slots given back
+/// are announced (RELEASE). Otherwise records the start
 /// and returns `{'ok', start - now, bound}`; the request stays in the queue until `start`.
 pub(super) const BEGIN: &str = r"
 local t = redis.call('TIME')
@@ -94,7 +97,14 @@ local slots = tonumber(ARGV[7])
 local lease = tonumber(ARGV[8])
 if slots > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= slots then return {'busy', 0, ''} end
+  if redis.call('ZCARD', KEYS[3]) >= slots then
+    local waits = now + remaining
+    if waits > tonumber(redis.call('HGET', KEYS[1], 'slot-waiters') or '0') then
+      redis.call('HSET', KEYS[1], 'slot-waiters', waits)
+      redis.call('PEXPIRE', KEYS[1], keep_ms)
+    end
+    return {'busy', 0, ''}
+  end
 end
 local start = now
 local bound = ''
@@ -130,11 +140,17 @@ redis.call('ZADD', KEYS[2], 'XX', start, member)
 return {'ok', start - now, bound}
 ";
 
-/// KEYS: slots. ARGV: member, channel. Gives a slot back and tells the waiters of every
-/// instance (the message is the slots key).
+/// KEYS: slots, pace. ARGV: channel, then the members given back (one or more). Gives the
+/// slots back and, while a request waits for one of the authority's slots anywhere in the fleet
+/// (`slot-waiters` in the pace, set by BEGIN: until the last such waiter's deadline), tells the
+/// waiters of every instance, once per slot (the message is the slots key).
 pub(super) const RELEASE: &str = r"
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('PUBLISH', ARGV[2], KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
+if tonumber(redis.call('HGET', KEYS[2], 'slot-waiters') or '0') > now then
+  for _ = 2, #ARGV do redis.call('PUBLISH', ARGV[1], KEYS[1]) end
+end
 return 1
 ";
 

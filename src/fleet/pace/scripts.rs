@@ -19,7 +19,12 @@
 /// request that would wait (for its start, or for a slot: none free now) when `queue_limit`
 /// of its group wait already. A request that need not wait starts at once: it takes its slot and is
 /// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
-/// Returns `{verdict, wait, bound, waiting}`.
+/// Returns `{verdict, wait, bound, waiting}` (`waiting` is 0 for `go`).
+///
+/// What only a request that may wait needs is done only for one: the lapsed slots (of a holder
+/// that died) are pruned only when the slots look full, and the queue is pruned and counted
+/// only when the request would join it. A site whose limits do not bind costs Redis a few
+/// commands per request.
 pub(super) const RESERVE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -47,13 +52,17 @@ local wait = start - now
 if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0} end
 local free = true
 if slots > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   free = redis.call('ZCARD', KEYS[3]) < slots
+  if not free then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+    free = redis.call('ZCARD', KEYS[3]) < slots
+  end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local waiting = redis.call('ZCARD', KEYS[2])
-if (bound ~= '' or not free) and waiting >= queue_limit then
-  return {'queue_full', wait, bound, waiting}
+local waiting = 0
+if bound ~= '' or not free then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  waiting = redis.call('ZCARD', KEYS[2])
+  if waiting >= queue_limit then return {'queue_full', wait, bound, waiting} end
 end
 if interval > 0 then redis.call('HSET', KEYS[1], 'rate', start + interval) end
 if delay > 0 then redis.call('HSET', KEYS[1], lane, start + delay) end

@@ -18,7 +18,7 @@
 //!   (pub/sub on `slot-freed`), looking again by itself only at growing intervals;
 //! * a request dropped while it waits (its client hung up) leaves the queue at once; a
 //!   slot is given back when the response headers arrive, off the request's path and in
-//!   batches, and announced only while a request waits for one ([`slots`]). What an instance
+//!   batches, and announced only while a request waits for one (`slots`). What an instance
 //!   that died held lapses by itself: its queue entries after their deadline, its slots when
 //!   their lease ([`slot_lease`]) ends.
 //!

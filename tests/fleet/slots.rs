@@ -117,3 +117,33 @@ async fn slots_given_back_together_go_back_in_few_calls() {
     let calls = redis.script_calls() - before;
     assert!(calls <= 25, "{calls} calls to give 50 slots back");
 }
+
+/// A slot whose holder died and whose lease ended is free for a request that arrives after:
+/// RESERVE prunes it when the slots look full, and the request goes at once (it does not
+/// wait for a look of BEGIN's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_slot_is_free_on_arrival() {
+    let Some(redis) = Redis::start().await else { return };
+    let lease = Duration::from_secs(1);
+    let l = limits(0, 1, 10, 5000);
+    let url = redis.url();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let dead = robots_proxy::fleet::pace::RedisPace::new(
+                super::scripts::link_to(&url, "slots-lapsed", "dead"),
+                Duration::from_secs(600),
+                lease,
+            );
+            std::mem::forget(dead.admit(ask(&site(), None, l)).await.unwrap());
+        });
+        runtime.shutdown_background();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(slots_come_to(&redis, "slots-lapsed", 1).await, 1, "the dead holder's slot");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let alive = pace(&redis, "slots-lapsed", "alive", lease);
+    let admitted = alive.admit(ask(&site(), None, l)).await.unwrap();
+    assert!(!admitted.waited && admitted.slot.is_some(), "{admitted:?}");
+}

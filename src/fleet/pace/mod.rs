@@ -31,9 +31,9 @@
 //! `INFO commandstats`, on 2 shared cores (2026-11-26): before this round, 2 script calls per
 //! request (RESERVE ~14 us of Redis time, RELEASE ~2.4 us plus a PUBLISH delivered to every
 //! instance), one task spawned to renew the slot and one to give it back; about 12 us more of
-//! the instance's CPU per request than one instance alone, and 22 us of Redis's. Now: 1.06
+//! the instance's CPU per request than one instance alone, and 22 us of Redis's. Now: 1.06-1.13
 //! script calls per request (slots go back some 16 to a call), no PUBLISH while nobody waits,
-//! no task per request; 33-35 us of the instance's CPU per request (40 before, 28-30 alone)
+//! no task per request; 33-36 us of the instance's CPU per request (40 before, 28-30 alone)
 //! and 17-20 us of Redis's. Fleet against one instance alone, three runs of 5-7 rounds:
 //! 0.83, 0.74, 0.77 before; 1.18, 0.93, 1.16 after (the shared machine's noise is large: a
 //! round's own ratio ranged 0.6-1.6). Leasing a

@@ -11,6 +11,7 @@ mod refresh_ahead;
 mod scripts;
 mod secrets;
 mod semantic_errors;
+mod slots;
 pub(crate) mod support;
 mod tdmrep;
 mod version;

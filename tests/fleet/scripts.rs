@@ -20,7 +20,7 @@ pub fn link(redis: &Redis, prefix: &str, name: &str) -> Arc<Fleet> {
 }
 
 /// [`link`] to the redis-server at `url`.
-fn link_to(url: &str, prefix: &str, name: &str) -> Arc<Fleet> {
+pub fn link_to(url: &str, prefix: &str, name: &str) -> Arc<Fleet> {
     let section = FleetSection {
         redis: RedisUrl::try_from(url.to_owned()).unwrap(),
         key_prefix: format!("test-{prefix}:"),

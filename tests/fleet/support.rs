@@ -74,6 +74,16 @@ impl Redis {
             .sum()
     }
 
+    /// How many times this server has run `command` so far (`INFO commandstats`).
+    pub fn calls(&self, command: &str) -> u64 {
+        let info: String =
+            redis::cmd("INFO").arg("commandstats").query(&mut self.connection()).unwrap();
+        let prefix = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    }
+
     /// Starts it again on the same port (after [`Redis::stop`]), and waits until it answers.
     pub async fn restart(&mut self) {
         let child = Command::new("redis-server")

@@ -17,9 +17,31 @@
 //! * a request waiting for a slot sleeps until a slot is given back anywhere in the fleet
 //!   (pub/sub on `slot-freed`), looking again by itself only at growing intervals;
 //! * a request dropped while it waits (its client hung up) leaves the queue at once; a
-//!   slot is given back when the response headers arrive. What an instance that died held
-//!   lapses by itself: its queue entries after their deadline, its slots when their lease
-//!   ([`slot_lease`]) ends.
+//!   slot is given back when the response headers arrive, off the request's path and in
+//!   batches, and announced only while a request waits for one (`slots`). What an instance
+//!   that died held lapses by itself: its queue entries after their deadline, its slots when
+//!   their lease ([`slot_lease`]) ends.
+//!
+//! # Cost
+//!
+//! A request that need not wait costs one round trip on its path (`RESERVE`, by `EVALSHA`
+//! on the instance's one multiplexed connection, which sends concurrent calls together) and
+//! a share of one call off it (its slot given back, with the others of the moment). Measured
+//! with `benches/soak/fleet_pace.sh` (a site whose limits never bind, 32 connections) and
+//! `INFO commandstats`, on 2 shared cores (2026-11-26): before this round, 2 script calls per
+//! request (RESERVE ~14 us of Redis time, RELEASE ~2.4 us plus a PUBLISH delivered to every
+//! instance), one task spawned to renew the slot and one to give it back; about 12 us more of
+//! the instance's CPU per request than one instance alone, and 22 us of Redis's. Now: 1.06-1.13
+//! script calls per request (slots go back some 16 to a call), no PUBLISH while nobody waits,
+//! no task per request; 33-36 us of the instance's CPU per request (40 before, 28-30 alone)
+//! and 17-20 us of Redis's. Fleet against one instance alone, three runs of 5-7 rounds:
+//! 0.83, 0.74, 0.77 before; 1.18, 0.93, 1.16 after (the shared machine's noise is large: a
+//! round's own ratio ranged 0.6-1.6). Leasing a
+//! site's budget to an instance for a short window, or reserving several starts per call,
+//! would take Redis off the path of most requests; neither is done: a start leased and
+//! unused still holds every other instance back by its spacing, and the fleet's guarantees
+//! (spacing across instances, the concurrency of the fleet, `queue_limit`, refusals on
+//! arrival) would then hold only per window.
 //!
 //! Keys (after `fleet.key_prefix`): `pace:<authority>` (hash, see [`scripts`]),
 //! `queue:<authority>` (requests with no Crawl-delay), `queue:<authority>#<line>` (one per
@@ -40,6 +62,7 @@ use crate::pacing::{
 };
 
 mod scripts;
+mod slots;
 
 /// Added to `upstream.response_timeout` to make the lease of a concurrency slot
 /// ([`slot_lease`]): the slot is held from the start of the request until its response
@@ -104,8 +127,8 @@ pub struct RedisPace {
     local: LocalPace,
     reserve: Script,
     begin: Script,
-    release: Arc<Script>,
-    renew: Arc<Script>,
+    /// The slots this instance's requests hold: given back and renewed off their path.
+    slots: Arc<slots::Slots>,
     /// How long Redis keeps an authority's pace after its last request (`pacing::idle_after`).
     keep: Duration,
     /// How long a slot lasts unless given back ([`slot_lease`]).
@@ -115,8 +138,6 @@ pub struct RedisPace {
     here: moka::sync::Cache<Authority, Arc<Here>>,
     /// The same, by slots key.
     notices: Arc<Notices>,
-    /// The channel on which given-back slots are announced.
-    channel: String,
 }
 
 /// What [`scripts::BEGIN`] said.
@@ -145,13 +166,13 @@ impl RedisPace {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(follow_slots(fleet.clone(), channel.clone(), Arc::downgrade(&notices)));
         }
+        let slots = slots::Slots::new(fleet.clone(), lease.max(Duration::from_secs(1)), channel);
         RedisPace {
             fleet,
             local: LocalPace::new(keep),
             reserve: Script::new(scripts::RESERVE),
             begin: Script::new(scripts::BEGIN),
-            release: Arc::new(Script::new(scripts::RELEASE)),
-            renew: Arc::new(Script::new(scripts::RENEW)),
+            slots,
             keep,
             lease: lease.max(Duration::from_secs(1)),
             next_id: AtomicU64::new(0),
@@ -160,7 +181,6 @@ impl RedisPace {
                 .time_to_idle(keep)
                 .build(),
             notices,
-            channel,
         }
     }
 
@@ -177,34 +197,8 @@ impl RedisPace {
         self.local.admit(ask).await
     }
 
-    fn slot(&self, key: &str, member: &str) -> Box<dyn Send + Sync> {
-        // Renewed every half lease while held: a request may be in flight longer than the
-        // lease (upstream.response_timeout raised by a reload).
-        let (fleet, renew, lease) = (self.fleet.clone(), self.renew.clone(), self.lease);
-        let (k, m) = (key.to_owned(), member.to_owned());
-        let renewal = tokio::runtime::Handle::try_current().ok().map(|runtime| {
-            runtime
-                .spawn(async move {
-                    loop {
-                        tokio::time::sleep(lease / 2).await;
-                        let mut invocation = renew.prepare_invoke();
-                        invocation.key(&k).arg(&m).arg(micros(lease));
-                        let _: Result<(), _> = fleet
-                            .call(|mut c| async move { invocation.invoke_async(&mut c).await })
-                            .await;
-                    }
-                })
-                .abort_handle()
-        });
-        Box::new(Slot {
-            fleet: self.fleet.clone(),
-            release: self.release.clone(),
-            key: key.to_owned(),
-            member: member.to_owned(),
-            channel: self.channel.clone(),
-            lease: self.lease,
-            renewal,
-        })
+    fn slot(&self, keys: &Keys, member: &str) -> Box<dyn Send + Sync> {
+        Box::new(self.slots.hold(&keys.slots, &keys.pace, member))
     }
 
     async fn admit_shared(&self, ask: PaceAsk<'_>) -> Result<Admission, Held> {
@@ -246,7 +240,7 @@ impl RedisPace {
         };
         match verdict.as_str() {
             "go" => {
-                let slot = (slots > 0).then(|| self.slot(&keys.slots, &member));
+                let slot = (slots > 0).then(|| self.slot(&keys, &member));
                 return Ok(Admission { waited: false, slot });
             }
             "wait" => {}
@@ -286,7 +280,7 @@ impl RedisPace {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.start(&keys, &member, &spacing, left, slots).await {
                 Ok(Begun::Started { wait: until_start }) => {
-                    let slot = (slots > 0).then(|| self.slot(&keys.slots, &member));
+                    let slot = (slots > 0).then(|| self.slot(&keys, &member));
                     if !until_start.is_zero() {
                         tokio::time::sleep(until_start).await;
                     }
@@ -453,51 +447,18 @@ impl Drop for Queued {
     }
 }
 
-/// A concurrency slot held in Redis: given back when dropped, and the fleet told.
-struct Slot {
-    fleet: Arc<Fleet>,
-    release: Arc<Script>,
-    key: String,
-    member: String,
-    channel: String,
-    /// Its lease: no use trying to give it back longer than that after it was last renewed.
-    lease: Duration,
-    /// The task that renews the lease while the slot is held.
-    renewal: Option<tokio::task::AbortHandle>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if let Some(renewal) = self.renewal.take() {
-            renewal.abort();
-        }
-        let release = self.release.clone();
-        let key = std::mem::take(&mut self.key);
-        let member = std::mem::take(&mut self.member);
-        let channel = std::mem::take(&mut self.channel);
-        give_back(self.fleet.clone(), Instant::now() + self.lease, move |mut c| {
-            let (release, key) = (release.clone(), key.clone());
-            let (member, channel) = (member.clone(), channel.clone());
-            Box::pin(async move {
-                let mut invocation = release.prepare_invoke();
-                invocation.key(key).arg(member).arg(channel);
-                invocation.invoke_async::<()>(&mut c).await
-            })
-        });
-    }
-}
-
 /// The first pause before giving something back again, doubled each time up to a second.
 const GIVE_BACK_RETRY: Duration = Duration::from_millis(100);
 
 /// One try at giving something back to Redis.
-type Try = std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<()>> + Send>>;
+pub(super) type Try =
+    std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<()>> + Send>>;
 
 /// Sends what `make` makes to Redis, in the background, until it is done or `lapses` comes
 /// (then what it gives back has lapsed by itself). While Redis is out of reach, every try
 /// fails at once, and it goes through once the heartbeat finds Redis back: a slot given back
 /// during an outage is not held until its lease ends.
-fn give_back(
+pub(super) fn give_back(
     fleet: Arc<Fleet>,
     lapses: Instant,
     make: impl Fn(redis::aio::ConnectionManager) -> Try + Send + Sync + 'static,

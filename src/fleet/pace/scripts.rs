@@ -8,7 +8,8 @@
 //! itself if its instance died): `queue:<authority>#<line>` for a Crawl-delay lane,
 //! `queue:<authority>` for the requests with no Crawl-delay; each group has its own, as in
 //! the schedule, and `queue_limit` bounds each. `slots:<authority>` holds the connection slots
-//! held (score: when the lease ends).
+//! held (score: when the lease ends); `slot-waiters` in the hash says until when a request
+//! may wait for one of them (RELEASE announces slots given back only until then).
 
 /// KEYS: pace, queue (of the request's group), slots. ARGV: interval, lane line, delay,
 /// max_wait, queue_limit, member, keep (ms), most slots (0: no limit), slot lease, queue
@@ -18,7 +19,12 @@
 /// request that would wait (for its start, or for a slot: none free now) when `queue_limit`
 /// of its group wait already. A request that need not wait starts at once: it takes its slot and is
 /// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
-/// Returns `{verdict, wait, bound, waiting}`.
+/// Returns `{verdict, wait, bound, waiting}` (`waiting` is 0 for `go`).
+///
+/// What only a request that may wait needs is done only for one: the lapsed slots (of a holder
+/// that died) are pruned only when the slots look full, and the queue is pruned and counted
+/// only when the request would join it. A site whose limits do not bind costs Redis a few
+/// commands per request.
 pub(super) const RESERVE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -46,13 +52,17 @@ local wait = start - now
 if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0} end
 local free = true
 if slots > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   free = redis.call('ZCARD', KEYS[3]) < slots
+  if not free then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+    free = redis.call('ZCARD', KEYS[3]) < slots
+  end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local waiting = redis.call('ZCARD', KEYS[2])
-if (bound ~= '' or not free) and waiting >= queue_limit then
-  return {'queue_full', wait, bound, waiting}
+local waiting = 0
+if bound ~= '' or not free then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  waiting = redis.call('ZCARD', KEYS[2])
+  if waiting >= queue_limit then return {'queue_full', wait, bound, waiting} end
 end
 if interval > 0 then redis.call('HSET', KEYS[1], 'rate', start + interval) end
 if delay > 0 then redis.call('HSET', KEYS[1], lane, start + delay) end
@@ -79,7 +89,9 @@ return {'wait', wait, bound, waiting}
 /// `Schedule::begin`, for a request of the queue whose reserved start has come: takes a slot
 /// (`busy` when none is free), then spaces the actual start from the last actual starts,
 /// `start = max(now, last:rate + interval, last:lane + delay)`; refuses it (`too_long`, and
-/// the request leaves the queue) when that is past its deadline. Otherwise records the start
+/// the request leaves the queue) when that is past its deadline. A request that finds no slot
+/// free is marked in the pace (`slot-waiters`: until its deadline), so that slots given back
+/// are announced (RELEASE). Otherwise records the start
 /// and returns `{'ok', start - now, bound}`; the request stays in the queue until `start`.
 pub(super) const BEGIN: &str = r"
 local t = redis.call('TIME')
@@ -94,7 +106,14 @@ local slots = tonumber(ARGV[7])
 local lease = tonumber(ARGV[8])
 if slots > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= slots then return {'busy', 0, ''} end
+  if redis.call('ZCARD', KEYS[3]) >= slots then
+    local waits = now + remaining
+    if waits > tonumber(redis.call('HGET', KEYS[1], 'slot-waiters') or '0') then
+      redis.call('HSET', KEYS[1], 'slot-waiters', waits)
+      redis.call('PEXPIRE', KEYS[1], keep_ms)
+    end
+    return {'busy', 0, ''}
+  end
 end
 local start = now
 local bound = ''
@@ -130,11 +149,17 @@ redis.call('ZADD', KEYS[2], 'XX', start, member)
 return {'ok', start - now, bound}
 ";
 
-/// KEYS: slots. ARGV: member, channel. Gives a slot back and tells the waiters of every
-/// instance (the message is the slots key).
+/// KEYS: slots, pace. ARGV: channel, then the members given back (one or more). Gives the
+/// slots back and, while a request waits for one of the authority's slots anywhere in the fleet
+/// (`slot-waiters` in the pace, set by BEGIN: until the last such waiter's deadline), tells the
+/// waiters of every instance, once per slot (the message is the slots key).
 pub(super) const RELEASE: &str = r"
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('PUBLISH', ARGV[2], KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
+if tonumber(redis.call('HGET', KEYS[2], 'slot-waiters') or '0') > now then
+  for _ = 2, #ARGV do redis.call('PUBLISH', ARGV[1], KEYS[1]) end
+end
 return 1
 ";
 

@@ -1,0 +1,178 @@
+//! The concurrency slots this instance holds in Redis, off the request's path: given back in
+//! batches by one task, and renewed by one task, rather than by two tasks of every request.
+//!
+//! * A slot is given back when its request's response headers arrive ([`Slot`] dropped). The
+//!   drop only hands it to the give-back task, which sends every slot handed to it while its
+//!   previous call was under way in one call per authority ([`scripts::RELEASE`]), the
+//!   authorities' calls at once on the multiplexed connection (one round trip). Under load the
+//!   batches grow by themselves; idle, a slot goes back at once.
+//! * `RELEASE` announces the slots given back (pub/sub, `slot-freed`) only while a request of
+//!   the authority waits for one somewhere in the fleet: `BEGIN` marks that in the authority's
+//!   pace (`slot-waiters`, until the waiter's deadline) when it finds no slot free. A site
+//!   whose limit never binds costs no message to every instance per request.
+//! * One task renews every slot held longer than a quarter of its lease, at most half a lease
+//!   after it was taken or last renewed, as each slot's own task did.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use redis::Script;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{micros, scripts};
+use crate::fleet::Fleet;
+
+/// The most slots given back in one call (the script's arguments).
+const MOST_PER_CALL: usize = 256;
+
+/// A slot held by one of this instance's requests.
+struct Held {
+    key: String,
+    member: String,
+    /// When it was taken or last renewed.
+    renewed: Instant,
+}
+
+/// A slot handed to the give-back task.
+struct Freed {
+    /// The authority's slots key and pace key.
+    keys: (String, String),
+    member: String,
+    /// No use trying to give it back after this: it has lapsed by itself.
+    lapses: Instant,
+}
+
+/// The slots held by this instance's requests; see the [module documentation](self).
+pub(super) struct Slots {
+    lease: Duration,
+    held: Arc<Mutex<HashMap<u64, Held>>>,
+    next: AtomicU64,
+    freed: mpsc::UnboundedSender<Freed>,
+}
+
+impl Slots {
+    /// Starts the give-back and renewal tasks on the current runtime (none outside one: then
+    /// slots lapse by themselves, as they do when their holder dies).
+    pub(super) fn new(fleet: Arc<Fleet>, lease: Duration, channel: String) -> Arc<Self> {
+        let (freed, given) = mpsc::unbounded_channel();
+        let slots = Arc::new(Slots {
+            lease,
+            held: Arc::new(Mutex::new(HashMap::new())),
+            next: AtomicU64::new(0),
+            freed,
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(give_back_all(fleet.clone(), given, channel));
+            runtime.spawn(renew_all(fleet, lease, Arc::downgrade(&slots.held)));
+        }
+        slots
+    }
+
+    /// The slot `member` of `key` (the authority's pace key `pace`), just taken: renewed while
+    /// held, given back when dropped.
+    pub(super) fn hold(self: &Arc<Self>, key: &str, pace: &str, member: &str) -> Slot {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let held = Held { key: key.to_owned(), member: member.to_owned(), renewed: Instant::now() };
+        if let Ok(mut all) = self.held.lock() {
+            all.insert(id, held);
+        }
+        Slot { slots: self.clone(), id, pace: pace.to_owned() }
+    }
+}
+
+/// A concurrency slot held in Redis: given back when dropped, and the fleet told if a request
+/// waits for one.
+pub(super) struct Slot {
+    slots: Arc<Slots>,
+    id: u64,
+    pace: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let held = self.slots.held.lock().ok().and_then(|mut all| all.remove(&self.id));
+        let Some(held) = held else { return };
+        let lapses = held.renewed + self.slots.lease;
+        let pace = std::mem::take(&mut self.pace);
+        // Fails only once the task has ended (the runtime is going away): the slot lapses.
+        let _ =
+            self.slots.freed.send(Freed { keys: (held.key, pace), member: held.member, lapses });
+    }
+}
+
+/// Gives back the slots handed to it, in batches, until every sender is gone.
+async fn give_back_all(
+    fleet: Arc<Fleet>,
+    mut given: mpsc::UnboundedReceiver<Freed>,
+    channel: String,
+) {
+    let release = Arc::new(Script::new(scripts::RELEASE));
+    let mut batch = Vec::new();
+    while given.recv_many(&mut batch, MOST_PER_CALL).await > 0 {
+        let mut by_site: HashMap<(String, String), (Vec<String>, Instant)> = HashMap::new();
+        for freed in batch.drain(..) {
+            let (members, lapses) = by_site.entry(freed.keys).or_insert((Vec::new(), freed.lapses));
+            members.push(freed.member);
+            *lapses = (*lapses).max(freed.lapses);
+        }
+        // One call per authority, all at once on the multiplexed connection.
+        let mut calls = tokio::task::JoinSet::new();
+        for ((key, pace), (members, lapses)) in by_site {
+            let (fleet, release, channel) = (fleet.clone(), release.clone(), channel.clone());
+            let (keys, members) = (Arc::new((key, pace, channel)), Arc::new(members));
+            let make = move |mut c: redis::aio::ConnectionManager| -> super::Try {
+                let (release, keys, members) = (release.clone(), keys.clone(), members.clone());
+                Box::pin(async move {
+                    let mut invocation = release.prepare_invoke();
+                    invocation.key(&keys.0).key(&keys.1).arg(&keys.2).arg(&*members);
+                    invocation.invoke_async::<()>(&mut c).await
+                })
+            };
+            calls.spawn(async move {
+                if fleet.call(&make).await.is_err() {
+                    // Redis out of reach: tried again in the background until it lapses.
+                    super::give_back(fleet, lapses, make);
+                }
+            });
+        }
+        while calls.join_next().await.is_some() {}
+    }
+}
+
+/// Renews, every quarter lease, each slot held for a quarter lease or more since it was taken
+/// or last renewed; ends when the slots are dropped.
+async fn renew_all(fleet: Arc<Fleet>, lease: Duration, held: Weak<Mutex<HashMap<u64, Held>>>) {
+    let renew = Script::new(scripts::RENEW);
+    let every = (lease / 4).max(Duration::from_millis(10));
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(all) = held.upgrade() else { return };
+        let now = Instant::now();
+        let due: Vec<(u64, String, String)> = match all.lock() {
+            Ok(all) => all
+                .iter()
+                .filter(|(_, h)| now.saturating_duration_since(h.renewed) >= every)
+                .map(|(id, h)| (*id, h.key.clone(), h.member.clone()))
+                .collect(),
+            Err(_) => return,
+        };
+        drop(all);
+        for (id, key, member) in due {
+            let mut invocation = renew.prepare_invoke();
+            invocation.key(&key).arg(&member).arg(micros(lease));
+            let renewed: Result<(), _> =
+                fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
+            if renewed.is_ok() {
+                let Some(all) = held.upgrade() else { return };
+                if let Ok(mut all) = all.lock() {
+                    if let Some(h) = all.get_mut(&id) {
+                        h.renewed = now;
+                    }
+                };
+            }
+        }
+    }
+}

@@ -107,7 +107,9 @@ async fn serve_command(mut stream: TcpStream, fin_counts: &Mutex<Vec<usize>>) {
     let (mut read, mut write) = stream.split();
     match &line[..] {
         b"echo\n" => {
-            let _ = tokio::time::timeout(WAIT, tokio::io::copy(&mut read, &mut write)).await;
+            // Longer than a test client waits: an idle tunnel must be closed by the proxy.
+            let echo = tokio::io::copy(&mut read, &mut write);
+            let _ = tokio::time::timeout(3 * WAIT, echo).await;
             let _ = write.shutdown().await;
         }
         b"count\n" => {

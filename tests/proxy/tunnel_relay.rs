@@ -10,8 +10,8 @@
 //! The upstream is a TCP server on 127.0.0.1 that serves robots.txt over TLS to the proxy's
 //! fetch (a connection starting with a TLS handshake) and, on any other connection, does what
 //! the client's first line asks: `echo`, `count` (read to the end, then answer the byte count
-//! and SHA-256) or `fin` (say `bye`, end its sending half, then read to the end and report
-//! the byte count to the test).
+//! and SHA-256), `fin` (say `bye`, end its sending half, then read to the end and report
+//! the byte count to the test) or `flood` (write until the tunnel is gone, then report).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -123,6 +123,20 @@ async fn serve_command(mut stream: TcpStream, fin_counts: &Mutex<Vec<usize>>) {
             let _ = write.shutdown().await;
             let Some((count, _)) = drain(&mut read).await else { return };
             fin_counts.lock().unwrap().push(count);
+        }
+        b"flood\n" => {
+            // Writes until the tunnel is gone (or for longer than a test client waits), then
+            // reports how much it wrote.
+            let chunk = vec![b'x'; 64 * 1024];
+            let mut wrote = 0;
+            let started = Instant::now();
+            while started.elapsed() < 3 * WAIT {
+                match tokio::time::timeout(3 * WAIT, write.write_all(&chunk)).await {
+                    Ok(Ok(())) => wrote += chunk.len(),
+                    _ => break,
+                }
+            }
+            fin_counts.lock().unwrap().push(wrote);
         }
         _ => {}
     }
@@ -368,4 +382,32 @@ async fn idle_tunnel_closed(via: Via) {
 async fn idle_tunnel_is_closed_after_the_idle_limit_and_a_busy_one_is_not() {
     idle_tunnel_closed(Via::Plain).await;
     idle_tunnel_closed(Via::Tls).await;
+}
+
+/// A client that reads nothing while the upstream sends is disconnected after
+/// `limits.client_write_timeout`, as on every client connection (long before the idle limit:
+/// bytes still move toward the proxy), and the upstream connection with it.
+async fn stalled_client_let_go(via: Via) {
+    let upstream = Upstream::start().await;
+    let listener_ca = TestCa::new("robots-proxy tests listener CA");
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = proxy(&upstream, &listener_ca, dir.path(), |c| {
+        c.limits.client_write_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let stream = connect_to(&proxy, &listener_ca, via).await;
+    let opened = Instant::now();
+    let _stream = open(stream, &upstream.target(), b"flood\n").await;
+    while upstream.fin_counts.lock().unwrap().is_empty() && opened.elapsed() < WAIT {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ended = upstream.fin_counts.lock().unwrap().clone();
+    assert_eq!(ended.len(), 1, "{via:?}: the upstream connection is closed");
+    assert!(opened.elapsed() >= Duration::from_secs(1), "{via:?}: {:?}", opened.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_client_that_reads_nothing_is_let_go_after_the_write_timeout() {
+    stalled_client_let_go(Via::Plain).await;
+    stalled_client_let_go(Via::Tls).await;
 }

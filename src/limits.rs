@@ -306,6 +306,11 @@ impl ClientIo {
         &self.inner
     }
 
+    /// How long a write may wait for the client to read (`limits.client_write_timeout`).
+    pub fn write_timeout(&self) -> Duration {
+        self.write_timeout
+    }
+
     /// `Pending` from a write: starts (or checks) the stall timer.
     fn stall(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         let timeout = self.write_timeout;

@@ -9,6 +9,7 @@
 #   benches/proxy/run.sh                                  # single many deny, 3 rounds x 6 s
 #   VARIANTS="single many deny wide" benches/proxy/run.sh
 #   VARIANTS=wide WIDE=10000 benches/proxy/run.sh
+#   VARIANTS=tunnel SYSTEMS="bare squid" benches/proxy/run.sh   # CONNECT tunnels (needs oha)
 #   CANDIDATES="before=/tmp/old/robots-proxy after=target/release/robots-proxy" benches/proxy/run.sh
 #   SKIP_BUILD=1 SYSTEMS=bare benches/proxy/run.sh        # no rebuild; only the bare proxy beside
 #
@@ -17,6 +18,12 @@
 #   many    GET /index.html over 8 authorities, 127.0.0.1:18171-18178, in turn
 #   deny    GET /private/x, disallowed for every crawler: the robots proxy answers 403 itself,
 #           the others forward it (200)
+#   tunnel  GET https://127.0.0.1:18169/index.html (TLS, nginx) through a CONNECT tunnel, with oha
+#           (keep-alive, CONNS connections, each its own tunnel; the client verifies the origin's
+#           certificate, from a test CA made here with openssl): the candidates run with
+#           https.mode = "tunnel", the bare proxy relays with tokio's copy_bidirectional, Squid
+#           and tinyproxy with their own tunnels. Skipped, saying so, when oha is not installed
+#           (cargo install oha --locked).
 #   wide    WIDE (10,000) authorities 127.0.X.Y:18180, each with a robots.txt of its own,
 #           for the candidates and the bare proxy (each started fresh):
 #             first contact  each authority requested once (wrk stops after WIDE answers):
@@ -35,6 +42,7 @@
 #     candidate: the same binary with and without a setting, side by side)
 #   WIDE=10000 WIDE_PASSES=4 FIRST_SECONDS=20 (bound of the first-contact run) RUN_DIR=/tmp/robots-proxy-bench SKIP_BUILD=0 BENCH_UA=benchbot/1.0
 #   RESULTS_OUT=path (a copy of the per-run TSV)
+#   OHA=path/to/oha (tunnel; default: oha on PATH or in ~/.cargo/bin)
 # Needs nginx and wrk (apt-get install -y nginx wrk; squid and tinyproxy optional), python3,
 # and cargo unless SKIP_BUILD=1. Runtime: about (variants x systems x rounds x (DURATION +
 # WARMUP + 1)) s, plus ~2 min for `wide`.
@@ -57,14 +65,24 @@ RUN_DIR=${RUN_DIR:-/tmp/robots-proxy-bench}
 BENCH_UA=${BENCH_UA:-benchbot/1.0}
 BARE_BIN=$TARGET_DIR/release/examples/bare-proxy
 
-ORIGIN_PORT=18170; WIDE_PORT=18180; STATUS_PORT=18189
+ORIGIN_PORT=18170; WIDE_PORT=18180; STATUS_PORT=18189; TLS_PORT=18169
 BARE_PORT=18151; SQUID_PORT=18152; TINY_PORT=18153
 CANDIDATE_PORT=18160; CANDIDATE_ADMIN_PORT=18190     # + the candidate's index
 
 need nginx; need wrk; need python3; need curl
 for v in $VARIANTS; do
-  case $v in single|many|deny|wide) ;; *) die "unknown variant '$v' (want single many deny wide)" ;; esac
+  case $v in single|many|deny|wide|tunnel) ;; *) die "unknown variant '$v' (want single many deny wide tunnel)" ;; esac
 done
+if [[ " $VARIANTS " == *" tunnel "* ]]; then
+  OHA=${OHA:-$(command -v oha || echo "${CARGO_HOME:-$HOME/.cargo}/bin/oha")}
+  if [[ ! -x $OHA ]]; then
+    log "oha is not installed (cargo install oha --locked, or OHA=path): the tunnel variant is skipped"
+    VARIANTS=$(tr ' ' '\n' <<<"$VARIANTS" | grep -vx tunnel | tr '\n' ' ')
+  else
+    need openssl
+  fi
+fi
+TUNNEL=0; [[ " $VARIANTS " == *" tunnel "* ]] && TUNNEL=1
 (( WIDE >= 1 && WIDE <= 60000 )) || die "WIDE must be between 1 and 60000"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
@@ -83,6 +101,30 @@ python3 -c 'import sys; sys.stdout.write(("<p>" + "x" * 60 + "</p>\n") * 15)' >"
 echo denied >"$RUN_DIR/www/private/x"
 printf 'User-agent: *\nDisallow: /private/\n' >"$RUN_DIR/www/robots.txt"
 chmod 644 "$RUN_DIR"/www/*.* "$RUN_DIR/www/private/x"
+tls_server=""
+if (( TUNNEL )); then
+  # tunnel: a test CA and the origin's certificate for 127.0.0.1, made here.
+  mkdir -p "$RUN_DIR/tls"
+  (
+    cd "$RUN_DIR/tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+      -subj "/CN=robots-proxy bench CA" -keyout ca.key -out ca.pem
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+      -subj "/CN=127.0.0.1" -keyout origin.key -out origin.csr
+    printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >origin.ext
+    openssl x509 -req -in origin.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile origin.ext -out origin.pem
+  ) >"$RUN_DIR/tls/openssl.out" 2>&1 || die "making the test certificates failed: $(cat "$RUN_DIR/tls/openssl.out")"
+  chmod 644 "$RUN_DIR"/tls/*
+  tls_server="  server {
+    listen 127.0.0.1:$TLS_PORT ssl;
+    ssl_certificate $RUN_DIR/tls/origin.pem;
+    ssl_certificate_key $RUN_DIR/tls/origin.key;
+    root $RUN_DIR/www;
+  }"
+  # The candidates relay CONNECT tunnels to the origin; their robots.txt fetch trusts its CA.
+  CANDIDATE_ENV="ROBOTS_PROXY_HTTPS__MODE=tunnel ROBOTS_PROXY_HTTPS__CONNECT_PORTS=[$TLS_PORT] ROBOTS_PROXY_HTTPS__UPSTREAM_CA_FILE=$RUN_DIR/tls/ca.pem $CANDIDATE_ENV"
+fi
 many_listen=""
 for p in $(seq $((ORIGIN_PORT + 1)) $((ORIGIN_PORT + 8))); do many_listen+="    listen 127.0.0.1:$p;"$'\n'; done
 cat >"$RUN_DIR/nginx.conf" <<EOF
@@ -117,13 +159,14 @@ $many_listen    root $RUN_DIR/www;
       return 200 "User-agent: *\nDisallow: /private/\nDisallow: /only-\$server_addr/\n";
     }
   }
+$tls_server
   server {
     listen 127.0.0.1:$STATUS_PORT;
     location / { stub_status; }
   }
 }
 EOF
-ports_free $ORIGIN_PORT $WIDE_PORT $STATUS_PORT $BARE_PORT $SQUID_PORT $TINY_PORT
+ports_free $ORIGIN_PORT $WIDE_PORT $STATUS_PORT $TLS_PORT $BARE_PORT $SQUID_PORT $TINY_PORT
 nginx -c "$RUN_DIR/nginx.conf" >"$RUN_DIR/nginx.out" 2>&1 &
 remember nginx $!
 wait_port $ORIGIN_PORT $! || die "nginx did not start: $(cat "$RUN_DIR/nginx-error.log" "$RUN_DIR/nginx.out")"
@@ -236,6 +279,35 @@ wrk_run() {
     "http://127.0.0.1:${PORT[$system]}" 2>&1 | grep '^RESULT' || echo "RESULT requests=0 duration_us=1 p50_us=0 p99_us=0 errors=-1 non2xx=0"
 }
 field() { sed -n "s/.* $1=\([-0-9]*\).*/\1/p" <<<" $2"; }
+# oha_run SYSTEM SECONDS: one bounded oha run over CONNECT tunnels through SYSTEM (tunnel);
+# prints a RESULT line as load.lua does.
+oha_run() {
+  local system=$1 seconds=$2 out=$RUN_DIR/oha.json
+  timeout $((seconds + 30)) "$OHA" --no-tui --output-format json -z "${seconds}s" -c "$CONNS" \
+    --worker-threads "$THREADS" -w \
+    -t 10s --cacert "$RUN_DIR/tls/ca.pem" -x "http://127.0.0.1:${PORT[$system]}" \
+    -H "User-Agent: $BENCH_UA" "https://127.0.0.1:$TLS_PORT/index.html" >"$out" 2>"$out.err" || true
+  python3 - "$out" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    print("RESULT requests=0 duration_us=1 p50_us=0 p99_us=0 errors=-1 non2xx=0")
+    sys.exit()
+codes = d.get("statusCodeDistribution") or {}
+answered = sum(codes.values())
+non2xx = sum(n for code, n in codes.items() if not code.startswith("2"))
+errors = sum((d.get("errorDistribution") or {}).values())
+p = d.get("latencyPercentiles") or {}
+us = lambda s: int((s or 0) * 1e6)
+print(f"RESULT requests={answered} duration_us={us(d['summary']['total'])} p50_us={us(p.get('p50'))}"
+      f" p99_us={us(p.get('p99'))} errors={errors} non2xx={non2xx}")
+EOF
+}
+load_run() {  # load_run VARIANT SYSTEM SECONDS [KEY=VALUE...]
+  local v=$1; shift
+  if [[ $v == tunnel ]]; then oha_run "$1" "$2"; else wrk_run "$@"; fi
+}
 rps_of() { awk -v r="$(field requests "$1")" -v d="$(field duration_us "$1")" 'BEGIN { printf "%.0f\n", (d > 0 ? r / d * 1e6 : 0) }'; }
 
 variant_env() {
@@ -257,6 +329,11 @@ if (( ${#plain[@]} )); then
     deny=$(curl -s -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:${PORT[$s]}" -A "$BENCH_UA" "http://127.0.0.1:$ORIGIN_PORT/private/x" || true)
     log "probe $s: /index.html $code, /private/x $deny"
     [[ $code == 200 ]] || die "$s does not forward /index.html (answered $code)"
+    if (( TUNNEL )); then
+      code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$RUN_DIR/tls/ca.pem" -x "http://127.0.0.1:${PORT[$s]}" "https://127.0.0.1:$TLS_PORT/index.html" || true)
+      log "probe $s: https://127.0.0.1:$TLS_PORT/index.html through a CONNECT tunnel $code"
+      [[ $code == 200 ]] || die "$s does not relay a CONNECT tunnel to the TLS origin (answered $code)"
+    fi
   done
   log "load: rounds=$ROUNDS variants='${plain[*]}' duration=${DURATION}s conns=$CONNS wrk-threads=$THREADS systems='${ORDER[*]}'"
   for round in $(seq 1 "$ROUNDS"); do
@@ -266,9 +343,9 @@ if (( ${#plain[@]} )); then
       for k in $(seq 0 $((n - 1))); do
         s=${ORDER[$(((k + round) % n))]}
         read -r -a venv <<<"$(variant_env "$v")"
-        (( WARMUP > 0 )) && wrk_run "$s" "$WARMUP" "${venv[@]}" >/dev/null
+        (( WARMUP > 0 )) && load_run "$v" "$s" "$WARMUP" "${venv[@]}" >/dev/null
         before=$(origin_requests)
-        line=$(wrk_run "$s" "$DURATION" "${venv[@]}")
+        line=$(load_run "$v" "$s" "$DURATION" "${venv[@]}")
         after=$(origin_requests)
         req=$(field requests "$line"); dur=$(field duration_us "$line")
         python3 - "$v" "$s" "$round" "$req" "$dur" "$(field p50_us "$line")" "$(field p99_us "$line")" \

@@ -14,6 +14,7 @@ mod optouts;
 mod pipeline;
 mod pool;
 mod preferences;
+mod relay;
 mod report;
 mod safety;
 

@@ -16,8 +16,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::connect::{connect_record, refuse_prohibited, TUNNEL_PATH};
 use super::report::{refuse_connect, Reported, Who};
@@ -289,10 +287,7 @@ pub(super) async fn tunnel(
     let idle = live.https.tunnel_idle_timeout;
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                let client_io = TokioIo::new(upgraded);
-                relay(client_io, upstream, idle).await;
-            }
+            Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
     });
@@ -322,35 +317,4 @@ async fn tdm_everywhere(
     }
     let site = live.policy.tdmrep(authority).await;
     site.file.as_ref()?.reserved_everywhere().cloned()
-}
-
-/// Copies both ways until both sides are done or nothing moved for `idle`.
-async fn relay<A, B>(mut a: A, mut b: B, idle: std::time::Duration)
-where
-    A: AsyncRead + AsyncWrite + Unpin,
-    B: AsyncRead + AsyncWrite + Unpin,
-{
-    let mut buf_a = vec![0u8; 16 * 1024];
-    let mut buf_b = vec![0u8; 16 * 1024];
-    let (mut a_open, mut b_open) = (true, true);
-    use tokio::io::AsyncWriteExt;
-    while a_open || b_open {
-        let step = tokio::time::timeout(idle, async {
-            tokio::select! {
-                r = a.read(&mut buf_a), if a_open => match r {
-                    Ok(0) | Err(_) => { a_open = false; let _ = b.shutdown().await; Ok(()) }
-                    Ok(n) => b.write_all(&buf_a[..n]).await,
-                },
-                r = b.read(&mut buf_b), if b_open => match r {
-                    Ok(0) | Err(_) => { b_open = false; let _ = a.shutdown().await; Ok(()) }
-                    Ok(n) => a.write_all(&buf_b[..n]).await,
-                },
-            }
-        })
-        .await;
-        match step {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) | Err(_) => break,
-        }
-    }
 }

@@ -31,4 +31,5 @@ mod signing_scope;
 mod streaming;
 mod tls_listener;
 mod tunnel_policy;
+mod tunnel_relay;
 mod usage;

@@ -1,0 +1,158 @@
+//! The byte relay of a CONNECT tunnel that is not intercepted (`https.mode = "tunnel"`): both
+//! ways at once, until both sides are done or nothing moved either way for
+//! `https.tunnel_idle_timeout`.
+//!
+//! * A client of the plain listener is a TCP socket under hyper's `Upgraded`: on Linux the bytes
+//!   go socket → pipe → socket with `splice(2)` and never enter user space ([`splice`]); the
+//!   bytes hyper had read already after the CONNECT head go upstream first.
+//! * Anything else (a client of the TLS listener, an HTTP/2 CONNECT stream, another system, or
+//!   no pipe to be had) is copied through two buffers by tokio's `copy_bidirectional`.
+//!
+//! Either way one side's end of stream shuts down the other side's sending half and the other
+//! direction goes on until it ends too (half-close); an error on either side ends both. The
+//! idle limit is one timer, pushed back only when it fires and something moved since. A client
+//! that reads nothing while the relay has bytes for it is disconnected after
+//! `limits.client_write_timeout`, as on every client connection.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::limits::ClientIo;
+
+#[cfg(target_os = "linux")]
+mod splice;
+
+/// Each direction's buffer on the copying path. tokio's default is 8 KiB; a TLS record is up
+/// to 16 KiB, and a bulk transfer makes a quarter of the system calls with 64 KiB.
+const BUFFER: usize = 64 * 1024;
+
+/// Relays between the client's upgraded connection and `upstream` until both are done, or
+/// nothing moved for `idle`.
+pub(super) async fn relay(upgraded: Upgraded, mut upstream: TcpStream, idle: Duration) {
+    let parts = match upgraded.downcast::<TokioIo<ClientIo>>() {
+        Ok(parts) => parts,
+        Err(upgraded) => return copying(TokioIo::new(upgraded), upstream, idle).await,
+    };
+    let client = parts.io.into_inner();
+    // What the client sent after the CONNECT head, read by hyper with it: first, in order.
+    if !parts.read_buf.is_empty() {
+        match tokio::time::timeout(idle, upstream.write_all(&parts.read_buf)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return tracing::debug!(error = %e, "tunnel: writing upstream failed"),
+            Err(_) => return tracing::debug!("tunnel: upstream read nothing; idle limit reached"),
+        }
+    }
+    #[cfg(target_os = "linux")]
+    let client = match splice::Pipes::new() {
+        Ok(pipes) => return splice::relay(client, upstream, pipes, idle).await,
+        Err(e) => {
+            tracing::debug!(error = %e, "tunnel: no pipe for splice(2); copying instead");
+            client
+        }
+    };
+    copying(client, upstream, idle).await
+}
+
+/// The portable relay: tokio's `copy_bidirectional`, with the idle limit.
+async fn copying<A>(client: A, mut upstream: TcpStream, idle: Duration)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+{
+    let activity = Activity::new();
+    let mut client = Watched { io: client, activity: &activity };
+    let copy = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, BUFFER, BUFFER);
+    tokio::select! {
+        copied = copy => if let Err(e) = copied {
+            tracing::debug!(error = %e, "tunnel ended with an error");
+        },
+        () = activity.idle(idle) => tracing::debug!("tunnel closed: idle limit reached"),
+    }
+}
+
+/// When bytes last moved through a relay, for its idle limit: one clock reading per transfer,
+/// and one timer for the whole relay, looked at when it fires.
+struct Activity {
+    start: Instant,
+    /// Nanoseconds from `start` to the last transfer.
+    last: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity { start: Instant::now(), last: AtomicU64::new(0) }
+    }
+
+    /// Bytes moved now.
+    fn touch(&self) {
+        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Completes once nothing has moved for `idle`.
+    async fn idle(&self, idle: Duration) {
+        let timer = tokio::time::sleep(idle);
+        tokio::pin!(timer);
+        loop {
+            timer.as_mut().await;
+            let last = self.start + Duration::from_nanos(self.last.load(Ordering::Relaxed));
+            let deadline = last + idle;
+            if deadline <= Instant::now() {
+                return;
+            }
+            timer.as_mut().reset(deadline);
+        }
+    }
+}
+
+/// The client side of a copying relay: every read or write that moved bytes counts as
+/// activity. (Upstream bytes are the same bytes, written or read on the client side too.)
+struct Watched<'a, T> {
+    io: T,
+    activity: &'a Activity,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.io).poll_read(cx, buf);
+        if matches!(poll, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        poll
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<'_, T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        poll
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}

@@ -119,7 +119,7 @@ impl Idle {
                 self.order.remove(&oldest.seq);
             }
         }
-        while self.order.len() >= max {
+        while self.len() >= max {
             let Some((seq, origin)) = self.order.pop_first() else { break };
             if let Some(list) = self.by_origin.get_mut(&origin) {
                 list.retain(|c| c.seq != seq);

@@ -8,6 +8,9 @@ use clap::{Args, Parser, Subcommand};
 
 /// mimalloc: the proxy allocates small, short-lived buffers per request on every worker thread,
 /// where glibc's allocator spends a measurable share of the CPU (see the README's benchmarks).
+/// The `system-allocator` feature leaves it out, for heap profilers that follow `malloc`
+/// (heaptrack, valgrind's massif); never for a build that is shipped.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -45,7 +45,9 @@ pub struct Policy {
     /// Where robots.txt snapshots come from (the in-process cache, or a fleet-wide store).
     store: Arc<dyn RobotsStore>,
     /// User-Agent header → token, since a crawler sends the same header on every request.
-    user_agents: moka::sync::Cache<http::HeaderValue, Option<ProductToken>>,
+    /// Keyed by the header's bytes copied: a `HeaderValue` hyper parsed shares the connection's
+    /// read buffer (8 KiB or more), which a key would keep alive.
+    user_agents: moka::sync::Cache<Vec<u8>, Option<ProductToken>>,
     sources: Vec<TokenSource>,
     token_header: http::HeaderName,
     default_token: Option<ProductToken>,
@@ -118,10 +120,13 @@ pub struct PolicyDecision {
 
 /// The User-Agent a client connection sent last and the token found in it (see
 /// [`Policy::token_for_connection`]). The token depends only on the header's value, never on
-/// the configuration, so it stays right across reloads.
+/// the configuration, so it stays right across reloads. The value is a copy of its bytes: the
+/// `HeaderValue` hyper parsed is a slice of the connection's read buffer, and holding it would
+/// keep that buffer (8 KiB or more) alive beside the one hyper reads into next, for as long
+/// as the connection is open (issue 22: 46-48 KiB per idle client connection).
 #[derive(Debug, Default)]
 pub struct RecentUserAgent {
-    last: Option<(http::HeaderValue, Option<ProductToken>)>,
+    last: Option<(Box<[u8]>, Option<ProductToken>)>,
 }
 
 impl Policy {
@@ -260,7 +265,7 @@ impl Policy {
                     let token = headers.get(http::header::USER_AGENT).and_then(|v| {
                         if let Some((seen, token)) = recent.as_deref().and_then(|r| r.last.as_ref())
                         {
-                            if seen == v {
+                            if **seen == *v.as_bytes() {
                                 return token.clone();
                             }
                         }
@@ -268,11 +273,11 @@ impl Policy {
                         // (Latin-1 `caf\xE9`) cannot be part of a product token (RFC 9309
                         // §2.2.1: letters, `_` and `-`), so it only ends the word it is in;
                         // the token is found in the ASCII rest as for any other value.
-                        let token = self.user_agents.get_with_by_ref(v, || {
+                        let token = self.user_agents.get_with_by_ref(v.as_bytes(), || {
                             ProductToken::from_user_agent(&String::from_utf8_lossy(v.as_bytes()))
                         });
                         if let Some(recent) = recent.as_deref_mut() {
-                            recent.last = Some((v.clone(), token.clone()));
+                            recent.last = Some((v.as_bytes().into(), token.clone()));
                         }
                         token
                     });

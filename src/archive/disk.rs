@@ -126,6 +126,54 @@ pub(super) fn read_histories(
     Ok(out)
 }
 
+/// The windows kept under `root` for `authority`, if any; an error when the file (or its
+/// directory) cannot be read. With `set_aside`, a file that does not parse is renamed
+/// `NAME.unreadable` (and logged), as [`read_histories`] does.
+pub(super) fn read_history(
+    root: &Path,
+    authority: &str,
+    set_aside: bool,
+) -> io::Result<Option<History>> {
+    let path = authority_path(root, authority);
+    let text = match fs::read(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(match serde_json::from_slice::<History>(&text) {
+        Ok(history) if history.authority == authority => Some(history),
+        Ok(_) => None,
+        Err(e) => {
+            if set_aside {
+                let aside = path.with_extension("json.unreadable");
+                tracing::warn!(
+                    path = %path.display(), error = %e, aside = %aside.display(),
+                    "robots.txt archive: an authority's file does not parse; set aside"
+                );
+                let _ = fs::rename(&path, &aside);
+            }
+            None
+        }
+    })
+}
+
+/// Calls `each` with every authority's windows kept under `root`, one file at a time (files
+/// that do not parse are skipped), so that a pass over the archive holds one in memory.
+pub(super) fn for_each_history(root: &Path, mut each: impl FnMut(History)) {
+    let Ok(entries) = fs::read_dir(root.join("authorities")) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if hidden || path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let Ok(text) = fs::read(&path) else { continue };
+        if let Ok(history) = serde_json::from_slice::<History>(&text) {
+            each(history);
+        }
+    }
+}
+
 /// The body of `sha256`, if kept and intact (its bytes hash to its name).
 pub(super) fn read_body(root: &Path, sha256: &str) -> Result<Option<Bytes>, ArchiveError> {
     if !is_digest(sha256) {

@@ -1,11 +1,19 @@
 //! The running archive: observations in (never blocking the request path), files out, from
 //! one background thread.
 //!
-//! The state is kept in memory (every authority's windows, and the bodies not yet on disk) and
-//! written after each change. When a write fails (a full disk, a directory that went away), the
-//! failure is logged once and counted; the changes stay in memory and are written on the next
-//! attempt (the next observation, or every [`RETRY`]), so archiving resumes by itself when
-//! the disk takes writes again. Decisions and audit records never wait for any of it.
+//! Memory holds what the disk does not have yet (the windows of the authorities changed since
+//! the last write, the bodies not yet written) and the windows of at most [`KEEP_WRITTEN`]
+//! authorities already written. Other authorities' windows are read back from their file when
+//! a new observation for them arrives (on this thread, off the request path), so the archive's
+//! memory does not grow with the number of sites (issue 22: it kept every authority's windows,
+//! ~1.3 KiB per site, forever). When a file cannot be read (not: does not exist), the new
+//! windows are kept alone and merged into the file's when it can be read again. When a
+//! write fails (a full disk, a directory that went away), the failure is logged once and
+//! counted; the changes stay in memory, up to [`MAX_UNWRITTEN`] authorities and
+//! [`MAX_PENDING_BYTES`] of bodies (past them new results are dropped and counted), and are
+//! written on the next attempt (the next observation, or every [`RETRY`]), so archiving resumes
+//! by itself when the disk takes writes again. Decisions and audit records never wait for any
+//! of it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -33,6 +41,13 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Most bytes of bodies kept in memory while they cannot be written; past it a new body is
 /// dropped (its window is kept, naming its digest) and counted.
 const MAX_PENDING_BYTES: usize = 256 << 20;
+
+/// Most authorities whose windows are kept in memory while they cannot be written; past it a
+/// result for another authority is dropped and counted.
+const MAX_UNWRITTEN: usize = 65_536;
+
+/// Most authorities whose windows are kept in memory once written (the disk has them).
+const KEEP_WRITTEN: usize = 1024;
 
 /// What the robots store took in for an authority: a fetch's result, or a copy taken over from
 /// the fleet or the disk.
@@ -80,17 +95,19 @@ struct Counters {
     failing: AtomicU64,
 }
 
-/// What the writer keeps in memory.
+/// What the writer keeps in memory: what is not on disk yet, and a few written windows.
 #[derive(Default)]
 struct State {
+    /// Windows by authority: those in `dirty`, and at most `keep_written` others.
     histories: BTreeMap<String, History>,
     /// Authorities whose file is behind their windows.
     dirty: BTreeSet<String>,
+    /// Authorities whose file could not be read when their windows were taken in: merged with
+    /// it before it is written.
+    unread: BTreeSet<String>,
     /// Bodies not yet written.
     pending: BTreeMap<String, Bytes>,
     pending_bytes: usize,
-    /// Digests of the bodies on disk.
-    on_disk: BTreeSet<String>,
 }
 
 struct Shared {
@@ -98,6 +115,10 @@ struct Shared {
     retention: Duration,
     state: Mutex<State>,
     counters: Counters,
+    /// [`MAX_UNWRITTEN`], smaller in tests.
+    max_unwritten: usize,
+    /// [`KEEP_WRITTEN`], smaller in tests.
+    keep_written: usize,
 }
 
 impl Shared {
@@ -126,14 +147,18 @@ impl Archive {
     /// is a write failure like any other (logged once, and retried).
     pub fn open(state_dir: &Path, section: &ArchiveSection) -> Result<Archive, ArchiveError> {
         let root = disk::root(state_dir);
-        let histories = disk::read_histories(&root, true)?;
-        let on_disk = disk::body_digests(&root).into_iter().collect();
-        let state = State { histories, on_disk, ..State::default() };
+        if let Err(source) = std::fs::read_dir(&root) {
+            if source.kind() != std::io::ErrorKind::NotFound {
+                return Err(ArchiveError::Read { path: root, source });
+            }
+        }
         let shared = Arc::new(Shared {
             root,
             retention: section.retention,
-            state: Mutex::new(state),
+            state: Mutex::new(State::default()),
             counters: Counters::default(),
+            max_unwritten: MAX_UNWRITTEN,
+            keep_written: KEEP_WRITTEN,
         });
         let (queue, arrivals) = mpsc::sync_channel(QUEUE);
         let writer = shared.clone();
@@ -167,21 +192,32 @@ impl Archive {
         &self.shared.root
     }
 
-    /// Every authority with a history, sorted.
+    /// Every authority with a history, sorted (read from the disk: a pass over the archive).
     pub fn authorities(&self) -> Vec<String> {
-        self.shared.lock().histories.keys().cloned().collect()
+        let mut all: BTreeSet<String> = self.shared.lock().histories.keys().cloned().collect();
+        disk::for_each_history(&self.shared.root, |h| {
+            all.insert(h.authority);
+        });
+        all.into_iter().collect()
     }
 
     /// The windows of `authority`, oldest first, as this instance knows them now (including
     /// what could not be written yet).
     pub fn windows(&self, authority: &str) -> Vec<Window> {
-        let state = self.shared.lock();
-        state.histories.get(authority).map(|h| h.windows.clone()).unwrap_or_default()
+        self.history(authority).map(|h| h.windows).unwrap_or_default()
     }
 
     /// The window of `authority` in force at `at`, if any.
     pub fn in_force_at(&self, authority: &str, at: SystemTime) -> Option<Window> {
-        self.shared.lock().histories.get(authority)?.in_force_at(at).cloned()
+        self.history(authority)?.in_force_at(at).cloned()
+    }
+
+    /// The windows of `authority`: from memory when they are not written yet, else its file.
+    fn history(&self, authority: &str) -> Option<History> {
+        if let Some(h) = self.shared.lock().histories.get(authority) {
+            return Some(h.clone());
+        }
+        disk::read_history(&self.shared.root, authority, false).ok().flatten()
     }
 
     /// The bytes of the robots.txt whose SHA-256 is `sha256`, if kept (on disk, or still
@@ -252,18 +288,37 @@ fn take_in(shared: &Shared, seen: Observation) {
         last_confirmed: at,
         replaced_at: None,
     };
+    let known = shared.lock().histories.contains_key(&seen.authority);
+    // Not in memory: its file, read on this thread (only it writes the files).
+    let from_disk = if known {
+        None
+    } else {
+        let new = || History::new(&seen.authority, &seen.url);
+        Some(match disk::read_history(&shared.root, &seen.authority, true) {
+            Ok(history) => (history.unwrap_or_else(new), false),
+            Err(_) => (new(), true),
+        })
+    };
     let mut guard = shared.lock();
     let state = &mut *guard;
-    let history = state
-        .histories
-        .entry(seen.authority.clone())
-        .or_insert_with(|| History::new(&seen.authority, &seen.url));
+    if let Some((history, unread)) = from_disk {
+        if state.dirty.len() >= shared.max_unwritten {
+            shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if unread {
+            state.unread.insert(seen.authority.clone());
+        }
+        state.histories.insert(seen.authority.clone(), history);
+    }
+    let Some(history) = state.histories.get_mut(&seen.authority) else { return };
     if history.note(window, seen.now) {
-        state.dirty.insert(seen.authority);
+        state.dirty.insert(seen.authority.clone());
     }
     if let Some(version) = seen.version {
         let sha = version.sha256();
-        if !state.on_disk.contains(sha) && !state.pending.contains_key(sha) {
+        let on_disk = || disk::body_path(&shared.root, sha).is_file();
+        if !state.pending.contains_key(sha) && !on_disk() {
             let body = version.body();
             if state.pending_bytes + body.len() > MAX_PENDING_BYTES {
                 shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
@@ -296,9 +351,19 @@ fn flush(shared: &Shared) -> bool {
         let mut state = shared.lock();
         state.pending.remove(&sha);
         state.pending_bytes = state.pending_bytes.saturating_sub(body.len());
-        state.on_disk.insert(sha);
     }
-    for history in files {
+    for mut history in files {
+        let unread = shared.lock().unread.contains(&history.authority);
+        if unread {
+            match disk::read_history(&shared.root, &history.authority, true) {
+                Ok(Some(mut on_disk)) => {
+                    merge(&mut on_disk, &history);
+                    history = on_disk;
+                }
+                Ok(None) => {}
+                Err(e) => return failed(shared, &e),
+            }
+        }
         if let Err(e) = disk::write_history(&shared.root, &history) {
             return failed(shared, &e);
         }
@@ -306,11 +371,46 @@ fn flush(shared: &Shared) -> bool {
         let mut state = shared.lock();
         // Only this thread changes the windows: what was written is what memory holds.
         state.dirty.remove(&history.authority);
+        state.unread.remove(&history.authority);
+        state.histories.insert(history.authority.clone(), history);
     }
+    forget_written(shared);
     if shared.counters.failing.swap(0, Ordering::Relaxed) == 1 {
         tracing::info!(dir = %shared.root.display(), "robots.txt archive: writing again");
     }
     true
+}
+
+/// Keeps at most `keep_written` authorities' windows that the disk has (the others in `dirty`).
+fn forget_written(shared: &Shared) {
+    let mut guard = shared.lock();
+    let state = &mut *guard;
+    let mut written = state.histories.len() - state.dirty.len();
+    if written <= shared.keep_written {
+        return;
+    }
+    state.histories.retain(|authority, _| {
+        if written > shared.keep_written && !state.dirty.contains(authority) {
+            written -= 1;
+            return false;
+        }
+        true
+    });
+}
+
+/// Replays `newer` (windows taken in while `into`'s file could not be read) onto `into`, each
+/// window as the observations that made it: its first fetch, and its last confirmation.
+fn merge(into: &mut History, newer: &History) {
+    for w in &newer.windows {
+        let mut first = w.clone();
+        first.last_confirmed = w.first_fetched;
+        into.note(first, w.first_fetched);
+        if w.last_confirmed > w.first_fetched {
+            let mut last = w.clone();
+            last.first_fetched = w.last_confirmed;
+            into.note(last, w.last_confirmed);
+        }
+    }
 }
 
 /// Counts a failed write, and logs it when writes were going well until now.
@@ -327,40 +427,46 @@ fn failed(shared: &Shared, error: &std::io::Error) -> bool {
 }
 
 /// Drops the windows replaced more than `retention` before `now`, writes the authorities that
-/// changed, then removes the bodies no window names any more.
+/// changed, then removes the bodies no window names any more. One pass over the files, one
+/// authority in memory at a time (and the digests still named).
 fn prune(shared: &Shared, now: SystemTime) {
     let cutoff = now.checked_sub(shared.retention).unwrap_or(SystemTime::UNIX_EPOCH);
-    {
-        let mut guard = shared.lock();
-        let state = &mut *guard;
-        for (authority, history) in state.histories.iter_mut() {
-            if history.prune(cutoff) {
-                state.dirty.insert(authority.clone());
-            }
-        }
-    }
     if !flush(shared) {
         // An authority file may still name a body: remove none until it is written.
         return;
     }
-    let unused: Vec<String> = {
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    let mut failed_write = false;
+    disk::for_each_history(&shared.root, |mut history| {
+        if history.prune(cutoff) {
+            if let Err(e) = disk::write_history(&shared.root, &history) {
+                failed_write = !failed(shared, &e);
+            } else {
+                shared.counters.files_written.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        named.extend(history.windows.into_iter().filter_map(|w| w.sha256));
+    });
+    if failed_write {
+        return;
+    }
+    // The windows kept in memory were written before the pass; drop them, the pass may have
+    // pruned their files.
+    {
         let mut guard = shared.lock();
         let state = &mut *guard;
-        let named: BTreeSet<&str> = state
-            .histories
-            .values()
-            .flat_map(|h| h.windows.iter().filter_map(|w| w.sha256.as_deref()))
-            .collect();
-        state.on_disk.iter().filter(|sha| !named.contains(sha.as_str())).cloned().collect()
+        state.histories.retain(|authority, _| state.dirty.contains(authority));
+    }
+    let unused: Vec<String> = {
+        let state = shared.lock();
+        disk::body_digests(&shared.root)
+            .into_iter()
+            .filter(|sha| !named.contains(sha) && !state.pending.contains_key(sha))
+            .collect()
     };
     for sha in unused {
-        match disk::remove_body(&shared.root, &sha) {
-            Ok(()) => {
-                shared.lock().on_disk.remove(&sha);
-            }
-            Err(e) => {
-                tracing::debug!(%sha, error = %e, "robots.txt archive: cannot remove a pruned body");
-            }
+        if let Err(e) = disk::remove_body(&shared.root, &sha) {
+            tracing::debug!(%sha, error = %e, "robots.txt archive: cannot remove a pruned body");
         }
     }
     disk::remove_stale_temporaries(&shared.root);
@@ -397,6 +503,8 @@ mod tests {
             retention,
             state: Mutex::new(State::default()),
             counters: Counters::default(),
+            max_unwritten: 3,
+            keep_written: 2,
         }
     }
 
@@ -443,5 +551,91 @@ mod tests {
         assert_eq!(s.counters.failing.load(Ordering::Relaxed), 0);
         let reader = super::super::ArchiveReader::open(dir.path()).unwrap();
         assert_eq!(reader.windows("http://a.test").len(), 1);
+    }
+
+    fn observation_of(authority: &str, body: &'static [u8], at: SystemTime) -> Observation {
+        let url = format!("{authority}/robots.txt");
+        let version = RobotsVersion::new(authority, &url, Bytes::from_static(body), at, Some(200));
+        Observation { authority: authority.to_owned(), url, ..observation(body, at) }
+            .with_version(version)
+    }
+
+    impl Observation {
+        fn with_version(mut self, version: RobotsVersion) -> Observation {
+            self.version = Some(Arc::new(version));
+            self
+        }
+    }
+
+    #[test]
+    fn written_windows_leave_memory_and_are_read_back_when_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = shared(dir.path(), Duration::from_secs(3600));
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let sites: Vec<String> = (0..10).map(|i| format!("http://s{i}.test")).collect();
+        for site in &sites {
+            take_in(&s, observation_of(site, b"same", t0));
+            assert!(flush(&s));
+        }
+        assert_eq!(s.lock().histories.len(), s.keep_written, "a few written windows stay");
+        assert!(!s.lock().histories.contains_key(&sites[0]));
+        // A new result for a site whose windows are only on disk replaces its window there.
+        take_in(&s, observation_of(&sites[0], b"changed", t0 + Duration::from_secs(60)));
+        assert!(flush(&s));
+        assert_eq!(s.lock().histories.len(), s.keep_written);
+        let reader = super::super::ArchiveReader::open(dir.path()).unwrap();
+        let windows = reader.windows(&sites[0]);
+        assert_eq!(windows.len(), 2, "{windows:?}");
+        assert!(windows[0].replaced_at.is_some() && windows[1].replaced_at.is_none());
+        assert_eq!(reader.windows(&sites[9]).len(), 1);
+        // The same result again only extends the window on disk.
+        take_in(&s, observation_of(&sites[9], b"same", t0 + Duration::from_secs(120)));
+        assert!(flush(&s));
+        let reader = super::super::ArchiveReader::open(dir.path()).unwrap();
+        assert_eq!(reader.windows(&sites[9]).len(), 1);
+    }
+
+    #[test]
+    fn unwritten_windows_stay_within_their_bound_while_the_disk_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = shared(dir.path(), Duration::from_secs(3600));
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        std::fs::write(&s.root, b"in the way").unwrap();
+        for i in 0..5 {
+            take_in(&s, observation_of(&format!("http://s{i}.test"), b"x", t0));
+            assert!(!flush(&s));
+        }
+        assert_eq!(s.lock().histories.len(), s.max_unwritten);
+        assert_eq!(s.counters.dropped.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn windows_taken_in_while_the_file_cannot_be_read_are_merged_into_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = shared(dir.path(), Duration::from_secs(3600));
+        s.keep_written = 0;
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let site = "http://s.test";
+        take_in(&s, observation_of(site, b"a", t0));
+        assert!(flush(&s));
+        assert!(s.lock().histories.is_empty());
+        // The authorities' directory is in the way of reads and writes alike.
+        let windows_dir = s.root.join("authorities");
+        let aside = dir.path().join("aside");
+        std::fs::rename(&windows_dir, &aside).unwrap();
+        std::fs::write(&windows_dir, b"in the way").unwrap();
+        take_in(&s, observation_of(site, b"b", t0 + Duration::from_secs(60)));
+        take_in(&s, observation_of(site, b"b", t0 + Duration::from_secs(90)));
+        assert!(!flush(&s));
+        std::fs::remove_file(&windows_dir).unwrap();
+        std::fs::rename(&aside, &windows_dir).unwrap();
+        assert!(flush(&s));
+        let reader = super::super::ArchiveReader::open(dir.path()).unwrap();
+        let windows = reader.windows(site);
+        let sha = |b: &[u8]| Some(crate::robots_version::sha256_hex(b));
+        assert_eq!(windows.len(), 2, "{windows:?}");
+        assert_eq!((&windows[0].sha256, &windows[1].sha256), (&sha(b"a"), &sha(b"b")));
+        assert_eq!(windows[0].replaced_at, Some(truncate(t0 + Duration::from_secs(60))));
+        assert_eq!(windows[1].last_confirmed, truncate(t0 + Duration::from_secs(90)));
     }
 }

@@ -96,6 +96,7 @@ pub(crate) const BOUNDS: &[Bound] = &[
         0,
         65_536,
     ),
+    count("upstream.pool_max_idle", |c| wide(c.upstream.pool_max_idle), 0, 1_048_576),
     // [robots]
     duration("robots.connect_timeout", |c| c.robots.connect_timeout, POSITIVE, DAY),
     duration("robots.fetch_timeout", |c| c.robots.fetch_timeout, POSITIVE, DAY),

@@ -680,6 +680,9 @@ pub struct UpstreamSection {
     pub pool_idle_timeout: Duration,
     /// Most idle pooled connections kept per origin.
     pub pool_max_idle_per_host: usize,
+    /// Most idle pooled connections to `http` origins kept in all, whatever the number of
+    /// origins: past it the longest idle is closed.
+    pub pool_max_idle: usize,
 }
 
 impl Default for UpstreamSection {
@@ -690,6 +693,7 @@ impl Default for UpstreamSection {
             body_idle_timeout: Duration::from_secs(60),
             pool_idle_timeout: Duration::from_secs(60),
             pool_max_idle_per_host: 256,
+            pool_max_idle: 16_384,
         }
     }
 }

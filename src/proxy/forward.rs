@@ -214,6 +214,7 @@ pub(crate) fn client(
         plain,
         settings.pool_idle_timeout,
         settings.pool_max_idle_per_host,
+        settings.pool_max_idle,
     );
     let tls = crate::tls::https_connector(tls, settings.connect_timeout, guard);
     let tls = Client::builder(TokioExecutor::new())

@@ -198,6 +198,13 @@ impl PrefixIndex {
             n.tails = tails;
             n.edges = Span { start: edges_start, len: index.edges.len() as u32 - edges_start };
         }
+        // Kept for the file's lifetime in the cache: no spare capacity (issue 22).
+        index.nodes.shrink_to_fit();
+        index.edges.shrink_to_fit();
+        index.entries.shrink_to_fit();
+        index.segs.shrink_to_fit();
+        index.tails.shrink_to_fit();
+        index.bytes.shrink_to_fit();
         index
     }
 

@@ -519,32 +519,47 @@ impl RobotsTxt {
         self.ignored_bytes
     }
 
-    /// Approximate memory held by this compiled form, in bytes (for cache weighing).
+    /// The memory held by this compiled form, in bytes (what the cache weighs it by): the value
+    /// itself and every allocation it owns, by capacity. The case-folded indexes
+    /// ([`RobotsTxt::decide_folded`]) are built later, on first use, and not counted.
     pub fn heap_size(&self) -> usize {
-        let rules: usize =
-            self.rules.iter().map(|r| std::mem::size_of::<Rule>() + r.pattern.len()).sum();
-        let groups: usize = self
-            .groups
-            .iter()
-            .map(|g| {
-                std::mem::size_of::<Group>()
-                    + g.user_agents.iter().map(|u| 32 + u.value.len()).sum::<usize>()
-            })
-            .sum();
-        let rules = rules
+        fn vec<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        let rules =
+            |rules: &Vec<Rule>| vec(rules) + rules.iter().map(|r| r.pattern.len()).sum::<usize>();
+        let groups: usize = vec(&self.groups)
             + self
-                .decoded_rules
+                .groups
                 .iter()
-                .map(|r| std::mem::size_of::<Rule>() + r.pattern.len())
+                .map(|g| {
+                    vec(&g.user_agents)
+                        + g.user_agents.iter().map(|u| u.value.len()).sum::<usize>()
+                        + vec(&g.usage)
+                        + g.usage.iter().map(usage::UsageRule::heap_size).sum::<usize>()
+                })
                 .sum::<usize>();
-        let sets: usize = self
-            .rule_sets
-            .iter()
-            .map(|s| 64 + s.index.heap_size() + s.decoded.as_ref().map_or(0, |d| d.heap_size()))
-            .sum();
-        let tokens: usize = self.by_token.iter().map(|(_, t, _)| 32 + t.len()).sum();
-        let sitemaps: usize = self.sitemaps.iter().map(|s| 24 + s.url.len()).sum();
-        std::mem::size_of::<Self>() + rules + groups + sets + tokens + sitemaps
+        let sets: usize = vec(&self.rule_sets)
+            + self
+                .rule_sets
+                .iter()
+                .map(|s| {
+                    vec(&s.groups)
+                        + s.index.heap_size()
+                        + s.decoded.as_ref().map_or(0, PrefixIndex::heap_size)
+                })
+                .sum::<usize>();
+        let tokens =
+            vec(&self.by_token) + self.by_token.iter().map(|(_, t, _)| t.len()).sum::<usize>();
+        let sitemaps =
+            vec(&self.sitemaps) + self.sitemaps.iter().map(|s| s.url.len()).sum::<usize>();
+        std::mem::size_of::<Self>()
+            + rules(&self.rules)
+            + rules(&self.decoded_rules)
+            + groups
+            + sets
+            + tokens
+            + sitemaps
     }
 
     fn rule_set_for(&self, token: Option<&ProductToken>) -> Option<u32> {

@@ -174,6 +174,11 @@ impl UsageRule {
         Some(UsageRule { pattern: pattern.into(), shape, priority, line, vocabulary, prefs })
     }
 
+    /// The bytes it holds on the heap (its pattern and preferences), for the cache's weight.
+    pub(crate) fn heap_size(&self) -> usize {
+        self.pattern.len() + self.prefs.capacity() * std::mem::size_of::<(Category, Preference)>()
+    }
+
     /// The path pattern (canonical form), or `""` for every path.
     pub fn path(&self) -> &str {
         &self.pattern

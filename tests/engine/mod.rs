@@ -13,6 +13,7 @@
 //! * `differential`: agreement with the `texting_robots` and `robotstxt` crates, every accepted
 //!   difference named and explained;
 //! * `check_cli`: the `check` command as a process (exit codes, messages, `--explain`, `--jsonl`);
+//! * `heap`: what a compiled robots.txt keeps on the heap, against the cache's weight of it;
 //! * `decoded`: patterns read decoded, for the readings other than the path as sent.
 
 mod check_cli;
@@ -20,6 +21,7 @@ mod decoded;
 mod differential;
 mod fixtures;
 mod google;
+mod heap;
 mod pathological;
 mod properties;
 mod spec_tables;

@@ -391,6 +391,43 @@ impl AsyncWrite for ClientIo {
     }
 }
 
+/// When bytes last moved on a connection or relay, for an idle limit: one clock reading per
+/// transfer, and one timer for the whole connection, looked at when it fires. Shared by the
+/// tunnel relay (`proxy::relay`) and the HTTP/2 idle limit (`server`).
+pub(crate) struct Activity {
+    start: tokio::time::Instant,
+    /// Nanoseconds from `start` to the last transfer.
+    last: std::sync::atomic::AtomicU64,
+}
+
+impl Activity {
+    pub(crate) fn new() -> Self {
+        Activity { start: tokio::time::Instant::now(), last: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    /// Bytes moved now.
+    pub(crate) fn touch(&self) {
+        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last.store(nanos, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Completes once nothing has moved for `idle`.
+    pub(crate) async fn quiet(&self, idle: Duration) {
+        let timer = tokio::time::sleep(idle);
+        tokio::pin!(timer);
+        loop {
+            timer.as_mut().await;
+            let last = self.start
+                + Duration::from_nanos(self.last.load(std::sync::atomic::Ordering::Relaxed));
+            let deadline = last + idle;
+            if deadline <= tokio::time::Instant::now() {
+                return;
+            }
+            timer.as_mut().reset(deadline);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

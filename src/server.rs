@@ -23,7 +23,7 @@ use hyper::service::HttpService;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
-use crate::limits::LimitsSection;
+use crate::limits::{Activity, LimitsSection};
 
 /// The HTTP version a connection is served with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +279,7 @@ where
         // client does not keep its connection slot.
         Version::Http2 => match settings.header_read_timeout {
             Some(idle) => {
-                let (io, quiet) = Activity::watch(io, idle);
+                let (io, quiet) = ReadsWatched::watch(io, idle);
                 let conn = settings.http2().serve_connection(TokioIo::new(io), service);
                 let stop = async move {
                     tokio::select! {
@@ -295,35 +295,23 @@ where
 }
 
 /// A stream that notes when its client last sent anything.
-struct Activity<T> {
+struct ReadsWatched<T> {
     inner: T,
-    last: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    base: tokio::time::Instant,
+    activity: std::sync::Arc<Activity>,
 }
 
-impl<T> Activity<T> {
+impl<T> ReadsWatched<T> {
     /// `inner`, watched, and a future that completes once the client has sent nothing for
     /// `idle`.
     fn watch(inner: T, idle: Duration) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        use std::sync::atomic::Ordering;
-        let last = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let base = tokio::time::Instant::now();
-        let seen = last.clone();
-        let quiet = async move {
-            loop {
-                let at = Duration::from_millis(seen.load(Ordering::Relaxed));
-                let deadline = base + at + idle;
-                if tokio::time::Instant::now() >= deadline {
-                    return;
-                }
-                tokio::time::sleep_until(deadline).await;
-            }
-        };
-        (Activity { inner, last, base }, quiet)
+        let activity = std::sync::Arc::new(Activity::new());
+        let seen = activity.clone();
+        let quiet = async move { seen.quiet(idle).await };
+        (ReadsWatched { inner, activity }, quiet)
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Activity<T> {
+impl<T: AsyncRead + Unpin> AsyncRead for ReadsWatched<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -332,14 +320,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for Activity<T> {
         let before = buf.filled().len();
         let read = Pin::new(&mut self.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
-            let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.last.store(ms, std::sync::atomic::Ordering::Relaxed);
+            self.activity.touch();
         }
         read
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Activity<T> {
+impl<T: AsyncWrite + Unpin> AsyncWrite for ReadsWatched<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

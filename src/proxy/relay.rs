@@ -16,7 +16,6 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,9 +23,8 @@ use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
-use crate::limits::ClientIo;
+use crate::limits::{Activity, ClientIo};
 
 #[cfg(target_os = "linux")]
 mod splice;
@@ -74,42 +72,7 @@ where
         copied = copy => if let Err(e) = copied {
             tracing::debug!(error = %e, "tunnel ended with an error");
         },
-        () = activity.idle(idle) => tracing::debug!("tunnel closed: idle limit reached"),
-    }
-}
-
-/// When bytes last moved through a relay, for its idle limit: one clock reading per transfer,
-/// and one timer for the whole relay, looked at when it fires.
-struct Activity {
-    start: Instant,
-    /// Nanoseconds from `start` to the last transfer.
-    last: AtomicU64,
-}
-
-impl Activity {
-    fn new() -> Self {
-        Activity { start: Instant::now(), last: AtomicU64::new(0) }
-    }
-
-    /// Bytes moved now.
-    fn touch(&self) {
-        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last.store(nanos, Ordering::Relaxed);
-    }
-
-    /// Completes once nothing has moved for `idle`.
-    async fn idle(&self, idle: Duration) {
-        let timer = tokio::time::sleep(idle);
-        tokio::pin!(timer);
-        loop {
-            timer.as_mut().await;
-            let last = self.start + Duration::from_nanos(self.last.load(Ordering::Relaxed));
-            let deadline = last + idle;
-            if deadline <= Instant::now() {
-                return;
-            }
-            timer.as_mut().reset(deadline);
-        }
+        () = activity.quiet(idle) => tracing::debug!("tunnel closed: idle limit reached"),
     }
 }
 

@@ -19,8 +19,7 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use super::Activity;
-use crate::limits::ClientIo;
+use crate::limits::{Activity, ClientIo};
 
 /// Most bytes one `splice` from a socket moves: the default pipe size (16 pages).
 const CHUNK: usize = 64 * 1024;
@@ -73,7 +72,7 @@ pub(super) async fn relay(client: ClientIo, upstream: TcpStream, pipes: Pipes, i
         relayed = both => if let Err(e) = relayed {
             tracing::debug!(error = %e, "tunnel ended with an error");
         },
-        () = activity.idle(idle) => tracing::debug!("tunnel closed: idle limit reached"),
+        () = activity.quiet(idle) => tracing::debug!("tunnel closed: idle limit reached"),
     }
 }
 

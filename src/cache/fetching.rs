@@ -7,10 +7,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::refresh::RefreshMark;
 use super::{
-    archived, persist, shared, state, FetchOutcome, Found, InFlight, Inner, RobotsRules,
-    RobotsSnapshot, RobotsState,
+    archived, persist, shared, state, FetchOutcome, Found, InFlight, Inner, RobotsSnapshot,
 };
 use crate::authority::Authority;
 
@@ -59,20 +57,9 @@ impl Inner {
                     return Inner::store(&this, &authority, id, snapshot, keep, None, sender).await
                 }
                 Err(e) if shared.required() => {
-                    let now = this.clock.now();
-                    let snapshot = RobotsSnapshot {
-                        authority: authority.clone(),
-                        robots_url: authority.robots_url(),
-                        rules: RobotsRules::DisallowAll,
-                        state: RobotsState::Unreachable,
-                        last_outcome: FetchOutcome::Fleet(e.to_string()),
-                        fetched_at: now,
-                        expires_at: now,
-                        failing_since: Some(now),
-                        failures: 1,
-                        version: None,
-                        refresh: RefreshMark::default(),
-                    };
+                    let outcome = FetchOutcome::Fleet(e.to_string());
+                    let snapshot =
+                        RobotsSnapshot::unreachable_now(&authority, outcome, this.clock.now());
                     // Not stored: the next request asks the fleet again.
                     this.in_flight.lock().await.remove(&authority);
                     sender.send_replace(Some(Arc::new(snapshot)));

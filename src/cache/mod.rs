@@ -222,6 +222,28 @@ pub struct RobotsSnapshot {
 }
 
 impl RobotsSnapshot {
+    /// Disallow all, unreachable as of `now` and due again at once: the answer to a request
+    /// when no fetch result came for `authority` (never stored, so the next request asks again).
+    pub(crate) fn unreachable_now(
+        authority: &Authority,
+        outcome: FetchOutcome,
+        now: SystemTime,
+    ) -> RobotsSnapshot {
+        RobotsSnapshot {
+            authority: authority.clone(),
+            robots_url: authority.robots_url(),
+            rules: RobotsRules::DisallowAll,
+            state: RobotsState::Unreachable,
+            last_outcome: outcome,
+            fetched_at: now,
+            expires_at: now,
+            failing_since: Some(now),
+            failures: 1,
+            version: None,
+            refresh: RefreshMark::default(),
+        }
+    }
+
     /// Age of the rules in force at `now`.
     pub fn age(&self, now: SystemTime) -> Duration {
         now.duration_since(self.fetched_at).unwrap_or_default()
@@ -571,20 +593,8 @@ impl RobotsCache {
             // The fetch task ended without a result (the runtime is shutting down).
         }
         tracing::warn!(%authority, "robots.txt fetch task ended without a result");
-        let now = self.inner.clock.now();
-        Arc::new(RobotsSnapshot {
-            authority: authority.clone(),
-            robots_url: authority.robots_url(),
-            rules: RobotsRules::DisallowAll,
-            state: RobotsState::Unreachable,
-            last_outcome: FetchOutcome::Network("robots.txt fetch task ended".to_owned()),
-            fetched_at: now,
-            expires_at: now,
-            failing_since: Some(now),
-            failures: 1,
-            version: None,
-            refresh: RefreshMark::default(),
-        })
+        let outcome = FetchOutcome::Network("robots.txt fetch task ended".to_owned());
+        Arc::new(RobotsSnapshot::unreachable_now(authority, outcome, self.inner.clock.now()))
     }
 
     /// What the cache holds for `authority`, current or not, without fetching.

@@ -43,10 +43,12 @@ pub(crate) struct OriginPool {
 /// The idle connections, by origin and in the order they became idle.
 #[derive(Default)]
 struct Idle {
-    by_origin: HashMap<Authority, Vec<IdleConnection>>,
+    /// Keyed by a shared authority, which [`Idle::order`] holds too: putting a connection back
+    /// clones a pointer, not the host.
+    by_origin: HashMap<Arc<Authority>, Vec<IdleConnection>>,
     /// Every idle connection by its sequence number (oldest first) with its origin: which one
     /// goes when `max_idle` is reached.
-    order: BTreeMap<u64, Authority>,
+    order: BTreeMap<u64, Arc<Authority>>,
     next: u64,
 }
 
@@ -130,12 +132,16 @@ impl Idle {
         }
         let seq = self.next;
         self.next += 1;
-        self.order.insert(seq, authority.clone());
-        let list = match self.by_origin.get_mut(authority) {
-            Some(list) => list,
-            None => self.by_origin.entry(authority.clone()).or_default(),
+        let key = match self.by_origin.get_key_value(authority) {
+            Some((key, _)) => key.clone(),
+            None => Arc::new(authority.clone()),
         };
-        list.push(IdleConnection { sender, since: Instant::now(), seq });
+        self.order.insert(seq, key.clone());
+        self.by_origin.entry(key).or_default().push(IdleConnection {
+            sender,
+            since: Instant::now(),
+            seq,
+        });
     }
 }
 

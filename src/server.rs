@@ -265,13 +265,18 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     TokioExecutor: Http2ServerConnExec<S::Future, B>,
 {
+    // Each protocol's connection is boxed on its own: an idle client connection keeps its
+    // task's future for as long as it is open, and an async function's future is as large as
+    // its largest state. Unboxed, every HTTP/1 connection would carry room for an HTTP/2 one
+    // (and the task, past tokio's 16 KiB, a second box); boxed, it holds what it uses.
     match version {
         Version::Http1 if settings.upgrades => {
             let conn = settings.http1().serve_connection(TokioIo::new(io), service);
-            drain(conn.with_upgrades(), stop).await
+            Box::pin(drain(conn.with_upgrades(), stop)).await
         }
         Version::Http1 => {
-            drain(settings.http1().serve_connection(TokioIo::new(io), service), stop).await
+            Box::pin(drain(settings.http1().serve_connection(TokioIo::new(io), service), stop))
+                .await
         }
         // HTTP/2 has no header read timeout that also ends idle connections, as HTTP/1's
         // does: a connection on which the client sends nothing for that long is asked to
@@ -287,9 +292,12 @@ where
                         () = quiet => {}
                     }
                 };
-                drain(conn, stop).await
+                Box::pin(drain(conn, stop)).await
             }
-            None => drain(settings.http2().serve_connection(TokioIo::new(io), service), stop).await,
+            None => {
+                let conn = settings.http2().serve_connection(TokioIo::new(io), service);
+                Box::pin(drain(conn, stop)).await
+            }
         },
     }
 }

@@ -131,16 +131,20 @@ impl Proxy {
             let alive = alive.clone();
             let open = self.shared.metrics.connection_opened();
             let tls = tls.clone();
+            // Boxed apart, so a plain connection's task has no room for a TLS handshake.
             tokio::spawn(async move {
                 let _alive = (alive, open);
                 match tls {
                     None => {
                         let verdicts = io.verdicts();
-                        let protocol = Protocol::Http1;
-                        let plain = Listener::Plain;
-                        serve_client(shared, peer, io, verdicts, protocol, plain, stopping).await;
+                        let (protocol, plain) = (Protocol::Http1, Listener::Plain);
+                        let serving =
+                            serve_client(shared, peer, io, verdicts, protocol, plain, stopping);
+                        Box::pin(serving).await;
                     }
-                    Some(acceptor) => serve_tls_client(shared, peer, io, acceptor, stopping).await,
+                    Some(acceptor) => {
+                        Box::pin(serve_tls_client(shared, peer, io, acceptor, stopping)).await;
+                    }
                 }
             });
         }

@@ -608,10 +608,10 @@ impl RobotsCache {
         shared::decode(authority, &record, self.inner.body_limit).map(|(s, _)| Arc::new(s))
     }
 
-    /// Drops the cached robots.txt of `authority`, so the next request fetches it again. A
-    /// fetch in flight still answers the requests already waiting for it, but its result is
-    /// not stored. This instance's copy is always dropped; the error says what of the fleet's
-    /// part (the shared record, telling the other instances) was not done.
+    /// Drops the cached robots.txt of `authority` (and its `tdmrep.json`), so the next request
+    /// fetches it again. A fetch in flight still answers the requests already waiting for it,
+    /// but its result is not stored. This instance's copy is always dropped; the error says
+    /// what of the fleet's part (the shared record, telling the other instances) was not done.
     pub async fn purge(&self, authority: &Authority) -> Result<(), SharedError> {
         self.purge_local(authority).await;
         match self.inner.shared.get() {
@@ -626,6 +626,7 @@ impl RobotsCache {
         let mut in_flight = self.inner.in_flight.lock().await;
         persist::forget(&self.inner, Some(authority)).await;
         in_flight.remove(authority);
+        self.inner.well_known.forget(Some(authority));
         self.inner.entries.invalidate(authority).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
@@ -646,6 +647,7 @@ impl RobotsCache {
         let mut in_flight = self.inner.in_flight.lock().await;
         persist::forget(&self.inner, None).await;
         in_flight.clear();
+        self.inner.well_known.forget(None);
         self.inner.entries.invalidate_all();
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }

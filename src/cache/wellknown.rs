@@ -97,6 +97,17 @@ impl WellKnown {
         slot
     }
 
+    /// Forgets what is known of `authority`'s `tdmrep.json` (every authority's with `None`),
+    /// so the next request that needs it fetches it again: a purge of the cache drops it with
+    /// the robots.txt. A fetch in flight still answers the requests waiting for it.
+    pub(crate) fn forget(&self, authority: Option<&Authority>) {
+        let mut slots = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match authority {
+            Some(authority) => drop(slots.remove(authority)),
+            None => slots.clear(),
+        }
+    }
+
     /// What `authority`'s `tdmrep.json` says, fetched first when missing or expired (or taken
     /// from the fleet's copy in `shared`); requests that ask at the same time share one fetch.
     pub(crate) async fn get(

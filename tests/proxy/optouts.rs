@@ -332,3 +332,33 @@ async fn tdmrep_annotates_under_annotate() {
     assert_eq!(annotated[0]["robots.usage.source"], "tdmrep.json");
     assert_eq!(annotated[0]["robots.usage.tdm_policy"], "https://p.example/t");
 }
+
+/// A purge (`POST /cache/purge`) drops the authority's `tdmrep.json` with its robots.txt: a
+/// publisher who lifts a reservation is read again at once, not a day later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_drops_the_cached_tdmrep_json_too() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::ok(r#"[{"location": "/", "tdm-reservation": 1}]"#));
+    origin.route("/article", Reply::ok("article body"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("robots-proxy.toml");
+    let usage = "[usage]\ntrain_ai = \"enforce\"\n\n[[usage.crawlers]]\ntoken = \"AcmeTrainer\"\n\
+                 purposes = [\"train-ai\"]\n";
+    std::fs::write(&file, usage).unwrap();
+    let proxy =
+        crate::ops::support::ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let client = crate::ops::support::proxied_client(proxy.proxy_addr);
+    let url = format!("{}/article", origin.base_url());
+    let status = |resp: reqwest::Response| resp.status().as_u16();
+    let get = || client.get(&url).header("user-agent", "AcmeTrainer/1.0").send();
+    assert_eq!(status(get().await.unwrap()), 403, "reserved by the file");
+    // The publisher lifts the reservation; the cached file still reserves.
+    origin.route(TDMREP, Reply::ok(r#"[{"location": "/", "tdm-reservation": 0}]"#));
+    assert_eq!(status(get().await.unwrap()), 403);
+    assert_eq!(origin.hits(TDMREP), 1);
+    let purge = format!("{}/cache/purge?authority={}", proxy.admin(), origin.base_url());
+    let (code, body) = crate::ops::support::post_json(&purge).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(status(get().await.unwrap()), 200, "read again after the purge");
+    assert_eq!(origin.hits(TDMREP), 2);
+}

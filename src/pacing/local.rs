@@ -29,9 +29,24 @@ pub(super) struct Site {
 
 impl Site {
     fn new(limits: Limits) -> Site {
+        Self::with_schedule(limits, Schedule::default())
+    }
+
+    fn with_schedule(limits: Limits, schedule: Schedule) -> Site {
         let connections =
             limits.concurrency.map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS))));
-        Site { limits, schedule: Mutex::new(Schedule::default()), connections }
+        Site { limits, schedule: Mutex::new(schedule), connections }
+    }
+
+    /// This site under `limits`, the ones now in force: itself when they are the ones it was
+    /// made with, else a successor (a reload changed `[pacing]`) with the same spacing, empty
+    /// queues and connection slots sized by `limits`. Requests already waiting or holding a
+    /// slot keep the site they joined, and leave it.
+    fn under(self: &Arc<Site>, limits: Limits) -> Arc<Site> {
+        if self.limits == limits {
+            return self.clone();
+        }
+        Arc::new(Site::with_schedule(limits, self.schedule().spacing_only()))
     }
 
     /// The schedule. Never held across an `.await`; a panic while it was held (a bug) leaves
@@ -85,9 +100,11 @@ impl Drop for InUse {
             None => false,
         };
         if last {
-            in_use.remove(&self.authority);
-            // Back to the cache, so its spacing holds for the idle window.
-            self.sites.idle.insert(self.authority.clone(), self.site.clone());
+            // Back to the cache, so its spacing holds for the idle window: the site of record,
+            // which is a successor of this request's when the limits changed meanwhile.
+            if let Some((site, _)) = in_use.remove(&self.authority) {
+                self.sites.idle.insert(self.authority.clone(), site);
+            }
         }
     }
 }
@@ -121,11 +138,15 @@ impl LocalPace {
         let site = match in_use.get_mut(authority) {
             Some((site, users)) => {
                 *users += 1;
+                *site = site.under(limits);
                 site.clone()
             }
             None => {
-                let site =
-                    self.sites.idle.get_with_by_ref(authority, || Arc::new(Site::new(limits)));
+                let site = self
+                    .sites
+                    .idle
+                    .get_with_by_ref(authority, || Arc::new(Site::new(limits)))
+                    .under(limits);
                 in_use.insert(authority.clone(), (site.clone(), 1));
                 site
             }

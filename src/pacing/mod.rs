@@ -342,8 +342,9 @@ impl Pacer {
         Ok(PacingPlan(Self::enabled(section, &store)?))
     }
 
-    /// Puts a [`Pacer::prepare`]d `[pacing]` in force for requests that arrive from now on;
-    /// requests already waiting keep their place and the pace they were given.
+    /// Puts a [`Pacer::prepare`]d `[pacing]` in force for requests that arrive from now on,
+    /// at sites already paced too (spaced from their last start by the new limits); requests
+    /// already waiting keep their place and the pace they were given.
     pub fn apply(&self, plan: PacingPlan) {
         self.enabled.store(plan.0.map(Arc::new));
     }

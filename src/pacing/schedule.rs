@@ -190,6 +190,14 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
+    /// A schedule with this one's spacing (next and last starts, site and lanes) and empty
+    /// queues: for a site whose limits changed, while the requests already waiting leave the
+    /// queues of the schedule they joined.
+    pub(crate) fn spacing_only(&self) -> Schedule {
+        let lanes = self.lanes.iter().map(|l| LaneState { waiting: 0, ..*l }).collect();
+        Schedule { rate: self.rate, lanes, waiting: 0 }
+    }
+
     /// Requests admitted and not yet started, every queue together: the site's queue depth.
     pub(crate) fn waiting(&self) -> usize {
         self.lanes.iter().fold(self.waiting, |n, l| n.saturating_add(l.waiting))

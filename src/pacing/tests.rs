@@ -398,3 +398,54 @@ async fn a_new_site_is_kept_in_a_full_store() {
     store.sites.idle.run_pending_tasks();
     assert!(store.peek(&newcomer).is_some(), "the new site was not kept");
 }
+
+/// A reload that slows a site down holds for the site's next requests, also when the site was
+/// paced before (its state is kept): the new spacing, not the one it was first seen with.
+#[tokio::test(start_paused = true)]
+async fn a_reloaded_pace_applies_to_a_site_already_paced() {
+    let fast = |s: &mut PacingSection| {
+        s.default_rps = 1000.0;
+        s.max_wait = Duration::from_secs(60);
+    };
+    let p = pacer(fast);
+    let a = site("a.example");
+    pass(&p, &a, None).await;
+    pass(&p, &a, None).await;
+    let mut slow = PacingSection { enabled: true, ..PacingSection::default() };
+    fast(&mut slow);
+    slow.default_rps = 0.1;
+    p.apply(p.prepare(&slow).unwrap());
+    // 10 s from the last start (made at most 1 ms before t0), and 10 s between starts; under
+    // the site's first pace each would have waited 1 ms.
+    let t0 = Instant::now();
+    pass(&p, &a, None).await;
+    let first = t0.elapsed();
+    let ten = Duration::from_secs(10);
+    assert!(first >= ten - Duration::from_millis(2) && first <= ten, "{first:?}");
+    pass(&p, &a, None).await;
+    assert_about(t0.elapsed() - first, ten);
+}
+
+/// A reload that changes a site's concurrency gives new requests slots of the new size, while
+/// a request holding a slot of the old ones keeps it (until it ends, the two sizes add up).
+#[tokio::test(start_paused = true)]
+async fn a_reloaded_concurrency_applies_to_a_site_in_use() {
+    let one = |s: &mut PacingSection| {
+        s.default_concurrency = 1;
+        s.max_wait = Duration::from_secs(1);
+    };
+    let p = pacer(one);
+    let a = site("a.example");
+    let held = p.admit_with_delay(&a, None).await.unwrap();
+    let mut two = PacingSection { enabled: true, ..PacingSection::default() };
+    one(&mut two);
+    two.default_concurrency = 2;
+    p.apply(p.prepare(&two).unwrap());
+    let t0 = Instant::now();
+    let second = p.admit_with_delay(&a, None).await.unwrap();
+    assert_eq!(t0.elapsed(), Duration::ZERO, "a slot of the new two");
+    let third = p.admit_with_delay(&a, None).await.unwrap();
+    drop(held);
+    assert!(p.admit_with_delay(&a, None).await.is_err(), "two slots, both taken");
+    drop((second, third));
+}

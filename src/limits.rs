@@ -65,6 +65,9 @@ pub struct LimitsSection {
     /// credentials this long after it was accepted is closed.
     #[serde(with = "humantime_serde")]
     pub auth_timeout: Duration,
+    /// Whether the kernel may back the heap with transparent huge pages (Linux; set at start).
+    /// `false` turns them off for the process: less memory at many sites, less speed.
+    pub transparent_huge_pages: bool,
 }
 
 impl Default for LimitsSection {
@@ -79,6 +82,7 @@ impl Default for LimitsSection {
             client_body_idle_timeout: Duration::from_secs(60),
             max_connections_per_client: 1024,
             auth_timeout: Duration::from_secs(10),
+            transparent_huge_pages: true,
         }
     }
 }

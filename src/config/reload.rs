@@ -88,6 +88,7 @@ pub fn restart_reason(key: &str) -> &'static str {
              at start"
         }
         _ if key.starts_with("admin.") => "the admin listener's settings apply when it is bound",
+        "limits.transparent_huge_pages" => "set for the process when it starts",
         _ if key.starts_with("limits.") => {
             "the connection gate and the listeners' HTTP settings are built when they are bound"
         }

@@ -324,21 +324,26 @@ fn keys_list_without_a_configuration_names_the_key_files_it_did_not_list() {
     assert!(said.contains("--config"), "{said}");
 }
 
-/// `serve` turns transparent huge pages off for its process (`src/main/serve.rs`): with them,
-/// the allocator's sparse heap counts 2 MiB a page and 10,000 sites cost ~8 KiB more each.
-/// Read back from the kernel (`THP_enabled` in `/proc/PID/status`, Linux 5.0 and later).
+/// `limits.transparent_huge_pages = false` turns transparent huge pages off for the serving
+/// process (`src/main/serve.rs`); by default the process keeps what it inherited. Read back
+/// from the kernel (`THP_enabled` in `/proc/PID/status`, Linux 5.0 and later).
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_runs_without_transparent_huge_pages() {
-    let own = std::fs::read_to_string("/proc/self/status").unwrap();
-    if !own.contains("THP_enabled:") {
+async fn limits_transparent_huge_pages_false_turns_them_off_for_the_process() {
+    fn thp_enabled(pid: &str) -> Option<String> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("THP_enabled:"))?;
+        line.split_whitespace().nth(1).map(str::to_owned)
+    }
+    let Some(own) = thp_enabled("self") else {
         crate::skip::report("this kernel does not report THP_enabled in /proc/PID/status");
         return;
+    };
+    let off = ProxyProcess::start(&[], &[("ROBOTS_PROXY_LIMITS__TRANSPARENT_HUGE_PAGES", "false")]);
+    let default = ProxyProcess::start(&[], &[]);
+    for proxy in [&off, &default] {
+        assert_eq!(get(&format!("{}/healthz", proxy.admin())).await.0, 200);
     }
-    let proxy = ProxyProcess::start(&[], &[]);
-    let (status, _) = get(&format!("{}/healthz", proxy.admin())).await;
-    assert_eq!(status, 200);
-    let status = std::fs::read_to_string(format!("/proc/{}/status", proxy.pid())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("THP_enabled:")).unwrap();
-    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+    assert_eq!(thp_enabled(&off.pid().to_string()).as_deref(), Some("0"));
+    assert_eq!(thp_enabled(&default.pid().to_string()), Some(own));
 }

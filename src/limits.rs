@@ -432,6 +432,84 @@ impl Activity {
     }
 }
 
+/// A stream whose transfers count in an [`Activity`]: every read that brought bytes, and
+/// with [`WatchedIo::both_ways`] every write that sent some too. The HTTP/2 idle limit watches
+/// what its client sends; the tunnel relay watches both directions on the client side.
+pub(crate) struct WatchedIo<T, A> {
+    io: T,
+    activity: A,
+    writes: bool,
+}
+
+impl<T, A: std::ops::Deref<Target = Activity>> WatchedIo<T, A> {
+    /// Reads count; writes do not.
+    pub(crate) fn reads(io: T, activity: A) -> Self {
+        WatchedIo { io, activity, writes: false }
+    }
+
+    /// Reads and writes count.
+    pub(crate) fn both_ways(io: T, activity: A) -> Self {
+        WatchedIo { io, activity, writes: true }
+    }
+}
+
+impl<T: AsyncRead + Unpin, A: std::ops::Deref<Target = Activity> + Unpin> AsyncRead
+    for WatchedIo<T, A>
+{
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        poll
+    }
+}
+
+impl<T: AsyncWrite + Unpin, A: std::ops::Deref<Target = Activity> + Unpin> AsyncWrite
+    for WatchedIo<T, A>
+{
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        if self.writes && matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        poll
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if self.writes && matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        poll
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use hyper::service::HttpService;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
-use crate::limits::{Activity, LimitsSection};
+use crate::limits::{Activity, LimitsSection, WatchedIo};
 
 /// The HTTP version a connection is served with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,7 +284,10 @@ where
         // client does not keep its connection slot.
         Version::Http2 => match settings.header_read_timeout {
             Some(idle) => {
-                let (io, quiet) = ReadsWatched::watch(io, idle);
+                let activity = std::sync::Arc::new(Activity::new());
+                let seen = activity.clone();
+                let quiet = async move { seen.quiet(idle).await };
+                let io = WatchedIo::reads(io, activity);
                 let conn = settings.http2().serve_connection(TokioIo::new(io), service);
                 let stop = async move {
                     tokio::select! {
@@ -299,68 +302,6 @@ where
                 Box::pin(drain(conn, stop)).await
             }
         },
-    }
-}
-
-/// A stream that notes when its client last sent anything.
-struct ReadsWatched<T> {
-    inner: T,
-    activity: std::sync::Arc<Activity>,
-}
-
-impl<T> ReadsWatched<T> {
-    /// `inner`, watched, and a future that completes once the client has sent nothing for
-    /// `idle`.
-    fn watch(inner: T, idle: Duration) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        let activity = std::sync::Arc::new(Activity::new());
-        let seen = activity.clone();
-        let quiet = async move { seen.quiet(idle).await };
-        (ReadsWatched { inner, activity }, quiet)
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for ReadsWatched<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.activity.touch();
-        }
-        read
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for ReadsWatched<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
     }
 }
 

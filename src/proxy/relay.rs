@@ -14,17 +14,14 @@
 //! that reads nothing while the relay has bytes for it is disconnected after
 //! `limits.client_write_timeout`, as on every client connection.
 
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::limits::{Activity, ClientIo};
+use crate::limits::{Activity, ClientIo, WatchedIo};
 
 #[cfg(target_os = "linux")]
 mod splice;
@@ -66,56 +63,13 @@ where
     A: AsyncRead + AsyncWrite + Unpin,
 {
     let activity = Activity::new();
-    let mut client = Watched { io: client, activity: &activity };
+    // The client side: upstream bytes are the same bytes, written or read there too.
+    let mut client = WatchedIo::both_ways(client, &activity);
     let copy = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, BUFFER, BUFFER);
     tokio::select! {
         copied = copy => if let Err(e) = copied {
             tracing::debug!(error = %e, "tunnel ended with an error");
         },
         () = activity.quiet(idle) => tracing::debug!("tunnel closed: idle limit reached"),
-    }
-}
-
-/// The client side of a copying relay: every read or write that moved bytes counts as
-/// activity. (Upstream bytes are the same bytes, written or read on the client side too.)
-struct Watched<'a, T> {
-    io: T,
-    activity: &'a Activity,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut self.io).poll_read(cx, buf);
-        if matches!(poll, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.touch();
-        }
-        poll
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<'_, T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
-        if matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
-        }
-        poll
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }

@@ -38,15 +38,13 @@ impl Site {
         Site { limits, schedule: Mutex::new(schedule), connections }
     }
 
-    /// This site under `limits`, the ones now in force: itself when they are the ones it was
-    /// made with, else a successor (a reload changed `[pacing]`) with the same spacing, empty
-    /// queues and connection slots sized by `limits`. Requests already waiting or holding a
-    /// slot keep the site they joined, and leave it.
-    fn under(self: &Arc<Site>, limits: Limits) -> Arc<Site> {
-        if self.limits == limits {
-            return self.clone();
-        }
-        Arc::new(Site::with_schedule(limits, self.schedule().spacing_only()))
+    /// When `limits`, the ones now in force, are not the ones this site was made with (a
+    /// reload changed `[pacing]`): its successor, with the same spacing, empty queues and
+    /// connection slots sized by `limits`. Requests already waiting or holding a slot keep
+    /// the site they joined, and leave it.
+    fn successor(&self, limits: Limits) -> Option<Arc<Site>> {
+        (self.limits != limits)
+            .then(|| Arc::new(Site::with_schedule(limits, self.schedule().spacing_only())))
     }
 
     /// The schedule. Never held across an `.await`; a panic while it was held (a bug) leaves
@@ -138,15 +136,15 @@ impl LocalPace {
         let site = match in_use.get_mut(authority) {
             Some((site, users)) => {
                 *users += 1;
-                *site = site.under(limits);
+                if let Some(next) = site.successor(limits) {
+                    *site = next;
+                }
                 site.clone()
             }
             None => {
-                let site = self
-                    .sites
-                    .idle
-                    .get_with_by_ref(authority, || Arc::new(Site::new(limits)))
-                    .under(limits);
+                let kept =
+                    self.sites.idle.get_with_by_ref(authority, || Arc::new(Site::new(limits)));
+                let site = kept.successor(limits).unwrap_or(kept);
                 in_use.insert(authority.clone(), (site.clone(), 1));
                 site
             }

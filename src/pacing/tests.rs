@@ -24,10 +24,15 @@ fn site(host: &str) -> Authority {
     Authority::new(Scheme::Http, host, 80).unwrap()
 }
 
-fn pacer(edit: impl FnOnce(&mut PacingSection)) -> Pacer {
+/// `[pacing]` enabled, edited by `edit`.
+fn section(edit: impl FnOnce(&mut PacingSection)) -> PacingSection {
     let mut section = PacingSection { enabled: true, ..PacingSection::default() };
     edit(&mut section);
-    Pacer::new(&section).unwrap()
+    section
+}
+
+fn pacer(edit: impl FnOnce(&mut PacingSection)) -> Pacer {
+    Pacer::new(&section(edit)).unwrap()
 }
 
 /// Admits one request and lets it finish at once.
@@ -411,9 +416,10 @@ async fn a_reloaded_pace_applies_to_a_site_already_paced() {
     let a = site("a.example");
     pass(&p, &a, None).await;
     pass(&p, &a, None).await;
-    let mut slow = PacingSection { enabled: true, ..PacingSection::default() };
-    fast(&mut slow);
-    slow.default_rps = 0.1;
+    let slow = section(|s| {
+        fast(s);
+        s.default_rps = 0.1;
+    });
     p.apply(p.prepare(&slow).unwrap());
     // 10 s from the last start (made at most 1 ms before t0), and 10 s between starts; under
     // the site's first pace each would have waited 1 ms.
@@ -437,9 +443,10 @@ async fn a_reloaded_concurrency_applies_to_a_site_in_use() {
     let p = pacer(one);
     let a = site("a.example");
     let held = p.admit_with_delay(&a, None).await.unwrap();
-    let mut two = PacingSection { enabled: true, ..PacingSection::default() };
-    one(&mut two);
-    two.default_concurrency = 2;
+    let two = section(|s| {
+        one(s);
+        s.default_concurrency = 2;
+    });
     p.apply(p.prepare(&two).unwrap());
     let t0 = Instant::now();
     let second = p.admit_with_delay(&a, None).await.unwrap();

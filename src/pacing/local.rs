@@ -16,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::schedule::{Lane, Limits, Refusal, Schedule};
-use super::store::{Admission, Held, PaceAsk, PaceFuture, PaceStore};
+use super::store::{Admission, ForgetWhenIdle, Held, IdleWindow, PaceAsk, PaceFuture, PaceStore};
 use super::MAX_SITES;
 use crate::authority::Authority;
 
@@ -71,6 +71,7 @@ impl Drop for Queued<'_> {
 /// recently; never while a request waits for it or holds one of its slots.
 pub struct LocalPace {
     pub(super) sites: Arc<Sites>,
+    window: Arc<IdleWindow>,
 }
 
 pub(super) struct Sites {
@@ -122,12 +123,13 @@ impl LocalPace {
 
     /// [`LocalPace::new`] keeping at most `capacity` sites that are not in use.
     pub fn with_capacity(idle: Duration, capacity: u64) -> Self {
+        let window = IdleWindow::new(idle);
         let idle = moka::sync::Cache::builder()
             .max_capacity(capacity)
             .eviction_policy(EvictionPolicy::lru())
-            .time_to_idle(idle)
+            .expire_after(ForgetWhenIdle(window.clone()))
             .build();
-        LocalPace { sites: Arc::new(Sites { idle, in_use: Mutex::default() }) }
+        LocalPace { sites: Arc::new(Sites { idle, in_use: Mutex::default() }), window }
     }
 
     /// The site of `authority`, held in use until the returned hold is dropped.
@@ -236,5 +238,17 @@ impl PaceStore for LocalPace {
 
     fn sites(&self) -> u64 {
         self.sites.idle.entry_count()
+    }
+
+    fn set_idle_window(&self, window: Duration) {
+        if self.window.set(window) {
+            // Read once, each kept site's window starts over at the new length (the expiry
+            // is set on the read; a reload is rare, and there are at most MAX_SITES). Reading,
+            // not writing back: a request may put a successor site in meanwhile. Sites in
+            // use are not in the cache's keeping.
+            for (authority, _) in &self.sites.idle {
+                self.sites.idle.get(&*authority);
+            }
+        }
     }
 }

@@ -72,7 +72,7 @@ pub use schedule::Bound;
 pub use local::LocalPace;
 pub use schedule::{Lane, Limits, Refusal};
 pub use section::{PacingError, PacingSection, SitePace, MAX_CONCURRENCY};
-pub use store::{Admission, Held, PaceAsk, PaceFuture, PaceStore};
+pub use store::{Admission, ForgetWhenIdle, Held, IdleWindow, PaceAsk, PaceFuture, PaceStore};
 
 /// Most authorities whose pacing state is kept at once.
 pub const MAX_SITES: u64 = 100_000;
@@ -101,7 +101,11 @@ pub struct Pacer {
 }
 
 /// `[pacing]` read for a reload, not yet in force ([`Pacer::prepare`]).
-pub struct PacingPlan(Option<Enabled>);
+pub struct PacingPlan {
+    enabled: Option<Enabled>,
+    /// How long the store keeps an authority's pace after its last request, under it.
+    idle_window: Duration,
+}
 
 /// The pacer's state when `pacing.enabled` is true.
 struct Enabled {
@@ -333,20 +337,25 @@ impl Pacer {
 
     /// For a reload: `section` checked and read, to be put in force by [`Pacer::apply`]. The
     /// store (the pace of every site so far, shared with a fleet) stays the one the pacer was
-    /// built with; its idle window is the one of the start's `[pacing]`.
+    /// built with.
     pub fn prepare(&self, section: &PacingSection) -> Result<PacingPlan, PacingError> {
+        let idle_window = idle_after(section)?;
         let store = match &self.store {
             Some(store) => store.clone(),
-            None => Arc::new(LocalPace::new(idle_after(section)?)),
+            None => Arc::new(LocalPace::new(idle_window)),
         };
-        Ok(PacingPlan(Self::enabled(section, &store)?))
+        Ok(PacingPlan { enabled: Self::enabled(section, &store)?, idle_window })
     }
 
     /// Puts a [`Pacer::prepare`]d `[pacing]` in force for requests that arrive from now on,
     /// at sites already paced too (spaced from their last start by the new limits); requests
-    /// already waiting keep their place and the pace they were given.
+    /// already waiting keep their place and the pace they were given. The store keeps each
+    /// site's pace for the new section's idle window ([`idle_after`]).
     pub fn apply(&self, plan: PacingPlan) {
-        self.enabled.store(plan.0.map(Arc::new));
+        if let Some(store) = &self.store {
+            store.set_idle_window(plan.idle_window);
+        }
+        self.enabled.store(plan.enabled.map(Arc::new));
     }
 
     /// A pacer that lets everything through at once.

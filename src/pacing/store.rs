@@ -8,6 +8,9 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::schedule::{Lane, Limits, Refusal};
 use crate::authority::Authority;
@@ -71,4 +74,69 @@ pub trait PaceStore: Send + Sync + 'static {
 
     /// Authorities whose pace is kept here (approximate).
     fn sites(&self) -> u64;
+
+    /// How long an authority's pace is kept after its last request, from now on: a reload's
+    /// [`super::idle_after`]. When it grows, the pace already kept is kept for the new window
+    /// too, so that a site quiet since before the reload is not forgotten before its new
+    /// spacing has run.
+    fn set_idle_window(&self, window: Duration);
+}
+
+/// How long an authority's pace is kept after its last request ([`super::idle_after`]), shared
+/// by a store and its caches, so that a reload's window reaches all of them.
+#[derive(Debug)]
+pub struct IdleWindow(AtomicU64);
+
+impl IdleWindow {
+    /// A window of `window` (whole milliseconds, at least one).
+    pub fn new(window: Duration) -> Arc<Self> {
+        Arc::new(IdleWindow(AtomicU64::new(Self::millis(window))))
+    }
+
+    fn millis(window: Duration) -> u64 {
+        u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// The window in force.
+    pub fn get(&self) -> Duration {
+        Duration::from_millis(self.0.load(Ordering::Relaxed))
+    }
+
+    /// Puts `window` in force; true when it is longer than the one before.
+    pub fn set(&self, window: Duration) -> bool {
+        let new = Self::millis(window);
+        self.0.swap(new, Ordering::Relaxed) < new
+    }
+}
+
+/// moka's expiry for a store's caches: an entry is forgotten once it has not been used for the
+/// [`IdleWindow`] in force when it was last used (moka's `time_to_idle`, which is fixed when the
+/// cache is built, would keep the window of the start for good).
+pub struct ForgetWhenIdle(pub Arc<IdleWindow>);
+
+impl<K, V> moka::Expiry<K, V> for ForgetWhenIdle {
+    fn expire_after_create(&self, _: &K, _: &V, _: std::time::Instant) -> Option<Duration> {
+        Some(self.0.get())
+    }
+
+    fn expire_after_read(
+        &self,
+        _: &K,
+        _: &V,
+        _: std::time::Instant,
+        _: Option<Duration>,
+        _: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(self.0.get())
+    }
+
+    fn expire_after_update(
+        &self,
+        _: &K,
+        _: &V,
+        _: std::time::Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(self.0.get())
+    }
 }

@@ -456,3 +456,24 @@ async fn a_reloaded_concurrency_applies_to_a_site_in_use() {
     assert!(p.admit_with_delay(&a, None).await.is_err(), "two slots, both taken");
     drop((second, third));
 }
+
+/// A reload that lengthens the idle window (a longer spacing, a longer `max_wait`) keeps the
+/// pace of a site quiet since before it: kept only for the window of the start, the site would
+/// be forgotten and its next request go at once, though its new spacing had not run. On moka's
+/// clock, which is real time.
+#[test]
+fn a_reload_that_lengthens_the_idle_window_keeps_sites_quiet_since_before() {
+    let limits = Limits::new(Some(Duration::from_secs(1)), None, 10, Duration::from_secs(30));
+    let short = Duration::from_millis(100);
+    let reloaded = std::sync::Arc::new(LocalPace::new(short));
+    let kept = std::sync::Arc::new(LocalPace::new(short));
+    let p = Pacer::with_store(&section(|_| {}), reloaded.clone()).unwrap();
+    let a = site("quiet.example");
+    drop(reloaded.enter(&a, limits));
+    drop(kept.enter(&a, limits));
+    let longer = section(|s| s.max_wait = Duration::from_secs(120));
+    p.apply(p.prepare(&longer).unwrap());
+    std::thread::sleep(short * 3);
+    assert!(kept.peek(&a).is_none(), "the store without the reload keeps its window of 100 ms");
+    assert!(reloaded.peek(&a).is_some(), "forgotten after the window of the start");
+}

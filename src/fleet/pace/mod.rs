@@ -58,7 +58,8 @@ use tokio::time::Instant;
 use super::Fleet;
 use crate::authority::Authority;
 use crate::pacing::{
-    Admission, Bound, Held, Lane, LocalPace, PaceAsk, PaceFuture, PaceStore, Refusal,
+    Admission, Bound, ForgetWhenIdle, Held, IdleWindow, Lane, LocalPace, PaceAsk, PaceFuture,
+    PaceStore, Refusal,
 };
 
 mod scripts;
@@ -129,8 +130,9 @@ pub struct RedisPace {
     begin: Script,
     /// The slots this instance's requests hold: given back and renewed off their path.
     slots: Arc<slots::Slots>,
-    /// How long Redis keeps an authority's pace after its last request (`pacing::idle_after`).
-    keep: Duration,
+    /// How long an authority's pace is kept after its last request (`pacing::idle_after`):
+    /// here, and in Redis from each site's next request on.
+    keep: Arc<IdleWindow>,
     /// How long a slot lasts unless given back ([`slot_lease`]).
     lease: Duration,
     next_id: AtomicU64,
@@ -156,10 +158,11 @@ impl RedisPace {
     /// [`slot_lease`]). Must be called inside a tokio runtime: it subscribes to the fleet's
     /// notices of slots given back.
     pub fn new(fleet: Arc<Fleet>, keep: Duration, lease: Duration) -> Self {
+        let window = IdleWindow::new(keep);
         let notices: Arc<Notices> = Arc::new(
             moka::sync::Cache::builder()
                 .max_capacity(crate::pacing::MAX_SITES)
-                .time_to_idle(keep)
+                .expire_after(ForgetWhenIdle(window.clone()))
                 .build(),
         );
         let channel = fleet.key("slot-freed");
@@ -173,12 +176,12 @@ impl RedisPace {
             reserve: Script::new(scripts::RESERVE),
             begin: Script::new(scripts::BEGIN),
             slots,
-            keep,
+            keep: window.clone(),
             lease: lease.max(Duration::from_secs(1)),
             next_id: AtomicU64::new(0),
             here: moka::sync::Cache::builder()
                 .max_capacity(crate::pacing::MAX_SITES)
-                .time_to_idle(keep)
+                .expire_after(ForgetWhenIdle(window))
                 .build(),
             notices,
         }
@@ -222,7 +225,7 @@ impl RedisPace {
             .arg(micros(limits.max_wait))
             .arg(limits.queue_limit)
             .arg(&member)
-            .arg(millis(self.keep).max(1000))
+            .arg(millis(self.keep.get()).max(1000))
             .arg(slots)
             .arg(micros(self.lease))
             .arg(micros(QUEUE_LAPSE));
@@ -325,7 +328,7 @@ impl RedisPace {
         invocation
             .arg(micros(left))
             .arg(member)
-            .arg(millis(self.keep).max(1000))
+            .arg(millis(self.keep.get()).max(1000))
             .arg(slots)
             .arg(micros(self.lease));
         let begun: (String, u64, String) = self
@@ -508,5 +511,13 @@ impl PaceStore for RedisPace {
 
     fn sites(&self) -> u64 {
         self.here.entry_count() + self.local.sites()
+    }
+
+    /// Here at once; in Redis, each site's pace takes the new window at its next request (the
+    /// fleet never walks Redis's keyspace), so a site quiet since before a reload that
+    /// lengthened the window keeps the old one until then.
+    fn set_idle_window(&self, window: Duration) {
+        self.keep.set(window);
+        self.local.set_idle_window(window);
     }
 }

@@ -10,6 +10,7 @@
 #   VARIANTS="single many deny wide" benches/proxy/run.sh
 #   VARIANTS=wide WIDE=10000 benches/proxy/run.sh
 #   VARIANTS=tunnel SYSTEMS="bare squid" benches/proxy/run.sh   # CONNECT tunnels (needs oha)
+#   VARIANTS="tunnel intercept" SYSTEMS=bare benches/proxy/run.sh  # and TLS interception
 #   CANDIDATES="before=/tmp/old/robots-proxy after=target/release/robots-proxy" benches/proxy/run.sh
 #   SKIP_BUILD=1 SYSTEMS=bare benches/proxy/run.sh        # no rebuild; only the bare proxy beside
 #
@@ -24,6 +25,11 @@
 #           https.mode = "tunnel", the bare proxy relays with tokio's copy_bidirectional, Squid
 #           and tinyproxy with their own tunnels. Skipped, saying so, when oha is not installed
 #           (cargo install oha --locked).
+#   intercept the same load, with each candidate started again as NAME-intercept in
+#           https.mode = "intercept" (a test interception CA made here, which oha trusts): the
+#           candidate terminates TLS, decides the request inside and forwards it over TLS of its
+#           own; the anchors relay the same load as tunnels, so NAME-intercept/bare is
+#           interception against the bare proxy's tunnel. Needs oha, like tunnel.
 #   wide    WIDE (10,000) authorities 127.0.X.Y:18180, each with a robots.txt of its own,
 #           for the candidates and the bare proxy (each started fresh):
 #             first contact  each authority requested once (wrk stops after WIDE answers):
@@ -42,6 +48,8 @@
 #     candidate: the same binary with and without a setting, side by side)
 #   WIDE=10000 WIDE_PASSES=4 FIRST_SECONDS=20 (bound of the first-contact run) RUN_DIR=/tmp/robots-proxy-bench SKIP_BUILD=0 BENCH_UA=benchbot/1.0
 #   RESULTS_OUT=path (a copy of the per-run TSV)
+#   KEEP_STATE=1 (keep each candidate's state directory, audit log included, after it stops;
+#     by default it is removed: a `deny` run writes about 1 GB of audit records per candidate)
 #   OHA=path/to/oha (tunnel; default: oha on PATH or in ~/.cargo/bin)
 # Needs nginx and wrk (apt-get install -y nginx wrk; squid and tinyproxy optional), python3,
 # and cargo unless SKIP_BUILD=1. Runtime: about (variants x systems x rounds x (DURATION +
@@ -71,18 +79,19 @@ CANDIDATE_PORT=18160; CANDIDATE_ADMIN_PORT=18190     # + the candidate's index
 
 need nginx; need wrk; need python3; need curl
 for v in $VARIANTS; do
-  case $v in single|many|deny|wide|tunnel) ;; *) die "unknown variant '$v' (want single many deny wide tunnel)" ;; esac
+  case $v in single|many|deny|wide|tunnel|intercept) ;; *) die "unknown variant '$v' (want single many deny wide tunnel intercept)" ;; esac
 done
-if [[ " $VARIANTS " == *" tunnel "* ]]; then
+if [[ " $VARIANTS " == *" tunnel "* || " $VARIANTS " == *" intercept "* ]]; then
   OHA=${OHA:-$(command -v oha || echo "${CARGO_HOME:-$HOME/.cargo}/bin/oha")}
   if [[ ! -x $OHA ]]; then
-    log "oha is not installed (cargo install oha --locked, or OHA=path): the tunnel variant is skipped"
-    VARIANTS=$(tr ' ' '\n' <<<"$VARIANTS" | grep -vx tunnel | tr '\n' ' ')
+    log "oha is not installed (cargo install oha --locked, or OHA=path): the tunnel and intercept variants are skipped"
+    VARIANTS=$(tr ' ' '\n' <<<"$VARIANTS" | grep -vx 'tunnel\|intercept' | tr '\n' ' ')
   else
     need openssl
   fi
 fi
-TUNNEL=0; [[ " $VARIANTS " == *" tunnel "* ]] && TUNNEL=1
+TUNNEL=0; [[ " $VARIANTS " == *" tunnel "* || " $VARIANTS " == *" intercept "* ]] && TUNNEL=1
+INTERCEPT=0; [[ " $VARIANTS " == *" intercept "* ]] && INTERCEPT=1
 (( WIDE >= 1 && WIDE <= 60000 )) || die "WIDE must be between 1 and 60000"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
@@ -114,8 +123,13 @@ if (( TUNNEL )); then
     printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >origin.ext
     openssl x509 -req -in origin.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
       -extfile origin.ext -out origin.pem
+    # intercept: the CA the NAME-intercept candidates sign with; the client trusts both.
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+      -subj "/CN=robots-proxy bench interception CA" -keyout intercept-ca.key -out intercept-ca.pem
+    cat ca.pem intercept-ca.pem >client-roots.pem
   ) >"$RUN_DIR/tls/openssl.out" 2>&1 || die "making the test certificates failed: $(cat "$RUN_DIR/tls/openssl.out")"
   chmod 644 "$RUN_DIR"/tls/*
+  chmod 600 "$RUN_DIR/tls/intercept-ca.key"   # the proxy refuses a CA key others can read
   tls_server="  server {
     listen 127.0.0.1:$TLS_PORT ssl;
     ssl_certificate $RUN_DIR/tls/origin.pem;
@@ -235,29 +249,50 @@ start_candidate() {
       ROBOTS_PROXY_ACCESS__ALLOW_DESTINATIONS=127.0.0.0/8 \
       ROBOTS_PROXY_ADMIN__LISTEN="127.0.0.1:$admin" \
       ROBOTS_PROXY_LOG__LEVEL=warn \
-      $CANDIDATE_ENV ${!env_var:-} "$@" \
+      $CANDIDATE_ENV ${!env_var:-} ${MODE_ENV[$name]:-} "$@" \
       "$bin" serve --listen "127.0.0.1:$port" ${!args_var:-} >"$RUN_DIR/$name.log" 2>&1 &
   PID[$name]=$!; remember "$name" $!
   wait_port "$port" $! 20 || die "$name did not start: $(tail -20 "$RUN_DIR/$name.log")"
   wait_port "$admin" "${PID[$name]}" 5 || die "$name's admin listener did not start"
 }
 
-stop_system() { stop_pid "$1" "${PID[$1]}"; }
+# stop_system NAME: stops it; a candidate's state directory (its audit log) goes too, unless
+# KEEP_STATE=1.
+stop_system() {
+  stop_pid "$1" "${PID[$1]}"
+  if [[ ${KIND[$1]} == candidate && ${KEEP_STATE:-0} != 1 ]]; then rm -rf "$RUN_DIR/state-$1"; fi
+}
 
 metric() {  # metric NAME PROMQL-ISH-PREFIX: sums the samples whose line starts with PREFIX
   curl -fsS "http://127.0.0.1:${ADMIN[$1]}/metrics" | awk -v p="$2" 'index($0, p) == 1 {s += $NF} END {printf "%d\n", s}'
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/${PID[$1]}/status"; }
 
-declare -A BIN=() ADMIN=()
+declare -A BIN=() ADMIN=() MODE_ENV=()
 i=0
+add_candidate() {  # add_candidate NAME BINARY [MODE-ENVIRONMENT]
+  BIN[$1]=$2; PORT[$1]=$((CANDIDATE_PORT + i)); ADMIN[$1]=$((CANDIDATE_ADMIN_PORT + i))
+  KIND[$1]=candidate; MODE_ENV[$1]=${3:-}; ORDER+=("$1"); i=$((i + 1))
+  ports_free "${PORT[$1]}" "${ADMIN[$1]}"
+}
 for spec in $CANDIDATES; do
   name=${spec%%=*}; bin=${spec#*=}
   [[ $name != "$spec" && -x $bin ]] || die "CANDIDATES: '$spec' is not NAME=EXECUTABLE"
-  BIN[$name]=$bin; PORT[$name]=$((CANDIDATE_PORT + i)); ADMIN[$name]=$((CANDIDATE_ADMIN_PORT + i))
-  KIND[$name]=candidate; ORDER+=("$name"); i=$((i + 1))
-  ports_free "${PORT[$name]}" "${ADMIN[$name]}"
+  add_candidate "$name" "$bin"
+  if (( INTERCEPT )); then
+    add_candidate "$name-intercept" "$bin" "ROBOTS_PROXY_HTTPS__MODE=intercept ROBOTS_PROXY_HTTPS__CA_CERT=$RUN_DIR/tls/intercept-ca.pem ROBOTS_PROXY_HTTPS__CA_KEY=$RUN_DIR/tls/intercept-ca.key"
+  fi
 done
+# runs VARIANT SYSTEM: whether SYSTEM takes part in VARIANT (NAME-intercept only in intercept,
+# where the candidates in tunnel mode sit out; wide is for the candidates and the bare proxy).
+runs() {
+  if [[ ${MODE_ENV[$2]:-} == *intercept* ]]; then [[ $1 == intercept ]]; return; fi
+  case $1 in
+    intercept) [[ ${KIND[$2]} != candidate ]] ;;
+    wide) [[ ${KIND[$2]} == candidate || $2 == bare ]] ;;
+    *) true ;;
+  esac
+}
 for s in $SYSTEMS; do
   case $s in
     bare) PORT[bare]=$BARE_PORT; KIND[bare]=anchor; ORDER+=(bare) ;;
@@ -285,7 +320,7 @@ oha_run() {
   local system=$1 seconds=$2 out=$RUN_DIR/oha.json
   timeout $((seconds + 30)) "$OHA" --no-tui --output-format json -z "${seconds}s" -c "$CONNS" \
     --worker-threads "$THREADS" -w \
-    -t 10s --cacert "$RUN_DIR/tls/ca.pem" -x "http://127.0.0.1:${PORT[$system]}" \
+    -t 10s --cacert "$RUN_DIR/tls/client-roots.pem" -x "http://127.0.0.1:${PORT[$system]}" \
     -H "User-Agent: $BENCH_UA" "https://127.0.0.1:$TLS_PORT/index.html" >"$out" 2>"$out.err" || true
   python3 - "$out" <<'EOF'
 import json, sys
@@ -306,7 +341,7 @@ EOF
 }
 load_run() {  # load_run VARIANT SYSTEM SECONDS [KEY=VALUE...]
   local v=$1; shift
-  if [[ $v == tunnel ]]; then oha_run "$1" "$2"; else wrk_run "$@"; fi
+  if [[ $v == tunnel || $v == intercept ]]; then oha_run "$1" "$2"; else wrk_run "$@"; fi
 }
 rps_of() { awk -v r="$(field requests "$1")" -v d="$(field duration_us "$1")" 'BEGIN { printf "%.0f\n", (d > 0 ? r / d * 1e6 : 0) }'; }
 
@@ -330,9 +365,9 @@ if (( ${#plain[@]} )); then
     log "probe $s: /index.html $code, /private/x $deny"
     [[ $code == 200 ]] || die "$s does not forward /index.html (answered $code)"
     if (( TUNNEL )); then
-      code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$RUN_DIR/tls/ca.pem" -x "http://127.0.0.1:${PORT[$s]}" "https://127.0.0.1:$TLS_PORT/index.html" || true)
-      log "probe $s: https://127.0.0.1:$TLS_PORT/index.html through a CONNECT tunnel $code"
-      [[ $code == 200 ]] || die "$s does not relay a CONNECT tunnel to the TLS origin (answered $code)"
+      code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$RUN_DIR/tls/client-roots.pem" -x "http://127.0.0.1:${PORT[$s]}" "https://127.0.0.1:$TLS_PORT/index.html" || true)
+      log "probe $s: https://127.0.0.1:$TLS_PORT/index.html through CONNECT $code"
+      [[ $code == 200 ]] || die "$s does not carry a CONNECT to the TLS origin (answered $code): $(tail -5 "$RUN_DIR/$s.log" 2>/dev/null)"
     fi
   done
   log "load: rounds=$ROUNDS variants='${plain[*]}' duration=${DURATION}s conns=$CONNS wrk-threads=$THREADS systems='${ORDER[*]}'"
@@ -342,6 +377,7 @@ if (( ${#plain[@]} )); then
       n=${#ORDER[@]}
       for k in $(seq 0 $((n - 1))); do
         s=${ORDER[$(((k + round) % n))]}
+        runs "$v" "$s" || continue
         read -r -a venv <<<"$(variant_env "$v")"
         (( WARMUP > 0 )) && load_run "$v" "$s" "$WARMUP" "${venv[@]}" >/dev/null
         before=$(origin_requests)
@@ -399,7 +435,7 @@ wide_system() {  # wide_system NAME [KEY=VALUE...]: first contact, steady state,
 if [[ " $VARIANTS " == *" wide "* ]]; then
   log "wide: $WIDE authorities 127.0.X.Y:$WIDE_PORT, conns=$CONNS"
   for s in "${ORDER[@]}"; do
-    [[ ${KIND[$s]} == candidate || $s == bare ]] || continue
+    runs wide "$s" || continue
     wide_system "$s"
     if [[ ${KIND[$s]} == candidate ]]; then
       need_bytes=$(awk -v s="$s" -F'\t' '$1 == s && $2 == "cache_memory_bytes" {print $3}' "$WIDE_OUT")

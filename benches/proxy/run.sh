@@ -267,6 +267,9 @@ metric() {  # metric NAME PROMQL-ISH-PREFIX: sums the samples whose line starts 
   curl -fsS "http://127.0.0.1:${ADMIN[$1]}/metrics" | awk -v p="$2" 'index($0, p) == 1 {s += $NF} END {printf "%d\n", s}'
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/${PID[$1]}/status"; }
+# cpu_ticks NAME: user + system CPU time of the process so far, in clock ticks (getconf CLK_TCK).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/${PID[$1]}/stat" 2>/dev/null || echo 0; }
+CLK_TCK=$(getconf CLK_TCK)
 
 declare -A BIN=() ADMIN=() MODE_ENV=()
 i=0
@@ -304,7 +307,7 @@ done
 start_system() { case $1 in bare) start_bare ;; squid) start_squid ;; tinyproxy) start_tinyproxy ;; *) start_candidate "$1" ;; esac; }
 
 RESULTS=$RUN_DIR/results.tsv
-printf 'variant\tsystem\tround\trps\tp50_us\tp99_us\trequests\terrors\tnon2xx\torigin_per_request\n' >"$RESULTS"
+printf 'variant\tsystem\tround\trps\tp50_us\tp99_us\trequests\terrors\tnon2xx\torigin_per_request\tcpu_us_per_request\n' >"$RESULTS"
 
 # wrk_run SYSTEM SECONDS [KEY=VALUE...]: one bounded wrk run through SYSTEM; prints its RESULT line.
 wrk_run() {
@@ -380,17 +383,18 @@ if (( ${#plain[@]} )); then
         runs "$v" "$s" || continue
         read -r -a venv <<<"$(variant_env "$v")"
         (( WARMUP > 0 )) && load_run "$v" "$s" "$WARMUP" "${venv[@]}" >/dev/null
-        before=$(origin_requests)
+        before=$(origin_requests); cpu_before=$(cpu_ticks "$s")
         line=$(load_run "$v" "$s" "$DURATION" "${venv[@]}")
-        after=$(origin_requests)
+        after=$(origin_requests); cpu_after=$(cpu_ticks "$s")
         req=$(field requests "$line"); dur=$(field duration_us "$line")
         python3 - "$v" "$s" "$round" "$req" "$dur" "$(field p50_us "$line")" "$(field p99_us "$line")" \
-          "$(field errors "$line")" "$(field non2xx "$line")" "$((after - before - 1))" >>"$RESULTS" <<'EOF'
+          "$(field errors "$line")" "$(field non2xx "$line")" "$((after - before - 1))" \
+          "$(( (cpu_after - cpu_before) * 1000000 / CLK_TCK ))" >>"$RESULTS" <<'EOF'
 import sys
-v, s, r, req, dur, p50, p99, err, non2xx, origin = sys.argv[1:]
+v, s, r, req, dur, p50, p99, err, non2xx, origin, cpu_us = sys.argv[1:]
 req, dur = int(req), max(int(dur), 1)
 print("\t".join([v, s, r, "%.0f" % (req / dur * 1e6), p50, p99, str(req), err, non2xx,
-                 "%.2f" % (int(origin) / req if req else 0)]))
+                 "%.2f" % (int(origin) / req if req else 0), "%.1f" % (int(cpu_us) / req if req else 0)]))
 EOF
         log "$v $s round $round: $(tail -1 "$RESULTS" | cut -f4) req/s"
       done
@@ -421,9 +425,12 @@ wide_system() {  # wide_system NAME [KEY=VALUE...]: first contact, steady state,
   fi
   local r
   for r in $(seq 1 "$ROUNDS"); do
+    local cpu_before; cpu_before=$(cpu_ticks "$s")
     line=$(wrk_run "$s" "$DURATION" BENCH_WIDE="$WIDE" BENCH_WIDE_PORT=$WIDE_PORT)
     wide_row "$s" steady_rps "$(rps_of "$line")"
     wide_row "$s" steady_p99_us "$(field p99_us "$line")"
+    wide_row "$s" steady_cpu_us_per_request \
+      "$(( ($(cpu_ticks "$s") - cpu_before) * 1000000 / CLK_TCK / ($(field requests "$line") + 1) ))"
   done
   wide_row "$s" rss_steady_kib "$(rss_kib "$s")"
   if [[ ${KIND[$s]} == candidate ]]; then
@@ -470,7 +477,7 @@ candidates = [s for s in order if s not in anchors]
 def med(values):
     return statistics.median(values) if values else float("nan")
 for v in dict.fromkeys(r["variant"] for r in rows):
-    print(f"\n== {v}: median over rounds (req/s, spread = (max-min)/median; p50/p99 ms; origin requests per answered request)")
+    print(f"\n== {v}: median over rounds (req/s, spread = (max-min)/median; p50/p99 ms; origin requests per answered request; CPU/req: the process's own user + system CPU time per answered request, which on a machine shared with the client and the origin is what decides req/s)")
     rps = {}
     for s in order:
         rs = [r for r in rows if r["variant"] == v and r["system"] == s]
@@ -481,7 +488,8 @@ for v in dict.fromkeys(r["variant"] for r in rows):
         spread = (max(values) - min(values)) / rps[s] if rps[s] else 0
         print(f"  {s:<14} {rps[s]:>9.0f} req/s  spread {spread:4.0%}  p50 {med([int(r['p50_us']) for r in rs])/1000:6.2f}"
               f"  p99 {med([int(r['p99_us']) for r in rs])/1000:6.2f}  errors {sum(int(r['errors']) for r in rs)}"
-              f"  non2xx {sum(int(r['non2xx']) for r in rs)}  origin/req {med([float(r['origin_per_request']) for r in rs]):.2f}")
+              f"  non2xx {sum(int(r['non2xx']) for r in rs)}  origin/req {med([float(r['origin_per_request']) for r in rs]):.2f}"
+              f"  CPU/req {med([float(r['cpu_us_per_request']) for r in rs]):.1f} us")
     for c in candidates:
         for a in anchors:
             if c in rps and a in rps and rps[a]:
@@ -498,7 +506,7 @@ if wide:
         g = lambda k: med(d.get(k, []))
         print(f"  {s:<14} first contact {g('first_rps'):>8.0f} req/s p99 {g('first_p99_us')/1000:.1f} ms"
               f" | steady {g('steady_rps'):>8.0f} req/s p99 {g('steady_p99_us')/1000:.1f} ms"
-              f" | RSS {g('rss_steady_kib')/1024:.0f} MiB")
+              f" CPU/req {g('steady_cpu_us_per_request'):.0f} us | RSS {g('rss_steady_kib')/1024:.0f} MiB")
         if "first_robots_fetches" in d:
             print(f"  {'':<14} robots.txt fetches at first contact {g('first_robots_fetches'):.0f},"
                   f" authorities fetched twice {g('first_robots_fetched_twice'):.0f};"

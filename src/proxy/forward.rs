@@ -23,9 +23,6 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::{answer, BodyError, ProxyBody};
 use crate::authority::Authority;
@@ -33,12 +30,10 @@ use crate::config::UpstreamSection;
 use crate::guard::{DestinationGuard, GuardedConnector};
 use crate::metrics::Metrics;
 
-/// The pooled connections to origins, made only where the destination guard allows: our own
-/// pool for `http` origins (see [`super::pool`]), hyper-util's pooled client for `https`
-/// origins (HTTP/2 or HTTP/1.1 by ALPN).
+/// The pooled connections to origins, made only where the destination guard allows (see
+/// [`super::pool`]): HTTP/1.1 to `http` origins, HTTP/2 or HTTP/1.1 by ALPN to `https` ones.
 pub(crate) struct UpstreamClient {
-    plain: super::pool::OriginPool,
-    tls: Client<SharedConnector<HttpsConnector<GuardedConnector>>, UpstreamBody>,
+    origins: super::pool::OriginPool,
 }
 
 /// A client's request body on its way to the origin, failed when the client sends nothing of it
@@ -141,66 +136,26 @@ impl IdleTimer {
 }
 
 impl UpstreamClient {
-    /// Sends `req` (absolute-form target) to its origin: `https` through hyper-util's pooled
-    /// client, `http` through our [`super::pool::OriginPool`], which takes the origin-form.
+    /// Sends `req` (absolute-form target) to its origin through the
+    /// [`super::pool::OriginPool`], which writes the target as the connection's protocol takes
+    /// it.
     async fn request(
         &self,
         authority: &Authority,
-        mut req: Request<UpstreamBody>,
+        req: Request<UpstreamBody>,
     ) -> Result<Response<Incoming>, Box<dyn std::error::Error + Send + Sync>> {
-        if authority.scheme() == crate::authority::Scheme::Https {
-            return Ok(self.tls.request(req).await?);
-        }
-        // A direct connection to the origin: origin-form (RFC 9112 §3.2.1).
-        // `as_str` reads an empty path (`GET http://host#frag`) as "/", but the empty value
-        // itself would be written as an empty request-target: send a real "/" for both.
-        let origin_form = match req.uri().path_and_query() {
-            Some(p) if p.as_str() != "/" => p.clone(),
-            _ => http::uri::PathAndQuery::from_static("/"),
-        };
-        *req.uri_mut() = Uri::from(origin_form);
-        Ok(self.plain.send(authority, req).await?)
+        Ok(self.origins.send(authority, req).await?)
     }
 }
 
 /// Whether `e` (from [`UpstreamClient::request`]) is a failure to connect, as opposed to one
 /// after the request was sent.
 fn is_connect_failure(e: &(dyn std::error::Error + 'static)) -> bool {
-    e.downcast_ref::<hyper_util::client::legacy::Error>().is_some_and(|e| e.is_connect())
-        || matches!(e.downcast_ref(), Some(super::pool::PoolError::Connect(_)))
+    matches!(e.downcast_ref(), Some(super::pool::PoolError::Connect(_)))
 }
 
-/// A connector behind one `Arc`. hyper-util's client clones its connector on every request,
-/// even one served from the pool; the TLS connector holds several `Arc`s that every
-/// connection shares, and cloning them all each time is measurable under load. This clones
-/// one, and the connector itself only when a new connection is really made.
-#[derive(Clone)]
-pub(crate) struct SharedConnector<C>(std::sync::Arc<C>);
-
-impl<C> tower_service::Service<Uri> for SharedConnector<C>
-where
-    C: tower_service::Service<Uri> + Clone,
-{
-    type Response = C::Response;
-    type Error = C::Error;
-    type Future = C::Future;
-
-    /// Always ready: the connectors wrapped here (`HttpsConnector` over
-    /// [`GuardedConnector`]) are, and each call works on a fresh clone.
-    fn poll_ready(
-        &mut self,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, dst: Uri) -> Self::Future {
-        C::clone(&self.0).call(dst)
-    }
-}
-
-/// Builds the pooled upstream client. Idle connections are reaped by a timer, not only when
-/// checked out (the pool needs `pool_timer` for that). Origin certificates are always verified.
+/// Builds the pooled upstream client: idle connections are reaped by a timer and bounded per
+/// origin and in all (`upstream.pool_*`). Origin certificates are always verified.
 pub(crate) fn client(
     settings: &UpstreamSection,
     tls: rustls::ClientConfig,
@@ -210,20 +165,15 @@ pub(crate) fn client(
         guard.clone(),
         crate::guard::ConnectSettings::origins(settings.connect_timeout),
     );
-    let plain = super::pool::OriginPool::new(
+    let tls = crate::tls::https_connector(tls, settings.connect_timeout, guard);
+    let origins = super::pool::OriginPool::new(
         plain,
+        tls,
         settings.pool_idle_timeout,
         settings.pool_max_idle_per_host,
         settings.pool_max_idle,
     );
-    let tls = crate::tls::https_connector(tls, settings.connect_timeout, guard);
-    let tls = Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(settings.pool_idle_timeout)
-        .pool_max_idle_per_host(settings.pool_max_idle_per_host)
-        .set_host(false)
-        .build(SharedConnector(std::sync::Arc::new(tls)));
-    UpstreamClient { plain, tls }
+    UpstreamClient { origins }
 }
 
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`.

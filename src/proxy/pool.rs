@@ -1,12 +1,17 @@
-//! The pool of HTTP/1.1 connections to `http` origins, shared by every client connection.
+//! The pool of connections to origins, shared by every client connection: HTTP/1.1 to `http`
+//! origins, and to `https` ones HTTP/2 or HTTP/1.1 as TLS's ALPN chose.
 //!
-//! Why our own rather than hyper-util's pooled client (which still serves `https` origins):
-//! that client spawns a task for every request to wait for its connection to become idle
-//! again, and looks the connection up through a chain of futures (check-out, a race with a
-//! connect, a lazy connector). Plain HTTP is most of a crawler's traffic, and on the proxy's
-//! hot path these costs were the largest left. Here a request takes an idle connection from
-//! its origin's list and puts it back as soon as the response head has arrived; a connection
-//! still finishing the previous response's body is simply skipped until it is ready.
+//! Why our own rather than hyper-util's pooled client (which served `https` origins until
+//! issue 22): that client spawns a task for every request to wait for its connection to become
+//! idle again, and looks the connection up through a chain of futures (check-out, a race with
+//! a connect, a lazy connector); on the proxy's hot path these costs were the largest left. It
+//! also bounds idle connections per origin and in time only, so its memory grew with the
+//! number of `https` sites crawled. Here an HTTP/1.1 request takes an idle connection from its
+//! origin's list and puts it back as soon as the response head has arrived; a connection still
+//! finishing the previous response's body is simply skipped until it is ready. An HTTP/2
+//! connection stays in the list while requests share it (RFC 9113 §9.1: "Clients SHOULD NOT
+//! open more than one HTTP/2 connection to a given host and port pair"), and counts as idle
+//! from its last request.
 //!
 //! Connections go only where the destination guard allows (they are made by the same
 //! [`GuardedConnector`]). Idle ones are closed after `upstream.pool_idle_timeout` (by a reaper
@@ -20,21 +25,28 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use http::uri::PathAndQuery;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
+use hyper::client::conn::{http1, http2, TrySendError};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::Connection;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::sync::Notify;
 
 use super::forward::UpstreamBody;
-use crate::authority::Authority;
+use crate::authority::{Authority, Scheme};
 use crate::guard::GuardedConnector;
 
 /// How many times a request is tried on another connection when the one it was given turns
 /// out to have been closed by the origin before the request was sent.
 const CLOSED_RETRIES: usize = 2;
 
-/// The shared pool of connections to `http` origins.
+/// The shared pool of connections to origins.
 pub(crate) struct OriginPool {
     connector: GuardedConnector,
+    /// For `https` origins: TLS over the same guarded connector, offering h2 and http/1.1.
+    tls: HttpsConnector<GuardedConnector>,
     idle: Arc<Mutex<Idle>>,
     max_idle_per_host: usize,
     max_idle: usize,
@@ -50,13 +62,95 @@ struct Idle {
     /// goes when `max_idle` is reached.
     order: BTreeMap<u64, Arc<Authority>>,
     next: u64,
+    /// `https` origins a connection is being made to, and the notice that it is done: the
+    /// requests that find no connection meanwhile wait for it, since it may be HTTP/2 and
+    /// theirs to share. (A burst of first requests to an HTTP/2 origin made one connection
+    /// each, one for every request.)
+    connecting: HashMap<Authority, Arc<Notify>>,
+}
+
+/// A request's claim on making the connection to an `https` origin: when it ends, made,
+/// failed or given up, the requests waiting for it go on.
+struct Connecting<'a> {
+    idle: &'a Mutex<Idle>,
+    authority: &'a Authority,
+}
+
+impl Drop for Connecting<'_> {
+    fn drop(&mut self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(done) = idle.connecting.remove(self.authority) {
+            done.notify_waiters();
+        }
+    }
 }
 
 struct IdleConnection {
-    sender: SendRequest<UpstreamBody>,
+    sender: Sender,
+    /// When it became idle; for HTTP/2, when it was last given a request.
     since: Instant,
     /// Its key in [`Idle::order`].
     seq: u64,
+}
+
+/// The sending half of an origin connection.
+enum Sender {
+    /// One request at a time: out of the pool while in use.
+    Http1(http1::SendRequest<UpstreamBody>),
+    /// Requests at once: stays in the pool, each request sends on a clone.
+    Http2(http2::SendRequest<UpstreamBody>),
+}
+
+impl Sender {
+    fn is_closed(&self) -> bool {
+        match self {
+            Sender::Http1(s) => s.is_closed(),
+            Sender::Http2(s) => s.is_closed(),
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        match self {
+            Sender::Http1(s) => s.is_ready(),
+            Sender::Http2(s) => s.is_ready(),
+        }
+    }
+
+    /// Sends `req`, its target in the form the connection's protocol takes: origin-form on
+    /// HTTP/1.1 to the origin itself (RFC 9112 §3.2.1), the whole URI on HTTP/2, whose
+    /// `:scheme` and `:authority` come from it (RFC 9113 §8.3.1). On an error before anything
+    /// was sent, the request comes back to be tried on another connection.
+    async fn send(
+        &mut self,
+        origin: &Authority,
+        mut req: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, TrySendError<Request<UpstreamBody>>> {
+        // `as_str` reads an empty path (`GET http://host#frag`) as "/", but the empty value
+        // itself would be written as an empty request-target: send a real "/" for both.
+        let origin_form = match req.uri().path_and_query() {
+            Some(p) if p.as_str() != "/" => p.clone(),
+            _ => PathAndQuery::from_static("/"),
+        };
+        match self {
+            Sender::Http1(s) => {
+                *req.uri_mut() = Uri::from(origin_form);
+                s.try_send_request(req).await
+            }
+            Sender::Http2(s) => {
+                if req.uri().scheme().is_none() || req.uri().authority().is_none() {
+                    let scheme = match origin.scheme() {
+                        Scheme::Http => "http",
+                        Scheme::Https => "https",
+                    };
+                    let full = format!("{scheme}://{}{origin_form}", origin.host_header());
+                    if let Ok(full) = full.parse() {
+                        *req.uri_mut() = full;
+                    }
+                }
+                s.try_send_request(req).await
+            }
+        }
+    }
 }
 
 impl Idle {
@@ -82,8 +176,9 @@ impl Idle {
     }
 
     /// Takes a connection of `authority` that is ready for a request; closed ones are dropped
-    /// on the way, ones still reading a response body are left for later.
-    fn take_ready(&mut self, authority: &Authority) -> Option<SendRequest<UpstreamBody>> {
+    /// on the way, ones still reading a response body are left for later. An HTTP/2 one stays,
+    /// the newest in use: the request gets a clone.
+    fn take_ready(&mut self, authority: &Authority) -> Option<Sender> {
         let list = self.by_origin.get_mut(authority)?;
         let order = &mut self.order;
         list.retain(|c| {
@@ -94,6 +189,18 @@ impl Idle {
             open
         });
         let ready = list.iter().rposition(|c| c.sender.is_ready());
+        if let Some(shared) = ready.map(|i| &mut list[i]) {
+            if let Sender::Http2(sender) = &shared.sender {
+                let sender = Sender::Http2(sender.clone());
+                if let Some(key) = order.remove(&shared.seq) {
+                    shared.seq = self.next;
+                    shared.since = Instant::now();
+                    order.insert(shared.seq, key);
+                    self.next += 1;
+                }
+                return Some(sender);
+            }
+        }
         let taken = ready.map(|i| list.swap_remove(i));
         if list.is_empty() {
             self.by_origin.remove(authority);
@@ -105,14 +212,17 @@ impl Idle {
 
     /// Keeps `sender` idle for `authority`: the longest idle of that origin goes first when it
     /// has `max_per_host`, and the longest idle of all when `max` are idle.
-    fn put(
-        &mut self,
-        authority: &Authority,
-        sender: SendRequest<UpstreamBody>,
-        max_per_host: usize,
-        max: usize,
-    ) {
+    fn put(&mut self, authority: &Authority, sender: Sender, max_per_host: usize, max: usize) {
         if max_per_host == 0 || max == 0 {
+            return;
+        }
+        // One HTTP/2 connection per origin is enough (RFC 9113 §9.1): one made while another
+        // was being made serves its own request and closes when that is done.
+        if matches!(sender, Sender::Http2(_))
+            && self.by_origin.get(authority).is_some_and(|list| {
+                list.iter().any(|c| matches!(c.sender, Sender::Http2(_)) && !c.sender.is_closed())
+            })
+        {
             return;
         }
         if let Some(list) = self.by_origin.get_mut(authority) {
@@ -161,6 +271,7 @@ impl OriginPool {
     /// ends when the pool is dropped; must be called inside a tokio runtime.
     pub(crate) fn new(
         connector: GuardedConnector,
+        tls: HttpsConnector<GuardedConnector>,
         idle_timeout: Duration,
         max_idle_per_host: usize,
         max_idle: usize,
@@ -168,11 +279,11 @@ impl OriginPool {
         let idle = Arc::new(Mutex::new(Idle::default()));
         let period = (idle_timeout / 2).max(Duration::from_millis(100));
         tokio::spawn(reap(Arc::downgrade(&idle), idle_timeout, period));
-        OriginPool { connector, idle, max_idle_per_host, max_idle }
+        OriginPool { connector, tls, idle, max_idle_per_host, max_idle }
     }
 
-    /// Sends `req` (its target in origin-form, `Host` set) to the `http` origin `authority`
-    /// and returns the response head; its body streams from the connection.
+    /// Sends `req` (`Host` set) to the origin `authority` and returns the response head; its
+    /// body streams from the connection.
     pub(crate) async fn send(
         &self,
         authority: &Authority,
@@ -181,9 +292,9 @@ impl OriginPool {
         for _ in 0..CLOSED_RETRIES {
             let mut sender = match self.idle_connection(authority) {
                 Some(sender) => sender,
-                None => self.connect(authority).await?,
+                None => self.connect_or_share(authority).await?,
             };
-            match sender.try_send_request(req).await {
+            match sender.send(authority, req).await {
                 Ok(resp) => {
                     self.put_back(authority, sender);
                     return Ok(resp);
@@ -197,7 +308,8 @@ impl OriginPool {
         }
         // Fresh connections cannot have been closed while idle.
         let mut sender = self.connect(authority).await?;
-        let resp = sender.send_request(req).await.map_err(PoolError::Request)?;
+        let resp =
+            sender.send(authority, req).await.map_err(|e| PoolError::Request(e.into_error()))?;
         self.put_back(authority, sender);
         Ok(resp)
     }
@@ -208,7 +320,7 @@ impl OriginPool {
 
     /// An idle connection to `authority` that is ready for a request; closed ones are dropped
     /// on the way, ones still reading a response body are left for later.
-    fn idle_connection(&self, authority: &Authority) -> Option<SendRequest<UpstreamBody>> {
+    fn idle_connection(&self, authority: &Authority) -> Option<Sender> {
         self.lock().take_ready(authority)
     }
 
@@ -219,36 +331,110 @@ impl OriginPool {
     }
 
     /// Returns a connection to the pool as soon as its response head is in: it is taken again
-    /// only once the body has been read ([`SendRequest::is_ready`]).
+    /// only once the body has been read ([`http1::SendRequest::is_ready`]). An HTTP/2 one is in
+    /// the pool from when it was made.
     ///
     /// With `upstream.pool_max_idle_per_host = 0` (or `pool_max_idle = 0`) nothing is pooled:
     /// the sender is dropped, and hyper closes the connection once the response in flight has
     /// been read. A connection that goes for the bounds is closed the same way.
-    fn put_back(&self, authority: &Authority, sender: SendRequest<UpstreamBody>) {
-        if sender.is_closed() {
+    fn put_back(&self, authority: &Authority, sender: Sender) {
+        if sender.is_closed() || matches!(sender, Sender::Http2(_)) {
             return;
         }
         self.lock().put(authority, sender, self.max_idle_per_host, self.max_idle);
     }
 
-    async fn connect(&self, authority: &Authority) -> Result<SendRequest<UpstreamBody>, PoolError> {
-        let uri: Uri = format!("http://{}/", authority.host_header())
+    /// A connection for a request that found none ready: to an `https` origin a connection is
+    /// being made to, that one if it turns out HTTP/2 (once: a request never waits twice);
+    /// otherwise a new one.
+    async fn connect_or_share(&self, authority: &Authority) -> Result<Sender, PoolError> {
+        if authority.scheme() == Scheme::Http {
+            return self.connect(authority).await;
+        }
+        let made_by_another = {
+            let mut idle = self.lock();
+            match idle.connecting.get(authority) {
+                // Created under the lock: notified even if the connection is done before this
+                // future is first polled.
+                Some(done) => Some(done.clone().notified_owned()),
+                None => {
+                    idle.connecting.insert(authority.clone(), Arc::new(Notify::new()));
+                    None
+                }
+            }
+        };
+        match made_by_another {
+            Some(done) => {
+                done.await;
+                match self.idle_connection(authority) {
+                    Some(shared) => Ok(shared),
+                    None => self.connect(authority).await,
+                }
+            }
+            None => {
+                let _claim = Connecting { idle: &self.idle, authority };
+                self.connect(authority).await
+            }
+        }
+    }
+
+    /// A new connection to `authority`: TCP, and TLS for `https` origins, whose ALPN picks
+    /// HTTP/2 or HTTP/1.1. An HTTP/2 connection goes into the pool at once, for the requests
+    /// that come while this one is in flight.
+    async fn connect(&self, authority: &Authority) -> Result<Sender, PoolError> {
+        let scheme = match authority.scheme() {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        let uri: Uri = format!("{scheme}://{}/", authority.host_header())
             .parse()
             .map_err(|e: http::uri::InvalidUri| PoolError::Connect(e.into()))?;
-        let mut connector = self.connector.clone();
+        if authority.scheme() == Scheme::Http {
+            let mut connector = self.connector.clone();
+            let io = tower_service::Service::call(&mut connector, uri)
+                .await
+                .map_err(PoolError::Connect)?;
+            return Ok(Sender::Http1(http1_over(io).await?));
+        }
+        let mut connector = self.tls.clone();
         let io =
             tower_service::Service::call(&mut connector, uri).await.map_err(PoolError::Connect)?;
-        let (sender, connection) = hyper::client::conn::http1::Builder::new()
+        if !io.connected().is_negotiated_h2() {
+            return Ok(Sender::Http1(http1_over(io).await?));
+        }
+        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
             .handshake(io)
             .await
             .map_err(|e| PoolError::Connect(e.into()))?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "origin connection ended with an error");
+                tracing::debug!(error = %e, "origin connection (HTTP/2) ended with an error");
             }
         });
-        Ok(sender)
+        self.lock().put(
+            authority,
+            Sender::Http2(sender.clone()),
+            self.max_idle_per_host,
+            self.max_idle,
+        );
+        Ok(Sender::Http2(sender))
     }
+}
+
+/// An HTTP/1.1 connection over `io`, its connection task spawned.
+async fn http1_over<T>(io: T) -> Result<http1::SendRequest<UpstreamBody>, PoolError>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, connection) =
+        http1::Builder::new().handshake(io).await.map_err(|e| PoolError::Connect(e.into()))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "origin connection ended with an error");
+        }
+    });
+    Ok(sender)
 }
 
 /// Every `period`, closes the connections idle for longer than `idle_timeout` (and closed
@@ -294,9 +480,14 @@ mod tests {
 
     fn pool(max_idle_per_host: usize, max_idle: usize) -> OriginPool {
         let guard = Arc::new(DestinationGuard::new(&["127.0.0.0/8".parse().unwrap()], &[]));
-        let connector =
-            GuardedConnector::new(guard, ConnectSettings::origins(Duration::from_secs(5)));
-        OriginPool::new(connector, Duration::from_secs(600), max_idle_per_host, max_idle)
+        let timeout = Duration::from_secs(5);
+        let tls = crate::tls::https_connector(
+            crate::tls::client_config(None).unwrap(),
+            timeout,
+            guard.clone(),
+        );
+        let connector = GuardedConnector::new(guard, ConnectSettings::origins(timeout));
+        OriginPool::new(connector, tls, Duration::from_secs(600), max_idle_per_host, max_idle)
     }
 
     #[tokio::test]

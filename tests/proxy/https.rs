@@ -162,6 +162,42 @@ async fn many_concurrent_requests_on_one_intercepted_http2_connection() {
     }
     assert_eq!(origin.content_hits(), N / 2);
     assert_eq!(origin.hits("/robots.txt"), 1, "one robots.txt fetch for all");
+    // One connection for the robots.txt fetch, and one HTTP/2 connection that every request
+    // shared (RFC 9113 §9.1), though they all came at once: before, one each (21).
+    assert!(origin.connections() <= 2, "{} upstream connections", origin.connections());
+}
+
+/// Idle connections to `https` origins count toward `upstream.pool_max_idle` with every other:
+/// with room for one, a request to a second origin closes the first origin's idle connection.
+/// (hyper-util's pool, which served `https` origins before, bounded them per origin and in time
+/// only, so the proxy's memory grew with the number of `https` sites.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_https_origin_connections_are_bounded_over_every_origin() {
+    let first = TlsOrigin::start_with(ROBOTS, Arc::new(TestCa::new("pool test CA")), H1).await;
+    let second = TlsOrigin::start_with(ROBOTS, first.ca.clone(), H1).await;
+    let ports = [first.port(), second.port()];
+    let proxy = HttpsProxy::start(&first.ca, &ports, |c| c.upstream.pool_max_idle = 1).await;
+    let client = proxy.client(H1);
+    let get = |origin: &TlsOrigin, path: &str| {
+        let url = format!("{}{path}", origin.base());
+        let client = client.clone();
+        async move {
+            let resp = client.get(&url).send().await.unwrap();
+            assert_eq!(resp.status(), 200, "{url}");
+            resp.text().await.unwrap()
+        }
+    };
+    get(&first, "/a").await;
+    let after_first = first.connections();
+    get(&first, "/b").await;
+    assert_eq!(first.connections(), after_first, "the idle connection was reused");
+    get(&second, "/a").await;
+    get(&first, "/c").await;
+    assert_eq!(
+        first.connections(),
+        after_first + 1,
+        "the first origin's idle connection was closed for the second's"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

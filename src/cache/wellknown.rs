@@ -19,10 +19,12 @@
 //!   given back when it stores): the others wait for its record, and fetch themselves only if
 //!   the lease runs out first. Purging an authority drops the record with robots.txt, purging
 //!   everything hides it. When Redis is out of reach each instance fetches for itself.
-//! * At most [`MAX_SITES`] authorities are kept; past that the map is emptied (and refetched
-//!   as needed), which bounds memory without an eviction order.
+//! * At most [`MAX_SITES`] authorities, and what they parsed to at most [`MAX_BYTES`], are
+//!   kept; past either the map is emptied (and refetched as needed), which bounds memory without
+//!   an eviction order. (A count alone let 100,000 files of up to 64 KiB each hold gigabytes.)
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -40,6 +42,8 @@ pub const TDMREP_RETRY: Duration = Duration::from_secs(5 * 60);
 pub const TDMREP_MAX_BYTES: usize = 64 * 1024;
 /// The most authorities kept.
 const MAX_SITES: usize = 100_000;
+/// The most memory the kept answers may hold ([`TdmSite::heap_bytes`], summed).
+const MAX_BYTES: usize = 32 * 1024 * 1024;
 /// The file's path.
 pub const TDMREP_PATH: &str = "/.well-known/tdmrep.json";
 
@@ -53,6 +57,15 @@ pub struct TdmSite {
     lifetime: Duration,
 }
 
+impl TdmSite {
+    /// The memory it holds, in bytes, for the cache's bound: the parsed rules, the note, and
+    /// the site's place in the cache (its slot and authority).
+    fn heap_bytes(&self) -> usize {
+        const SLOT: usize = 256;
+        SLOT + self.note.capacity() + self.file.as_ref().map_or(0, TdmFile::heap_bytes)
+    }
+}
+
 struct Slot {
     cell: tokio::sync::OnceCell<Arc<TdmSite>>,
     started: SystemTime,
@@ -63,6 +76,8 @@ pub(crate) struct WellKnown {
     fetcher: Arc<dyn Fetch>,
     clock: Arc<dyn Clock>,
     slots: Mutex<HashMap<Authority, Arc<Slot>>>,
+    /// What the answers fetched since `slots` was last emptied hold ([`TdmSite::heap_bytes`]).
+    bytes: std::sync::atomic::AtomicUsize,
     /// How long the fleet's fetch lease lasts (`fetch_timeout` and time to store).
     lease: Duration,
 }
@@ -74,7 +89,13 @@ impl WellKnown {
         fetch_timeout: Duration,
     ) -> Self {
         let lease = fetch_timeout.saturating_add(super::shared::LEASE_SLACK);
-        WellKnown { fetcher, clock, slots: Mutex::new(HashMap::new()), lease }
+        WellKnown {
+            fetcher,
+            clock,
+            slots: Mutex::new(HashMap::new()),
+            bytes: std::sync::atomic::AtomicUsize::new(0),
+            lease,
+        }
     }
 
     /// The slot for `authority`: the current one, or a new one when it is missing or expired.
@@ -88,9 +109,11 @@ impl WellKnown {
             if !expired {
                 return slot.clone();
             }
+            self.unweigh(slot);
         }
-        if slots.len() >= MAX_SITES {
+        if slots.len() >= MAX_SITES || self.bytes.load(Ordering::Relaxed) >= MAX_BYTES {
             slots.clear();
+            self.bytes.store(0, Ordering::Relaxed);
         }
         let slot = Arc::new(Slot { cell: tokio::sync::OnceCell::new(), started: now });
         slots.insert(authority.clone(), slot.clone());
@@ -103,8 +126,25 @@ impl WellKnown {
     pub(crate) fn forget(&self, authority: Option<&Authority>) {
         let mut slots = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match authority {
-            Some(authority) => drop(slots.remove(authority)),
-            None => slots.clear(),
+            Some(authority) => {
+                if let Some(gone) = slots.remove(authority) {
+                    self.unweigh(&gone);
+                }
+            }
+            None => {
+                slots.clear();
+                self.bytes.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes what `slot`'s answer holds off the count, once it leaves the map.
+    fn unweigh(&self, slot: &Slot) {
+        if let Some(site) = slot.cell.get() {
+            let weight = site.heap_bytes();
+            let _ = self.bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(weight))
+            });
         }
     }
 
@@ -116,7 +156,12 @@ impl WellKnown {
         shared: Option<&Arc<dyn SharedRobots>>,
     ) -> Arc<TdmSite> {
         let slot = self.slot(authority);
-        slot.cell.get_or_init(|| self.fetch(authority.clone(), shared.cloned())).await.clone()
+        let site = slot.cell.get_or_init(|| async {
+            let site = self.fetch(authority.clone(), shared.cloned()).await;
+            self.bytes.fetch_add(site.heap_bytes(), Ordering::Relaxed);
+            site
+        });
+        site.await.clone()
     }
 
     async fn fetch(
@@ -307,5 +352,45 @@ mod tests {
         *canned.status.lock().unwrap() = 0;
         assert!(wk.get(&a, None).await.file.is_none(), "a network error reserves nothing");
         assert_eq!(canned.count.load(Ordering::SeqCst), 3);
+    }
+
+    /// What the kept files parsed to stays within MAX_BYTES however many sites have one: past
+    /// it the map is emptied. (Bounded by count alone, 100,000 files of up to 64 KiB each could
+    /// be kept: gigabytes.)
+    #[tokio::test]
+    async fn kept_files_are_bounded_in_bytes() {
+        let rules: Vec<String> = (0..400)
+            .map(|i| {
+                format!(
+                    r#"{{"location": "/section-{i:05}/*", "tdm-reservation": 1, "tdm-policy": "https://example.com/policies/tdm/{i:05}.json"}}"#
+                )
+            })
+            .collect();
+        let body = format!("[{}]", rules.join(","));
+        assert!(body.len() <= TDMREP_MAX_BYTES, "{} bytes", body.len());
+        let body: &'static [u8] = Box::leak(body.into_bytes().into_boxed_slice());
+        let canned = Arc::new(Canned { status: Mutex::new(200), body, count: AtomicUsize::new(0) });
+        let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
+        let wk = WellKnown::new(canned.clone(), clock, Duration::from_secs(10));
+        let site = |i: usize| {
+            Authority::new(crate::authority::Scheme::Http, &format!("s{i}.test"), 80).unwrap()
+        };
+        assert!(wk.get(&site(0), None).await.file.is_some());
+        let one = wk.bytes.load(Ordering::Relaxed);
+        assert!(one >= body.len() / 2, "a file weighs what it parsed to: {one} bytes");
+        let sites = MAX_BYTES / one + 10;
+        for i in 1..sites {
+            assert!(wk.get(&site(i), None).await.file.is_some());
+            let held = wk.bytes.load(Ordering::Relaxed);
+            assert!(held <= MAX_BYTES + one, "{held} bytes after {i} sites");
+        }
+        let kept = wk.slots.lock().unwrap().len();
+        assert!(kept < sites / 2, "{kept} of {sites} sites kept: emptied past the bound");
+        // Forgetting takes a site's weight off; forgetting all, everything.
+        let before = wk.bytes.load(Ordering::Relaxed);
+        wk.forget(Some(&site(sites - 1)));
+        assert_eq!(wk.bytes.load(Ordering::Relaxed), before - one);
+        wk.forget(None);
+        assert_eq!(wk.bytes.load(Ordering::Relaxed), 0);
     }
 }

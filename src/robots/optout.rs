@@ -97,6 +97,18 @@ pub struct TdmFile {
 }
 
 impl TdmFile {
+    /// The heap it holds, in bytes (the rules, their patterns and policy URLs): its weight in
+    /// the `tdmrep.json` cache's memory bound.
+    pub fn heap_bytes(&self) -> usize {
+        let rules = self.rules.capacity() * std::mem::size_of::<TdmRule>();
+        let each: usize = self
+            .rules
+            .iter()
+            .map(|r| r.pattern.len() + r.statement.policy.as_ref().map_or(0, String::capacity))
+            .sum();
+        rules + each
+    }
+
     /// Parses the file. Any type error refuses the whole file (a file half understood could
     /// allow by error): an array of objects, each with a string `location`, an optional
     /// `tdm-reservation` number or string, and an optional string `tdm-policy`.

@@ -77,8 +77,9 @@ pub(crate) fn load(
 /// sparse: pooled connections and cache entries spread over many pages, each of which then
 /// counts 2 MiB. With 10,000 sites (`benches/proxy/run.sh`, variant `wide`) the process held
 /// 488 MiB with them and 424 MiB without, and with `robots.cache_memory` at a tenth it levelled
-/// off instead of growing; but it served 0.87x as many requests on one site, 0.95x on eight
-/// and 0.83x at 10,000. Failing (an old kernel) leaves the process as it was.
+/// off instead of growing; requests per second on one site and eight did not differ beyond the
+/// runs' noise (README "Memory per site"). The default (`limits.transparent_huge_pages =
+/// false`). Failing (an old kernel) leaves the process as it was.
 fn without_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {

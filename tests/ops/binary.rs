@@ -324,12 +324,12 @@ fn keys_list_without_a_configuration_names_the_key_files_it_did_not_list() {
     assert!(said.contains("--config"), "{said}");
 }
 
-/// `limits.transparent_huge_pages = false` turns transparent huge pages off for the serving
-/// process (`src/main/serve.rs`); by default the process keeps what it inherited. Read back
-/// from the kernel (`THP_enabled` in `/proc/PID/status`, Linux 5.0 and later).
+/// `limits.transparent_huge_pages = false`, the default, turns transparent huge pages off for
+/// the serving process (`src/main/serve.rs`); with `true` the process keeps what it inherited.
+/// Read back from the kernel (`THP_enabled` in `/proc/PID/status`, Linux 5.0 and later).
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limits_transparent_huge_pages_false_turns_them_off_for_the_process() {
+async fn limits_transparent_huge_pages_off_by_default_and_kept_with_true() {
     fn thp_enabled(pid: &str) -> Option<String> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let line = status.lines().find(|l| l.starts_with("THP_enabled:"))?;
@@ -339,11 +339,11 @@ async fn limits_transparent_huge_pages_false_turns_them_off_for_the_process() {
         crate::skip::report("this kernel does not report THP_enabled in /proc/PID/status");
         return;
     };
-    let off = ProxyProcess::start(&[], &[("ROBOTS_PROXY_LIMITS__TRANSPARENT_HUGE_PAGES", "false")]);
+    let kept = ProxyProcess::start(&[], &[("ROBOTS_PROXY_LIMITS__TRANSPARENT_HUGE_PAGES", "true")]);
     let default = ProxyProcess::start(&[], &[]);
-    for proxy in [&off, &default] {
+    for proxy in [&kept, &default] {
         assert_eq!(get(&format!("{}/healthz", proxy.admin())).await.0, 200);
     }
-    assert_eq!(thp_enabled(&off.pid().to_string()).as_deref(), Some("0"));
-    assert_eq!(thp_enabled(&default.pid().to_string()), Some(own));
+    assert_eq!(thp_enabled(&default.pid().to_string()).as_deref(), Some("0"));
+    assert_eq!(thp_enabled(&kept.pid().to_string()), Some(own));
 }

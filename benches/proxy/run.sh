@@ -65,7 +65,7 @@ case "${1:-}" in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}
 ROUNDS=${ROUNDS:-3}; DURATION=${DURATION:-6}; WARMUP=${WARMUP:-1}
 CONNS=${CONNS:-64}; THREADS=${THREADS:-1}
 VARIANTS=${VARIANTS:-single many deny}
-SYSTEMS=${SYSTEMS:-bare squid tinyproxy}
+SYSTEMS=${SYSTEMS-bare squid tinyproxy}
 CANDIDATES=${CANDIDATES:-robots-proxy=$TARGET_DIR/release/robots-proxy}
 CANDIDATE_ENV=${CANDIDATE_ENV:-}
 WIDE=${WIDE:-10000}; WIDE_PASSES=${WIDE_PASSES:-4}; FIRST_SECONDS=${FIRST_SECONDS:-20}

@@ -40,7 +40,15 @@ pub(crate) struct UpstreamClient {
 /// for `limits.client_body_idle_timeout` ([`ClientBodyError::Idle`]): without that, a client
 /// that stops half-way through its `Content-Length` to an origin that has already answered
 /// would hold its connection slot and an origin connection forever.
-pub(crate) struct UpstreamBody {
+///
+/// Boxed: a request goes to its origin connection through a channel hyper makes for each
+/// connection, whose first block of 32 request slots every pooled connection keeps. A pointer
+/// there instead of the ~90 bytes of the body makes each idle origin connection ~2.5 KiB
+/// smaller (issue 22: 10,000 of them at 10,000 sites), for one small allocation per request.
+pub(crate) struct UpstreamBody(Box<Relayed>);
+
+/// What [`UpstreamBody`] points to.
+struct Relayed {
     inner: Incoming,
     idle: IdleTimer,
 }
@@ -62,7 +70,7 @@ pub(crate) enum ClientBodyError {
 
 impl UpstreamBody {
     pub(crate) fn new(inner: Incoming, timeout: Duration) -> Self {
-        UpstreamBody { inner, idle: IdleTimer::new(timeout) }
+        UpstreamBody(Box::new(Relayed { inner, idle: IdleTimer::new(timeout) }))
     }
 }
 
@@ -74,7 +82,7 @@ impl Body for UpstreamBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
-        let this = self.get_mut();
+        let this = &mut *self.get_mut().0;
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
             this.idle.reset();
             return Poll::Ready(frame.map(|f| f.map_err(ClientBodyError::Client)));
@@ -91,11 +99,11 @@ impl Body for UpstreamBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.0.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.0.inner.size_hint()
     }
 }
 

@@ -536,6 +536,13 @@ mod tests {
         assert!(!idle.by_origin.contains_key(&sites[1]));
     }
 
+    /// Every pooled connection keeps the first block of hyper's request channel, 32 request
+    /// slots: the body is one pointer there (see `UpstreamBody`), not ~90 bytes.
+    #[test]
+    fn a_request_body_is_one_pointer_in_hyper_s_channel() {
+        assert_eq!(std::mem::size_of::<UpstreamBody>(), std::mem::size_of::<usize>());
+    }
+
     #[tokio::test]
     async fn zero_turns_pooling_off() {
         let pool = pool(4, 0);

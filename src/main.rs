@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand};
 /// mimalloc: the proxy allocates small, short-lived buffers per request on every worker thread,
 /// where glibc's allocator spends a measurable share of the CPU (see the README's benchmarks;
 /// on `many`, 0.76x the bare proxy with glibc's against 0.98x with mimalloc, 2026-11-26).
-/// Its huge-page hints apply unless `limits.transparent_huge_pages = false` (`serve::run`).
+/// Its huge-page hints apply only with `limits.transparent_huge_pages = true`; by default the
+/// process turns huge pages off (`serve::run`).
 /// The `system-allocator` feature leaves it out, for heap profilers that follow `malloc`
 /// (heaptrack, valgrind's massif); never for a build that is shipped.
 #[cfg(not(feature = "system-allocator"))]

@@ -24,7 +24,7 @@
 //!   an eviction order. (A count alone let 100,000 files of up to 64 KiB each hold gigabytes.)
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -77,7 +77,7 @@ pub(crate) struct WellKnown {
     clock: Arc<dyn Clock>,
     slots: Mutex<HashMap<Authority, Arc<Slot>>>,
     /// What the answers fetched since `slots` was last emptied hold ([`TdmSite::heap_bytes`]).
-    bytes: std::sync::atomic::AtomicUsize,
+    bytes: AtomicUsize,
     /// How long the fleet's fetch lease lasts (`fetch_timeout` and time to store).
     lease: Duration,
 }
@@ -93,7 +93,7 @@ impl WellKnown {
             fetcher,
             clock,
             slots: Mutex::new(HashMap::new()),
-            bytes: std::sync::atomic::AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
             lease,
         }
     }

@@ -125,24 +125,14 @@ impl Sender {
         origin: &Authority,
         mut req: Request<UpstreamBody>,
     ) -> Result<Response<Incoming>, TrySendError<Request<UpstreamBody>>> {
-        // `as_str` reads an empty path (`GET http://host#frag`) as "/", but the empty value
-        // itself would be written as an empty request-target: send a real "/" for both.
-        let origin_form = match req.uri().path_and_query() {
-            Some(p) if p.as_str() != "/" => p.clone(),
-            _ => PathAndQuery::from_static("/"),
-        };
         match self {
             Sender::Http1(s) => {
-                *req.uri_mut() = Uri::from(origin_form);
+                *req.uri_mut() = Uri::from(origin_form(req.uri()));
                 s.try_send_request(req).await
             }
             Sender::Http2(s) => {
                 if req.uri().scheme().is_none() || req.uri().authority().is_none() {
-                    let scheme = match origin.scheme() {
-                        Scheme::Http => "http",
-                        Scheme::Https => "https",
-                    };
-                    let full = format!("{scheme}://{}{origin_form}", origin.host_header());
+                    let full = format!("{origin}{}", origin_form(req.uri()));
                     if let Ok(full) = full.parse() {
                         *req.uri_mut() = full;
                     }
@@ -150,6 +140,16 @@ impl Sender {
                 s.try_send_request(req).await
             }
         }
+    }
+}
+
+/// The path and query of `uri`, as a request-target. `as_str` reads an empty path
+/// (`GET http://host#frag`) as "/", but the empty value itself would be written as an empty
+/// request-target: a real "/" for both.
+fn origin_form(uri: &Uri) -> PathAndQuery {
+    match uri.path_and_query() {
+        Some(p) if p.as_str() != "/" => p.clone(),
+        _ => PathAndQuery::from_static("/"),
     }
 }
 
@@ -382,11 +382,7 @@ impl OriginPool {
     /// HTTP/2 or HTTP/1.1. An HTTP/2 connection goes into the pool at once, for the requests
     /// that come while this one is in flight.
     async fn connect(&self, authority: &Authority) -> Result<Sender, PoolError> {
-        let scheme = match authority.scheme() {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        };
-        let uri: Uri = format!("{scheme}://{}/", authority.host_header())
+        let uri: Uri = format!("{authority}/")
             .parse()
             .map_err(|e: http::uri::InvalidUri| PoolError::Connect(e.into()))?;
         if authority.scheme() == Scheme::Http {

@@ -15,9 +15,10 @@
 //!   keeps what it had) and one blocking task writes them in turn. Nothing on the request path
 //!   waits for a disk write: 10,000 first fetches used to be 10,000 blocking threads taking
 //!   turns at one lock held across two `fsync`s, and every fetch waited for that lock.
-//! * Read when an authority is not in memory (first request after a start): a record still
-//!   current is used without a fetch; otherwise it is the previous state the next fetch's
-//!   result is applied to.
+//! * Read when an authority is not in memory (first request after a start, or after the memory
+//!   cache let it go): a record still current is used without a fetch; otherwise it is the
+//!   previous state the next fetch's result is applied to. Reads run on two threads of their
+//!   own ([`readers`]), not one blocking thread each.
 //! * Bounded: at most [`MAX_FILES`] files, and files not written for `give_up_after +
 //!   max_age` (what the memory cache keeps) are removed; the oldest go first. Each file is at
 //!   most `max_body` plus a short header.
@@ -38,6 +39,8 @@ use super::fetch::Fetched;
 use super::shared;
 use super::{Inner, RobotsSnapshot};
 use crate::authority::Authority;
+
+mod readers;
 
 /// Most authorities kept on disk.
 pub(super) const MAX_FILES: usize = 100_000;
@@ -79,6 +82,8 @@ pub(super) struct Persist {
     renames: std::sync::Mutex<()>,
     /// Saves waiting for the writer.
     queue: std::sync::Mutex<Queue>,
+    /// The threads that read records for requests ([`readers`]).
+    readers: readers::Readers,
 }
 
 impl Persist {
@@ -92,6 +97,7 @@ impl Persist {
             purges: AtomicU64::new(0),
             renames: std::sync::Mutex::new(()),
             queue: std::sync::Mutex::new(Queue::default()),
+            readers: readers::Readers::default(),
         };
         persist.prune();
         Ok(persist)
@@ -122,6 +128,20 @@ impl Persist {
             Some((snapshot, None)) => Some((snapshot, self.load_file(authority, body_limit)?.1)),
             None => self.load_file(authority, body_limit),
         }
+    }
+
+    /// [`Self::load`] on one of the threads that read records ([`readers`]).
+    async fn load_off_runtime(
+        self: Arc<Self>,
+        authority: Authority,
+        body_limit: usize,
+    ) -> Option<(RobotsSnapshot, Option<Bytes>)> {
+        let (sender, loaded) = tokio::sync::oneshot::channel();
+        let persist = self.clone();
+        self.readers.run(Box::new(move || {
+            let _ = sender.send(persist.load(&authority, body_limit));
+        }));
+        loaded.await.ok().flatten()
     }
 
     fn load_file(
@@ -317,9 +337,8 @@ fn write_atomically(
 /// The record kept on disk for `authority`, when records are kept ([`super::RobotsCache::persist_in`]).
 pub(super) async fn load(inner: &Arc<Inner>, authority: &Authority) -> Option<RobotsSnapshot> {
     let persist = inner.persist.get()?.clone();
-    let (authority, limit) = (authority.clone(), inner.body_limit);
-    let loaded = tokio::task::spawn_blocking(move || persist.load(&authority, limit)).await;
-    loaded.ok().flatten().map(|(snapshot, _)| snapshot)
+    let loaded = persist.load_off_runtime(authority.clone(), inner.body_limit).await;
+    loaded.map(|(snapshot, _)| snapshot)
 }
 
 /// Keeps `snapshot` on disk (off the request path), `fetched` being what the fetch gave.
@@ -498,6 +517,57 @@ mod tests {
         assert_eq!(persist.queue().pending.get(&first).map(|p| p.snapshot.failures), Some(7));
         persist.forget(None);
         assert!(persist.queue().pending.is_empty());
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// Threads of this process whose name starts with `prefix` (Linux: `/proc/self/task`).
+    fn threads_named(prefix: &str) -> usize {
+        fs::read_dir("/proc/self/task")
+            .map(|tasks| {
+                tasks
+                    .filter_map(|t| fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                    .filter(|name| name.starts_with(prefix))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Many misses served from disk at once take none of the runtime's blocking threads: every
+    /// read here waits on the queue's lock (held by the test), so a read run on the blocking
+    /// pool would hold a thread of it until the lock is let go. On the pool, the 64 reads took
+    /// 64 threads.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn reads_from_disk_take_no_blocking_thread_of_the_runtime() {
+        let dir = std::env::temp_dir().join(format!("robots-persist-loads-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let persist = Arc::new(Persist::open(dir.clone(), Duration::from_secs(3600)).unwrap());
+        let body = Bytes::from_static(b"User-agent: *\nDisallow: /x\n");
+        let authorities: Vec<_> =
+            (0..64).map(|i| Authority::new(Scheme::Http, "a.test", 2000 + i).unwrap()).collect();
+        for a in &authorities {
+            persist.save(&snapshot_of(a, &body, 0), Some(body.clone()), 1 << 20, 0);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("rp-loads-test")
+            .build()
+            .unwrap();
+        let held = persist.queue();
+        let reads: Vec<_> = authorities
+            .iter()
+            .map(|a| runtime.spawn(persist.clone().load_off_runtime(a.clone(), 1 << 20)))
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let threads = threads_named("rp-loads-test");
+        drop(held);
+        for read in reads {
+            let (back, _) = runtime.block_on(read).unwrap().expect("a kept record");
+            assert!(!back.rules.allows(None, "/x"));
+        }
+        // The runtime's one worker, and no blocking thread.
+        assert_eq!(threads, 1, "{threads} threads of the runtime while 64 reads from disk wait");
+        drop(runtime);
         let _ = fs::remove_dir_all(dir);
     }
 }

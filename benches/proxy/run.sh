@@ -35,7 +35,10 @@
 #             first contact  each authority requested once (wrk stops after WIDE answers):
 #                            req/s, p99, and robots.txt fetches per authority (must be 1)
 #             steady         ROUNDS runs of DURATION s: median req/s and p99
-#             RSS            after steady state; beyond the bare proxy's, per authority
+#             RSS            after steady state; beyond the bare proxy's, per authority; and
+#                            after each round (every system, the bare proxy too, steps up once
+#                            its pooled origin connections have carried ~32 requests each; see
+#                            README, "Memory per site")
 #             tenth          the candidate again with robots.cache_memory at a tenth of what
 #                            the WIDE entries weighed: RSS after each of WIDE_PASSES runs,
 #                            robots.txt fetches (evicted entries are fetched again)
@@ -431,6 +434,7 @@ wide_system() {  # wide_system NAME [KEY=VALUE...]: first contact, steady state,
     wide_row "$s" steady_p99_us "$(field p99_us "$line")"
     wide_row "$s" steady_cpu_us_per_request \
       "$(( ($(cpu_ticks "$s") - cpu_before) * 1000000 / CLK_TCK / ($(field requests "$line") + 1) ))"
+    wide_row "$s" steady_round_rss_kib "$(rss_kib "$s")"
   done
   wide_row "$s" rss_steady_kib "$(rss_kib "$s")"
   if [[ ${KIND[$s]} == candidate ]]; then
@@ -507,6 +511,9 @@ if wide:
         print(f"  {s:<14} first contact {g('first_rps'):>8.0f} req/s p99 {g('first_p99_us')/1000:.1f} ms"
               f" | steady {g('steady_rps'):>8.0f} req/s p99 {g('steady_p99_us')/1000:.1f} ms"
               f" CPU/req {g('steady_cpu_us_per_request'):.0f} us | RSS {g('rss_steady_kib')/1024:.0f} MiB")
+        if len(d.get("steady_round_rss_kib", [])) > 1:
+            series = ", ".join(f"{v/1024:.0f}" for v in d["steady_round_rss_kib"])
+            print(f"  {'':<14} RSS after each steady round {series} MiB")
         if "first_robots_fetches" in d:
             print(f"  {'':<14} robots.txt fetches at first contact {g('first_robots_fetches'):.0f},"
                   f" authorities fetched twice {g('first_robots_fetched_twice'):.0f};"

@@ -66,8 +66,8 @@ pub struct LimitsSection {
     #[serde(with = "humantime_serde")]
     pub auth_timeout: Duration,
     /// Whether the kernel may back the heap with transparent huge pages (Linux; set at start).
-    /// `false` (the default) turns them off for the process: half the memory per site, level as
-    /// the robots.txt cache turns over.
+    /// `false` (the default) turns them off for the process: about half the memory per site at
+    /// many sites.
     pub transparent_huge_pages: bool,
 }
 

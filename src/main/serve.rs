@@ -72,14 +72,13 @@ pub(crate) fn load(
 }
 
 /// `limits.transparent_huge_pages = false`, the default: turns transparent huge pages off for
-/// this process (`prctl(PR_SET_THP_DISABLE)`, Linux), before the worker threads start. mimalloc asks for
-/// huge pages where the kernel offers them (`madvise` or `always`), and a proxy's heap is
-/// sparse: pooled connections and cache entries spread over many pages, each of which then
-/// counts 2 MiB. With 10,000 sites (`benches/proxy/run.sh`, variant `wide`) the process held
-/// 488 MiB with them and 424 MiB without, and with `robots.cache_memory` at a tenth it levelled
-/// off instead of growing; requests per second on one site and eight did not differ beyond the
-/// runs' noise (README "Memory per site"). Failing (an old kernel) leaves the process as it
-/// was.
+/// this process (`prctl(PR_SET_THP_DISABLE)`, Linux), before the worker threads start.
+/// mimalloc asks for huge pages where the kernel offers them (`madvise` or `always`), and a
+/// proxy's heap is sparse: pooled connections and cache entries spread over many pages, each
+/// of which then counts 2 MiB. With 10,000 sites (`benches/proxy/run.sh`, variant `wide`) the
+/// process held 488 MiB with them and 424 MiB without; requests per second on one site and
+/// eight did not differ beyond the runs' noise (README "Memory per site"). Failing (an old
+/// kernel) leaves the process as it was.
 fn without_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {

@@ -15,13 +15,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Threads reading records. A record is a small file, read and decoded in tens of
 /// microseconds: two keep up with tens of thousands of misses a second.
-pub(super) const READERS: usize = 2;
+const READERS: usize = 2;
 
 /// The name of the reading threads (as `top -H` and `/proc/PID/task/*/comm` show it).
-pub(super) const THREAD_NAME: &str = "robots-disk-read";
+const THREAD_NAME: &str = "robots-disk-read";
 
 /// A read to run.
-pub(super) type Read = Box<dyn FnOnce() + Send>;
+type Read = Box<dyn FnOnce() + Send>;
 
 /// The reading threads, started at the first read; they end when this is dropped.
 #[derive(Default)]

@@ -495,7 +495,10 @@ impl Config {
 
         for token in &pol.report_tokens {
             need(crate::robots::ProductToken::new(token).is_ok(), "policy.report_tokens", &|| {
-                format!("{token:?} is not a product token (letters, \"_\" and \"-\" only)")
+                format!(
+                    "{token:?} is not a product token (letters, digits, \"_\", \"-\" and \".\", \
+                     in words separated by single spaces)"
+                )
             });
         }
         for user in &pol.report_users {

@@ -417,7 +417,7 @@ mod tests {
         // Without the user-agent source, the User-Agent is not read, as by the proxy.
         config.policy.token_sources = vec![TokenSource::Header, TokenSource::Default];
         assert_eq!(chosen(&args(None, Some(ua)), &config).0.as_deref(), Some("DefaultBot"));
-        assert!(choose_token(&args(Some("not a token"), None), &config).is_err());
+        assert!(choose_token(&args(Some("not/a token"), None), &config).is_err());
     }
 
     #[test]

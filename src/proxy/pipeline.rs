@@ -403,7 +403,7 @@ async fn check_usage(
         reported.add(refusal.await?);
     }
     let tdm_file =
-        super::optouts::file_statement(&live.policy, &live.usage, facts, &purposes).await;
+        super::optouts::file_statement(&live.policy, &live.usage, facts, snapshot, &purposes).await;
     ControlFlow::Continue(Usage { purposes, preferences, tdm_file })
 }
 

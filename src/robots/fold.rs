@@ -87,9 +87,9 @@ impl RobotsTxt {
     /// that serves `/PRIVATE/x` as `/private/x` holds against `Disallow: /private/`. The
     /// deciding rule is reported as written.
     pub fn decide_folded(&self, token: Option<&ProductToken>, path: &str) -> Decision<'_> {
-        let rule_set = self.rule_set_for(token);
+        let (rule_set, name) = self.lookup(token);
         let path = fold_case(&canonical_path(path));
-        let decision = |verdict, reason| Decision { verdict, reason, robots: self, rule_set };
+        let decision = |verdict, reason| Decision { verdict, reason, robots: self, rule_set, name };
         if is_robots_txt(path.as_bytes()) {
             return decision(Verdict::Allow, Reason::RobotsTxt);
         }

@@ -259,6 +259,7 @@ fn reason_text(reason: Reason<'_>) -> String {
         Reason::NoRuleMatched => "no rule matched".to_owned(),
         Reason::NoGroupApplies => "no group applies".to_owned(),
         Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
+        Reason::OverBudget => "over the match budget: refused without naming a rule".to_owned(),
     }
 }
 

@@ -486,19 +486,11 @@ impl Policy {
                 d.group = decision
                     .user_agent_line()
                     .map(|u| format!("{} (line {})", u.value(), u.line()));
-                d.reason = match decision.reason() {
-                    Reason::Rule(rule) => {
-                        d.rule = Some(rule.to_string());
-                        d.line = Some(rule.line());
-                        let verb = if decision.is_allowed() { "allowed" } else { "disallowed" };
-                        format!("{verb} by robots.txt line {}: {rule}", rule.line())
-                    }
-                    Reason::NoRuleMatched => {
-                        "allowed: no rule in the applicable group matches".to_owned()
-                    }
-                    Reason::NoGroupApplies => "allowed: no group in robots.txt applies".to_owned(),
-                    Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
-                };
+                if let Reason::Rule(rule) = decision.reason() {
+                    d.rule = Some(rule.to_string());
+                    d.line = Some(rule.line());
+                }
+                d.reason = decision.reason().explain(decision.is_allowed());
             }
             RobotsRules::AllowAll => {
                 d.reason = format!(

@@ -149,6 +149,7 @@ impl RobotsTxt {
         };
         let index = &self.folded.indexes(self)[set as usize];
         match index.longest_match(path.as_bytes()) {
+            Some(best) if best.assumed => decision(Verdict::Disallow, Reason::OverBudget),
             Some(best) => {
                 let rule = &self.rules[best.rule as usize];
                 let verdict = match rule.kind {

@@ -237,6 +237,30 @@ pub enum Reason<'r> {
     RobotsTxt,
     /// The longest matching rule decided.
     Rule(&'r Rule),
+    /// The matcher's work budget for one decision was spent before the path was decided
+    /// (a file of very many wildcard rules against a very long path): refused on the safe
+    /// side, without naming a rule, since none was seen to match (review-core N5).
+    OverBudget,
+}
+
+impl Reason<'_> {
+    /// The reason in a sentence, for a decision whose verdict was `allowed`: the one wording
+    /// the proxy's refusals, `evidence` and the admin pages share.
+    pub fn explain(&self, allowed: bool) -> String {
+        match self {
+            Reason::Rule(rule) => {
+                let verb = if allowed { "allowed" } else { "disallowed" };
+                format!("{verb} by robots.txt line {}: {rule}", rule.line())
+            }
+            Reason::NoRuleMatched => "allowed: no rule in the applicable group matches".to_owned(),
+            Reason::NoGroupApplies => "allowed: no group in robots.txt applies".to_owned(),
+            Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
+            Reason::OverBudget => "disallowed: the path is too long to match against this \
+                                   robots.txt's wildcard rules within the work one decision may \
+                                   take (no rule named: none was seen to match)"
+                .to_owned(),
+        }
+    }
 }
 
 /// The answer for one (product token, path): the verdict and why.
@@ -427,6 +451,13 @@ impl RobotsTxt {
         };
         let best = index.longest_match(path.as_bytes());
         match best {
+            Some(best) if best.assumed => Decision {
+                verdict: Verdict::Disallow,
+                reason: Reason::OverBudget,
+                robots: self,
+                rule_set,
+                name,
+            },
             Some(best) => {
                 let rule = &self.rules[best.rule as usize];
                 let verdict = match rule.kind {

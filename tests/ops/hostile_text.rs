@@ -10,7 +10,9 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use super::support::{proxied_client, run, wait_until, Origin, ProxyProcess};
+use super::support::{
+    direct_client, proxied_client, run, wait_until, InProcess, Origin, ProxyProcess,
+};
 
 /// A robots.txt that tries to rewrite the screen: a group value that clears it and sets the
 /// title, a comment that draws a fake "allowed" verdict over the real one and opens an OSC that
@@ -181,4 +183,34 @@ async fn json_log_is_json_on_every_line() {
     let refused = refused.expect("a refused line");
     assert_eq!(refused["token"], "ExampleBot", "{refused}");
     assert!(log.contains("robots-proxy listening on "), "{log}");
+}
+
+/// L6 and H3: every admin answer says `nosniff`; the GETs that make the gateway fetch a
+/// robots.txt or read and diff its versions are refused when a browser sends them for another
+/// site; the page runs only its own scripts, named by hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_answers_are_hardened() {
+    let proxy = InProcess::start().await;
+    let client = direct_client();
+    let admin = proxy.admin();
+    for path in ["/", "/api/summary", "/metrics", "/healthz", "/api/exceptions", "/nowhere"] {
+        let resp = client.get(format!("{admin}{path}")).send().await.unwrap();
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff", "{path}");
+    }
+    let versions = format!("{admin}/api/robots/versions?authority=http://a.test&diff=1");
+    let robots = format!("{admin}/robots?url=http://127.0.0.1:9/x");
+    for url in [&versions, &robots] {
+        let cross = client.get(url).header("sec-fetch-site", "cross-site").send().await.unwrap();
+        assert_eq!(cross.status().as_u16(), 403, "{url}");
+        let other = client.get(url).header("origin", "http://evil.example").send().await.unwrap();
+        assert_eq!(other.status().as_u16(), 403, "{url}");
+    }
+    let own = client.get(&versions).header("sec-fetch-site", "same-origin").send().await.unwrap();
+    assert_eq!(own.status().as_u16(), 200);
+    assert_eq!(own.headers()["x-content-type-options"], "nosniff");
+    let page = client.get(format!("{admin}/")).send().await.unwrap();
+    let policy = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    let scripts = policy.split(';').find(|d| d.trim().starts_with("script-src")).unwrap();
+    assert!(!scripts.contains("unsafe-inline"), "{policy}");
+    assert_eq!(scripts.matches("'sha256-").count(), 2, "{policy}");
 }

@@ -70,6 +70,7 @@ pub(super) fn line(key: &SigningKey, head: &str, records: u64, node: Option<&str
         put("service.node.name", node.into());
     }
     let mut out = serde_json::Value::Object(record).to_string().into_bytes();
+    crate::output::json_line(&mut out);
     out.push(b'\n');
     out
 }

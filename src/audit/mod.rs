@@ -671,6 +671,7 @@ impl AuditLog {
     pub async fn record(&self, record: AuditRecord) -> Result<(), AuditError> {
         let node = self.shared.node.get().map(String::as_str);
         let mut line = serde_json::to_vec(&Line::new(&record, node))?;
+        crate::output::json_line(&mut line); // U+2028, U+2029, C1 as `\uXXXX` (docs/audit.md)
         line.push(b'\n');
         let announce = record.robots_version.map(|VersionFields(version)| versions::Announce {
             version,

@@ -231,7 +231,7 @@ pub fn run(command: EvidenceCommand) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("robots-proxy {form}: {e}");
+            eprintln!("robots-proxy {form}: {}", crate::output::terminal(&e.to_string()));
             ExitCode::from(e.exit_status())
         }
     }

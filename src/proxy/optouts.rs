@@ -33,8 +33,8 @@ fn header_statement(facts: &Facts, resp: &Response<ProxyBody>) -> Option<TdmStat
     let reserved = optout::tdm_reservation(text);
     if reserved.is_none() {
         tracing::info!(
-            url = %facts.url(),
-            value = %String::from_utf8_lossy(value.as_bytes()),
+            url = %crate::output::log(facts.url()),
+            value = %crate::output::log(String::from_utf8_lossy(value.as_bytes())),
             "ignoring a tdm-reservation header that is neither 0 nor 1 (TDMRep: unset)"
         );
         return None;

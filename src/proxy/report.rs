@@ -116,10 +116,10 @@ impl Shared {
         self.metrics.would_block(&record);
         tracing::info!(
             would_action = %would,
-            url = %record.url,
-            token = ?record.product_token,
-            user = ?who.user,
-            reason = %record.reason,
+            url = %crate::output::log(&record.url),
+            token = record.product_token.as_deref(),
+            user = who.user.map(crate::output::log).map(tracing::field::display),
+            reason = %crate::output::log(&record.reason),
             "would be refused; forwarded (report-only mode)"
         );
         self.write_audit(record).await;

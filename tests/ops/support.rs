@@ -429,10 +429,15 @@ impl ProxyProcess {
             let mut proxy = None;
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(a) = line.strip_prefix("robots-proxy listening on ") {
+                // With `log.format = "json"` the startup lines are JSON objects too.
+                let said = serde_json::from_str::<serde_json::Value>(&line)
+                    .ok()
+                    .and_then(|v| v["message"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| line.clone());
+                if let Some(a) = said.strip_prefix("robots-proxy listening on ") {
                     proxy = a.trim().parse::<SocketAddr>().ok();
                 }
-                if let Some(a) = line.strip_prefix("robots-proxy admin listening on ") {
+                if let Some(a) = said.strip_prefix("robots-proxy admin listening on ") {
                     if let (Some(p), Ok(a)) = (proxy, a.trim().parse::<SocketAddr>()) {
                         let _ = addrs_tx.send((p, a));
                     }

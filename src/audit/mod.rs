@@ -740,6 +740,7 @@ impl AuditLog {
 
 mod error;
 pub use error::AuditError;
+mod anchor;
 pub mod chain;
 pub mod checkpoint;
 pub mod commands;

@@ -12,7 +12,7 @@
 //! (or none) and at most a hidden `.….partial` file, which no reader looks at. A body is
 //! written before the first authority file that names it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -157,19 +157,92 @@ pub(super) fn read_history(
     })
 }
 
-/// Calls `each` with every authority's windows kept under `root`, one file at a time (files
-/// that do not parse are skipped), so that a pass over the archive holds one in memory.
-pub(super) fn for_each_history(root: &Path, mut each: impl FnMut(History)) {
-    let Ok(entries) = fs::read_dir(root.join("authorities")) else { return };
-    for entry in entries.flatten() {
+/// The authority files a pass over the archive could not use: what [`for_each_history`] could
+/// not read or parse, and the files set aside as `NAME.json.unreadable`.
+#[derive(Debug, Default)]
+pub(super) struct Unusable {
+    /// The files, as found.
+    pub(super) files: Vec<PathBuf>,
+    /// Every body digest (64 lowercase hex digits) that appears in their text, parsed or not:
+    /// a body any of them may name.
+    pub(super) digests: BTreeSet<String>,
+    /// Whether the directory of authority files itself could not be listed.
+    pub(super) unlisted: bool,
+}
+
+impl Unusable {
+    /// Whether every authority file was read and parsed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.files.is_empty() && !self.unlisted
+    }
+}
+
+/// Calls `each` with every authority's windows kept under `root`, one file at a time, so that
+/// a pass over the archive holds one in memory. The files it could not use (unreadable, not
+/// parsable, or set aside as `.json.unreadable`) are returned, with every digest their text
+/// names: a pass that removes bodies must not remove those (issue 39, C2: a corrupt file must
+/// never get the bodies it names deleted).
+pub(super) fn for_each_history(root: &Path, mut each: impl FnMut(History)) -> Unusable {
+    let mut unusable = Unusable::default();
+    let dir = root.join("authorities");
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return unusable,
+        Err(_) => {
+            unusable.unlisted = true;
+            return unusable;
+        }
+    };
+    for entry in entries {
+        let Ok(entry) = entry else {
+            unusable.unlisted = true;
+            continue;
+        };
         let path = entry.path();
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if hidden || path.extension().is_none_or(|e| e != "json") {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
             continue;
         }
-        let Ok(text) = fs::read(&path) else { continue };
-        if let Ok(history) = serde_json::from_slice::<History>(&text) {
-            each(history);
+        let set_aside = name.ends_with(".json.unreadable");
+        if !set_aside && path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = match fs::read(&path) {
+            Ok(text) => text,
+            Err(_) => {
+                unusable.files.push(path);
+                continue;
+            }
+        };
+        if !set_aside {
+            if let Ok(history) = serde_json::from_slice::<History>(&text) {
+                each(history);
+                continue;
+            }
+        }
+        digests_in(&text, &mut unusable.digests);
+        unusable.files.push(path);
+    }
+    unusable
+}
+
+/// Adds to `out` every run of exactly 64 lowercase hex digits in `text` (the digests a file
+/// that does not parse may still name).
+fn digests_in(text: &[u8], out: &mut BTreeSet<String>) {
+    let hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+    let mut start = None;
+    for (i, b) in text.iter().chain(std::iter::once(&b' ')).enumerate() {
+        match (hex(b), start) {
+            (true, None) => start = Some(i),
+            (false, Some(from)) => {
+                if i - from == 64 {
+                    if let Ok(digest) = std::str::from_utf8(&text[from..i]) {
+                        out.insert(digest.to_owned());
+                    }
+                }
+                start = None;
+            }
+            _ => {}
         }
     }
 }

@@ -85,6 +85,9 @@ pub struct ArchiveStats {
     pub dropped: u64,
     /// 1 while writes fail, else 0.
     pub failing: u64,
+    /// Authority files (and files set aside as `.json.unreadable`) the last pruning pass
+    /// could not read or parse: while any is there, no body is removed.
+    pub unusable_files: u64,
 }
 
 #[derive(Default)]
@@ -93,6 +96,7 @@ struct Counters {
     write_errors: AtomicU64,
     dropped: AtomicU64,
     failing: AtomicU64,
+    unusable_files: AtomicU64,
 }
 
 /// What the writer keeps in memory: what is not on disk yet, and a few written windows.
@@ -237,6 +241,7 @@ impl Archive {
             write_errors: c.write_errors.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
             failing: c.failing.load(Ordering::Relaxed),
+            unusable_files: c.unusable_files.load(Ordering::Relaxed),
         }
     }
 }
@@ -437,7 +442,7 @@ fn prune(shared: &Shared, now: SystemTime) {
     }
     let mut named: BTreeSet<String> = BTreeSet::new();
     let mut failed_write = false;
-    disk::for_each_history(&shared.root, |mut history| {
+    let unusable = disk::for_each_history(&shared.root, |mut history| {
         if history.prune(cutoff) {
             if let Err(e) = disk::write_history(&shared.root, &history) {
                 failed_write = !failed(shared, &e);
@@ -450,6 +455,23 @@ fn prune(shared: &Shared, now: SystemTime) {
     if failed_write {
         return;
     }
+    if !unusable.is_empty() {
+        // An authority file that cannot be read or parsed may name any body: this pass removes
+        // none (the files stay where they are, for a person to repair or restore).
+        let files: Vec<String> = unusable.files.iter().map(|p| p.display().to_string()).collect();
+        tracing::warn!(
+            unusable = files.len(),
+            files = %files.join(", "),
+            digests_named = unusable.digests.len(),
+            listed = !unusable.unlisted,
+            "robots.txt archive: authority file(s) cannot be read or parsed; no robots.txt body \
+             is removed while they are there",
+        );
+        shared.counters.unusable_files.store(files.len() as u64, Ordering::Relaxed);
+        disk::remove_stale_temporaries(&shared.root);
+        return;
+    }
+    shared.counters.unusable_files.store(0, Ordering::Relaxed);
     // The windows kept in memory were written before the pass; drop them, the pass may have
     // pruned their files.
     {
@@ -532,6 +554,43 @@ mod tests {
         assert!(kept(b"a"), "the body of the window in force stays");
         assert!(!kept(b"b") && !kept(b"c"), "bodies no kept window names are gone");
         assert_eq!(reader.body(&sha(b"a")).as_deref(), Some(&b"a"[..]));
+    }
+
+    /// Issue 39, C2: one authority file that does not parse (a disk error, a partial
+    /// restore, a newer build's variant) must not get the bodies it names deleted at the next
+    /// pruning pass (which runs at start), nor any other body; a file already set aside as
+    /// `.json.unreadable` protects its bodies too.
+    #[test]
+    fn a_corrupt_authority_file_gets_no_body_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = Duration::from_secs(24 * 3600);
+        let s = shared(dir.path(), 10 * day);
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        take_in(&s, observation(b"a", t0));
+        take_in(&s, observation(b"b", t0 + day));
+        take_in(&s, observation_of("http://other.test", b"o", t0));
+        assert!(flush(&s));
+        let sha = |b: &[u8]| crate::robots_version::sha256_hex(b);
+        let kept = |b: &[u8]| disk::body_path(&s.root, &sha(b)).is_file();
+        let file = disk::authority_path(&s.root, "http://a.test");
+        let text = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &text[..text.len() - 3]).unwrap();
+        // Long after b replaced a, which pruning would remove if the file parsed.
+        prune(&s, t0 + 40 * day);
+        assert!(kept(b"a") && kept(b"b") && kept(b"o"), "no body is removed");
+        assert_eq!(s.counters.unusable_files.load(Ordering::Relaxed), 1);
+        assert_eq!(std::fs::read(&file).unwrap(), &text[..text.len() - 3], "left as it was");
+        // Set aside (as the next result for the authority does): its bodies stay protected.
+        disk::read_history(&s.root, "http://a.test", true).unwrap();
+        assert!(!file.exists());
+        prune(&s, t0 + 41 * day);
+        assert!(kept(b"a") && kept(b"b"), "a set-aside file still protects its bodies");
+        // Repaired (the file parses again): pruning works as before.
+        std::fs::remove_file(file.with_extension("json.unreadable")).unwrap();
+        std::fs::write(&file, &text).unwrap();
+        prune(&s, t0 + 42 * day);
+        assert!(kept(b"b") && !kept(b"a"), "a's replaced window is pruned once readable");
+        assert_eq!(s.counters.unusable_files.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -12,6 +12,18 @@
 //! (no newline at the end), the signature is in `audit.checkpoint.signature` (base64url,
 //! no padding), the key's id (its JWK thumbprint, as `robots-proxy keys` shows it) in
 //! `audit.checkpoint.keyid`.
+//!
+//! Checkpoints written since issue 39 (H1) are `v2`: they also name the checkpoint before
+//! them in the chain (`audit.checkpoint.previous_records`, `audit.checkpoint.previous_signature`,
+//! both left out on the first checkpoint of a chain) and the writer's cadence
+//! (`audit.checkpoint.interval_ms`), and sign them:
+//!
+//! ```text
+//! robots-proxy audit checkpoint v2\n<head>\n<records>\n<@timestamp>\n<previous_records>\n<previous_signature>\n<interval_ms>
+//! ```
+//!
+//! (the previous checkpoint's members empty when there is none). A removed checkpoint is then
+//! itself evidence, and `audit verify` can tell how long records may go unsigned.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,9 +40,97 @@ pub const MESSAGE_TAG: &str = "robots-proxy audit checkpoint v1";
 /// `audit.checkpoint_interval` by default.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 
-/// The message a checkpoint signs.
+/// The first line of every `v2` signed message.
+pub const MESSAGE_TAG_V2: &str = "robots-proxy audit checkpoint v2";
+
+/// The message a `v1` checkpoint signs.
 pub fn message(head: &str, records: u64, at: &str) -> String {
     format!("{MESSAGE_TAG}\n{head}\n{records}\n{at}")
+}
+
+/// The checkpoint before another in the chain: its `audit.checkpoint.records` and signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Previous {
+    /// `audit.checkpoint.records`.
+    pub records: u64,
+    /// `audit.checkpoint.signature`.
+    pub signature: String,
+}
+
+/// The message a `v2` checkpoint signs.
+pub fn message_v2(
+    head: &str,
+    records: u64,
+    at: &str,
+    previous: Option<&Previous>,
+    interval_ms: u64,
+) -> String {
+    let (pr, ps) = match previous {
+        Some(p) => (p.records.to_string(), p.signature.as_str()),
+        None => (String::new(), ""),
+    };
+    format!("{MESSAGE_TAG_V2}\n{head}\n{records}\n{at}\n{pr}\n{ps}\n{interval_ms}")
+}
+
+/// The members of an `audit_checkpoint` record that its signature covers.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Signed {
+    /// `@timestamp`.
+    #[serde(rename = "@timestamp")]
+    pub timestamp: Option<String>,
+    /// `audit.checkpoint.head`.
+    #[serde(rename = "audit.checkpoint.head")]
+    pub head: Option<String>,
+    /// `audit.checkpoint.records`.
+    #[serde(rename = "audit.checkpoint.records")]
+    pub records: Option<u64>,
+    /// `audit.checkpoint.keyid`.
+    #[serde(rename = "audit.checkpoint.keyid")]
+    pub keyid: Option<String>,
+    /// `audit.checkpoint.signature`.
+    #[serde(rename = "audit.checkpoint.signature")]
+    pub signature: Option<String>,
+    /// `audit.checkpoint.previous_records` (`v2`).
+    #[serde(rename = "audit.checkpoint.previous_records")]
+    pub previous_records: Option<u64>,
+    /// `audit.checkpoint.previous_signature` (`v2`).
+    #[serde(rename = "audit.checkpoint.previous_signature")]
+    pub previous_signature: Option<String>,
+    /// `audit.checkpoint.interval_ms` (`v2`: its presence makes the message `v2`).
+    #[serde(rename = "audit.checkpoint.interval_ms")]
+    pub interval_ms: Option<u64>,
+}
+
+impl Signed {
+    /// The checkpoint this one names as the one before it (`v2`).
+    pub fn previous(&self) -> Option<Previous> {
+        Some(Previous {
+            records: self.previous_records?,
+            signature: self.previous_signature.clone()?,
+        })
+    }
+
+    /// This checkpoint, as the next one names it.
+    pub fn as_previous(&self) -> Option<Previous> {
+        Some(Previous { records: self.records?, signature: self.signature.clone()? })
+    }
+
+    /// The message its signature covers (`v2` when it names its interval, else `v1`).
+    pub fn message(&self) -> String {
+        let head = self.head.as_deref().unwrap_or("");
+        let records = self.records.unwrap_or(0);
+        let at = self.timestamp.as_deref().unwrap_or("");
+        match self.interval_ms {
+            Some(interval) => message_v2(head, records, at, self.previous().as_ref(), interval),
+            None => message(head, records, at),
+        }
+    }
+
+    /// Whether it is signed by `key` (its key id, and its signature over [`Signed::message`]).
+    pub fn verifies_with(&self, key: &PublicKey) -> bool {
+        self.keyid.as_deref() == Some(key.keyid())
+            && key.verifies(self.message().as_bytes(), self.signature.as_deref().unwrap_or(""))
+    }
 }
 
 /// Loads the checkpoint key at `path` (a PKCS#8 PEM Ed25519 key, readable by its owner only,
@@ -45,10 +145,20 @@ pub fn load_key(path: &Path) -> Result<SigningKey, KeyError> {
 }
 
 /// The `audit_checkpoint` line (newline included, without the chain's members) for the chain
-/// at `head` after `records` records.
-pub(super) fn line(key: &SigningKey, head: &str, records: u64, node: Option<&str>) -> Vec<u8> {
+/// at `head` after `records` records, naming the checkpoint before it in the chain (`v2`),
+/// and that checkpoint as the next one names it.
+pub(super) fn line(
+    key: &SigningKey,
+    head: &str,
+    records: u64,
+    previous: Option<&Previous>,
+    interval: Duration,
+    node: Option<&str>,
+) -> (Vec<u8>, Previous) {
     let at = timestamp(std::time::SystemTime::now());
-    let signature = key.sign(message(head, records, &at).as_bytes());
+    let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+    let signature = key.sign(message_v2(head, records, &at, previous, interval_ms).as_bytes());
+    let signature = Base64UrlUnpadded::encode_string(&signature);
     let mut record = serde_json::Map::new();
     let mut put = |k: &str, value: serde_json::Value| {
         record.insert(k.to_owned(), value);
@@ -63,7 +173,12 @@ pub(super) fn line(key: &SigningKey, head: &str, records: u64, node: Option<&str
     put("audit.checkpoint.head", head.into());
     put("audit.checkpoint.records", records.into());
     put("audit.checkpoint.keyid", key.keyid().into());
-    put("audit.checkpoint.signature", Base64UrlUnpadded::encode_string(&signature).into());
+    put("audit.checkpoint.signature", signature.clone().into());
+    if let Some(previous) = previous {
+        put("audit.checkpoint.previous_records", previous.records.into());
+        put("audit.checkpoint.previous_signature", previous.signature.clone().into());
+    }
+    put("audit.checkpoint.interval_ms", interval_ms.into());
     put("event.dataset", EVENT_DATASET.into());
     put("ecs.version", ECS_VERSION.into());
     if let Some(node) = node {
@@ -72,7 +187,7 @@ pub(super) fn line(key: &SigningKey, head: &str, records: u64, node: Option<&str
     let mut out = serde_json::Value::Object(record).to_string().into_bytes();
     crate::output::json_line(&mut out);
     out.push(b'\n');
-    out
+    (out, Previous { records, signature })
 }
 
 /// A public key that checks checkpoint signatures.
@@ -199,12 +314,22 @@ mod tests {
         let public = PublicKey::of(&key);
         assert_eq!(public.keyid(), key.keyid());
         let head = "ab".repeat(32);
-        let line = line(&key, &head, 7, None);
-        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
-        let msg = message(&head, 7, v["@timestamp"].as_str().unwrap());
+        let (line1, first) = line(&key, &head, 7, None, DEFAULT_INTERVAL, None);
+        let v: serde_json::Value = serde_json::from_slice(&line1).unwrap();
+        let at = v["@timestamp"].as_str().unwrap();
+        let msg = message_v2(&head, 7, at, None, 60_000);
         let sig = v["audit.checkpoint.signature"].as_str().unwrap();
         assert!(public.verifies(msg.as_bytes(), sig));
-        assert!(!public.verifies(message(&head, 8, "x").as_bytes(), sig));
+        assert!(!public.verifies(message(&head, 7, at).as_bytes(), sig));
+        let signed: Signed = serde_json::from_slice(&line1).unwrap();
+        assert!(signed.verifies_with(&public) && signed.previous().is_none());
+        // The next one names it, and signs that.
+        let (line2, _) = line(&key, &head, 9, Some(&first), DEFAULT_INTERVAL, None);
+        let mut signed: Signed = serde_json::from_slice(&line2).unwrap();
+        assert_eq!(signed.previous(), Some(first.clone()));
+        assert!(signed.verifies_with(&public));
+        signed.previous_records = Some(6);
+        assert!(!signed.verifies_with(&public), "the previous checkpoint is signed");
         // The JWK round-trips through a file.
         let jwk = dir.path().join("pub.jwk");
         std::fs::write(&jwk, serde_json::to_string(&public.jwk()).unwrap()).unwrap();

@@ -741,6 +741,7 @@ impl AuditLog {
 
 mod error;
 pub use error::AuditError;
+mod anchor;
 pub mod chain;
 pub mod checkpoint;
 pub mod commands;

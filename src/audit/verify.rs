@@ -17,8 +17,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::chain::{link_hash, split_line};
-use super::checkpoint::{message, PublicKey};
+use super::chain::{link_hash, split_line, GENESIS};
+use super::checkpoint::{Previous, PublicKey, Signed};
+
+mod coverage;
+
+mod report;
+pub use report::{Gap, Report};
 
 /// Most lines read ahead to tell a reordered line from deleted ones.
 const LOOK_AHEAD: usize = 1024;
@@ -36,6 +41,13 @@ pub enum Status {
     Tampered,
     /// A file cannot be read, or a line is not JSON (not a torn line). Exit status 2.
     Unreadable,
+    /// The chain is whole, but with a key given (or shipped checkpoints) some records are not
+    /// covered by a signed checkpoint where the writer would have signed them
+    /// ([`Report::unproven`]): a chain restart after records no checkpoint covers, a rotated
+    /// file that does not end with a checkpoint, a cadence of checkpoints that stops, no
+    /// checkpoint at all, or files that start after records shipped checkpoints cover.
+    /// Exit status 3.
+    Unproven,
 }
 
 /// How the chain is broken (or why the input could not be checked).
@@ -110,107 +122,6 @@ pub struct FileSummary {
     pub last_sequence: Option<u64>,
 }
 
-/// What `audit verify` found.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// Intact, tampered, or unreadable.
-    pub status: Status,
-    /// The files, in the order given (those read).
-    pub files: Vec<FileSummary>,
-    /// Records verified.
-    pub records: u64,
-    /// `audit_checkpoint` records verified.
-    pub checkpoints: u64,
-    /// The key id the signatures were checked with; none: not checked.
-    pub keyid: Option<String>,
-    /// The last checkpoint whose signature verified.
-    pub last_signed: Option<Location>,
-    /// Records after it (all records, when none verified): not covered by a signature.
-    pub unsigned_records: u64,
-    /// Torn lines (a crash while writing): not tampering; the chain resumes after them.
-    pub torn: Vec<Location>,
-    /// Remarks that are not problems.
-    pub notes: Vec<String>,
-    /// The first problem, when not intact.
-    pub problem: Option<Problem>,
-}
-
-impl Report {
-    /// The exit status: 0 intact, 1 tampered, 2 unreadable.
-    pub fn exit_code(&self) -> u8 {
-        match self.status {
-            Status::Intact => 0,
-            Status::Tampered => 1,
-            Status::Unreadable => 2,
-        }
-    }
-
-    /// The report for a person.
-    pub fn render(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        if let Some(p) = &self.problem {
-            let at = match p.line {
-                Some(line) => format!("{}:{line}", p.file),
-                None => p.file.clone(),
-            };
-            let what = serde_json::to_value(p.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let _ = writeln!(out, "{at}: {}: {}", what.replace('_', " "), p.message);
-        }
-        for torn in &self.torn {
-            let _ = writeln!(
-                out,
-                "{torn}: torn line (a crash while writing): not tampering; the chain verifies up \
-                 to it and resumes after it"
-            );
-        }
-        for note in &self.notes {
-            let _ = writeln!(out, "note: {note}");
-        }
-        let first = self.files.iter().find_map(|f| f.first_sequence);
-        let last = self.files.iter().rev().find_map(|f| f.last_sequence);
-        let range = match (first, last) {
-            (Some(a), Some(b)) => format!(", event.sequence {a} to {b}"),
-            _ => String::new(),
-        };
-        let verdict = match self.status {
-            Status::Intact => "intact",
-            Status::Tampered => "TAMPERED",
-            Status::Unreadable => "cannot verify",
-        };
-        let _ = write!(
-            out,
-            "{verdict}: {} record(s) verified in {} file(s){range}; {} checkpoint(s)",
-            self.records,
-            self.files.len(),
-            self.checkpoints
-        );
-        match (&self.keyid, &self.last_signed) {
-            (None, _) => {
-                let _ = writeln!(out, " (signatures not checked: no public key given)");
-            }
-            (Some(keyid), Some(at)) => {
-                let _ = writeln!(
-                    out,
-                    ", signatures checked with key {keyid}; last signed at {at}, {} record(s) \
-                     after it not yet signed",
-                    self.unsigned_records
-                );
-            }
-            (Some(keyid), None) => {
-                let _ = writeln!(
-                    out,
-                    ", signatures checked with key {keyid}; no signed checkpoint in the files"
-                );
-            }
-        }
-        out
-    }
-}
-
 /// A signed checkpoint shipped elsewhere (`--checkpoints FILE`), which the files must hold.
 #[derive(Debug, Clone)]
 pub struct Shipped {
@@ -253,10 +164,10 @@ struct Fields {
     head: Option<String>,
     #[serde(rename = "audit.checkpoint.records")]
     records: Option<u64>,
-    #[serde(rename = "audit.checkpoint.keyid")]
-    keyid: Option<String>,
-    #[serde(rename = "audit.checkpoint.signature")]
-    signature: Option<String>,
+    #[serde(rename = "audit.restart.reason")]
+    restart_reason: Option<String>,
+    #[serde(rename = "event.reason")]
+    reason: Option<String>,
 }
 
 fn parse(line: &[u8]) -> Option<Fields> {
@@ -324,6 +235,13 @@ struct State<'a> {
     wanted: HashMap<String, usize>,
     found: Vec<bool>,
     first_sequence: Option<u64>,
+    /// The last checkpoint in the chain since the files' start or the last restart (as the
+    /// next `v2` one names it), its time and the cadence it names.
+    last_checkpoint: Option<(Previous, String, Option<u64>)>,
+    /// The first record after the last verified checkpoint (or from the start).
+    unsigned_from: Option<Location>,
+    /// The first such record later than the cadence allows.
+    late: Option<Location>,
 }
 
 enum Stop {
@@ -343,6 +261,7 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
         unsigned_records: 0,
         torn: Vec::new(),
         notes: Vec::new(),
+        unproven: Vec::new(),
         problem: None,
     };
     let mut state = State {
@@ -355,11 +274,17 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
         wanted: HashMap::new(),
         found: vec![false; options.shipped.len()],
         first_sequence: None,
+        last_checkpoint: None,
+        unsigned_from: None,
+        late: None,
     };
     for (i, c) in options.shipped.iter().enumerate() {
         state.wanted.insert(c.head.clone(), i);
     }
     let stop = run(files, &mut state);
+    if stop.is_ok() {
+        coverage::at_end(&mut state);
+    }
     let mut report = state.report;
     match stop {
         Ok(()) => {}
@@ -374,6 +299,9 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
     }
     if report.records == 0 && report.status == Status::Intact {
         report.notes.push("the files hold no record".to_owned());
+    }
+    if report.status == Status::Intact && !report.unproven.is_empty() {
+        report.status = Status::Unproven;
     }
     report
 }
@@ -394,7 +322,8 @@ fn run(files: &[PathBuf], state: &mut State<'_>) -> Result<(), Stop> {
             }
         }
     }
-    for (shown, file) in opened {
+    let count = opened.len();
+    for (i, (shown, file)) in opened.into_iter().enumerate() {
         let mut lines =
             Lines { reader: BufReader::new(file), ahead: VecDeque::new(), next: 0, done: false };
         state.report.files.push(FileSummary {
@@ -404,6 +333,9 @@ fn run(files: &[PathBuf], state: &mut State<'_>) -> Result<(), Stop> {
             last_sequence: None,
         });
         verify_file(&shown, &mut lines, state)?;
+        if i + 1 < count {
+            coverage::rotated_file_end(&shown, state);
+        }
     }
     check_shipped(state)
 }
@@ -456,6 +388,14 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
         let mut hash_arr = [0u8; 64];
         hash_arr.copy_from_slice(hash);
         let sequence = fields.sequence;
+        // A declared new chain (the writer could not vouch for the tail it found at start):
+        // it continues from nothing; what came before it is accounted for by `coverage`.
+        let restart = fields.action.as_deref() == Some("audit_chain_restart")
+            && fields.previous.as_deref().map(str::as_bytes) == Some(&GENESIS[..]);
+        if restart && state.head.is_some() {
+            coverage::restart(&fields, &at, state);
+            state.head = None;
+        }
         // The hash this record continues from.
         let previous: [u8; 64] = match (&fields.previous, state.head) {
             (Some(p), _) => {
@@ -496,7 +436,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
             }
         };
         if link_hash(&previous, body) != hash
-            || (state.head.is_some() && sequence != Some(state.sequence + 1))
+            || (state.head.is_some() && !restart && sequence != Some(state.sequence + 1))
         {
             return Err(break_at(
                 file,
@@ -510,10 +450,18 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
             ));
         }
         let sequence = sequence.unwrap_or(0);
+        if restart {
+            state.report.notes.push(format!(
+                "{at}: the chain starts again ({}): {}",
+                fields.restart_reason.as_deref().unwrap_or("no reason given"),
+                fields.reason.as_deref().unwrap_or("")
+            ));
+        }
         if fields.action.as_deref() == Some("audit_checkpoint") {
-            check_checkpoint(&fields, &previous, sequence, &at, state)?;
+            check_checkpoint(&line.bytes, &previous, sequence, &at, state)?;
         } else {
             state.report.unsigned_records += 1;
+            coverage::unsigned(&fields, &at, state);
         }
         if let Some(&i) = state.wanted.get(std::str::from_utf8(hash).unwrap_or("")) {
             state.found[i] = true;
@@ -537,39 +485,70 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
 }
 
 fn check_checkpoint(
-    fields: &Fields,
+    line: &[u8],
     previous: &[u8; 64],
     sequence: u64,
     at: &Location,
     state: &mut State<'_>,
 ) -> Result<(), Stop> {
     let bad = |message: String| Err(Stop::Tampered(Kind::BadCheckpoint, at.clone(), message));
-    let head = fields.head.as_deref().unwrap_or("");
-    if head.as_bytes() != previous || fields.records != Some(sequence.saturating_sub(1)) {
+    let signed: Signed = serde_json::from_slice(line).unwrap_or_default();
+    let head = signed.head.as_deref().unwrap_or("");
+    if head.as_bytes() != previous || signed.records != Some(sequence.saturating_sub(1)) {
         return bad(format!(
             "the checkpoint names head {head} after {:?} record(s), but the chain before it is \
              at {} after {} record(s): records before it were rewritten",
-            fields.records,
+            signed.records,
             std::str::from_utf8(previous).unwrap_or(""),
             sequence.saturating_sub(1)
         ));
     }
+    // A `v2` checkpoint names the one before it in the chain: one removed (or replaced) in
+    // between shows.
+    if signed.interval_ms.is_some() {
+        let before = state.last_checkpoint.as_ref().map(|(p, _, _)| p);
+        match (signed.previous(), before) {
+            (Some(named), Some(before)) if named != *before => {
+                return bad(format!(
+                    "the checkpoint names the checkpoint of record {} as the one before it, but \
+                     the one before it in the files is that of record {}: a checkpoint was \
+                     removed or replaced",
+                    named.records, before.records
+                ))
+            }
+            (None, Some(before)) => {
+                return bad(format!(
+                    "the checkpoint names no checkpoint before it, but the checkpoint of record \
+                     {} comes before it in the same chain",
+                    before.records
+                ))
+            }
+            _ => {}
+        }
+    }
     state.report.checkpoints += 1;
-    let Some(key) = state.options.public_key else { return Ok(()) };
-    let keyid = fields.keyid.as_deref().unwrap_or("");
+    let this = signed
+        .as_previous()
+        .map(|p| (p, signed.timestamp.clone().unwrap_or_default(), signed.interval_ms));
+    let Some(key) = state.options.public_key else {
+        state.last_checkpoint = this;
+        return Ok(());
+    };
+    let keyid = signed.keyid.as_deref().unwrap_or("");
     if keyid != key.keyid() {
         return bad(format!(
             "the checkpoint is signed by key {keyid:?}, not by the key given ({})",
             key.keyid()
         ));
     }
-    let signed =
-        message(head, sequence.saturating_sub(1), fields.timestamp.as_deref().unwrap_or(""));
-    if !key.verifies(signed.as_bytes(), fields.signature.as_deref().unwrap_or("")) {
+    if !signed.verifies_with(key) {
         return bad("the checkpoint's signature does not verify: it was forged or changed".into());
     }
+    state.last_checkpoint = this;
     state.report.last_signed = Some(at.clone());
     state.report.unsigned_records = 0;
+    state.unsigned_from = None;
+    state.late = None;
     Ok(())
 }
 
@@ -677,6 +656,7 @@ fn break_at(
 /// Every shipped checkpoint within the files' range must be in them.
 fn check_shipped(state: &mut State<'_>) -> Result<(), Stop> {
     let first = state.first_sequence.unwrap_or(1);
+    coverage::shipped_before(first, state);
     for (i, c) in state.options.shipped.iter().enumerate() {
         if state.found[i] || c.records < first {
             continue;
@@ -750,10 +730,8 @@ pub fn read_shipped(path: &Path, key: Option<&PublicKey>) -> Result<Vec<Shipped>
             continue;
         };
         if let Some(key) = key {
-            let signed = message(head, records, at);
-            let ok = fields.keyid.as_deref() == Some(key.keyid())
-                && key.verifies(signed.as_bytes(), fields.signature.as_deref().unwrap_or(""));
-            if !ok {
+            let signed: Signed = serde_json::from_slice(&line.bytes).unwrap_or_default();
+            if !signed.verifies_with(key) {
                 return Err((
                     Problem {
                         kind: Kind::BadCheckpoint,

@@ -1,9 +1,9 @@
 //! The audit log's writer task and its file: batches, writes, syncs and reopens (see the
 //! parent module's "How records reach the disk" and "Failures").
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,79 +12,14 @@ use tokio::time::Instant;
 
 use super::*;
 
+mod file;
+use file::{into_io, write_some};
+pub(super) use file::{open_file, path_id, FileId};
+
 /// How long the writer gathers records into one batch before writing them (unless a caller
 /// waits for its record): under load, one trip to the blocking pool and one check of the path
 /// per batch rather than per record; at worst a record reaches the file this much later.
 const BATCH_GATHER: Duration = Duration::from_millis(1);
-
-/// Which file a handle or a path leads to: the device and inode numbers (`None` where the
-/// platform has none to give).
-pub(super) type FileId = Option<(u64, u64)>;
-
-fn file_id(meta: &std::fs::Metadata) -> FileId {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        Some((meta.dev(), meta.ino()))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        None
-    }
-}
-
-/// The file `path` leads to now, following symbolic links as opening it does.
-pub(super) fn path_id(path: &Path) -> io::Result<FileId> {
-    std::fs::metadata(path).map(|meta| file_id(&meta))
-}
-
-/// Creates the directory, opens `path` for appending, makes sure the file ends with a
-/// newline (so that the next record starts a line of its own), and syncs the directory, so
-/// that the file's name (new, or new since a rotation renamed the old one) survives a power
-/// failure as the records synced into it do.
-pub(super) fn open_file(path: &Path) -> Result<(File, FileId), AuditError> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    if let Some(dir) = dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| AuditError::CreateDir { path: dir.to_owned(), source })?;
-    }
-    let open = || -> io::Result<(File, FileId)> {
-        let mut options = OpenOptions::new();
-        options.read(true).append(true).create(true);
-        // Client addresses and URLs are personal data in many places: readable by the owner and
-        // its group only, when the file is created (an existing file keeps its mode).
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o640);
-        let mut file = options.open(path)?;
-        let meta = file.metadata()?;
-        if meta.is_dir() {
-            return Err(io::Error::new(io::ErrorKind::IsADirectory, "is a directory"));
-        }
-        if meta.is_file() && meta.len() > 0 {
-            let mut last = [0u8; 1];
-            file.seek(SeekFrom::End(-1))?;
-            file.read_exact(&mut last)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n")?;
-            }
-        }
-        if meta.is_file() {
-            sync_dir(dir.unwrap_or(Path::new(".")))?;
-        }
-        Ok((file, file_id(&meta)))
-    };
-    open().map_err(|source| AuditError::Open { path: path.to_owned(), source })
-}
-
-/// Syncs a directory's entries to disk. A file system that cannot sync directories (it
-/// answers `EINVAL`) has nothing more to offer, and is not an error.
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    match File::open(dir).and_then(|d| d.sync_all()) {
-        Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
-        other => other,
-    }
-}
 
 /// A record queued for the file: its line, and the robots.txt version it names, which the
 /// file must hold (a `robots_version` record) before it.
@@ -113,8 +48,18 @@ struct Sink {
     /// The key that signs checkpoints (`audit.checkpoint_key`).
     key: Option<Arc<crate::signing::keys::SigningKey>>,
     /// `event.sequence` of the last checkpoint (or of the last record found at start): a
-    /// checkpoint is written only when records came after it.
+    /// closing checkpoint is written only when records came after it.
     checkpointed: u64,
+    /// The last checkpoint, which the next one names (`v2`), and its line as written.
+    previous: Option<super::checkpoint::Previous>,
+    checkpoint_line: Option<Vec<u8>>,
+    /// The chain starts again (`anchor.rs`): the record that says why, written first.
+    restart: Option<super::anchor::Restart>,
+    /// A checkpoint is written first thing after the start (with a key), so that the cadence
+    /// of checkpoints holds across a stop.
+    start_checkpoint: bool,
+    /// `audit.checkpoint_interval`, named in every checkpoint.
+    interval: Duration,
 }
 
 /// Where a line of a batch ends, and the chain after it.
@@ -124,6 +69,16 @@ struct LineEnd {
     pending: bool,
     head: [u8; 64],
     sequence: u64,
+    /// What the line is, when it is one of the writer's own that changes its state.
+    kind: Own,
+}
+
+/// The writer's own lines that change its state once they are in the file whole.
+#[derive(Clone, PartialEq)]
+enum Own {
+    None,
+    Restart,
+    Checkpoint(super::checkpoint::Previous),
 }
 
 /// What one trip to the blocking pool did.
@@ -150,6 +105,7 @@ impl Sink {
         file: Option<(File, FileId)>,
         node: Arc<std::sync::OnceLock<String>>,
         key: Option<Arc<crate::signing::keys::SigningKey>>,
+        interval: Duration,
     ) -> Sink {
         let mut sink = Sink {
             path,
@@ -159,6 +115,11 @@ impl Sink {
             chain: super::chain::Chain::default(),
             key,
             checkpointed: 0,
+            previous: None,
+            checkpoint_line: None,
+            restart: None,
+            start_checkpoint: false,
+            interval,
         };
         if let Some(file) = file {
             sink.opened(file);
@@ -174,21 +135,19 @@ impl Sink {
     }
 
     /// Takes `file` as the file written to. The chain continues from the last record
-    /// written; on the first open, from the last record in the file, if it has one (a
-    /// restart), else from the start. The next record names the hash it continues from.
+    /// written; on the first open, from where `anchor::resume` says (the end of the file
+    /// when it can vouch for it, or a new chain that says why). The next record names the
+    /// hash it continues from.
     fn opened(&mut self, mut file: (File, FileId)) {
         if !self.chain.known {
-            match super::chain::read_head(&mut file.0) {
-                Ok(Some(chain)) => {
-                    self.checkpointed = chain.sequence;
-                    self.chain = chain;
-                }
-                Ok(None) => {}
-                Err(error) => tracing::warn!(
-                    path = %self.path.display(), %error,
-                    "cannot read the end of the audit log: its hash chain starts again",
-                ),
-            }
+            let public = self.key.as_deref().map(super::checkpoint::PublicKey::of);
+            let resumed = super::anchor::resume(&mut file.0, &self.path, public.as_ref());
+            self.chain = resumed.chain;
+            self.checkpointed = resumed.checkpointed;
+            self.previous = resumed.previous;
+            self.checkpoint_line = resumed.checkpoint_line;
+            self.restart = resumed.restart;
+            self.start_checkpoint = self.key.is_some();
         }
         self.chain.mark = true;
         self.file = Some(file);
@@ -197,12 +156,20 @@ impl Sink {
 
     /// Writes `lines`, then syncs if `sync` (or if nothing to write, only syncs). Before
     /// writing, makes sure the path still leads to the open file.
-    fn write(&mut self, lines: &[Pending], sync: bool, checkpoint: bool) -> Outcome {
+    /// `checkpoint`: end with a checkpoint when records came since the last; `heartbeat`:
+    /// whether or not they did (the fixed cadence).
+    fn write(
+        &mut self,
+        lines: &[Pending],
+        sync: bool,
+        checkpoint: bool,
+        heartbeat: bool,
+    ) -> Outcome {
         let mut outcome = Outcome::default();
         if !lines.is_empty() {
             self.follow_path(&mut outcome);
         }
-        self.write_inner(lines, sync, checkpoint, &mut outcome);
+        self.write_inner(lines, sync, checkpoint, heartbeat, &mut outcome);
         outcome.open = self.file.as_ref().map(|(_, id)| *id);
         outcome
     }
@@ -252,11 +219,12 @@ impl Sink {
         lines: &[Pending],
         sync: bool,
         checkpoint: bool,
+        heartbeat: bool,
         outcome: &mut Outcome,
     ) {
-        let checkpoint =
-            checkpoint && self.key.is_some() && self.chain.sequence > self.checkpointed;
-        if !lines.is_empty() || checkpoint {
+        let keyed = self.key.is_some();
+        let first = self.restart.is_some() || (keyed && self.start_checkpoint);
+        if !lines.is_empty() || (keyed && (checkpoint || heartbeat)) || first {
             if self.file.is_none() {
                 if let Err(e) = self.open() {
                     outcome.errors.push(into_io(e));
@@ -273,22 +241,56 @@ impl Sink {
             let mut batch = Vec::with_capacity(size);
             let mut ends = Vec::with_capacity(lines.len() + 1);
             let before = self.chain.clone();
+            let mut previous = self.previous.clone();
+            let mut signed_at = self.checkpointed;
+            if let Some(restart) = &self.restart {
+                self.chain.seal(&mut batch, &restart.line(node));
+                ends.push(self.line_end(batch.len(), Own::Restart));
+            }
+            if let (true, Some(key)) = (first, &self.key) {
+                // First thing after a start or a restart, before any record.
+                let (line, signed) = super::checkpoint::line(
+                    key,
+                    self.chain.head_str(),
+                    self.chain.sequence,
+                    previous.as_ref(),
+                    self.interval,
+                    node,
+                );
+                self.chain.seal(&mut batch, &line);
+                ends.push(self.line_end(batch.len(), Own::Checkpoint(signed.clone())));
+                previous = Some(signed);
+                signed_at = self.chain.sequence;
+            }
             for pending in lines {
                 if let Some(announce) = &pending.announce {
                     if self.versions.first_time(&announce.version) {
                         let line = super::versions::line(announce, node);
                         self.chain.seal(&mut batch, &line);
-                        ends.push(self.line_end(batch.len(), false));
+                        let mut end = self.line_end(batch.len(), Own::None);
+                        end.pending = false;
+                        ends.push(end);
                     }
                 }
                 self.chain.seal(&mut batch, &pending.line);
-                ends.push(self.line_end(batch.len(), true));
+                ends.push(self.line_end(batch.len(), Own::None));
             }
+            // A closing checkpoint when records came since the last one; the cadence's
+            // whether or not they did (unless the start's was just written).
+            let records_since = self.chain.sequence > signed_at;
+            let checkpoint = (checkpoint && records_since)
+                || (heartbeat && (records_since || !(first && keyed)));
             if let (true, Some(key)) = (checkpoint, &self.key) {
-                let line =
-                    super::checkpoint::line(key, self.chain.head_str(), self.chain.sequence, node);
+                let (line, signed) = super::checkpoint::line(
+                    key,
+                    self.chain.head_str(),
+                    self.chain.sequence,
+                    previous.as_ref(),
+                    self.interval,
+                    node,
+                );
                 self.chain.seal(&mut batch, &line);
-                ends.push(self.line_end(batch.len(), false));
+                ends.push(self.line_end(batch.len(), Own::Checkpoint(signed)));
             }
             let Some((file, _)) = self.file.as_mut() else {
                 self.chain = before;
@@ -306,13 +308,10 @@ impl Sink {
                     self.chain.head = last.head;
                     self.chain.sequence = last.sequence;
                 }
-                Some(_) => {
-                    if checkpoint {
-                        self.checkpointed = self.chain.sequence;
-                    }
-                }
+                Some(_) => {}
                 None => self.chain = before,
             }
+            self.took_own(&batch, &ends, done);
             if let Some(e) = error {
                 outcome.errors.push(e);
                 // Closed: the next open starts the set of versions again, so a version whose
@@ -335,43 +334,57 @@ impl Sink {
         }
     }
 
-    fn line_end(&self, end: usize, pending: bool) -> LineEnd {
-        LineEnd { end, pending, head: self.chain.head, sequence: self.chain.sequence }
+    /// A line that ends at `end`; with [`Own::None`], a caller's record.
+    fn line_end(&self, end: usize, kind: Own) -> LineEnd {
+        let pending = kind == Own::None;
+        LineEnd { end, pending, head: self.chain.head, sequence: self.chain.sequence, kind }
+    }
+
+    /// Takes in the state the writer's own lines of `batch` change, for those that reached
+    /// the file whole (`done` bytes): the restart is said, a checkpoint is the last one.
+    fn took_own(&mut self, batch: &[u8], ends: &[LineEnd], done: usize) {
+        let mut start = 0;
+        let mut signed = false;
+        for line in ends.iter().take_while(|line| line.end <= done) {
+            match &line.kind {
+                Own::None => {}
+                Own::Restart => self.restart = None,
+                Own::Checkpoint(previous) => {
+                    self.start_checkpoint = false;
+                    self.checkpointed = line.sequence;
+                    self.previous = Some(previous.clone());
+                    self.checkpoint_line = Some(batch[start..line.end].to_vec());
+                    signed = true;
+                }
+            }
+            start = line.end;
+        }
+        if signed {
+            self.save_state();
+        }
+    }
+
+    /// Writes the chain's state beside the log (`anchor.rs`); a failure is logged only: the
+    /// next start then has the file alone to go by.
+    fn save_state(&self) {
+        let line = self.checkpoint_line.as_deref();
+        let line = line.filter(|_| self.key.is_some());
+        if let Err(error) = super::anchor::save(&self.path, &self.chain, line) {
+            tracing::debug!(path = %self.path.display(), %error, "cannot write the audit chain's state");
+        }
     }
 
     /// Writes a checkpoint (with a key, when records came since the last), syncs and closes
-    /// the file, then opens the path again.
+    /// the file, keeps the chain's state, then opens the path again.
     fn reopen(&mut self) -> (Outcome, Result<(), io::Error>) {
-        let mut outcome = self.write(&[], true, true);
+        let mut outcome = self.write(&[], true, true, false);
+        if outcome.errors.is_empty() {
+            self.save_state();
+        }
         self.file = None;
         let opened = self.open().map_err(into_io);
         outcome.open = self.file.as_ref().map(|(_, id)| *id);
         (outcome, opened)
-    }
-}
-
-/// Writes as much of `bytes` as the file takes: how many bytes it took, and the error that
-/// stopped it, if any. Knowing how far a failed write got is what lets each record be counted
-/// once, as written or as lost.
-fn write_some(file: &mut File, bytes: &[u8]) -> (usize, Option<io::Error>) {
-    let mut done = 0;
-    while done < bytes.len() {
-        match file.write(&bytes[done..]) {
-            Ok(0) => return (done, Some(io::ErrorKind::WriteZero.into())),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return (done, Some(e)),
-        }
-    }
-    (done, None)
-}
-
-fn into_io(e: AuditError) -> io::Error {
-    match e {
-        AuditError::CreateDir { source, .. }
-        | AuditError::Open { source, .. }
-        | AuditError::Write { source, .. } => source,
-        other => io::Error::other(other.to_string()),
     }
 }
 
@@ -406,6 +419,8 @@ pub(super) struct Writer {
     checkpoint_due: Option<Instant>,
     /// The next write ends with a checkpoint.
     checkpoint_now: bool,
+    /// That checkpoint is the cadence's: written whether or not records came since the last.
+    heartbeat: bool,
 }
 
 impl Writer {
@@ -420,11 +435,19 @@ impl Writer {
     ) -> Writer {
         counters.set_open(Some(file.1));
         Writer {
-            sink: Some(Sink::new(path.clone(), Some(file), node.clone(), key.clone())),
+            sink: Some(Sink::new(
+                path.clone(),
+                Some(file),
+                node.clone(),
+                key.clone(),
+                settings.checkpoint_interval,
+            )),
+            // With a key, checkpoints come on a fixed cadence, idle or not, the first at once.
+            checkpoint_due: key.is_some().then(Instant::now),
             key,
             checkpoint_interval: settings.checkpoint_interval,
-            checkpoint_due: None,
             checkpoint_now: false,
+            heartbeat: false,
             node,
             path,
             fsync: settings.fsync,
@@ -462,6 +485,7 @@ impl Writer {
         // records, and a checkpoint that covers them.
         self.checkpoint_now = self.key.is_some();
         self.write_pending(true).await;
+        let _ = self.on_blocking_pool(|sink| sink.save_state()).await;
         let error = self.error.take();
         for closer in std::mem::take(&mut self.closers) {
             let result = match &error {
@@ -498,6 +522,7 @@ impl Writer {
                 () = tokio::time::sleep_until(deadline) => {
                     if self.checkpoint_due.is_some_and(|due| due <= Instant::now()) {
                         self.checkpoint_now = true;
+                        self.heartbeat = true;
                     }
                     // A checkpoint is synced at once: one sync per interval at most.
                     let force =
@@ -564,15 +589,16 @@ impl Writer {
                 }
             };
         let checkpoint = std::mem::take(&mut self.checkpoint_now);
-        if checkpoint {
-            self.checkpoint_due = None;
+        let heartbeat = std::mem::take(&mut self.heartbeat);
+        if heartbeat {
+            self.checkpoint_due = Some(Instant::now() + self.checkpoint_interval);
         }
         if self.pending.is_empty() && !(sync && self.dirty) && !checkpoint {
             return;
         }
         let lines = std::mem::take(&mut self.pending);
         let count = lines.len();
-        let work = move |sink: &mut Sink| sink.write(&lines, sync, checkpoint);
+        let work = move |sink: &mut Sink| sink.write(&lines, sync, checkpoint, heartbeat);
         let outcome = match self.on_blocking_pool(work).await {
             Some(outcome) => outcome,
             None => Outcome {
@@ -659,10 +685,11 @@ impl Writer {
         let path = self.path.clone();
         let node = self.node.clone();
         let key = self.key.clone();
+        let interval = self.checkpoint_interval;
         let mut sink = self
             .sink
             .take()
-            .unwrap_or_else(|| Sink::new(path.clone(), None, node.clone(), key.clone()));
+            .unwrap_or_else(|| Sink::new(path.clone(), None, node.clone(), key.clone(), interval));
         match tokio::task::spawn_blocking(move || {
             let result = work(&mut sink);
             (sink, result)
@@ -679,7 +706,7 @@ impl Writer {
                 tracing::error!(path = %path.display(), error = %e, "audit writer I/O task failed");
                 self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
                 self.counters.set_open(None);
-                self.sink = Some(Sink::new(path, None, node, key));
+                self.sink = Some(Sink::new(path, None, node, key, interval));
                 None
             }
         }
@@ -700,9 +727,6 @@ impl Writer {
         }
         if outcome.written > 0 {
             self.dirty = true;
-            if self.key.is_some() && self.checkpoint_due.is_none() {
-                self.checkpoint_due = Some(Instant::now() + self.checkpoint_interval);
-            }
         }
         if outcome.synced {
             c.syncs.fetch_add(1, Ordering::Relaxed);

@@ -385,3 +385,146 @@ fn an_unreadable_checkpoint_key_is_refused_naming_the_file() {
     assert!(err.contains("audit.checkpoint_key") && err.contains("bad.pem"), "{err}");
     assert!(err.contains("PRIVATE KEY"), "{err}");
 }
+
+/// The review's `forge.py` (issue 39's review, appendix): drops the lines for which `drop`
+/// holds and every checkpoint, and recomputes `event.sequence`, `event.previous_hash` and
+/// `event.hash` without the key.
+fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
+    let mut head: Option<String> = None;
+    let mut sequence = 0;
+    let mut out = Vec::new();
+    for raw in lines(path) {
+        let mut r: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&raw).unwrap();
+        if head.is_none() {
+            head = r["event.previous_hash"].as_str().map(str::to_owned);
+            sequence = r["event.sequence"].as_u64().unwrap() - 1;
+        }
+        if drop(&raw) || r.get("event.action").is_some_and(|a| a == "audit_checkpoint") {
+            continue;
+        }
+        let had_previous = r.contains_key("event.previous_hash");
+        for k in ["event.sequence", "event.previous_hash", "event.hash"] {
+            r.remove(k);
+        }
+        sequence += 1;
+        let json = serde_json::Value::Object(r).to_string();
+        let mut body = format!("{},\"event.sequence\":{sequence}", &json[..json.len() - 1]);
+        if out.is_empty() || had_previous {
+            body += &format!(",\"event.previous_hash\":\"{}\"", head.as_ref().unwrap());
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(head.as_ref().unwrap().as_bytes());
+        hasher.update(b"\n");
+        hasher.update(body.as_bytes());
+        hasher.update(b"}");
+        let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        out.push(format!("{body},\"event.hash\":\"{hash}\"}}"));
+        head = Some(hash);
+    }
+    write_lines(path, &out);
+}
+
+/// A proxy with a checkpoint key in a new state directory: the environment, the public key
+/// file (in the state directory's parent's temporary directory).
+struct Keyed {
+    state: tempfile::TempDir,
+    public_key: PathBuf,
+    key: PathBuf,
+}
+
+impl Keyed {
+    fn new() -> Keyed {
+        let state = tempfile::tempdir().unwrap();
+        let keys = state.path().join("keys");
+        let made = run(&["keys", "new", "audit", "--dir", s(&keys)], &[]);
+        assert!(made.status.success(), "{}", text(&made.stderr));
+        let key = keys.join("audit.pem");
+        let keyed = Keyed { public_key: state.path().join("audit.jwk"), state, key };
+        let public = run(&["audit", "public-key"], &keyed.env());
+        assert!(public.status.success(), "{}", text(&public.stderr));
+        std::fs::write(&keyed.public_key, &public.stdout).unwrap();
+        keyed
+    }
+
+    fn env(&self) -> [(&str, &str); 3] {
+        [
+            ("ROBOTS_PROXY_STATE_DIR", s(self.state.path())),
+            ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&self.key)),
+            ("ROBOTS_PROXY_AUDIT__CHECKPOINT_INTERVAL", "2s"),
+        ]
+    }
+
+    async fn stop(proxy: &mut ProxyProcess) {
+        proxy.signal("TERM");
+        assert!(proxy.wait_exit(Duration::from_secs(10)).await.success());
+    }
+}
+
+/// Issue 39, C1, the review's script: a signed log; someone without the key removes one
+/// record and every checkpoint and re-chains the rest; the proxy restarts and writes one more
+/// record. Before, the proxy continued the forged tail and signed it, and `verify
+/// --public-key` said intact (exit 0); now it starts a new chain with an
+/// `audit_chain_restart` record, and the forged records are not proven (exit 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_log_is_not_signed_over_by_a_restart() {
+    let origin = Origin::start(ROBOTS).await;
+    let keyed = Keyed::new();
+    let path = keyed.state.path().join("audit.jsonl");
+    let key = s(&keyed.public_key).to_owned();
+    let mut proxy = ProxyProcess::start(&[], &keyed.env());
+    block(&proxy, &origin, 2, "b").await;
+    block(&proxy, &origin, 1, "secret").await;
+    block(&proxy, &origin, 1, "b2").await;
+    wait_for_lines(&path, "robots_disallow", 4).await;
+    Keyed::stop(&mut proxy).await;
+    let (code, out, err) = verify(&["--public-key", &key, s(&path)]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    forge(&path, |line| line.contains("/private/secret"));
+    let mut proxy = ProxyProcess::start(&[], &keyed.env());
+    block(&proxy, &origin, 1, "after").await;
+    wait_for_lines(&path, "/private/after", 1).await;
+    Keyed::stop(&mut proxy).await;
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("secret"));
+    let (code, out, err) = verify(&["--public-key", &key, s(&path)]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("NOT PROVEN") && out.contains("not proven"), "{out}");
+    assert!(out.contains("the chain starts again (no_checkpoint)"), "{out}");
+    let restart = lines(&path).into_iter().find(|l| l.contains("audit_chain_restart"));
+    let restart: serde_json::Value = serde_json::from_str(&restart.unwrap()).unwrap();
+    assert_eq!(restart["audit.restart.reason"], "no_checkpoint");
+    assert_eq!(restart["event.previous_hash"], "0".repeat(64));
+    let (code, out, _) = verify(&["--public-key", &key, "--json", s(&path)]);
+    assert_eq!(code, 3);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["status"], "unproven");
+}
+
+/// Issue 39, H3: a rotation (rename, SIGHUP), then a restart before any record: the chain
+/// continues from the state kept beside the log, and the untouched files verify as one chain,
+/// with the key (before: "files out of order", exit 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_after_a_rotation_continues_the_chain() {
+    let origin = Origin::start(ROBOTS).await;
+    let keyed = Keyed::new();
+    let path = keyed.state.path().join("audit.jsonl");
+    let rotated = keyed.state.path().join("audit.jsonl.1");
+    let key = s(&keyed.public_key).to_owned();
+    let mut proxy = ProxyProcess::start(&[], &keyed.env());
+    block(&proxy, &origin, 3, "a").await;
+    wait_for_lines(&path, "robots_disallow", 3).await;
+    std::fs::rename(&path, &rotated).unwrap();
+    proxy.signal("HUP");
+    proxy.wait_for_stderr("audit log reopened", 1).await;
+    Keyed::stop(&mut proxy).await;
+    let mut proxy = ProxyProcess::start(&[], &keyed.env());
+    block(&proxy, &origin, 3, "b").await;
+    wait_for_lines(&path, "robots_disallow", 3).await;
+    Keyed::stop(&mut proxy).await;
+    let (code, out, err) = verify(&["--public-key", &key, s(&rotated), s(&path)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("starts again"), "{out}");
+    let (code, out, err) = verify(&[s(&rotated), s(&path)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(keyed.state.path().join("audit-chain.json").is_file());
+}

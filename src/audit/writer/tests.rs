@@ -1,6 +1,7 @@
 //! The writer's chain under write failures.
 
 use super::*;
+use std::fs::OpenOptions;
 
 fn line(n: u32) -> Pending {
     format!("{{\"n\":{n}}}\n").into_bytes().into()
@@ -14,18 +15,292 @@ fn a_failed_write_leaves_the_chain_at_the_last_record_in_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.jsonl");
     let node = Arc::new(std::sync::OnceLock::new());
-    let mut sink = Sink::new(path.clone(), Some(open_file(&path).unwrap()), node, None);
-    assert_eq!(sink.write(&[line(1)], true, false).written, 1);
+    let mut sink = Sink::new(
+        path.clone(),
+        Some(open_file(&path).unwrap()),
+        node,
+        None,
+        Duration::from_secs(60),
+    );
+    assert_eq!(sink.write(&[line(1)], true, false, false).written, 1);
     // A disk that refuses every byte.
     let full = OpenOptions::new().append(true).open("/dev/full").unwrap();
     sink.file = Some((full, None));
-    let failed = sink.write(&[line(2), line(3)], false, false);
+    let failed = sink.write(&[line(2), line(3)], false, false, false);
     assert_eq!((failed.written, failed.lost), (0, 2));
     // The next batch opens the path again and continues the chain.
-    assert_eq!(sink.write(&[line(4)], true, false).written, 1);
+    assert_eq!(sink.write(&[line(4)], true, false, false).written, 1);
     let report = super::super::verify::verify_files(std::slice::from_ref(&path), None);
     assert_eq!(report.status, super::super::verify::Status::Intact, "{}", report.render());
     assert_eq!(report.records, 2);
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.lines().nth(1).unwrap().contains("\"event.sequence\":2,\"event.previous_hash\""));
+}
+
+mod anchoring {
+    //! Issue 39: the chain at start (C1, H3) and coverage by checkpoints (H1, M7), with the
+    //! writer's file written as the proxy writes it and forged as the review's `forge.py` does.
+
+    use super::*;
+    use crate::audit::chain::{link_hash, split_line, GENESIS};
+    use crate::audit::checkpoint::PublicKey;
+    use crate::audit::verify::{read_shipped, verify, verify_files, Options, Report, Status};
+    use crate::signing::keys::{KeyName, SigningKey};
+
+    fn key(dir: &Path) -> Arc<SigningKey> {
+        let name: KeyName = "audit".parse().unwrap();
+        Arc::new(SigningKey::create(&name, &name.file_in(&dir.join("keys"))).unwrap())
+    }
+
+    fn sink(path: &Path, key: Option<&Arc<SigningKey>>) -> Sink {
+        let node = Arc::new(std::sync::OnceLock::new());
+        let file = Some(open_file(path).unwrap());
+        Sink::new(path.to_owned(), file, node, key.cloned(), Duration::from_secs(1))
+    }
+
+    fn check(files: &[PathBuf], key: Option<&PublicKey>) -> Report {
+        verify_files(files, key)
+    }
+
+    /// `forge.py`: drops the records `drop` (by `"n"`) and every checkpoint, and recomputes
+    /// `event.sequence`, `event.previous_hash` and `event.hash` without the key.
+    fn forge(path: &Path, drop: &[u64]) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut head: Option<String> = None;
+        let mut sequence = 0;
+        let mut out = String::new();
+        for raw in text.lines().filter(|l| !l.is_empty()) {
+            let mut r: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(raw).unwrap();
+            if head.is_none() {
+                head = Some(r["event.previous_hash"].as_str().unwrap().to_owned());
+                sequence = r["event.sequence"].as_u64().unwrap() - 1;
+            }
+            let dropped = r.get("n").and_then(|n| n.as_u64()).is_some_and(|n| drop.contains(&n));
+            if dropped || r.get("event.action").is_some_and(|a| a == "audit_checkpoint") {
+                continue;
+            }
+            let first = out.is_empty();
+            let had_previous = r.contains_key("event.previous_hash");
+            for k in ["event.sequence", "event.previous_hash", "event.hash"] {
+                r.remove(k);
+            }
+            sequence += 1;
+            let json = serde_json::Value::Object(r).to_string();
+            let mut body = format!("{},\"event.sequence\":{sequence}", &json[..json.len() - 1]);
+            if first || had_previous {
+                body += &format!(",\"event.previous_hash\":\"{}\"", head.as_ref().unwrap());
+            }
+            let hash = link_hash(head.as_ref().unwrap().as_bytes(), body.as_bytes());
+            let hash = String::from_utf8(hash.to_vec()).unwrap();
+            out += &format!("{body},\"event.hash\":\"{hash}\"}}\n");
+            head = Some(hash);
+        }
+        std::fs::write(path, out).unwrap();
+    }
+
+    fn actions(path: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let action = |l: &str| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["event.action"].as_str().unwrap_or("record").to_owned()
+        };
+        text.lines().map(action).collect()
+    }
+
+    /// C1, the review's attack exactly: a signed log, then (no key) one record removed and
+    /// every checkpoint, re-chained; a restart and one more record, signed. Today the writer
+    /// continues the forged tail and its checkpoint signs it, and `verify --public-key` says
+    /// intact; now it starts a new chain with a record that says why, and the forged records
+    /// are reported as not proven.
+    #[test]
+    fn a_forged_tail_is_never_signed_over_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = key(dir.path());
+        let public = PublicKey::of(&key);
+        let path = dir.path().join("audit.jsonl");
+        let mut first = sink(&path, Some(&key));
+        assert_eq!(
+            first.write(&[line(1), line(2), line(3), line(4)], true, false, false).written,
+            4
+        );
+        first.write(&[], true, true, false);
+        drop(first);
+        let report = check(std::slice::from_ref(&path), Some(&public));
+        assert_eq!(report.status, Status::Intact, "{}", report.render());
+        forge(&path, &[3]);
+        let forged = check(std::slice::from_ref(&path), Some(&public));
+        assert_ne!(forged.status, Status::Intact, "{}", forged.render());
+
+        let mut second = sink(&path, Some(&key));
+        assert_eq!(second.write(&[line(5)], true, false, false).written, 1);
+        second.write(&[], true, true, false);
+        let report = check(std::slice::from_ref(&path), Some(&public));
+        assert_eq!(report.status, Status::Unproven, "{}", report.render());
+        assert_eq!(report.exit_code(), 3);
+        assert_eq!(report.unproven.len(), 1, "{}", report.render());
+        assert_eq!(report.unproven[0].records, 3, "the three forged records");
+        assert!(
+            report.render().contains("the chain starts again (no_checkpoint)"),
+            "{}",
+            report.render()
+        );
+        assert!(report.render().contains("NOT PROVEN"), "{}", report.render());
+        let all = actions(&path);
+        assert_eq!(
+            &all[3..],
+            ["audit_chain_restart", "audit_checkpoint", "record", "audit_checkpoint"]
+        );
+        // Without a key the chain verifies (a declared restart is not a break), and says so.
+        let report = check(std::slice::from_ref(&path), None);
+        assert_eq!(report.status, Status::Intact, "{}", report.render());
+        assert!(report.notes.iter().any(|n| n.contains("starts again")), "{:?}", report.notes);
+    }
+
+    /// C1: records after the last checkpoint (a crash, or records appended by someone
+    /// without the key) are not signed over either: a new chain, and they are not proven.
+    #[test]
+    fn an_unsigned_tail_starts_a_new_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = key(dir.path());
+        let public = PublicKey::of(&key);
+        let path = dir.path().join("audit.jsonl");
+        let mut first = sink(&path, Some(&key));
+        first.write(&[line(1)], true, true, false);
+        first.write(&[line(2), line(3)], true, false, false);
+        drop(first); // killed: no closing checkpoint
+        let mut second = sink(&path, Some(&key));
+        second.write(&[line(4)], true, true, false);
+        let report = check(std::slice::from_ref(&path), Some(&public));
+        assert_eq!(report.status, Status::Unproven, "{}", report.render());
+        assert_eq!(
+            report.unproven[0].records,
+            2,
+            "{}\n{}",
+            report.render(),
+            std::fs::read_to_string(&path).unwrap()
+        );
+        assert!(report.render().contains("(unsigned_tail)"), "{}", report.render());
+        // A clean stop (the file ends with the closing checkpoint): one chain, no restart.
+        let mut third = sink(&path, Some(&key));
+        third.write(&[line(5)], true, true, false);
+        assert!(
+            !actions(&path)[8..].contains(&"audit_chain_restart".to_owned()),
+            "{:?}",
+            actions(&path)
+        );
+        let report = check(std::slice::from_ref(&path), Some(&public));
+        assert_eq!(report.unproven.len(), 1, "{}", report.render());
+    }
+
+    /// H3: a rotation (rename, reopen), then a restart before any record: the chain goes on
+    /// from the state kept beside the log, and the untouched files verify, with a key and
+    /// without.
+    #[test]
+    fn a_restart_on_the_empty_file_after_a_rotation_continues_the_chain() {
+        for keyed in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let key = key(dir.path());
+            let public = PublicKey::of(&key);
+            let key = keyed.then_some(&key);
+            let path = dir.path().join("audit.jsonl");
+            let rotated = dir.path().join("audit.jsonl.1");
+            let mut first = sink(&path, key);
+            first.write(&[line(1), line(2)], true, false, false);
+            std::fs::rename(&path, &rotated).unwrap();
+            let (_, opened) = first.reopen();
+            opened.unwrap();
+            drop(first);
+            assert_eq!(std::fs::read(&path).unwrap(), b"", "nothing written to the new file");
+            let mut second = sink(&path, key);
+            second.write(&[line(3)], true, true, false);
+            let files = [rotated.clone(), path.clone()];
+            let report = check(&files, keyed.then_some(&public));
+            assert_eq!(report.status, Status::Intact, "keyed {keyed}: {}", report.render());
+            assert!(report.notes.is_empty(), "{:?}", report.notes);
+            assert!(!actions(&path).contains(&"audit_chain_restart".to_owned()));
+        }
+    }
+
+    /// H1: checkpoints removed (and the chain recomputed) are not "intact" with a key: none
+    /// left; a rotated file that no longer ends with one; records later than the cadence
+    /// allows with no checkpoint after them.
+    #[test]
+    fn removed_checkpoints_are_not_proven() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = key(dir.path());
+        let public = PublicKey::of(&key);
+        let path = dir.path().join("audit.jsonl");
+        let rotated = dir.path().join("audit.jsonl.1");
+        let mut s = sink(&path, Some(&key));
+        s.write(&[line(1), line(2)], true, true, false);
+        std::fs::rename(&path, &rotated).unwrap();
+        s.reopen().1.unwrap();
+        s.write(&[line(3)], true, true, false);
+        let files = [rotated.clone(), path.clone()];
+        assert_eq!(check(&files, Some(&public)).status, Status::Intact);
+        // Every checkpoint gone, both files re-chained as one.
+        let copy = |name: &str| {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            let (r, c) = (d.join("audit.jsonl.1"), d.join("audit.jsonl"));
+            std::fs::copy(&rotated, &r).unwrap();
+            std::fs::copy(&path, &c).unwrap();
+            (r, c)
+        };
+        let (r, c) = copy("none");
+        forge(&r, &[]);
+        let mut joined = std::fs::read(&r).unwrap();
+        joined.extend(std::fs::read(&c).unwrap());
+        std::fs::write(&r, &joined).unwrap();
+        forge(&r, &[]);
+        let report = check(std::slice::from_ref(&r), Some(&public));
+        assert_eq!(report.status, Status::Unproven, "{}", report.render());
+        assert!(report.render().contains("no checkpoint that verifies"), "{}", report.render());
+        assert_eq!(check(std::slice::from_ref(&r), None).status, Status::Intact);
+        // The rotated file's closing checkpoint removed, record 2 with it.
+        let (r, c) = copy("rotated");
+        let text = std::fs::read_to_string(&r).unwrap();
+        let kept: Vec<&str> = text.lines().take(2).collect();
+        std::fs::write(&r, kept.join("\n") + "\n").unwrap();
+        let report = check(&[r.clone(), c.clone()], Some(&public));
+        // The current file's first record names a hash the rotated file no longer ends with.
+        assert_ne!(report.status, Status::Intact, "{}", report.render());
+        // Records later than the cadence allows, with no checkpoint after them.
+        let late = dir.path().join("late.jsonl");
+        let mut s = sink(&late, Some(&key));
+        let at = timestamp(std::time::SystemTime::now() + Duration::from_secs(3600));
+        let record = format!("{{\"@timestamp\":\"{at}\",\"n\":1}}\n").into_bytes();
+        s.write(&[record.into()], true, false, false);
+        let report = check(std::slice::from_ref(&late), Some(&public));
+        assert_eq!(report.status, Status::Unproven, "{}", report.render());
+        assert!(report.render().contains("cadence"), "{}", report.render());
+    }
+
+    /// M7: the oldest file left out while checkpoints shipped elsewhere cover its records.
+    #[test]
+    fn shipped_checkpoints_before_the_files_show_a_missing_oldest_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = key(dir.path());
+        let public = PublicKey::of(&key);
+        let path = dir.path().join("audit.jsonl");
+        let rotated = dir.path().join("audit.jsonl.1");
+        let mut s = sink(&path, Some(&key));
+        s.write(&[line(1), line(2)], true, true, false);
+        std::fs::rename(&path, &rotated).unwrap();
+        s.reopen().1.unwrap();
+        s.write(&[line(3)], true, true, false);
+        let shipped = dir.path().join("shipped.jsonl");
+        let mut all = std::fs::read(&rotated).unwrap();
+        all.extend(std::fs::read(&path).unwrap());
+        std::fs::write(&shipped, all).unwrap();
+        let shipped = read_shipped(&shipped, Some(&public)).unwrap();
+        let options = Options { public_key: Some(&public), shipped: &shipped };
+        let both = verify(&[rotated.clone(), path.clone()], options);
+        assert_eq!(both.status, Status::Intact, "{}", both.render());
+        let newest = verify(std::slice::from_ref(&path), options);
+        assert_eq!(newest.status, Status::Unproven, "{}", newest.render());
+        assert!(newest.render().contains("the files before are missing"), "{}", newest.render());
+        let _ = (split_line, GENESIS);
+    }
 }

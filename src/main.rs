@@ -300,6 +300,12 @@ fn main() -> ExitCode {
                     for line in robots_proxy::policy::exceptions::describe(&config.exceptions) {
                         println!("# {}", terminal(&line));
                     }
+                    // Settings that can never apply, and expired exceptions: comments too,
+                    // and on stderr for a person.
+                    for line in config.warnings(std::time::SystemTime::now()) {
+                        println!("# {line}");
+                        eprintln!("robots-proxy config check: {line}");
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -4,6 +4,7 @@
 //! and "may it go?" ([`Policy::decide`]). The answer, a [`PolicyDecision`], carries everything a
 //! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
 
+mod claim;
 pub mod exceptions;
 pub mod readings;
 mod report;
@@ -22,6 +23,7 @@ use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::cache::RobotsRules;
 use crate::robots::{Reason, Verdict};
+pub use claim::{Claim, Entitled};
 pub use exceptions::{ExceptionEntry, ExceptionVerdict, Exceptions};
 pub use readings::{Reading, Readings};
 pub use report::{PolicyMode, ReportScope};
@@ -149,10 +151,16 @@ impl Policy {
         }
     }
 
-    /// Whether a refusal for `token`, from the authenticated `user`, is only reported
-    /// (report-only mode): the request goes on, written as `would_block`.
-    pub fn reports(&self, token: Option<&ProductToken>, user: Option<&str>) -> bool {
-        !self.report.is_empty() && self.report.covers(token, user)
+    /// Whether a refusal for `claim` is only reported (report-only mode): the request goes
+    /// on, written as `would_block`. A loosening, so `policy.report_tokens` covers a token
+    /// only when the authenticated user is tied to it ([`Claim::entitled`]): a client that
+    /// merely sends a report token is enforced.
+    pub fn reports(&self, claim: Claim<'_>) -> bool {
+        if self.report.is_empty() {
+            return false;
+        }
+        let entitled = claim.entitled();
+        self.report.covers(entitled.token, entitled.user)
     }
 
     /// The robots.txt snapshot for `authority` (fetched first when missing or due), for a client

@@ -326,8 +326,14 @@ impl KeepAlive {
 
     /// Sends `GET url` through the proxy on this connection; the status and the body.
     pub async fn get(&mut self, url: &str) -> (u16, String) {
+        self.get_with(url, "").await
+    }
+
+    /// [`KeepAlive::get`] with more header lines (`extra`, each ending in CRLF).
+    pub async fn get_with(&mut self, url: &str, extra: &str) -> (u16, String) {
         let host = url.split('/').nth(2).unwrap_or_default();
-        let request = format!("GET {url} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: test/1.0\r\n\r\n");
+        let request =
+            format!("GET {url} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: test/1.0\r\n{extra}\r\n");
         self.stream.write_all(request.as_bytes()).await.unwrap();
         let mut head = Vec::new();
         let mut byte = [0u8; 1];

@@ -5,6 +5,8 @@
 //! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
 
 mod claim;
+#[cfg(test)]
+mod conformance;
 pub mod exceptions;
 pub mod readings;
 mod report;

@@ -327,14 +327,13 @@ pub(super) async fn refresh(
                 }
                 newer => newer.or(prev),
             };
-            let Some(fetched) = fetch_with_slot(inner, authority, start, deadline).await else {
-                drop(slot);
+            let Some(fetched) = fetch_with_slot(inner, authority, slot, start, deadline).await
+            else {
                 shared.release(authority).await?;
                 let prev_snapshot = prev.as_ref().map(|(s, _)| s);
                 let now = inner.clock.now();
                 return Ok((no_slot(prev_snapshot, authority, now, settings), false));
             };
-            drop(slot);
             let body = match &fetched {
                 Fetched::Robots { body, .. } => Some(body.clone()),
                 _ => prev.as_ref().and_then(|(_, body)| body.clone()),
@@ -393,8 +392,8 @@ fn record_ttl(snapshot: &RobotsSnapshot, now: SystemTime, inner: &Inner) -> Dura
 pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Option<Fetched> {
     let start = tokio::time::Instant::now();
     let deadline = crate::clock::deadline_after(start, inner.settings.load().fetch_timeout);
-    let _slot = acquire_slot(inner, authority, deadline).await?;
-    fetch_with_slot(inner, authority, start, deadline).await
+    let slot = acquire_slot(inner, authority, deadline).await?;
+    fetch_with_slot(inner, authority, slot, start, deadline).await
 }
 
 /// A fetch slot for `authority` ([`super::slots`]: at most `max_concurrent_fetches` at once,
@@ -418,16 +417,37 @@ async fn acquire_slot(
 
 /// [`fetch_here`] with a fetch slot in hand, taken at `start`; the fetch must be done by
 /// `deadline` when the slot came late.
+///
+/// A fetch still running after [`super::slots::SLOW_AFTER`] gives its global slot back for the
+/// next site's fetch ([`super::slots::Slot::become_slow`]); when the pool of slow fetches is
+/// full it is cut short, and counts as unreachable.
 async fn fetch_with_slot(
     inner: &Arc<Inner>,
     authority: &Authority,
+    mut slot: super::slots::Slot,
     start: tokio::time::Instant,
     deadline: tokio::time::Instant,
 ) -> Option<Fetched> {
     // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
     // "unreachable" outcome instead of leaving the waiters without an answer.
     let mut task = tokio::spawn(inner.fetcher.fetch(authority.clone()));
+    // How long it waited for its slot, before it ran.
     let waited = start.elapsed();
+    if let Ok(joined) = tokio::time::timeout(super::slots::SLOW_AFTER, &mut task).await {
+        drop(slot);
+        return Some(count(inner, joined));
+    }
+    if !slot.become_slow() {
+        task.abort();
+        tracing::warn!(
+            %authority,
+            "robots.txt fetch cut short: slow, and too many slow fetches run at once"
+        );
+        let outcome = FetchOutcome::Network(
+            "robots.txt fetch cut short: slow, and too many slow fetches run at once".to_owned(),
+        );
+        return Some(count(inner, Ok(Fetched::Unreachable { outcome })));
+    }
     let joined = if waited < SLOT_WAIT_GRACE {
         // Started on time: the fetcher's own `fetch_timeout` applies, and a timeout is the
         // origin's.
@@ -445,6 +465,12 @@ async fn fetch_with_slot(
             }
         }
     };
+    drop(slot);
+    Some(count(inner, joined))
+}
+
+/// The fetch's result (a panic in it is unreachable), counted by its class.
+fn count(inner: &Inner, joined: Result<Fetched, tokio::task::JoinError>) -> Fetched {
     let fetched = match joined {
         Ok(fetched) => fetched,
         Err(e) => Fetched::Unreachable {
@@ -453,7 +479,7 @@ async fn fetch_with_slot(
     };
     let class = FetchClass::of(&fetched.outcome());
     inner.counters.fetches[class as usize].fetch_add(1, Ordering::Relaxed);
-    Some(fetched)
+    fetched
 }
 
 /// A slot wait shorter than this leaves the fetch its whole `fetch_timeout`.

@@ -6,6 +6,14 @@
 //!
 //! A host's semaphore lives in the map only while a fetch to that host holds or waits for a
 //! slot, so the map is bounded by the fetches in flight, not by the sites ever seen.
+//!
+//! **Slow fetches give their global slot back** (review-core N7): a fetch still running after
+//! [`SLOW_AFTER`] moves to the slow pool ([`Slot::become_slow`]: `SLOW_POOL_FACTOR` times the
+//! global slots) and frees its global slot for the next site. Tarpits (any number of names, on
+//! one machine or many) then hold the global slots for at most [`SLOW_AFTER`] each, so a healthy
+//! site's first fetch waits at most that long for a slot, never a whole `fetch_timeout`. When
+//! the slow pool is full too, the fetch that cannot join it is cut short (its site unreachable
+//! for this fetch): that bounds what slow origins can hold.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,17 +21,46 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-/// The global and per-host fetch slots.
+/// How long a fetch holds its global slot before it counts as slow and moves to the slow pool.
+pub(super) const SLOW_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The slow pool holds this many times the global slots.
+const SLOW_POOL_FACTOR: usize = 4;
+
+/// The global and per-host fetch slots, and the pool of slow fetches.
 pub(super) struct FetchSlots {
     global: Arc<Semaphore>,
+    slow: Arc<Semaphore>,
     per_host: usize,
     hosts: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
 }
 
-/// Held while a fetch runs; gives both slots back when dropped.
+/// Held while a fetch runs; gives its slots back when dropped.
 pub(super) struct Slot {
-    _global: OwnedSemaphorePermit,
+    /// The global slot, or once the fetch is slow, its place in the slow pool.
+    global: OwnedSemaphorePermit,
+    slow_pool: Arc<Semaphore>,
+    slow: bool,
     _host: HostSlot,
+}
+
+impl Slot {
+    /// The fetch has run [`SLOW_AFTER`]: it gives its global slot back and takes a place in
+    /// the slow pool instead; `false` when the slow pool is full (the fetch must stop).
+    pub(super) fn become_slow(&mut self) -> bool {
+        if self.slow {
+            return true;
+        }
+        match self.slow_pool.clone().try_acquire_owned() {
+            Ok(place) => {
+                // Dropping the global permit gives it to the next fetch waiting.
+                self.global = place;
+                self.slow = true;
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 /// A claim on a host's semaphore (a permit once acquired). Dropping it removes the host's
@@ -49,8 +86,11 @@ impl Drop for HostSlot {
 impl FetchSlots {
     /// `global` slots in all, `per_host` for one host (each at least 1).
     pub(super) fn new(global: usize, per_host: usize) -> FetchSlots {
+        let global = global.clamp(1, Semaphore::MAX_PERMITS);
+        let slow = global.saturating_mul(SLOW_POOL_FACTOR).min(Semaphore::MAX_PERMITS);
         FetchSlots {
-            global: Arc::new(Semaphore::new(global.clamp(1, Semaphore::MAX_PERMITS))),
+            global: Arc::new(Semaphore::new(global)),
+            slow: Arc::new(Semaphore::new(slow)),
             per_host: per_host.clamp(1, Semaphore::MAX_PERMITS),
             hosts: Arc::default(),
         }
@@ -80,7 +120,7 @@ impl FetchSlots {
         };
         let (host_permit, global) = tokio::time::timeout_at(deadline, both).await.ok()??;
         host_slot.permit = Some(host_permit);
-        Some(Slot { _global: global, _host: host_slot })
+        Some(Slot { global, slow_pool: self.slow.clone(), slow: false, _host: host_slot })
     }
 
     /// Hosts with a fetch holding or waiting for a slot (for tests).
@@ -111,6 +151,30 @@ mod tests {
         let c = slots.acquire("c.test", soon()).await.expect("a global slot came free");
         drop((b, c));
         assert_eq!(slots.hosts(), 0, "hosts are forgotten once no fetch holds or waits");
+    }
+
+    /// Review-core N7: a slow fetch gives its global slot back, so another site's fetch does
+    /// not wait for it; past the slow pool, a slow fetch is told to stop.
+    #[tokio::test]
+    async fn slow_fetches_give_their_global_slot_back() {
+        let slots = FetchSlots::new(1, 4);
+        let soon = || Instant::now() + Duration::from_millis(50);
+        let mut tarpit = slots.acquire("tarpit.test", soon()).await.expect("free");
+        assert!(slots.acquire("healthy.test", soon()).await.is_none(), "the one global slot");
+        assert!(tarpit.become_slow());
+        let healthy = slots.acquire("healthy.test", soon()).await.expect("given back");
+        drop(healthy);
+        // The slow pool holds four (4 × 1 global slot): the fifth slow fetch must stop.
+        let mut more = Vec::new();
+        for i in 0..3 {
+            let mut s = slots.acquire(&format!("t{i}.test"), soon()).await.expect("free");
+            assert!(s.become_slow(), "slow fetch {i}");
+            more.push(s);
+        }
+        let mut fifth = slots.acquire("t9.test", soon()).await.expect("free");
+        assert!(!fifth.become_slow(), "the slow pool is full");
+        drop(tarpit);
+        assert!(fifth.become_slow(), "a place came free");
     }
 
     #[tokio::test]

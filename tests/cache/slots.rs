@@ -70,6 +70,35 @@ async fn tarpits_do_not_stall_a_healthy_site_past_fetch_timeout() {
     }
 }
 
+/// Review-core N7: with every global slot taken by tarpits (here one slot, three tarpits
+/// under one host's names and ports), a healthy site's first fetch no longer waits for them
+/// to time out: a fetch still running after a second gives its global slot back (to the pool
+/// of slow fetches), so the healthy site is fetched, fresh, long before `fetch_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_fetches_give_their_slot_to_a_healthy_site() {
+    const LONG: Duration = Duration::from_secs(8);
+    let (cache, _clock) = cache_with(short(|s| {
+        s.max_concurrent_fetches = 1;
+        s.max_concurrent_fetches_per_host = 4;
+        s.fetch_timeout = LONG;
+    }));
+    let mut tarpits = Vec::new();
+    for _ in 0..3 {
+        tarpits.push(Origin::with_robots(Reply::Hang).await);
+    }
+    let waiting: Vec<_> = tarpits.iter().map(|t| spawn_get(&cache, t)).collect();
+    assert!(eventually(Duration::from_secs(2), || tarpits[0].robots_hits() == 1).await);
+    let healthy = Origin::with_robots(Reply::ok(RULES)).await;
+    let asked = Instant::now();
+    let snapshot = cache.get(&healthy.authority()).await;
+    let waited = asked.elapsed();
+    assert_eq!(snapshot.state, RobotsState::Fresh, "{snapshot:?} after {waited:?}");
+    assert!(waited < LONG / 2, "a healthy site waited {waited:?} behind tarpits");
+    for w in waiting {
+        w.abort();
+    }
+}
+
 /// At most `max_concurrent_fetches_per_host` fetches go to one host, whatever the port: a
 /// second tarpit on 127.0.0.1 is not fetched while the first holds the host's slot, and a
 /// healthy site on another host (127.0.0.2) is fetched at once.

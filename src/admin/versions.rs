@@ -289,6 +289,7 @@ mod tests {
                 consequence: Consequence::Rules,
                 at,
                 now: at,
+                folds_case: false,
             });
         }
         for _ in 0..1000 {

@@ -332,6 +332,7 @@ mod tests {
                 first_fetched: t,
                 last_confirmed: t,
                 replaced_at: None,
+                folds_case: false,
             },
             t,
         );

@@ -63,6 +63,11 @@ pub struct Window {
     /// When a different result replaced it; `None` while it is in force.
     #[serde(with = "rfc3339::option")]
     pub replaced_at: Option<SystemTime>,
+    /// Whether the fetch named a server that reads paths case-insensitively, so the proxy
+    /// decided the case-folded reading for the site (review-core N2): `evidence` replays it.
+    /// Absent (false) in windows written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub folds_case: bool,
 }
 
 impl Window {
@@ -80,6 +85,7 @@ impl Window {
             && self.error.is_some() == other.error.is_some()
             && self.state == other.state
             && self.consequence == other.consequence
+            && self.folds_case == other.folds_case
     }
 }
 
@@ -213,6 +219,7 @@ mod tests {
             first_fetched: at(t),
             last_confirmed: at(t),
             replaced_at: None,
+            folds_case: false,
         }
     }
 
@@ -228,7 +235,24 @@ mod tests {
             first_fetched: at(t),
             last_confirmed: at(t),
             replaced_at: None,
+            folds_case: false,
         }
+    }
+
+    /// Review-core N2: the case-insensitive origin flag is kept in the window (and a window
+    /// written before it existed reads as false); a change of it is a new window.
+    #[test]
+    fn the_case_folding_flag_is_kept() {
+        let mut w = file("aa", 0);
+        w.folds_case = true;
+        let text = serde_json::to_string(&w).unwrap();
+        assert!(text.contains("\"folds_case\":true"), "{text}");
+        let back: Window = serde_json::from_str(&text).unwrap();
+        assert!(back.folds_case);
+        let plain = serde_json::to_string(&file("aa", 0)).unwrap();
+        assert!(!plain.contains("folds_case"), "{plain}");
+        assert!(!serde_json::from_str::<Window>(&plain).unwrap().folds_case);
+        assert!(!w.same_result(&file("aa", 0)));
     }
 
     #[test]

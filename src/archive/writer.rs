@@ -71,6 +71,9 @@ pub struct Observation {
     pub at: SystemTime,
     /// When it was taken in (the store's clock).
     pub now: SystemTime,
+    /// Whether the fetch that gave the file named a server that reads paths
+    /// case-insensitively (the proxy then decides the case-folded reading for the site).
+    pub folds_case: bool,
 }
 
 /// The archive's counters since the start, for `/metrics`.
@@ -292,6 +295,7 @@ fn take_in(shared: &Shared, seen: Observation) {
         first_fetched: at,
         last_confirmed: at,
         replaced_at: None,
+        folds_case: seen.folds_case,
     };
     let known = shared.lock().histories.contains_key(&seen.authority);
     // Not in memory: its file, read on this thread (only it writes the files).
@@ -516,6 +520,7 @@ mod tests {
             consequence: Consequence::Rules,
             at,
             now: at,
+            folds_case: false,
         }
     }
 

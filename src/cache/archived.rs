@@ -64,7 +64,10 @@ fn observation(snapshot: &RobotsSnapshot, now: std::time::SystemTime) -> Observa
         (RobotsState::Unavailable, None) => snapshot.fetched_at,
         _ => now,
     };
+    let folds_case =
+        matches!(&snapshot.rules, RobotsRules::Parsed(r) if r.case_insensitive_origin());
     Observation {
+        folds_case,
         authority: snapshot.authority.to_string(),
         url: snapshot.robots_url.clone(),
         version: snapshot.version.clone(),

@@ -44,6 +44,9 @@ pub(super) fn read_state_dir(
                 _ => continue,
             };
             if let InForce::File(sha) = &what {
+                if w.folds_case {
+                    history.note_folds_case(&name, sha);
+                }
                 if history.body(sha).is_none() {
                     let body = reader
                         .body_checked(sha)

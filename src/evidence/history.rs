@@ -111,6 +111,9 @@ impl Window {
 pub struct History {
     bodies: HashMap<String, Body>,
     observations: BTreeMap<String, Vec<Observation>>,
+    /// (authority, sha256) of the versions a source says came from an origin that reads paths
+    /// case-insensitively (the archive's `folds_case`).
+    folding: std::collections::HashSet<(String, String)>,
 }
 
 impl History {
@@ -123,6 +126,17 @@ impl History {
     /// Adds an observation for `authority` (`scheme://host[:port]`).
     pub fn observe(&mut self, authority: &str, observation: Observation) {
         self.observations.entry(authority.to_owned()).or_default().push(observation);
+    }
+
+    /// Notes that `authority`'s version `sha256` came from an origin that reads paths
+    /// case-insensitively, so the proxy decided the case-folded reading with it.
+    pub fn note_folds_case(&mut self, authority: &str, sha256: &str) {
+        self.folding.insert((authority.to_owned(), sha256.to_owned()));
+    }
+
+    /// Whether a source said `authority`'s version `sha256` came from such an origin.
+    pub fn folds_case(&self, authority: &str, sha256: &str) -> bool {
+        self.folding.contains(&(authority.to_owned(), sha256.to_owned()))
     }
 
     /// The bytes of a version, when a source holds them.

@@ -291,9 +291,9 @@ fn choose_token(
     Ok((None, "none: only the `*` groups apply".to_owned()))
 }
 
-/// Whether the origin gets the case-folded reading: `policy.fold_case = "all"`, or a site of
-/// `policy.fold_case_sites`. (The proxy also detects IIS, ASP.NET and Express from the
-/// robots.txt response's headers, which no source keeps.)
+/// Whether the configuration gives the origin the case-folded reading: `policy.fold_case =
+/// "all"`, or a site of `policy.fold_case_sites`. (What the proxy detected from the robots.txt
+/// response's headers is kept in the archive's window: see `replay_command`.)
 fn folds_case(config: &Config, authority: &Authority) -> bool {
     config.policy.fold_case == FoldCase::All
         || config.policy.fold_case_sites.iter().any(|s| {
@@ -334,7 +334,11 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         })?),
         _ => None,
     };
-    let fold = folds_case(&config, &authority);
+    // The case-folded reading: by configuration, or because the archive says the fetch of this
+    // version named a case-insensitive server (the proxy then decided with it).
+    let detected = config.policy.fold_case == FoldCase::Detect
+        && matches!(&window.what, InForce::File(d) if history.folds_case(&name, d));
+    let fold = folds_case(&config, &authority) || detected;
     let replayed =
         replay::replay(&window.what, body.map(|b| &b.bytes[..]), token.as_ref(), &path, fold);
     let answer = report::Answer {

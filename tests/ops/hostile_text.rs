@@ -214,3 +214,30 @@ async fn admin_answers_are_hardened() {
     assert!(!scripts.contains("unsafe-inline"), "{policy}");
     assert_eq!(scripts.matches("'sha256-").count(), 2, "{policy}");
 }
+
+/// L1: the status page shows bidi controls, line separators and controls as `\uXXXX`, so what
+/// the operator sees is the bytes (`/private/<U+202E>.exe/gpj` is not shown as `…/jpg/exe.`).
+/// The page's own `shown` function, run by Node.js when it is installed (skipped otherwise).
+#[test]
+fn the_status_page_shows_bidi_and_controls_escaped() {
+    let page = include_str!("../../src/admin/page.html");
+    let start = page.find("function shown(text) {").expect("the page's shown function");
+    let end = start + page[start..].find("\n}\n").expect("its end") + 2;
+    let hostile = "/private/\u{202e}.exe/gpj \u{2066}x\u{2069} a\u{2028}b \u{1b}[2J \u{85} \u{61c}";
+    let script = format!(
+        "{}\nprocess.stdout.write(shown({}));",
+        &page[start..end],
+        serde_json::to_string(hostile).unwrap()
+    );
+    let Ok(out) = std::process::Command::new("node").arg("-e").arg(&script).output() else {
+        eprintln!("skipped: no node on the PATH");
+        return;
+    };
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_clean("the status page's text", text.as_bytes());
+    assert_eq!(
+        text,
+        "/private/\\u202e.exe/gpj \\u2066x\\u2069 a\\u2028b \\u001b[2J \\u0085 \\u061c"
+    );
+}

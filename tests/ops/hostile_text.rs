@@ -90,6 +90,20 @@ async fn outsider_text_reaches_no_sink_raw() {
     assert!(body.contains("Group:         user-agent: * \\x1b[2J\\x1b[31mRED"), "{body}");
     assert!(body.contains("\\u2028\\u0085\\u009b2J\\u202ex (line 1)"), "{body}");
 
+    // The 403 in JSON: C1 controls and line separators as `\uXXXX`, the values unchanged.
+    let resp = client
+        .get(&url)
+        .header("user-agent", "ExampleBot/1.0")
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+    let body = resp.bytes().await.unwrap();
+    assert_clean("the 403 JSON body", &body);
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert!(json["group"].as_str().unwrap().contains("\u{2028}\u{85}\u{9b}2J\u{202e}x"), "{json}");
+
     // M2: a URL with a bidi override, a line separator and a C1 CSI, in the text log.
     let status = raw_get(proxy.proxy_addr, &format!("{base}/private/\u{202e}a\u{2028}b\u{9b}2K"));
     assert!(status.contains(" 403 "), "{status}");

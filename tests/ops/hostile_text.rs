@@ -148,6 +148,23 @@ async fn outsider_text_reaches_no_sink_raw() {
     assert!(text.contains("decision:   disallowed"), "{text}");
     assert!(text.contains("# \\x1b[6A\\x1b[2K\\x1b[1Gdecision:   allowed"), "{text}");
     assert!(text.contains("records for this URL within"), "{text}");
+    let json = run(
+        &[
+            "evidence",
+            &url,
+            "--at",
+            at,
+            "--token",
+            "ExampleBot",
+            "--json",
+            "--audit",
+            audit.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_clean("evidence --json", &json.stdout);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["group"], blocked["robots.group"]);
 
     // H2: `check --explain` on the same file.
     let file = state.path().join("hostile-robots.txt");

@@ -13,8 +13,8 @@
 //!   (a log value at [`LOG_MAX`]). A backslash is shown as it is: the escapes are for a person
 //!   to read, and every command that prints outsider text has a `--json` form (or the audit
 //!   record) with the exact value.
-//! - **JSON lines** ([`json_line`]: the audit log): U+2028, U+2029 and the C1 controls are
-//!   written as `\uXXXX` escapes, which any JSON parser reads back as the same characters, so
+//! - **JSON lines** ([`json_line`]: the audit log, the 403 in JSON, `--json` printouts):
+//!   U+2028, U+2029, the C1 controls and the bidi controls are written as `\uXXXX` escapes, which any JSON parser reads back as the same characters, so
 //!   the values are unchanged while tools that split on Unicode line breaks, and terminals that
 //!   `tail` the file, see none of them raw.
 
@@ -110,34 +110,29 @@ impl fmt::Write for Escaper<'_, '_> {
     }
 }
 
-/// Rewrites a serialised JSON line (one object, as `serde_json` writes it) so that U+2028,
-/// U+2029 and the C1 controls U+0080–U+009F appear as `\uXXXX` escapes instead of raw. JSON
-/// writes those characters only inside strings, where the escape means the same character, so
-/// the line parses to the same value. Lines without them (most) are left as they are.
+/// Rewrites a serialised JSON line (one object, as `serde_json` writes it) so that the
+/// characters [`is_unsafe`] names beyond ASCII (the C1 controls U+0080–U+009F, U+2028, U+2029,
+/// the bidi controls) appear as `\uXXXX` escapes instead of raw; `serde_json` already escapes
+/// the C0 controls. JSON writes those characters only inside strings, where the escape means
+/// the same character, so the line parses to the same value. Lines in ASCII, and lines without
+/// them (most), are left as they are; so is a line that is not UTF-8 (never from `serde_json`).
 pub fn json_line(line: &mut Vec<u8>) {
-    // In UTF-8, 0xC2 and 0xE2 only ever lead a character: C2 80..9F is a C1 control, and
-    // E2 80 A8 / E2 80 A9 are U+2028 / U+2029.
-    let c1 = |w: &[u8]| w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1]);
-    let separator = |w: &[u8]| w[0] == 0xE2 && w[1] == 0x80 && matches!(w[2], 0xA8 | 0xA9);
-    if !line.windows(2).any(c1) && !line.windows(3).any(separator) {
+    if line.is_ascii() {
         return;
     }
-    let mut out = Vec::with_capacity(line.len() + 16);
-    let mut i = 0;
-    while i < line.len() {
-        let b = line[i];
-        if line.get(i..i + 2).is_some_and(c1) {
-            out.extend_from_slice(format!("\\u{:04x}", line[i + 1]).as_bytes());
-            i += 2;
-        } else if line.get(i..i + 3).is_some_and(separator) {
-            out.extend_from_slice(if line[i + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" });
-            i += 3;
+    let Ok(text) = std::str::from_utf8(line) else { return };
+    if !text.chars().any(|c| !c.is_ascii() && is_unsafe(c)) {
+        return;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !c.is_ascii() && is_unsafe(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
         } else {
-            out.push(b);
-            i += 1;
+            out.push(c);
         }
     }
-    *line = out;
+    *line = out.into_bytes();
 }
 
 #[cfg(test)]
@@ -179,11 +174,12 @@ mod tests {
 
     #[test]
     fn json_lines_escape_separators_and_c1_and_parse_the_same() {
-        let value = serde_json::json!({ "url": "/a\u{2028}b\u{2029}c\u{85}d\u{9b}e\u{a0}é\u{1b}" });
+        let value =
+            serde_json::json!({ "url": "/a\u{2028}b\u{2029}c\u{85}d\u{9b}e\u{a0}é\u{1b}\u{202e}" });
         let mut line = serde_json::to_vec(&value).unwrap();
         json_line(&mut line);
         let text = std::str::from_utf8(&line).unwrap();
-        assert_eq!(text, "{\"url\":\"/a\\u2028b\\u2029c\\u0085d\\u009be\u{a0}é\\u001b\"}");
+        assert_eq!(text, "{\"url\":\"/a\\u2028b\\u2029c\\u0085d\\u009be\u{a0}é\\u001b\\u202e\"}");
         assert_eq!(serde_json::from_slice::<serde_json::Value>(&line).unwrap(), value);
         let mut plain = br#"{"url":"/caf\xc3\xa9"}"#.to_vec();
         let before = plain.clone();

@@ -1,6 +1,7 @@
 //! The windows of one authority: which robots.txt (or which failure) was in force from when to
 //! when. Pure: observations and times in, windows out; no I/O, no clock.
 
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -143,6 +144,33 @@ impl History {
         let before = self.windows.len();
         self.windows.retain(|w| w.replaced_at.is_none_or(|end| end >= cutoff));
         self.windows.len() != before
+    }
+
+    /// Drops the oldest windows until at most `max` (at least 1) distinct bodies are named:
+    /// the window in force stays. Answers how many versions were dropped.
+    pub(crate) fn cap_versions(&mut self, max: usize) -> usize {
+        let distinct = |windows: &[Window]| {
+            windows.iter().filter_map(|w| w.sha256.as_deref()).collect::<HashSet<_>>().len()
+        };
+        let before = distinct(&self.windows);
+        if before <= max.max(1) {
+            return 0;
+        }
+        let mut kept = HashSet::new();
+        let mut cut = 0;
+        for (i, w) in self.windows.iter().enumerate().rev() {
+            if let Some(sha) = w.sha256.as_deref() {
+                if !kept.contains(sha) {
+                    if kept.len() == max.max(1) {
+                        cut = i + 1;
+                        break;
+                    }
+                    kept.insert(sha);
+                }
+            }
+        }
+        self.windows.drain(..cut);
+        before - distinct(&self.windows)
     }
 
     /// The window in force at `at`, if any.

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 pub use disk::DIR;
 pub use history::{Consequence, Window};
 pub use reader::ArchiveReader;
-pub use section::{ArchiveSection, DEFAULT_RETENTION};
+pub use section::{ArchiveSection, DEFAULT_MAX_VERSIONS_PER_AUTHORITY, DEFAULT_RETENTION};
 pub use writer::{Archive, ArchiveStats, Observation};
 
 /// Why an archive could not be read.

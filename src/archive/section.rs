@@ -15,13 +15,25 @@ pub struct ArchiveSection {
     /// a kept window names, stay whatever their age.
     #[serde(with = "humantime_serde")]
     pub retention: Duration,
+    /// Most distinct robots.txt versions kept per authority: past it, the windows of the oldest
+    /// versions are dropped (the window in force never is), and their bodies at the next prune.
+    /// An origin that serves a new robots.txt at each fetch otherwise piles up one version a
+    /// `robots.min_age`.
+    pub max_versions_per_authority: usize,
 }
+
+/// The default of `archive.max_versions_per_authority`.
+pub const DEFAULT_MAX_VERSIONS_PER_AUTHORITY: usize = 500;
 
 /// The default retention: 400 days, a year and a month of slack.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(400 * 24 * 3600);
 
 impl Default for ArchiveSection {
     fn default() -> Self {
-        ArchiveSection { enabled: true, retention: DEFAULT_RETENTION }
+        ArchiveSection {
+            enabled: true,
+            retention: DEFAULT_RETENTION,
+            max_versions_per_authority: DEFAULT_MAX_VERSIONS_PER_AUTHORITY,
+        }
     }
 }

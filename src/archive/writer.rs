@@ -86,6 +86,8 @@ pub struct ArchiveStats {
     /// Observations or bodies dropped: the queue was full, or too many bodies waited for a
     /// disk that takes no writes.
     pub dropped: u64,
+    /// Versions dropped from an authority's history past `archive.max_versions_per_authority`.
+    pub versions_dropped: u64,
     /// 1 while writes fail, else 0.
     pub failing: u64,
     /// Authority files (and files set aside as `.json.unreadable`) the last pruning pass
@@ -98,6 +100,7 @@ struct Counters {
     files_written: AtomicU64,
     write_errors: AtomicU64,
     dropped: AtomicU64,
+    versions_dropped: AtomicU64,
     failing: AtomicU64,
     unusable_files: AtomicU64,
 }
@@ -120,6 +123,8 @@ struct State {
 struct Shared {
     root: PathBuf,
     retention: Duration,
+    /// `archive.max_versions_per_authority`.
+    max_versions: usize,
     state: Mutex<State>,
     counters: Counters,
     /// [`MAX_UNWRITTEN`], smaller in tests.
@@ -162,6 +167,7 @@ impl Archive {
         let shared = Arc::new(Shared {
             root,
             retention: section.retention,
+            max_versions: section.max_versions_per_authority,
             state: Mutex::new(State::default()),
             counters: Counters::default(),
             max_unwritten: MAX_UNWRITTEN,
@@ -243,6 +249,7 @@ impl Archive {
             files_written: c.files_written.load(Ordering::Relaxed),
             write_errors: c.write_errors.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
+            versions_dropped: c.versions_dropped.load(Ordering::Relaxed),
             failing: c.failing.load(Ordering::Relaxed),
             unusable_files: c.unusable_files.load(Ordering::Relaxed),
         }
@@ -322,6 +329,11 @@ fn take_in(shared: &Shared, seen: Observation) {
     }
     let Some(history) = state.histories.get_mut(&seen.authority) else { return };
     if history.note(window, seen.now) {
+        state.dirty.insert(seen.authority.clone());
+    }
+    let capped = history.cap_versions(shared.max_versions);
+    if capped > 0 {
+        shared.counters.versions_dropped.fetch_add(capped as u64, Ordering::Relaxed);
         state.dirty.insert(seen.authority.clone());
     }
     if let Some(version) = seen.version {
@@ -528,11 +540,33 @@ mod tests {
         Shared {
             root: disk::root(dir),
             retention,
+            max_versions: 1000,
             state: Mutex::new(State::default()),
             counters: Counters::default(),
             max_unwritten: 3,
             keep_written: 2,
         }
+    }
+
+    /// An origin that serves a new robots.txt at each fetch: past
+    /// `archive.max_versions_per_authority`, the oldest versions go (counted), the newest stay.
+    #[test]
+    fn versions_per_authority_are_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = shared(dir.path(), Duration::from_secs(3600));
+        s.max_versions = 3;
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let bodies: [&'static [u8]; 6] = [b"a", b"b", b"a", b"c", b"d", b"e"];
+        for (i, body) in bodies.into_iter().enumerate() {
+            take_in(&s, observation(body, t0 + Duration::from_secs(60 * i as u64)));
+        }
+        let state = s.lock();
+        let windows = &state.histories["http://a.test"].windows;
+        let named: Vec<Option<&str>> = windows.iter().map(|w| w.sha256.as_deref()).collect();
+        let sha = |b: &[u8]| Some(crate::robots_version::sha256_hex(b));
+        let want = [sha(b"c"), sha(b"d"), sha(b"e")];
+        assert_eq!(named, want.iter().map(Option::as_deref).collect::<Vec<_>>());
+        assert_eq!(s.counters.versions_dropped.load(Ordering::Relaxed), 2);
     }
 
     #[test]

@@ -386,10 +386,19 @@ async fn read_capped(
 }
 
 /// Where a redirect response points, resolved against the URL that was requested. `None` when
-/// there is no `Location`, it is not a URL, or it is not http(s).
+/// there is no `Location`, it is not a URL, or it is not http(s). A byte that is not ASCII
+/// (raw UTF-8 or Latin-1 in the path, which `HeaderValue::to_str` refuses) is percent-encoded
+/// as it is, and the redirect followed, as curl and browsers do.
 fn redirect_target(base: &url::Url, headers: &HeaderMap) -> Option<url::Url> {
-    let location = headers.get(LOCATION)?.to_str().ok()?.trim();
-    let mut next = base.join(location).ok()?;
+    let mut location = String::new();
+    for &b in headers.get(LOCATION)?.as_bytes() {
+        if b.is_ascii() {
+            location.push(char::from(b));
+        } else {
+            location.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let mut next = base.join(location.trim()).ok()?;
     if !matches!(next.scheme(), "http" | "https") || next.host_str().is_none_or(str::is_empty) {
         return None;
     }
@@ -543,6 +552,16 @@ mod tests {
         assert_eq!(loc("//c.test/x").as_deref(), Some("http://c.test/x"));
         assert_eq!(loc("ftp://b.test/robots.txt"), None);
         assert_eq!(redirect_target(&base, &HeaderMap::new()), None);
+        // Bytes that are not ASCII (issue 42, L2): percent-encoded as they are, and followed.
+        let raw = |bytes: &'static [u8]| {
+            let mut h = HeaderMap::new();
+            h.insert(LOCATION, HeaderValue::from_bytes(bytes).unwrap());
+            redirect_target(&base, &h).map(|u| u.to_string())
+        };
+        let utf8 = raw(b"/r/robots-caf\xc3\xa9.txt");
+        assert_eq!(utf8.as_deref(), Some("http://a.test:8080/r/robots-caf%C3%A9.txt"));
+        let latin1 = raw(b"/r/robots-caf\xe9.txt");
+        assert_eq!(latin1.as_deref(), Some("http://a.test:8080/r/robots-caf%E9.txt"));
     }
 
     #[test]

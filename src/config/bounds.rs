@@ -144,6 +144,12 @@ pub(crate) const BOUNDS: &[Bound] = &[
         duration("archive.retention", |c| c.archive.retention, Duration::ZERO, CENTURY),
         "0s keeps only the windows in force",
     ),
+    count(
+        "archive.max_versions_per_authority",
+        |c| wide(c.archive.max_versions_per_authority),
+        1,
+        1 << 20,
+    ),
     // [pacing]
     duration("pacing.max_crawl_delay", |c| c.pacing.max_crawl_delay, POSITIVE, DAY),
     duration("pacing.max_wait", |c| c.pacing.max_wait, Duration::ZERO, DAY),

@@ -179,3 +179,20 @@ fn a_disabled_disclosure_answers_nothing_and_an_enabled_one_its_paths() {
     assert!(!disclosure.update(&s.inputs(), dir.path(), now).unwrap());
     assert_eq!(ask("/crawlers"), None);
 }
+
+/// Issue 42 (L5): a control character in an operator string (accepted by `config check`) is
+/// shown as text in the Atom feed, which stays well-formed XML: no character XML 1.0 forbids.
+#[test]
+fn the_feed_carries_no_character_xml_forbids() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("disclosure/feed.json");
+    let s = Sections::new();
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut feed = Feed::load(&path);
+    let doc = Document::generate(&s.inputs(), &keys(), t0);
+    assert!(feed.record(&doc, t0, 2));
+    let atom = feed.atom("https://bots.example.com", "Acme \u{1b}[2J\u{7} \u{ffff}Org");
+    let forbidden = |c: char| matches!(c, '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}');
+    assert!(!atom.chars().any(forbidden), "{atom:?}");
+    assert!(atom.contains("<name>Acme \\x1b[2J\\x07 \\uffffOrg</name>"), "{atom}");
+}

@@ -54,7 +54,7 @@ pub(super) fn window_json(w: &Window) -> Value {
     })
 }
 
-/// The one JSON object of `--json` (and a newline).
+/// The one JSON object of `--json` (and a newline), as [`crate::output::json_line`] writes it.
 pub(super) fn json(a: &Answer<'_>) -> String {
     let d = &a.replay.decision;
     let records: Vec<Value> = a.records.iter().map(|k| k.value.clone()).collect();
@@ -87,7 +87,11 @@ pub(super) fn json(a: &Answer<'_>) -> String {
         "records": records,
         "sources": a.sources.iter().map(Source::describe).collect::<Vec<_>>(),
     });
-    format!("{out}\n")
+    // The origin's text may hold C1 and bidi controls: escaped as `\uXXXX`, the values the same.
+    let mut line = out.to_string().into_bytes();
+    crate::output::json_line(&mut line);
+    line.push(b'\n');
+    String::from_utf8(line).unwrap_or_default()
 }
 
 /// The answer for a person. Every value that came from outside (the URL, the origin's

@@ -34,15 +34,15 @@ pub(crate) fn run(args: HealthArgs) -> ExitCode {
     let result = target(&args).and_then(|url| probe(&url, args.timeout).map(|s| (url, s)));
     match result {
         Ok((url, (code, line))) if (200..300).contains(&code) => {
-            println!("{url}: {line}");
+            println!("{url}: {}", robots_proxy::output::terminal(&line));
             ExitCode::SUCCESS
         }
         Ok((url, (_, line))) => {
-            eprintln!("robots-proxy health: {url}: {line}");
+            eprintln!("robots-proxy health: {url}: {}", robots_proxy::output::terminal(&line));
             ExitCode::from(1)
         }
         Err(e) => {
-            eprintln!("robots-proxy health: {e}");
+            eprintln!("robots-proxy health: {}", robots_proxy::output::terminal(e));
             ExitCode::from(1)
         }
     }

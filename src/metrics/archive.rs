@@ -29,6 +29,12 @@ pub(super) fn encode(encoder: &mut DescriptorEncoder, stats: ArchiveStats) -> fm
              too many bodies waited for a disk that took no writes.",
             stats.dropped,
         ),
+        (
+            "archive_versions_dropped",
+            "robots.txt versions dropped from a site's history (its windows now, its body at the \
+             next prune) because the site had more than archive.max_versions_per_authority.",
+            stats.versions_dropped,
+        ),
     ];
     for (name, help, value) in counters {
         let metric = ConstCounter::new(value);

@@ -25,6 +25,26 @@ pub(super) struct TdmApplied {
     pub(super) policy: Option<String>,
 }
 
+/// An opt-out field's text, read from its bytes: a byte that is not ASCII (obs-text, which
+/// `HeaderValue::to_str` refuses) becomes U+FFFD and the rest is read as it is, so the field is
+/// never taken for "no opt-out" because of it. Such a field is logged (escaped).
+pub(super) fn lossy_field<'a>(
+    facts: &Facts,
+    name: &str,
+    value: &'a http::HeaderValue,
+) -> std::borrow::Cow<'a, str> {
+    let text = String::from_utf8_lossy(value.as_bytes());
+    if !value.as_bytes().is_ascii() {
+        tracing::debug!(
+            url = %crate::output::log(facts.url()),
+            field = name,
+            value = %crate::output::log(&text),
+            "an opt-out field with bytes that are not ASCII: read from its bytes"
+        );
+    }
+    text
+}
+
 /// The TDMRep statement of the response head: `tdm-reservation` and `tdm-policy`. A
 /// `tdm-reservation` other than `0` or `1` is unset (logged), and leaves the file's rule in force.
 fn header_statement(facts: &Facts, resp: &Response<ProxyBody>) -> Option<TdmStatement> {
@@ -162,12 +182,14 @@ pub(super) fn apply(
 ) -> TdmApplied {
     if usage.x_robots_tag() {
         let token = facts.token().map(|t| t.as_str());
+        // Read from the bytes, as robots.txt lines are: one byte that is not ASCII elsewhere in
+        // the field (`unavailable_after: 1 Janvier 2030 été`) must not hide its `noai`.
         let noai = resp
             .headers()
             .get_all("x-robots-tag")
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| optout::x_robots_noai(v, token));
+            .map(|v| lossy_field(facts, "X-Robots-Tag", v))
+            .any(|v| optout::x_robots_noai(&v, token));
         if noai {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, "X-Robots-Tag");
         }

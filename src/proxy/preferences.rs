@@ -232,8 +232,11 @@ pub(super) async fn on_response(
     // when annotating: the merge rewrites only what it understands.
     let mut foreign: Vec<(Option<Category>, String)> = Vec::new();
     for value in resp.headers().get_all(CONTENT_USAGE) {
+        // Read from the bytes: a byte that is not ASCII in one member's parameter (`;note="café"`)
+        // must not hide `train-ai=n` in another. Unknown members are passed on only from a field
+        // in ASCII, since they are written back into a header.
+        prefs.add_header(&super::optouts::lossy_field(subject.facts, "Content-Usage", value));
         if let Ok(text) = value.to_str() {
-            prefs.add_header(text);
             foreign.extend(foreign_members(text));
         }
     }

@@ -90,6 +90,20 @@ async fn outsider_text_reaches_no_sink_raw() {
     assert!(body.contains("Group:         user-agent: * \\x1b[2J\\x1b[31mRED"), "{body}");
     assert!(body.contains("\\u2028\\u0085\\u009b2J\\u202ex (line 1)"), "{body}");
 
+    // The 403 in JSON: C1 controls and line separators as `\uXXXX`, the values unchanged.
+    let resp = client
+        .get(&url)
+        .header("user-agent", "ExampleBot/1.0")
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+    let body = resp.bytes().await.unwrap();
+    assert_clean("the 403 JSON body", &body);
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert!(json["group"].as_str().unwrap().contains("\u{2028}\u{85}\u{9b}2J\u{202e}x"), "{json}");
+
     // M2: a URL with a bidi override, a line separator and a C1 CSI, in the text log.
     let status = raw_get(proxy.proxy_addr, &format!("{base}/private/\u{202e}a\u{2028}b\u{9b}2K"));
     assert!(status.contains(" 403 "), "{status}");
@@ -134,6 +148,23 @@ async fn outsider_text_reaches_no_sink_raw() {
     assert!(text.contains("decision:   disallowed"), "{text}");
     assert!(text.contains("# \\x1b[6A\\x1b[2K\\x1b[1Gdecision:   allowed"), "{text}");
     assert!(text.contains("records for this URL within"), "{text}");
+    let json = run(
+        &[
+            "evidence",
+            &url,
+            "--at",
+            at,
+            "--token",
+            "ExampleBot",
+            "--json",
+            "--audit",
+            audit.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_clean("evidence --json", &json.stdout);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["group"], blocked["robots.group"]);
 
     // H2: `check --explain` on the same file.
     let file = state.path().join("hostile-robots.txt");
@@ -213,4 +244,31 @@ async fn admin_answers_are_hardened() {
     let scripts = policy.split(';').find(|d| d.trim().starts_with("script-src")).unwrap();
     assert!(!scripts.contains("unsafe-inline"), "{policy}");
     assert_eq!(scripts.matches("'sha256-").count(), 2, "{policy}");
+}
+
+/// L1: the status page shows bidi controls, line separators and controls as `\uXXXX`, so what
+/// the operator sees is the bytes (`/private/<U+202E>.exe/gpj` is not shown as `…/jpg/exe.`).
+/// The page's own `shown` function, run by Node.js when it is installed (skipped otherwise).
+#[test]
+fn the_status_page_shows_bidi_and_controls_escaped() {
+    let page = include_str!("../../src/admin/page.html");
+    let start = page.find("function shown(text) {").expect("the page's shown function");
+    let end = start + page[start..].find("\n}\n").expect("its end") + 2;
+    let hostile = "/private/\u{202e}.exe/gpj \u{2066}x\u{2069} a\u{2028}b \u{1b}[2J \u{85} \u{61c}";
+    let script = format!(
+        "{}\nprocess.stdout.write(shown({}));",
+        &page[start..end],
+        serde_json::to_string(hostile).unwrap()
+    );
+    let Ok(out) = std::process::Command::new("node").arg("-e").arg(&script).output() else {
+        eprintln!("skipped: no node on the PATH");
+        return;
+    };
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_clean("the status page's text", text.as_bytes());
+    assert_eq!(
+        text,
+        "/private/\\u202e.exe/gpj \\u2066x\\u2069 a\\u2028b \\u001b[2J \\u0085 \\u061c"
+    );
 }

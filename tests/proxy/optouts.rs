@@ -59,6 +59,27 @@ async fn the_vocabulary_reads_only_tokens_and_known_labels() {
     assert_eq!(actions(&records, "usage_withhold").len(), 1, "{records:?}");
 }
 
+/// Issue 42 (M3): an opt-out field with one byte that is not ASCII elsewhere in it (a French
+/// date, a quoted note) still reserves the body: it is read from its bytes, never taken for
+/// "no opt-out".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opt_outs_with_bytes_that_are_not_ascii_are_still_read() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    let xrt = "noai, unavailable_after: 1 Janvier 2030 \u{e9}t\u{e9}";
+    origin.route("/xrt", Reply::ok("xrt body").header("X-Robots-Tag", xrt));
+    let cu = "train-ai=n;note=\"caf\u{e9}\"";
+    origin.route("/cu", Reply::ok("cu body").header("Content-Usage", cu));
+    let proxy = trainer_proxy().await;
+    for path in ["/xrt", "/cu"] {
+        let resp = get(&proxy, &origin, path, "AcmeTrainer/1.0").await;
+        assert_eq!(resp.status(), 403, "{path}");
+        let body = resp.text().await.unwrap();
+        assert!(!body.contains(" body"), "{path}: {body}");
+    }
+    let records = proxy.audit_records().await;
+    assert_eq!(actions(&records, "usage_withhold").len(), 2, "{records:?}");
+}
+
 /// `X-Robots-Tag: noai` (unscoped) withholds the response from a training crawler; the scoped
 /// form applies only to the named token; `noimageai` and `noml` count too; a search crawler
 /// is not concerned.

@@ -387,7 +387,7 @@ impl Exception {
         }
         let mut robots = String::from("User-agent: *\n");
         for p in &e.paths {
-            if p.contains(['\n', '\r', '#']) {
+            if p.contains(['\n', '\r', '#']) || p.chars().any(char::is_control) {
                 return Err(format!("{p:?} is not a path pattern"));
             }
             robots.push_str("Disallow: ");

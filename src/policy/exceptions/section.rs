@@ -130,6 +130,10 @@ pub fn problems(entries: &[ExceptionEntry]) -> Vec<(String, String)> {
                 bad("paths", format!("{p:?} matches no path: a pattern starts with / or *"));
             } else if p.contains(['#', '\n', '\r']) {
                 bad("paths", format!("{p:?}: a robots.txt pattern holds no # and no line break"));
+            } else if p.chars().any(char::is_control) {
+                // A NUL ends a robots.txt line (Google's parser, and ours), so `/ok\0/only` would
+                // act as `/ok`: an allow would cover more than it says.
+                bad("paths", format!("{p:?}: a pattern holds no control character (NUL, tab…)"));
             }
         }
         let allow = e.effect == Effect::Allow;

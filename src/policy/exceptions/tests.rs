@@ -227,3 +227,12 @@ fn overlaps_are_noted_across_spellings_ports_and_users() {
         ExceptionEntry { tokens: vec![], users: vec!["team".into()], ..d("u", "news.example") };
     assert!(noted(a("news.example"), users));
 }
+
+#[test]
+fn a_control_character_in_a_path_is_refused_not_cut_short() {
+    let with = |path: &str| ExceptionEntry { paths: vec![path.to_owned()], ..entry(Effect::Allow) };
+    assert_eq!(keys(&[with("/ok\u{0}/only-this")]), ["exceptions[1].paths"]);
+    assert_eq!(keys(&[with("/ok\t/x")]), ["exceptions[1].paths"]);
+    // Compiled anyway (validation bypassed), it is left out rather than widened to `/ok`.
+    assert!(Exceptions::new(&[with("/ok\u{0}/only-this")]).is_empty());
+}

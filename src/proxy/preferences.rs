@@ -242,10 +242,11 @@ pub(super) async fn on_response(
     resp = resp_read;
     let tdm =
         super::optouts::apply(usage, subject.facts, tdm_file, meta.as_ref(), &resp, &mut prefs);
-    // In report-only mode, a preference of robots.txt already reported before the request left
-    // is not reported again for its response.
+    // In report-only mode, a request with a refusal reported already (robots.txt, an
+    // exception, a preference of robots.txt) is not reported again for its response:
+    // enforcement would have refused it once.
     let blocking = usage.blocking(purposes, &prefs, Settled::Yes);
-    if let Some(block) = blocking.filter(|_| !reported.includes(AuditAction::UsageDisallow)) {
+    if let Some(block) = blocking.filter(|_| !reported.any()) {
         let withhold = AuditAction::UsageWithhold;
         let tdm_policy = tdm.policy.clone();
         match refuse_with(shared, policy, subject, purposes, &prefs, &block, withhold, tdm_policy)

@@ -43,9 +43,11 @@ impl Reported {
         self.would_be.push(report);
     }
 
-    /// Whether a refusal with `action` was reported for this request already.
-    pub(super) fn includes(&self, action: AuditAction) -> bool {
-        self.would_be.iter().any(|r| r.action == action)
+    /// Whether a refusal was reported for this request already. Enforcement would have
+    /// stopped at the first refusal, so a later one is not reported again: one `would_block`
+    /// record, and one count, per request.
+    pub(super) fn any(&self) -> bool {
+        !self.would_be.is_empty()
     }
 
     /// Adds the proxy's `Proxy-Status` member to `resp` when a refusal was reported:

@@ -543,3 +543,37 @@ async fn exception_authorities_are_normalised_as_request_authorities_are() {
     // Outside the paths, robots.txt decides.
     assert_eq!(get(&p, &format!("http://localhost:{port}/free"), "AcmeBot").await.status, 200);
 }
+
+/// Controls 11: an exception counts one use per request it decided: an allow that also lifts a
+/// usage preference counts once, and a `usage` lift that lifts none of the crawler's purposes
+/// counts nothing (and writes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exception_counts_one_use_per_request_it_decided() {
+    let robots = "User-agent: *\nDisallow: /private/\nContent-Usage: train-ai=n\n";
+    let origin = Origin::start(robots).await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let later = "2099-01-01T00:00:00Z";
+    let lift = exception("lift-priv", "allow", "127.0.0.1", "[\"/private/\", \"/news/\"]", later)
+        + "usage = [\"train-ai\"]\n\n";
+    let search = exception("lift-search-only", "allow", "127.0.0.1", "[\"/free/\"]", later)
+        + "usage = [\"search\"]\n\n";
+    let crawlers = "[usage]\ntrain_ai = \"enforce\"\n\n\
+                    [[usage.crawlers]]\ntoken = \"AcmeBot\"\npurposes = [\"train-ai\"]\n\n";
+    write_atomically(&file, &config(&state, &format!("{crawlers}{lift}{search}")));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let base = origin.base();
+    assert_eq!(get(&p, &format!("{base}/private/x"), "AcmeBot").await.status, 200);
+    assert_eq!(get(&p, &format!("{base}/news/y"), "AcmeBot").await.status, 200);
+    for n in 0..2 {
+        assert_eq!(get(&p, &format!("{base}/free/z{n}"), "AcmeBot").await.status, 403);
+    }
+    let (_, listed) = get_json(&format!("{}/api/exceptions", p.admin())).await;
+    assert_eq!(listed["exceptions"][0]["id"], "lift-priv", "{listed}");
+    assert_eq!(listed["exceptions"][0]["uses"], 2, "two requests: {listed}");
+    assert_eq!(listed["exceptions"][1]["uses"], 0, "it lifted nothing: {listed}");
+    let allows = with_action(&state, "exception_allow");
+    assert_eq!(allows.len(), 2, "{:?}", records(&state));
+    assert!(records(&state).iter().all(|r| r["robots.exception.id"] != "lift-search-only"));
+}

@@ -27,10 +27,23 @@ pub(super) struct TdmApplied {
 
 /// The TDMRep statement of the response head: `tdm-reservation` and `tdm-policy`. A
 /// `tdm-reservation` other than `0` or `1` is unset (logged), and leaves the file's rule in force.
+/// Several `tdm-reservation` lines (or a list in one) are read together, the reserving one
+/// winning: the order of the lines never lifts a reservation.
 fn header_statement(facts: &Facts, resp: &Response<ProxyBody>) -> Option<TdmStatement> {
-    let value = resp.headers().get("tdm-reservation")?;
-    let text = value.to_str().unwrap_or("");
-    let reserved = optout::tdm_reservation(text);
+    let mut values = resp.headers().get_all("tdm-reservation").iter().peekable();
+    let value = *values.peek()?;
+    let read: Vec<Option<bool>> = values
+        .flat_map(|v| {
+            v.to_str().unwrap_or("").split(',').map(optout::tdm_reservation).collect::<Vec<_>>()
+        })
+        .collect();
+    let reserved = if read.contains(&Some(true)) {
+        Some(true)
+    } else if read.contains(&Some(false)) {
+        Some(false)
+    } else {
+        None
+    };
     if reserved.is_none() {
         tracing::info!(
             url = %facts.url(),
@@ -178,13 +191,26 @@ pub(super) fn apply(
     if !usage.tdmrep() {
         return TdmApplied::default();
     }
-    // The meta tag overrides the header, which overrides the file, for this resource.
-    let (statement, source) =
-        match (meta.and_then(|m| m.tdm.clone()), header_statement(facts, resp)) {
-            (Some(s), _) => (Some(s), "meta"),
-            (None, Some(s)) => (Some(s), "tdm-reservation header"),
-            (None, None) => (file.cloned(), "tdmrep.json"),
-        };
+    // The meta tag overrides the header, which overrides the file, for this resource; a
+    // source that gives no `tdm-policy` keeps the one a lower source gave (TDMRep, "Processing
+    // priority": absence must not reset the current value).
+    let header = header_statement(facts, resp);
+    let file_policy = || file.and_then(|f| f.policy.clone());
+    let (statement, source) = match (meta.and_then(|m| m.tdm.clone()), header) {
+        (Some(mut s), h) => {
+            if s.policy.is_none() {
+                s.policy = h.and_then(|h| h.policy).or_else(file_policy);
+            }
+            (Some(s), "meta")
+        }
+        (None, Some(mut s)) => {
+            if s.policy.is_none() {
+                s.policy = file_policy();
+            }
+            (Some(s), "tdm-reservation header")
+        }
+        (None, None) => (file.cloned(), "tdmrep.json"),
+    };
     match statement {
         Some(TdmStatement { reserved: Some(true), policy }) => {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, source);

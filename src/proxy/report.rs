@@ -29,11 +29,10 @@ pub(super) struct Reported {
     would_be: Vec<Report>,
 }
 
-/// One refusal that was only reported: the action enforcement would have taken, and what the
-/// response's `Proxy-Status` says of it.
+/// One refusal that was only reported: what the response's `Proxy-Status` says of it (the
+/// action enforcement would have taken is in its `details` and its record).
 #[derive(Debug)]
 pub(super) struct Report {
-    action: AuditAction,
     details: String,
 }
 
@@ -122,7 +121,7 @@ impl Shared {
             "would be refused; forwarded (report-only mode)"
         );
         self.write_audit(record).await;
-        ControlFlow::Continue(Report { action: would, details })
+        ControlFlow::Continue(Report { details })
     }
 }
 
@@ -163,10 +162,8 @@ mod tests {
     #[test]
     fn the_proxy_member_comes_last_after_the_origins() {
         let mut reported = Reported::default();
-        reported.add(Report {
-            action: AuditAction::RobotsDisallow,
-            details: "refused (robots_disallow): disallowed by \"line 2\"".into(),
-        });
+        reported
+            .add(Report { details: "refused (robots_disallow): disallowed by \"line 2\"".into() });
         let mut resp = response(&["cdn;error=http_request_error", "origin-lb"]);
         reported.stamp(&mut resp);
         let all: Vec<_> = resp.headers().get_all("proxy-status").iter().collect();

@@ -362,3 +362,52 @@ async fn a_purge_drops_the_cached_tdmrep_json_too() {
     assert_eq!(status(get().await.unwrap()), 200, "read again after the purge");
     assert_eq!(origin.hits(TDMREP), 2);
 }
+
+/// Controls 9: `tdmrep.json` leniency never allows by error. A rule without the mandatory
+/// `tdm-reservation`, or with an empty `location`, is skipped (matched first it unreserved what
+/// a later rule reserves), and a UTF-8 byte-order mark does not void the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_file_leniency_never_allows_by_error() {
+    for (file, path) in [
+        (
+            r#"[{"location":"/news/","tdm-policy":"https://p.example/x"},{"location":"/","tdm-reservation":1}]"#,
+            "/news/x",
+        ),
+        ("\u{feff}[{\"location\":\"/\",\"tdm-reservation\":1}]", "/page"),
+        (r#"[{"location":"","tdm-reservation":0},{"location":"/","tdm-reservation":1}]"#, "/page"),
+    ] {
+        let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+        origin.route(TDMREP, Reply::ok(file));
+        origin.route(path, Reply::ok("reserved body"));
+        let proxy = trainer_proxy().await;
+        let resp = get(&proxy, &origin, path, "AcmeTrainer/1.0").await;
+        assert_eq!(resp.status(), 403, "{file} {path}");
+    }
+}
+
+/// Controls 10: two `tdm-reservation` header lines are read together and the reserving one
+/// wins whatever their order; a `<meta>` reservation without `tdm-policy` keeps the header's
+/// policy URL in the record (TDMRep: absence does not reset the current value).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_headers_read_together_and_policies_kept() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::status(404));
+    for (path, first, second) in [("/two-a", "0", "1"), ("/two-b", "1", "0")] {
+        let reply =
+            Reply::ok("b").header("tdm-reservation", first).header("tdm-reservation", second);
+        origin.route(path, reply);
+    }
+    let page = html(r#"<meta name="tdm-reservation" content="1">"#, "x")
+        .header("tdm-reservation", "1")
+        .header("tdm-policy", "https://p.example/from-header");
+    origin.route("/meta-hdr", page);
+    let proxy = trainer_proxy().await;
+    for path in ["/two-a", "/two-b", "/meta-hdr"] {
+        assert_eq!(get(&proxy, &origin, path, "AcmeTrainer/1.0").await.status(), 403, "{path}");
+    }
+    let records = proxy.audit_records().await;
+    let meta: Vec<_> =
+        records.iter().filter(|r| r["url.full"].as_str().unwrap().ends_with("/meta-hdr")).collect();
+    assert_eq!(meta.len(), 1, "{records:?}");
+    assert_eq!(meta[0]["robots.usage.tdm_policy"], "https://p.example/from-header", "{}", meta[0]);
+}

@@ -90,28 +90,105 @@ impl Body for Prefixed {
     }
 }
 
-/// Whether the response is an HTML document whose bytes can be read as they are (no content
-/// coding other than `identity`).
-fn readable_html(resp: &Response<ProxyBody>) -> bool {
-    let html = resp
-        .headers()
+/// The most bytes of a content-coded HTML body read (as sent, coded) to decode its head: four
+/// times [`META_PREFIX_BYTES`], so that a page that barely compresses is still read that far
+/// and one that does not decode never holds more.
+const META_CODED_BYTES: usize = 4 * META_PREFIX_BYTES;
+
+/// Whether the response is an HTML document.
+fn is_html(resp: &Response<ProxyBody>) -> bool {
+    resp.headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim_start().to_ascii_lowercase())
-        .is_some_and(|v| v.starts_with("text/html") || v.starts_with("application/xhtml+xml"));
-    let coded = resp
-        .headers()
-        .get_all(http::header::CONTENT_ENCODING)
-        .iter()
-        .any(|v| !v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity"));
-    html && !coded
+        .is_some_and(|v| v.starts_with("text/html") || v.starts_with("application/xhtml+xml"))
+}
+
+/// Decodes the start of a content-coded HTML body, for its head only (the coded bytes are
+/// forwarded as they came): crawlers choose `Accept-Encoding`, and almost all ask for gzip, so
+/// a page's `<meta>` opt-outs must be read through its coding, or a crawler could evade them.
+enum HeadDecoder {
+    /// No content coding: the bytes are the page.
+    Plain(Vec<u8>),
+    /// `gzip` / `x-gzip`.
+    Gzip(flate2::write::MultiGzDecoder<Vec<u8>>),
+    /// `deflate`, zlib-wrapped (RFC 9110 §8.4.1.2) …
+    Zlib(flate2::write::ZlibDecoder<Vec<u8>>),
+    /// … or raw, as some servers send it.
+    Raw(flate2::write::DeflateDecoder<Vec<u8>>),
+    /// `deflate`, before its first bytes tell which.
+    Deflate,
+}
+
+impl HeadDecoder {
+    /// The decoder for the response's `Content-Encoding`: `Err` names a coding (or a stack of
+    /// them) that is not decoded here.
+    fn for_response(resp: &Response<ProxyBody>) -> Result<HeadDecoder, String> {
+        let mut codings = Vec::new();
+        for value in resp.headers().get_all(http::header::CONTENT_ENCODING) {
+            let text = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
+            codings.extend(
+                text.split(',')
+                    .map(|c| c.trim().to_owned())
+                    .filter(|c| !c.is_empty() && c != "identity"),
+            );
+        }
+        match codings.as_slice() {
+            [] => Ok(HeadDecoder::Plain(Vec::new())),
+            [one] if one == "gzip" || one == "x-gzip" => {
+                Ok(HeadDecoder::Gzip(flate2::write::MultiGzDecoder::new(Vec::new())))
+            }
+            [one] if one == "deflate" => Ok(HeadDecoder::Deflate),
+            _ => Err(format!("content coding {}", codings.join(", "))),
+        }
+    }
+
+    /// Decodes the next piece of the body.
+    fn push(&mut self, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        if let HeadDecoder::Deflate = self {
+            // RFC 1950 §2.2: a zlib header has method 8 and a check value divisible by 31.
+            let zlib = data.len() >= 2
+                && data[0] & 0x0f == 8
+                && (u16::from(data[0]) << 8 | u16::from(data[1])) % 31 == 0;
+            *self = if zlib {
+                HeadDecoder::Zlib(flate2::write::ZlibDecoder::new(Vec::new()))
+            } else {
+                HeadDecoder::Raw(flate2::write::DeflateDecoder::new(Vec::new()))
+            };
+        }
+        match self {
+            HeadDecoder::Plain(out) => {
+                out.extend_from_slice(data);
+                Ok(())
+            }
+            // Flushed after each piece, so that what it decoded can be looked at.
+            HeadDecoder::Gzip(d) => d.write_all(data).and_then(|()| d.flush()),
+            HeadDecoder::Zlib(d) => d.write_all(data).and_then(|()| d.flush()),
+            HeadDecoder::Raw(d) => d.write_all(data).and_then(|()| d.flush()),
+            HeadDecoder::Deflate => Ok(()),
+        }
+    }
+
+    /// The page's bytes decoded so far.
+    fn decoded(&self) -> &[u8] {
+        match self {
+            HeadDecoder::Plain(out) => out,
+            HeadDecoder::Gzip(d) => d.get_ref(),
+            HeadDecoder::Zlib(d) => d.get_ref(),
+            HeadDecoder::Raw(d) => d.get_ref(),
+            HeadDecoder::Deflate => &[],
+        }
+    }
 }
 
 /// For a training crawler and an HTML response (when TDMRep or X-Robots-Tag is on), reads the
-/// start of the body, at most [`META_PREFIX_BYTES`] and only up to the end of the head, and
-/// reads its `<meta name="tdm-reservation">`, `tdm-policy` and `robots` elements. The bytes
-/// read are sent on unchanged before the rest of the body. Cost: that many bytes held per
-/// response, and the response head waits for them (not for the whole body).
+/// start of the body, at most [`META_PREFIX_BYTES`] of the page and only up to the end of the
+/// head, and reads its `<meta name="tdm-reservation">`, `tdm-policy` and `robots` elements. A
+/// gzip- or deflate-coded page is decoded for that (reading at most [`META_CODED_BYTES`] as
+/// sent); one in another coding (`br`, `zstd`, a stack), or that does not decode, is logged as
+/// not read. The bytes read are sent on unchanged before the rest of the body. Cost: that many
+/// bytes held per response, and the response head waits for them (not for the whole body).
 pub(super) async fn read_meta(
     usage: &UsagePolicy,
     facts: &Facts,
@@ -120,15 +197,25 @@ pub(super) async fn read_meta(
 ) -> (Response<ProxyBody>, Option<HtmlMeta>) {
     let wanted = (usage.tdmrep() || usage.x_robots_tag())
         && purposes.iter().any(|p| p.category == Category::TrainAi)
-        && readable_html(&resp);
+        && is_html(&resp);
     if !wanted {
         return (resp, None);
     }
+    let mut decoder = match HeadDecoder::for_response(&resp) {
+        Ok(decoder) => decoder,
+        Err(why) => {
+            not_read(facts, &why);
+            return (resp, None);
+        }
+    };
     let (parts, mut body) = resp.into_parts();
     let mut read = VecDeque::new();
-    let mut prefix: Vec<u8> = Vec::new();
+    let mut coded = 0usize;
     let mut ended = false;
-    while prefix.len() < META_PREFIX_BYTES && !head_ended(&prefix) {
+    while decoder.decoded().len() < META_PREFIX_BYTES
+        && !head_ended(decoder.decoded())
+        && coded < META_CODED_BYTES
+    {
         match body.frame().await {
             None => {
                 ended = true;
@@ -136,8 +223,14 @@ pub(super) async fn read_meta(
             }
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
-                    let room = META_PREFIX_BYTES - prefix.len();
-                    prefix.extend_from_slice(&data[..data.len().min(room)]);
+                    let room = META_CODED_BYTES - coded;
+                    let piece = &data[..data.len().min(room)];
+                    coded += piece.len();
+                    if let Err(e) = decoder.push(piece) {
+                        not_read(facts, &format!("it does not decode: {e}"));
+                        read.push_back(Ok(frame));
+                        break;
+                    }
                 }
                 read.push_back(Ok(frame));
             }
@@ -149,10 +242,17 @@ pub(super) async fn read_meta(
         }
     }
     let token = facts.token().map(|t| t.as_str());
-    let meta = optout::html_meta(&prefix, token);
+    let page = decoder.decoded();
+    let meta = optout::html_meta(&page[..page.len().min(META_PREFIX_BYTES)], token);
     let rest = (!ended).then_some(body);
     let body = Prefixed { read, rest }.boxed_unsync();
     (Response::from_parts(parts, body), Some(meta))
+}
+
+/// Logs that a page's `<meta>` opt-outs could not be read (`why`): the response goes on,
+/// decided without them.
+fn not_read(facts: &Facts, why: &str) {
+    tracing::info!(url = %facts.url(), "the page's <meta> opt-outs were not read: {why}");
 }
 
 /// Whether `prefix` holds the end of the HTML head already.

@@ -3,7 +3,7 @@
 
 use robots_proxy::usage::{UsageCrawler, UsageMode};
 
-use super::support::TestProxy;
+use super::support::{raw_get, TestProxy};
 use crate::cache::support::{Origin, Reply};
 
 fn crawler(token: &str, purposes: &[&str]) -> UsageCrawler {
@@ -411,3 +411,51 @@ async fn tdmrep_headers_read_together_and_policies_kept() {
     assert_eq!(meta.len(), 1, "{records:?}");
     assert_eq!(meta[0]["robots.usage.tdm_policy"], "https://p.example/from-header", "{}", meta[0]);
 }
+
+/// Controls 8: a page's `<meta>` opt-outs are read through its content coding: a crawler that
+/// sends `Accept-Encoding: gzip` (as almost all do) gets a gzip- or deflate-coded page, and a
+/// `tdm-reservation` or `noai` in its head still withholds it. The coded bytes reach the
+/// crawler unchanged when nothing withholds the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_opt_outs_are_read_in_a_coded_page() {
+    use std::io::Write;
+    let page = |meta: &str| {
+        format!("<!doctype html><html><head><title>t</title>{meta}</head><body>x</body></html>")
+    };
+    let gzip = |text: &str| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let zlib = |text: &str| {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let coded = |body: Vec<u8>, coding: &str| {
+        Reply::ok(body)
+            .header("Content-Type", "text/html; charset=utf-8")
+            .header("Content-Encoding", coding)
+    };
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::status(404));
+    let reserved = page(r#"<meta name="tdm-reservation" content="1">"#);
+    let noai = page(r#"<meta name="robots" content="noindex, noai">"#);
+    origin.route("/gz-tdm", coded(gzip(&reserved), "gzip"));
+    origin.route("/gz-noai", coded(gzip(&noai), "gzip"));
+    origin.route("/zlib-tdm", coded(zlib(&reserved), "deflate"));
+    let free = gzip(&page(""));
+    origin.route("/gz-free", coded(free.clone(), "gzip"));
+    let proxy = trainer_proxy().await;
+    for path in ["/gz-tdm", "/gz-noai", "/zlib-tdm"] {
+        let resp = raw_get(proxy.addr, &format!("{}{path}", origin.base_url()), "x", UA).await;
+        assert_eq!(resp.status, 403, "{path}: {resp:?}");
+    }
+    let resp = raw_get(proxy.addr, &format!("{}/gz-free", origin.base_url()), "x", UA).await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    // Forwarded as it came, still coded.
+    assert_eq!(resp.headers["content-encoding"], "gzip", "{resp:?}");
+    assert_eq!(resp.body.len(), String::from_utf8_lossy(&free).len(), "{resp:?}");
+}
+
+const UA: &str = "User-Agent: AcmeTrainer/1.0\r\nAccept-Encoding: gzip, deflate\r\n";

@@ -149,10 +149,11 @@ pub fn problems(entries: &[ExceptionEntry]) -> Vec<(String, String)> {
         match &e.expires {
             None if allow => bad("expires", "is required for an allow exception".into()),
             None => {}
-            Some(text) => match parse_expires(text) {
-                Err(m) => bad("expires", m),
-                Ok(_) => {}
-            },
+            Some(text) => {
+                if let Err(m) = parse_expires(text) {
+                    bad("expires", m);
+                }
+            }
         }
         for label in &e.usage {
             if !allow {

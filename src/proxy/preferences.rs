@@ -317,8 +317,10 @@ mod tests {
 
     #[test]
     fn foreign_members_are_kept_as_written() {
+        // `ai-train` is Content Signals' label, not the IETF vocabulary's: in a Content-Usage it
+        // is not read (controls 5), so it is kept as written.
         let kept = members("train-genai=n, bots=n;x=1, train-ai=y,, ai-train=no");
-        assert_eq!(kept, ["train-genai=n", "bots=n;x=1"]);
+        assert_eq!(kept, ["train-genai=n", "bots=n;x=1", "ai-train=no"]);
         assert_eq!(foreign_members("search=y").count(), 0);
         // A known label with a value that is not read is kept too.
         assert_eq!(

@@ -411,12 +411,14 @@ mod tests {
         assert_eq!(f.statement_for(b"/never").unwrap().reserved, Some(true), "first wins");
         let none = TdmFile::parse(br#"[{"location": "/a/", "tdm-reservation": 1}]"#).unwrap();
         assert!(none.statement_for(b"/b").is_none());
-        // Values other than 0 and 1 are unset; strings "1" are read too.
+        // A rule with a value other than 0 and 1 states no reservation TDMRep defines: it is
+        // skipped (controls 9), so it cannot unreserve what a later rule reserves; strings "1"
+        // are read too.
         let odd = TdmFile::parse(
             br#"[{"location": "/x", "tdm-reservation": 2}, {"location": "/", "tdm-reservation": "1"}]"#,
         )
         .unwrap();
-        assert_eq!(odd.statement_for(b"/x").unwrap().reserved, None);
+        assert_eq!(odd.statement_for(b"/x").unwrap().reserved, Some(true));
         assert_eq!(odd.statement_for(b"/y").unwrap().reserved, Some(true));
     }
 

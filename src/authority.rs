@@ -182,6 +182,73 @@ impl fmt::Display for Authority {
     }
 }
 
+/// A site as configuration names it (an exception's `authorities`, `policy.fold_case_sites`):
+/// `host` (any port) or `host:port`, the host normalised by the very function that normalises
+/// request authorities (lower case, no trailing dot, IDN to punycode, every IPv4 spelling to
+/// dotted decimal, IPv6 without brackets). So a rule written `LOCALHOST.`, `bücher.example` or
+/// `127.1` names the same site a request for `localhost`, `xn--bcher-kva.example` or
+/// `127.0.0.1` reaches: one normalisation for the request, the cache, the pace and every rule
+/// source.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SiteName {
+    host: Box<str>,
+    port: Option<u16>,
+}
+
+impl SiteName {
+    /// Parses `host[:port]` (`[v6]:port` for IPv6); the host is normalised as a request's.
+    pub fn parse(text: &str) -> Result<Self, AuthorityError> {
+        if text.contains(['/', '@', '?', '#', ' ', '*']) {
+            return Err(AuthorityError::Host(text.to_owned()));
+        }
+        let (host, port) = split_host_port(text)?;
+        let port = match port {
+            None => None,
+            Some(p) => Some(
+                p.parse::<u16>()
+                    .ok()
+                    .filter(|&p| p != 0)
+                    .ok_or_else(|| AuthorityError::Port(p.to_owned()))?,
+            ),
+        };
+        Ok(SiteName { host: normalize_host(host)?.into(), port })
+    }
+
+    /// The normalised host.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port, when one is named (none: any port).
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
+    /// Whether the host is an IP address (not a name).
+    pub fn is_ip(&self) -> bool {
+        self.host.parse::<std::net::IpAddr>().is_ok()
+    }
+
+    /// Whether `authority` is this site: the same host, and the same port when one is named.
+    pub fn matches(&self, authority: &Authority) -> bool {
+        *self.host == *authority.host() && self.port.is_none_or(|p| p == authority.port())
+    }
+}
+
+impl fmt::Display for SiteName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]", self.host)?;
+        } else {
+            f.write_str(&self.host)?;
+        }
+        match self.port {
+            Some(p) => write!(f, ":{p}"),
+            None => Ok(()),
+        }
+    }
+}
+
 fn split_host_port(s: &str) -> Result<(&str, Option<&str>), AuthorityError> {
     if s.is_empty() {
         return Err(AuthorityError::MissingHost);
@@ -293,6 +360,30 @@ fn ends_in_a_number(host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_site_name_is_normalised_as_a_request_authority_is() {
+        let site = |s: &str| SiteName::parse(s).unwrap().to_string();
+        for (written, normal) in [
+            ("LOCALHOST.", "localhost"),
+            ("localhost.:8080", "localhost:8080"),
+            ("127.1", "127.0.0.1"),
+            ("0x7f.1:81", "127.0.0.1:81"),
+            ("2130706433", "127.0.0.1"),
+            ("Bücher.example", "xn--bcher-kva.example"),
+            ("BÜCHER.example.", "xn--bcher-kva.example"),
+            ("[2001:DB8::1]:443", "[2001:db8::1]:443"),
+        ] {
+            assert_eq!(site(written), normal, "{written}");
+        }
+        let request = Authority::from_host_port(Scheme::Http, "bücher.example.:8080").unwrap();
+        assert!(SiteName::parse("BÜCHER.example").unwrap().matches(&request));
+        assert!(SiteName::parse("xn--bcher-kva.example:8080").unwrap().matches(&request));
+        assert!(!SiteName::parse("xn--bcher-kva.example:80").unwrap().matches(&request));
+        for bad in ["", "a b", "x/y", "foo.1", "host:0", "host:99999", "*.x"] {
+            assert!(SiteName::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     fn auth(s: &str) -> Result<Authority, AuthorityError> {
         Authority::from_uri(&s.parse::<http::Uri>().unwrap())

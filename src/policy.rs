@@ -56,8 +56,10 @@ pub struct Policy {
     token_header: http::HeaderName,
     default_token: Option<ProductToken>,
     fold_case: FoldCase,
-    /// `policy.fold_case_sites`, lower-cased.
-    fold_case_sites: Vec<String>,
+    /// `policy.fold_case_sites`, normalised as request authorities are
+    /// ([`crate::authority::SiteName`]; an entry that is no site, refused by validation, is
+    /// left out).
+    fold_case_sites: Vec<crate::authority::SiteName>,
     /// Who is in report mode (`policy.mode`, `policy.report_tokens`, `policy.report_users`).
     report: ReportScope,
     /// `[[exceptions]]` (empty unless [`Policy::with_exceptions`]).
@@ -146,7 +148,7 @@ impl Policy {
             fold_case_sites: section
                 .fold_case_sites
                 .iter()
-                .map(|s| s.to_ascii_lowercase())
+                .filter_map(|s| crate::authority::SiteName::parse(s).ok())
                 .collect(),
             report: ReportScope::new(section.mode, &section.report_tokens, &section.report_users),
             exceptions: Arc::default(),
@@ -446,10 +448,7 @@ impl Policy {
     /// origin, the listed sites, or (the default) those and the origins whose robots.txt
     /// response named IIS, ASP.NET or Express.
     pub fn folds_case(&self, snapshot: &RobotsSnapshot) -> bool {
-        let listed = || {
-            let a = &snapshot.authority;
-            self.fold_case_sites.iter().any(|s| *s == a.host() || *s == a.host_header())
-        };
+        let listed = || self.fold_case_sites.iter().any(|s| s.matches(&snapshot.authority));
         match self.fold_case {
             FoldCase::All => true,
             FoldCase::Listed => listed(),

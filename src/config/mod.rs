@@ -558,13 +558,10 @@ impl Config {
 }
 
 /// Whether `s` is a host or `host:port` as `policy.fold_case_sites` takes them: nothing more
-/// (no scheme, user, path or query), and the host lower-case or not, as written.
+/// (no scheme, user, path or query), the host normalised as a request's
+/// ([`crate::authority::SiteName`]).
 fn is_site(s: &str) -> bool {
-    if s.is_empty() || s.contains(['/', '@', '?', '#', ' ']) {
-        return false;
-    }
-    url::Url::parse(&format!("http://{s}/"))
-        .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
+    crate::authority::SiteName::parse(s).is_ok()
 }
 
 /// Headers that `policy.token_header` must not name: stripping them before forwarding would

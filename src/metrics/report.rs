@@ -1,7 +1,7 @@
 //! Report-only mode's counts: `robots_proxy_would_block_total{token, action}` and the
 //! per-token would-block counts the status page shows beside the real blocks.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use prometheus_client::metrics::counter::Counter;
@@ -26,8 +26,9 @@ pub(super) struct WouldBlocks {
 #[derive(Default)]
 struct Seen {
     total: u64,
-    /// Tokens already named by a series.
-    labelled: HashSet<String>,
+    /// Tokens already named by a series: lower-cased (product tokens compare without case,
+    /// RFC 9309 §2.2.1) → the spelling its series carries, the first one seen.
+    labelled: HashMap<String, String>,
     /// For the status page.
     tokens: TopCounts,
 }
@@ -52,15 +53,20 @@ impl WouldBlocks {
         let label = {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
             seen.total += 1;
-            seen.tokens.add(name);
-            if seen.labelled.contains(name) {
-                name.to_owned()
-            } else if seen.labelled.len() < WOULD_BLOCK_TOKENS {
-                seen.labelled.insert(name.to_owned());
-                name.to_owned()
-            } else {
-                "other".to_owned()
-            }
+            // One token however it is spelt: `ReportBot`, `REPORTBOT` and `reportbot` are one
+            // series and one row of the status page, not three.
+            let key = name.to_ascii_lowercase();
+            let label = match seen.labelled.get(&key) {
+                Some(first) => first.clone(),
+                None if seen.labelled.len() < WOULD_BLOCK_TOKENS => {
+                    seen.labelled.insert(key.clone(), name.to_owned());
+                    name.to_owned()
+                }
+                None => "other".to_owned(),
+            };
+            let row = if label == "other" { key } else { label.clone() };
+            seen.tokens.add(&row);
+            label
         };
         let action = record.would_action.map_or("unknown", |a| a.as_str());
         self.family.get_or_create(&vec![("token", label), ("action", action.to_owned())]).inc();

@@ -47,10 +47,23 @@ pub(super) fn lossy_field<'a>(
 
 /// The TDMRep statement of the response head: `tdm-reservation` and `tdm-policy`. A
 /// `tdm-reservation` other than `0` or `1` is unset (logged), and leaves the file's rule in force.
+/// Several `tdm-reservation` lines (or a list in one) are read together, the reserving one
+/// winning: the order of the lines never lifts a reservation.
 fn header_statement(facts: &Facts, resp: &Response<ProxyBody>) -> Option<TdmStatement> {
-    let value = resp.headers().get("tdm-reservation")?;
-    let text = value.to_str().unwrap_or("");
-    let reserved = optout::tdm_reservation(text);
+    let mut values = resp.headers().get_all("tdm-reservation").iter().peekable();
+    let value = *values.peek()?;
+    let read: Vec<Option<bool>> = values
+        .flat_map(|v| {
+            v.to_str().unwrap_or("").split(',').map(optout::tdm_reservation).collect::<Vec<_>>()
+        })
+        .collect();
+    let reserved = if read.contains(&Some(true)) {
+        Some(true)
+    } else if read.contains(&Some(false)) {
+        Some(false)
+    } else {
+        None
+    };
     if reserved.is_none() {
         tracing::info!(
             url = %crate::output::log(facts.url()),
@@ -97,28 +110,105 @@ impl Body for Prefixed {
     }
 }
 
-/// Whether the response is an HTML document whose bytes can be read as they are (no content
-/// coding other than `identity`).
-fn readable_html(resp: &Response<ProxyBody>) -> bool {
-    let html = resp
-        .headers()
+/// The most bytes of a content-coded HTML body read (as sent, coded) to decode its head: four
+/// times [`META_PREFIX_BYTES`], so that a page that barely compresses is still read that far
+/// and one that does not decode never holds more.
+const META_CODED_BYTES: usize = 4 * META_PREFIX_BYTES;
+
+/// Whether the response is an HTML document.
+fn is_html(resp: &Response<ProxyBody>) -> bool {
+    resp.headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim_start().to_ascii_lowercase())
-        .is_some_and(|v| v.starts_with("text/html") || v.starts_with("application/xhtml+xml"));
-    let coded = resp
-        .headers()
-        .get_all(http::header::CONTENT_ENCODING)
-        .iter()
-        .any(|v| !v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity"));
-    html && !coded
+        .is_some_and(|v| v.starts_with("text/html") || v.starts_with("application/xhtml+xml"))
+}
+
+/// Decodes the start of a content-coded HTML body, for its head only (the coded bytes are
+/// forwarded as they came): crawlers choose `Accept-Encoding`, and almost all ask for gzip, so
+/// a page's `<meta>` opt-outs must be read through its coding, or a crawler could evade them.
+enum HeadDecoder {
+    /// No content coding: the bytes are the page.
+    Plain(Vec<u8>),
+    /// `gzip` / `x-gzip`.
+    Gzip(flate2::write::MultiGzDecoder<Vec<u8>>),
+    /// `deflate`, zlib-wrapped (RFC 9110 §8.4.1.2) …
+    Zlib(flate2::write::ZlibDecoder<Vec<u8>>),
+    /// … or raw, as some servers send it.
+    Raw(flate2::write::DeflateDecoder<Vec<u8>>),
+    /// `deflate`, before its first bytes tell which.
+    Deflate,
+}
+
+impl HeadDecoder {
+    /// The decoder for the response's `Content-Encoding`: `Err` names a coding (or a stack of
+    /// them) that is not decoded here.
+    fn for_response(resp: &Response<ProxyBody>) -> Result<HeadDecoder, String> {
+        let mut codings = Vec::new();
+        for value in resp.headers().get_all(http::header::CONTENT_ENCODING) {
+            let text = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
+            codings.extend(
+                text.split(',')
+                    .map(|c| c.trim().to_owned())
+                    .filter(|c| !c.is_empty() && c != "identity"),
+            );
+        }
+        match codings.as_slice() {
+            [] => Ok(HeadDecoder::Plain(Vec::new())),
+            [one] if one == "gzip" || one == "x-gzip" => {
+                Ok(HeadDecoder::Gzip(flate2::write::MultiGzDecoder::new(Vec::new())))
+            }
+            [one] if one == "deflate" => Ok(HeadDecoder::Deflate),
+            _ => Err(format!("content coding {}", codings.join(", "))),
+        }
+    }
+
+    /// Decodes the next piece of the body.
+    fn push(&mut self, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        if let HeadDecoder::Deflate = self {
+            // RFC 1950 §2.2: a zlib header has method 8 and a check value divisible by 31.
+            let zlib = data.len() >= 2
+                && data[0] & 0x0f == 8
+                && (u16::from(data[0]) << 8 | u16::from(data[1])) % 31 == 0;
+            *self = if zlib {
+                HeadDecoder::Zlib(flate2::write::ZlibDecoder::new(Vec::new()))
+            } else {
+                HeadDecoder::Raw(flate2::write::DeflateDecoder::new(Vec::new()))
+            };
+        }
+        match self {
+            HeadDecoder::Plain(out) => {
+                out.extend_from_slice(data);
+                Ok(())
+            }
+            // Flushed after each piece, so that what it decoded can be looked at.
+            HeadDecoder::Gzip(d) => d.write_all(data).and_then(|()| d.flush()),
+            HeadDecoder::Zlib(d) => d.write_all(data).and_then(|()| d.flush()),
+            HeadDecoder::Raw(d) => d.write_all(data).and_then(|()| d.flush()),
+            HeadDecoder::Deflate => Ok(()),
+        }
+    }
+
+    /// The page's bytes decoded so far.
+    fn decoded(&self) -> &[u8] {
+        match self {
+            HeadDecoder::Plain(out) => out,
+            HeadDecoder::Gzip(d) => d.get_ref(),
+            HeadDecoder::Zlib(d) => d.get_ref(),
+            HeadDecoder::Raw(d) => d.get_ref(),
+            HeadDecoder::Deflate => &[],
+        }
+    }
 }
 
 /// For a training crawler and an HTML response (when TDMRep or X-Robots-Tag is on), reads the
-/// start of the body, at most [`META_PREFIX_BYTES`] and only up to the end of the head, and
-/// reads its `<meta name="tdm-reservation">`, `tdm-policy` and `robots` elements. The bytes
-/// read are sent on unchanged before the rest of the body. Cost: that many bytes held per
-/// response, and the response head waits for them (not for the whole body).
+/// start of the body, at most [`META_PREFIX_BYTES`] of the page and only up to the end of the
+/// head, and reads its `<meta name="tdm-reservation">`, `tdm-policy` and `robots` elements. A
+/// gzip- or deflate-coded page is decoded for that (reading at most [`META_CODED_BYTES`] as
+/// sent); one in another coding (`br`, `zstd`, a stack), or that does not decode, is logged as
+/// not read. The bytes read are sent on unchanged before the rest of the body. Cost: that many
+/// bytes held per response, and the response head waits for them (not for the whole body).
 pub(super) async fn read_meta(
     usage: &UsagePolicy,
     facts: &Facts,
@@ -127,15 +217,25 @@ pub(super) async fn read_meta(
 ) -> (Response<ProxyBody>, Option<HtmlMeta>) {
     let wanted = (usage.tdmrep() || usage.x_robots_tag())
         && purposes.iter().any(|p| p.category == Category::TrainAi)
-        && readable_html(&resp);
+        && is_html(&resp);
     if !wanted {
         return (resp, None);
     }
+    let mut decoder = match HeadDecoder::for_response(&resp) {
+        Ok(decoder) => decoder,
+        Err(why) => {
+            not_read(facts, &why);
+            return (resp, None);
+        }
+    };
     let (parts, mut body) = resp.into_parts();
     let mut read = VecDeque::new();
-    let mut prefix: Vec<u8> = Vec::new();
+    let mut coded = 0usize;
     let mut ended = false;
-    while prefix.len() < META_PREFIX_BYTES && !head_ended(&prefix) {
+    while decoder.decoded().len() < META_PREFIX_BYTES
+        && !head_ended(decoder.decoded())
+        && coded < META_CODED_BYTES
+    {
         match body.frame().await {
             None => {
                 ended = true;
@@ -143,8 +243,14 @@ pub(super) async fn read_meta(
             }
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
-                    let room = META_PREFIX_BYTES - prefix.len();
-                    prefix.extend_from_slice(&data[..data.len().min(room)]);
+                    let room = META_CODED_BYTES - coded;
+                    let piece = &data[..data.len().min(room)];
+                    coded += piece.len();
+                    if let Err(e) = decoder.push(piece) {
+                        not_read(facts, &format!("it does not decode: {e}"));
+                        read.push_back(Ok(frame));
+                        break;
+                    }
                 }
                 read.push_back(Ok(frame));
             }
@@ -156,10 +262,17 @@ pub(super) async fn read_meta(
         }
     }
     let token = facts.token().map(|t| t.as_str());
-    let meta = optout::html_meta(&prefix, token);
+    let page = decoder.decoded();
+    let meta = optout::html_meta(&page[..page.len().min(META_PREFIX_BYTES)], token);
     let rest = (!ended).then_some(body);
     let body = Prefixed { read, rest }.boxed_unsync();
     (Response::from_parts(parts, body), Some(meta))
+}
+
+/// Logs that a page's `<meta>` opt-outs could not be read (`why`): the response goes on,
+/// decided without them.
+fn not_read(facts: &Facts, why: &str) {
+    tracing::info!(url = %facts.url(), "the page's <meta> opt-outs were not read: {why}");
 }
 
 /// Whether `prefix` holds the end of the HTML head already.
@@ -200,13 +313,26 @@ pub(super) fn apply(
     if !usage.tdmrep() {
         return TdmApplied::default();
     }
-    // The meta tag overrides the header, which overrides the file, for this resource.
-    let (statement, source) =
-        match (meta.and_then(|m| m.tdm.clone()), header_statement(facts, resp)) {
-            (Some(s), _) => (Some(s), "meta"),
-            (None, Some(s)) => (Some(s), "tdm-reservation header"),
-            (None, None) => (file.cloned(), "tdmrep.json"),
-        };
+    // The meta tag overrides the header, which overrides the file, for this resource; a
+    // source that gives no `tdm-policy` keeps the one a lower source gave (TDMRep, "Processing
+    // priority": absence must not reset the current value).
+    let header = header_statement(facts, resp);
+    let file_policy = || file.and_then(|f| f.policy.clone());
+    let (statement, source) = match (meta.and_then(|m| m.tdm.clone()), header) {
+        (Some(mut s), h) => {
+            if s.policy.is_none() {
+                s.policy = h.and_then(|h| h.policy).or_else(file_policy);
+            }
+            (Some(s), "meta")
+        }
+        (None, Some(mut s)) => {
+            if s.policy.is_none() {
+                s.policy = file_policy();
+            }
+            (Some(s), "tdm-reservation header")
+        }
+        (None, None) => (file.cloned(), "tdmrep.json"),
+    };
     match statement {
         Some(TdmStatement { reserved: Some(true), policy }) => {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, source);

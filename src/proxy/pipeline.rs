@@ -388,7 +388,10 @@ async fn check_usage(
         return ControlFlow::Continue(Usage { purposes, preferences, tdm_file: None });
     }
     let preferences = live.policy.usage_for(snapshot, facts.token(), &facts.readings);
-    if let Some(block) = live.usage.blocking(&purposes, &preferences, Settled::No) {
+    // A request whose robots.txt refusal was only reported is not reported again for its
+    // usage preference: one `would_block` per request (`Reported::any`).
+    let blocking = live.usage.blocking(&purposes, &preferences, Settled::No);
+    if let Some(block) = blocking.filter(|_| !reported.any()) {
         let subject = preferences::Subject { facts, snapshot, signed: None, cosign: None };
         let action = crate::audit::AuditAction::UsageDisallow;
         let refusal = Box::pin(preferences::refuse(

@@ -245,10 +245,11 @@ pub(super) async fn on_response(
     resp = resp_read;
     let tdm =
         super::optouts::apply(usage, subject.facts, tdm_file, meta.as_ref(), &resp, &mut prefs);
-    // In report-only mode, a preference of robots.txt already reported before the request left
-    // is not reported again for its response.
+    // In report-only mode, a request with a refusal reported already (robots.txt, an
+    // exception, a preference of robots.txt) is not reported again for its response:
+    // enforcement would have refused it once.
     let blocking = usage.blocking(purposes, &prefs, Settled::Yes);
-    if let Some(block) = blocking.filter(|_| !reported.includes(AuditAction::UsageDisallow)) {
+    if let Some(block) = blocking.filter(|_| !reported.any()) {
         let withhold = AuditAction::UsageWithhold;
         let tdm_policy = tdm.policy.clone();
         match refuse_with(shared, policy, subject, purposes, &prefs, &block, withhold, tdm_policy)
@@ -319,8 +320,10 @@ mod tests {
 
     #[test]
     fn foreign_members_are_kept_as_written() {
+        // `ai-train` is Content Signals' label, not the IETF vocabulary's: in a Content-Usage it
+        // is not read (controls 5), so it is kept as written.
         let kept = members("train-genai=n, bots=n;x=1, train-ai=y,, ai-train=no");
-        assert_eq!(kept, ["train-genai=n", "bots=n;x=1"]);
+        assert_eq!(kept, ["train-genai=n", "bots=n;x=1", "ai-train=no"]);
         assert_eq!(foreign_members("search=y").count(), 0);
         // A known label with a value that is not read is kept too.
         assert_eq!(

@@ -29,11 +29,10 @@ pub(super) struct Reported {
     would_be: Vec<Report>,
 }
 
-/// One refusal that was only reported: the action enforcement would have taken, and what the
-/// response's `Proxy-Status` says of it.
+/// One refusal that was only reported: what the response's `Proxy-Status` says of it (the
+/// action enforcement would have taken is in its `details` and its record).
 #[derive(Debug)]
 pub(super) struct Report {
-    action: AuditAction,
     details: String,
 }
 
@@ -43,9 +42,11 @@ impl Reported {
         self.would_be.push(report);
     }
 
-    /// Whether a refusal with `action` was reported for this request already.
-    pub(super) fn includes(&self, action: AuditAction) -> bool {
-        self.would_be.iter().any(|r| r.action == action)
+    /// Whether a refusal was reported for this request already. Enforcement would have
+    /// stopped at the first refusal, so a later one is not reported again: one `would_block`
+    /// record, and one count, per request.
+    pub(super) fn any(&self) -> bool {
+        !self.would_be.is_empty()
     }
 
     /// Adds the proxy's `Proxy-Status` member to `resp` when a refusal was reported:
@@ -120,7 +121,7 @@ impl Shared {
             "would be refused; forwarded (report-only mode)"
         );
         self.write_audit(record).await;
-        ControlFlow::Continue(Report { action: would, details })
+        ControlFlow::Continue(Report { details })
     }
 }
 
@@ -161,10 +162,8 @@ mod tests {
     #[test]
     fn the_proxy_member_comes_last_after_the_origins() {
         let mut reported = Reported::default();
-        reported.add(Report {
-            action: AuditAction::RobotsDisallow,
-            details: "refused (robots_disallow): disallowed by \"line 2\"".into(),
-        });
+        reported
+            .add(Report { details: "refused (robots_disallow): disallowed by \"line 2\"".into() });
         let mut resp = response(&["cdn;error=http_request_error", "origin-lb"]);
         reported.stamp(&mut resp);
         let all: Vec<_> = resp.headers().get_all("proxy-status").iter().collect();

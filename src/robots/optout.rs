@@ -111,8 +111,13 @@ impl TdmFile {
 
     /// Parses the file. Any type error refuses the whole file (a file half understood could
     /// allow by error): an array of objects, each with a string `location`, an optional
-    /// `tdm-reservation` number or string, and an optional string `tdm-policy`.
+    /// `tdm-reservation` number or string, and an optional string `tdm-policy`. A leading UTF-8
+    /// byte-order mark is ignored (RFC 8259 §8.1 lets a parser ignore it, as robots.txt's is).
+    /// A rule that states no reservation TDMRep defines (`tdm-reservation` missing, as TDMRep
+    /// makes it mandatory, or neither `0` nor `1`) or whose `location` is empty is skipped:
+    /// matched first, it would unreserve paths a later rule reserves.
     pub fn parse(body: &[u8]) -> Result<TdmFile, TdmFileError> {
+        let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
         let value: Value =
             serde_json::from_slice(body).map_err(|e| TdmFileError::NotJson(e.to_string()))?;
         let Value::Array(items) = value else {
@@ -150,6 +155,10 @@ impl TdmFile {
                     )))
                 }
             };
+            // Skipped, not read as "not reserved": see above.
+            if reserved.is_none() || location.is_empty() {
+                continue;
+            }
             // A location matches like a robots.txt path pattern (`*` and a final `$`).
             let location = if location.starts_with('/') || location.starts_with('*') {
                 location.to_owned()
@@ -432,12 +441,14 @@ mod tests {
         assert_eq!(f.statement_for(b"/never").unwrap().reserved, Some(true), "first wins");
         let none = TdmFile::parse(br#"[{"location": "/a/", "tdm-reservation": 1}]"#).unwrap();
         assert!(none.statement_for(b"/b").is_none());
-        // Values other than 0 and 1 are unset; strings "1" are read too.
+        // A rule with a value other than 0 and 1 states no reservation TDMRep defines: it is
+        // skipped (controls 9), so it cannot unreserve what a later rule reserves; strings "1"
+        // are read too.
         let odd = TdmFile::parse(
             br#"[{"location": "/x", "tdm-reservation": 2}, {"location": "/", "tdm-reservation": "1"}]"#,
         )
         .unwrap();
-        assert_eq!(odd.statement_for(b"/x").unwrap().reserved, None);
+        assert_eq!(odd.statement_for(b"/x").unwrap().reserved, Some(true));
         assert_eq!(odd.statement_for(b"/y").unwrap().reserved, Some(true));
     }
 

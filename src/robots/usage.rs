@@ -178,7 +178,10 @@ impl UsageRule {
         } else {
             ("", text)
         };
-        let prefs = parse_preferences(prefs);
+        let prefs = match vocabulary {
+            Vocabulary::ContentUsage => parse_preferences(prefs),
+            Vocabulary::ContentSignal => parse_signals(prefs),
+        };
         if prefs.is_empty() {
             return None;
         }
@@ -262,14 +265,50 @@ impl UsageRule {
     }
 }
 
-/// Parses a preference dictionary leniently: `train-ai=n, search=y` (RFC 9651 dictionary syntax;
-/// parameters after `;` are ignored), also `ai-train=no`. Members with unknown labels or values
-/// are skipped, and so are members whose value is not a bare token (`train-ai="n"`, a string);
-/// a later member for the same category replaces an earlier one, as in RFC 9651.
+/// Parses an IETF usage preference dictionary (a `Content-Usage` line of robots.txt or the
+/// `Content-Usage` response header) as draft-ietf-aipref-vocab (-07, -08, and the editor's
+/// copy) says: an RFC 9651 Dictionary, parsed strictly ([`sfv`]). If the Dictionary does not
+/// parse (`TRAIN-AI=Y`: keys are lower case; `train-ai=y, %%%`; `=n`), every preference is
+/// unknown. Otherwise each label's *last* value counts (RFC 9651 §4.2.2: a later member
+/// replaces an earlier one), and only the tokens `y` and `n` state a preference: any other
+/// value (`yes`, the string `"n"`, a bare `train-ai` which is the boolean true, an inner list)
+/// leaves it unknown, so `train-ai=y, train-ai="n"` is unknown, never allow. Parameters are
+/// ignored; labels the vocabulary does not define (a Content Signals label such as `ai-train`)
+/// are ignored. Unknown is what `usage.unknown` decides, so a broken dictionary never reads
+/// as allow.
 ///
 /// The labels are those of draft-ietf-aipref-vocab-07 and -08 (`train-ai`, `search`), plus
 /// `ai-use`, which only draft -02 defined and which is still accepted.
 pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
+    let Ok(dictionary) = sfv::Parser::new(text.trim()).parse::<sfv::Dictionary>() else {
+        return Vec::new();
+    };
+    let mut out: Vec<(Category, Preference)> = Vec::new();
+    for (key, member) in &dictionary {
+        let Some(&(_, category)) = VOCABULARY.iter().find(|(l, _)| *l == key.as_str()) else {
+            continue;
+        };
+        let token = match member {
+            sfv::ListEntry::Item(item) => item.bare_item.as_token().map(|t| t.as_str()),
+            sfv::ListEntry::InnerList(_) => None,
+        };
+        let pref = match token {
+            Some("y") => Preference::Allow,
+            Some("n") => Preference::Disallow,
+            _ => continue,
+        };
+        out.push((category, pref));
+    }
+    out
+}
+
+/// Parses a `Content-Signal` line's value (Cloudflare's Content Signals) leniently:
+/// `search=yes, ai-input=yes, ai-train=no` (dictionary syntax; parameters after `;` ignored),
+/// its labels and the IETF ones, `yes`/`no` and `y`/`n`, any case. Members with unknown labels
+/// or values are skipped, and so are members whose value is not a bare token; a later member
+/// for the same category replaces an earlier one. Only `Content-Signal` lines are read this
+/// way: `Content-Usage` is read strictly ([`parse_preferences`]).
+pub fn parse_signals(text: &str) -> Vec<(Category, Preference)> {
     let mut out: Vec<(Category, Preference)> = Vec::new();
     for member in text.split(',') {
         let member = member.split(';').next().unwrap_or("").trim();
@@ -447,13 +486,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dictionaries_are_read_leniently() {
+    fn content_usage_is_read_as_the_vocabulary_draft_says() {
+        use Preference::{Allow, Disallow};
         assert_eq!(
             parse_preferences("train-ai=n, search=y"),
-            vec![(Category::TrainAi, Preference::Disallow), (Category::Search, Preference::Allow)]
+            vec![(Category::TrainAi, Disallow), (Category::Search, Allow)]
         );
+        // Parameters are ignored; the last value of a key counts.
         assert_eq!(
-            parse_preferences("search=yes, ai-input=yes, ai-train=no"),
+            parse_preferences("train-ai=y;x=1, train-ai=n"),
+            [(Category::TrainAi, Disallow)]
+        );
+        // Unknown, never allow: a later value that is not the token y or n, the draft's own
+        // example, `yes`, a Content Signals label, a string.
+        for unknown in [
+            "train-ai=y, train-ai=\"n\"",
+            "train-ai=y, train-ai",
+            "train-ai=y, train-ai, search=n, search=\"n\"",
+            "train-ai=yes",
+            "ai-train=no",
+            "train-ai=\"n\"",
+            "train-ai=(n)",
+            "",
+        ] {
+            assert!(parse_preferences(unknown).is_empty(), "{unknown}");
+        }
+        // A dictionary that does not parse leaves every preference unknown.
+        for broken in ["TRAIN-AI=Y", "train-ai=y, %%%", "train-ai=n, =y", ",,,", "train-ai=n,"] {
+            assert!(parse_preferences(broken).is_empty(), "{broken}");
+        }
+        // Known labels beside unknown ones are still read.
+        assert_eq!(
+            parse_preferences("train-genai=n, search=n, ai-use=y"),
+            vec![(Category::Search, Disallow), (Category::AiUse, Allow)]
+        );
+    }
+
+    #[test]
+    fn content_signals_are_read_leniently() {
+        assert_eq!(
+            parse_signals("search=yes, ai-input=yes, ai-train=no"),
             vec![
                 (Category::Search, Preference::Allow),
                 (Category::AiUse, Preference::Allow),
@@ -462,18 +534,18 @@ mod tests {
         );
         // Bad members are skipped; parameters ignored; the last member for a key wins.
         assert_eq!(
-            parse_preferences("bogus, train-ai=maybe, =n, ai-use=n;x=1, ai-use=y, foo=n"),
+            parse_signals("bogus, train-ai=maybe, =n, ai-use=n;x=1, ai-use=y, foo=n"),
             vec![(Category::AiUse, Preference::Allow)]
         );
         // A value that is not a token (a string) makes the member unknown, as the vocabulary
         // draft says; so do labels the proxy does not know.
-        assert!(parse_preferences("train-ai=\"n\"").is_empty());
+        assert!(parse_signals("train-ai=\"n\"").is_empty());
         assert_eq!(
-            parse_preferences("train-ai=\"n\", search=n, train-genai=n, ai-use=y"),
+            parse_signals("train-ai=\"n\", search=n, train-genai=n, ai-use=y"),
             vec![(Category::Search, Preference::Disallow), (Category::AiUse, Preference::Allow)]
         );
-        assert!(parse_preferences("").is_empty());
-        assert!(parse_preferences(",,,").is_empty());
+        assert!(parse_signals("").is_empty());
+        assert!(parse_signals(",,,").is_empty());
     }
 
     #[test]

@@ -73,11 +73,18 @@ fn both_vocabularies() {
 }
 
 #[test]
-fn malformed_dictionaries_are_skipped_member_by_member() {
+fn a_dictionary_that_does_not_parse_states_nothing() {
+    // draft-ietf-aipref-vocab: a Dictionary that fails to parse (RFC 9651: the empty member,
+    // `=n`) leaves every preference unknown, the well-formed members in it too.
     let body = "User-agent: *\n\
                 Content-Usage: train-ai=maybe, , =n, search=y;q=1, bogus\n\
                 Content-Usage: ((((\n\
                 Content-Usage:\n";
+    let p = prefs(body, "bot", "/");
+    assert_eq!(p.get(Category::TrainAi).preference, Preference::Unknown);
+    assert_eq!(p.get(Category::Search).preference, Preference::Unknown);
+    // One that parses: a value that is not the token y or n is unknown, the others count.
+    let body = "User-agent: *\nContent-Usage: train-ai=maybe, search=y;q=1, bogus\n";
     let p = prefs(body, "bot", "/");
     assert_eq!(p.get(Category::TrainAi).preference, Preference::Unknown);
     assert_eq!(p.get(Category::Search).preference, Preference::Allow);

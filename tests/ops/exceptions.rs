@@ -485,3 +485,95 @@ async fn an_expired_exception_is_inert_and_the_gateway_keeps_serving() {
     let (_, metrics) = super::support::get(&format!("{}/metrics", p.admin())).await;
     assert!(metrics.contains("robots_proxy_exceptions_expired 1"), "{metrics}");
 }
+
+/// Controls 3: exception authorities go through the one authority normalisation requests go
+/// through, so a prohibition written with a trailing dot, as another IPv4 spelling, in Unicode
+/// or as `*.suffix:port` applies to the requests for that site; `config check` shows each in
+/// its normalised form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exception_authorities_are_normalised_as_request_authorities_are() {
+    let origin = Origin::start("User-agent: *\nAllow: /\n").await;
+    let port = origin.addr.port();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let later = "2099-01-01T00:00:00Z";
+    let entries = [
+        exception("legal-dot", "disallow", "localhost.", "[\"/dot/\"]", later),
+        exception("legal-ip", "disallow", "127.1", "[\"/ip/\"]", later),
+        exception("legal-idn", "disallow", "BÜCHER.example", "[\"/\"]", later),
+        exception(
+            "legal-suffix-port",
+            "disallow",
+            &format!("*.localhost:{port}"),
+            "[\"/s/\"]",
+            later,
+        ),
+    ];
+    write_atomically(&file, &config(&state, &entries.concat()));
+    let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for line in [
+        "# exception legal-dot: disallow token AcmeBot on localhost paths",
+        "# exception legal-ip: disallow token AcmeBot on 127.0.0.1 paths",
+        "# exception legal-idn: disallow token AcmeBot on xn--bcher-kva.example paths",
+        &format!(
+            "# exception legal-suffix-port: disallow token AcmeBot on *.localhost:{port} paths"
+        ),
+    ] {
+        assert!(printed.contains(line), "{line}\n{printed}");
+    }
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    for (url, id) in [
+        (format!("http://localhost:{port}/dot/x"), "legal-dot"),
+        (format!("http://localhost.:{port}/dot/x"), "legal-dot"),
+        (format!("http://127.0.0.1:{port}/ip/x"), "legal-ip"),
+        (format!("http://127.1:{port}/ip/x"), "legal-ip"),
+        ("http://xn--bcher-kva.example/x".to_owned(), "legal-idn"),
+        (format!("http://a.localhost:{port}/s/x"), "legal-suffix-port"),
+    ] {
+        let refused = get(&p, &url, "AcmeBot").await;
+        assert_eq!(refused.status, 403, "{url}: {refused:?}");
+        assert!(refused.body.contains(&format!("exception {id}")), "{url}: {}", refused.body);
+    }
+    // The port of `*.suffix:port` counts: another port of the same host is not in scope.
+    let other = get(&p, &format!("http://a.localhost:{}/s/x", port + 1), "AcmeBot").await;
+    assert!(!other.body.contains("legal-suffix-port"), "{}", other.body);
+    // Outside the paths, robots.txt decides.
+    assert_eq!(get(&p, &format!("http://localhost:{port}/free"), "AcmeBot").await.status, 200);
+}
+
+/// Controls 11: an exception counts one use per request it decided: an allow that also lifts a
+/// usage preference counts once, and a `usage` lift that lifts none of the crawler's purposes
+/// counts nothing (and writes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exception_counts_one_use_per_request_it_decided() {
+    let robots = "User-agent: *\nDisallow: /private/\nContent-Usage: train-ai=n\n";
+    let origin = Origin::start(robots).await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let later = "2099-01-01T00:00:00Z";
+    let lift = exception("lift-priv", "allow", "127.0.0.1", "[\"/private/\", \"/news/\"]", later)
+        + "usage = [\"train-ai\"]\n\n";
+    let search = exception("lift-search-only", "allow", "127.0.0.1", "[\"/free/\"]", later)
+        + "usage = [\"search\"]\n\n";
+    let crawlers = "[usage]\ntrain_ai = \"enforce\"\n\n\
+                    [[usage.crawlers]]\ntoken = \"AcmeBot\"\npurposes = [\"train-ai\"]\n\n";
+    write_atomically(&file, &config(&state, &format!("{crawlers}{lift}{search}")));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let base = origin.base();
+    assert_eq!(get(&p, &format!("{base}/private/x"), "AcmeBot").await.status, 200);
+    assert_eq!(get(&p, &format!("{base}/news/y"), "AcmeBot").await.status, 200);
+    for n in 0..2 {
+        assert_eq!(get(&p, &format!("{base}/free/z{n}"), "AcmeBot").await.status, 403);
+    }
+    let (_, listed) = get_json(&format!("{}/api/exceptions", p.admin())).await;
+    assert_eq!(listed["exceptions"][0]["id"], "lift-priv", "{listed}");
+    assert_eq!(listed["exceptions"][0]["uses"], 2, "two requests: {listed}");
+    assert_eq!(listed["exceptions"][1]["uses"], 0, "it lifted nothing: {listed}");
+    let allows = with_action(&state, "exception_allow");
+    assert_eq!(allows.len(), 2, "{:?}", records(&state));
+    assert!(records(&state).iter().all(|r| r["robots.exception.id"] != "lift-search-only"));
+}

@@ -3,7 +3,7 @@
 
 use robots_proxy::usage::{UsageCrawler, UsageMode};
 
-use super::support::TestProxy;
+use super::support::{raw_get, TestProxy};
 use crate::cache::support::{Origin, Reply};
 
 fn crawler(token: &str, purposes: &[&str]) -> UsageCrawler {
@@ -383,3 +383,100 @@ async fn a_purge_drops_the_cached_tdmrep_json_too() {
     assert_eq!(status(get().await.unwrap()), 200, "read again after the purge");
     assert_eq!(origin.hits(TDMREP), 2);
 }
+
+/// Controls 9: `tdmrep.json` leniency never allows by error. A rule without the mandatory
+/// `tdm-reservation`, or with an empty `location`, is skipped (matched first it unreserved what
+/// a later rule reserves), and a UTF-8 byte-order mark does not void the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_file_leniency_never_allows_by_error() {
+    for (file, path) in [
+        (
+            r#"[{"location":"/news/","tdm-policy":"https://p.example/x"},{"location":"/","tdm-reservation":1}]"#,
+            "/news/x",
+        ),
+        ("\u{feff}[{\"location\":\"/\",\"tdm-reservation\":1}]", "/page"),
+        (r#"[{"location":"","tdm-reservation":0},{"location":"/","tdm-reservation":1}]"#, "/page"),
+    ] {
+        let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+        origin.route(TDMREP, Reply::ok(file));
+        origin.route(path, Reply::ok("reserved body"));
+        let proxy = trainer_proxy().await;
+        let resp = get(&proxy, &origin, path, "AcmeTrainer/1.0").await;
+        assert_eq!(resp.status(), 403, "{file} {path}");
+    }
+}
+
+/// Controls 10: two `tdm-reservation` header lines are read together and the reserving one
+/// wins whatever their order; a `<meta>` reservation without `tdm-policy` keeps the header's
+/// policy URL in the record (TDMRep: absence does not reset the current value).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_headers_read_together_and_policies_kept() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::status(404));
+    for (path, first, second) in [("/two-a", "0", "1"), ("/two-b", "1", "0")] {
+        let reply =
+            Reply::ok("b").header("tdm-reservation", first).header("tdm-reservation", second);
+        origin.route(path, reply);
+    }
+    let page = html(r#"<meta name="tdm-reservation" content="1">"#, "x")
+        .header("tdm-reservation", "1")
+        .header("tdm-policy", "https://p.example/from-header");
+    origin.route("/meta-hdr", page);
+    let proxy = trainer_proxy().await;
+    for path in ["/two-a", "/two-b", "/meta-hdr"] {
+        assert_eq!(get(&proxy, &origin, path, "AcmeTrainer/1.0").await.status(), 403, "{path}");
+    }
+    let records = proxy.audit_records().await;
+    let meta: Vec<_> =
+        records.iter().filter(|r| r["url.full"].as_str().unwrap().ends_with("/meta-hdr")).collect();
+    assert_eq!(meta.len(), 1, "{records:?}");
+    assert_eq!(meta[0]["robots.usage.tdm_policy"], "https://p.example/from-header", "{}", meta[0]);
+}
+
+/// Controls 8: a page's `<meta>` opt-outs are read through its content coding: a crawler that
+/// sends `Accept-Encoding: gzip` (as almost all do) gets a gzip- or deflate-coded page, and a
+/// `tdm-reservation` or `noai` in its head still withholds it. The coded bytes reach the
+/// crawler unchanged when nothing withholds the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_opt_outs_are_read_in_a_coded_page() {
+    use std::io::Write;
+    let page = |meta: &str| {
+        format!("<!doctype html><html><head><title>t</title>{meta}</head><body>x</body></html>")
+    };
+    let gzip = |text: &str| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let zlib = |text: &str| {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let coded = |body: Vec<u8>, coding: &str| {
+        Reply::ok(body)
+            .header("Content-Type", "text/html; charset=utf-8")
+            .header("Content-Encoding", coding)
+    };
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::status(404));
+    let reserved = page(r#"<meta name="tdm-reservation" content="1">"#);
+    let noai = page(r#"<meta name="robots" content="noindex, noai">"#);
+    origin.route("/gz-tdm", coded(gzip(&reserved), "gzip"));
+    origin.route("/gz-noai", coded(gzip(&noai), "gzip"));
+    origin.route("/zlib-tdm", coded(zlib(&reserved), "deflate"));
+    let free = gzip(&page(""));
+    origin.route("/gz-free", coded(free.clone(), "gzip"));
+    let proxy = trainer_proxy().await;
+    for path in ["/gz-tdm", "/gz-noai", "/zlib-tdm"] {
+        let resp = raw_get(proxy.addr, &format!("{}{path}", origin.base_url()), "x", UA).await;
+        assert_eq!(resp.status, 403, "{path}: {resp:?}");
+    }
+    let resp = raw_get(proxy.addr, &format!("{}/gz-free", origin.base_url()), "x", UA).await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    // Forwarded as it came, still coded.
+    assert_eq!(resp.headers["content-encoding"], "gzip", "{resp:?}");
+    assert_eq!(resp.body.len(), String::from_utf8_lossy(&free).len(), "{resp:?}");
+}
+
+const UA: &str = "User-Agent: AcmeTrainer/1.0\r\nAccept-Encoding: gzip, deflate\r\n";

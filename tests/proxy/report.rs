@@ -307,3 +307,47 @@ async fn report_mode_opens_a_tunnel_that_enforce_refuses() {
         "{metrics}"
     );
 }
+
+/// Controls 12: one request is one `would_block` (record and count), as enforcement would have
+/// refused it once: a path robots.txt disallows whose response also carries `train-ai=n` is
+/// reported as `robots_disallow` only. And one token is one series however it is spelt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_request_is_one_would_block_and_one_token_one_series() {
+    let robots = "User-Agent: *\nDisallow: /private\n";
+    let origin = Origin::with_robots(Reply::ok(robots)).await;
+    origin.route("/private/rr", Reply::ok("rr").header("Content-Usage", "train-ai=n"));
+    let proxy = TestProxy::start_with(|c| {
+        report(c);
+        c.usage.train_ai = UsageMode::Enforce;
+        c.usage.crawlers = vec![UsageCrawler {
+            token: Some("ReportTrainer".into()),
+            user: None,
+            purposes: vec!["train-ai".into()],
+        }];
+    })
+    .await;
+    let url = format!("{}/private/rr", origin.base_url());
+    for spelling in ["ReportTrainer", "REPORTTRAINER", "reporttrainer"] {
+        let resp = get(&proxy, url.clone(), spelling).await;
+        assert_eq!(resp.status(), 200, "{spelling}");
+        let status = proxy_status(&resp);
+        assert!(status.contains("would be refused (robots_disallow)"), "{status}");
+        assert!(!status.contains("usage_withhold"), "{status}");
+    }
+    let records = proxy.audit_records().await;
+    let reported = would_blocks(&records);
+    assert_eq!(reported.len(), 3, "one record per request: {records:?}");
+    assert!(reported.iter().all(|r| r["robots.would_action"] == "robots_disallow"), "{records:?}");
+    let metrics = proxy.metrics.encode();
+    assert!(
+        metrics.contains(
+            "robots_proxy_would_block_total{token=\"ReportTrainer\",action=\"robots_disallow\"} 3"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("REPORTTRAINER") && !metrics.contains("\"reporttrainer\""),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("action=\"usage_withhold\""), "{metrics}");
+}

@@ -192,3 +192,36 @@ async fn annotate_keeps_a_quoted_member_under_a_known_label() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-usage"], "search=y, train-ai=\"n\"");
 }
+
+/// Controls 5: what draft-ietf-aipref-vocab reads as unknown (a later value that is not the
+/// token `y`/`n`, the draft's own example, upper-case keys, `yes`, a Content Signals label in
+/// `Content-Usage`, a dictionary that does not parse) is unknown, never allow: under
+/// `usage.unknown = "disallow"` each is withheld, and only `train-ai=y` goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_vocabulary_calls_unknown_is_never_read_as_allow() {
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    let unknown = [
+        "train-ai=y, train-ai=\"n\"",
+        "train-ai=y, train-ai",
+        "train-ai=y, train-ai, search=n, search=\"n\"",
+        "TRAIN-AI=Y",
+        "train-ai=yes",
+        "ai-train=yes",
+        "train-ai=y, %%%",
+    ];
+    for (i, value) in unknown.iter().enumerate() {
+        origin.route(&format!("/u{i}"), Reply::ok("body").header("Content-Usage", value));
+    }
+    origin.route("/y", Reply::ok("allowed").header("Content-Usage", "train-ai=y"));
+    let proxy = TestProxy::start_with(|c| {
+        c.usage.train_ai = UsageMode::Enforce;
+        c.usage.unknown = UnknownPreference::Disallow;
+        c.usage.crawlers = vec![crawler("AcmeTrainer", &["train-ai"])];
+    })
+    .await;
+    for (i, value) in unknown.iter().enumerate() {
+        let resp = get(&proxy, &origin, &format!("/u{i}"), "AcmeTrainer/1.0").await;
+        assert_eq!(resp.status(), 403, "Content-Usage: {value}");
+    }
+    assert_eq!(get(&proxy, &origin, "/y", "AcmeTrainer/1.0").await.status(), 200);
+}

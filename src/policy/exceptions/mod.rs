@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 pub use section::{describe, parse_expires, problems, Effect, ExceptionEntry};
 
 use super::{decide_reading, Claim, Reading};
-use crate::authority::Authority;
+use crate::authority::{Authority, SiteName};
 use crate::robots::usage::Category;
 use crate::robots::{ProductToken, RobotsTxt};
 
@@ -54,12 +54,60 @@ pub struct Exception {
     expired_logged: std::sync::atomic::AtomicBool,
 }
 
-#[derive(Debug)]
-enum Site {
+/// An entry of `authorities`, normalised as request authorities are ([`SiteName`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Site {
     /// `host` (any port) or `host:port`.
-    Exact(String, Option<u16>),
-    /// `*.suffix`: any host ending in `.suffix`.
-    Suffix(String),
+    Exact(SiteName),
+    /// `*.suffix` or `*.suffix:port`: any host ending in `.suffix` (not the suffix itself);
+    /// the suffix normalised as a host name, with a dot before it.
+    Suffix(String, Option<u16>),
+}
+
+impl Site {
+    /// Parses one entry of `authorities`: `host`, `host:port`, `*.suffix` or
+    /// `*.suffix:port`, through the one authority normalisation ([`SiteName::parse`]): a
+    /// trailing dot, Unicode, upper case and IPv4 spellings (`127.1`) read as a request's.
+    /// The error says why an entry can name no site.
+    pub fn parse(text: &str) -> Result<Site, String> {
+        let wrong = |why: String| format!("{text:?} is not a host, host:port or *.suffix: {why}");
+        match text.strip_prefix("*.") {
+            Some(rest) => {
+                let site = SiteName::parse(rest).map_err(|e| wrong(e.to_string()))?;
+                if site.is_ip() {
+                    return Err(wrong("a *.suffix names a domain, not an address".into()));
+                }
+                Ok(Site::Suffix(format!(".{}", site.host()), site.port()))
+            }
+            None => SiteName::parse(text).map(Site::Exact).map_err(|e| wrong(e.to_string())),
+        }
+    }
+
+    /// Whether two entries can name one authority (for `config check`'s overlap notes): the
+    /// same host or one suffix covering the other, and ports that can agree (an entry without
+    /// a port takes any).
+    pub fn overlaps(&self, other: &Site) -> bool {
+        let ports = |a: Option<u16>, b: Option<u16>| a.is_none() || b.is_none() || a == b;
+        match (self, other) {
+            (Site::Exact(a), Site::Exact(b)) => a.host() == b.host() && ports(a.port(), b.port()),
+            (Site::Exact(a), Site::Suffix(s, p)) | (Site::Suffix(s, p), Site::Exact(a)) => {
+                a.host().ends_with(s.as_str()) && ports(a.port(), *p)
+            }
+            (Site::Suffix(a, p), Site::Suffix(b, q)) => {
+                (a.ends_with(b.as_str()) || b.ends_with(a.as_str())) && ports(*p, *q)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Site::Exact(site) => write!(f, "{site}"),
+            Site::Suffix(suffix, None) => write!(f, "*{suffix}"),
+            Site::Suffix(suffix, Some(port)) => write!(f, "*{suffix}:{port}"),
+        }
+    }
 }
 
 /// The exception that decided a request.
@@ -339,31 +387,14 @@ impl Exception {
         }
         let mut robots = String::from("User-agent: *\n");
         for p in &e.paths {
-            if p.contains(['\n', '\r', '#']) {
+            if p.contains(['\n', '\r', '#']) || p.chars().any(char::is_control) {
                 return Err(format!("{p:?} is not a path pattern"));
             }
             robots.push_str("Disallow: ");
             robots.push_str(p);
             robots.push('\n');
         }
-        let sites = e
-            .authorities
-            .iter()
-            .map(|a| {
-                let a = a.to_ascii_lowercase();
-                match a.strip_prefix("*.") {
-                    Some(suffix) => Site::Suffix(format!(".{suffix}")),
-                    None => {
-                        match a.rsplit_once(':').and_then(|(h, p)| Some((h, p.parse().ok()?))) {
-                            Some((h, port)) if !h.contains(':') || h.starts_with('[') => {
-                                Site::Exact(h.trim_matches(['[', ']']).to_owned(), Some(port))
-                            }
-                            _ => Site::Exact(a.trim_matches(['[', ']']).to_owned(), None),
-                        }
-                    }
-                }
-            })
-            .collect();
+        let sites = e.authorities.iter().map(|a| Site::parse(a)).collect::<Result<_, _>>()?;
         let usage = e.usage.iter().filter_map(|l| Category::from_label(l)).collect();
         Ok(Exception {
             id: e.id.as_str().into(),
@@ -430,15 +461,7 @@ impl Exception {
         ExceptionView {
             id: self.id.to_string(),
             effect: self.effect.name(),
-            authorities: self
-                .sites
-                .iter()
-                .map(|s| match s {
-                    Site::Exact(h, None) => h.clone(),
-                    Site::Exact(h, Some(p)) => format!("{h}:{p}"),
-                    Site::Suffix(s) => format!("*{s}"),
-                })
-                .collect(),
+            authorities: self.sites.iter().map(Site::to_string).collect(),
             tokens: self.tokens.clone(),
             users: self.users.clone(),
             paths: self.path_patterns.clone(),
@@ -453,17 +476,16 @@ impl Exception {
 }
 
 impl Site {
+    /// Whether `authority` (normalised already) is in this entry: both sides went through the
+    /// same normalisation, so they compare byte for byte.
     fn matches(&self, authority: &Authority) -> bool {
-        let host = authority.host();
         match self {
-            Site::Exact(h, port) => {
-                host.eq_ignore_ascii_case(h) && port.is_none_or(|p| p == authority.port())
-            }
-            Site::Suffix(suffix) => {
+            Site::Exact(site) => site.matches(authority),
+            Site::Suffix(suffix, port) => {
+                let host = authority.host();
                 host.len() > suffix.len()
-                    && host
-                        .get(host.len() - suffix.len()..)
-                        .is_some_and(|t| t.eq_ignore_ascii_case(suffix))
+                    && host.ends_with(suffix.as_str())
+                    && port.is_none_or(|p| p == authority.port())
             }
         }
     }

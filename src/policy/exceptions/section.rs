@@ -74,16 +74,6 @@ pub fn parse_expires(text: &str) -> Result<SystemTime, String> {
         .map_err(|_| format!("{text:?} is not an RFC 3339 time such as \"2027-06-30T00:00:00Z\""))
 }
 
-/// Whether an authority pattern is well formed: a host (optionally `:port`), or `*.` and a
-/// host suffix.
-fn authority_ok(a: &str) -> bool {
-    let host = a.strip_prefix("*.").unwrap_or(a);
-    if host.is_empty() || host.contains(['*', '/', '@', '?', '#', ' ']) {
-        return false;
-    }
-    url::Url::parse(&format!("http://{host}/")).is_ok_and(|u| u.host_str().is_some())
-}
-
 /// Whether a path pattern can match some path: paths start with `/`, so a pattern must start
 /// with `/` or `*`.
 fn pattern_matches_something(p: &str) -> bool {
@@ -113,13 +103,8 @@ pub fn problems(entries: &[ExceptionEntry]) -> Vec<(String, String)> {
             bad("authorities", "must name at least one host (or *.suffix)".into());
         }
         for a in &e.authorities {
-            if !authority_ok(a) {
-                bad(
-                    "authorities",
-                    format!(
-                        "{a:?} is not a host, host:port or *.suffix such as \"*.news.example\""
-                    ),
-                );
+            if let Err(why) = super::Site::parse(a) {
+                bad("authorities", format!("{why} (such as \"*.news.example\")"));
             }
         }
         if e.tokens.is_empty() && e.users.is_empty() {
@@ -145,6 +130,10 @@ pub fn problems(entries: &[ExceptionEntry]) -> Vec<(String, String)> {
                 bad("paths", format!("{p:?} matches no path: a pattern starts with / or *"));
             } else if p.contains(['#', '\n', '\r']) {
                 bad("paths", format!("{p:?}: a robots.txt pattern holds no # and no line break"));
+            } else if p.chars().any(char::is_control) {
+                // A NUL ends a robots.txt line (Google's parser, and ours), so `/ok\0/only` would
+                // act as `/ok`: an allow would cover more than it says.
+                bad("paths", format!("{p:?}: a pattern holds no control character (NUL, tab…)"));
             }
         }
         let allow = e.effect == Effect::Allow;
@@ -160,10 +149,11 @@ pub fn problems(entries: &[ExceptionEntry]) -> Vec<(String, String)> {
         match &e.expires {
             None if allow => bad("expires", "is required for an allow exception".into()),
             None => {}
-            Some(text) => match parse_expires(text) {
-                Err(m) => bad("expires", m),
-                Ok(_) => {}
-            },
+            Some(text) => {
+                if let Err(m) = parse_expires(text) {
+                    bad("expires", m);
+                }
+            }
         }
         for label in &e.usage {
             if !allow {
@@ -189,7 +179,7 @@ pub fn describe(entries: &[ExceptionEntry]) -> Vec<String> {
             e.id,
             e.effect.name(),
             who.join(", "),
-            e.authorities.join(", "),
+            sites(e).iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
             e.paths.join(" "),
             e.reference.as_deref().unwrap_or("no reference"),
         );
@@ -222,14 +212,21 @@ pub fn describe(entries: &[ExceptionEntry]) -> Vec<String> {
 fn overlaps(a: &ExceptionEntry, b: &ExceptionEntry) -> bool {
     let lower = |v: &[String]| v.iter().map(|s| s.to_ascii_lowercase()).collect::<Vec<_>>();
     let (at, bt) = (lower(&a.tokens), lower(&b.tokens));
-    let who = at.iter().any(|t| bt.contains(t)) || a.users.iter().any(|u| b.users.contains(u));
-    let site = a.authorities.iter().any(|x| {
-        b.authorities.iter().any(|y| {
-            let (x, y) = (x.to_ascii_lowercase(), y.to_ascii_lowercase());
-            x == y
-                || y.strip_prefix("*.").is_some_and(|s| x.ends_with(&format!(".{s}")))
-                || x.strip_prefix("*.").is_some_and(|s| y.ends_with(&format!(".{s}")))
-        })
-    });
+    // A token-scoped entry and a user-scoped one can apply to one request too: a user tied to
+    // the token, or naming it.
+    let crossed = (!a.tokens.is_empty() && !b.users.is_empty())
+        || (!a.users.is_empty() && !b.tokens.is_empty());
+    let who =
+        at.iter().any(|t| bt.contains(t)) || a.users.iter().any(|u| b.users.contains(u)) || crossed;
+    // Compared normalised, as requests meet them: `BÜCHER.example` is `xn--bcher-kva.example`,
+    // and an entry without a port covers every port of one with.
+    let (sa, sb) = (sites(a), sites(b));
+    let site = sa.iter().any(|x| sb.iter().any(|y| x.overlaps(y)));
     who && site
+}
+
+/// The entry's authorities, normalised (those that cannot be are left out: `problems` names
+/// them).
+fn sites(e: &ExceptionEntry) -> Vec<super::Site> {
+    e.authorities.iter().filter_map(|a| super::Site::parse(a).ok()).collect()
 }

@@ -173,3 +173,66 @@ fn an_allow_needs_a_token_from_credentials_a_disallow_takes_any_claim() {
     assert_eq!(decide(tied, "/archive/1").as_deref(), Some("x"));
     assert_eq!(decide(tied, "/banned/1").as_deref(), Some("ban"));
 }
+
+#[test]
+fn authorities_are_normalised_as_requests_are() {
+    let with = |authority: &str| ExceptionEntry {
+        authorities: vec![authority.to_owned()],
+        ..entry(Effect::Disallow)
+    };
+    let token = ProductToken::new("AcmeBot").unwrap();
+    let hits = |written: &str, url: &str| {
+        let set = Exceptions::new(&[with(written)]);
+        let r = Readings::of("/archive/1");
+        let all: Vec<(Reading, &str)> = r.to_decide(true, false).collect();
+        let claim = Claim::asserted(Some(&token), None);
+        let site = Authority::from_host_port(crate::authority::Scheme::Http, url).unwrap();
+        set.decide(&site, claim, &all, &[], now()).is_some()
+    };
+    assert!(hits("localhost.", "localhost:8080"));
+    assert!(hits("LOCALHOST", "localhost."));
+    assert!(hits("127.1", "127.0.0.1:81"));
+    assert!(hits("0x7f.0.0.1:81", "2130706433:81"));
+    assert!(!hits("127.1:82", "127.0.0.1:81"));
+    assert!(hits("Bücher.example", "xn--bcher-kva.example"));
+    assert!(hits("xn--bcher-kva.example", "BÜCHER.example."));
+    assert!(hits("*.news.example:8080", "a.news.example:8080"));
+    assert!(!hits("*.news.example:8080", "a.news.example"));
+    assert!(!hits("*.news.example:8080", "news.example:8080"));
+    assert!(hits("*.Bücher.example", "www.xn--bcher-kva.example"));
+    for bad in ["*.127.1", "foo.1", "a b", "*.x:0", "host:99999"] {
+        let e = with(bad);
+        assert_eq!(keys(&[e]), ["exceptions[1].authorities"], "{bad}");
+    }
+}
+
+#[test]
+fn overlaps_are_noted_across_spellings_ports_and_users() {
+    let d = |id: &str, authority: &str| ExceptionEntry {
+        id: id.into(),
+        authorities: vec![authority.into()],
+        ..entry(Effect::Disallow)
+    };
+    let a = |authority: &str| ExceptionEntry {
+        authorities: vec![authority.into()],
+        ..entry(Effect::Allow)
+    };
+    let noted = |allow: ExceptionEntry, disallow: ExceptionEntry| {
+        describe(&[allow, disallow]).iter().any(|l| l.contains("overlap"))
+    };
+    assert!(noted(a("news.example:8080"), d("d", "news.example")));
+    assert!(noted(a("xn--bcher-kva.example"), d("d", "BÜCHER.example")));
+    assert!(!noted(a("news.example:8080"), d("d", "news.example:8081")));
+    let users =
+        ExceptionEntry { tokens: vec![], users: vec!["team".into()], ..d("u", "news.example") };
+    assert!(noted(a("news.example"), users));
+}
+
+#[test]
+fn a_control_character_in_a_path_is_refused_not_cut_short() {
+    let with = |path: &str| ExceptionEntry { paths: vec![path.to_owned()], ..entry(Effect::Allow) };
+    assert_eq!(keys(&[with("/ok\u{0}/only-this")]), ["exceptions[1].paths"]);
+    assert_eq!(keys(&[with("/ok\t/x")]), ["exceptions[1].paths"]);
+    // Compiled anyway (validation bypassed), it is left out rather than widened to `/ok`.
+    assert!(Exceptions::new(&[with("/ok\u{0}/only-this")]).is_empty());
+}

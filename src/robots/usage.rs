@@ -279,9 +279,14 @@ impl UsageRule {
 ///
 /// The labels are those of draft-ietf-aipref-vocab-07 and -08 (`train-ai`, `search`), plus
 /// `ai-use`, which only draft -02 defined and which is still accepted.
+///
+/// One reading more, the most restrictive of what can be read (issue 42, M3): when the
+/// Dictionary does not parse as a whole (one byte outside ASCII in a parameter, a stray
+/// member), a member that reads on its own as a vocabulary label with the token `n`
+/// (`train-ai=n;note="café"`) still states "disallow". A broken field never states "allow".
 pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
     let Ok(dictionary) = sfv::Parser::new(text.trim()).parse::<sfv::Dictionary>() else {
-        return Vec::new();
+        return disallows_of_a_broken_field(text);
     };
     let mut out: Vec<(Category, Preference)> = Vec::new();
     for (key, member) in &dictionary {
@@ -298,6 +303,24 @@ pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
             _ => continue,
         };
         out.push((category, pref));
+    }
+    out
+}
+
+/// The "disallow" statements that can still be read in a `Content-Usage` field that is not a
+/// valid Dictionary: members `label=n` (parameters ignored) whose label is the vocabulary's,
+/// as written (lower case). See [`parse_preferences`].
+fn disallows_of_a_broken_field(text: &str) -> Vec<(Category, Preference)> {
+    let mut out: Vec<(Category, Preference)> = Vec::new();
+    for member in text.split(',') {
+        let member = member.split(';').next().unwrap_or("").trim();
+        let Some((key, value)) = member.split_once('=') else { continue };
+        let Some(&(_, category)) = VOCABULARY.iter().find(|(l, _)| *l == key.trim()) else {
+            continue;
+        };
+        if value.trim() == "n" && !out.iter().any(|(c, _)| *c == category) {
+            out.push((category, Preference::Disallow));
+        }
     }
     out
 }
@@ -511,9 +534,14 @@ mod tests {
         ] {
             assert!(parse_preferences(unknown).is_empty(), "{unknown}");
         }
-        // A dictionary that does not parse leaves every preference unknown.
-        for broken in ["TRAIN-AI=Y", "train-ai=y, %%%", "train-ai=n, =y", ",,,", "train-ai=n,"] {
+        // A dictionary that does not parse states no allow...
+        for broken in ["TRAIN-AI=Y", "train-ai=y, %%%", ",,,", "TRAIN-AI=N"] {
             assert!(parse_preferences(broken).is_empty(), "{broken}");
+        }
+        // ... but a member that reads on its own as `label=n` still refuses (issue 42, M3: the
+        // most restrictive reading of what can be read).
+        for broken in ["train-ai=n, =y", "train-ai=n,", "train-ai=n;note=\"caf\u{e9}\""] {
+            assert_eq!(parse_preferences(broken), [(Category::TrainAi, Disallow)], "{broken}");
         }
         // Known labels beside unknown ones are still read.
         assert_eq!(

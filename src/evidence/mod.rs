@@ -71,13 +71,17 @@ pub enum EvidenceError {
     /// The export could not be written (or `--out` is not empty).
     #[error("{0}")]
     Export(String),
+    /// The answer could not be written to standard output (other than a reader that went
+    /// away, which is not an error).
+    #[error("cannot write to standard output: {0}")]
+    Output(std::io::Error),
 }
 
 impl EvidenceError {
     /// 1 when no answer is known or the export cannot be written; 2 for bad input.
     pub fn exit_status(&self) -> u8 {
         match self {
-            EvidenceError::Unknown(_) | EvidenceError::Export(_) => 1,
+            EvidenceError::Unknown(_) | EvidenceError::Export(_) | EvidenceError::Output(_) => 1,
             _ => 2,
         }
     }
@@ -227,13 +231,22 @@ pub fn run(command: EvidenceCommand) -> ExitCode {
         Some(EvidenceSubcommand::Export(args)) => ("evidence export", export::run(args)),
         None => ("evidence", replay_command(&command.replay)),
     };
-    let result = result.map(|text| print!("{text}"));
+    let result = result.and_then(|text| write_out(&mut std::io::stdout().lock(), &text));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("robots-proxy {form}: {e}");
             ExitCode::from(e.exit_status())
         }
+    }
+}
+
+/// Writes the answer. A reader that went away (`evidence … | head`: a broken pipe) is the end
+/// of the output, not an error (issue 39, L4: `print!` panicked there).
+fn write_out(out: &mut impl std::io::Write, text: &str) -> Result<(), EvidenceError> {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(EvidenceError::Output(e)),
+        _ => Ok(()),
     }
 }
 

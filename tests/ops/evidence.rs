@@ -466,3 +466,40 @@ fn evidence_reads_a_would_block_record_as_the_refusal_it_reports() {
     assert_eq!(replayed["in_force"], "disallow-all", "{replayed:#}");
     assert_eq!(replayed["allowed"], false, "{replayed:#}");
 }
+
+/// Issue 39, L4: `evidence … | head`, the reader gone before the answer is written: a quiet
+/// exit 0, not a panic ("failed printing to stdout: Broken pipe" and a stack trace).
+#[test]
+fn evidence_into_a_closed_pipe_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let base = "http://127.0.0.1:9";
+    let at = "2026-11-20T10:00:00.000Z";
+    let record = serde_json::json!({
+        "@timestamp": at,
+        "event.action": "would_block",
+        "robots.would_action": "robots_disallow",
+        "event.outcome": "success",
+        "event.reason": "robots.txt unreachable (HTTP 503): all paths disallowed",
+        "url.full": format!("{base}/a"),
+        "robots.authority": base,
+        "robots.path": "/a",
+        "robots.state": "unreachable",
+    });
+    std::fs::write(&audit, format!("{record}\n")).unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let url = format!("{base}/a");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["evidence", &url, "--at", at, "--token", "ExampleBot"])
+        .arg("--audit")
+        .arg(&audit)
+        .env("ROBOTS_PROXY_STATE_DIR", dir.path())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

@@ -71,6 +71,9 @@ pub enum EvidenceError {
     /// The export could not be written (or `--out` is not empty).
     #[error("{0}")]
     Export(String),
+    /// An `--audit` file's hash chain is broken (without `--allow-tampered`).
+    #[error("{0}")]
+    Tampered(String),
     /// The answer could not be written to standard output (other than a reader that went
     /// away, which is not an error).
     #[error("cannot write to standard output: {0}")]
@@ -81,7 +84,10 @@ impl EvidenceError {
     /// 1 when no answer is known or the export cannot be written; 2 for bad input.
     pub fn exit_status(&self) -> u8 {
         match self {
-            EvidenceError::Unknown(_) | EvidenceError::Export(_) | EvidenceError::Output(_) => 1,
+            EvidenceError::Unknown(_)
+            | EvidenceError::Export(_)
+            | EvidenceError::Output(_)
+            | EvidenceError::Tampered(_) => 1,
             _ => 2,
         }
     }
@@ -154,6 +160,11 @@ pub struct SourceArgs {
     /// instances).
     #[arg(long = "audit", value_name = "FILE")]
     pub audits: Vec<PathBuf>,
+    /// The public key of `audit.checkpoint_key` (a JWK or PEM, as `audit public-key` prints
+    /// it), to check the checkpoints of the `--audit` files with; by default the public half of
+    /// the configured `audit.checkpoint_key`, if any.
+    #[arg(long = "public-key", value_name = "FILE")]
+    pub public_key: Option<PathBuf>,
 }
 
 impl SourceArgs {
@@ -166,6 +177,33 @@ impl SourceArgs {
             sources.push(Source::StateDir(config.state_dir.clone()));
         }
         sources
+    }
+
+    /// `audit verify` of each `--audit` file alone (files of several instances are several
+    /// chains; each file names the hash it continues from), with the public key given or
+    /// configured.
+    fn check_chains(
+        &self,
+        config: &Config,
+    ) -> Result<Vec<(String, crate::audit::verify::Report)>, EvidenceError> {
+        use crate::audit::checkpoint::{load_key, PublicKey};
+        let key = match (&self.public_key, &config.audit.checkpoint_key) {
+            (Some(path), _) => Some(
+                PublicKey::read(path)
+                    .map_err(|e| EvidenceError::Argument(format!("--public-key {e}")))?,
+            ),
+            (None, Some(path)) => load_key(path).ok().map(|k| PublicKey::of(&k)),
+            (None, None) => None,
+        };
+        Ok(self
+            .audits
+            .iter()
+            .map(|path| {
+                let report =
+                    crate::audit::verify::verify_files(std::slice::from_ref(path), key.as_ref());
+                (path.display().to_string(), report)
+            })
+            .collect())
     }
 
     fn load_config(&self) -> Result<Config, EvidenceError> {
@@ -220,6 +258,10 @@ pub struct ReplayArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Answer even when an `--audit` file's hash chain is broken (the answer names the
+    /// break); without it, a broken chain is exit 1.
+    #[arg(long)]
+    pub allow_tampered: bool,
     /// The sources and configuration.
     #[command(flatten)]
     pub sources: SourceArgs,
@@ -347,6 +389,25 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         })?),
         _ => None,
     };
+    // The chain of every audit file the answer rests on (issue 39, M1): a broken one is
+    // refused unless asked for (`--allow-tampered`); the answer names each file's status.
+    let chains = args.sources.check_chains(&config)?;
+    if !args.allow_tampered {
+        use crate::audit::verify::Status;
+        let broken = chains.iter().find(|(_, r)| {
+            matches!(r.status, Status::Tampered | Status::Unreadable) && !report::unchained(r)
+        });
+        if let Some((file, report)) = broken {
+            let at = report.problem.as_ref().map_or_else(String::new, |p| match p.line {
+                Some(line) => format!("{}:{line}: {}", p.file, p.message),
+                None => format!("{}: {}", p.file, p.message),
+            });
+            return Err(EvidenceError::Tampered(format!(
+                "the hash chain of {file} is broken ({at}): the records cannot be relied on \
+                 (`audit verify` says more; --allow-tampered answers anyway)"
+            )));
+        }
+    }
     let fold = folds_case(&config, &authority);
     let replayed =
         replay::replay(&window.what, body.map(|b| &b.bytes[..]), token.as_ref(), &path, fold);
@@ -364,6 +425,7 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         near,
         fold_case: fold,
         sources: &sources,
+        chains: &chains,
     };
     Ok(if args.json { report::json(&answer) } else { report::text(&answer) })
 }
@@ -409,7 +471,13 @@ mod tests {
             user_agent: user_agent.map(str::to_owned),
             near: Duration::from_secs(3600),
             json: false,
-            sources: SourceArgs { config: None, state_dirs: Vec::new(), audits: Vec::new() },
+            allow_tampered: false,
+            sources: SourceArgs {
+                config: None,
+                state_dirs: Vec::new(),
+                audits: Vec::new(),
+                public_key: None,
+            },
         }
     }
 

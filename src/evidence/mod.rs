@@ -364,6 +364,16 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         _ => return Err(EvidenceError::Argument("give a URL and --at TIME".to_owned())),
     };
     let at = parse_time(at).map_err(|e| EvidenceError::Argument(format!("--at: {e}")))?;
+    // Nothing can be known of a time that has not come (issue 39, M2: the window in force
+    // was reported for 2099).
+    let now = SystemTime::now();
+    if at > now {
+        return Err(EvidenceError::Unknown(format!(
+            "{} is in the future (now: {}): no source can know what will be in force then",
+            time::show(at),
+            time::show(now)
+        )));
+    }
     let (authority, path) = parse_url(url)?;
     let config = args.sources.load_config()?;
     let (token, token_source) = choose_token(args, &config)?;

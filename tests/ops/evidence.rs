@@ -560,4 +560,13 @@ fn evidence_refuses_audit_files_whose_chain_is_broken() {
     assert_eq!(code, 0, "{out}{err}");
     let answer: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(answer["audit_chain"][0]["status"], "tampered", "{answer:#}");
+    // Issue 39, M2 (in part): a time in the future is refused, not answered from the window
+    // still open.
+    let future = ["--at", "2099-01-01T00:00:00Z", "--token", "ExampleBot", "--allow-tampered"];
+    let v: Vec<&str> =
+        [&[url.as_str()][..], &future[..], &["--audit", audit.to_str().unwrap()]].concat();
+    let out = super::support::run(&[&["evidence"][..], &v[..]].concat(), &env);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is in the future"), "{err}");
 }

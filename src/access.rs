@@ -735,6 +735,6 @@ mod tests {
         assert!(line.ends_with(":CarolBot"), "{line}");
         assert!(Authenticator::parse(&line, Path::new("u")).is_ok());
         assert!(matches!(hash_line("a:b", "pw", None), Err(AccessError::Name(_))));
-        assert!(matches!(hash_line("a", "pw", Some("no way")), Err(AccessError::Token(_))));
+        assert!(matches!(hash_line("a", "pw", Some("no/way")), Err(AccessError::Token(_))));
     }
 }

@@ -215,6 +215,11 @@ fn normalize_host(host: &str) -> Result<String, AuthorityError> {
         return Ok(bare.to_owned());
     }
     if let Ok(ip) = bare.parse::<std::net::Ipv6Addr>() {
+        // An IPv4-mapped address (`::ffff:127.0.0.1`) reaches the IPv4 host: one site with it
+        // (one robots.txt, one pace), as the guard already judges it (review-core N8).
+        if let Some(v4) = ip.to_ipv4_mapped() {
+            return Ok(v4.to_string());
+        }
         return Ok(ip.to_string());
     }
     let trimmed = host.strip_suffix('.').unwrap_or(host);
@@ -329,6 +334,11 @@ mod tests {
         assert_eq!(v6.host(), "::1");
         assert_eq!(v6.host_header(), "[::1]:8080");
         assert_eq!(auth("http://127.0.0.1:80/").unwrap().host_header(), "127.0.0.1");
+        // An IPv4-mapped IPv6 literal is its IPv4 site (review-core N8).
+        let mapped = auth("http://[::ffff:127.0.0.1]:8080/").unwrap();
+        assert_eq!(mapped, auth("http://127.0.0.1:8080/").unwrap());
+        assert_eq!(auth("http://[::ffff:7f00:1]:8080/").unwrap().host(), "127.0.0.1");
+        assert_eq!(auth("http://[::7f00:1]/").unwrap().host(), "::7f00:1");
     }
 
     #[test]

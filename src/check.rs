@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::output::terminal;
 use crate::policy::{decide_reading, Reading, Readings};
 use crate::robots::usage::UsagePreferences;
 use crate::robots::usage::{Category, Preference};
@@ -160,7 +161,7 @@ pub fn check_urls_as(
             let agents: Vec<String> = g
                 .user_agents()
                 .iter()
-                .map(|u| format!("line {}: {}", u.line(), u.value()))
+                .map(|u| format!("line {}: {}", u.line(), terminal(u.value())))
                 .collect();
             writeln!(out, "group applied: user-agent {}", agents.join(", "))?;
             if let Some(d) = g.crawl_delay() {
@@ -168,7 +169,7 @@ pub fn check_urls_as(
             }
         }
         for s in robots.sitemaps() {
-            writeln!(out, "sitemap: {} (line {})", s.url(), s.line())?;
+            writeln!(out, "sitemap: {} (line {})", terminal(s.url()), s.line())?;
         }
     }
     for (url, path) in urls.iter().zip(&paths) {
@@ -211,13 +212,14 @@ pub fn check_urls_as(
                 why = format!("usage preference {}=n{at} refuses purpose {}", category, category);
             }
         }
-        writeln!(out, "{word:<10} {url}  ({why})")?;
+        writeln!(out, "{word:<10} {}  ({})", terminal(url), terminal(&why))?;
         for ((reading, read), d) in readings.iter().zip(&decisions).skip(1) {
             let verdict = if d.is_allowed() { "allowed" } else { "disallowed" };
             writeln!(
                 out,
-                "  reading {reading}: {read}  {verdict} ({}; {})",
-                reason_text(d.reason()),
+                "  reading {reading}: {}  {verdict} ({}; {})",
+                terminal(read),
+                terminal(&reason_text(d.reason())),
                 reading.description()
             )?;
         }
@@ -259,6 +261,7 @@ fn reason_text(reason: Reason<'_>) -> String {
         Reason::NoRuleMatched => "no rule matched".to_owned(),
         Reason::NoGroupApplies => "no group applies".to_owned(),
         Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
+        Reason::OverBudget => "over the match budget: refused without naming a rule".to_owned(),
     }
 }
 

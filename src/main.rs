@@ -18,6 +18,7 @@ use clap::{Args, Parser, Subcommand};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use robots_proxy::check::{self, Outcome};
+use robots_proxy::output::{terminal, terminal_text};
 use robots_proxy::robots::ProductToken;
 
 /// A forward HTTP proxy that makes any crawler obey robots.txt.
@@ -294,15 +295,21 @@ fn main() -> ExitCode {
         Command::Config(ConfigCommand::Check { config, listen, admin_listen, .. }) => {
             match serve::check(config, listen, admin_listen) {
                 Ok(config) => {
-                    print!("{}", robots_proxy::config::render(&config));
+                    print!("{}", terminal_text(&robots_proxy::config::render(&config)));
                     // What each exception covers, as comments: the output stays a configuration.
                     for line in robots_proxy::policy::exceptions::describe(&config.exceptions) {
+                        println!("# {}", terminal(&line));
+                    }
+                    // Settings that can never apply, and expired exceptions: comments too,
+                    // and on stderr for a person.
+                    for line in config.warnings(std::time::SystemTime::now()) {
                         println!("# {line}");
+                        eprintln!("robots-proxy config check: {line}");
                     }
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("robots-proxy config check: {}", describe(&e));
+                    eprintln!("robots-proxy config check: {}", terminal(&describe(&e)));
                     ExitCode::from(1)
                 }
             }
@@ -331,7 +338,7 @@ fn run_check(args: CheckArgs) -> ExitCode {
         return match check::check_jsonl(&mut input, &mut out, &defaults) {
             Ok(summary) => ExitCode::from(summary.exit_status()),
             Err(e) => {
-                eprintln!("robots-proxy check: {e}");
+                eprintln!("robots-proxy check: {}", terminal(&e.to_string()));
                 ExitCode::from(2)
             }
         };
@@ -354,7 +361,7 @@ fn run_check(args: CheckArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     if let Some(note) = check::size_note(&path) {
-        eprintln!("robots-proxy check: note: {note}");
+        eprintln!("robots-proxy check: note: {}", terminal(&note));
     }
     let result = check::read_robots(&path).and_then(|robots| {
         check::check_urls_as(
@@ -372,7 +379,7 @@ fn run_check(args: CheckArgs) -> ExitCode {
         (Ok(Outcome::AllAllowed), Ok(())) => ExitCode::SUCCESS,
         (Ok(_), Ok(())) => ExitCode::from(1),
         (Err(e), _) => {
-            eprintln!("robots-proxy check: {e}");
+            eprintln!("robots-proxy check: {}", terminal(&e.to_string()));
             ExitCode::from(2)
         }
         (_, Err(e)) => {

@@ -157,6 +157,8 @@ pub struct Metrics {
     charts: series::Charts,
     /// `exception_expiry_seconds{id}`, set at scrape time ([`Metrics::set_exception_expiry`]).
     exception_expiry: Family<Vec<(&'static str, String)>, Gauge>,
+    /// `exceptions_expired`: entries of the configuration in force whose `expires` passed.
+    exceptions_expired: Gauge,
     listening: AtomicBool,
     started: SystemTime,
     activity: Mutex<Activity>,
@@ -256,6 +258,13 @@ impl Metrics {
             Unit::Seconds,
             exception_expiry.clone(),
         );
+        let exceptions_expired = Gauge::default();
+        registry.register(
+            "exceptions_expired",
+            "[[exceptions]] entries of the configuration in force whose expires has passed: \
+             loaded inert, they decide nothing (remove or renew them)",
+            exceptions_expired.clone(),
+        );
         registry.register(
             "build",
             "The running version",
@@ -278,6 +287,7 @@ impl Metrics {
             would_block,
             charts,
             exception_expiry,
+            exceptions_expired,
             listening: AtomicBool::new(false),
             started: SystemTime::now(),
             activity: Mutex::new(Activity::default()),
@@ -291,6 +301,8 @@ impl Metrics {
         for (id, seconds) in expiry {
             self.exception_expiry.get_or_create(&vec![("id", id.clone())]).set(*seconds);
         }
+        let expired = expiry.iter().filter(|(_, seconds)| *seconds <= 0).count();
+        self.exceptions_expired.set(i64::try_from(expired).unwrap_or(i64::MAX));
     }
 
     /// Records how long a decision took since `started` (the request's arrival).

@@ -4,6 +4,9 @@
 //! and "may it go?" ([`Policy::decide`]). The answer, a [`PolicyDecision`], carries everything a
 //! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
 
+mod claim;
+#[cfg(test)]
+mod conformance;
 pub mod exceptions;
 pub mod readings;
 mod report;
@@ -22,6 +25,7 @@ use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::cache::RobotsRules;
 use crate::robots::{Reason, Verdict};
+pub use claim::{Claim, Entitled};
 pub use exceptions::{ExceptionEntry, ExceptionVerdict, Exceptions};
 pub use readings::{Reading, Readings};
 pub use report::{PolicyMode, ReportScope};
@@ -149,10 +153,16 @@ impl Policy {
         }
     }
 
-    /// Whether a refusal for `token`, from the authenticated `user`, is only reported
-    /// (report-only mode): the request goes on, written as `would_block`.
-    pub fn reports(&self, token: Option<&ProductToken>, user: Option<&str>) -> bool {
-        !self.report.is_empty() && self.report.covers(token, user)
+    /// Whether a refusal for `claim` is only reported (report-only mode): the request goes
+    /// on, written as `would_block`. A loosening, so `policy.report_tokens` covers a token
+    /// only when the authenticated user is tied to it ([`Claim::entitled`]): a client that
+    /// merely sends a report token is enforced.
+    pub fn reports(&self, claim: Claim<'_>) -> bool {
+        if self.report.is_empty() {
+            return false;
+        }
+        let entitled = claim.entitled();
+        self.report.covers(entitled.token, entitled.user)
     }
 
     /// The robots.txt snapshot for `authority` (fetched first when missing or due), for a client
@@ -359,19 +369,58 @@ impl Policy {
     }
 
     /// The AI usage preferences robots.txt states for the request's path, combined over every
-    /// reading (per category the most restrictive), as [`crate::robots::RobotsTxt::usage`]
-    /// gives them for one path.
+    /// reading the proxy decides robots.txt on ([`Readings::to_decide`]: the decoded readings
+    /// against the patterns read decoded, the case-folded one where the origin folds case),
+    /// per category the most restrictive, as [`crate::robots::RobotsTxt::usage_as`] gives
+    /// them for one reading.
     pub fn usage_for(
         &self,
         snapshot: &RobotsSnapshot,
         token: Option<&ProductToken>,
         readings: &Readings,
     ) -> UsagePreferences {
+        let RobotsRules::Parsed(robots) = &snapshot.rules else {
+            return UsagePreferences::default();
+        };
+        let decoded = robots.has_decoded_patterns() || robots.has_decoded_usage_patterns();
         let mut prefs = UsagePreferences::default();
-        for (_, path) in readings.iter() {
-            prefs.combine(&snapshot.rules.usage(token, path));
+        for (reading, path) in readings.to_decide(decoded, self.folds_case(snapshot)) {
+            prefs.combine(&robots.usage_as(token, path, pattern_reading(reading)));
         }
         prefs
+    }
+
+    /// The `tdmrep.json` statement for the request's path, decided on every reading the proxy
+    /// decides robots.txt on ([`Readings::to_decide`], the case-folded one where the origin
+    /// folds case): the statement of the first rule matching some reading that reserves TDM
+    /// rights wins (the most restrictive reading); else the statement for the path as sent.
+    pub fn tdm_statement<'f>(
+        &self,
+        snapshot: &RobotsSnapshot,
+        file: &'f crate::robots::optout::TdmFile,
+        readings: &Readings,
+    ) -> Option<&'f crate::robots::optout::TdmStatement> {
+        let mut as_sent = None;
+        let mut canonical = Vec::new();
+        for (reading, path) in readings.to_decide(true, self.folds_case(snapshot)) {
+            canonical.clear();
+            crate::robots::normalize::normalize_path_for_matching_into(
+                path.as_bytes(),
+                &mut canonical,
+            );
+            if reading == Reading::CaseFolded {
+                let folded = crate::robots::fold_case(&String::from_utf8_lossy(&canonical));
+                canonical = folded.into_bytes();
+            }
+            let statement = file.statement_for_as(&canonical, pattern_reading(reading));
+            if statement.is_some_and(|s| s.reserved == Some(true)) {
+                return statement;
+            }
+            if reading == Reading::AsSent {
+                as_sent = statement;
+            }
+        }
+        as_sent
     }
 
     /// Every reading of the request's path with its own decision, the path as sent first (for
@@ -447,19 +496,11 @@ impl Policy {
                 d.group = decision
                     .user_agent_line()
                     .map(|u| format!("{} (line {})", u.value(), u.line()));
-                d.reason = match decision.reason() {
-                    Reason::Rule(rule) => {
-                        d.rule = Some(rule.to_string());
-                        d.line = Some(rule.line());
-                        let verb = if decision.is_allowed() { "allowed" } else { "disallowed" };
-                        format!("{verb} by robots.txt line {}: {rule}", rule.line())
-                    }
-                    Reason::NoRuleMatched => {
-                        "allowed: no rule in the applicable group matches".to_owned()
-                    }
-                    Reason::NoGroupApplies => "allowed: no group in robots.txt applies".to_owned(),
-                    Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
-                };
+                if let Reason::Rule(rule) = decision.reason() {
+                    d.rule = Some(rule.to_string());
+                    d.line = Some(rule.line());
+                }
+                d.reason = decision.reason().explain(decision.is_allowed());
             }
             RobotsRules::AllowAll => {
                 d.reason = format!(
@@ -498,6 +539,20 @@ fn path_allowed(
 /// Whether the rules have patterns that read differently decoded (see [`Readings::to_decide`]).
 fn has_decoded_patterns(rules: &RobotsRules) -> bool {
     matches!(rules, RobotsRules::Parsed(robots) if robots.has_decoded_patterns())
+}
+
+/// How the engine reads the patterns for one reading of the path, for every rule source that
+/// matches path patterns (allow/disallow in [`decide_reading`], `Content-Usage` in
+/// [`Policy::usage_for`], `tdmrep.json` in [`Policy::tdm_statement`]): the path as sent against
+/// the patterns as written (Google's reading), the case-folded reading against the patterns
+/// decoded and folded, every other reading against the patterns decoded.
+pub fn pattern_reading(reading: Reading) -> crate::robots::usage::PatternReading {
+    use crate::robots::usage::PatternReading;
+    match reading {
+        Reading::AsSent => PatternReading::AsWritten,
+        Reading::CaseFolded => PatternReading::Folded,
+        _ => PatternReading::Decoded,
+    }
 }
 
 /// The engine's decision on one reading: the path as sent against the patterns as written

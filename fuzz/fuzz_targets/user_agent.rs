@@ -1,7 +1,7 @@
 //! Fuzz target: the product-token finder on arbitrary User-Agent strings.
 //!
-//! Never panics; a token found is made of letters, `_` and `-`, appears in the input, and is
-//! found again when given on its own.
+//! Never panics; a token found is made of letters, digits, `_`, `-`, `.` and single spaces
+//! between words, appears in the input, and is found again when given on its own.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,7 +12,11 @@ fuzz_target!(|data: &[u8]| {
     if let Some(token) = ProductToken::from_user_agent(&ua) {
         let t = token.as_str();
         assert!(!t.is_empty());
-        assert!(t.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b'-'), "{t:?}");
+        assert!(
+            t.split(' ').all(|w| !w.is_empty()
+                && w.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))),
+            "{t:?}"
+        );
         assert!(ua.contains(t), "{t:?} not in {ua:?}");
         assert_eq!(ProductToken::from_token_or_user_agent(t).map(|x| x.lowercase().to_owned()),
             Some(token.lowercase().to_owned()));

@@ -2,7 +2,8 @@
 //! request's User-Agent header, untrusted.
 //!
 //! Besides "never panics", it checks that a token it finds is one: a valid product token
-//! (RFC 9309 §2.2.1: letters, `_` and `-`), written as it appears in the header, and taken as it
+//! (RFC 9309 §2.2.1's letters, `_` and `-`, and the digits, `.` and single spaces real
+//! crawlers' names hold: `docs/engine.md`), written as it appears in the header, and taken as it
 //! is when given back as an `--agent`.
 #![no_main]
 

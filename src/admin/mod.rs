@@ -122,8 +122,27 @@ pub async fn serve_with_reload(
     sampler.abort();
 }
 
-/// Checks the request names this listener, then routes it.
+/// Checks the request names this listener, then routes it. Every answer says
+/// `X-Content-Type-Options: nosniff` and `Cross-Origin-Resource-Policy: same-origin`: no
+/// answer of this listener is meant to be read as anything but its own type, nor by another
+/// site.
 async fn handle(
+    proxy: &Proxy,
+    reloader: Option<&crate::reload::Reloader>,
+    names: &[String],
+    chart_interval: Duration,
+    local: std::net::SocketAddr,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let mut resp = answer(proxy, reloader, names, chart_interval, local, req).await;
+    let h = resp.headers_mut();
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
+    resp
+}
+
+/// [`handle`] before the headers every answer carries.
+async fn answer(
     proxy: &Proxy,
     reloader: Option<&crate::reload::Reloader>,
     names: &[String],
@@ -163,8 +182,19 @@ async fn route(proxy: &Proxy, chart_interval: Duration, req: Request<Incoming>) 
         }
         "/healthz" if read => text(StatusCode::OK, "ok\n".to_owned()),
         "/readyz" if read => readyz(proxy).await,
-        "/robots" if read => robots::explain(proxy, &query).await,
-        "/api/robots/versions" if read => versions::list(proxy, &query),
+        // A GET that makes the gateway fetch (and archive) a robots.txt, or read and diff its
+        // versions, is refused when a browser sends it for another site (an `<img>` on any
+        // page the operator opens).
+        "/robots" | "/api/robots/versions" if read => {
+            if let Some(refusal) = cross_site(&req) {
+                return refusal;
+            }
+            if path == "/robots" {
+                robots::explain(proxy, &query).await
+            } else {
+                versions::list(proxy, &query).await
+            }
+        }
         "/api/exceptions" if read => exceptions(proxy),
         "/cache/purge" | "/cache/purge-all" if method == Method::POST => {
             if let Some(refusal) = cross_site(&req) {
@@ -214,10 +244,11 @@ fn query_params(query: Option<&str>) -> HashMap<String, String> {
     url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()).into_owned().collect()
 }
 
-/// A `403` for a `POST` a browser sent on behalf of another site, `None` for anything else.
+/// A `403` for a request a browser sent on behalf of another site (a `POST`, or a `GET` with
+/// side effects), `None` for anything else.
 ///
 /// `curl` and scripts send neither header; a browser sends `Origin` with every `POST`, and
-/// `Sec-Fetch-Site` too when it is recent.
+/// `Sec-Fetch-Site` too when it is recent (with every request, an `<img>`'s included).
 fn cross_site(req: &Request<Incoming>) -> Option<Response<Body>> {
     let headers = req.headers();
     let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
@@ -230,9 +261,10 @@ fn cross_site(req: &Request<Incoming>) -> Option<Response<Body>> {
         (Some(_), None) => false,
     };
     (!(same_site && same_origin)).then(|| {
+        let what = if req.method() == Method::POST { "POST" } else { "request" };
         json_response(
             StatusCode::FORBIDDEN,
-            &json!({ "error": "cross-site POST refused: send it from the status page, curl or a script" }),
+            &json!({ "error": format!("cross-site {what} refused: send it from the status page, curl or a script") }),
         )
     })
 }
@@ -242,17 +274,44 @@ fn page() -> Response<Body> {
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    // Everything the page needs is inline or from this listener; nothing else may load, and
-    // no other site may frame it.
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-             connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-        ),
-    );
+    h.insert(header::CONTENT_SECURITY_POLICY, page_policy().clone());
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     resp
+}
+
+/// The page's Content-Security-Policy. Everything the page needs is inline or from this
+/// listener; nothing else may load, and no other site may frame it. Only the page's own inline
+/// scripts run, named by their SHA-256 (no `'unsafe-inline'`), so that text put into the page
+/// by a slip in its code would never run as script.
+fn page_policy() -> &'static HeaderValue {
+    static POLICY: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        use base64ct::{Base64, Encoding};
+        use sha2::{Digest, Sha256};
+        let mut hashes = String::new();
+        for script in inline_scripts(PAGE) {
+            let digest = Sha256::digest(script.as_bytes());
+            hashes.push_str(&format!(" 'sha256-{}'", Base64::encode_string(&digest)));
+        }
+        let policy = format!(
+            "default-src 'none'; script-src{hashes}; style-src 'unsafe-inline'; \
+             connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        );
+        HeaderValue::from_str(&policy).unwrap_or(HeaderValue::from_static("default-src 'none'"))
+    })
+}
+
+/// The text of each `<script>…</script>` of `page`, as a browser hashes it.
+fn inline_scripts(page: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = page;
+    while let Some(start) = rest.find("<script>") {
+        let body = &rest[start + "<script>".len()..];
+        let Some(end) = body.find("</script>") else { break };
+        out.push(&body[..end]);
+        rest = &body[end..];
+    }
+    out
 }
 
 /// `/metrics`, in OpenMetrics for a scraper that asks for it, else in the classic Prometheus

@@ -185,6 +185,7 @@ pub(super) fn line(
         put("service.node.name", node.into());
     }
     let mut out = serde_json::Value::Object(record).to_string().into_bytes();
+    crate::output::json_line(&mut out);
     out.push(b'\n');
     (out, Previous { records, signature })
 }

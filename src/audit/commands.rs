@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use super::checkpoint::{load_key, PublicKey};
 use super::verify::{read_shipped, verify, Options, Status};
 use super::AuditSection;
+use crate::output::terminal;
 
 /// `robots-proxy audit …`
 #[derive(Debug, clap::Subcommand)]
@@ -87,8 +88,11 @@ pub fn run(
             };
             let report = verify(&files, Options { public_key: key.as_ref(), shipped: &shipped });
             if json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => println!("{text}"),
+                match serde_json::to_vec_pretty(&report) {
+                    Ok(mut text) => {
+                        crate::output::json_line(&mut text);
+                        println!("{}", String::from_utf8_lossy(&text));
+                    }
                     Err(e) => return fail("verify", &e.to_string(), 2),
                 }
             } else if report.status == Status::Unreadable {
@@ -98,10 +102,13 @@ pub fn run(
                         Some(line) => format!("{}:{line}", p.file),
                         None => p.file.clone(),
                     };
-                    eprintln!("robots-proxy audit verify: {at}: {}", p.message);
+                    eprintln!(
+                        "robots-proxy audit verify: {}",
+                        terminal(&format!("{at}: {}", p.message))
+                    );
                 }
             } else {
-                print!("{}", report.render());
+                print!("{}", crate::output::terminal_text(&report.render()));
             }
             ExitCode::from(report.exit_code())
         }
@@ -134,6 +141,6 @@ fn configured_key(
 }
 
 fn fail(command: &str, message: &str, code: u8) -> ExitCode {
-    eprintln!("robots-proxy audit {command}: {message}");
+    eprintln!("robots-proxy audit {command}: {}", terminal(message));
     ExitCode::from(code)
 }

@@ -215,6 +215,9 @@ pub struct AuditRecord {
     /// `none`), when the proxy saw the request.
     #[serde(rename = "robots.token_source", skip_serializing_if = "Option::is_none")]
     pub token_source: Option<&'static str>,
+    /// The authenticated proxy user (`access.users_file` or a client certificate), if any.
+    #[serde(rename = "user.name", skip_serializing_if = "Option::is_none")]
+    pub user_name: Option<String>,
     /// The reading of the path that decided (`as-sent`, `decoded`, `backslash`,
     /// `parameters`: see [`crate::policy::Reading`]), for decisions on the rules.
     #[serde(rename = "robots.reading", skip_serializing_if = "Option::is_none")]
@@ -320,6 +323,7 @@ impl AuditRecord {
             state: String::new(),
             age_seconds: 0,
             token_source: None,
+            user_name: None,
             reading: None,
             read_path: None,
             usage: None,
@@ -671,6 +675,7 @@ impl AuditLog {
     pub async fn record(&self, record: AuditRecord) -> Result<(), AuditError> {
         let node = self.shared.node.get().map(String::as_str);
         let mut line = serde_json::to_vec(&Line::new(&record, node))?;
+        crate::output::json_line(&mut line); // U+2028, U+2029, C1 as `\uXXXX` (docs/audit.md)
         line.push(b'\n');
         let announce = record.robots_version.map(|VersionFields(version)| versions::Announce {
             version,

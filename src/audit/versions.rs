@@ -111,6 +111,7 @@ pub(super) fn line(announce: &Announce, node: Option<&str>) -> Vec<u8> {
         put("service.node.name", node.into());
     }
     let mut out = serde_json::Value::Object(record).to_string().into_bytes();
+    crate::output::json_line(&mut out);
     out.push(b'\n');
     out
 }

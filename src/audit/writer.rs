@@ -643,6 +643,7 @@ impl Writer {
             map.insert("service.node.name".to_owned(), node.into());
         }
         let mut line = record.to_string().into_bytes();
+        crate::output::json_line(&mut line);
         line.push(b'\n');
         line
     }

@@ -10,7 +10,7 @@ use super::FetchOutcome;
 pub enum FetchClass {
     /// A 2xx answer (after redirects).
     Success,
-    /// A redirect without a usable `Location`.
+    /// A redirect without a usable `Location`, or a `304` (unreachable).
     Redirection,
     /// A 4xx answer other than 429.
     ClientError,

@@ -22,7 +22,7 @@
 use std::io::{self, Write};
 
 use flate2::write::{DeflateDecoder, MultiGzDecoder, ZlibDecoder};
-use http::header::{HeaderMap, CONTENT_ENCODING};
+use http::header::{HeaderMap, CONTENT_ENCODING, TRANSFER_ENCODING};
 
 /// What the fetcher sends as `Accept-Encoding`: the codings [`Decoder`] undoes.
 pub(super) const ACCEPT_ENCODING: &str = "gzip, deflate";
@@ -33,8 +33,9 @@ const MAX_CODINGS: usize = 4;
 /// Why a body could not be decoded.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DecodeError {
-    /// `Content-Encoding` names a coding this decoder does not know, or too many.
-    #[error("unsupported Content-Encoding {0:?}")]
+    /// `Content-Encoding` or `Transfer-Encoding` names a coding this decoder does not know, or
+    /// too many.
+    #[error("unsupported coding {0:?}")]
     Unsupported(String),
     /// The body is not a valid stream of its coding (bad header, bad data, truncated).
     #[error("corrupt {coding} body: {source}")]
@@ -62,26 +63,40 @@ impl Coding {
     }
 }
 
-/// The codings of `headers`' `Content-Encoding` fields, in the order they were applied
-/// (`identity` left out).
+/// The codings of `headers`' `Content-Encoding` fields, then those of its
+/// `Transfer-Encoding` fields, in the order they were applied (`identity` left out).
+///
+/// A transfer coding is applied after every content coding (RFC 9112 §6.1), so it comes last
+/// here and is undone first. hyper undoes `chunked` and nothing else: a body sent with
+/// `Transfer-Encoding: gzip, chunked` (or `gzip` alone, read to close) still arrives gzipped,
+/// and would parse as a binary file with no rules. `gzip` and `deflate` are undone as the
+/// content codings are (the cap on decoded bytes applies); `chunked` is skipped; any other
+/// transfer coding is [`DecodeError::Unsupported`], which the fetcher reports as unreachable.
 fn codings(headers: &HeaderMap) -> Result<Vec<Coding>, DecodeError> {
     let mut out = Vec::new();
-    for value in headers.get_all(CONTENT_ENCODING) {
-        let text = value.to_str().map_err(|_| {
-            DecodeError::Unsupported(String::from_utf8_lossy(value.as_bytes()).into())
-        })?;
-        for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let coding = if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip")
-            {
-                Coding::Gzip
-            } else if name.eq_ignore_ascii_case("deflate") {
-                Coding::Deflate
-            } else if name.eq_ignore_ascii_case("identity") {
-                continue;
-            } else {
-                return Err(DecodeError::Unsupported(name.to_owned()));
-            };
-            out.push(coding);
+    for (field, transfer) in [(CONTENT_ENCODING, false), (TRANSFER_ENCODING, true)] {
+        for value in headers.get_all(field) {
+            let text = value.to_str().map_err(|_| {
+                DecodeError::Unsupported(String::from_utf8_lossy(value.as_bytes()).into())
+            })?;
+            for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                // Transfer codings may carry parameters (RFC 9112 §7): none of ours take any.
+                let name = name.split(';').next().unwrap_or_default().trim();
+                let coding =
+                    if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
+                        Coding::Gzip
+                    } else if name.eq_ignore_ascii_case("deflate") {
+                        Coding::Deflate
+                    } else if transfer && name.eq_ignore_ascii_case("chunked") {
+                        continue;
+                    } else if !transfer && name.eq_ignore_ascii_case("identity") {
+                        continue;
+                    } else {
+                        let which = if transfer { "Transfer-Encoding" } else { "Content-Encoding" };
+                        return Err(DecodeError::Unsupported(format!("{which} {name}")));
+                    };
+                out.push(coding);
+            }
         }
     }
     if out.len() > MAX_CODINGS {
@@ -374,6 +389,44 @@ mod tests {
         assert_eq!(decode("gzip", &two, 100).unwrap(), RULES);
         // Nothing sent: an empty file.
         assert_eq!(decode("gzip", b"", 100).unwrap(), b"");
+    }
+
+    /// Review-core N1: hyper undoes `chunked` only, so a body sent with `Transfer-Encoding:
+    /// gzip, chunked` (or `gzip` read to close) arrives gzipped. It is decoded like a content
+    /// coding, after it (a transfer coding is applied last); any other transfer coding is
+    /// refused, never read as a file with no rules.
+    #[test]
+    fn transfer_codings_are_undone_or_refused() {
+        let with = |content: Option<&str>, transfer: &str| {
+            let mut h = HeaderMap::new();
+            if let Some(c) = content {
+                h.insert(CONTENT_ENCODING, HeaderValue::from_str(c).unwrap());
+            }
+            h.insert(TRANSFER_ENCODING, HeaderValue::from_str(transfer).unwrap());
+            h
+        };
+        let run = |h: &HeaderMap, body: &[u8]| {
+            let mut decoder = Decoder::new(h, 100)?;
+            decoder.push(body)?;
+            decoder.finish()
+        };
+        assert_eq!(run(&with(None, "gzip, chunked"), &gzip(RULES)).unwrap(), RULES);
+        assert_eq!(run(&with(None, "gzip"), &gzip(RULES)).unwrap(), RULES);
+        assert_eq!(run(&with(None, "chunked"), RULES).unwrap(), RULES);
+        let mut zlib = ZlibEncoder::new(Vec::new(), Compression::default());
+        zlib.write_all(RULES).unwrap();
+        assert_eq!(run(&with(None, "Deflate, chunked"), &zlib.finish().unwrap()).unwrap(), RULES);
+        // Content coding first, then the transfer coding over it.
+        assert_eq!(run(&with(Some("gzip"), "gzip, chunked"), &gzip(&gzip(RULES))).unwrap(), RULES);
+        for other in ["compress, chunked", "br", "x-custom, chunked", "identity"] {
+            let refused = run(&with(None, other), RULES);
+            assert!(matches!(refused, Err(DecodeError::Unsupported(_))), "{other}: {refused:?}");
+        }
+        // The cap counts decoded bytes here too.
+        let big = vec![b'#'; 10_000];
+        let mut decoder = Decoder::new(&with(None, "gzip, chunked"), 100).unwrap();
+        decoder.push(&gzip(&big)).unwrap();
+        assert_eq!(decoder.finish().unwrap().len(), 101);
     }
 
     #[test]

@@ -208,13 +208,19 @@ where
             let response = self.request(&url).await?;
             let status = response.status();
             if status.is_redirection() {
-                let Some(next) = redirect_target(&url, response.headers()) else {
-                    // A redirect that leads nowhere (no or bad `Location`, or a scheme other
-                    // than http/https) is "not found", like a broken chain past the limit.
+                // `304 Not Modified` to a GET without validators, and a redirect that leads
+                // nowhere (no or bad `Location`, or a scheme other than http/https), say
+                // nothing about the file: an origin in trouble, so "unreachable" (RFC 9309
+                // §2.3.1.4: disallow all, or the earlier copy), never "not found", which would
+                // allow everything (review-core N14). A chain past the limit stays a 404, as
+                // Google reads it.
+                let next = (status != StatusCode::NOT_MODIFIED)
+                    .then(|| redirect_target(&url, response.headers()))
+                    .flatten();
+                let Some(next) = next else {
                     tracing::debug!(%url, status = status.as_u16(), "robots.txt redirect without a usable Location");
-                    return Ok(Fetched::Unavailable {
+                    return Ok(Fetched::Unreachable {
                         outcome: FetchOutcome::Status(status.as_u16()),
-                        max_age: None,
                     });
                 };
                 if redirects >= self.max_redirects {
@@ -391,9 +397,15 @@ fn redirect_target(base: &url::Url, headers: &HeaderMap) -> Option<url::Url> {
     Some(next)
 }
 
-/// Whether the robots.txt response names a server that reads paths case-insensitively:
-/// `Server: Microsoft-IIS/…`, or `X-Powered-By: ASP.NET` or `Express` (the policy then decides
-/// a case-folded reading for the site, unless `policy.fold_case` says otherwise).
+/// Whether the robots.txt response names a server that reads paths case-insensitively (the
+/// policy then decides a case-folded reading for the site, unless `policy.fold_case` says
+/// otherwise):
+///
+/// * `Server: Microsoft-IIS/…` (IIS on NTFS) and `Server: Microsoft-HTTPAPI/…` (HTTP.sys);
+/// * `Server: Kestrel` (ASP.NET Core, whose routing is case-insensitive by default);
+/// * an Apache or nginx built for Windows (`Server: Apache/2.4.58 (Win64)`, `(Win32)`), whose
+///   files live on NTFS;
+/// * `X-Powered-By: ASP.NET` or `Express`, and `X-AspNet-Version` / `X-AspNetMvc-Version`.
 fn case_insensitive_server(headers: &HeaderMap) -> bool {
     let has = |name: &str, word: &str| {
         headers.get_all(name).iter().any(|v| {
@@ -402,8 +414,14 @@ fn case_insensitive_server(headers: &HeaderMap) -> bool {
         })
     };
     has("server", "microsoft-iis")
+        || has("server", "microsoft-httpapi")
+        || has("server", "kestrel")
+        || has("server", "(win32)")
+        || has("server", "(win64)")
         || has("x-powered-by", "asp.net")
         || has("x-powered-by", "express")
+        || headers.contains_key("x-aspnet-version")
+        || headers.contains_key("x-aspnetmvc-version")
 }
 
 /// The lifetime `Cache-Control` asks for, before the cache clamps it between `min_age` and
@@ -456,6 +474,37 @@ mod tests {
             h.append(CACHE_CONTROL, HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    /// Review-core N6 (review-tests F5): which origins get the case-folded reading.
+    #[test]
+    fn case_insensitive_servers_are_detected() {
+        let one = |name: &'static str, value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_str(value).unwrap());
+            case_insensitive_server(&h)
+        };
+        for (name, value) in [
+            ("server", "Microsoft-IIS/10.0"),
+            ("server", "Microsoft-HTTPAPI/2.0"),
+            ("server", "Kestrel"),
+            ("server", "Apache/2.4.58 (Win64) OpenSSL/3.1.3"),
+            ("server", "Apache/2.4.41 (Win32)"),
+            ("x-powered-by", "ASP.NET"),
+            ("x-powered-by", "Express"),
+            ("x-aspnet-version", "4.0.30319"),
+            ("x-aspnetmvc-version", "5.2"),
+        ] {
+            assert!(one(name, value), "{name}: {value}");
+        }
+        for (name, value) in [
+            ("server", "nginx/1.27.0"),
+            ("server", "Apache/2.4.58 (Debian)"),
+            ("server", "cloudflare"),
+            ("x-powered-by", "PHP/8.3"),
+        ] {
+            assert!(!one(name, value), "{name}: {value}");
+        }
     }
 
     #[test]

@@ -149,6 +149,12 @@ struct Header {
     /// in older records and without a body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     body_status: Option<u16>,
+    /// Whether the fetch that gave the body named a server that reads paths case-insensitively
+    /// ([`crate::robots::RobotsTxt::with_case_insensitive_origin`]): a copy read back from the
+    /// disk after a restart, or taken from the fleet, decides exactly as the fetch it came from
+    /// (with the case-folded reading). Absent (false) in older records and without a body.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    folds_case: bool,
 }
 
 #[derive(Serialize, Deserialize, PartialEq, Eq, Clone, Copy)]
@@ -195,8 +201,12 @@ pub(super) fn encode(snapshot: &RobotsSnapshot, body: Option<&Bytes>) -> Vec<u8>
         failures: snapshot.failures,
         sha256: None,
         body_status: None,
+        folds_case: false,
     };
     let mut header = header;
+    if let RobotsRules::Parsed(robots) = &snapshot.rules {
+        header.folds_case = robots.case_insensitive_origin();
+    }
     if rules == Kind::Parsed {
         if let Some(version) = &snapshot.version {
             header.sha256 = Some(version.sha256().to_owned());
@@ -230,7 +240,8 @@ pub(super) fn decode(
     let fetched_at = from_millis(header.fetched_at_ms);
     let (rules, body, version) = match header.rules {
         Kind::Parsed => {
-            let robots = RobotsTxt::parse_with_limit(&body, body_limit);
+            let robots = RobotsTxt::parse_with_limit(&body, body_limit)
+                .with_case_insensitive_origin(header.folds_case);
             // Hashed here, once per load (as it is parsed once per load), from the body itself.
             let version = RobotsVersion::new(
                 &authority.to_string(),
@@ -470,6 +481,40 @@ pub(super) fn no_slot(
 mod tests {
     use super::*;
     use crate::authority::Scheme;
+
+    /// Review-core N2: the case-insensitive origin flag travels with the copy (disk and fleet),
+    /// so a copy decides exactly as the fetch it came from; a record without the field (older,
+    /// or a case-sensitive origin) reads as case-sensitive.
+    #[test]
+    fn the_case_insensitive_origin_flag_travels_with_the_record() {
+        let a = Authority::new(Scheme::Http, "iis.test", 80).unwrap();
+        let body = Bytes::from_static(b"User-agent: *\nDisallow: /private/\n");
+        let t = from_millis(1_800_000_000_000);
+        let snapshot = |folds: bool| RobotsSnapshot {
+            authority: a.clone(),
+            robots_url: a.robots_url(),
+            rules: RobotsRules::Parsed(Arc::new(
+                RobotsTxt::parse(&body).with_case_insensitive_origin(folds),
+            )),
+            state: RobotsState::Fresh,
+            last_outcome: FetchOutcome::Status(200),
+            fetched_at: t,
+            expires_at: t + Duration::from_secs(60),
+            failing_since: None,
+            failures: 0,
+            version: None,
+            refresh: Default::default(),
+        };
+        let folds = |record: &[u8]| match decode(&a, record, 1 << 20).unwrap().0.rules {
+            RobotsRules::Parsed(r) => r.case_insensitive_origin(),
+            _ => panic!("not parsed"),
+        };
+        let iis = encode(&snapshot(true), Some(&body));
+        assert!(folds(&iis));
+        let plain = encode(&snapshot(false), Some(&body));
+        assert!(!folds(&plain));
+        assert!(!String::from_utf8_lossy(&plain).lines().next().unwrap().contains("folds_case"));
+    }
 
     #[test]
     fn a_record_round_trips_with_its_body() {

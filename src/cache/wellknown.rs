@@ -19,6 +19,9 @@
 //!   given back when it stores): the others wait for its record, and fetch themselves only if
 //!   the lease runs out first. Purging an authority drops the record with robots.txt, purging
 //!   everything hides it. When Redis is out of reach each instance fetches for itself.
+//! * The fetch runs on a task of its own, as robots.txt's does: the requests waiting for it
+//!   only wait, so a client that hangs up cancels nothing (and in a fleet the fetch always
+//!   ends by storing its record, which gives the lease back).
 //! * At most [`MAX_SITES`] authorities, and what they parsed to at most [`MAX_BYTES`], are
 //!   kept; past either the map is emptied (and refetched as needed), which bounds memory without
 //!   an eviction order. (A count alone let 100,000 files of up to 64 KiB each hold gigabytes.)
@@ -66,18 +69,37 @@ impl TdmSite {
     }
 }
 
+/// One authority's answer, or the fetch that will give it.
 struct Slot {
-    cell: tokio::sync::OnceCell<Arc<TdmSite>>,
+    /// The answer once the fetch task has it; every request that wants it waits here.
+    answer: tokio::sync::watch::Sender<Option<Arc<TdmSite>>>,
+    /// Whether the fetch task was started (once per slot).
+    started_fetch: std::sync::atomic::AtomicBool,
     started: SystemTime,
+}
+
+impl Slot {
+    fn answer(&self) -> Option<Arc<TdmSite>> {
+        self.answer.borrow().clone()
+    }
 }
 
 /// The per-authority `tdmrep.json` cache.
 pub(crate) struct WellKnown {
-    fetcher: Arc<dyn Fetch>,
+    task: FetchTask,
     clock: Arc<dyn Clock>,
     slots: Mutex<HashMap<Authority, Arc<Slot>>>,
     /// What the answers fetched since `slots` was last emptied hold ([`TdmSite::heap_bytes`]).
-    bytes: AtomicUsize,
+    bytes: Arc<AtomicUsize>,
+}
+
+/// What a fetch needs, owned, so that it runs on a task of its own: a request whose client
+/// hangs up stops waiting for it, never the fetch (review-house D2). In a fleet the fetch then
+/// always ends by storing its record, which gives its lease back.
+#[derive(Clone)]
+struct FetchTask {
+    fetcher: Arc<dyn Fetch>,
+    clock: Arc<dyn Clock>,
     /// How long the fleet's fetch lease lasts (`fetch_timeout` and time to store).
     lease: Duration,
 }
@@ -90,11 +112,10 @@ impl WellKnown {
     ) -> Self {
         let lease = fetch_timeout.saturating_add(super::shared::LEASE_SLACK);
         WellKnown {
-            fetcher,
+            task: FetchTask { fetcher, clock: clock.clone(), lease },
             clock,
             slots: Mutex::new(HashMap::new()),
-            bytes: AtomicUsize::new(0),
-            lease,
+            bytes: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -103,7 +124,7 @@ impl WellKnown {
         let now = self.clock.now();
         let mut slots = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(slot) = slots.get(authority) {
-            let expired = slot.cell.get().is_some_and(|site| {
+            let expired = slot.answer().is_some_and(|site| {
                 now.duration_since(slot.started).unwrap_or_default() >= site.lifetime
             });
             if !expired {
@@ -115,7 +136,11 @@ impl WellKnown {
             slots.clear();
             self.bytes.store(0, Ordering::Relaxed);
         }
-        let slot = Arc::new(Slot { cell: tokio::sync::OnceCell::new(), started: now });
+        let slot = Arc::new(Slot {
+            answer: tokio::sync::watch::Sender::new(None),
+            started_fetch: std::sync::atomic::AtomicBool::new(false),
+            started: now,
+        });
         slots.insert(authority.clone(), slot.clone());
         slot
     }
@@ -140,7 +165,7 @@ impl WellKnown {
 
     /// Takes what `slot`'s answer holds off the count, once it leaves the map.
     fn unweigh(&self, slot: &Slot) {
-        if let Some(site) = slot.cell.get() {
+        if let Some(site) = slot.answer() {
             let weight = site.heap_bytes();
             let _ = self.bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
                 Some(b.saturating_sub(weight))
@@ -156,14 +181,29 @@ impl WellKnown {
         shared: Option<&Arc<dyn SharedRobots>>,
     ) -> Arc<TdmSite> {
         let slot = self.slot(authority);
-        let site = slot.cell.get_or_init(|| async {
-            let site = self.fetch(authority.clone(), shared.cloned()).await;
-            self.bytes.fetch_add(site.heap_bytes(), Ordering::Relaxed);
-            site
-        });
-        site.await.clone()
+        if let Some(site) = slot.answer() {
+            return site;
+        }
+        let mut answer = slot.answer.subscribe();
+        if !slot.started_fetch.swap(true, Ordering::AcqRel) {
+            let (task, bytes, slot) = (self.task.clone(), self.bytes.clone(), slot.clone());
+            let (authority, shared) = (authority.clone(), shared.cloned());
+            tokio::spawn(async move {
+                let site = task.fetch(authority, shared).await;
+                bytes.fetch_add(site.heap_bytes(), Ordering::Relaxed);
+                slot.answer.send_replace(Some(site));
+            });
+        }
+        // The sender lives in the slot, which this request holds: the wait ends with the answer.
+        let site = match answer.wait_for(Option::is_some).await {
+            Ok(site) => site.clone().unwrap_or_default(),
+            Err(_) => Arc::default(),
+        };
+        site
     }
+}
 
+impl FetchTask {
     async fn fetch(
         &self,
         authority: Authority,
@@ -190,9 +230,9 @@ impl WellKnown {
         let answer = fetched.map(|f| (f.status, f.body)).map_err(|e| e.to_string());
         let (file, note, lifetime) = classify(&answer);
         if file.is_none() && !note.starts_with("status 4") {
-            tracing::warn!(%url, reason = %note, "ignoring tdmrep.json: no TDM reservation from it");
+            tracing::warn!(%url, reason = %crate::output::log(&note), "ignoring tdmrep.json: no TDM reservation from it");
         } else {
-            tracing::debug!(%url, reason = %note, "tdmrep.json fetched");
+            tracing::debug!(%url, reason = %crate::output::log(&note), "tdmrep.json fetched");
         }
         if let Some(shared) = &shared {
             let expires = self.clock.now() + lifetime;
@@ -213,7 +253,7 @@ impl WellKnown {
         match shared.load_file(SHARED_NAME, authority).await {
             Ok(Some(record)) => {
                 let site = self.site_of_record(&record)?;
-                tracing::debug!(%authority, reason = %site.note, "tdmrep.json from the fleet");
+                tracing::debug!(%authority, reason = %crate::output::log(&site.note), "tdmrep.json from the fleet");
                 Some(site)
             }
             Ok(None) => None,
@@ -352,6 +392,37 @@ mod tests {
         *canned.status.lock().unwrap() = 0;
         assert!(wk.get(&a, None).await.file.is_none(), "a network error reserves nothing");
         assert_eq!(canned.count.load(Ordering::SeqCst), 3);
+    }
+
+    /// Review-house D2: the fetch runs on a task of its own, so a request that stops waiting
+    /// (its client hung up) does not cancel it; the next request takes its answer instead of
+    /// fetching again.
+    #[tokio::test]
+    async fn a_request_that_stops_waiting_does_not_cancel_the_fetch() {
+        struct Slow {
+            count: AtomicUsize,
+        }
+        impl Fetch for Slow {
+            fn fetch(&self, _: Authority) -> Pin<Box<dyn Future<Output = Fetched> + Send>> {
+                Box::pin(std::future::pending())
+            }
+            fn fetch_file(&self, _: Authority, _: &'static str, _: usize) -> FileFuture {
+                self.count.fetch_add(1, Ordering::SeqCst);
+                Box::pin(async {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let body = br#"[{"location": "/", "tdm-reservation": 1}]"#.to_vec();
+                    Ok(FileFetched { status: 200, body })
+                })
+            }
+        }
+        let slow = Arc::new(Slow { count: AtomicUsize::new(0) });
+        let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
+        let wk = WellKnown::new(slow.clone(), clock, Duration::from_secs(10));
+        let a = Authority::new(crate::authority::Scheme::Http, "a.test", 80).unwrap();
+        let gave_up = tokio::time::timeout(Duration::from_millis(10), wk.get(&a, None)).await;
+        assert!(gave_up.is_err(), "the first request stopped waiting");
+        assert!(wk.get(&a, None).await.file.is_some());
+        assert_eq!(slow.count.load(Ordering::SeqCst), 1, "one fetch, not cancelled and redone");
     }
 
     /// What the kept files parsed to stays within MAX_BYTES however many sites have one: past

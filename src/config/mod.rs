@@ -343,10 +343,10 @@ impl Config {
     }
 
     /// Every problem with `[[exceptions]]`, each key naming the entry and the field
-    /// (`exceptions[2].expires`): checked against the clock, so an expiry already past is
-    /// refused by `config check`, `serve` and a reload alike.
+    /// (`exceptions[2].expires`). An expiry already past is no problem: expiry is a normal
+    /// event, the entry is inert, and `config check` warns ([`Config::warnings`]).
     pub fn exception_problems(&self) -> Vec<(String, String)> {
-        crate::policy::exceptions::problems(&self.exceptions, std::time::SystemTime::now())
+        crate::policy::exceptions::problems(&self.exceptions)
     }
 
     /// Every rule broken, as (key, message): the ranges of the table of bounds
@@ -495,7 +495,10 @@ impl Config {
 
         for token in &pol.report_tokens {
             need(crate::robots::ProductToken::new(token).is_ok(), "policy.report_tokens", &|| {
-                format!("{token:?} is not a product token (letters, \"_\" and \"-\" only)")
+                format!(
+                    "{token:?} is not a product token (letters, digits, \"_\", \"-\" and \".\", \
+                     in words separated by single spaces)"
+                )
             });
         }
         for user in &pol.report_users {
@@ -730,6 +733,7 @@ mod problems;
 mod reload;
 #[cfg(test)]
 mod tests;
+mod warnings;
 
 pub use bounds::{bounds, BoundKind, BoundSpec};
 use layers::*;

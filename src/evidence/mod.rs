@@ -277,7 +277,7 @@ pub fn run(command: EvidenceCommand) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("robots-proxy {form}: {e}");
+            eprintln!("robots-proxy {form}: {}", crate::output::terminal(&e.to_string()));
             ExitCode::from(e.exit_status())
         }
     }
@@ -508,7 +508,7 @@ mod tests {
         // Without the user-agent source, the User-Agent is not read, as by the proxy.
         config.policy.token_sources = vec![TokenSource::Header, TokenSource::Default];
         assert_eq!(chosen(&args(None, Some(ua)), &config).0.as_deref(), Some("DefaultBot"));
-        assert!(choose_token(&args(Some("not a token"), None), &config).is_err());
+        assert!(choose_token(&args(Some("not/a token"), None), &config).is_err());
     }
 
     #[test]

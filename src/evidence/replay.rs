@@ -129,17 +129,11 @@ fn decide_one(
     let decision = decide_reading(robots, token, reading, path);
     d.allowed = decision.is_allowed();
     d.group = decision.user_agent_line().map(|u| format!("{} (line {})", u.value(), u.line()));
-    d.reason = match decision.reason() {
-        Reason::Rule(rule) => {
-            d.rule = Some(rule.to_string());
-            d.line = Some(rule.line());
-            let verb = if d.allowed { "allowed" } else { "disallowed" };
-            format!("{verb} by robots.txt line {}: {rule}", rule.line())
-        }
-        Reason::NoRuleMatched => "allowed: no rule in the applicable group matches".to_owned(),
-        Reason::NoGroupApplies => "allowed: no group in robots.txt applies".to_owned(),
-        Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
-    };
+    if let Reason::Rule(rule) = decision.reason() {
+        d.rule = Some(rule.to_string());
+        d.line = Some(rule.line());
+    }
+    d.reason = decision.reason().explain(d.allowed);
     d
 }
 

@@ -10,6 +10,7 @@ use super::history::{Body, InForce, Window};
 use super::replay::Replay;
 use super::time::show;
 use super::Source;
+use crate::output::terminal;
 use crate::robots::ProductToken;
 
 /// Everything the answer shows.
@@ -72,7 +73,13 @@ fn chains_text(a: &Answer<'_>, out: &mut String) {
             }
         };
         let key = if r.keyid.is_some() { "signatures checked" } else { "signatures not checked" };
-        let _ = writeln!(out, "chain:      {file}: {status} ({} record(s), {key})", r.records);
+        let _ = writeln!(
+            out,
+            "chain:      {}: {} ({} record(s), {key})",
+            terminal(file),
+            terminal(&status),
+            r.records
+        );
     }
 }
 
@@ -137,15 +144,17 @@ pub(super) fn json(a: &Answer<'_>) -> String {
     format!("{out}\n")
 }
 
-/// The answer for a person.
+/// The answer for a person. Every value that came from outside (the URL, the origin's
+/// robots.txt lines and group values, redirect targets, audit lines) goes through
+/// [`output::terminal`]: an origin's escape sequences cannot rewrite what the operator reads.
 pub(super) fn text(a: &Answer<'_>) -> String {
     let mut out = String::new();
     let w = a.window;
     let d = &a.replay.decision;
-    let _ = writeln!(out, "URL:        {}", a.url);
+    let _ = writeln!(out, "URL:        {}", terminal(a.url));
     let _ = writeln!(out, "at:         {}", show(a.at));
     let token = a.token.map_or("(none)", |t| t.as_str());
-    let _ = writeln!(out, "token:      {token} ({})", a.token_source);
+    let _ = writeln!(out, "token:      {} ({})", terminal(token), a.token_source);
     match &w.what {
         InForce::File(sha) => {
             let _ = writeln!(out, "robots.txt: sha256:{sha}");
@@ -154,7 +163,12 @@ pub(super) fn text(a: &Answer<'_>) -> String {
             }
             if let Some(b) = a.body {
                 let status = b.status.map_or(String::new(), |s| format!("HTTP {s}, "));
-                let _ = writeln!(out, "  from:     {} ({status}{} bytes)", b.url, b.bytes.len());
+                let _ = writeln!(
+                    out,
+                    "  from:     {} ({status}{} bytes)",
+                    terminal(&b.url),
+                    b.bytes.len()
+                );
             }
         }
         InForce::AllowAll => {
@@ -170,7 +184,7 @@ pub(super) fn text(a: &Answer<'_>) -> String {
         }
     }
     if let Some(note) = &w.note {
-        let _ = writeln!(out, "  record:   {note}");
+        let _ = writeln!(out, "  record:   {}", terminal(note));
     }
     let until = match w.replaced_at {
         Some(r) => format!("replaced at {}", show(r)),
@@ -186,36 +200,47 @@ pub(super) fn text(a: &Answer<'_>) -> String {
         w.observations
     );
     let verdict = if d.allowed { "allowed" } else { "disallowed" };
-    let _ = writeln!(out, "decision:   {verdict}: {}", d.reason);
+    let _ = writeln!(out, "decision:   {verdict}: {}", terminal(&d.reason));
     if let Some(group) = &d.group {
-        let _ = writeln!(out, "  group:    {group}");
+        let _ = writeln!(out, "  group:    {}", terminal(group));
     }
     if let (Some(rule), Some(line)) = (&d.rule, d.line) {
-        let _ = writeln!(out, "  rule:     {rule} (line {line})");
+        let _ = writeln!(out, "  rule:     {} (line {line})", terminal(rule));
     }
     if a.replay.readings.len() > 1 {
         let _ = writeln!(out, "readings:");
         for r in &a.replay.readings {
             let v = if r.allowed { "allowed" } else { "disallowed" };
-            let _ = writeln!(out, "  {:<11} {}  {v} ({})", r.reading, r.path, r.reason);
+            let _ = writeln!(
+                out,
+                "  {:<11} {}  {v} ({})",
+                r.reading,
+                terminal(&r.path),
+                terminal(&r.reason)
+            );
         }
     }
     if !a.replay.context.is_empty() {
         let _ = writeln!(out, "context:");
         for c in &a.replay.context {
             let mark = if c.rule { ">" } else { " " };
-            let _ = writeln!(out, "  {mark} {:>4}  {}", c.line, c.text);
+            let _ = writeln!(out, "  {mark} {:>4}  {}", c.line, terminal(&c.text));
         }
     }
     let near = humantime::format_duration(a.near);
     let _ =
         writeln!(out, "records for this URL within {near} of {}: {}", show(a.at), a.records.len());
     for k in a.records {
-        let _ =
-            writeln!(out, "  {}:{}: {}", k.file.display(), k.line, String::from_utf8_lossy(&k.raw));
+        let _ = writeln!(
+            out,
+            "  {}:{}: {}",
+            terminal(&k.file.display().to_string()),
+            k.line,
+            terminal(&String::from_utf8_lossy(&k.raw))
+        );
     }
     let sources: Vec<String> = a.sources.iter().map(Source::describe).collect();
-    let _ = writeln!(out, "sources:    {}", sources.join(", "));
+    let _ = writeln!(out, "sources:    {}", terminal(&sources.join(", ")));
     chains_text(a, &mut out);
     out
 }

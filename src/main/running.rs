@@ -34,9 +34,12 @@ pub(crate) fn run(
         _ => return fail(&format!("{url}: {line}: {}", String::from_utf8_lossy(&body).trim())),
     };
     if json {
-        println!("{report}");
+        // JSON: C1 controls and Unicode line separators as `\uXXXX`, as in the audit log.
+        let mut line = report.to_string().into_bytes();
+        robots_proxy::output::json_line(&mut line);
+        println!("{}", String::from_utf8_lossy(&line));
     } else {
-        print!("{}", describe(&report));
+        print!("{}", robots_proxy::output::terminal_text(&describe(&report)));
     }
     if code == 200 {
         ExitCode::SUCCESS
@@ -46,7 +49,10 @@ pub(crate) fn run(
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("robots-proxy config check --against-running: {e}");
+    eprintln!(
+        "robots-proxy config check --against-running: {}",
+        robots_proxy::output::terminal(&e.to_string())
+    );
     ExitCode::from(1)
 }
 

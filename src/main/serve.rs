@@ -161,9 +161,12 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
                  (curl --cacert, REQUESTS_CA_BUNDLE, SSL_CERT_FILE, NODE_EXTRA_CA_CERTS)"
             );
         }
-        eprintln!(
-            "robots-proxy HTTPS interception CA: {} (crawlers must trust it)",
-            files.cert.display()
+        announce(
+            &config.log,
+            format!(
+                "robots-proxy HTTPS interception CA: {} (crawlers must trust it)",
+                files.cert.display()
+            ),
         );
         Some(Arc::new(authority))
     } else {
@@ -266,7 +269,10 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         Some((listener, signer)) => {
             let directory_local = listener.local_addr()?;
             guard.add_own_listener(directory_local);
-            eprintln!("robots-proxy key directory listening on {directory_local}");
+            announce(
+                &config.log,
+                format!("robots-proxy key directory listening on {directory_local}"),
+            );
             let stopped = async move {
                 let _ = directory_stopped.await;
             };
@@ -282,13 +288,13 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         }
         None => None,
     };
-    eprintln!("robots-proxy listening on {local}");
+    announce(&config.log, format!("robots-proxy listening on {local}"));
     if let Some(tls) = &tls_listener {
         let tls_local = tls.listener.local_addr()?;
         guard.add_own_listener(tls_local);
-        eprintln!("robots-proxy TLS listening on {tls_local}");
+        announce(&config.log, format!("robots-proxy TLS listening on {tls_local}"));
     }
-    eprintln!("robots-proxy admin listening on {admin_local}");
+    announce(&config.log, format!("robots-proxy admin listening on {admin_local}"));
     tracing::info!(
         listen = %local, admin = %admin_local, audit = %audit_path.display(),
         "robots-proxy started"
@@ -398,4 +404,23 @@ fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<tokio::ne
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(backlog)
+}
+
+/// A line `serve` writes to standard error whatever `log.level` says (operators and scripts
+/// read the listening addresses from it): as it is with `log.format = "text"`, and as one JSON
+/// object (`timestamp`, `level`, `message`, `target`, like the log's) with `"json"`, so that
+/// every line of a JSON log parses.
+fn announce(log: &robots_proxy::config::LogSection, message: String) {
+    match log.format {
+        robots_proxy::config::LogFormat::Text => eprintln!("{message}"),
+        robots_proxy::config::LogFormat::Json => eprintln!(
+            "{}",
+            serde_json::json!({
+                "timestamp": robots_proxy::audit::timestamp(std::time::SystemTime::now()),
+                "level": "INFO",
+                "message": message,
+                "target": "robots_proxy::serve",
+            })
+        ),
+    }
 }

@@ -8,6 +8,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use super::ProxyBody;
+use crate::output::{self, terminal};
 use crate::policy::PolicyDecision;
 
 /// The name this proxy gives itself in `Proxy-Status`.
@@ -47,6 +48,8 @@ pub(crate) fn proxy_status_item(error: Option<&str>, details: &str) -> HeaderVal
 
 /// A plain-text answer from the proxy itself.
 pub(crate) fn text(status: StatusCode, error: &str, body: String) -> Response<ProxyBody> {
+    // A text answer often quotes the URL or the origin's words: shown escaped, line by line.
+    let body = output::terminal_text(&body);
     let details = body.lines().next().unwrap_or_default().to_owned();
     let mut resp = Response::new(full(body));
     *resp.status_mut() = status;
@@ -101,7 +104,10 @@ pub(crate) fn blocked(
             map.insert("robots_sha256".to_owned(), version.sha256().into());
             map.insert("robots_fetched_at".to_owned(), version.fetched_at_text().into());
         }
-        let mut resp = Response::new(full(body.to_string()));
+        // C1 controls and Unicode line separators as `\uXXXX`, as in the audit log.
+        let mut bytes = body.to_string().into_bytes();
+        output::json_line(&mut bytes);
+        let mut resp = Response::new(full(bytes));
         resp.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         resp
@@ -112,11 +118,12 @@ pub(crate) fn blocked(
             (Some(rule), Some(line)) => format!("line {line}: {rule}"),
             _ => "(none: see reason)".to_owned(),
         };
-        let group_line = decision.group.as_deref().unwrap_or("(none)");
+        // The group value is the origin's bytes: escaped, as every line a terminal may show.
+        let group_line = terminal(decision.group.as_deref().unwrap_or("(none)"));
         let reading_line = format!(
             "{}: {} ({})",
             decision.reading,
-            decision.read_path,
+            terminal(&decision.read_path),
             decision.reading.description()
         );
         // The version line only when a file is in force (not for disallow all).
@@ -134,10 +141,11 @@ pub(crate) fn blocked(
              Rule:          {rule_line}\n\
              Reading:       {reading_line}\n\
              Reason:        {reason}\n",
-            robots = decision.robots_url,
+            url = terminal(url),
+            robots = terminal(&decision.robots_url),
             state = decision.state_word(),
             age = decision.age.as_secs(),
-            reason = decision.reason,
+            reason = terminal(&decision.reason),
         );
         let mut resp = Response::new(full(body));
         resp.headers_mut()

@@ -83,7 +83,7 @@ pub(super) async fn handle_connect(
         )
         .await;
     }
-    let (token, _) = live.policy.token_for_user(safety::tied_token(&req), req.headers());
+    let (token, origin) = live.policy.token_for_user(safety::tied_token(&req), req.headers());
     // safety: a CONNECT to a prohibited IP literal is refused in every mode.
     if let Some(p) = shared.safety.literal_prohibited(&https) {
         return refuse_prohibited(&shared, client, &req, &https, token.as_ref(), &p.to_string())
@@ -104,7 +104,9 @@ pub(super) async fn handle_connect(
             )
             .await
         }
-        HttpsMode::Tunnel => super::tunnel::tunnel(shared, client, req, https, token).await,
+        HttpsMode::Tunnel => {
+            super::tunnel::tunnel(shared, client, req, https, (token, origin)).await
+        }
         _ => {
             let Some(ca) = live.ca.clone() else {
                 return answer::text(

@@ -9,7 +9,7 @@ use std::time::Instant;
 use http::{header, HeaderValue, Response, StatusCode};
 
 use super::facts::Facts;
-use super::report::{Reported, Who};
+use super::report::Reported;
 use super::{answer, Live, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::policy::exceptions::Effect;
@@ -28,8 +28,7 @@ pub(super) async fn check(
 ) -> Option<ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>>> {
     let now = shared.clock.now();
     let policy = &live.policy;
-    let verdict =
-        policy.exception_for(snapshot, facts.token(), facts.user_name(), &facts.readings, now)?;
+    let verdict = policy.exception_for(snapshot, facts.claim(), &facts.readings, now)?;
     // The robots.txt verdict it overrides, written next to it.
     let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
     shared.metrics.decision_time(started);
@@ -50,7 +49,7 @@ pub(super) async fn check(
             let token = facts.token().map(|t| t.as_str());
             let answer = refused(&verdict, &record.url, token, facts.want_json);
             // Report-only mode reports a disallow exception like any other refusal.
-            let who = Who { token: facts.token(), user: facts.user_name() };
+            let who = facts.claim();
             let scheme = facts.authority.scheme();
             match shared.refuse_or_report(policy, who, record, scheme, answer).await {
                 ControlFlow::Break(refused) => Some(ControlFlow::Break(refused)),
@@ -122,14 +121,19 @@ pub(super) async fn lift_usage(
     let now = shared.clock.now();
     let policy = &live.policy;
     let Some((lifted, verdict)) =
-        policy.usage_lifted(snapshot, facts.token(), facts.user_name(), &facts.readings, now)
+        policy.usage_lifted(snapshot, facts.claim(), &facts.readings, now)
     else {
         return;
     };
     let before = purposes.len();
     purposes.retain(|p| !lifted.contains(&p.category));
     if purposes.len() == before {
+        // Nothing of the crawler's was lifted: no use, no record.
         return;
+    }
+    // One use per request: not again when the same exception decided robots.txt already.
+    if facts.exception.get().is_none_or(|decided| decided.id != *verdict.id) {
+        policy.exceptions().count(&verdict.id);
     }
     let labels: Vec<&str> = lifted.iter().map(|c| c.label()).collect();
     let lift = format!(

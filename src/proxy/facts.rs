@@ -60,6 +60,7 @@ impl Facts {
             status,
         );
         record.token_source = Some(self.token_origin.as_str());
+        record.user_name = self.user_name().map(str::to_owned);
         record.exception = self.exception.get().cloned();
         record
     }
@@ -116,5 +117,16 @@ impl Facts {
     /// The authenticated user's name, if any.
     pub(super) fn user_name(&self) -> Option<&str> {
         self.user.as_ref().map(|u| u.name.as_str())
+    }
+
+    /// Who the request speaks for, and how the proxy knows: every loosening of enforcement
+    /// (report-only mode, an allow exception, a usage lift) is granted through
+    /// [`crate::policy::Claim::entitled`] on this.
+    pub(super) fn claim(&self) -> crate::policy::Claim<'_> {
+        crate::policy::Claim {
+            token: self.token.as_ref(),
+            origin: self.token_origin,
+            user: self.user_name(),
+        }
     }
 }

@@ -191,10 +191,10 @@ impl Shared {
         self.metrics.blocked(&record);
         tracing::info!(
             action = %record.action,
-            url = %record.url,
-            token = ?record.product_token,
-            reading = ?record.reading,
-            reason = %record.reason,
+            url = %crate::output::log(&record.url),
+            token = record.product_token.as_deref(),
+            reading = record.reading.as_deref(),
+            reason = %crate::output::log(&record.reason),
             "refused"
         );
         self.write_audit(record).await;

@@ -33,8 +33,8 @@ fn header_statement(facts: &Facts, resp: &Response<ProxyBody>) -> Option<TdmStat
     let reserved = optout::tdm_reservation(text);
     if reserved.is_none() {
         tracing::info!(
-            url = %facts.url(),
-            value = %String::from_utf8_lossy(value.as_bytes()),
+            url = %crate::output::log(facts.url()),
+            value = %crate::output::log(String::from_utf8_lossy(value.as_bytes())),
             "ignoring a tdm-reservation header that is neither 0 nor 1 (TDMRep: unset)"
         );
         return None;
@@ -197,10 +197,13 @@ pub(super) fn apply(
 /// The `tdmrep.json` rule for the request's path, when TDMRep is on and one of the crawler's
 /// purposes (not `off`) is `train-ai`: the file is fetched (or taken from the cache) before
 /// the request leaves, and applied when the response head has come (its header overrides it).
+///
+/// Decided on every reading of the path, as robots.txt is ([`crate::policy::Policy::tdm_statement`]).
 pub(super) async fn file_statement(
     policy: &crate::policy::Policy,
     usage: &UsagePolicy,
     facts: &Facts,
+    snapshot: &crate::policy::RobotsSnapshot,
     purposes: &[crate::usage::Purpose],
 ) -> Option<TdmStatement> {
     if !usage.tdmrep() || !purposes.iter().any(|p| p.category == Category::TrainAi) {
@@ -208,5 +211,5 @@ pub(super) async fn file_statement(
     }
     let site = policy.tdmrep(&facts.authority).await;
     let file = site.file.as_ref()?;
-    file.statement_for_sent(facts.path()).cloned()
+    policy.tdm_statement(snapshot, file, &facts.readings).cloned()
 }

@@ -20,7 +20,7 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use super::facts::Facts;
-use super::report::{Report, Reported, Who};
+use super::report::{Report, Reported};
 use super::{answer, connect, forward, preferences, safety, throttle};
 use super::{ConnectionMemory, Live, ProxyBody, Shared};
 use crate::audit::AuditRecord;
@@ -346,7 +346,7 @@ async fn decide_and_audit(
     }
     let token = facts.token().map(|t| t.as_str());
     let answer = answer::blocked(&decision, &record.url, token, facts.want_json);
-    let who = Who { token: facts.token(), user: facts.user_name() };
+    let who = facts.claim();
     match shared.refuse_or_report(policy, who, record, facts.authority.scheme(), answer).await {
         ControlFlow::Break(blocked) => Err(blocked),
         ControlFlow::Continue(details) => Ok(Decided::Reported(details)),
@@ -403,7 +403,7 @@ async fn check_usage(
         reported.add(refusal.await?);
     }
     let tdm_file =
-        super::optouts::file_statement(&live.policy, &live.usage, facts, &purposes).await;
+        super::optouts::file_statement(&live.policy, &live.usage, facts, snapshot, &purposes).await;
     ControlFlow::Continue(Usage { purposes, preferences, tdm_file })
 }
 

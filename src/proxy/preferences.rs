@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use http::{header, HeaderValue, Response, StatusCode};
 
 use super::facts::Facts;
-use super::report::{Report, Reported, Who};
+use super::report::{Report, Reported};
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
 use crate::policy::{Category, Preference, RobotsSnapshot, UsagePreferences};
@@ -208,7 +208,7 @@ pub(super) async fn refuse_with(
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut()
         .insert("proxy-status", answer::proxy_status("http_request_denied", &block.reason));
-    let who = Who { token: subject.facts.token(), user: subject.facts.user_name() };
+    let who = subject.facts.claim();
     shared.refuse_or_report(policy, who, rec, subject.facts.authority.scheme(), resp).await
 }
 

@@ -20,7 +20,7 @@ use super::answer::PROXY_NAME;
 use super::{ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Scheme;
-use crate::policy::{Policy, ProductToken};
+use crate::policy::Policy;
 
 /// The refusals a request was let through with, in report-only mode: what its response's
 /// `Proxy-Status` member says.
@@ -83,12 +83,9 @@ impl Reported {
     }
 }
 
-/// Who a refusal is for: the product token and the authenticated user.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Who<'a> {
-    pub(super) token: Option<&'a ProductToken>,
-    pub(super) user: Option<&'a str>,
-}
+/// Who a refusal is for: the product token, where it came from, and the authenticated user
+/// (report-only mode for a token is granted only on a token from credentials).
+pub(super) use crate::policy::Claim as Who;
 
 impl Shared {
     /// The one way a request is refused on policy grounds: enforced through
@@ -103,7 +100,7 @@ impl Shared {
         scheme: Scheme,
         answer: Response<ProxyBody>,
     ) -> ControlFlow<Response<ProxyBody>, Report> {
-        if !policy.reports(who.token, who.user) {
+        if !policy.reports(who) {
             return ControlFlow::Break(self.refuse(record, scheme, answer).await);
         }
         drop(answer);
@@ -116,10 +113,10 @@ impl Shared {
         self.metrics.would_block(&record);
         tracing::info!(
             would_action = %would,
-            url = %record.url,
-            token = ?record.product_token,
-            user = ?who.user,
-            reason = %record.reason,
+            url = %crate::output::log(&record.url),
+            token = record.product_token.as_deref(),
+            user = who.user.map(crate::output::log).map(tracing::field::display),
+            reason = %crate::output::log(&record.reason),
             "would be refused; forwarded (report-only mode)"
         );
         self.write_audit(record).await;

@@ -191,6 +191,18 @@ impl Safety {
             resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
             return Some(resp);
         }
+        // `User-Agent` is a singleton field (RFC 9110 §10.1.5): with two, the token would come
+        // from one while the origin may read the other (review-core N12). Refused, not decided.
+        if req.headers().get_all(header::USER_AGENT).iter().nth(1).is_some() {
+            tracing::info!(client = %client, "request refused: more than one User-Agent field");
+            return Some(answer::text(
+                StatusCode::BAD_REQUEST,
+                "http_request_error",
+                "400 Bad Request: the request has more than one User-Agent field (RFC 9110 \
+                 §10.1.5 allows one). The request is refused and not forwarded.\n"
+                    .to_owned(),
+            ));
+        }
         let uri = req.uri();
         let length = uri.scheme_str().map_or(0, |s| s.len() + 3)
             + uri.authority().map_or(0, |a| a.as_str().len())

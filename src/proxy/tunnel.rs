@@ -58,6 +58,8 @@ fn tunnel_record(
         token,
         Some(status),
     );
+    record.user_name =
+        req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().map(|u| u.name.clone());
     record.action = if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse };
     record.outcome = if allowed { AuditOutcome::Success } else { AuditOutcome::Failure };
     record.reason =
@@ -75,7 +77,7 @@ pub(super) async fn tunnel(
     client: SocketAddr,
     req: Request<Incoming>,
     authority: Authority,
-    token: Option<ProductToken>,
+    (token, origin): (Option<ProductToken>, crate::policy::TokenOrigin),
 ) -> Response<ProxyBody> {
     let live = shared.live();
     let snapshot = live.policy.robots(&authority).await;
@@ -94,7 +96,7 @@ pub(super) async fn tunnel(
     let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
     // Who a refusal is for, and the refusals only reported (report-only mode).
     let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().cloned();
-    let who = Who { token: token.as_ref(), user: user.as_ref().map(|u| u.name.as_str()) };
+    let who = Who { token: token.as_ref(), origin, user: user.as_ref().map(|u| u.name.as_str()) };
     let mut reported = Reported::default();
     // For the audit record: the group that applies and, when every path is disallowed, the
     // rule that disallows `/`.
@@ -120,7 +122,10 @@ pub(super) async fn tunnel(
     };
     // `[[exceptions]]`: one that covers every path of the site decides before robots.txt.
     let now = shared.clock.now();
-    let exception = live.policy.tunnel_exception(&snapshot, token.as_ref(), who.user, blocked, now);
+    let exception = live.policy.tunnel_exception(&snapshot, who, blocked, now);
+    // An allow exception that opens the tunnel bounds it: the relay ends at its `expires`.
+    let mut deadline =
+        exception.as_ref().filter(|v| v.effect == Effect::Allow).and_then(|v| v.expires);
     // The record of the exception that opened the tunnel (or lifted a usage preference for
     // it), written when the tunnel opens: an exception's decisions are always audited.
     let mut excepted: Option<AuditRecord> = None;
@@ -182,12 +187,21 @@ pub(super) async fn tunnel(
     if live.usage.is_active() {
         let mut purposes = live.usage.purposes_for(token.as_ref(), who.user);
         if !purposes.is_empty() {
-            let lifted =
-                live.policy.usage_lifted_everywhere(&snapshot, token.as_ref(), who.user, now);
+            let lifted = live.policy.usage_lifted_everywhere(&snapshot, who, now);
             if let Some((categories, v)) = lifted {
                 let before = purposes.len();
                 purposes.retain(|p| !categories.contains(&p.category));
                 if purposes.len() != before {
+                    // One use per tunnel: not again for the exception that opened it.
+                    let opened_by = excepted.as_ref().and_then(|r| r.exception.as_ref());
+                    if opened_by.is_none_or(|e| e.id != *v.id) {
+                        live.policy.exceptions().count(&v.id);
+                    }
+                    // The tunnel carries what the lift allows only until the lift expires.
+                    deadline = match (deadline, v.expires) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
                     let labels: Vec<&str> = categories.iter().map(|c| c.label()).collect();
                     let lift = format!(
                         "usage preferences {} lifted by exception {} ({}) for every path",
@@ -277,6 +291,7 @@ pub(super) async fn tunnel(
     };
     let _ = upstream.set_nodelay(true);
     shared.metrics.count(Decision::Tunnel, Scheme::Https);
+    let id = excepted.as_ref().and_then(|r| r.exception.as_ref()).map(|e| e.id.clone());
     if let Some(record) = excepted {
         shared.write_audit(record).await;
     } else if live.https.audit_tunnels || shared.audit.all_decisions() {
@@ -285,10 +300,26 @@ pub(super) async fn tunnel(
         shared.write_audit(record).await;
     }
     let idle = live.https.tunnel_idle_timeout;
+    // A tunnel an exception opened (or lifted a preference for) ends when the exception
+    // does: past `expires` the exception grants nothing, so neither does its tunnel.
+    let lasts = deadline.map(|at| at.duration_since(shared.clock.now()).unwrap_or_default());
     tokio::spawn(async move {
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,
-            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        let relaying = async move {
+            match hyper::upgrade::on(req).await {
+                Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+            }
+        };
+        match lasts {
+            None => relaying.await,
+            Some(lasts) => {
+                if tokio::time::timeout(lasts, relaying).await.is_err() {
+                    tracing::info!(
+                        exception = id.as_deref().unwrap_or("-"),
+                        "tunnel closed: the exception that opened it expired"
+                    );
+                }
+            }
         }
     });
     let mut opened = Response::new(answer::full(Bytes::new()));

@@ -50,6 +50,8 @@ impl Builder {
                 if let (Some(g), Some(n)) = (self.groups.last_mut(), self.names.last_mut()) {
                     g.user_agents.push(UserAgentLine { value, line: line.number });
                     n.push(parse::agent_name(line.value));
+                    // The crawler's full name too, where Google's reading keeps less of it.
+                    n.extend(parse::full_agent_name(line.value).map(AgentName::Token));
                 }
             }
             Field::Allow | Field::Disallow => {

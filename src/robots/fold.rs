@@ -1,4 +1,4 @@
-//! The case-folded reading: patterns and paths compared with ASCII letters folded to lower case,
+//! The case-folded reading: patterns and paths compared with letters folded to lower case,
 //! for origins that serve `/PRIVATE/x` as `/private/x` (IIS on NTFS, ASP.NET routing, Express
 //! by default). Whether an origin does is the proxy's knowledge, not the file's: the engine only
 //! offers the comparison ([`RobotsTxt::decide_folded`]) and keeps what the fetcher learnt from
@@ -50,23 +50,74 @@ impl Folded {
     }
 }
 
-/// `canonical` (a pattern or path in canonical form) with ASCII letters in lower case, except
-/// the hex digits of a `%XX`, which the canonical form writes in upper case.
+/// `canonical` (a pattern or path in canonical form) with its letters in lower case, except
+/// the hex digits of a `%XX`, which the canonical form writes in upper case. A non-ASCII letter
+/// (percent-encoded UTF-8 in the canonical form, `%C3%89` for `É`) is folded too, as NTFS and
+/// ASP.NET fold it (review-core N9): its escapes are decoded, the character lower-cased
+/// (Unicode's mapping) and written back as upper-case escapes, so `/%C3%89T%C3%89/` folds to
+/// `/%C3%A9t%C3%A9/`. Escapes that are not one whole UTF-8 character stay as they are.
 pub fn fold_case(canonical: &str) -> String {
+    let bytes = canonical.as_bytes();
     let mut out = String::with_capacity(canonical.len());
-    let mut hex_left = 0u8;
-    for c in canonical.chars() {
-        if hex_left > 0 {
-            hex_left -= 1;
-            out.push(c);
-        } else if c == '%' {
-            hex_left = 2;
-            out.push(c);
-        } else {
-            out.push(c.to_ascii_lowercase());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            if let Some((c, used)) = escaped_char(&bytes[i..]) {
+                for lower in c.to_lowercase() {
+                    if lower.is_ascii() {
+                        out.push(lower);
+                    } else {
+                        let mut buf = [0u8; 4];
+                        for b in lower.encode_utf8(&mut buf).bytes() {
+                            out.push('%');
+                            out.push(char::from(HEX[usize::from(b >> 4)]));
+                            out.push(char::from(HEX[usize::from(b & 0x0f)]));
+                        }
+                    }
+                }
+                i += used;
+                continue;
+            }
+            // A `%XX` that is not a whole character: copied, hex digits as they are.
+            let end = (i + 3).min(bytes.len());
+            out.push_str(&canonical[i..end]);
+            i = end;
+            continue;
         }
+        // Canonical forms are ASCII; anything else is folded as a character all the same.
+        let c = canonical[i..].chars().next().unwrap_or_default();
+        out.extend(c.to_lowercase());
+        i += c.len_utf8().max(1);
     }
     out
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// The non-ASCII character that the `%XX` escapes at the start of `input` spell in UTF-8, and
+/// how many bytes of `input` they take; `None` when they do not spell one whole character.
+fn escaped_char(input: &[u8]) -> Option<(char, usize)> {
+    let byte_at = |k: usize| -> Option<u8> {
+        let at = input.get(3 * k..3 * k + 3)?;
+        if at[0] != b'%' {
+            return None;
+        }
+        let hex = |h: u8| (h as char).to_digit(16).map(|d| d as u8);
+        Some(hex(at[1])? << 4 | hex(at[2])?)
+    };
+    let lead = byte_at(0)?;
+    let len = match lead {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return None,
+    };
+    let mut buf = [0u8; 4];
+    for (k, slot) in buf.iter_mut().enumerate().take(len) {
+        *slot = byte_at(k)?;
+    }
+    let c = std::str::from_utf8(&buf[..len]).ok()?.chars().next()?;
+    Some((c, 3 * len))
 }
 
 impl RobotsTxt {
@@ -87,9 +138,9 @@ impl RobotsTxt {
     /// that serves `/PRIVATE/x` as `/private/x` holds against `Disallow: /private/`. The
     /// deciding rule is reported as written.
     pub fn decide_folded(&self, token: Option<&ProductToken>, path: &str) -> Decision<'_> {
-        let rule_set = self.rule_set_for(token);
+        let (rule_set, name) = self.lookup(token);
         let path = fold_case(&canonical_path(path));
-        let decision = |verdict, reason| Decision { verdict, reason, robots: self, rule_set };
+        let decision = |verdict, reason| Decision { verdict, reason, robots: self, rule_set, name };
         if is_robots_txt(path.as_bytes()) {
             return decision(Verdict::Allow, Reason::RobotsTxt);
         }
@@ -98,6 +149,7 @@ impl RobotsTxt {
         };
         let index = &self.folded.indexes(self)[set as usize];
         match index.longest_match(path.as_bytes()) {
+            Some(best) if best.assumed => decision(Verdict::Disallow, Reason::OverBudget),
             Some(best) => {
                 let rule = &self.rules[best.rule as usize];
                 let verdict = match rule.kind {
@@ -118,6 +170,23 @@ mod tests {
     #[test]
     fn folds_letters_not_hex() {
         assert_eq!(fold_case("/PRIVATE/%C3%A9x/%2F"), "/private/%C3%A9x/%2F");
+        // Non-ASCII letters fold too (review-core N9): `É` to `é`, `Ω` to `ω`.
+        assert_eq!(fold_case("/%C3%89T%C3%89/"), "/%C3%A9t%C3%A9/");
+        assert_eq!(fold_case("/CAF%C3%89"), "/caf%C3%A9");
+        assert_eq!(fold_case("/%CE%A9"), "/%CF%89");
+        // Escapes that are not one whole character stay as they are.
+        assert_eq!(fold_case("/%C3/%FF%41/%E2%82"), "/%C3/%FF%41/%E2%82");
+        assert_eq!(fold_case("/%c3%89"), "/%C3%A9");
+    }
+
+    #[test]
+    fn non_ascii_letters_are_folded_on_both_sides() {
+        let robots =
+            RobotsTxt::parse("User-agent: *\nDisallow: /café/\nDisallow: /été/\n".as_bytes());
+        for path in ["/caf%C3%A9/x", "/CAF%C3%89/x", "/%C3%89T%C3%89/x", "/%C3%A9t%C3%A9/x"] {
+            assert!(!robots.decide_folded(None, path).is_allowed(), "{path}");
+        }
+        assert!(robots.decide_folded(None, "/cafe/x").is_allowed());
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub(crate) struct PrefixIndex {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Best {
     pub(crate) rule: u32,
+    /// Whether the rule was taken as matching without a search, the budget being spent
+    /// ([`MATCH_BUDGET`]): the verdict is the safe one, but the rule may not match the path.
+    pub(crate) assumed: bool,
 }
 
 fn prefix(rule: &Rule) -> &[u8] {
@@ -247,7 +250,11 @@ impl PrefixIndex {
             return false;
         }
         if (!init.is_empty() || !e.anchored) && !filter.charge(path.len()) {
-            // Out of budget (see `MATCH_BUDGET`): the safe side, without searching.
+            // Out of budget (see `MATCH_BUDGET`): the safe side, without searching; noted, so
+            // that the decision never names a rule that was not seen to match.
+            if !e.allow {
+                filter.assumed.push(e.rule);
+            }
             return !e.allow;
         }
         // Each segment at its leftmost place after the previous one: always safe for `*`-only
@@ -318,7 +325,7 @@ impl PrefixIndex {
         let mut chain = [(0u32, 0u32); CHAIN];
         let mut len = 0usize;
         let mut best: Option<&Entry> = None;
-        let mut filter = PathFilter { path, bits: None, budget: MATCH_BUDGET };
+        let mut filter = PathFilter { path, bits: None, budget: MATCH_BUDGET, assumed: Vec::new() };
         let mut node_id = 0u32;
         let mut depth = 0usize;
         loop {
@@ -350,7 +357,7 @@ impl PrefixIndex {
             let node = &self.nodes[node_id as usize];
             best = self.best_at(node, &path[depth as usize..], best, &mut filter);
         }
-        best.map(|e| Best { rule: e.rule })
+        best.map(|e| Best { rule: e.rule, assumed: filter.assumed.contains(&e.rule) })
     }
 
     /// Approximate heap size in bytes, for the cache's weigher.
@@ -378,6 +385,8 @@ struct PathFilter<'p> {
     bits: Option<u64>,
     /// What is left of [`MATCH_BUDGET`] for this walk.
     budget: usize,
+    /// The rules taken as matching without a search once the budget was spent.
+    assumed: Vec<u32>,
 }
 
 /// How many path bytes one decision may search for wildcard segments. Each search is linear,

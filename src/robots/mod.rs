@@ -237,6 +237,30 @@ pub enum Reason<'r> {
     RobotsTxt,
     /// The longest matching rule decided.
     Rule(&'r Rule),
+    /// The matcher's work budget for one decision was spent before the path was decided
+    /// (a file of very many wildcard rules against a very long path): refused on the safe
+    /// side, without naming a rule, since none was seen to match (review-core N5).
+    OverBudget,
+}
+
+impl Reason<'_> {
+    /// The reason in a sentence, for a decision whose verdict was `allowed`: the one wording
+    /// the proxy's refusals, `evidence` and the admin pages share.
+    pub fn explain(&self, allowed: bool) -> String {
+        match self {
+            Reason::Rule(rule) => {
+                let verb = if allowed { "allowed" } else { "disallowed" };
+                format!("{verb} by robots.txt line {}: {rule}", rule.line())
+            }
+            Reason::NoRuleMatched => "allowed: no rule in the applicable group matches".to_owned(),
+            Reason::NoGroupApplies => "allowed: no group in robots.txt applies".to_owned(),
+            Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
+            Reason::OverBudget => "disallowed: the path is too long to match against this \
+                                   robots.txt's wildcard rules within the work one decision may \
+                                   take (no rule named: none was seen to match)"
+                .to_owned(),
+        }
+    }
 }
 
 /// The answer for one (product token, path): the verdict and why.
@@ -246,6 +270,9 @@ pub struct Decision<'r> {
     reason: Reason<'r>,
     robots: &'r RobotsTxt,
     rule_set: Option<u32>,
+    /// The name (an index of `by_token`) that chose `rule_set`; `None` when the `*` groups
+    /// apply.
+    name: Option<u32>,
 }
 
 impl<'r> Decision<'r> {
@@ -277,14 +304,27 @@ impl<'r> Decision<'r> {
         };
         ids.iter().map(move |&g| &robots.groups[g as usize])
     }
-    /// The `user-agent` line of the group that decided: the deciding rule's group, or else the
-    /// first group that applied.
+    /// The `user-agent` line of the group that decided (the deciding rule's group, or else the
+    /// first group that applied) that named the crawler: the line whose name is the crawler's
+    /// token, or the `*` line when the `*` groups apply (review-core N11); the group's first
+    /// line only when none says more.
     pub fn user_agent_line(&self) -> Option<&'r UserAgentLine> {
         let group = match self.reason {
             Reason::Rule(rule) => Some(&self.robots.groups[rule.group as usize]),
             _ => self.groups().next(),
+        }?;
+        let name = self.name.and_then(|i| self.robots.by_token.get(i as usize)).map(|t| &*t.1);
+        let names = |line: &UserAgentLine| {
+            let value = line.value.as_bytes();
+            match (parse::agent_name(value), name) {
+                (parse::AgentName::Any, None) => true,
+                (parse::AgentName::Token(t), Some(n)) => {
+                    *t == *n || parse::full_agent_name(value).is_some_and(|f| *f == *n)
+                }
+                _ => false,
+            }
         };
-        group.and_then(|g| g.user_agents.first())
+        group.user_agents.iter().find(|l| names(l)).or_else(|| group.user_agents.first())
     }
 }
 
@@ -384,7 +424,7 @@ impl RobotsTxt {
         path: &str,
         decoded: bool,
     ) -> Decision<'_> {
-        let rule_set = self.rule_set_for(token);
+        let (rule_set, name) = self.lookup(token);
         let path = canonical_path(path);
         if is_robots_txt(path.as_bytes()) {
             return Decision {
@@ -392,6 +432,7 @@ impl RobotsTxt {
                 reason: Reason::RobotsTxt,
                 robots: self,
                 rule_set,
+                name,
             };
         }
         let Some(set) = rule_set else {
@@ -400,6 +441,7 @@ impl RobotsTxt {
                 reason: Reason::NoGroupApplies,
                 robots: self,
                 rule_set,
+                name,
             };
         };
         let set = &self.rule_sets[set as usize];
@@ -409,19 +451,27 @@ impl RobotsTxt {
         };
         let best = index.longest_match(path.as_bytes());
         match best {
+            Some(best) if best.assumed => Decision {
+                verdict: Verdict::Disallow,
+                reason: Reason::OverBudget,
+                robots: self,
+                rule_set,
+                name,
+            },
             Some(best) => {
                 let rule = &self.rules[best.rule as usize];
                 let verdict = match rule.kind {
                     RuleKind::Allow => Verdict::Allow,
                     RuleKind::Disallow => Verdict::Disallow,
                 };
-                Decision { verdict, reason: Reason::Rule(rule), robots: self, rule_set }
+                Decision { verdict, reason: Reason::Rule(rule), robots: self, rule_set, name }
             }
             None => Decision {
                 verdict: Verdict::Allow,
                 reason: Reason::NoRuleMatched,
                 robots: self,
                 rule_set,
+                name,
             },
         }
     }
@@ -461,15 +511,43 @@ impl RobotsTxt {
     /// matching path, combined most restrictive first. A path that may not be crawled has no
     /// preferences (all unknown): allow/disallow alone decide it.
     pub fn usage(&self, token: Option<&ProductToken>, path: &str) -> usage::UsagePreferences {
-        if !self.decide(token, path).is_allowed() {
+        self.usage_as(token, path, usage::PatternReading::AsWritten)
+    }
+
+    /// [`RobotsTxt::usage`] for one reading of the path, as allow/disallow decide it: the
+    /// patterns read decoded for a reading an origin decodes ([`RobotsTxt::decide_decoded`]),
+    /// and decoded with letters folded for the case-folded reading
+    /// ([`RobotsTxt::decide_folded`]).
+    pub fn usage_as(
+        &self,
+        token: Option<&ProductToken>,
+        path: &str,
+        reading: usage::PatternReading,
+    ) -> usage::UsagePreferences {
+        let allowed = match reading {
+            usage::PatternReading::AsWritten => self.decide(token, path),
+            usage::PatternReading::Decoded => self.decide_decoded(token, path),
+            usage::PatternReading::Folded => self.decide_folded(token, path),
+        };
+        if !allowed.is_allowed() {
             return usage::UsagePreferences::default();
         }
         let groups = self.groups_for(token);
         if groups.iter().all(|g| g.usage.is_empty()) {
             return usage::UsagePreferences::default();
         }
-        let path = canonical_path(path);
-        usage::decide(groups.iter().flat_map(|g| g.usage.iter()), path.as_bytes())
+        let canonical = canonical_path(path);
+        let path = match reading {
+            usage::PatternReading::Folded => Cow::Owned(fold::fold_case(&canonical)),
+            _ => canonical,
+        };
+        usage::decide_as(groups.iter().flat_map(|g| g.usage.iter()), path.as_bytes(), reading)
+    }
+
+    /// Whether some `Content-Usage` / `Content-Signal` path reads differently decoded, so that
+    /// [`RobotsTxt::usage_as`] can differ between the path as sent and its decoded reading.
+    pub fn has_decoded_usage_patterns(&self) -> bool {
+        self.groups.iter().flat_map(|g| g.usage.iter()).any(usage::UsageRule::has_decoded_pattern)
     }
 
     /// The usage preferences that hold on every path for `token` (see [`usage::everywhere`]),
@@ -563,6 +641,12 @@ impl RobotsTxt {
     }
 
     fn rule_set_for(&self, token: Option<&ProductToken>) -> Option<u32> {
+        self.lookup(token).0
+    }
+
+    /// The rule set that applies to `token`, and the name (an index of `by_token`) that chose
+    /// it; `(any, None)` when no group names the token.
+    fn lookup(&self, token: Option<&ProductToken>) -> (Option<u32>, Option<u32>) {
         if let Some(token) = token {
             let (key, bytes) = (token.lookup_key(), token.lowercase().as_bytes());
             let found = self.by_token.binary_search_by(|(k, t, _)| {
@@ -575,10 +659,10 @@ impl RobotsTxt {
                 })
             });
             if let Ok(i) = found {
-                return Some(self.by_token[i].2);
+                return (Some(self.by_token[i].2), Some(i as u32));
             }
         }
-        self.any
+        (self.any, None)
     }
 }
 

@@ -177,6 +177,36 @@ impl TdmFile {
             .map(|r| &r.statement)
     }
 
+    /// [`TdmFile::statement_for`] for one reading of the path (`crate::policy::readings`):
+    /// the locations read as `reading` says, as `allow` / `disallow` patterns are
+    /// ([`super::usage::PatternReading`]); `path` is in canonical form, and folded for the
+    /// case-folded reading.
+    pub fn statement_for_as(
+        &self,
+        path: &[u8],
+        reading: super::usage::PatternReading,
+    ) -> Option<&TdmStatement> {
+        use super::usage::PatternReading;
+        self.rules
+            .iter()
+            .find(|r| {
+                let decoded = match reading {
+                    PatternReading::AsWritten => None,
+                    _ => normalize::decode_pattern(&r.pattern),
+                };
+                let base: &[u8] = decoded.as_deref().map_or(&r.pattern, str::as_bytes);
+                if reading == PatternReading::Folded {
+                    let folded = super::fold::fold_case(&String::from_utf8_lossy(base));
+                    pattern::matches(folded.as_bytes(), PatternShape::of(folded.as_bytes()), path)
+                } else if decoded.is_some() {
+                    pattern::matches(base, PatternShape::of(base), path)
+                } else {
+                    pattern::matches(&r.pattern, r.shape, path)
+                }
+            })
+            .map(|r| &r.statement)
+    }
+
     /// [`TdmFile::statement_for`] a path as sent (it is brought to the canonical form first).
     pub fn statement_for_sent(&self, sent: &str) -> Option<&TdmStatement> {
         let mut path = Vec::with_capacity(sent.len() + 8);

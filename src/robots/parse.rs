@@ -179,6 +179,42 @@ pub(crate) fn agent_name(value: &[u8]) -> AgentName {
     AgentName::Token(value[..end].to_ascii_lowercase().into_boxed_slice())
 }
 
+/// The crawler name a `user-agent` value writes in full, lower-cased, when it is more than
+/// Google's reading ([`agent_name`]) keeps: `AI2Bot` (Google: `ai`), `MJ12bot` (`mj`),
+/// `360Spider` (no name at all), `archive.org_bot` (`archive`), `Kangaroo Bot` (`kangaroo`).
+/// RFC 9309 §2.2.1 allows only letters, `_` and `-` in a product token, but the site that writes
+/// `User-agent: AI2Bot` means the crawler called AI2Bot, so a group names that full name too
+/// (`docs/engine.md`, "Crawler names beyond RFC 9309's tokens").
+///
+/// The name is the value up to a `/` (a version) or a `*`, its words made of letters, digits,
+/// `_`, `-` and `.` and separated by single spaces (runs of blanks count as one). `None` when the
+/// value holds anything else, or when the full name is Google's reading (every RFC 9309 token):
+/// then the line names exactly what it did before.
+pub(crate) fn full_agent_name(value: &[u8]) -> Option<Box<[u8]>> {
+    let end = value.iter().position(|&b| b == b'/' || b == b'*').unwrap_or(value.len());
+    let mut out: Vec<u8> = Vec::with_capacity(end);
+    for word in value[..end].split(|&b| is_space(b)).filter(|w| !w.is_empty()) {
+        if !word.iter().all(|&b| is_name_byte(b)) {
+            return None;
+        }
+        if !out.is_empty() {
+            out.push(b' ');
+        }
+        out.extend(word.iter().map(u8::to_ascii_lowercase));
+    }
+    let google = match agent_name(value) {
+        AgentName::Token(t) => t,
+        AgentName::Any => return None,
+    };
+    (!out.is_empty() && out[..] != google[..]).then(|| out.into_boxed_slice())
+}
+
+/// A byte of a crawler's name as the proxy reads it (beyond RFC 9309's letters, `_`, `-`):
+/// also digits and `.`.
+pub(crate) fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
 /// Reads a `crawl-delay` value: a non-negative decimal number of seconds.
 pub(crate) fn crawl_delay_seconds(value: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(value).ok()?;
@@ -232,6 +268,17 @@ mod tests {
         assert_eq!(agent_name(b"googlebot*"), AgentName::Token(b"googlebot".to_vec().into()));
         assert_eq!(agent_name(b"Foo Bar"), AgentName::Token(b"foo".to_vec().into()));
         assert_eq!(agent_name(b"*bot"), AgentName::Token(b"".to_vec().into()));
+        // The full name, where Google's reading keeps less (review-core N3).
+        let full = |v: &[u8]| full_agent_name(v).map(|n| String::from_utf8(n.into()).unwrap());
+        assert_eq!(full(b"AI2Bot").as_deref(), Some("ai2bot"));
+        assert_eq!(full(b"MJ12bot/v1.4").as_deref(), Some("mj12bot"));
+        assert_eq!(full(b"360Spider").as_deref(), Some("360spider"));
+        assert_eq!(full(b"archive.org_bot").as_deref(), Some("archive.org_bot"));
+        assert_eq!(full(b"Kangaroo  Bot").as_deref(), Some("kangaroo bot"));
+        assert_eq!(full(b"Googlebot/2.1"), None);
+        assert_eq!(full(b"googlebot*"), None);
+        assert_eq!(full(b"*"), None);
+        assert_eq!(full(b"Foo (bar)"), None);
     }
 
     #[test]

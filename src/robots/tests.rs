@@ -42,3 +42,44 @@ fn decision_says_why() {
     let other = ProductToken::new("other").unwrap();
     assert!(matches!(robots.decide(Some(&other), "/x").reason(), Reason::NoGroupApplies));
 }
+
+/// Review-core N11: the user-agent line reported is the one that named the crawler, not the
+/// group's first; for the `*` groups, the `*` line.
+#[test]
+fn the_line_that_named_the_crawler_is_reported() {
+    let robots = RobotsTxt::parse(
+        b"User-agent: Googlebot\nUser-agent: ICC-Crawler\nUser-agent: *\nDisallow: /x\n",
+    );
+    let icc = ProductToken::new("icc-crawler").unwrap();
+    let d = robots.decide(Some(&icc), "/x/y");
+    assert_eq!(d.user_agent_line().map(|u| (u.value(), u.line())), Some(("ICC-Crawler", 2)));
+    let other = ProductToken::new("OtherBot").unwrap();
+    let d = robots.decide(Some(&other), "/x/y");
+    assert_eq!(d.user_agent_line().map(|u| (u.value(), u.line())), Some(("*", 3)));
+}
+
+/// Review-core N3: a group line that writes a crawler's full name (digits, dots, spaces) applies
+/// to that crawler, as written and case-insensitively; Google's reading of the line (the
+/// longest prefix of letters, `_` and `-`) still names what it named.
+#[test]
+fn groups_name_crawlers_by_their_full_names() {
+    let body = "User-agent: AI2Bot\nUser-agent: MJ12bot\nUser-agent: 360Spider\n\
+                User-agent: archive.org_bot\nUser-agent: Kangaroo Bot\nDisallow: /\n\n\
+                User-agent: *\nAllow: /\n";
+    for agent in [
+        "Mozilla/5.0 (compatible) AI2Bot (+https://www.allenai.org/crawler)",
+        "Mozilla/5.0 (compatible; MJ12bot/v1.4.8; http://mj12bot.com/)",
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Safari/537.36; 360Spider",
+        "Mozilla/5.0 (compatible; archive.org_bot +http://archive.org/details/archive.org_bot)",
+        "Mozilla/5.0 (compatible; Kangaroo Bot/1.0; +https://kangaroollm.com.au/kangaroo-bot/)",
+        "ai2bot",
+        "KANGAROO BOT",
+    ] {
+        assert!(!allowed(body, agent, "/page"), "{agent}");
+    }
+    // A crawler the group does not name: `*`.
+    assert!(allowed(body, "Ai2Bot-Dolma", "/page"));
+    assert!(allowed(body, "Kangaroo", "/page") == allowed(body, "kangaroo", "/page"));
+    // Google's reading stays: `User-agent: AI2Bot` names `ai` too.
+    assert!(!allowed(body, "ai", "/page"));
+}

@@ -1,12 +1,17 @@
 //! The crawler's product token, and how to find it in a `User-Agent` header.
 //!
 //! RFC 9309 §2.2.1: "Crawlers MUST use case-insensitive matching to find the group that matches
-//! the product token". A product token is made of letters, `_` and `-` only (`ExampleBot`,
-//! `python-requests`, `Go-http-client`).
+//! the product token". RFC 9309 makes a product token of letters, `_` and `-` only
+//! (`ExampleBot`, `python-requests`, `Go-http-client`); real crawlers are also called `AI2Bot`,
+//! `MJ12bot`, `360Spider`, `archive.org_bot` and `Kangaroo Bot`, and the sites that name them in
+//! a group mean them. A token here may hold digits, `.` and single spaces between words too,
+//! and is matched against the full names group lines write ([`super::parse::full_agent_name`];
+//! `docs/engine.md`, "Crawler names beyond RFC 9309's tokens").
 
 use std::fmt;
 
-/// A crawler's product token: letters, `_` and `-`, compared case-insensitively.
+/// A crawler's product token: letters, digits, `_`, `-` and `.`, in words separated by single
+/// spaces, compared case-insensitively.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ProductToken {
     original: Box<str>,
@@ -32,8 +37,12 @@ pub enum InvalidToken {
     /// The string is empty.
     #[error("a product token cannot be empty")]
     Empty,
-    /// The string holds a character outside `A-Z a-z _ -`.
-    #[error("{0:?} is not a product token: only letters, '_' and '-' are allowed")]
+    /// The string holds a character outside `A-Z a-z 0-9 _ - .`, or spaces other than single
+    /// ones between words.
+    #[error(
+        "{0:?} is not a product token: only letters, digits, '_', '-' and '.' are allowed, \
+         in words separated by single spaces"
+    )]
     BadCharacter(String),
 }
 
@@ -100,7 +109,8 @@ impl ProductToken {
         if token.is_empty() {
             return Err(InvalidToken::Empty);
         }
-        if !token.bytes().all(is_token_byte) {
+        let words_ok = token.split(' ').all(|w| !w.is_empty() && w.bytes().all(is_token_byte));
+        if !words_ok {
             return Err(InvalidToken::BadCharacter(token.to_owned()));
         }
         let lowercase: Box<str> = token.to_ascii_lowercase().into();
@@ -197,7 +207,7 @@ impl std::str::FromStr for ProductToken {
 }
 
 fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_' || b == b'-'
+    super::parse::is_name_byte(b)
 }
 
 /// The candidate names of a User-Agent string, in order of appearance.
@@ -214,11 +224,17 @@ fn candidates(ua: &str) -> impl Iterator<Item = &str> {
         Comment,
         AfterCompatible,
     }
+    // A name: letters, digits, `_`, `-`, `.`; it starts with a letter or a digit, does not end
+    // with `.`, and has two letters at least (`360Spider`, `MJ12bot`, `archive.org_bot`; not
+    // `10.0`, `x64`).
     fn candidate(name: &str) -> Option<&str> {
-        if name.len() < 2 || !name.bytes().all(is_token_byte) {
+        if name.len() < 2 || !name.bytes().all(is_token_byte) || name.ends_with('.') {
             return None;
         }
-        if !name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) {
+        if !name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
+        if name.bytes().filter(u8::is_ascii_alphabetic).count() < 2 {
             return None;
         }
         let lower = name.to_ascii_lowercase();
@@ -227,10 +243,31 @@ fn candidates(ua: &str) -> impl Iterator<Item = &str> {
         }
         Some(name)
     }
+    fn says_crawler(name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        CRAWLER_WORDS.iter().any(|w| lower.contains(w))
+    }
     fn push<'a>(item: &'a str, place: Place, out: &mut Vec<&'a str>) {
         let item = item.trim();
         if let Some(slash) = item.find('/') {
-            out.extend(candidate(&item[..slash]));
+            let name = item[..slash].trim_end();
+            if let Some(name) = candidate(name) {
+                out.push(name);
+            } else if place != Place::Product {
+                // A name of several words before its version names a crawler when it says so
+                // (`Kangaroo Bot/1.0`): single spaces only, each word a name's. Otherwise a word
+                // that says it is a crawler (`archive.org_bot +http://…`).
+                let words: Vec<&str> = name.split(' ').collect();
+                let whole = words.len() > 1
+                    && words.iter().all(|w| !w.is_empty() && w.bytes().all(is_token_byte))
+                    && says_crawler(name);
+                if whole {
+                    out.push(name);
+                } else {
+                    let crawler_words = name.split_ascii_whitespace().filter(|w| says_crawler(w));
+                    out.extend(crawler_words.filter_map(candidate));
+                }
+            }
             return;
         }
         match place {
@@ -329,6 +366,51 @@ mod tests {
             token("Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:121.0) Gecko/20100101 Firefox/121.0"),
             None
         );
+    }
+
+    /// Review-core N3: the published User-Agents of crawlers whose names hold digits, dots or
+    /// spaces give those names (RFC 9309's tokens cannot hold them; the sites that name these
+    /// crawlers in a group mean them), and configuration accepts them.
+    #[test]
+    fn crawler_names_with_digits_dots_and_spaces() {
+        let cases = [
+            ("Mozilla/5.0 (compatible) AI2Bot (+https://www.allenai.org/crawler)", "AI2Bot"),
+            (
+                "Mozilla/5.0 (compatible) Ai2Bot-Dolma (+https://www.allenai.org/crawler)",
+                "Ai2Bot-Dolma",
+            ),
+            ("Mozilla/5.0 (compatible; MJ12bot/v1.4.8; http://mj12bot.com/)", "MJ12bot"),
+            (
+                "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) \
+                 Chrome/91.0.4472.124 Safari/537.36; 360Spider",
+                "360Spider",
+            ),
+            (
+                "Mozilla/5.0 (compatible; archive.org_bot +http://archive.org/details/archive.org_bot)",
+                "archive.org_bot",
+            ),
+            (
+                "Mozilla/5.0 (compatible; Kangaroo Bot/1.0; +https://kangaroollm.com.au/kangaroo-bot/)",
+                "Kangaroo Bot",
+            ),
+        ];
+        for (ua, want) in cases {
+            assert_eq!(token(ua).as_deref(), Some(want), "{ua}");
+        }
+        // A browser on a phone names its model before a build number: not a crawler.
+        assert_eq!(
+            token(
+                "Mozilla/5.0 (Linux; Android 14; Pixel 8 Build/UQ1A.240205.004) AppleWebKit/537.36 \
+                 (KHTML, like Gecko) Chrome/120.0.6099.230 Mobile Safari/537.36"
+            ),
+            None
+        );
+        for name in ["AI2Bot", "360Spider", "archive.org_bot", "Kangaroo Bot", "MJ12bot"] {
+            assert_eq!(ProductToken::new(name).unwrap().as_str(), name);
+        }
+        for bad in ["Kangaroo  Bot", " Bot", "Bot ", "a/b", "a;b", "a\tb"] {
+            assert!(ProductToken::new(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -492,11 +574,13 @@ mod tests {
     }
 
     #[test]
-    fn tokens_are_letters_underscore_dash() {
+    fn tokens_are_letters_digits_underscore_dash_dot_and_single_spaces() {
         assert!(ProductToken::new("Foo_Bar-baz").is_ok());
         assert_eq!(ProductToken::new(""), Err(InvalidToken::Empty));
         assert!(ProductToken::new("foo/1.0").is_err());
-        assert!(ProductToken::new("foo1").is_err());
+        assert!(ProductToken::new("foo*").is_err());
+        // Digits are part of real crawlers' names (review-core N3: AI2Bot, MJ12bot).
+        assert!(ProductToken::new("foo1").is_ok());
         assert_eq!(ProductToken::new("FooBot").unwrap().lowercase(), "foobot");
         assert_eq!(token(""), None);
         assert_eq!(token("((((;;;)"), None);

@@ -134,6 +134,24 @@ pub struct UsageRule {
     line: u32,
     vocabulary: Vocabulary,
     prefs: Vec<(Category, Preference)>,
+    /// The pattern read decoded ([`normalize::decode_pattern`]), with its shape and priority,
+    /// when that differs from the pattern as written: what a reading an origin decodes
+    /// (`crate::policy::readings`) is matched against, as for `allow` / `disallow`.
+    decoded: Option<Box<(Box<str>, PatternShape, u32)>>,
+}
+
+/// How a rule's path pattern is read for one reading of the request's path
+/// (`crate::policy::readings`): the path as sent meets the patterns as written (Google's
+/// reading); a reading an origin decodes meets them decoded; the case-folded reading meets them
+/// decoded with ASCII letters folded (what [`super::RobotsTxt::decide_folded`] does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatternReading {
+    /// The patterns as written.
+    AsWritten,
+    /// The patterns read decoded.
+    Decoded,
+    /// The patterns read decoded, letters folded (the path must be folded too).
+    Folded,
 }
 
 impl UsageRule {
@@ -171,12 +189,56 @@ impl UsageRule {
         // ASCII by construction (see `normalize`).
         let pattern = String::from_utf8(pattern).unwrap_or_default();
         let shape = PatternShape::of(pattern.as_bytes());
-        Some(UsageRule { pattern: pattern.into(), shape, priority, line, vocabulary, prefs })
+        let decoded = normalize::decode_pattern(pattern.as_bytes()).map(|d| {
+            // Shorter by two octets per escape decoded, as if written decoded.
+            let priority = priority.saturating_sub((pattern.len() - d.len()) as u32);
+            Box::new((Box::from(d.as_str()), PatternShape::of(d.as_bytes()), priority))
+        });
+        Some(UsageRule {
+            pattern: pattern.into(),
+            shape,
+            priority,
+            line,
+            vocabulary,
+            prefs,
+            decoded,
+        })
     }
 
-    /// The bytes it holds on the heap (its pattern and preferences), for the cache's weight.
+    /// The bytes it holds on the heap (its patterns and preferences), for the cache's weight.
     pub(crate) fn heap_size(&self) -> usize {
-        self.pattern.len() + self.prefs.capacity() * std::mem::size_of::<(Category, Preference)>()
+        self.pattern.len()
+            + self.prefs.capacity() * std::mem::size_of::<(Category, Preference)>()
+            + self
+                .decoded
+                .as_ref()
+                .map_or(0, |d| std::mem::size_of::<(Box<str>, PatternShape, u32)>() + d.0.len())
+    }
+
+    /// Whether the pattern reads differently decoded.
+    pub(crate) fn has_decoded_pattern(&self) -> bool {
+        self.decoded.is_some()
+    }
+
+    /// Whether the rule applies to `path` (canonical form; folded for
+    /// [`PatternReading::Folded`]) read as `reading`, and with what priority.
+    fn applies_as(&self, path: &[u8], reading: PatternReading) -> Option<u32> {
+        if self.pattern.is_empty() {
+            return Some(self.priority);
+        }
+        let (pattern, shape, priority) = match (&self.decoded, reading) {
+            (_, PatternReading::AsWritten) | (None, _) => {
+                (&self.pattern, self.shape, self.priority)
+            }
+            (Some(d), _) => (&d.0, d.1, d.2),
+        };
+        let hit = if reading == PatternReading::Folded {
+            let folded = super::fold::fold_case(pattern);
+            pattern::matches(folded.as_bytes(), PatternShape::of(folded.as_bytes()), path)
+        } else {
+            pattern::matches(pattern.as_bytes(), shape, path)
+        };
+        hit.then_some(priority)
     }
 
     /// The path pattern (canonical form), or `""` for every path.
@@ -197,11 +259,6 @@ impl UsageRule {
     /// The preferences the line states.
     pub fn preferences(&self) -> &[(Category, Preference)] {
         &self.prefs
-    }
-
-    /// Whether the rule applies to `path` (canonical form).
-    pub(crate) fn applies_to(&self, path: &[u8]) -> bool {
-        self.pattern.is_empty() || pattern::matches(self.pattern.as_bytes(), self.shape, path)
     }
 }
 
@@ -341,10 +398,19 @@ pub(crate) fn decide<'a>(
     rules: impl Iterator<Item = &'a UsageRule> + Clone,
     path: &[u8],
 ) -> UsagePreferences {
-    let longest = rules.clone().filter(|r| r.applies_to(path)).map(|r| r.priority).max();
+    decide_as(rules, path, PatternReading::AsWritten)
+}
+
+/// [`decide`] for one reading of the path: the patterns read as `reading` says.
+pub(crate) fn decide_as<'a>(
+    rules: impl Iterator<Item = &'a UsageRule> + Clone,
+    path: &[u8],
+    reading: PatternReading,
+) -> UsagePreferences {
+    let longest = rules.clone().filter_map(|r| r.applies_as(path, reading)).max();
     let mut out = UsagePreferences::default();
     let Some(longest) = longest else { return out };
-    for rule in rules.filter(|r| r.priority == longest && r.applies_to(path)) {
+    for rule in rules.filter(|r| r.applies_as(path, reading) == Some(longest)) {
         for &(category, pref) in &rule.prefs {
             out.add_robots(category, pref, rule.line);
         }
@@ -414,11 +480,16 @@ mod tests {
     fn rules_with_paths() {
         let r = UsageRule::content_usage(b"/ai-ok/ train-ai=y", 3).unwrap();
         assert_eq!(r.path(), "/ai-ok/");
-        assert!(r.applies_to(b"/ai-ok/x"));
-        assert!(!r.applies_to(b"/other"));
+        assert!(r.applies_as(b"/ai-ok/x", PatternReading::AsWritten).is_some());
+        assert!(r.applies_as(b"/other", PatternReading::AsWritten).is_none());
         let all = UsageRule::content_usage(b"train-ai=n", 2).unwrap();
         assert_eq!(all.path(), "");
-        assert!(all.applies_to(b"/anything"));
+        assert!(all.applies_as(b"/anything", PatternReading::AsWritten).is_some());
+        // Read decoded and folded, as allow/disallow patterns are (review-core N4).
+        let r = UsageRule::content_usage(b"/wiki/Special%3A train-ai=n", 3).unwrap();
+        assert!(r.applies_as(b"/wiki/Special:X", PatternReading::AsWritten).is_none());
+        assert!(r.applies_as(b"/wiki/Special:X", PatternReading::Decoded).is_some());
+        assert!(r.applies_as(b"/wiki/special:x", PatternReading::Folded).is_some());
         assert!(UsageRule::content_usage(b"/only-a-path", 4).is_none());
     }
 

@@ -516,7 +516,8 @@ mod tests {
         assert!("https://bots.example.com/é".parse::<AgentUrl>().is_err());
         assert!("not a url".parse::<AgentUrl>().is_err());
         assert_eq!("*".parse::<TokenPattern>().unwrap(), TokenPattern::Any);
-        assert!("Bad Token".parse::<TokenPattern>().is_err());
+        assert!("Bad/Token".parse::<TokenPattern>().is_err());
+        assert!("Bad  Token".parse::<TokenPattern>().is_err());
         assert!("2026-12-01".parse::<Timestamp>().is_err());
         let t: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
         assert_eq!(t.to_string(), "2026-12-01T00:00:00Z");

@@ -116,16 +116,6 @@ async fn six_redirects_are_a_redirect_limit() {
     assert_eq!(origin.hits(&last), 0, "the sixth redirect must not be followed");
 }
 
-/// A redirect without `Location` leads nowhere: treated as not found.
-#[tokio::test]
-async fn redirect_without_location_is_unavailable() {
-    let origin = Origin::with_robots(Reply::status(302)).await;
-    let (cache, _clock) = cache();
-    let snapshot = cache.get(&origin.authority()).await;
-    assert_eq!(snapshot.state, RobotsState::Unavailable);
-    assert_eq!(snapshot.last_outcome, FetchOutcome::Status(302));
-}
-
 async fn unavailable(status: u16) {
     let origin = Origin::with_robots(Reply::status(status)).await;
     let (cache, _clock) = cache();
@@ -308,4 +298,27 @@ async fn fetches_through_a_supplied_connector() {
     assert_eq!(snapshot.state, RobotsState::Fresh);
     assert_rules_of(&snapshot);
     assert_eq!(origin.user_agents(), [TEST_AGENT]);
+}
+
+/// Review-core N14: a `304` to a GET without validators, and a redirect without a usable
+/// `Location` (none, not a URL, another scheme), say nothing about the file: unreachable
+/// (disallow all), never "not found" (allow all).
+#[tokio::test]
+async fn a_304_and_a_redirect_leading_nowhere_are_unreachable() {
+    for (label, reply) in [
+        ("304", Reply::status(304)),
+        ("302 without Location", Reply::status(302)),
+        ("300 without Location", Reply::status(300)),
+        ("302 to a bad URL", Reply::redirect(302, "http://[bad")),
+        ("301 to ftp", Reply::redirect(301, "ftp://example.com/robots.txt")),
+    ] {
+        let origin = Origin::with_robots(reply).await;
+        let (cache, _clock) = cache();
+        let snapshot = cache.get(&origin.authority()).await;
+        assert_unreachable(&snapshot);
+        assert!(
+            matches!(snapshot.last_outcome, FetchOutcome::Status(300..=399)),
+            "{label}: {snapshot:?}"
+        );
+    }
 }

@@ -29,6 +29,7 @@ fn record(task: usize, n: usize) -> AuditRecord {
         state: "fresh".into(),
         age_seconds: 12,
         token_source: None,
+        user_name: None,
         reading: None,
         read_path: None,
         usage: None,

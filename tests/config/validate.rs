@@ -107,7 +107,7 @@ fn fold_case_sites_must_be_hosts() {
 fn report_mode_keys_are_checked_naming_the_key() {
     let m = file_problem("[policy]\nmode = \"warn\"\n", "policy.mode");
     assert!(m.contains("enforce") && m.contains("report"), "{m}");
-    let m = file_problem("[policy]\nreport_tokens = [\"Acme Bot\"]\n", "policy.report_tokens");
+    let m = file_problem("[policy]\nreport_tokens = [\"Acme/Bot\"]\n", "policy.report_tokens");
     assert!(m.contains("is not a product token"), "{m}");
     let m = file_problem("[policy]\nreport_users = [\" \"]\n", "policy.report_users");
     assert!(m.contains("must not be empty"), "{m}");
@@ -288,8 +288,8 @@ fn signing_values_are_parsed_when_the_file_is_read() {
             "must be an https:// (or http://) URL",
         ),
         (
-            "identities = [{ token = \"Bad Bot\", keys = [\"k\"], agent = \"https://b.example\" }]",
-            "Bad Bot",
+            "identities = [{ token = \"Bad/Bot\", keys = [\"k\"], agent = \"https://b.example\" }]",
+            "Bad/Bot",
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();

@@ -240,6 +240,35 @@ fn search_work_per_decision_is_bounded_on_the_safe_side() {
     let robots = rules(100);
     let d = robots.decide(None, &path);
     assert!(!d.is_allowed(), "out of budget: the safe side");
+    // ... and the refusal says so, naming no rule: none was seen to match (review-core N5).
+    assert!(matches!(d.reason(), robots_proxy::robots::Reason::OverBudget), "{d:?}");
+    assert!(d.rule().is_none());
+    assert!(d.reason().explain(false).contains("no rule named"));
     // A short path is decided exactly by the same file.
     assert!(robots.decide(None, "/aaaq").is_allowed());
+}
+
+/// Review-core N5: an ordinary faceted-navigation file (700 `Disallow: /*?*filterN=`) against
+/// a long query with no `filter` in it spends the budget. The decision stays on the safe side
+/// but names no rule; the case-folded reading says the same.
+#[test]
+fn over_budget_refusals_name_no_rule() {
+    let mut body = String::from("User-agent: *\n");
+    for i in 1..=700 {
+        body.push_str(&format!("Disallow: /*?*filter{i}=\n"));
+    }
+    body.push_str("Allow: /\n");
+    let robots = RobotsTxt::parse(body.as_bytes());
+    let mut url = String::from("/catalog?");
+    for i in 0..400 {
+        url.push_str(&format!("k{i}=abcdefghij0123456789&"));
+    }
+    for d in [robots.decide(None, &url), robots.decide_folded(None, &url)] {
+        assert!(!d.is_allowed());
+        assert!(matches!(d.reason(), robots_proxy::robots::Reason::OverBudget), "{d:?}");
+        assert!(d.rule().is_none(), "{d:?}");
+    }
+    // A short query is decided exactly.
+    assert!(robots.decide(None, "/catalog?k=1").is_allowed());
+    assert!(!robots.decide(None, "/catalog?a=1&filter7=x").is_allowed());
 }

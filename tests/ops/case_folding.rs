@@ -4,6 +4,8 @@
 //! `policy.fold_case` or `policy.fold_case_sites` say so.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,11 +18,19 @@ const ROBOTS: &str = "User-agent: *\nDisallow: /private/\n";
 /// An origin on 127.0.0.1 whose `/robots.txt` answer carries `headers` (CRLF-ended lines);
 /// every other path answers `hello`. One request per connection.
 async fn origin(headers: &'static str) -> SocketAddr {
+    counting_origin(headers).await.0
+}
+
+/// [`origin`], with the number of `/robots.txt` requests it has answered.
+async fn counting_origin(headers: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let counted = fetches.clone();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
             let Ok((mut stream, _)) = listener.accept().await else { return };
+            let counted = counted.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 1024];
@@ -32,6 +42,9 @@ async fn origin(headers: &'static str) -> SocketAddr {
                 }
                 let head = String::from_utf8_lossy(&buf);
                 let robots = head.split(' ').nth(1) == Some("/robots.txt");
+                if robots {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
                 let (body, extra) = if robots { (ROBOTS, headers) } else { ("hello", "") };
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
@@ -42,7 +55,7 @@ async fn origin(headers: &'static str) -> SocketAddr {
             });
         }
     });
-    addr
+    (addr, fetches)
 }
 
 /// `GET http://origin/path` through the proxy: the status.
@@ -120,4 +133,27 @@ async fn the_gateway_switch_and_the_site_list_decide_too() {
     let proxy = start(&state, &format!("fold_case = \"listed\"\nfold_case_sites = [\"{plain}\"]"));
     assert_eq!(status(proxy.proxy_addr, plain, "/PRIVATE/x").await, 403);
     assert_eq!(status(proxy.proxy_addr, iis, "/PRIVATE/x").await, 200);
+}
+
+/// The case-folded reading survives a restart (review-core N2): the copy of robots.txt read
+/// back from `state_dir/robots/` keeps what the fetch learnt from the `Server` header, so
+/// `/PRIVATE/x` is refused by the copy exactly as by the fetch it came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_read_back_after_a_restart_keeps_the_case_folded_reading() {
+    let (iis, fetches) = counting_origin("Server: Microsoft-IIS/10.0\r\n").await;
+    let state = tempfile::tempdir().unwrap();
+    let proxy = start(&state, "");
+    assert_eq!(status(proxy.proxy_addr, iis, "/PRIVATE/x").await, 403);
+    let records = state.path().join("robots");
+    let written = || {
+        let rec = |e: &std::fs::DirEntry| e.path().extension().is_some_and(|x| x == "rec");
+        std::fs::read_dir(&records).map(|d| d.flatten().any(|e| rec(&e))).unwrap_or(false)
+    };
+    wait_until("the robots.txt copy written to the state directory", written).await;
+    drop(proxy);
+    let proxy = start(&state, "");
+    assert_eq!(status(proxy.proxy_addr, iis, "/PRIVATE/x").await, 403, "after the restart");
+    assert_eq!(status(proxy.proxy_addr, iis, "/public/x").await, 200);
+    // Decided by the copy, not by a new fetch (which would have detected IIS again).
+    assert_eq!(fetches.load(Ordering::SeqCst), 1, "robots.txt fetched again after the restart");
 }

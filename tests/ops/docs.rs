@@ -107,7 +107,14 @@ async fn every_audit_field_is_documented() {
     use crate::proxy::support::{raw, raw_get, Origin, TestProxy};
     let docs = include_str!("../../docs/audit.md");
     let origin = Origin::start("User-agent: *\nCrawl-delay: 5\nDisallow: /private\n").await;
-    let proxy = TestProxy::start_with(|c| {
+    // A user tied to ExampleBot: an allow exception for a token is granted only to one
+    // (controls 1), and its records name the user (`user.name`).
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    let hash = robots_proxy::access::hash_password("pw", &argon2::Params::default()).unwrap();
+    std::fs::write(&users, format!("example:{hash}:ExampleBot\n")).unwrap();
+    let proxy = TestProxy::start_with(move |c| {
+        c.access.users_file = Some(users);
         c.pacing.enabled = true;
         c.pacing.max_wait = std::time::Duration::from_millis(500);
         c.audit.all_decisions = true;
@@ -130,13 +137,15 @@ async fn every_audit_field_is_documented() {
     })
     .await;
     let base = origin.base();
-    let ua = "User-Agent: ExampleBot/1.0 caf\u{e9}\r\n";
+    // `example:pw`
+    let auth = "Proxy-Authorization: Basic ZXhhbXBsZTpwdw==\r\n";
+    let ua = &format!("{auth}User-Agent: ExampleBot/1.0 caf\u{e9}\r\n");
     // The exception allow first: the pace lets only the first request through at once.
     for path in ["/private/ok", "/a?q=1", "/private/x", "/b", "/c"] {
         raw_get(proxy.addr, &format!("{base}{path}"), "x", ua).await;
     }
     let connect = format!(
-        "CONNECT 127.0.0.1:{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "CONNECT 127.0.0.1:{} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n",
         origin.addr.port()
     );
     raw(proxy.addr, &connect).await;

@@ -13,11 +13,40 @@ fn expires_in(d: Duration) -> String {
     humantime::format_rfc3339_seconds(SystemTime::now() + d).to_string()
 }
 
+/// The users file beside `state`: `acme` is tied to AcmeBot, `other` to OtherBot, and `anon`
+/// to no token (its requests name their token in the User-Agent). An allow exception for a
+/// token applies only to a user tied to it (controls 1), so the crawlers these tests speak for
+/// authenticate as theirs.
+fn users_file(state: &Path) -> std::path::PathBuf {
+    static LINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let lines = LINES.get_or_init(|| {
+        let cost = argon2::Params::default();
+        let hash = |pw: &str| robots_proxy::access::hash_password(pw, &cost).unwrap();
+        format!(
+            "acme:{}:AcmeBot\nother:{}:OtherBot\nanon:{}\n",
+            hash("acme-pw"),
+            hash("other-pw"),
+            hash("anon-pw")
+        )
+    });
+    let path = state.with_file_name("users");
+    std::fs::write(&path, lines).unwrap();
+    path
+}
+
 fn config(state: &Path, exceptions: &str) -> String {
+    let users = users_file(state);
     format!(
         "state_dir = {state:?}\n\n[audit]\nfsync = \"always\"\n\n[access]\n\
-         allow_destinations = [\"127.0.0.0/8\"]\n\n{exceptions}"
+         allow_destinations = [\"127.0.0.0/8\"]\nusers_file = {users:?}\n\n{exceptions}"
     )
+}
+
+/// `Proxy-Authorization` for `user` (password `<user>-pw`).
+fn basic(user: &str) -> String {
+    use base64ct::Encoding;
+    let token = base64ct::Base64::encode_string(format!("{user}:{user}-pw").as_bytes());
+    format!("Proxy-Authorization: Basic {token}\r\n")
 }
 
 fn exception(id: &str, effect: &str, authority: &str, paths: &str, expires: &str) -> String {
@@ -28,8 +57,20 @@ fn exception(id: &str, effect: &str, authority: &str, paths: &str, expires: &str
     )
 }
 
+/// A request from the crawler `token`: as the user tied to it (`acme`, `other`), or for any
+/// other token as `anon`, naming it in the User-Agent.
 async fn get(p: &ProxyProcess, url: &str, token: &str) -> RawResponse {
-    raw_get(p.proxy_addr, url, "x", &format!("User-Agent: {token}/1.0\r\n")).await
+    let user = match token {
+        "AcmeBot" => "acme",
+        "OtherBot" => "other",
+        _ => "anon",
+    };
+    get_as(p, url, user, &format!("User-Agent: {token}/1.0\r\n")).await
+}
+
+/// A request as `user` with `headers` (each ending in CRLF).
+async fn get_as(p: &ProxyProcess, url: &str, user: &str, headers: &str) -> RawResponse {
+    raw_get(p.proxy_addr, url, "x", &format!("{}{headers}", basic(user))).await
 }
 
 fn records(state: &Path) -> Vec<serde_json::Value> {
@@ -159,8 +200,9 @@ fn config_errors_name_the_entry_and_the_key() {
     let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
+    // An expiry in the past is no error (controls 6): the entry is inert, and warned about.
+    assert!(!err.contains("exceptions[1].expires"), "{err}");
     for key in [
-        "exceptions[1].expires",
         "exceptions[2].tokens",
         "exceptions[2].paths",
         "exceptions[3].reference",
@@ -249,7 +291,7 @@ async fn a_reload_adds_changes_and_removes_exceptions_and_the_admin_lists_them()
     assert!(!metrics.contains("id=\"gone\""), "{metrics}");
 
     // A bad file keeps the running set.
-    let bad = exception("late", "allow", "127.0.0.1", "[\"/\"]", "2020-01-01T00:00:00Z");
+    let bad = exception("late", "allow", "127.0.0.1", "[\"/\"]", "not a time");
     write_atomically(&file, &config(&state, &format!("{second}{bad}")));
     p.signal("HUP");
     p.wait_for_stderr("the running configuration stays", 1).await;
@@ -326,4 +368,120 @@ async fn a_usage_lift_under_all_decisions_writes_one_record() {
     assert_eq!(mine[0]["event.action"], "exception_allow");
     assert_eq!(mine[0]["robots.exception.id"], "licence");
     assert!(mine[0]["event.reason"].as_str().unwrap().contains("train-ai"), "{}", mine[0]);
+}
+
+/// Controls 1: an allow exception is written permission for a crawler, so it is granted only
+/// to a proxy user tied to its token. A client that sends the token in
+/// `X-Robots-Product-Token` or its User-Agent, authenticated as someone else, is decided by
+/// robots.txt (403); a disallow exception still refuses every claim; records name the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allow_exception_is_granted_only_to_a_user_tied_to_its_token() {
+    let origin = Origin::start("User-agent: *\nDisallow: /archive/\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let later = "2099-01-01T00:00:00Z";
+    let partner = exception("partner", "allow", "127.0.0.1", "[\"/archive/\"]", later);
+    let hold = exception("legal-hold", "disallow", "127.0.0.1", "[\"/news/\"]", later);
+    write_atomically(&file, &config(&state, &format!("{partner}{hold}")));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let base = origin.base();
+    let archive = format!("{base}/archive/1");
+    let header = "X-Robots-Product-Token: AcmeBot\r\nUser-Agent: OtherBot/1.0\r\n";
+    let asserted = get_as(&p, &archive, "anon", header).await;
+    assert_eq!(asserted.status, 403, "the token header lends no permission: {asserted:?}");
+    assert!(asserted.body.contains("robots.txt"), "{}", asserted.body);
+    let by_agent = get_as(&p, &archive, "anon", "User-Agent: AcmeBot/1.0\r\n").await;
+    assert_eq!(by_agent.status, 403, "nor does the User-Agent: {by_agent:?}");
+    // A user tied to another token cannot borrow it either (its credentials decide).
+    assert_eq!(get_as(&p, &archive, "other", header).await.status, 403);
+    // The user tied to AcmeBot gets the partner's permission.
+    let tied = get(&p, &archive, "AcmeBot").await;
+    assert_eq!(tied.status, 200, "{tied:?}");
+    // Tightening applies to every claim: the header alone brings the prohibition.
+    let banned = get_as(&p, &format!("{base}/news/1"), "anon", header).await;
+    assert_eq!(banned.status, 403, "{banned:?}");
+    assert!(banned.body.contains("exception legal-hold"), "{}", banned.body);
+
+    let allows = with_action(&state, "exception_allow");
+    assert_eq!(allows.len(), 1, "{:?}", records(&state));
+    assert_eq!(allows[0]["user.name"], "acme", "{}", allows[0]);
+    assert_eq!(allows[0]["robots.token_source"], "credentials");
+    let refused = with_action(&state, "robots_disallow");
+    assert_eq!(refused.len(), 3, "{:?}", records(&state));
+    assert_eq!(refused[0]["user.name"], "anon", "{}", refused[0]);
+    assert_eq!(refused[0]["robots.product_token"], "AcmeBot");
+    let disallowed = with_action(&state, "exception_disallow");
+    assert_eq!(disallowed[0]["user.name"], "anon", "{}", disallowed[0]);
+}
+
+/// Without a users file no client is tied to a token, so an allow exception for tokens never
+/// applies: a client naming the token is decided by robots.txt, and `config check` says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_users_file_a_token_allow_never_applies_and_config_check_warns() {
+    let origin = Origin::start("User-agent: *\nDisallow: /archive/\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let partner =
+        exception("partner", "allow", "127.0.0.1", "[\"/archive/\"]", "2099-01-01T00:00:00Z");
+    let text = config(&state, &partner);
+    let text: String =
+        text.lines().filter(|l| !l.starts_with("users_file")).collect::<Vec<_>>().join("\n");
+    let text = format!("{text}\n[policy]\nreport_tokens = [\"ReportBot\"]\n");
+    write_atomically(&file, &text);
+    let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("# warning: exception partner allows for tokens [\"AcmeBot\"], which never applies without access.users_file"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("# warning: policy.report_tokens [\"ReportBot\"] never applies"),
+        "{printed}"
+    );
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let ua = |t: &str| format!("User-Agent: {t}/1.0\r\n");
+    let url = format!("{}/archive/1", origin.base());
+    let resp = raw_get(p.proxy_addr, &url, "x", &ua("AcmeBot")).await;
+    assert_eq!(resp.status, 403, "{resp:?}");
+    let reported = raw_get(p.proxy_addr, &url, "x", &ua("ReportBot")).await;
+    assert_eq!(reported.status, 403, "report-only is not granted on a claim: {reported:?}");
+}
+
+/// Controls 6: an exception whose `expires` has passed makes neither `serve` nor a reload fail:
+/// it is inert, logged, counted on `/metrics`, and `config check` warns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_exception_is_inert_and_the_gateway_keeps_serving() {
+    let origin = Origin::start("User-agent: *\nDisallow: /archive/\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("robots-proxy.toml");
+    let old = exception("old", "allow", "127.0.0.1", "[\"/archive/\"]", "2020-01-01T00:00:00Z");
+    let hold = exception("hold", "disallow", "127.0.0.1", "[\"/news/\"]", "2099-01-01T00:00:00Z");
+    write_atomically(&file, &config(&state, &format!("{old}{hold}")));
+    let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("# warning: exception old expired at 2020-01-01T00:00:00Z"),
+        "{printed}"
+    );
+
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let base = origin.base();
+    assert_eq!(get(&p, &format!("{base}/archive/1"), "AcmeBot").await.status, 403);
+    assert_eq!(get(&p, &format!("{base}/news/1"), "AcmeBot").await.status, 403);
+    assert!(p.stderr().contains("exception old has expired"), "{}", p.stderr());
+    // The same file reloads, with another change made at the same time.
+    let more = exception("more", "disallow", "127.0.0.1", "[\"/sport/\"]", "2099-01-01T00:00:00Z");
+    write_atomically(&file, &config(&state, &format!("{old}{hold}{more}")));
+    p.signal("HUP");
+    p.wait_for_stderr("SIGHUP: configuration reloaded", 1).await;
+    assert_eq!(get(&p, &format!("{base}/sport/1"), "AcmeBot").await.status, 403);
+    let (_, listed) = get_json(&format!("{}/api/exceptions", p.admin())).await;
+    assert_eq!(listed["exceptions"][0]["active"], false, "{listed}");
+    let (_, metrics) = super::support::get(&format!("{}/metrics", p.admin())).await;
+    assert!(metrics.contains("robots_proxy_exceptions_expired 1"), "{metrics}");
 }

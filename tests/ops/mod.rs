@@ -15,6 +15,7 @@ mod disclosure;
 mod docs;
 mod evidence;
 mod exceptions;
+mod hostile_text;
 mod input;
 mod key_files;
 mod own_listeners;

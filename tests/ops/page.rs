@@ -187,11 +187,26 @@ async fn status_page_shows_would_blocks_beside_blocks_in_headless_chromium() {
         return;
     };
     let origin = Origin::start("User-agent: *\nDisallow: /members\n").await;
-    let env = [("ROBOTS_PROXY_POLICY__REPORT_TOKENS", "ReportBot")];
+    // Report mode for a token is granted only to a user tied to it (controls 1).
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    let hash = robots_proxy::access::hash_password("pw", &argon2::Params::default()).unwrap();
+    std::fs::write(&users, format!("reportbot:{hash}:ReportBot\nblockedbot:{hash}:BlockedBot\n"))
+        .unwrap();
+    let env = [
+        ("ROBOTS_PROXY_POLICY__REPORT_TOKENS", "ReportBot"),
+        ("ROBOTS_PROXY_ACCESS__USERS_FILE", users.to_str().unwrap()),
+    ];
     let proxy = super::support::ProxyProcess::start(&[], &env);
     let client = super::support::proxied_client(proxy.proxy_addr);
     let url = format!("{}/members/a", origin.base());
-    let get_as = |ua: &'static str| client.get(&url).header("User-Agent", ua).send();
+    let get_as = |ua: &'static str| {
+        use base64ct::Encoding;
+        let user = ua.split('/').next().unwrap_or_default().to_lowercase();
+        let basic = base64ct::Base64::encode_string(format!("{user}:pw").as_bytes());
+        let auth = format!("Basic {basic}");
+        client.get(&url).header("User-Agent", ua).header("Proxy-Authorization", auth).send()
+    };
     assert_eq!(get_as("BlockedBot/1.0").await.unwrap().status(), 403);
     for _ in 0..2 {
         assert_eq!(get_as("ReportBot/1.0").await.unwrap().status(), 200);
@@ -315,8 +330,13 @@ async fn status_page_shows_exceptions_and_their_use_counts_in_headless_chromium(
     let origin = Origin::start("User-agent: *\nDisallow: /\n").await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("robots-proxy.toml");
+    // The crawler as a user tied to its token: an allow is granted only to one (controls 1).
+    let users = dir.path().join("users");
+    let hash = robots_proxy::access::hash_password("pw", &argon2::Params::default()).unwrap();
+    std::fs::write(&users, format!("page:{hash}:PageExBot\n")).unwrap();
     let config = format!(
-        "state_dir = {:?}\n\n[[exceptions]]\nid = \"partner-page\"\n\
+        "state_dir = {:?}\n\n[access]\nusers_file = {users:?}\n\n[[exceptions]]\n\
+         id = \"partner-page\"\n\
          authorities = [\"127.0.0.1\"]\ntokens = [\"PageExBot\"]\npaths = [\"/archive/\"]\n\
          effect = \"allow\"\nreference = \"https://legal.example/page\"\n\
          granted_by = \"legal@example.com\"\nexpires = \"2099-01-01T00:00:00Z\"\n",
@@ -327,7 +347,9 @@ async fn status_page_shows_exceptions_and_their_use_counts_in_headless_chromium(
     let client = super::support::proxied_client(proxy.proxy_addr);
     for path in ["/archive/1", "/archive/2", "/archive/3"] {
         let url = format!("{}{path}", origin.base());
-        let resp = client.get(url).header("User-Agent", "PageExBot/1.0").send().await.unwrap();
+        let auth = "Basic cGFnZTpwdw=="; // page:pw
+        let get = client.get(url).header("User-Agent", "PageExBot/1.0");
+        let resp = get.header("Proxy-Authorization", auth).send().await.unwrap();
         assert_eq!(resp.status(), 200, "{path}");
     }
     let (dom, log) = dump_dom(browser, format!("{}/", proxy.admin())).await;

@@ -273,10 +273,13 @@ async fn every_section(via: Via) {
     assert_eq!(fresh_get(p.proxy_addr, &page, "").await, 200);
     assert_eq!(origin.robots_hits(), robots_fetches, "the robots cache is kept");
 
-    // [[exceptions]] and [usage].
+    // [[exceptions]] and [usage]. A disallow: an allow for a token is granted only to a
+    // proxy user tied to it (controls 1), and this round runs without a users file.
+    let held = format!("{}/held/1", origin.base());
+    assert_eq!(fresh_get(p.proxy_addr, &held, "").await, 200, "robots.txt allows it");
     k.exceptions = format!(
         "[[exceptions]]\nid = \"reload-test\"\nauthorities = [\"127.0.0.1:{}\"]\n\
-         tokens = [\"test\"]\npaths = [\"/private\"]\neffect = \"allow\"\n\
+         tokens = [\"test\"]\npaths = [\"/held\"]\neffect = \"disallow\"\n\
          reference = \"issue 23\"\ngranted_by = \"tests\"\nexpires = \"2099-01-01T00:00:00Z\"\n",
         origin.addr.port()
     );
@@ -286,7 +289,7 @@ async fn every_section(via: Via) {
     let report = reload(&p, via, n).await;
     assert_changed(&p, &report, "exceptions");
     assert_changed(&p, &report, "usage.train_ai");
-    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 200, "the exception allows it");
+    assert_eq!(fresh_get(p.proxy_addr, &held, "").await, 403, "the exception refuses it");
 
     // [access] allow_clients: a new connection from loopback is closed at once; the one
     // opened before is still served.
@@ -375,9 +378,13 @@ async fn an_invalid_configuration_is_refused_with_every_error_and_the_running_on
     let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
     let private = format!("{}/private/1", origin.base());
     assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403);
+    // A disallow exception: whether it is in force shows on a path robots.txt allows (an
+    // allow for a token needs a user tied to it, controls 1, and there is no users file).
+    let open = format!("{}/open/1", origin.base());
+    assert_eq!(fresh_get(p.proxy_addr, &open, "").await, 200);
     let allow = format!(
         "[[exceptions]]\nid = \"x\"\nauthorities = [\"127.0.0.1:{}\"]\ntokens = [\"test\"]\n\
-         paths = [\"/private\"]\neffect = \"allow\"\nreference = \"r\"\ngranted_by = \"g\"\n\
+         paths = [\"/open\"]\neffect = \"disallow\"\nreference = \"r\"\ngranted_by = \"g\"\n\
          expires = \"2099-01-01T00:00:00Z\"\n",
         origin.addr.port()
     );
@@ -409,7 +416,7 @@ async fn an_invalid_configuration_is_refused_with_every_error_and_the_running_on
     assert!(via["reason"].as_str().unwrap().contains("listener"), "{via}");
     assert_eq!(via["configured"], "elsewhere", "{via}");
     assert!(restart.iter().any(|r| r["key"] == "fleet.redis"), "{preview:#}");
-    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403, "a preview applies nothing");
+    assert_eq!(fresh_get(p.proxy_addr, &open, "").await, 200, "a preview applies nothing");
     let (code, out) = against_running(&p.admin(), false);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("pacing.default_rps: 0.0 -> 5.0"), "{out}");
@@ -437,20 +444,20 @@ async fn an_invalid_configuration_is_refused_with_every_error_and_the_running_on
     for key in ["robots.min_age", "pacing.bogus", "limits.max_connections"] {
         assert!(keys.contains(&key), "{key} not in {report:#}");
     }
-    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403, "the running one stays");
+    assert_eq!(fresh_get(p.proxy_addr, &open, "").await, 200, "the running one stays");
     let (code, out) = against_running(&p.admin(), false);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("would be refused") && out.contains("robots.min_age"), "{out}");
     p.signal("HUP");
     p.wait_for_stderr("SIGHUP: the new configuration is refused", 1).await;
     assert!(p.stderr().contains("pacing.bogus"), "{}", p.stderr());
-    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403);
+    assert_eq!(fresh_get(p.proxy_addr, &open, "").await, 200);
 
     // Fixed: applied.
     write_atomically(&file, &format!("{}{allow}", plain(state.path(), "")));
     let (status, report) = post_json(&format!("{}/api/reload", p.admin())).await;
     assert_eq!(status, 200, "{report:#}");
-    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 200);
+    assert_eq!(fresh_get(p.proxy_addr, &open, "").await, 403);
 }
 
 /// A users file that cannot be read refuses the reload: the users in force stay, and the

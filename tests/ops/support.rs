@@ -326,8 +326,14 @@ impl KeepAlive {
 
     /// Sends `GET url` through the proxy on this connection; the status and the body.
     pub async fn get(&mut self, url: &str) -> (u16, String) {
+        self.get_with(url, "").await
+    }
+
+    /// [`KeepAlive::get`] with more header lines (`extra`, each ending in CRLF).
+    pub async fn get_with(&mut self, url: &str, extra: &str) -> (u16, String) {
         let host = url.split('/').nth(2).unwrap_or_default();
-        let request = format!("GET {url} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: test/1.0\r\n\r\n");
+        let request =
+            format!("GET {url} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: test/1.0\r\n{extra}\r\n");
         self.stream.write_all(request.as_bytes()).await.unwrap();
         let mut head = Vec::new();
         let mut byte = [0u8; 1];
@@ -429,10 +435,15 @@ impl ProxyProcess {
             let mut proxy = None;
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(a) = line.strip_prefix("robots-proxy listening on ") {
+                // With `log.format = "json"` the startup lines are JSON objects too.
+                let said = serde_json::from_str::<serde_json::Value>(&line)
+                    .ok()
+                    .and_then(|v| v["message"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| line.clone());
+                if let Some(a) = said.strip_prefix("robots-proxy listening on ") {
                     proxy = a.trim().parse::<SocketAddr>().ok();
                 }
-                if let Some(a) = line.strip_prefix("robots-proxy admin listening on ") {
+                if let Some(a) = said.strip_prefix("robots-proxy admin listening on ") {
                     if let (Some(p), Ok(a)) = (proxy, a.trim().parse::<SocketAddr>()) {
                         let _ = addrs_tx.send((p, a));
                     }

@@ -142,3 +142,98 @@ async fn utf16_robots_txt_with_a_bom_is_obeyed() {
         assert_eq!(get(&proxy, origin, "/ok").await.status, 200, "{label}");
     }
 }
+
+/// An origin that answers `/robots.txt` with `robots` (a whole raw response, sent as it is,
+/// then the connection closed) and every other path with `hello`; the number of other
+/// requests it answered.
+async fn raw_origin(
+    robots: Vec<u8>,
+) -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else { return };
+            let (robots, counted) = (robots.clone(), counted.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf);
+                let answer = if head.split(' ').nth(1) == Some("/robots.txt") {
+                    robots
+                } else {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+                        .to_vec()
+                };
+                let _ = stream.write_all(&answer).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (addr, hits)
+}
+
+/// Review-core N1: a robots.txt sent with a transfer coding other than `chunked` (which hyper
+/// undoes) arrived still compressed, parsed as no rules, and allowed everything. gzip and
+/// deflate transfer codings are now undone like content codings; any other is unreachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfer_coded_robots_txt_is_obeyed_or_unreachable() {
+    use std::sync::atomic::Ordering;
+    let chunked = |head: &str, body: &[u8]| {
+        let mut out = format!("HTTP/1.1 200 OK\r\n{head}\r\n\r\n{:x}\r\n", body.len()).into_bytes();
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\r\n0\r\n\r\n");
+        out
+    };
+    let to_close = |head: &str, body: &[u8]| {
+        let mut out =
+            format!("HTTP/1.1 200 OK\r\n{head}\r\nConnection: close\r\n\r\n").into_bytes();
+        out.extend_from_slice(body);
+        out
+    };
+    let mut zlib = ZlibEncoder::new(Vec::new(), Compression::default());
+    zlib.write_all(RULES.as_bytes()).unwrap();
+    let deflated = zlib.finish().unwrap();
+    let gz = gzip(RULES.as_bytes());
+    let obeyed = [
+        ("gzip, chunked", chunked("Transfer-Encoding: gzip, chunked", &gz)),
+        ("deflate, chunked", chunked("Transfer-Encoding: deflate, chunked", &deflated)),
+        ("gzip to close", to_close("Transfer-Encoding: gzip", &gz)),
+    ];
+    let unreachable = [
+        ("compress, chunked", chunked("Transfer-Encoding: compress, chunked", &gz)),
+        ("x-custom to close", to_close("Transfer-Encoding: x-custom", &gz)),
+    ];
+    let proxy = proxy();
+    let get = |addr: std::net::SocketAddr, path: &'static str| {
+        let target = format!("http://{addr}{path}");
+        let proxy_addr = proxy.proxy_addr;
+        async move { raw_get(proxy_addr, &target, &addr.to_string(), "").await }
+    };
+    for (label, robots) in obeyed {
+        let (addr, hits) = raw_origin(robots).await;
+        let resp = get(addr, "/private").await;
+        assert_eq!(resp.status, 403, "{label}: {resp:?}");
+        assert!(resp.body.contains("disallow: /private"), "{label}: {}", resp.body);
+        assert_eq!(get(addr, "/ok").await.status, 200, "{label}");
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "{label}: only /ok reached the origin");
+    }
+    for (label, robots) in unreachable {
+        let (addr, hits) = raw_origin(robots).await;
+        let resp = get(addr, "/ok").await;
+        assert_eq!(resp.status, 403, "{label}: {resp:?}");
+        assert!(resp.body.contains("robots.txt unreachable"), "{label}: {}", resp.body);
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "{label}");
+    }
+}

@@ -33,3 +33,4 @@ mod tls_listener;
 mod tunnel_policy;
 mod tunnel_relay;
 mod usage;
+mod usage_readings;

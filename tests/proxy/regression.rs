@@ -228,3 +228,24 @@ fn the_user_agent_kept_for_a_connection_does_not_pin_its_read_buffer() {
     // Only this handle is left: nothing the policy or the connection keeps points into it.
     assert!(buffer.try_into_mut().is_ok(), "the read buffer is still shared");
 }
+
+/// Review-core N12: with two `User-Agent` fields the token came from the first while both were
+/// forwarded, so `User-Agent: Mozilla/5.0` + `User-Agent: EvilBot/1.0` passed EvilBot's
+/// `Disallow: /`. `User-Agent` is a singleton (RFC 9110 §10.1.5): such a request is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_user_agent_fields_are_refused() {
+    let origin = Origin::start("User-agent: EvilBot\nDisallow: /\n").await;
+    let proxy = TestProxy::start().await;
+    let (base, host) = (origin.base(), origin.addr.to_string());
+    let two = "User-Agent: Mozilla/5.0\r\nUser-Agent: EvilBot/1.0\r\n";
+    let resp = raw_get(proxy.addr, &format!("{base}/page"), &host, two).await;
+    assert_eq!(resp.status, 400, "{resp:?}");
+    assert!(resp.body.contains("more than one User-Agent"), "{}", resp.body);
+    assert_eq!(origin.hits("/page"), 0);
+    // One field, either one: decided as usual.
+    let page = format!("{base}/page");
+    let evil = raw_get(proxy.addr, &page, &host, "User-Agent: EvilBot/1.0\r\n").await;
+    assert_eq!(evil.status, 403);
+    let ok = raw_get(proxy.addr, &page, &host, "User-Agent: Mozilla/5.0\r\n").await;
+    assert_eq!(ok.status, 200);
+}

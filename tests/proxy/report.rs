@@ -98,30 +98,57 @@ async fn report_mode_forwards_and_records_what_enforce_refuses() {
     assert_eq!(requests(Decision::Allow), 3);
 }
 
-/// Per token: only the listed token is reported; another is still refused.
+/// Per token: only the listed token is reported, for a user tied to it (report-only mode is a
+/// loosening, granted only on a token from credentials: controls 1); another token is still
+/// refused, and so is a user who merely sends the listed token in `X-Robots-Product-Token` or
+/// its User-Agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn report_tokens_reports_only_that_token() {
+    use base64ct::Encoding;
+    let dir = tempfile::tempdir().unwrap();
+    let cost = argon2::Params::default();
+    let hash = robots_proxy::access::hash_password("pw", &cost).unwrap();
+    let users = dir.path().join("users");
+    let lines = format!("acme:{hash}:AcmeBot\nother:{hash}:OtherBot\nmallory:{hash}\n");
+    std::fs::write(&users, lines).unwrap();
     let origin = Origin::with_robots(Reply::ok(ROBOTS)).await;
     origin.route("/private/a", Reply::ok("private a"));
     let url = format!("{}/private/a", origin.base_url());
-    let proxy = TestProxy::start_with(|c| c.policy.report_tokens = vec!["acmebot".into()]).await;
+    let proxy = TestProxy::start_with(move |c| {
+        c.access.users_file = Some(users);
+        c.policy.report_tokens = vec!["acmebot".into()];
+    })
+    .await;
+    let as_user = |user: &str, claim: &str| {
+        let basic = base64ct::Base64::encode_string(format!("{user}:pw").as_bytes());
+        format!("Proxy-Authorization: Basic {basic}\r\n{claim}")
+    };
 
-    let resp = get(&proxy, url.clone(), "AcmeBot").await;
-    assert_eq!(resp.status(), 200, "listed tokens compare without case");
-    assert!(proxy_status(&resp).contains("report only: would be refused"));
-    let resp = get(&proxy, url.clone(), "OtherBot").await;
-    assert_eq!(resp.status(), 403);
-    assert!(proxy_status(&resp).contains("error=http_request_denied"));
+    let resp = raw_get(proxy.addr, &url, "x", &as_user("acme", "")).await;
+    assert_eq!(resp.status, 200, "listed tokens compare without case: {resp:?}");
+    assert!(resp.headers["proxy-status"].contains("report only: would be refused"), "{resp:?}");
+    let resp = raw_get(proxy.addr, &url, "x", &as_user("other", "")).await;
+    assert_eq!(resp.status, 403);
+    assert!(resp.headers["proxy-status"].contains("error=http_request_denied"));
+    // A claim is not enough: the header, or the User-Agent, of an untied user.
+    for claim in ["X-Robots-Product-Token: AcmeBot\r\n", "User-Agent: AcmeBot/1.0\r\n"] {
+        let resp = raw_get(proxy.addr, &url, "x", &as_user("mallory", claim)).await;
+        assert_eq!(resp.status, 403, "{claim}: {resp:?}");
+    }
     assert_eq!(origin.hits("/private/a"), 1);
 
     let records = proxy.audit_records().await;
     let reported = would_blocks(&records);
     assert_eq!(reported.len(), 1, "{records:?}");
     assert_eq!(reported[0]["robots.product_token"], "AcmeBot");
+    assert_eq!(reported[0]["user.name"], "acme");
     let refused: Vec<_> =
         records.iter().filter(|r| r["event.action"] == "robots_disallow").collect();
-    assert_eq!(refused.len(), 1, "{records:?}");
+    assert_eq!(refused.len(), 3, "{records:?}");
     assert_eq!(refused[0]["robots.product_token"], "OtherBot");
+    assert_eq!(refused[1]["robots.product_token"], "AcmeBot");
+    assert_eq!(refused[1]["robots.token_source"], "header");
+    assert_eq!(refused[1]["user.name"], "mallory");
 }
 
 /// Per user (`access.users_file`): only the listed user is reported.

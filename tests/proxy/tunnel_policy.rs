@@ -36,8 +36,37 @@ fn exception(
     }
 }
 
+/// The crawlers of these tests, each a proxy user tied to its token (`acmebot:…:AcmeBot`,
+/// password `pw`): an allow exception, a usage lift and report-only mode for a token apply
+/// only to a user tied to it (controls 1), so each authenticates as its own.
+const CRAWLERS: &[&str] =
+    &["AcmeBot", "OtherBot", "HoldBot", "ReportBot", "NewsBot", "AcmeTrainer", "LicensedTrainer"];
+
+/// The users file of [`CRAWLERS`], written once for the test binary.
+fn users_file() -> std::path::PathBuf {
+    static FILE: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> =
+        std::sync::OnceLock::new();
+    let (_, path) = FILE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let cost = argon2::Params::default();
+        let hash = robots_proxy::access::hash_password("pw", &cost).unwrap();
+        let mut lines: String =
+            CRAWLERS.iter().map(|t| format!("{}:{hash}:{t}\n", t.to_lowercase())).collect();
+        // A user tied to no token: its requests name one in the User-Agent, a mere claim.
+        lines.push_str(&format!("anon:{hash}\n"));
+        let path = dir.path().join("users");
+        std::fs::write(&path, lines).unwrap();
+        (dir, path)
+    });
+    path.clone()
+}
+
+/// The head lines of a CONNECT from `agent`: its User-Agent, and the credentials of the user
+/// tied to its token.
 fn ua(agent: &str) -> String {
-    format!("User-Agent: {agent}/1.0\r\n")
+    use base64ct::Encoding;
+    let basic = base64ct::Base64::encode_string(format!("{}:pw", agent.to_lowercase()).as_bytes());
+    format!("User-Agent: {agent}/1.0\r\nProxy-Authorization: Basic {basic}\r\n")
 }
 
 fn with_action<'a>(records: &'a [serde_json::Value], action: &str) -> Vec<&'a serde_json::Value> {
@@ -65,6 +94,7 @@ async fn tunnel_mode_applies_exceptions_that_cover_every_path() {
     ];
     let proxy = HttpsProxy::start(&ca, &[closed.port(), open.port()], move |c: &mut Config| {
         c.https.mode = HttpsMode::Tunnel;
+        c.access.users_file = Some(users_file());
         c.exceptions = exceptions;
         c.policy.report_tokens = vec!["ReportBot".to_owned()];
     })
@@ -123,6 +153,7 @@ async fn tunnel_mode_applies_a_tdmrep_reservation_for_every_path_only() {
     let lifted_site = reserved.host();
     let proxy = HttpsProxy::start(&ca, &[reserved.port(), partly.port()], move |c: &mut Config| {
         c.https.mode = HttpsMode::Tunnel;
+        c.access.users_file = Some(users_file());
         c.usage.train_ai = UsageMode::Enforce;
         c.usage.crawlers = vec![trainer("AcmeTrainer"), trainer("LicensedTrainer")];
         let mut licence =
@@ -151,4 +182,83 @@ async fn tunnel_mode_applies_a_tdmrep_reservation_for_every_path_only() {
     assert!(lifts[0]["event.reason"].as_str().unwrap().contains("train-ai"), "{}", lifts[0]);
     // One fetch of the file per site.
     assert_eq!(reserved.hits(file), 1);
+}
+
+/// Controls 1 in tunnel mode: an allow exception opens a tunnel only for a user tied to its
+/// token; a user who merely names the token is refused as robots.txt refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_is_opened_by_an_allow_exception_only_for_a_tied_user() {
+    use base64ct::Encoding;
+    let ca = Arc::new(TestCa::new("tunnel claims CA"));
+    let closed = TlsOrigin::start_with("User-agent: *\nDisallow: /\n", ca.clone(), H2_H1).await;
+    let site = closed.host();
+    let partner = exception("partner", Effect::Allow, &site, &["AcmeBot"], &["/"]);
+    let proxy = HttpsProxy::start(&ca, &[closed.port()], move |c: &mut Config| {
+        c.https.mode = HttpsMode::Tunnel;
+        c.access.users_file = Some(users_file());
+        c.exceptions = vec![partner];
+        c.policy.report_tokens = vec!["ReportBot".to_owned()];
+    })
+    .await;
+    let anon = base64ct::Base64::encode_string(b"anon:pw");
+    for claim in ["X-Robots-Product-Token: AcmeBot", "User-Agent: AcmeBot/1.0"] {
+        let head = format!("{claim}\r\nProxy-Authorization: Basic {anon}\r\n");
+        let refused = connect(proxy.addr(), &site, &head).await.refused();
+        assert_eq!(refused.status, 403, "{claim}: {refused:?}");
+        assert!(refused.body.contains("disallows every path"), "{}", refused.body);
+    }
+    // Nor is report-only mode granted on a claim.
+    let head = format!("User-Agent: ReportBot/1.0\r\nProxy-Authorization: Basic {anon}\r\n");
+    assert_eq!(connect(proxy.addr(), &site, &head).await.refused().status, 403);
+    assert_eq!(fetch_through(&proxy, &closed, "AcmeBot").await, 200);
+    assert_eq!(fetch_through(&proxy, &closed, "ReportBot").await, 200);
+    let records = proxy.proxy.audit_records().await;
+    let allows = with_action(&records, "exception_allow");
+    assert_eq!(allows.len(), 1, "{records:?}");
+    assert_eq!(allows[0]["user.name"], "acmebot", "{}", allows[0]);
+    let refusals = with_action(&records, "connect_refuse");
+    assert_eq!(refusals.len(), 3, "{records:?}");
+    assert_eq!(refusals[0]["user.name"], "anon", "{}", refusals[0]);
+}
+
+/// Controls 7: a tunnel an allow exception opened ends at the exception's `expires`, however
+/// busy it is: requests stop flowing on it, and a new CONNECT is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_opened_by_an_exception_closes_when_it_expires() {
+    let ca = Arc::new(TestCa::new("tunnel expiry CA"));
+    let closed = TlsOrigin::start_with("User-agent: *\nDisallow: /\n", ca.clone(), H2_H1).await;
+    let site = closed.host();
+    let expires = std::time::SystemTime::now() + std::time::Duration::from_secs(3);
+    let mut partner = exception("partner", Effect::Allow, &site, &["AcmeBot"], &["/"]);
+    partner.expires = Some(humantime::format_rfc3339_seconds(expires).to_string());
+    let proxy = HttpsProxy::start(&ca, &[closed.port()], move |c: &mut Config| {
+        c.https.mode = HttpsMode::Tunnel;
+        c.access.users_file = Some(users_file());
+        c.exceptions = vec![partner];
+    })
+    .await;
+    let tunnel = connect(proxy.addr(), &site, &ua("AcmeBot")).await.tunnel();
+    let tls = tls_over(tunnel, client_tls(&[&closed.ca.der], H1), "localhost").await.unwrap();
+    let mut send = h1_over(tls).await;
+    assert_eq!(h1_get(&mut send, "/a", &site, &[]).await.status, 200);
+    // The second the exception's expiry is written to, plus a margin: the relay has ended.
+    let after = expires + std::time::Duration::from_millis(1500);
+    while std::time::SystemTime::now() < after {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let req = http::Request::get("/a")
+        .header("host", &site)
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let wait = std::time::Duration::from_secs(5);
+    let late = tokio::time::timeout(wait, async {
+        send.ready().await?;
+        send.send_request(req).await
+    })
+    .await
+    .expect("the closed tunnel answers at once");
+    assert!(late.is_err(), "a request went through the tunnel after the exception expired");
+    // The proxy's (manual) clock reaches the expiry too: a new CONNECT is refused.
+    proxy.proxy.clock.set(std::time::SystemTime::now());
+    assert_eq!(connect(proxy.addr(), &site, &ua("AcmeBot")).await.refused().status, 403);
 }

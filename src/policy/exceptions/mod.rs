@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 pub use section::{describe, parse_expires, problems, Effect, ExceptionEntry};
 
-use super::{decide_reading, Reading};
+use super::{decide_reading, Claim, Reading};
 use crate::authority::Authority;
 use crate::robots::usage::Category;
 use crate::robots::{ProductToken, RobotsTxt};
@@ -50,6 +50,8 @@ pub struct Exception {
     uses: AtomicU64,
     /// The day (since the epoch) an expiry warning was logged last.
     warned_day: AtomicU64,
+    /// Whether its expiry was logged (once per load: an expired entry is inert, not an error).
+    expired_logged: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -73,6 +75,8 @@ pub struct ExceptionVerdict {
     pub reading: Reading,
     /// That reading's path.
     pub read_path: String,
+    /// When the exception stops applying, if it does: a tunnel it opened ends then.
+    pub expires: Option<SystemTime>,
 }
 
 impl ExceptionVerdict {
@@ -150,15 +154,15 @@ impl Exceptions {
         }
     }
 
-    /// The exceptions that apply to this authority and requester at `now`.
+    /// The exceptions that apply to this authority and requester at `now` (an allow one only
+    /// to the identity entitled to it, see [`Exception::applies`]).
     fn applicable<'s>(
         &'s self,
         authority: &'s Authority,
-        token: Option<&'s ProductToken>,
-        user: Option<&'s str>,
+        claim: Claim<'s>,
         now: SystemTime,
     ) -> impl Iterator<Item = &'s Exception> + 's {
-        self.list.iter().filter(move |e| e.applies(authority, token, user, now))
+        self.list.iter().filter(move |e| e.applies(authority, claim, now))
     }
 
     /// Decides a request: `readings` are the readings of its path (every one), `disallowed`
@@ -167,13 +171,12 @@ impl Exceptions {
     pub fn decide(
         &self,
         authority: &Authority,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         readings: &[(Reading, &str)],
         disallowed: &[(Reading, &str)],
         now: SystemTime,
     ) -> Option<ExceptionVerdict> {
-        let v = self.find(authority, token, user, readings, disallowed, now)?;
+        let v = self.find(authority, claim, readings, disallowed, now)?;
         self.count(&v.id);
         Some(v)
     }
@@ -188,13 +191,12 @@ impl Exceptions {
     fn find(
         &self,
         authority: &Authority,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         readings: &[(Reading, &str)],
         disallowed: &[(Reading, &str)],
         now: SystemTime,
     ) -> Option<ExceptionVerdict> {
-        let applicable: Vec<&Exception> = self.applicable(authority, token, user, now).collect();
+        let applicable: Vec<&Exception> = self.applicable(authority, claim, now).collect();
         if applicable.is_empty() {
             return None;
         }
@@ -215,16 +217,16 @@ impl Exceptions {
     }
 
     /// The usage categories an allow exception lifts for this request, every reading in its
-    /// scope.
+    /// scope. Counts no use: the caller counts one when the lift dropped a purpose
+    /// ([`Exceptions::count`]).
     pub fn lifted_usage(
         &self,
         authority: &Authority,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         readings: &[(Reading, &str)],
         now: SystemTime,
     ) -> Option<(Vec<Category>, ExceptionVerdict)> {
-        let e = self.applicable(authority, token, user, now).find(|e| {
+        let e = self.applicable(authority, claim, now).find(|e| {
             e.effect == Effect::Allow
                 && !e.usage.is_empty()
                 && readings.iter().all(|(r, p)| e.covers(*r, p))
@@ -241,15 +243,12 @@ impl Exceptions {
     pub fn decide_tunnel(
         &self,
         authority: &Authority,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         robots_refuses: bool,
         now: SystemTime,
     ) -> Option<ExceptionVerdict> {
-        let whole: Vec<&Exception> = self
-            .applicable(authority, token, user, now)
-            .filter(|e| e.covers_everything())
-            .collect();
+        let whole: Vec<&Exception> =
+            self.applicable(authority, claim, now).filter(|e| e.covers_everything()).collect();
         let e = whole.iter().find(|e| e.effect == Effect::Disallow).or_else(|| {
             robots_refuses.then(|| whole.iter().find(|e| e.effect == Effect::Allow)).flatten()
         })?;
@@ -258,18 +257,16 @@ impl Exceptions {
     }
 
     /// [`Exceptions::lifted_usage`] for a tunnel: an allow exception with `usage` whose paths
-    /// cover every path of the site.
+    /// cover every path of the site. Counts no use, as [`Exceptions::lifted_usage`].
     pub fn lifted_usage_everywhere(
         &self,
         authority: &Authority,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         now: SystemTime,
     ) -> Option<(Vec<Category>, ExceptionVerdict)> {
         let e = self
-            .applicable(authority, token, user, now)
+            .applicable(authority, claim, now)
             .find(|e| e.effect == Effect::Allow && !e.usage.is_empty() && e.covers_everything())?;
-        e.uses.fetch_add(1, Ordering::Relaxed);
         Some((e.usage.clone(), e.verdict(Reading::AsSent, "/")))
     }
 
@@ -288,7 +285,8 @@ impl Exceptions {
     }
 
     /// Logs a warning, once a day per exception, for every exception that expires within
-    /// seven days; answers the ids warned about.
+    /// seven days; answers the ids warned about. An exception already expired is logged once
+    /// (it is loaded inert: `serve` and a reload keep going) and not answered.
     pub fn warn_expiring(&self, now: SystemTime) -> Vec<Arc<str>> {
         const WEEK: Duration = Duration::from_secs(7 * 86_400);
         let day = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400);
@@ -296,6 +294,16 @@ impl Exceptions {
         for e in &self.list {
             let Some(at) = e.expires else { continue };
             let left = at.duration_since(now).unwrap_or_default();
+            if at <= now && !e.expired_logged.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    id = %e.id,
+                    reference = %e.reference,
+                    expires = e.expires_text.as_deref().unwrap_or("-"),
+                    "exception {} has expired: it is inert (it decides nothing); remove or renew \
+                     it",
+                    e.id
+                );
+            }
             if at <= now || left > WEEK {
                 continue;
             }
@@ -372,19 +380,25 @@ impl Exception {
             usage,
             uses: AtomicU64::new(0),
             warned_day: AtomicU64::new(u64::MAX),
+            expired_logged: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    fn applies(
-        &self,
-        authority: &Authority,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
-        now: SystemTime,
-    ) -> bool {
+    /// Whether the exception applies to `claim` on `authority` at `now`. A disallow applies
+    /// to every claim (the token a client sends, or its user); an allow loosens enforcement,
+    /// so it applies only to the identity [`Claim::entitled`] names: a token only when the
+    /// authenticated user is tied to it, and the authenticated user.
+    fn applies(&self, authority: &Authority, claim: Claim<'_>, now: SystemTime) -> bool {
         if self.expires.is_some_and(|at| now >= at) {
             return false;
         }
+        let (token, user) = match self.effect {
+            Effect::Disallow => (claim.token, claim.user),
+            Effect::Allow => {
+                let entitled = claim.entitled();
+                (entitled.token, entitled.user)
+            }
+        };
         let who = token
             .is_some_and(|t| self.tokens.iter().any(|x| t.as_str().eq_ignore_ascii_case(x)))
             || user.is_some_and(|u| self.users.iter().any(|x| x == u));
@@ -408,6 +422,7 @@ impl Exception {
             reference: self.reference.clone(),
             reading,
             read_path: path.to_owned(),
+            expires: self.expires,
         }
     }
 
@@ -481,15 +496,15 @@ impl super::Policy {
     pub fn exception_for(
         &self,
         snapshot: &super::RobotsSnapshot,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         readings: &super::Readings,
         now: SystemTime,
     ) -> Option<ExceptionVerdict> {
-        self.exception_with(snapshot, token, user, readings, now, true)
+        self.exception_with(snapshot, claim, readings, now, true)
     }
 
-    /// [`Policy::exception_for`] without counting a use (the admin's `/robots?url=`).
+    /// [`Policy::exception_for`] without counting a use (the admin's `/robots?url=`), for a
+    /// crawler whose user is tied to `token`: what would decide for that crawler itself.
     pub fn exception_would_decide(
         &self,
         snapshot: &super::RobotsSnapshot,
@@ -497,18 +512,18 @@ impl super::Policy {
         readings: &super::Readings,
         now: SystemTime,
     ) -> Option<ExceptionVerdict> {
-        self.exception_with(snapshot, token, None, readings, now, false)
+        self.exception_with(snapshot, Claim::tied(token, None), readings, now, false)
     }
 
     fn exception_with(
         &self,
         snapshot: &super::RobotsSnapshot,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         readings: &super::Readings,
         now: SystemTime,
         count: bool,
     ) -> Option<ExceptionVerdict> {
+        let token = claim.token;
         if self.exceptions.is_empty() {
             return None;
         }
@@ -522,21 +537,22 @@ impl super::Policy {
             .collect();
         let authority = &snapshot.authority;
         if count {
-            self.exceptions.decide(authority, token, user, &all, &disallowed, now)
+            self.exceptions.decide(authority, claim, &all, &disallowed, now)
         } else {
-            self.exceptions.find(authority, token, user, &all, &disallowed, now)
+            self.exceptions.find(authority, claim, &all, &disallowed, now)
         }
     }
 }
 
 impl super::Policy {
     /// The usage categories an allow exception with `usage` lifts for this request (every
-    /// reading of its path in scope), and that exception; counts a use.
+    /// reading of its path in scope), and that exception. Counts no use: the caller counts
+    /// one ([`Exceptions::count`]) when the lift dropped a purpose of the crawler and no
+    /// other decision of the same exception was counted for the request.
     pub fn usage_lifted(
         &self,
         snapshot: &super::RobotsSnapshot,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         readings: &super::Readings,
         now: SystemTime,
     ) -> Option<(Vec<Category>, ExceptionVerdict)> {
@@ -545,9 +561,7 @@ impl super::Policy {
         }
         let all: Vec<(Reading, &str)> =
             readings.to_decide(true, self.folds_case(snapshot)).collect();
-        let lifted = self.exceptions.lifted_usage(&snapshot.authority, token, user, &all, now)?;
-        self.exceptions.count(&lifted.1.id);
-        Some(lifted)
+        self.exceptions.lifted_usage(&snapshot.authority, claim, &all, now)
     }
 }
 
@@ -557,30 +571,28 @@ impl super::Policy {
     pub fn tunnel_exception(
         &self,
         snapshot: &super::RobotsSnapshot,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         robots_refuses: bool,
         now: SystemTime,
     ) -> Option<ExceptionVerdict> {
         if self.exceptions.is_empty() {
             return None;
         }
-        self.exceptions.decide_tunnel(&snapshot.authority, token, user, robots_refuses, now)
+        self.exceptions.decide_tunnel(&snapshot.authority, claim, robots_refuses, now)
     }
 
     /// The usage categories an allow exception lifts for a whole site (a tunnel, see
-    /// [`Exceptions::lifted_usage_everywhere`]), and that exception; counts a use.
+    /// [`Exceptions::lifted_usage_everywhere`]), and that exception; counts no use.
     pub fn usage_lifted_everywhere(
         &self,
         snapshot: &super::RobotsSnapshot,
-        token: Option<&ProductToken>,
-        user: Option<&str>,
+        claim: Claim<'_>,
         now: SystemTime,
     ) -> Option<(Vec<Category>, ExceptionVerdict)> {
         if self.exceptions.is_empty() {
             return None;
         }
-        self.exceptions.lifted_usage_everywhere(&snapshot.authority, token, user, now)
+        self.exceptions.lifted_usage_everywhere(&snapshot.authority, claim, now)
     }
 }
 

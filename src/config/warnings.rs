@@ -1,0 +1,68 @@
+//! What `config check` warns about in a configuration it accepts: settings that can never
+//! apply as written, and exceptions that have expired. None of them stops `serve` or a
+//! reload; each is one line, printed as a comment after the configuration.
+
+use std::time::SystemTime;
+
+use super::Config;
+use crate::policy::exceptions::{parse_expires, Effect};
+
+impl Config {
+    /// Every warning about this configuration at `now`, one sentence each:
+    /// * a loosening of enforcement granted on a product token (`policy.report_tokens`, an
+    ///   allow exception's `tokens`) applies only to a proxy user tied to that token
+    ///   (`crate::policy::Claim::entitled`); without `access.users_file` there is none, so it
+    ///   never applies;
+    /// * a loosening for users (`policy.report_users`, an exception's `users`) needs an
+    ///   authenticated user: a users file or client certificates (`access.client_ca`);
+    /// * an exception whose `expires` has passed is inert (it is kept, and counted on
+    ///   `/metrics`, but decides nothing).
+    pub fn warnings(&self, now: SystemTime) -> Vec<String> {
+        let mut out = Vec::new();
+        let users_file = self.access.users_file.is_some();
+        let any_user = users_file || self.access.client_ca.is_some();
+        let policy = &self.policy;
+        if !policy.report_tokens.is_empty() && !users_file {
+            out.push(format!(
+                "warning: policy.report_tokens {:?} never applies: report-only mode for a token is \
+                 granted only to a proxy user tied to that token (access.users_file), never to \
+                 a client that merely sends it; set access.users_file and tie the users",
+                policy.report_tokens
+            ));
+        }
+        if !policy.report_users.is_empty() && !any_user {
+            out.push(format!(
+                "warning: policy.report_users {:?} never applies: no user is ever authenticated \
+                 (set access.users_file or access.client_ca)",
+                policy.report_users
+            ));
+        }
+        for e in &self.exceptions {
+            if e.effect == Effect::Allow && !e.tokens.is_empty() && !users_file {
+                out.push(format!(
+                    "warning: exception {} allows for tokens {:?}, which never applies without \
+                     access.users_file: an allow (and its usage lift) is granted only to a proxy \
+                     user tied to one of its tokens, never to a client that merely sends it",
+                    e.id, e.tokens
+                ));
+            }
+            if !e.users.is_empty() && !any_user {
+                out.push(format!(
+                    "warning: exception {} names users {:?}, which never match: no user is ever \
+                     authenticated (set access.users_file or access.client_ca)",
+                    e.id, e.users
+                ));
+            }
+            let expired = e.expires.as_deref().and_then(|t| parse_expires(t).ok());
+            if expired.is_some_and(|at| at <= now) {
+                out.push(format!(
+                    "warning: exception {} expired at {}: it is inert (it decides nothing; \
+                     remove or renew it)",
+                    e.id,
+                    e.expires.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,193 @@
+//! One output encoding per kind of sink, for text that outsiders wrote: an origin (its
+//! robots.txt, response headers, redirect targets), a crawler (its URL, User-Agent, token), or
+//! a file an operator was handed. The encoding is applied where the sink is written, so that no
+//! caller has to remember it.
+//!
+//! - **Terminals** ([`terminal`]: `check --explain`, `evidence`, `audit`, `config check`, the
+//!   403 text body) and **text logs** ([`log`]): every character a terminal or a line-oriented
+//!   tool acts on is shown escaped, never emitted: C0 controls (tab excepted) and DEL as `\x1b`,
+//!   `\x7f`; the C1 controls U+0080–U+009F (NEL U+0085 among them), the bidi controls
+//!   (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069) and the line and paragraph
+//!   separators U+2028, U+2029 as `\u0085`, `\u202e`. A terminal value longer than
+//!   [`TERMINAL_MAX`] characters is cut with a marker saying how many bytes were left out
+//!   (a log value at [`LOG_MAX`]). A backslash is shown as it is: the escapes are for a person
+//!   to read, and every command that prints outsider text has a `--json` form (or the audit
+//!   record) with the exact value.
+//! - **JSON lines** ([`json_line`]: the audit log): U+2028, U+2029 and the C1 controls are
+//!   written as `\uXXXX` escapes, which any JSON parser reads back as the same characters, so
+//!   the values are unchanged while tools that split on Unicode line breaks, and terminals that
+//!   `tail` the file, see none of them raw.
+
+use std::fmt;
+
+/// Most characters of one value a terminal sink shows; the rest is cut with a marker.
+pub const TERMINAL_MAX: usize = 2048;
+
+/// Most characters of one value a log line shows; the rest is cut with a marker.
+pub const LOG_MAX: usize = 8192;
+
+/// Whether `c` is shown escaped on a terminal or in a text log.
+pub fn is_unsafe(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{a}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `value` for a terminal: [`Display`](fmt::Display) writes it with every [unsafe](is_unsafe)
+/// character escaped, cut after [`TERMINAL_MAX`] characters.
+pub fn terminal<T: fmt::Display>(value: T) -> Escaped<T> {
+    Escaped { value, max: TERMINAL_MAX }
+}
+
+/// Text of several lines for a terminal: each line as [`terminal`] shows it, the line ends
+/// kept. For a whole report printed at once (`audit verify`, `config check`, a text answer).
+pub fn terminal_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&terminal(line).to_string());
+    }
+    out
+}
+
+/// `value` for a log field (`url = %output::log(&url)`): escaped as [`terminal`], cut after
+/// [`LOG_MAX`] characters.
+pub fn log<T: fmt::Display>(value: T) -> Escaped<T> {
+    Escaped { value, max: LOG_MAX }
+}
+
+/// A value shown with its [unsafe](is_unsafe) characters escaped; see [`terminal`] and [`log`].
+#[derive(Clone, Copy, Debug)]
+pub struct Escaped<T> {
+    value: T,
+    max: usize,
+}
+
+impl<T: fmt::Display> fmt::Display for Escaped<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Escaper { out: f, left: self.max, cut: 0 };
+        fmt::write(&mut out, format_args!("{}", self.value))?;
+        let cut = out.cut;
+        if cut > 0 {
+            write!(f, "…[cut: {cut} more bytes]")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes what it is given to `out`, escaped, until `left` characters are written; counts the
+/// bytes after that in `cut`.
+struct Escaper<'a, 'b> {
+    out: &'a mut fmt::Formatter<'b>,
+    left: usize,
+    cut: usize,
+}
+
+impl fmt::Write for Escaper<'_, '_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let mut start = 0;
+        for (i, c) in text.char_indices() {
+            if self.left == 0 {
+                self.out.write_str(&text[start..i])?;
+                self.cut += text.len() - i;
+                return Ok(());
+            }
+            self.left -= 1;
+            if is_unsafe(c) {
+                self.out.write_str(&text[start..i])?;
+                let n = u32::from(c);
+                if n < 0x80 {
+                    write!(self.out, "\\x{n:02x}")?;
+                } else {
+                    write!(self.out, "\\u{n:04x}")?;
+                }
+                start = i + c.len_utf8();
+            }
+        }
+        self.out.write_str(&text[start..])
+    }
+}
+
+/// Rewrites a serialised JSON line (one object, as `serde_json` writes it) so that U+2028,
+/// U+2029 and the C1 controls U+0080–U+009F appear as `\uXXXX` escapes instead of raw. JSON
+/// writes those characters only inside strings, where the escape means the same character, so
+/// the line parses to the same value. Lines without them (most) are left as they are.
+pub fn json_line(line: &mut Vec<u8>) {
+    // In UTF-8, 0xC2 and 0xE2 only ever lead a character: C2 80..9F is a C1 control, and
+    // E2 80 A8 / E2 80 A9 are U+2028 / U+2029.
+    let c1 = |w: &[u8]| w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1]);
+    let separator = |w: &[u8]| w[0] == 0xE2 && w[1] == 0x80 && matches!(w[2], 0xA8 | 0xA9);
+    if !line.windows(2).any(c1) && !line.windows(3).any(separator) {
+        return;
+    }
+    let mut out = Vec::with_capacity(line.len() + 16);
+    let mut i = 0;
+    while i < line.len() {
+        let b = line[i];
+        if line.get(i..i + 2).is_some_and(c1) {
+            out.extend_from_slice(format!("\\u{:04x}", line[i + 1]).as_bytes());
+            i += 2;
+        } else if line.get(i..i + 3).is_some_and(separator) {
+            out.extend_from_slice(if line[i + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" });
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    *line = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_bidi_and_separators_are_escaped() {
+        let text =
+            "a\u{1b}[2J\u{9b}1G\u{85}\u{2028}\u{2029}\u{202e}x\u{2066}\u{200f}\u{61c}\u{7f}\r\n\tb";
+        let shown = terminal(text).to_string();
+        assert_eq!(
+            shown,
+            "a\\x1b[2J\\u009b1G\\u0085\\u2028\\u2029\\u202ex\\u2066\\u200f\\u061c\\x7f\\x0d\\x0a\tb"
+        );
+        assert!(!shown.chars().any(is_unsafe), "{shown:?}");
+    }
+
+    #[test]
+    fn plain_text_is_unchanged() {
+        let text = "User-agent: * café 日本 \\x1b";
+        assert_eq!(terminal(text).to_string(), text);
+        assert_eq!(log(text).to_string(), text);
+    }
+
+    #[test]
+    fn text_keeps_its_line_ends_only() {
+        assert_eq!(terminal_text("a\u{1b}]0;\nb\r\n"), "a\\x1b]0;\nb\\x0d\n");
+    }
+
+    #[test]
+    fn long_values_are_cut_with_a_marker() {
+        let text = "é".repeat(TERMINAL_MAX + 10);
+        let shown = terminal(&text).to_string();
+        assert!(shown.ends_with("…[cut: 20 more bytes]"), "{}", &shown[shown.len() - 40..]);
+        assert_eq!(shown.chars().filter(|&c| c == 'é').count(), TERMINAL_MAX);
+        assert_eq!(log(&text).to_string(), text);
+    }
+
+    #[test]
+    fn json_lines_escape_separators_and_c1_and_parse_the_same() {
+        let value = serde_json::json!({ "url": "/a\u{2028}b\u{2029}c\u{85}d\u{9b}e\u{a0}é\u{1b}" });
+        let mut line = serde_json::to_vec(&value).unwrap();
+        json_line(&mut line);
+        let text = std::str::from_utf8(&line).unwrap();
+        assert_eq!(text, "{\"url\":\"/a\\u2028b\\u2029c\\u0085d\\u009be\u{a0}é\\u001b\"}");
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&line).unwrap(), value);
+        let mut plain = br#"{"url":"/caf\xc3\xa9"}"#.to_vec();
+        let before = plain.clone();
+        json_line(&mut plain);
+        assert_eq!(plain, before);
+    }
+}

@@ -217,6 +217,8 @@ pub(super) fn resume(file: &mut File, log: &Path, key: Option<&PublicKey>) -> Re
             let mut resumed = fresh(Some(restart));
             resumed.chain.sequence = tail.map_or(0, |(s, _)| s);
             resumed.checkpointed = resumed.chain.sequence;
+            // Decided: a reopen before the first write must not decide again from another file.
+            resumed.chain.known = true;
             resumed
         };
     match found {

@@ -408,6 +408,17 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                     ));
                 }
                 out.copy_from_slice(p.as_bytes());
+                // A line that does not hash from the hash it names itself was changed, wherever
+                // it is (issue 39, L3: not "files out of order" or "records missing").
+                if link_hash(&out, body) != hash {
+                    return Err(Stop::Tampered(
+                        Kind::Changed,
+                        at,
+                        "the line does not hash to its event.hash from the event.previous_hash it \
+                         names: it was changed"
+                            .into(),
+                    ));
+                }
                 if let Some(head) = state.head {
                     if out != head {
                         return Err(break_at(

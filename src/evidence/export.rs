@@ -46,11 +46,20 @@ pub struct ExportArgs {
 
 /// The result of `audit verify` on the audit files read, for the manifest's `audit_verify`:
 /// the report of `robots-proxy audit verify FILE…` (the files in the order given, as one chain;
-/// checkpoint signatures checked with `audit.checkpoint_key` when it is configured), as JSON.
-/// `null` when no audit file was read.
-fn verify_result(paths: &[PathBuf], config: &Config) -> Value {
+/// checkpoint signatures checked with `--public-key`, else with the public half of
+/// `audit.checkpoint_key` when it is configured), as JSON. `null` when no audit file was read.
+fn verify_result(paths: &[PathBuf], config: &Config, public_key: Option<&Path>) -> Value {
     if paths.is_empty() {
         return Value::Null;
+    }
+    if let Some(path) = public_key {
+        return match crate::audit::checkpoint::PublicKey::read(path) {
+            Ok(key) => {
+                let report = crate::audit::verify::verify_files(paths, Some(&key));
+                serde_json::to_value(&report).unwrap_or(Value::Null)
+            }
+            Err(e) => json!({ "error": format!("--public-key {e}") }),
+        };
     }
     let key = match &config.audit.checkpoint_key {
         None => None,
@@ -158,7 +167,7 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
         "records": records.len(),
         "files": files,
         // The `audit verify` report of the audit files read (see `verify_result`).
-        "audit_verify": verify_result(&audit_files, &config),
+        "audit_verify": verify_result(&audit_files, &config, args.sources.public_key.as_deref()),
     });
     let manifest_path = args.out.join("manifest.json");
     let text = serde_json::to_vec_pretty(&manifest).unwrap_or_default();

@@ -71,13 +71,23 @@ pub enum EvidenceError {
     /// The export could not be written (or `--out` is not empty).
     #[error("{0}")]
     Export(String),
+    /// An `--audit` file's hash chain is broken (without `--allow-tampered`).
+    #[error("{0}")]
+    Tampered(String),
+    /// The answer could not be written to standard output (other than a reader that went
+    /// away, which is not an error).
+    #[error("cannot write to standard output: {0}")]
+    Output(std::io::Error),
 }
 
 impl EvidenceError {
     /// 1 when no answer is known or the export cannot be written; 2 for bad input.
     pub fn exit_status(&self) -> u8 {
         match self {
-            EvidenceError::Unknown(_) | EvidenceError::Export(_) => 1,
+            EvidenceError::Unknown(_)
+            | EvidenceError::Export(_)
+            | EvidenceError::Output(_)
+            | EvidenceError::Tampered(_) => 1,
             _ => 2,
         }
     }
@@ -150,6 +160,11 @@ pub struct SourceArgs {
     /// instances).
     #[arg(long = "audit", value_name = "FILE")]
     pub audits: Vec<PathBuf>,
+    /// The public key of `audit.checkpoint_key` (a JWK or PEM, as `audit public-key` prints
+    /// it), to check the checkpoints of the `--audit` files with; by default the public half of
+    /// the configured `audit.checkpoint_key`, if any.
+    #[arg(long = "public-key", value_name = "FILE")]
+    pub public_key: Option<PathBuf>,
 }
 
 impl SourceArgs {
@@ -162,6 +177,33 @@ impl SourceArgs {
             sources.push(Source::StateDir(config.state_dir.clone()));
         }
         sources
+    }
+
+    /// `audit verify` of each `--audit` file alone (files of several instances are several
+    /// chains; each file names the hash it continues from), with the public key given or
+    /// configured.
+    fn check_chains(
+        &self,
+        config: &Config,
+    ) -> Result<Vec<(String, crate::audit::verify::Report)>, EvidenceError> {
+        use crate::audit::checkpoint::{load_key, PublicKey};
+        let key = match (&self.public_key, &config.audit.checkpoint_key) {
+            (Some(path), _) => Some(
+                PublicKey::read(path)
+                    .map_err(|e| EvidenceError::Argument(format!("--public-key {e}")))?,
+            ),
+            (None, Some(path)) => load_key(path).ok().map(|k| PublicKey::of(&k)),
+            (None, None) => None,
+        };
+        Ok(self
+            .audits
+            .iter()
+            .map(|path| {
+                let report =
+                    crate::audit::verify::verify_files(std::slice::from_ref(path), key.as_ref());
+                (path.display().to_string(), report)
+            })
+            .collect())
     }
 
     fn load_config(&self) -> Result<Config, EvidenceError> {
@@ -216,6 +258,10 @@ pub struct ReplayArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Answer even when an `--audit` file's hash chain is broken (the answer names the
+    /// break); without it, a broken chain is exit 1.
+    #[arg(long)]
+    pub allow_tampered: bool,
     /// The sources and configuration.
     #[command(flatten)]
     pub sources: SourceArgs,
@@ -227,13 +273,22 @@ pub fn run(command: EvidenceCommand) -> ExitCode {
         Some(EvidenceSubcommand::Export(args)) => ("evidence export", export::run(args)),
         None => ("evidence", replay_command(&command.replay)),
     };
-    let result = result.map(|text| print!("{text}"));
+    let result = result.and_then(|text| write_out(&mut std::io::stdout().lock(), &text));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("robots-proxy {form}: {}", crate::output::terminal(&e.to_string()));
             ExitCode::from(e.exit_status())
         }
+    }
+}
+
+/// Writes the answer. A reader that went away (`evidence … | head`: a broken pipe) is the end
+/// of the output, not an error (issue 39, L4: `print!` panicked there).
+fn write_out(out: &mut impl std::io::Write, text: &str) -> Result<(), EvidenceError> {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(EvidenceError::Output(e)),
+        _ => Ok(()),
     }
 }
 
@@ -309,6 +364,16 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         _ => return Err(EvidenceError::Argument("give a URL and --at TIME".to_owned())),
     };
     let at = parse_time(at).map_err(|e| EvidenceError::Argument(format!("--at: {e}")))?;
+    // Nothing can be known of a time that has not come (issue 39, M2: the window in force
+    // was reported for 2099).
+    let now = SystemTime::now();
+    if at > now {
+        return Err(EvidenceError::Unknown(format!(
+            "{} is in the future (now: {}): no source can know what will be in force then",
+            time::show(at),
+            time::show(now)
+        )));
+    }
     let (authority, path) = parse_url(url)?;
     let config = args.sources.load_config()?;
     let (token, token_source) = choose_token(args, &config)?;
@@ -334,6 +399,25 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         })?),
         _ => None,
     };
+    // The chain of every audit file the answer rests on (issue 39, M1): a broken one is
+    // refused unless asked for (`--allow-tampered`); the answer names each file's status.
+    let chains = args.sources.check_chains(&config)?;
+    if !args.allow_tampered {
+        use crate::audit::verify::Status;
+        let broken = chains.iter().find(|(_, r)| {
+            matches!(r.status, Status::Tampered | Status::Unreadable) && !report::unchained(r)
+        });
+        if let Some((file, report)) = broken {
+            let at = report.problem.as_ref().map_or_else(String::new, |p| match p.line {
+                Some(line) => format!("{}:{line}: {}", p.file, p.message),
+                None => format!("{}: {}", p.file, p.message),
+            });
+            return Err(EvidenceError::Tampered(format!(
+                "the hash chain of {file} is broken ({at}): the records cannot be relied on \
+                 (`audit verify` says more; --allow-tampered answers anyway)"
+            )));
+        }
+    }
     // The case-folded reading: by configuration, or because the archive says the fetch of this
     // version named a case-insensitive server (the proxy then decided with it).
     let detected = config.policy.fold_case == FoldCase::Detect
@@ -355,6 +439,7 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         near,
         fold_case: fold,
         sources: &sources,
+        chains: &chains,
     };
     Ok(if args.json { report::json(&answer) } else { report::text(&answer) })
 }
@@ -400,7 +485,13 @@ mod tests {
             user_agent: user_agent.map(str::to_owned),
             near: Duration::from_secs(3600),
             json: false,
-            sources: SourceArgs { config: None, state_dirs: Vec::new(), audits: Vec::new() },
+            allow_tampered: false,
+            sources: SourceArgs {
+                config: None,
+                state_dirs: Vec::new(),
+                audits: Vec::new(),
+                public_key: None,
+            },
         }
     }
 

@@ -28,6 +28,59 @@ pub(super) struct Answer<'a> {
     pub(super) near: Duration,
     pub(super) fold_case: bool,
     pub(super) sources: &'a [Source],
+    /// `audit verify` of each `--audit` file, in the order given.
+    pub(super) chains: &'a [(String, crate::audit::verify::Report)],
+}
+
+/// The chain of each audit file, for `--json`.
+fn chains_json(a: &Answer<'_>) -> serde_json::Value {
+    let each = a.chains.iter().map(|(file, r)| {
+        serde_json::json!({
+            "file": file,
+            "status": if unchained(r) { json!("unchained") } else { json!(r.status) },
+            "records": r.records,
+            "keyid": r.keyid,
+            "problem": r.problem,
+            "unproven": r.unproven,
+        })
+    });
+    serde_json::Value::Array(each.collect())
+}
+
+/// A file with no record of a hash chain at all (written before the chain existed): nothing
+/// to check, which the answer says, not a break.
+pub(super) fn unchained(r: &crate::audit::verify::Report) -> bool {
+    use crate::audit::verify::Kind;
+    r.records == 0
+        && r.problem.as_ref().is_some_and(|p| p.kind == Kind::Inserted && p.line == Some(1))
+}
+
+/// One line per audit file: what `audit verify` says of its chain.
+fn chains_text(a: &Answer<'_>, out: &mut String) {
+    use crate::audit::verify::Status;
+    for (file, r) in a.chains {
+        let status = match r.status {
+            _ if unchained(r) => {
+                "no hash chain (written before it existed): not checked".to_owned()
+            }
+            Status::Intact => "intact".to_owned(),
+            Status::Unproven => format!("not proven ({} span(s))", r.unproven.len()),
+            Status::Tampered | Status::Unreadable => {
+                let p = r.problem.as_ref();
+                let line = p.and_then(|p| p.line).map(|l| format!(":{l}")).unwrap_or_default();
+                let message = p.map(|p| p.message.as_str()).unwrap_or("");
+                format!("TAMPERED at {file}{line}: {message}")
+            }
+        };
+        let key = if r.keyid.is_some() { "signatures checked" } else { "signatures not checked" };
+        let _ = writeln!(
+            out,
+            "chain:      {}: {} ({} record(s), {key})",
+            terminal(file),
+            terminal(&status),
+            r.records
+        );
+    }
 }
 
 fn digest(window: &Window) -> Option<&str> {
@@ -86,6 +139,7 @@ pub(super) fn json(a: &Answer<'_>) -> String {
         "near_seconds": a.near.as_secs(),
         "records": records,
         "sources": a.sources.iter().map(Source::describe).collect::<Vec<_>>(),
+        "audit_chain": chains_json(a),
     });
     // The origin's text may hold C1 and bidi controls: escaped as `\uXXXX`, the values the same.
     let mut line = out.to_string().into_bytes();
@@ -191,5 +245,6 @@ pub(super) fn text(a: &Answer<'_>) -> String {
     }
     let sources: Vec<String> = a.sources.iter().map(Source::describe).collect();
     let _ = writeln!(out, "sources:    {}", terminal(&sources.join(", ")));
+    chains_text(a, &mut out);
     out
 }

@@ -448,3 +448,39 @@ async fn check_writable_names_an_unopenable_path_and_recovers() {
     log.close().await.unwrap();
     assert!(matches!(log.check_writable().await, Err(AuditError::Closed)));
 }
+
+/// Issue 39, H1: with a checkpoint key, checkpoints come on a fixed cadence, idle or not: one
+/// at start, then one every interval with no record written, each naming the one before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_come_on_their_cadence_while_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["keys", "new", "audit", "--dir"])
+        .arg(dir.path().join("keys"))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let path = dir.path().join("audit.jsonl");
+    let settings = AuditSection {
+        checkpoint_key: Some(dir.path().join("keys").join("audit.pem")),
+        checkpoint_interval: Duration::from_secs(1),
+        ..settings(FsyncPolicy::Interval)
+    };
+    let log = AuditLog::open(path.clone(), settings).unwrap();
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    log.close().await.unwrap();
+    let all = lines(&path);
+    let checkpoints: Vec<_> =
+        all.iter().filter(|l| l["event.action"] == "audit_checkpoint").collect();
+    assert!(checkpoints.len() >= 3, "{all:#?}");
+    assert_eq!(checkpoints.len(), all.len(), "nothing but checkpoints: {all:#?}");
+    for pair in checkpoints.windows(2) {
+        assert_eq!(
+            pair[1]["audit.checkpoint.previous_signature"],
+            pair[0]["audit.checkpoint.signature"]
+        );
+        assert_eq!(pair[1]["audit.checkpoint.interval_ms"], 1000);
+    }
+    let report = robots_proxy::audit::verify::verify_files(&[path], None);
+    assert_eq!(report.status, robots_proxy::audit::verify::Status::Intact, "{}", report.render());
+}

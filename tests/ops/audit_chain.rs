@@ -242,6 +242,21 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
         }
     }
 
+    // Issue 39, L3: a changed first line is "changed", in the rotated file and in the current
+    // one (alone too), not "files out of order" or "records missing".
+    let (r, c) = log.copy("first-changed");
+    for file in [&r, &c] {
+        let mut l = lines(file);
+        l[0] = l[0].replacen("\"event.action\":\"", "\"event.action\":\"x", 1);
+        write_lines(file, &l);
+    }
+    let (code, out, _) = verify(&[s(&r), s(&c)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("audit.jsonl.1:1: changed"), "{out}");
+    let (code, out, _) = verify(&[s(&c)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("audit.jsonl:1: changed"), "{out}");
+
     // Rotated files given out of order.
     let (code, out, _) = verify(&[&current, &rotated]);
     assert_eq!(code, 1, "{out}");

@@ -466,3 +466,107 @@ fn evidence_reads_a_would_block_record_as_the_refusal_it_reports() {
     assert_eq!(replayed["in_force"], "disallow-all", "{replayed:#}");
     assert_eq!(replayed["allowed"], false, "{replayed:#}");
 }
+
+/// Issue 39, L4: `evidence … | head`, the reader gone before the answer is written: a quiet
+/// exit 0, not a panic ("failed printing to stdout: Broken pipe" and a stack trace).
+#[test]
+fn evidence_into_a_closed_pipe_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let base = "http://127.0.0.1:9";
+    let at = "2026-11-20T10:00:00.000Z";
+    let record = serde_json::json!({
+        "@timestamp": at,
+        "event.action": "would_block",
+        "robots.would_action": "robots_disallow",
+        "event.outcome": "success",
+        "event.reason": "robots.txt unreachable (HTTP 503): all paths disallowed",
+        "url.full": format!("{base}/a"),
+        "robots.authority": base,
+        "robots.path": "/a",
+        "robots.state": "unreachable",
+    });
+    std::fs::write(&audit, format!("{record}\n")).unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let url = format!("{base}/a");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["evidence", &url, "--at", at, "--token", "ExampleBot"])
+        .arg("--audit")
+        .arg(&audit)
+        .env("ROBOTS_PROXY_STATE_DIR", dir.path())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+/// Issue 39, M1: `evidence` checks the hash chain of the audit files it answers from. A file
+/// edited without the chain recomputed (the review's t10) is refused (exit 1, naming the
+/// line) unless `--allow-tampered`, and the answer says what the chain is.
+#[test]
+fn evidence_refuses_audit_files_whose_chain_is_broken() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let base = "http://127.0.0.1:9";
+    let at = "2026-11-20T10:00:00.000Z";
+    let record = serde_json::json!({
+        "@timestamp": at,
+        "event.action": "would_block",
+        "robots.would_action": "robots_disallow",
+        "event.outcome": "success",
+        "event.reason": "robots.txt unreachable (HTTP 503): all paths disallowed",
+        "url.full": format!("{base}/a"),
+        "robots.authority": base,
+        "robots.path": "/a",
+        "robots.state": "unreachable",
+    })
+    .to_string();
+    // Sealed as the writer does (docs/audit.md, "The hash chain").
+    let genesis = "0".repeat(64);
+    let body = format!(
+        "{},\"event.sequence\":1,\"event.previous_hash\":\"{genesis}\"",
+        &record[..record.len() - 1]
+    );
+    let hash = sha256_hex(format!("{genesis}\n{body}}}").as_bytes());
+    std::fs::write(&audit, format!("{body},\"event.hash\":\"{hash}\"}}\n")).unwrap();
+    let url = format!("{base}/a");
+    let args = ["--at", at, "--token", "ExampleBot", "--audit", audit.to_str().unwrap()];
+    let state = dir.path().to_str().unwrap();
+    let env = [("ROBOTS_PROXY_STATE_DIR", state)];
+    let all = |extra: &[&'static str]| -> Vec<String> {
+        let mut v = vec![url.clone()];
+        v.extend(args.iter().map(|a| a.to_string()));
+        v.extend(extra.iter().map(|a| a.to_string()));
+        v
+    };
+    let evidence_in = |v: Vec<String>, env: &[(&str, &str)]| {
+        let v: Vec<&str> = v.iter().map(String::as_str).collect();
+        evidence_in(&v, env)
+    };
+    let (code, out, err) = evidence_in(all(&[]), &env);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("audit.jsonl: intact (1 record(s)"), "{out}");
+    // Edited in place, no hash recomputed.
+    let text = std::fs::read_to_string(&audit).unwrap().replace("HTTP 503", "HTTP 200");
+    std::fs::write(&audit, text).unwrap();
+    let (code, out, err) = evidence_in(all(&[]), &env);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("hash chain") && err.contains("audit.jsonl:1"), "{err}");
+    let (code, out, err) = evidence_in(all(&["--allow-tampered", "--json"]), &env);
+    assert_eq!(code, 0, "{out}{err}");
+    let answer: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(answer["audit_chain"][0]["status"], "tampered", "{answer:#}");
+    // Issue 39, M2 (in part): a time in the future is refused, not answered from the window
+    // still open.
+    let future = ["--at", "2099-01-01T00:00:00Z", "--token", "ExampleBot", "--allow-tampered"];
+    let v: Vec<&str> =
+        [&[url.as_str()][..], &future[..], &["--audit", audit.to_str().unwrap()]].concat();
+    let out = super::support::run(&[&["evidence"][..], &v[..]].concat(), &env);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is in the future"), "{err}");
+}

@@ -82,19 +82,19 @@ fn codings(headers: &HeaderMap) -> Result<Vec<Coding>, DecodeError> {
             for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
                 // Transfer codings may carry parameters (RFC 9112 §7): none of ours take any.
                 let name = name.split(';').next().unwrap_or_default().trim();
-                let coding =
-                    if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
-                        Coding::Gzip
-                    } else if name.eq_ignore_ascii_case("deflate") {
-                        Coding::Deflate
-                    } else if transfer && name.eq_ignore_ascii_case("chunked") {
-                        continue;
-                    } else if !transfer && name.eq_ignore_ascii_case("identity") {
-                        continue;
-                    } else {
-                        let which = if transfer { "Transfer-Encoding" } else { "Content-Encoding" };
-                        return Err(DecodeError::Unsupported(format!("{which} {name}")));
-                    };
+                let coding = if name.eq_ignore_ascii_case("gzip")
+                    || name.eq_ignore_ascii_case("x-gzip")
+                {
+                    Coding::Gzip
+                } else if name.eq_ignore_ascii_case("deflate") {
+                    Coding::Deflate
+                } else if name.eq_ignore_ascii_case(if transfer { "chunked" } else { "identity" }) {
+                    // hyper undid `chunked`; `identity` is no coding at all.
+                    continue;
+                } else {
+                    let which = if transfer { "Transfer-Encoding" } else { "Content-Encoding" };
+                    return Err(DecodeError::Unsupported(format!("{which} {name}")));
+                };
                 out.push(coding);
             }
         }

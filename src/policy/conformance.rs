@@ -114,6 +114,42 @@ proptest! {
     }
 }
 
+/// Patterns of `*`, `$` and literals, generated (review-tests F4): the prefix-index matcher
+/// (robots.txt) and the pattern matcher (`Content-Usage`, `tdmrep.json`) agree on every one.
+fn wildcard_pattern() -> impl Strategy<Value = String> {
+    let piece = proptest::sample::select(&["a", "x", "b/", "*", "**", ".", "%2A", "%24"][..]);
+    (proptest::collection::vec(piece, 0..5), any::<bool>()).prop_map(|(pieces, anchored)| {
+        format!("/{}{}", pieces.concat(), if anchored { "$" } else { "" })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn both_matchers_agree_on_generated_wildcard_patterns(
+        pattern in wildcard_pattern(),
+        path in proptest::collection::vec(
+            proptest::sample::select(&["a", "x", "b", "/", ".", "*", "$", "%2A", "ab", "xa"][..]),
+            0..8,
+        ),
+        folds_case in any::<bool>(),
+    ) {
+        let store = Arc::new(RobotsCache::new(RobotsSection::default(), Arc::new(SystemClock)));
+        let policy = Policy::new(&PolicySection::default(), store);
+        let path = format!("/{}", path.concat());
+        let found = refusals(&policy, &pattern, &path, folds_case);
+        let robots = found[0].1;
+        for (source, refused) in found {
+            prop_assert_eq!(
+                refused, robots,
+                "{} vs robots.txt on {:?} for pattern {:?} (folds case: {})",
+                source, path, pattern, folds_case
+            );
+        }
+    }
+}
+
 /// The review's cases, fixed: each is refused by every source.
 #[test]
 fn the_reviews_readings_are_refused_by_every_source() {
@@ -127,6 +163,8 @@ fn the_reviews_readings_are_refused_by_every_source() {
         ("/news/", "/NEWS/x", true),
         ("/news/", "/News./x", true),
         ("/caf%C3%A9/", "/CAF%C3%89/x", true),
+        // Review-tests F4: `*…*$`, where the anchor is read after a segment.
+        ("/*a*$", "/xa/b", false),
     ] {
         for (source, refused) in refusals(&policy, pattern, path, folds) {
             assert!(refused, "{source} lets {path} past {pattern} (folds case: {folds})");

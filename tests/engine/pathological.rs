@@ -272,3 +272,20 @@ fn over_budget_refusals_name_no_rule() {
     assert!(robots.decide(None, "/catalog?k=1").is_allowed());
     assert!(!robots.decide(None, "/catalog?a=1&filter7=x").is_allowed());
 }
+
+/// Review-tests F3: the budget's allow side. Once the search budget is spent, an untried allow
+/// counts as not matching: a crawler-made long URL cannot turn a disallowed path allowed by
+/// making the matcher give up on the allows.
+#[test]
+fn over_budget_allows_never_match() {
+    let mut body = String::from("User-agent: *\nDisallow: /private\n");
+    for i in 1..=100 {
+        body.push_str(&format!("Allow: /*q{}\n", "a".repeat(i)));
+    }
+    let robots = RobotsTxt::parse(body.as_bytes());
+    let url = format!("/private/{}q", "a".repeat(65_536));
+    let d = robots.decide(None, &url);
+    assert!(!d.is_allowed(), "{d:?}");
+    assert!(!robots.decide_folded(None, &url).is_allowed());
+    assert!(!robots.decide_decoded(None, &url).is_allowed());
+}

@@ -114,6 +114,9 @@ struct Shared {
     safety: safety::Safety,
     /// The fleet this instance belongs to, if any (for the admin's view of it).
     fleet: Option<Arc<Fleet>>,
+    /// Bumped by every reload, for what must look again at what a reload changed (a tunnel an
+    /// exception opened).
+    reloads: tokio::sync::watch::Sender<u64>,
 }
 
 /// The part of the configuration a reload replaces (see [`Proxy::reload`]). Everything else in
@@ -280,6 +283,7 @@ impl Proxy {
             connect_timeout: config.upstream.connect_timeout,
             safety: safety::Safety::new(config, guard)?,
             fleet,
+            reloads: tokio::sync::watch::Sender::new(0),
         };
         Ok(Proxy { shared: Arc::new(shared) })
     }
@@ -303,6 +307,7 @@ impl Proxy {
         self.shared.pacer.apply(pacing);
         let users_file = self.shared.safety.apply(config, users);
         self.shared.live.store(Arc::new(live));
+        self.shared.reloads.send_modify(|n| *n = n.wrapping_add(1));
         Ok(Reloaded { users_file })
     }
 

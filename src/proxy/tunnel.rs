@@ -126,6 +126,9 @@ pub(super) async fn tunnel(
     // An allow exception that opens the tunnel bounds it: the relay ends at its `expires`.
     let mut deadline =
         exception.as_ref().filter(|v| v.effect == Effect::Allow).and_then(|v| v.expires);
+    // ... and a reload that withdraws it ends the relay too.
+    let opened_by: Option<Arc<str>> =
+        exception.as_ref().filter(|v| v.effect == Effect::Allow).map(|v| v.id.clone());
     // The record of the exception that opened the tunnel (or lifted a usage preference for
     // it), written when the tunnel opens: an exception's decisions are always audited.
     let mut excepted: Option<AuditRecord> = None;
@@ -303,6 +306,11 @@ pub(super) async fn tunnel(
     // A tunnel an exception opened (or lifted a preference for) ends when the exception
     // does: past `expires` the exception grants nothing, so neither does its tunnel.
     let lasts = deadline.map(|at| at.duration_since(shared.clock.now()).unwrap_or_default());
+    // And when a reload removes it (or narrows it off this site, or brings its `expires`
+    // forward), the tunnel ends at that reload.
+    let mut reloads = shared.reloads.subscribe();
+    let watcher = shared.clone();
+    let tunnel_authority = authority.clone();
     tokio::spawn(async move {
         let relaying = async move {
             match hyper::upgrade::on(req).await {
@@ -310,10 +318,29 @@ pub(super) async fn tunnel(
                 Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
         };
+        let withdrawn = async move {
+            let Some(id) = opened_by else { return std::future::pending().await };
+            while reloads.changed().await.is_ok() {
+                let exceptions = watcher.live().policy.exceptions().clone();
+                if !exceptions.still_allows(&id, &tunnel_authority, watcher.clock.now()) {
+                    return id;
+                }
+            }
+            std::future::pending().await
+        };
+        let bounded = async move {
+            tokio::select! {
+                () = relaying => {}
+                id = withdrawn => tracing::info!(
+                    exception = %id,
+                    "tunnel closed: a reload withdrew the exception that opened it"
+                ),
+            }
+        };
         match lasts {
-            None => relaying.await,
+            None => bounded.await,
             Some(lasts) => {
-                if tokio::time::timeout(lasts, relaying).await.is_err() {
+                if tokio::time::timeout(lasts, bounded).await.is_err() {
                     tracing::info!(
                         exception = id.as_deref().unwrap_or("-"),
                         "tunnel closed: the exception that opened it expired"

@@ -229,6 +229,17 @@ impl Exceptions {
         Some(v)
     }
 
+    /// Whether the allow exception `id` is still loaded, in force at `now` and written for
+    /// `authority`: what keeps a tunnel it opened open across a reload (review-controls 7).
+    pub fn still_allows(&self, id: &str, authority: &Authority, now: SystemTime) -> bool {
+        self.list.iter().any(|e| {
+            &*e.id == id
+                && e.effect == Effect::Allow
+                && e.expires.is_none_or(|at| now < at)
+                && e.sites.iter().any(|s| s.matches(authority))
+        })
+    }
+
     /// Counts one use of the exception `id`.
     pub fn count(&self, id: &str) {
         if let Some(e) = self.list.iter().find(|e| &*e.id == id) {

@@ -236,3 +236,20 @@ fn a_control_character_in_a_path_is_refused_not_cut_short() {
     // Compiled anyway (validation bypassed), it is left out rather than widened to `/ok`.
     assert!(Exceptions::new(&[with("/ok\u{0}/only-this")]).is_empty());
 }
+
+/// Review-controls 7: what keeps a tunnel an allow exception opened open across a reload: the
+/// same id, still an allow, in force and written for the tunnel's site.
+#[test]
+fn a_reload_withdraws_an_allow_by_its_id() {
+    let site = Authority::new(crate::authority::Scheme::Https, "news.example", 443).unwrap();
+    let other = Authority::new(crate::authority::Scheme::Https, "other.example", 443).unwrap();
+    let loaded = Exceptions::new(&[entry(Effect::Allow)]);
+    assert!(loaded.still_allows("x", &site, now()));
+    assert!(!loaded.still_allows("x", &other, now()), "narrowed off the site");
+    assert!(!loaded.still_allows("y", &site, now()), "another id");
+    assert!(!Exceptions::new(&[]).still_allows("x", &site, now()), "removed");
+    assert!(!Exceptions::new(&[entry(Effect::Disallow)]).still_allows("x", &site, now()));
+    let past =
+        ExceptionEntry { expires: Some("2020-01-01T00:00:00Z".into()), ..entry(Effect::Allow) };
+    assert!(!Exceptions::new(&[past]).still_allows("x", &site, now()), "expired");
+}

@@ -222,6 +222,8 @@ impl Builder {
         rule_sets.shrink_to_fit();
         by_token.shrink_to_fit();
         sitemaps.shrink_to_fit();
+        let decoded_usage =
+            groups.iter().flat_map(|g| g.usage.iter()).any(usage::UsageRule::has_decoded_pattern);
         RobotsTxt {
             rules,
             decoded_rules,
@@ -233,6 +235,7 @@ impl Builder {
             parsed_bytes: 0,
             ignored_bytes: 0,
             case_insensitive_origin: false,
+            decoded_usage,
             folded: Default::default(),
         }
     }

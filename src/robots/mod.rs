@@ -61,6 +61,9 @@ pub struct RobotsTxt {
     /// Whether the origin that served the file reads paths case-insensitively (see
     /// [`RobotsTxt::with_case_insensitive_origin`]).
     case_insensitive_origin: bool,
+    /// Whether some `Content-Usage` / `Content-Signal` path reads differently decoded: known
+    /// when the file is compiled, asked on every request that has usage purposes.
+    decoded_usage: bool,
     /// The case-folded indexes, built on first use ([`RobotsTxt::decide_folded`]).
     folded: fold::Folded,
 }
@@ -338,6 +341,17 @@ impl fmt::Debug for Decision<'_> {
     }
 }
 
+/// A path and query in the form a pattern read as `reading` is matched against: canonical
+/// ([`canonical_path`]), and letters folded for the case-folded reading. Every rule source
+/// that matches path patterns brings the request's readings here.
+pub(crate) fn path_as(path: &str, reading: usage::PatternReading) -> Cow<'_, str> {
+    let canonical = canonical_path(path);
+    match reading {
+        usage::PatternReading::Folded => Cow::Owned(fold::fold_case(&canonical)),
+        _ => canonical,
+    }
+}
+
 /// Brings a path and query into the form patterns are matched against (canonical, `*` and `$`
 /// encoded: see [`normalize::normalize_path_for_matching_into`]), borrowing when it already is.
 fn canonical_path(path: &str) -> Cow<'_, str> {
@@ -536,18 +550,14 @@ impl RobotsTxt {
         if groups.iter().all(|g| g.usage.is_empty()) {
             return usage::UsagePreferences::default();
         }
-        let canonical = canonical_path(path);
-        let path = match reading {
-            usage::PatternReading::Folded => Cow::Owned(fold::fold_case(&canonical)),
-            _ => canonical,
-        };
+        let path = path_as(path, reading);
         usage::decide_as(groups.iter().flat_map(|g| g.usage.iter()), path.as_bytes(), reading)
     }
 
     /// Whether some `Content-Usage` / `Content-Signal` path reads differently decoded, so that
     /// [`RobotsTxt::usage_as`] can differ between the path as sent and its decoded reading.
     pub fn has_decoded_usage_patterns(&self) -> bool {
-        self.groups.iter().flat_map(|g| g.usage.iter()).any(usage::UsageRule::has_decoded_pattern)
+        self.decoded_usage
     }
 
     /// The usage preferences that hold on every path for `token` (see [`usage::everywhere`]),

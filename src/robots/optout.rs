@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use super::normalize;
-use super::pattern::{self, PatternShape};
+use super::pattern::{PatternReading, ReadPattern};
 
 /// The `X-Robots-Tag` directives that opt out of AI uses.
 pub const NOAI_DIRECTIVES: &[&str] = &["noai", "noimageai", "noml"];
@@ -84,8 +84,8 @@ pub enum TdmFileError {
 
 #[derive(Debug, Clone)]
 struct TdmRule {
-    pattern: Box<[u8]>,
-    shape: PatternShape,
+    /// The location, as a canonical pattern with its decoded reading.
+    location: ReadPattern,
     statement: TdmStatement,
 }
 
@@ -104,7 +104,9 @@ impl TdmFile {
         let each: usize = self
             .rules
             .iter()
-            .map(|r| r.pattern.len() + r.statement.policy.as_ref().map_or(0, String::capacity))
+            .map(|r| {
+                r.location.heap_size() + r.statement.policy.as_ref().map_or(0, String::capacity)
+            })
             .sum();
         rules + each
     }
@@ -166,11 +168,11 @@ impl TdmFile {
                 format!("/{location}")
             };
             let mut pattern = Vec::with_capacity(location.len() + 4);
-            normalize::normalize_pattern_into(location.as_bytes(), &mut pattern);
-            let shape = PatternShape::of(&pattern);
+            let priority = normalize::normalize_pattern_into(location.as_bytes(), &mut pattern);
+            // ASCII by construction (see `normalize`).
+            let pattern = String::from_utf8(pattern).unwrap_or_default();
             rules.push(TdmRule {
-                pattern: pattern.into(),
-                shape,
+                location: ReadPattern::new(pattern, priority as u32),
                 statement: TdmStatement { reserved, policy },
             });
         }
@@ -182,7 +184,7 @@ impl TdmFile {
     pub fn statement_for(&self, path: &[u8]) -> Option<&TdmStatement> {
         self.rules
             .iter()
-            .find(|r| pattern::matches(&r.pattern, r.shape, path))
+            .find(|r| r.location.matches_as(path, PatternReading::AsWritten).is_some())
             .map(|r| &r.statement)
     }
 
@@ -190,29 +192,10 @@ impl TdmFile {
     /// the locations read as `reading` says, as `allow` / `disallow` patterns are
     /// ([`super::usage::PatternReading`]); `path` is in canonical form, and folded for the
     /// case-folded reading.
-    pub fn statement_for_as(
-        &self,
-        path: &[u8],
-        reading: super::usage::PatternReading,
-    ) -> Option<&TdmStatement> {
-        use super::usage::PatternReading;
+    pub fn statement_for_as(&self, path: &[u8], reading: PatternReading) -> Option<&TdmStatement> {
         self.rules
             .iter()
-            .find(|r| {
-                let decoded = match reading {
-                    PatternReading::AsWritten => None,
-                    _ => normalize::decode_pattern(&r.pattern),
-                };
-                let base: &[u8] = decoded.as_deref().map_or(&r.pattern, str::as_bytes);
-                if reading == PatternReading::Folded {
-                    let folded = super::fold::fold_case(&String::from_utf8_lossy(base));
-                    pattern::matches(folded.as_bytes(), PatternShape::of(folded.as_bytes()), path)
-                } else if decoded.is_some() {
-                    pattern::matches(base, PatternShape::of(base), path)
-                } else {
-                    pattern::matches(&r.pattern, r.shape, path)
-                }
-            })
+            .find(|r| r.location.matches_as(path, reading).is_some())
             .map(|r| &r.statement)
     }
 
@@ -232,11 +215,11 @@ impl TdmFile {
             if rule.statement.reserved != Some(true) {
                 return None;
             }
-            let mut trimmed: &[u8] = &rule.pattern;
+            let mut trimmed: &[u8] = rule.location.as_written().as_bytes();
             while let Some(rest) = trimmed.strip_suffix(b"*") {
                 trimmed = rest;
             }
-            let everything = !rule.shape.anchored && matches!(trimmed, b"" | b"/");
+            let everything = !rule.location.shape().anchored && matches!(trimmed, b"" | b"/");
             if everything {
                 return Some(&rule.statement);
             }

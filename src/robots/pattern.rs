@@ -32,6 +32,89 @@ impl PatternShape {
     }
 }
 
+/// How a pattern is read for one reading of the request's path (`crate::policy::readings`):
+/// the path as sent meets the patterns as written (Google's reading); a reading an origin
+/// decodes meets them decoded; the case-folded reading meets them decoded with letters folded
+/// (what [`super::RobotsTxt::decide_folded`] does for `allow` / `disallow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatternReading {
+    /// The patterns as written.
+    AsWritten,
+    /// The patterns read decoded.
+    Decoded,
+    /// The patterns read decoded, letters folded (the path must be folded too).
+    Folded,
+}
+
+/// A path pattern of a rule source other than `allow` / `disallow` (a `Content-Usage` path, a
+/// `tdmrep.json` location), with its decoded reading computed once, so that every source
+/// matches every reading of a path the same way ([`ReadPattern::matches_as`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ReadPattern {
+    /// The canonical pattern as written.
+    pattern: Box<str>,
+    shape: PatternShape,
+    /// Its priority length ([`super::normalize::normalize_pattern_into`]).
+    priority: u32,
+    /// The pattern read decoded ([`super::normalize::decode_pattern`]), its shape and priority
+    /// (shorter by two octets per escape decoded, as if written decoded), when it differs.
+    decoded: Option<Box<(Box<str>, PatternShape, u32)>>,
+}
+
+impl ReadPattern {
+    /// `canonical` (ASCII, from [`super::normalize::normalize_pattern_into`]) with its priority.
+    pub(crate) fn new(canonical: String, priority: u32) -> ReadPattern {
+        let shape = PatternShape::of(canonical.as_bytes());
+        let decoded = super::normalize::decode_pattern(canonical.as_bytes()).map(|d| {
+            let priority = priority.saturating_sub((canonical.len() - d.len()) as u32);
+            Box::new((Box::from(d.as_str()), PatternShape::of(d.as_bytes()), priority))
+        });
+        ReadPattern { pattern: canonical.into(), shape, priority, decoded }
+    }
+
+    /// The canonical pattern as written.
+    pub(crate) fn as_written(&self) -> &str {
+        &self.pattern
+    }
+
+    /// The shape of the pattern as written.
+    pub(crate) fn shape(&self) -> PatternShape {
+        self.shape
+    }
+
+    /// Whether the pattern reads differently decoded.
+    pub(crate) fn has_decoded(&self) -> bool {
+        self.decoded.is_some()
+    }
+
+    /// The bytes it holds on the heap.
+    pub(crate) fn heap_size(&self) -> usize {
+        self.pattern.len()
+            + self
+                .decoded
+                .as_ref()
+                .map_or(0, |d| std::mem::size_of::<(Box<str>, PatternShape, u32)>() + d.0.len())
+    }
+
+    /// The priority with which the pattern matches `path` (canonical form; folded for
+    /// [`PatternReading::Folded`]) read as `reading`, or `None`.
+    pub(crate) fn matches_as(&self, path: &[u8], reading: PatternReading) -> Option<u32> {
+        let (pattern, shape, priority) = match (&self.decoded, reading) {
+            (_, PatternReading::AsWritten) | (None, _) => {
+                (&self.pattern, self.shape, self.priority)
+            }
+            (Some(d), _) => (&d.0, d.1, d.2),
+        };
+        let hit = if reading == PatternReading::Folded {
+            let folded = super::fold::fold_case(pattern);
+            matches(folded.as_bytes(), PatternShape::of(folded.as_bytes()), path)
+        } else {
+            matches(pattern.as_bytes(), shape, path)
+        };
+        hit.then_some(priority)
+    }
+}
+
 /// Whether `path` matches `pattern`, both in canonical form.
 pub(crate) fn matches(pattern: &[u8], shape: PatternShape, path: &[u8]) -> bool {
     let prefix = &pattern[..shape.prefix_len as usize];

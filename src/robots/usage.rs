@@ -23,7 +23,8 @@
 use std::fmt;
 
 use super::normalize;
-use super::pattern::{self, PatternShape};
+pub use super::pattern::PatternReading;
+use super::pattern::ReadPattern;
 
 /// A use of content that a site can state a preference about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -126,32 +127,12 @@ pub enum Vocabulary {
 /// One `Content-Usage` or `Content-Signal` line of a group.
 #[derive(Debug, Clone)]
 pub struct UsageRule {
-    /// The canonical path pattern; empty when the rule applies to every path.
-    pattern: Box<str>,
-    shape: PatternShape,
-    /// The pattern's priority length ([`normalize::normalize_pattern_into`]).
-    priority: u32,
+    /// The canonical path pattern (empty when the rule applies to every path), with its
+    /// decoded reading.
+    pattern: ReadPattern,
     line: u32,
     vocabulary: Vocabulary,
     prefs: Vec<(Category, Preference)>,
-    /// The pattern read decoded ([`normalize::decode_pattern`]), with its shape and priority,
-    /// when that differs from the pattern as written: what a reading an origin decodes
-    /// (`crate::policy::readings`) is matched against, as for `allow` / `disallow`.
-    decoded: Option<Box<(Box<str>, PatternShape, u32)>>,
-}
-
-/// How a rule's path pattern is read for one reading of the request's path
-/// (`crate::policy::readings`): the path as sent meets the patterns as written (Google's
-/// reading); a reading an origin decodes meets them decoded; the case-folded reading meets them
-/// decoded with ASCII letters folded (what [`super::RobotsTxt::decide_folded`] does).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatternReading {
-    /// The patterns as written.
-    AsWritten,
-    /// The patterns read decoded.
-    Decoded,
-    /// The patterns read decoded, letters folded (the path must be folded too).
-    Folded,
 }
 
 impl UsageRule {
@@ -191,62 +172,30 @@ impl UsageRule {
         let priority = normalize::normalize_pattern_into(path.as_bytes(), &mut pattern) as u32;
         // ASCII by construction (see `normalize`).
         let pattern = String::from_utf8(pattern).unwrap_or_default();
-        let shape = PatternShape::of(pattern.as_bytes());
-        let decoded = normalize::decode_pattern(pattern.as_bytes()).map(|d| {
-            // Shorter by two octets per escape decoded, as if written decoded.
-            let priority = priority.saturating_sub((pattern.len() - d.len()) as u32);
-            Box::new((Box::from(d.as_str()), PatternShape::of(d.as_bytes()), priority))
-        });
-        Some(UsageRule {
-            pattern: pattern.into(),
-            shape,
-            priority,
-            line,
-            vocabulary,
-            prefs,
-            decoded,
-        })
+        let pattern = ReadPattern::new(pattern, priority);
+        Some(UsageRule { pattern, line, vocabulary, prefs })
     }
 
     /// The bytes it holds on the heap (its patterns and preferences), for the cache's weight.
     pub(crate) fn heap_size(&self) -> usize {
-        self.pattern.len()
+        self.pattern.heap_size()
             + self.prefs.capacity() * std::mem::size_of::<(Category, Preference)>()
-            + self
-                .decoded
-                .as_ref()
-                .map_or(0, |d| std::mem::size_of::<(Box<str>, PatternShape, u32)>() + d.0.len())
     }
 
     /// Whether the pattern reads differently decoded.
     pub(crate) fn has_decoded_pattern(&self) -> bool {
-        self.decoded.is_some()
+        self.pattern.has_decoded()
     }
 
-    /// Whether the rule applies to `path` (canonical form; folded for
-    /// [`PatternReading::Folded`]) read as `reading`, and with what priority.
+    /// The priority with which the rule applies to `path` read as `reading`, or `None`
+    /// ([`ReadPattern::matches_as`]; a rule without a path applies to every path).
     fn applies_as(&self, path: &[u8], reading: PatternReading) -> Option<u32> {
-        if self.pattern.is_empty() {
-            return Some(self.priority);
-        }
-        let (pattern, shape, priority) = match (&self.decoded, reading) {
-            (_, PatternReading::AsWritten) | (None, _) => {
-                (&self.pattern, self.shape, self.priority)
-            }
-            (Some(d), _) => (&d.0, d.1, d.2),
-        };
-        let hit = if reading == PatternReading::Folded {
-            let folded = super::fold::fold_case(pattern);
-            pattern::matches(folded.as_bytes(), PatternShape::of(folded.as_bytes()), path)
-        } else {
-            pattern::matches(pattern.as_bytes(), shape, path)
-        };
-        hit.then_some(priority)
+        self.pattern.matches_as(path, reading)
     }
 
     /// The path pattern (canonical form), or `""` for every path.
     pub fn path(&self) -> &str {
-        &self.pattern
+        self.pattern.as_written()
     }
 
     /// The 1-based line number.
@@ -487,7 +436,7 @@ pub(crate) fn decide_as<'a>(
 pub(crate) fn everywhere<'a>(
     rules: impl Iterator<Item = &'a UsageRule> + Clone,
 ) -> UsagePreferences {
-    let mut out = decide(rules.clone().filter(|r| r.pattern.is_empty()), b"");
+    let mut out = decide(rules.clone().filter(|r| r.path().is_empty()), b"");
     for category in Category::ALL {
         let base = out.get(category).preference;
         if base == Preference::Unknown {
@@ -495,7 +444,7 @@ pub(crate) fn everywhere<'a>(
         }
         let differs = rules
             .clone()
-            .filter(|r| !r.pattern.is_empty())
+            .filter(|r| !r.path().is_empty())
             .any(|r| r.prefs.iter().find(|(c, _)| *c == category).map(|(_, p)| *p) != Some(base));
         if differs {
             out.forget(category);

@@ -37,6 +37,8 @@ pub use crate::cache::{
     FetchClass, FetchOutcome, PurgedAll, RecentRobots, RobotsSnapshot, RobotsState, RobotsStore,
     SharedError, StoreStats,
 };
+// The body decoder of robots.txt fetches, which the proxy also uses to read an HTML head.
+pub(crate) use crate::cache::decode::{DecodeError, Decoder};
 pub use crate::robots::usage::{Category, Preference, UsagePreferences};
 pub use crate::robots::{ProductToken, RobotsTxt, RuleKind};
 pub use crate::robots_version::RobotsVersion;
@@ -403,18 +405,10 @@ impl Policy {
         readings: &Readings,
     ) -> Option<&'f crate::robots::optout::TdmStatement> {
         let mut as_sent = None;
-        let mut canonical = Vec::new();
         for (reading, path) in readings.to_decide(true, self.folds_case(snapshot)) {
-            canonical.clear();
-            crate::robots::normalize::normalize_path_for_matching_into(
-                path.as_bytes(),
-                &mut canonical,
-            );
-            if reading == Reading::CaseFolded {
-                let folded = crate::robots::fold_case(&String::from_utf8_lossy(&canonical));
-                canonical = folded.into_bytes();
-            }
-            let statement = file.statement_for_as(&canonical, pattern_reading(reading));
+            let read = pattern_reading(reading);
+            let path = crate::robots::path_as(path, read);
+            let statement = file.statement_for_as(path.as_bytes(), read);
             if statement.is_some_and(|s| s.reserved == Some(true)) {
                 return statement;
             }

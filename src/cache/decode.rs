@@ -122,7 +122,7 @@ impl Write for Capped {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let room = self.cap.saturating_sub(self.out.len());
         if room == 0 && !buf.is_empty() {
-            return Err(io::Error::other("robots.txt size limit reached"));
+            return Err(io::Error::other("decoded size limit reached"));
         }
         let n = buf.len().min(room);
         self.out.extend_from_slice(&buf[..n]);
@@ -247,8 +247,16 @@ impl Write for Chain {
         }
     }
 
+    /// Writes out what every level decoded so far (flate2's writers hold up to one buffer of
+    /// output until the next write), so that [`Decoder::decoded`] sees it. A `deflate` level
+    /// that has not yet seen two bytes holds them and writes nothing.
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            Chain::Plain(_) | Chain::Deflate { .. } => Ok(()),
+            Chain::Gzip(d) => d.flush(),
+            Chain::Zlib(d) => d.flush(),
+            Chain::RawDeflate(d) => d.flush(),
+        }
     }
 }
 
@@ -290,6 +298,25 @@ impl Decoder {
             Err(_) if self.is_full() => Ok(()),
             Err(source) => Err(DecodeError::Corrupt { coding: self.chain.coding(), source }),
         }
+    }
+
+    /// Writes out everything the body decoded to so far, for [`Decoder::decoded`] (the body
+    /// need not have ended). Errors as [`Decoder::push`] does; reaching the cap is none.
+    pub(crate) fn flush(&mut self) -> Result<(), DecodeError> {
+        if self.is_full() {
+            return Ok(());
+        }
+        match self.chain.flush() {
+            Ok(()) => Ok(()),
+            Err(_) if self.is_full() => Ok(()),
+            Err(source) => Err(DecodeError::Corrupt { coding: self.chain.coding(), source }),
+        }
+    }
+
+    /// The bytes decoded so far, as they came (at most `limit + 1`; no UTF-16 transcoding):
+    /// call [`Decoder::flush`] first to see all that the pieces pushed decode to.
+    pub(crate) fn decoded(&self) -> &[u8] {
+        &self.chain.output().out
     }
 
     /// The decoded body (at most `limit + 1` bytes), in UTF-8 when it was UTF-16 with a BOM.
@@ -451,6 +478,26 @@ mod tests {
         assert_eq!(out.len(), 1001);
         let plain = decode("identity", &vec![b'x'; 5000], 1000).unwrap();
         assert_eq!(plain.len(), 1001);
+    }
+
+    /// `decoded` after `flush` holds all that the pieces pushed so far decode to (the body
+    /// need not have ended), and never more than the cap, whatever they inflate to.
+    #[test]
+    fn decoded_so_far_is_visible_and_capped() {
+        let page = b"<html><head><meta name=\"tdm-reservation\" content=\"1\">";
+        let coded = gzip(&gzip(page));
+        let mut decoder = Decoder::new(&headers("gzip, gzip"), 1000).unwrap();
+        // All but the trailers: the stream has not ended, its bytes are all there.
+        decoder.push(&coded[..coded.len() - 8]).unwrap();
+        decoder.flush().unwrap();
+        assert_eq!(decoder.decoded(), page);
+        // 64 KiB of coded zeros, megabytes decoded: cut at the cap.
+        let bomb = gzip(&vec![0; 64 << 20]);
+        let piece = &bomb[..bomb.len().min(64 * 1024)];
+        let mut decoder = Decoder::new(&headers("gzip"), 1000).unwrap();
+        decoder.push(piece).unwrap();
+        decoder.flush().unwrap();
+        assert_eq!(decoder.decoded().len(), 1001);
     }
 
     fn utf16(text: &str, little_endian: bool) -> Vec<u8> {

@@ -50,7 +50,7 @@
 
 mod archived;
 mod class;
-mod decode;
+pub(crate) mod decode;
 mod fetch;
 mod fetching;
 mod persist;

@@ -15,7 +15,7 @@ use hyper::body::{Body, Frame};
 use super::facts::Facts;
 use super::{BodyError, ProxyBody};
 use crate::policy::optout::{self, HtmlMeta, TdmStatement};
-use crate::policy::{Category, Preference, UsagePreferences};
+use crate::policy::{Category, DecodeError, Decoder, Preference, UsagePreferences};
 use crate::usage::UsagePolicy;
 
 /// The TDMRep reservation that applied to a response, for the audit record.
@@ -52,18 +52,12 @@ pub(super) fn lossy_field<'a>(
 fn header_statement(facts: &Facts, resp: &Response<ProxyBody>) -> Option<TdmStatement> {
     let mut values = resp.headers().get_all("tdm-reservation").iter().peekable();
     let value = *values.peek()?;
-    let read: Vec<Option<bool>> = values
-        .flat_map(|v| {
-            v.to_str().unwrap_or("").split(',').map(optout::tdm_reservation).collect::<Vec<_>>()
-        })
-        .collect();
-    let reserved = if read.contains(&Some(true)) {
-        Some(true)
-    } else if read.contains(&Some(false)) {
-        Some(false)
-    } else {
-        None
-    };
+    // `None < Some(false) < Some(true)`: the greatest reading is the reserving one if any line
+    // reserves, else `0` if any line says so, else unset.
+    let reserved = values
+        .flat_map(|v| v.to_str().unwrap_or("").split(',').map(optout::tdm_reservation))
+        .max()
+        .flatten();
     if reserved.is_none() {
         tracing::info!(
             url = %crate::output::log(facts.url()),
@@ -124,91 +118,30 @@ fn is_html(resp: &Response<ProxyBody>) -> bool {
         .is_some_and(|v| v.starts_with("text/html") || v.starts_with("application/xhtml+xml"))
 }
 
-/// Decodes the start of a content-coded HTML body, for its head only (the coded bytes are
-/// forwarded as they came): crawlers choose `Accept-Encoding`, and almost all ask for gzip, so
-/// a page's `<meta>` opt-outs must be read through its coding, or a crawler could evade them.
-enum HeadDecoder {
-    /// No content coding: the bytes are the page.
-    Plain(Vec<u8>),
-    /// `gzip` / `x-gzip`.
-    Gzip(flate2::write::MultiGzDecoder<Vec<u8>>),
-    /// `deflate`, zlib-wrapped (RFC 9110 §8.4.1.2) …
-    Zlib(flate2::write::ZlibDecoder<Vec<u8>>),
-    /// … or raw, as some servers send it.
-    Raw(flate2::write::DeflateDecoder<Vec<u8>>),
-    /// `deflate`, before its first bytes tell which.
-    Deflate,
+/// The decoder of the start of an HTML body, for its head only (the coded bytes are forwarded
+/// as they came): crawlers choose `Accept-Encoding`, and almost all ask for gzip, so a page's
+/// `<meta>` opt-outs must be read through its coding, or a crawler could evade them. It is the
+/// robots.txt fetcher's ([`crate::policy::Decoder`]: gzip and deflate, stacked or not), keeping
+/// at most [`META_PREFIX_BYTES`]` + 1` decoded bytes however much the coded bytes inflate to.
+fn head_decoder(resp: &Response<ProxyBody>) -> Result<Decoder, DecodeError> {
+    Decoder::new(resp.headers(), META_PREFIX_BYTES)
 }
 
-impl HeadDecoder {
-    /// The decoder for the response's `Content-Encoding`: `Err` names a coding (or a stack of
-    /// them) that is not decoded here.
-    fn for_response(resp: &Response<ProxyBody>) -> Result<HeadDecoder, String> {
-        let mut codings = Vec::new();
-        for value in resp.headers().get_all(http::header::CONTENT_ENCODING) {
-            let text = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
-            codings.extend(
-                text.split(',')
-                    .map(|c| c.trim().to_owned())
-                    .filter(|c| !c.is_empty() && c != "identity"),
-            );
-        }
-        match codings.as_slice() {
-            [] => Ok(HeadDecoder::Plain(Vec::new())),
-            [one] if one == "gzip" || one == "x-gzip" => {
-                Ok(HeadDecoder::Gzip(flate2::write::MultiGzDecoder::new(Vec::new())))
-            }
-            [one] if one == "deflate" => Ok(HeadDecoder::Deflate),
-            _ => Err(format!("content coding {}", codings.join(", "))),
-        }
-    }
-
-    /// Decodes the next piece of the body.
-    fn push(&mut self, data: &[u8]) -> std::io::Result<()> {
-        use std::io::Write;
-        if let HeadDecoder::Deflate = self {
-            // RFC 1950 §2.2: a zlib header has method 8 and a check value divisible by 31.
-            let zlib = data.len() >= 2
-                && data[0] & 0x0f == 8
-                && (u16::from(data[0]) << 8 | u16::from(data[1])) % 31 == 0;
-            *self = if zlib {
-                HeadDecoder::Zlib(flate2::write::ZlibDecoder::new(Vec::new()))
-            } else {
-                HeadDecoder::Raw(flate2::write::DeflateDecoder::new(Vec::new()))
-            };
-        }
-        match self {
-            HeadDecoder::Plain(out) => {
-                out.extend_from_slice(data);
-                Ok(())
-            }
-            // Flushed after each piece, so that what it decoded can be looked at.
-            HeadDecoder::Gzip(d) => d.write_all(data).and_then(|()| d.flush()),
-            HeadDecoder::Zlib(d) => d.write_all(data).and_then(|()| d.flush()),
-            HeadDecoder::Raw(d) => d.write_all(data).and_then(|()| d.flush()),
-            HeadDecoder::Deflate => Ok(()),
-        }
-    }
-
-    /// The page's bytes decoded so far.
-    fn decoded(&self) -> &[u8] {
-        match self {
-            HeadDecoder::Plain(out) => out,
-            HeadDecoder::Gzip(d) => d.get_ref(),
-            HeadDecoder::Zlib(d) => d.get_ref(),
-            HeadDecoder::Raw(d) => d.get_ref(),
-            HeadDecoder::Deflate => &[],
-        }
-    }
+/// Decodes the next piece of the body and writes out all it decoded to, so that
+/// [`Decoder::decoded`] holds the page so far.
+fn push(decoder: &mut Decoder, piece: &[u8]) -> Result<(), DecodeError> {
+    decoder.push(piece)?;
+    decoder.flush()
 }
 
 /// For a training crawler and an HTML response (when TDMRep or X-Robots-Tag is on), reads the
 /// start of the body, at most [`META_PREFIX_BYTES`] of the page and only up to the end of the
 /// head, and reads its `<meta name="tdm-reservation">`, `tdm-policy` and `robots` elements. A
-/// gzip- or deflate-coded page is decoded for that (reading at most [`META_CODED_BYTES`] as
-/// sent); one in another coding (`br`, `zstd`, a stack), or that does not decode, is logged as
-/// not read. The bytes read are sent on unchanged before the rest of the body. Cost: that many
-/// bytes held per response, and the response head waits for them (not for the whole body).
+/// gzip- or deflate-coded page (or one in a stack of them) is decoded for that, reading at most
+/// [`META_CODED_BYTES`] as sent and keeping at most [`META_PREFIX_BYTES`]` + 1` decoded; one in
+/// another coding (`br`, `zstd`), or that does not decode, is logged as not read. The bytes read
+/// are sent on unchanged before the rest of the body. Cost: that many bytes held per response,
+/// and the response head waits for them (not for the whole body).
 pub(super) async fn read_meta(
     usage: &UsagePolicy,
     facts: &Facts,
@@ -221,10 +154,10 @@ pub(super) async fn read_meta(
     if !wanted {
         return (resp, None);
     }
-    let mut decoder = match HeadDecoder::for_response(&resp) {
+    let mut decoder = match head_decoder(&resp) {
         Ok(decoder) => decoder,
         Err(why) => {
-            not_read(facts, &why);
+            not_read(facts, &why.to_string());
             return (resp, None);
         }
     };
@@ -246,7 +179,7 @@ pub(super) async fn read_meta(
                     let room = META_CODED_BYTES - coded;
                     let piece = &data[..data.len().min(room)];
                     coded += piece.len();
-                    if let Err(e) = decoder.push(piece) {
+                    if let Err(e) = push(&mut decoder, piece) {
                         not_read(facts, &format!("it does not decode: {e}"));
                         read.push_back(Ok(frame));
                         break;
@@ -272,7 +205,11 @@ pub(super) async fn read_meta(
 /// Logs that a page's `<meta>` opt-outs could not be read (`why`): the response goes on,
 /// decided without them.
 fn not_read(facts: &Facts, why: &str) {
-    tracing::info!(url = %facts.url(), "the page's <meta> opt-outs were not read: {why}");
+    tracing::info!(
+        url = %crate::output::log(facts.url()),
+        why = %crate::output::log(why),
+        "the page's <meta> opt-outs were not read"
+    );
 }
 
 /// Whether `prefix` holds the end of the HTML head already.
@@ -360,4 +297,61 @@ pub(super) async fn file_statement(
     let site = policy.tdmrep(&facts.authority).await;
     let file = site.file.as_ref()?;
     policy.tdm_statement(snapshot, file, &facts.readings).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn html(coding: &str) -> Response<ProxyBody> {
+        let body =
+            http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+        Response::builder()
+            .header(http::header::CONTENT_TYPE, "text/html")
+            .header(http::header::CONTENT_ENCODING, coding)
+            .body(body)
+            .unwrap()
+    }
+
+    /// A coded head that inflates far past the cap (one [`META_CODED_BYTES`] piece of gzipped
+    /// zeros inflates to megabytes) is cut at it: the memory held per response is bounded by the
+    /// page cap, not by what the origin's bytes inflate to.
+    #[test]
+    fn a_highly_compressible_coded_head_is_cut_at_the_cap() {
+        for coding in ["gzip", "deflate", "gzip, gzip"] {
+            let mut coded = vec![0u8; 4 << 20];
+            for layer in coding.split(", ") {
+                coded = if layer == "gzip" {
+                    let mut e =
+                        flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+                    e.write_all(&coded).unwrap();
+                    e.finish().unwrap()
+                } else {
+                    let mut e =
+                        flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+                    e.write_all(&coded).unwrap();
+                    e.finish().unwrap()
+                };
+            }
+            let mut decoder = head_decoder(&html(coding)).unwrap();
+            let piece = &coded[..coded.len().min(META_CODED_BYTES)];
+            push(&mut decoder, piece).unwrap();
+            assert!(
+                decoder.decoded().len() <= META_PREFIX_BYTES + 1,
+                "{coding}: {}",
+                decoder.decoded().len()
+            );
+            assert!(
+                decoder.decoded().len() >= META_PREFIX_BYTES,
+                "{coding}: {}",
+                decoder.decoded().len()
+            );
+        }
+        // A page that does not decode, or in a coding not decoded here, is an error (not read).
+        let mut decoder = head_decoder(&html("gzip")).unwrap();
+        assert!(push(&mut decoder, b"<html><head>").is_err());
+        assert!(head_decoder(&html("br")).is_err());
+    }
 }

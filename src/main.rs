@@ -303,6 +303,7 @@ fn main() -> ExitCode {
                     // Settings that can never apply, and expired exceptions: comments too,
                     // and on stderr for a person.
                     for line in config.warnings(std::time::SystemTime::now()) {
+                        let line = terminal(&line);
                         println!("# {line}");
                         eprintln!("robots-proxy config check: {line}");
                     }
@@ -317,7 +318,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => match serve::run(args.config, args.listen, args.admin_listen) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("robots-proxy serve: {}", describe(&e));
+                eprintln!("robots-proxy serve: {}", terminal(&describe(&e)));
                 ExitCode::from(1)
             }
         },

@@ -274,8 +274,8 @@ fn page() -> Response<Body> {
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // `nosniff` is added to every admin answer by `handle`.
     h.insert(header::CONTENT_SECURITY_POLICY, page_policy().clone());
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     resp
 }
 

@@ -352,8 +352,8 @@ fn choose_token(
 fn folds_case(config: &Config, authority: &Authority) -> bool {
     config.policy.fold_case == FoldCase::All
         || config.policy.fold_case_sites.iter().any(|s| {
-            let s = s.to_ascii_lowercase();
-            s == authority.host() || s == authority.host_header()
+            // Normalised as the proxy normalises them (`Policy::folds_case`).
+            crate::authority::SiteName::parse(s).is_ok_and(|site| site.matches(authority))
         })
 }
 

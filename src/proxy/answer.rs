@@ -8,7 +8,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use super::ProxyBody;
-use crate::output::{self, terminal};
+use crate::output;
 use crate::policy::PolicyDecision;
 
 /// The name this proxy gives itself in `Proxy-Status`.
@@ -118,12 +118,11 @@ pub(crate) fn blocked(
             (Some(rule), Some(line)) => format!("line {line}: {rule}"),
             _ => "(none: see reason)".to_owned(),
         };
-        // The group value is the origin's bytes: escaped, as every line a terminal may show.
-        let group_line = terminal(decision.group.as_deref().unwrap_or("(none)"));
+        let group_line = decision.group.as_deref().unwrap_or("(none)");
         let reading_line = format!(
             "{}: {} ({})",
             decision.reading,
-            terminal(&decision.read_path),
+            decision.read_path,
             decision.reading.description()
         );
         // The version line only when a file is in force (not for disallow all).
@@ -141,13 +140,14 @@ pub(crate) fn blocked(
              Rule:          {rule_line}\n\
              Reading:       {reading_line}\n\
              Reason:        {reason}\n",
-            url = terminal(url),
-            robots = terminal(&decision.robots_url),
+            robots = decision.robots_url,
             state = decision.state_word(),
             age = decision.age.as_secs(),
-            reason = terminal(&decision.reason),
+            reason = decision.reason,
         );
-        let mut resp = Response::new(full(body));
+        // The URL, the group and the rule are the crawler's and the origin's bytes: the whole
+        // body is escaped at once, line by line, as every text answer is (`text`).
+        let mut resp = Response::new(full(output::terminal_text(&body)));
         resp.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
         resp

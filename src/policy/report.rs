@@ -45,8 +45,10 @@ impl ReportScope {
         !self.everyone && self.tokens.is_empty() && self.users.is_empty()
     }
 
-    /// Whether a request for `token`, from the authenticated `user`, is in report mode.
-    pub fn covers(&self, token: Option<&ProductToken>, user: Option<&str>) -> bool {
+    /// Whether a request for `token`, from the authenticated `user`, is in report mode. Only
+    /// [`super::Policy::reports`] asks, with what the claim is entitled to
+    /// ([`super::Claim::entitled`]): report-only mode loosens enforcement.
+    pub(super) fn covers(&self, token: Option<&ProductToken>, user: Option<&str>) -> bool {
         if self.everyone {
             return true;
         }

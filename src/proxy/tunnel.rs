@@ -126,9 +126,14 @@ pub(super) async fn tunnel(
     // An allow exception that opens the tunnel bounds it: the relay ends at its `expires`.
     let mut deadline =
         exception.as_ref().filter(|v| v.effect == Effect::Allow).and_then(|v| v.expires);
-    // ... and a reload that withdraws it ends the relay too.
-    let opened_by: Option<Arc<str>> =
-        exception.as_ref().filter(|v| v.effect == Effect::Allow).map(|v| v.id.clone());
+    // The allow exceptions the tunnel rests on (the one that opened it, one that lifted a
+    // usage preference for it): a reload that withdraws one ends the relay.
+    let mut bounds: Vec<Arc<str>> = exception
+        .as_ref()
+        .filter(|v| v.effect == Effect::Allow)
+        .map(|v| v.id.clone())
+        .into_iter()
+        .collect();
     // The record of the exception that opened the tunnel (or lifted a usage preference for
     // it), written when the tunnel opens: an exception's decisions are always audited.
     let mut excepted: Option<AuditRecord> = None;
@@ -196,9 +201,9 @@ pub(super) async fn tunnel(
                 purposes.retain(|p| !categories.contains(&p.category));
                 if purposes.len() != before {
                     // One use per tunnel: not again for the exception that opened it.
-                    let opened_by = excepted.as_ref().and_then(|r| r.exception.as_ref());
-                    if opened_by.is_none_or(|e| e.id != *v.id) {
+                    if !bounds.contains(&v.id) {
                         live.policy.exceptions().count(&v.id);
+                        bounds.push(v.id.clone());
                     }
                     // The tunnel carries what the lift allows only until the lift expires.
                     deadline = match (deadline, v.expires) {
@@ -244,7 +249,9 @@ pub(super) async fn tunnel(
         if tdm.is_some() {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, "tdmrep.json");
         }
-        if let Some(block) = live.usage.blocking(&purposes, &prefs, Settled::Yes) {
+        // One `would_block` per request (`Reported::any`), as for plain requests.
+        let blocking = live.usage.blocking(&purposes, &prefs, Settled::Yes);
+        if let Some(block) = blocking.filter(|_| !reported.any()) {
             let reason = format!(
                 "{}; the tunnel is refused (in tunnel mode only preferences stated for every \
                  path can be seen: robots.txt at {}, and {}/.well-known/tdmrep.json)",
@@ -294,7 +301,6 @@ pub(super) async fn tunnel(
     };
     let _ = upstream.set_nodelay(true);
     shared.metrics.count(Decision::Tunnel, Scheme::Https);
-    let id = excepted.as_ref().and_then(|r| r.exception.as_ref()).map(|e| e.id.clone());
     if let Some(record) = excepted {
         shared.write_audit(record).await;
     } else if live.https.audit_tunnels || shared.audit.all_decisions() {
@@ -303,55 +309,81 @@ pub(super) async fn tunnel(
         shared.write_audit(record).await;
     }
     let idle = live.https.tunnel_idle_timeout;
-    // A tunnel an exception opened (or lifted a preference for) ends when the exception
-    // does: past `expires` the exception grants nothing, so neither does its tunnel.
-    let lasts = deadline.map(|at| at.duration_since(shared.clock.now()).unwrap_or_default());
-    // And when a reload removes it (or narrows it off this site, or brings its `expires`
-    // forward), the tunnel ends at that reload.
-    let mut reloads = shared.reloads.subscribe();
-    let watcher = shared.clone();
-    let tunnel_authority = authority.clone();
-    tokio::spawn(async move {
-        let relaying = async move {
-            match hyper::upgrade::on(req).await {
-                Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,
-                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+    let relaying = async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,
+            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        }
+    };
+    if bounds.is_empty() {
+        tokio::spawn(relaying);
+    } else {
+        let lasts = deadline.map(|at| at.duration_since(shared.clock.now()).unwrap_or_default());
+        let grants = Grants { shared: shared.clone(), snapshot, token, origin, user, bounds };
+        tokio::spawn(grants.bound(relaying, lasts));
+    }
+    let mut opened = Response::new(answer::full(Bytes::new()));
+    reported.stamp(&mut opened);
+    opened
+}
+
+/// What a tunnel opened (or freed of a usage preference) by allow exceptions rests on: it
+/// lasts while every one of them still grants the crawler the whole site.
+struct Grants {
+    shared: Arc<Shared>,
+    snapshot: Arc<crate::policy::RobotsSnapshot>,
+    token: Option<ProductToken>,
+    origin: crate::policy::TokenOrigin,
+    user: Option<Arc<crate::access::AuthenticatedUser>>,
+    bounds: Vec<Arc<str>>,
+}
+
+impl Grants {
+    /// Runs `relaying` until it ends, `lasts` passes (the earliest `expires` of the
+    /// exceptions: past it they grant nothing, so neither does the tunnel), or a reload
+    /// withdraws one of them (removed, narrowed off the site, the crawler or a path, expired).
+    async fn bound(
+        self,
+        relaying: impl std::future::Future<Output = ()>,
+        lasts: Option<std::time::Duration>,
+    ) {
+        let expiry = async {
+            match lasts {
+                Some(lasts) => tokio::time::sleep(lasts).await,
+                None => std::future::pending().await,
             }
         };
-        let withdrawn = async move {
-            let Some(id) = opened_by else { return std::future::pending().await };
+        let mut reloads = self.shared.reloads.subscribe();
+        let withdrawn = async {
             while reloads.changed().await.is_ok() {
-                let exceptions = watcher.live().policy.exceptions().clone();
-                if !exceptions.still_allows(&id, &tunnel_authority, watcher.clock.now()) {
+                if let Some(id) = self.withdrawn() {
                     return id;
                 }
             }
             std::future::pending().await
         };
-        let bounded = async move {
-            tokio::select! {
-                () = relaying => {}
-                id = withdrawn => tracing::info!(
-                    exception = %id,
-                    "tunnel closed: a reload withdrew the exception that opened it"
-                ),
-            }
-        };
-        match lasts {
-            None => bounded.await,
-            Some(lasts) => {
-                if tokio::time::timeout(lasts, bounded).await.is_err() {
-                    tracing::info!(
-                        exception = id.as_deref().unwrap_or("-"),
-                        "tunnel closed: the exception that opened it expired"
-                    );
-                }
-            }
+        tokio::select! {
+            () = relaying => {}
+            () = expiry => tracing::info!(
+                exception = %self.bounds.join(", "),
+                "tunnel closed: the exception that opened it expired"
+            ),
+            id = withdrawn => tracing::info!(
+                exception = %id,
+                "tunnel closed: a reload withdrew the exception that opened it"
+            ),
         }
-    });
-    let mut opened = Response::new(answer::full(Bytes::new()));
-    reported.stamp(&mut opened);
-    opened
+    }
+
+    /// The first exception of the tunnel's that no longer grants it the whole site.
+    fn withdrawn(&self) -> Option<Arc<str>> {
+        let live = self.shared.live();
+        let user = self.user.as_ref().map(|u| u.name.as_str());
+        let claim = Who { token: self.token.as_ref(), origin: self.origin, user };
+        let (authority, now) = (&self.snapshot.authority, self.shared.clock.now());
+        let exceptions = live.policy.exceptions();
+        self.bounds.iter().find(|id| !exceptions.still_grants(id, authority, claim, now)).cloned()
+    }
 }
 
 fn bracket(host: &str) -> String {

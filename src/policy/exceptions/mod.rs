@@ -229,15 +229,19 @@ impl Exceptions {
         Some(v)
     }
 
-    /// Whether the allow exception `id` is still loaded, in force at `now` and written for
-    /// `authority`: what keeps a tunnel it opened open across a reload (review-controls 7).
-    pub fn still_allows(&self, id: &str, authority: &Authority, now: SystemTime) -> bool {
-        self.list.iter().any(|e| {
-            &*e.id == id
-                && e.effect == Effect::Allow
-                && e.expires.is_none_or(|at| now < at)
-                && e.sites.iter().any(|s| s.matches(authority))
-        })
+    /// Whether the allow exception `id` still grants `claim` something for every path of
+    /// `authority` at `now` (it applies as [`Exception::applies`] says, and covers every path):
+    /// what keeps a tunnel it opened, or lifted a usage preference for, open across a reload
+    /// (review-controls 7). Counts no use.
+    pub fn still_grants(
+        &self,
+        id: &str,
+        authority: &Authority,
+        claim: Claim<'_>,
+        now: SystemTime,
+    ) -> bool {
+        self.applicable(authority, claim, now)
+            .any(|e| &*e.id == id && e.effect == Effect::Allow && e.covers_everything())
     }
 
     /// Counts one use of the exception `id`.

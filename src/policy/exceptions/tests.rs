@@ -238,18 +238,27 @@ fn a_control_character_in_a_path_is_refused_not_cut_short() {
 }
 
 /// Review-controls 7: what keeps a tunnel an allow exception opened open across a reload: the
-/// same id, still an allow, in force and written for the tunnel's site.
+/// same id, still an allow, in force, written for the tunnel's site and this claim, for every
+/// path.
 #[test]
 fn a_reload_withdraws_an_allow_by_its_id() {
     let site = Authority::new(crate::authority::Scheme::Https, "news.example", 443).unwrap();
     let other = Authority::new(crate::authority::Scheme::Https, "other.example", 443).unwrap();
-    let loaded = Exceptions::new(&[entry(Effect::Allow)]);
-    assert!(loaded.still_allows("x", &site, now()));
-    assert!(!loaded.still_allows("x", &other, now()), "narrowed off the site");
-    assert!(!loaded.still_allows("y", &site, now()), "another id");
-    assert!(!Exceptions::new(&[]).still_allows("x", &site, now()), "removed");
-    assert!(!Exceptions::new(&[entry(Effect::Disallow)]).still_allows("x", &site, now()));
+    let acme = ProductToken::new("AcmeBot").unwrap();
+    let tied = Claim::tied(Some(&acme), Some("acme"));
+    let whole = |effect| ExceptionEntry { paths: vec!["/".into()], ..entry(effect) };
+    let loaded = Exceptions::new(&[whole(Effect::Allow)]);
+    assert!(loaded.still_grants("x", &site, tied, now()));
+    assert!(!loaded.still_grants("x", &other, tied, now()), "narrowed off the site");
+    assert!(!loaded.still_grants("y", &site, tied, now()), "another id");
+    assert!(!Exceptions::new(&[]).still_grants("x", &site, tied, now()), "removed");
+    assert!(!Exceptions::new(&[whole(Effect::Disallow)]).still_grants("x", &site, tied, now()));
     let past =
-        ExceptionEntry { expires: Some("2020-01-01T00:00:00Z".into()), ..entry(Effect::Allow) };
-    assert!(!Exceptions::new(&[past]).still_allows("x", &site, now()), "expired");
+        ExceptionEntry { expires: Some("2020-01-01T00:00:00Z".into()), ..whole(Effect::Allow) };
+    assert!(!Exceptions::new(&[past]).still_grants("x", &site, tied, now()), "expired");
+    // Narrowed to some paths, or off this crawler: withdrawn too.
+    assert!(!Exceptions::new(&[entry(Effect::Allow)]).still_grants("x", &site, tied, now()));
+    let other_bot = ProductToken::new("OtherBot").unwrap();
+    let not_tied = Claim::tied(Some(&other_bot), Some("other"));
+    assert!(!loaded.still_grants("x", &site, not_tied, now()), "off this crawler");
 }

@@ -168,6 +168,8 @@ pub(super) struct Unusable {
     pub(super) digests: BTreeSet<String>,
     /// Whether the directory of authority files itself could not be listed.
     pub(super) unlisted: bool,
+    /// Whether a file's bytes could not be read (the digests it names are unknown).
+    pub(super) unread: bool,
 }
 
 impl Unusable {
@@ -175,13 +177,19 @@ impl Unusable {
     pub(super) fn is_empty(&self) -> bool {
         self.files.is_empty() && !self.unlisted
     }
+
+    /// Whether [`Unusable::digests`] holds every digest the unusable files may name: every
+    /// file was listed and its bytes read (parsed or not).
+    pub(super) fn digests_known(&self) -> bool {
+        !self.unlisted && !self.unread
+    }
 }
 
 /// Calls `each` with every authority's windows kept under `root`, one file at a time, so that
 /// a pass over the archive holds one in memory. The files it could not use (unreadable, not
 /// parsable, or set aside as `.json.unreadable`) are returned, with every digest their text
-/// names: a pass that removes bodies must not remove those (issue 39, C2: a corrupt file must
-/// never get the bodies it names deleted).
+/// names: a pass that removes bodies must keep those (issue 39, C2: a corrupt file must never
+/// get the bodies it names deleted), and remove none when a file could not be read at all.
 pub(super) fn for_each_history(root: &Path, mut each: impl FnMut(History)) -> Unusable {
     let mut unusable = Unusable::default();
     let dir = root.join("authorities");
@@ -211,6 +219,7 @@ pub(super) fn for_each_history(root: &Path, mut each: impl FnMut(History)) -> Un
             Ok(text) => text,
             Err(_) => {
                 unusable.files.push(path);
+                unusable.unread = true;
                 continue;
             }
         };

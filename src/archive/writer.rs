@@ -471,23 +471,33 @@ fn prune(shared: &Shared, now: SystemTime) {
     if failed_write {
         return;
     }
+    let files: Vec<String> = unusable.files.iter().map(|p| p.display().to_string()).collect();
+    shared.counters.unusable_files.store(files.len() as u64, Ordering::Relaxed);
+    if !unusable.digests_known() {
+        // An authority file whose bytes cannot be read (or a directory that cannot be listed)
+        // may name any body: this pass removes none.
+        tracing::warn!(
+            unusable = files.len(),
+            files = %files.join(", "),
+            listed = !unusable.unlisted,
+            "robots.txt archive: authority file(s) cannot be read; no robots.txt body is \
+             removed while they are there",
+        );
+        disk::remove_stale_temporaries(&shared.root);
+        return;
+    }
     if !unusable.is_empty() {
-        // An authority file that cannot be read or parsed may name any body: this pass removes
-        // none (the files stay where they are, for a person to repair or restore).
-        let files: Vec<String> = unusable.files.iter().map(|p| p.display().to_string()).collect();
+        // A file that does not parse (or was set aside) keeps every body its text names (the
+        // files stay where they are, for a person to repair or restore); the rest are pruned.
         tracing::warn!(
             unusable = files.len(),
             files = %files.join(", "),
             digests_named = unusable.digests.len(),
-            listed = !unusable.unlisted,
-            "robots.txt archive: authority file(s) cannot be read or parsed; no robots.txt body \
-             is removed while they are there",
+            "robots.txt archive: authority file(s) cannot be parsed; the robots.txt bodies \
+             they name are kept",
         );
-        shared.counters.unusable_files.store(files.len() as u64, Ordering::Relaxed);
-        disk::remove_stale_temporaries(&shared.root);
-        return;
     }
-    shared.counters.unusable_files.store(0, Ordering::Relaxed);
+    named.extend(unusable.digests);
     // The windows kept in memory were written before the pass; drop them, the pass may have
     // pruned their files.
     {
@@ -630,6 +640,31 @@ mod tests {
         prune(&s, t0 + 42 * day);
         assert!(kept(b"b") && !kept(b"a"), "a's replaced window is pruned once readable");
         assert_eq!(s.counters.unusable_files.load(Ordering::Relaxed), 0);
+    }
+
+    /// A file that does not parse keeps the bodies its text names, not every body: the other
+    /// authorities' replaced windows are still pruned. A file that cannot be read at all
+    /// (digests unknown) keeps every body.
+    #[test]
+    fn a_corrupt_authority_file_keeps_only_the_bodies_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = Duration::from_secs(24 * 3600);
+        let s = shared(dir.path(), 10 * day);
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        take_in(&s, observation(b"a", t0));
+        take_in(&s, observation(b"b", t0 + day));
+        take_in(&s, observation_of("http://other.test", b"o", t0));
+        take_in(&s, observation_of("http://other.test", b"p", t0 + day));
+        assert!(flush(&s));
+        let sha = |b: &[u8]| crate::robots_version::sha256_hex(b);
+        let kept = |b: &[u8]| disk::body_path(&s.root, &sha(b)).is_file();
+        let file = disk::authority_path(&s.root, "http://a.test");
+        let text = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &text[..text.len() - 3]).unwrap();
+        prune(&s, t0 + 40 * day);
+        assert!(kept(b"a") && kept(b"b"), "the bodies the corrupt file names are kept");
+        assert!(kept(b"p") && !kept(b"o"), "the other authority's replaced body is pruned");
+        assert_eq!(s.counters.unusable_files.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -86,6 +86,7 @@ impl Restart {
             put("service.node.name", node.into());
         }
         let mut out = serde_json::Value::Object(record).to_string().into_bytes();
+        crate::output::json_line(&mut out); // U+2028, U+2029, C1 in the reason's text and paths
         out.push(b'\n');
         out
     }
@@ -393,7 +394,7 @@ fn scan(file: &mut File, key: &PublicKey) -> io::Result<Found> {
         let mut other_key = None;
         for i in (0..lines.len()).rev() {
             let line = lines[i];
-            let Some((body, hash)) = split_line(line) else { continue };
+            let Some((_, hash)) = split_line(line) else { continue };
             if tail.is_none() {
                 if let Some(sequence) =
                     serde_json::from_slice::<Link>(line).ok().and_then(|l| l.sequence)
@@ -403,7 +404,6 @@ fn scan(file: &mut File, key: &PublicKey) -> io::Result<Found> {
                     tail = Some((sequence, h));
                 }
             }
-            let _ = body;
             if !line.windows(CHECKPOINT_ACTION.len()).any(|w| w == CHECKPOINT_ACTION) {
                 continue;
             }

@@ -242,6 +242,15 @@ struct State<'a> {
     unsigned_from: Option<Location>,
     /// The first such record later than the cadence allows.
     late: Option<Location>,
+    /// With a key, an `audit_chain_restart` record (and the records counted before it) whose
+    /// checkpoint must come right after it.
+    restart_pending: Option<(Location, u64)>,
+    /// With a key, a restart that no checkpoint vouched for right after it (and the records
+    /// counted before it): the records from it on are not proven.
+    unvouched: Option<(Location, u64)>,
+    /// The `@timestamp` of the last checkpoint that verified with the key, across restarts:
+    /// a checkpoint earlier than it (a genuine one replayed later in the files) proves nothing.
+    signed_time: Option<std::time::SystemTime>,
 }
 
 enum Stop {
@@ -277,6 +286,9 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
         last_checkpoint: None,
         unsigned_from: None,
         late: None,
+        restart_pending: None,
+        unvouched: None,
+        signed_time: None,
     };
     for (i, c) in options.shipped.iter().enumerate() {
         state.wanted.insert(c.head.clone(), i);
@@ -468,11 +480,18 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 fields.reason.as_deref().unwrap_or("")
             ));
         }
-        if fields.action.as_deref() == Some("audit_checkpoint") {
-            check_checkpoint(&line.bytes, &previous, sequence, &at, state)?;
+        let proven = if fields.action.as_deref() == Some("audit_checkpoint") {
+            check_checkpoint(&line.bytes, &previous, sequence, &at, state)?
         } else {
             state.report.unsigned_records += 1;
             coverage::unsigned(&fields, &at, state);
+            false
+        };
+        // With a key, a restart is vouched for by the checkpoint right after it (its head the
+        // restart's hash, the restart the new chain's first record), as the writer signs.
+        coverage::settle_restart(proven, state);
+        if restart {
+            coverage::restarted(&at, state);
         }
         if let Some(&i) = state.wanted.get(std::str::from_utf8(hash).unwrap_or("")) {
             state.found[i] = true;
@@ -495,13 +514,15 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
     Ok(())
 }
 
+/// Checks a checkpoint record; `Ok(true)` when it verifies with the key given and vouches for
+/// the records before it.
 fn check_checkpoint(
     line: &[u8],
     previous: &[u8; 64],
     sequence: u64,
     at: &Location,
     state: &mut State<'_>,
-) -> Result<(), Stop> {
+) -> Result<bool, Stop> {
     let bad = |message: String| Err(Stop::Tampered(Kind::BadCheckpoint, at.clone(), message));
     let signed: Signed = serde_json::from_slice(line).unwrap_or_default();
     let head = signed.head.as_deref().unwrap_or("");
@@ -543,7 +564,7 @@ fn check_checkpoint(
         .map(|p| (p, signed.timestamp.clone().unwrap_or_default(), signed.interval_ms));
     let Some(key) = state.options.public_key else {
         state.last_checkpoint = this;
-        return Ok(());
+        return Ok(false);
     };
     let keyid = signed.keyid.as_deref().unwrap_or("");
     if keyid != key.keyid() {
@@ -556,11 +577,27 @@ fn check_checkpoint(
         return bad("the checkpoint's signature does not verify: it was forged or changed".into());
     }
     state.last_checkpoint = this;
+    // The writer's checkpoints never go back in time, across restarts too: one that does is a
+    // genuine checkpoint (and restart) copied later into the files.
+    let time = signed.timestamp.as_deref().and_then(coverage::parse_time);
+    if let (Some(time), Some(before)) = (time, state.signed_time) {
+        if time < before {
+            state.report.notes.push(format!(
+                "{at}: the checkpoint's @timestamp ({}) comes before that of a checkpoint \
+                 earlier in the files: it vouches for nothing (replayed?)",
+                signed.timestamp.as_deref().unwrap_or("")
+            ));
+            return Ok(false);
+        }
+    }
+    if time.is_some() {
+        state.signed_time = time;
+    }
     state.report.last_signed = Some(at.clone());
     state.report.unsigned_records = 0;
     state.unsigned_from = None;
     state.late = None;
-    Ok(())
+    Ok(true)
 }
 
 /// Names the break at `at`: a record that does not continue the chain.

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::*;
 
 mod file;
+mod state;
 use file::{into_io, write_some};
 pub(super) use file::{open_file, path_id, FileId};
 
@@ -60,6 +61,9 @@ struct Sink {
     start_checkpoint: bool,
     /// `audit.checkpoint_interval`, named in every checkpoint.
     interval: Duration,
+    /// The chain (`event.sequence`, `event.hash`) as the state file last saved it: a
+    /// rotation or stop right after a checkpoint saved it does not write it again.
+    saved: Option<(u64, [u8; 64])>,
 }
 
 /// Where a line of a batch ends, and the chain after it.
@@ -120,6 +124,7 @@ impl Sink {
             restart: None,
             start_checkpoint: false,
             interval,
+            saved: None,
         };
         if let Some(file) = file {
             sink.opened(file);
@@ -364,22 +369,12 @@ impl Sink {
         }
     }
 
-    /// Writes the chain's state beside the log (`anchor.rs`); a failure is logged only: the
-    /// next start then has the file alone to go by.
-    fn save_state(&self) {
-        let line = self.checkpoint_line.as_deref();
-        let line = line.filter(|_| self.key.is_some());
-        if let Err(error) = super::anchor::save(&self.path, &self.chain, line) {
-            tracing::debug!(path = %self.path.display(), %error, "cannot write the audit chain's state");
-        }
-    }
-
     /// Writes a checkpoint (with a key, when records came since the last), syncs and closes
     /// the file, keeps the chain's state, then opens the path again.
     fn reopen(&mut self) -> (Outcome, Result<(), io::Error>) {
         let mut outcome = self.write(&[], true, true, false);
         if outcome.errors.is_empty() {
-            self.save_state();
+            self.save_state_unless_saved();
         }
         self.file = None;
         let opened = self.open().map_err(into_io);
@@ -485,7 +480,7 @@ impl Writer {
         // records, and a checkpoint that covers them.
         self.checkpoint_now = self.key.is_some();
         self.write_pending(true).await;
-        let _ = self.on_blocking_pool(|sink| sink.save_state()).await;
+        let _ = self.on_blocking_pool(|sink| sink.save_state_unless_saved()).await;
         let error = self.error.take();
         for closer in std::mem::take(&mut self.closers) {
             let result = match &error {

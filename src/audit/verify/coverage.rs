@@ -55,13 +55,17 @@ pub(super) fn unsigned(fields: &Fields, at: &Location, state: &mut State<'_>) {
 
 /// An `audit_chain_restart` record at `at` after records.
 pub(super) fn restart(fields: &Fields, at: &Location, state: &mut State<'_>) {
+    settle_restart(false, state);
     if keyed(state) {
         let last = state.last.clone().unwrap_or_else(|| at.clone());
-        let why = format!(
-            "they come before a chain restart ({}) at {at}: the writer could not vouch for them",
-            fields.restart_reason.as_deref().unwrap_or("no reason given")
-        );
-        gap(state, &last, why);
+        if !unvouched_gap(state, &last) {
+            let why = format!(
+                "they come before a chain restart ({}) at {at}: the writer could not vouch for \
+                 them",
+                fields.restart_reason.as_deref().unwrap_or("no reason given")
+            );
+            gap(state, &last, why);
+        }
     }
     state.last_checkpoint = None;
     state.report.unsigned_records = 0;
@@ -69,9 +73,40 @@ pub(super) fn restart(fields: &Fields, at: &Location, state: &mut State<'_>) {
     state.late = None;
 }
 
+/// With a key, the `audit_chain_restart` record at `at` just taken in: the checkpoint right
+/// after it must verify and name its hash as the head (the restart, from the genesis hash,
+/// the first record of the new chain).
+pub(super) fn restarted(at: &Location, state: &mut State<'_>) {
+    if keyed(state) {
+        state.restart_pending = Some((at.clone(), state.report.records));
+    }
+}
+
+/// The record after a restart was taken in (`proven`: a checkpoint that verified with the key,
+/// whose head is the restart's hash), or none comes: a restart without its checkpoint leaves
+/// the records from it on not proven (a forger can write a restart, not its checkpoint).
+pub(super) fn settle_restart(proven: bool, state: &mut State<'_>) {
+    let Some(pending) = state.restart_pending.take() else { return };
+    if !proven && state.unvouched.is_none() {
+        state.unvouched = Some(pending);
+    }
+}
+
+/// Pushes the span from a restart no checkpoint vouched for up to `to`; whether there was one.
+fn unvouched_gap(state: &mut State<'_>, to: &Location) -> bool {
+    let Some((from, before)) = state.unvouched.take() else { return false };
+    let records = state.report.records.saturating_sub(before);
+    let why = format!(
+        "they come from a chain restart at {from} that no checkpoint verifying with the key \
+         follows directly, as the writer signs one: the restart was not written by the writer"
+    );
+    state.report.unproven.push(Gap { from, to: to.clone(), records, why });
+    true
+}
+
 /// The end of a file that is not the last: it ends with a checkpoint.
 pub(super) fn rotated_file_end(file: &str, state: &mut State<'_>) {
-    if !keyed(state) {
+    if !keyed(state) || state.unvouched.is_some() {
         return;
     }
     let Some(last) = state.last.clone().filter(|l| l.file == file) else { return };
@@ -87,10 +122,14 @@ pub(super) fn rotated_file_end(file: &str, state: &mut State<'_>) {
 
 /// After the last line: no checkpoint at all, or a cadence that stopped.
 pub(super) fn at_end(state: &mut State<'_>) {
+    settle_restart(false, state);
     if !keyed(state) || state.report.records == 0 {
         return;
     }
     let Some(last) = state.last.clone() else { return };
+    if unvouched_gap(state, &last) {
+        return;
+    }
     if state.report.last_signed.is_none() {
         gap(
             state,
@@ -131,7 +170,7 @@ pub(super) fn shipped_before(first: u64, state: &mut State<'_>) {
 }
 
 /// An RFC 3339 `@timestamp`.
-fn parse_time(text: &str) -> Option<std::time::SystemTime> {
+pub(super) fn parse_time(text: &str) -> Option<std::time::SystemTime> {
     use time::format_description::well_known::Rfc3339;
     time::OffsetDateTime::parse(text, &Rfc3339).ok().map(std::time::SystemTime::from)
 }

@@ -303,4 +303,98 @@ mod anchoring {
         assert!(newest.render().contains("the files before are missing"), "{}", newest.render());
         let _ = (split_line, GENESIS);
     }
+
+    /// Appends `records` (JSON objects) to `path`, chained as the writer chains them from the
+    /// file's last line, without the key; the first one from [`GENESIS`] when `restart`.
+    fn append_forged(path: &Path, records: &[String], restart: bool) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let last = text.lines().last().unwrap();
+        let (_, hash) = split_line(last.as_bytes()).unwrap();
+        let mut head = String::from_utf8(hash.to_vec()).unwrap();
+        let last: serde_json::Value = serde_json::from_str(last).unwrap();
+        let mut sequence = last["event.sequence"].as_u64().unwrap();
+        let mut out = text.clone();
+        for (i, record) in records.iter().enumerate() {
+            let record = record.strip_suffix('}').unwrap();
+            sequence += 1;
+            let body = if i == 0 && restart {
+                head = String::from_utf8(GENESIS.to_vec()).unwrap();
+                format!("{record},\"event.sequence\":{sequence},\"event.previous_hash\":\"{head}\"")
+            } else {
+                format!("{record},\"event.sequence\":{sequence}")
+            };
+            let hash = String::from_utf8(link_hash(head.as_bytes(), body.as_bytes()).to_vec());
+            let hash = hash.unwrap();
+            out += &format!("{body},\"event.hash\":\"{hash}\"}}\n");
+            head = hash;
+        }
+        std::fs::write(path, out).unwrap();
+    }
+
+    /// The review of issue 39: without the key, an `audit_chain_restart` record written after
+    /// a genuine checkpoint, records chained from it and no checkpoint after them are not
+    /// proven: the writer signs a checkpoint right after every restart it writes.
+    #[test]
+    fn a_forged_restart_after_a_checkpoint_is_not_proven() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = key(dir.path());
+        let public = PublicKey::of(&key);
+        let path = dir.path().join("audit.jsonl");
+        let mut s = sink(&path, Some(&key));
+        s.write(&[line(1), line(2)], true, true, false);
+        drop(s);
+        assert_eq!(check(std::slice::from_ref(&path), Some(&public)).status, Status::Intact);
+        let at = timestamp(std::time::SystemTime::now());
+        let restart = format!(
+            "{{\"@timestamp\":\"{at}\",\"event.action\":\"audit_chain_restart\",\
+             \"audit.restart.reason\":\"no_checkpoint\"}}"
+        );
+        let record = format!("{{\"@timestamp\":\"{at}\",\"n\":9}}");
+        append_forged(&path, &[restart, record.clone(), record], true);
+        let report = check(std::slice::from_ref(&path), Some(&public));
+        assert_eq!(report.status, Status::Unproven, "{}", report.render());
+        assert_eq!(report.unproven.len(), 1, "{}", report.render());
+        assert_eq!(report.unproven[0].records, 3, "the restart and the two records");
+        assert!(report.render().contains("no checkpoint verifying"), "{}", report.render());
+        // Without a key, a declared restart is not a break.
+        assert_eq!(check(std::slice::from_ref(&path), None).status, Status::Intact);
+    }
+
+    /// A genuine restart and its checkpoint, copied later into the file (with records chained
+    /// after them): the checkpoint's time goes back, and it vouches for nothing.
+    #[test]
+    fn a_replayed_restart_and_checkpoint_are_not_proven() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = key(dir.path());
+        let public = PublicKey::of(&key);
+        let path = dir.path().join("audit.jsonl");
+        let mut first = sink(&path, Some(&key));
+        first.write(&[line(1)], true, true, false);
+        first.write(&[line(2)], true, false, false);
+        drop(first); // killed: the next start restarts the chain
+        let mut second = sink(&path, Some(&key));
+        second.write(&[line(3)], true, true, false);
+        std::thread::sleep(Duration::from_millis(20));
+        second.write(&[line(4)], true, true, false);
+        drop(second);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.iter().position(|l| l.contains("audit_chain_restart")).unwrap();
+        assert!(lines[at + 1].contains("audit_checkpoint"));
+        let report = check(std::slice::from_ref(&path), Some(&public));
+        assert_eq!(report.unproven.len(), 1, "the unsigned tail: {}", report.render());
+        // The pair copied at the end, verbatim (its hashes are the same from GENESIS on).
+        let mut replayed = text.clone();
+        replayed += lines[at];
+        replayed += "\n";
+        replayed += lines[at + 1];
+        replayed += "\n";
+        std::fs::write(&path, replayed).unwrap();
+        append_forged(&path, &["{\"n\":9}".to_owned()], false);
+        let report = check(std::slice::from_ref(&path), Some(&public));
+        assert_eq!(report.status, Status::Unproven, "{}", report.render());
+        assert_eq!(report.unproven.len(), 2, "{}", report.render());
+        assert_eq!(report.unproven[1].records, 3, "the replayed pair and the record after");
+        assert!(report.notes.iter().any(|n| n.contains("replayed")), "{:?}", report.notes);
+    }
 }

@@ -109,6 +109,10 @@ pub enum AuditAction {
     ExceptionAllow,
     /// Refused: a disallow exception (`[[exceptions]]`).
     ExceptionDisallow,
+    /// Forwarded to a crawler with a purpose that an opt-out speaks to, although one of the
+    /// response's opt-out fields could not be parsed as a whole (`robots.usage.unparsed`): what
+    /// could be read of it was read and did not withhold the response.
+    UsageUnparsed,
 }
 
 impl AuditAction {
@@ -128,6 +132,7 @@ impl AuditAction {
             AuditAction::WouldBlock => "would_block",
             AuditAction::ExceptionAllow => "exception_allow",
             AuditAction::ExceptionDisallow => "exception_disallow",
+            AuditAction::UsageUnparsed => "usage_unparsed",
         }
     }
 }
@@ -359,6 +364,10 @@ pub struct UsageAudit {
     /// The TDMRep `tdm-policy` URL that applied, when a TDM reservation decided.
     #[serde(rename = "robots.usage.tdm_policy", skip_serializing_if = "Option::is_none")]
     pub tdm_policy: Option<String>,
+    /// The response's opt-out fields that could not be parsed as a whole (read as far as they
+    /// could be), comma-separated: `X-Robots-Tag`, `Content-Usage`, `tdm-reservation`, …
+    #[serde(rename = "robots.usage.unparsed", skip_serializing_if = "Option::is_none")]
+    pub unparsed: Option<String>,
 }
 
 /// A line of the audit log: the record, the ECS `url.*` parts derived from it, and the fields

@@ -14,7 +14,7 @@ use hyper::body::{Body, Frame};
 
 use super::facts::Facts;
 use super::{BodyError, ProxyBody};
-use crate::policy::optout::{self, HtmlMeta, TdmStatement};
+use crate::policy::optout::{self, HtmlMeta, OptOutField, TdmStatement, Unparsed};
 use crate::policy::{Category, DecodeError, Decoder, Preference, UsagePreferences};
 use crate::usage::UsagePolicy;
 
@@ -25,54 +25,33 @@ pub(super) struct TdmApplied {
     pub(super) policy: Option<String>,
 }
 
-/// An opt-out field's text, read from its bytes: a byte that is not ASCII (obs-text, which
-/// `HeaderValue::to_str` refuses) becomes U+FFFD and the rest is read as it is, so the field is
-/// never taken for "no opt-out" because of it. Such a field is logged (escaped).
-pub(super) fn lossy_field<'a>(
-    facts: &Facts,
-    name: &str,
-    value: &'a http::HeaderValue,
-) -> std::borrow::Cow<'a, str> {
-    let text = String::from_utf8_lossy(value.as_bytes());
-    if !value.as_bytes().is_ascii() {
-        tracing::debug!(
-            url = %crate::output::log(facts.url()),
-            field = name,
-            value = %crate::output::log(&text),
-            "an opt-out field with bytes that are not ASCII: read from its bytes"
-        );
-    }
-    text
-}
-
-/// The TDMRep statement of the response head: `tdm-reservation` and `tdm-policy`. A
-/// `tdm-reservation` other than `0` or `1` is unset (logged), and leaves the file's rule in force.
-/// Several `tdm-reservation` lines (or a list in one) are read together, the reserving one
-/// winning: the order of the lines never lifts a reservation.
-fn header_statement(facts: &Facts, resp: &Response<ProxyBody>) -> Option<TdmStatement> {
-    let mut values = resp.headers().get_all("tdm-reservation").iter().peekable();
-    let value = *values.peek()?;
-    // `None < Some(false) < Some(true)`: the greatest reading is the reserving one if any line
-    // reserves, else `0` if any line says so, else unset.
-    let reserved = values
-        .flat_map(|v| v.to_str().unwrap_or("").split(',').map(optout::tdm_reservation))
-        .max()
-        .flatten();
-    if reserved.is_none() {
-        tracing::info!(
-            url = %crate::output::log(facts.url()),
-            value = %crate::output::log(String::from_utf8_lossy(value.as_bytes())),
-            "ignoring a tdm-reservation header that is neither 0 nor 1 (TDMRep: unset)"
-        );
-        return None;
-    }
+/// The TDMRep statement of the response head: `tdm-reservation` and `tdm-policy`, read by the
+/// shared reader ([`optout::tdm_reservation_lines`], [`optout::field_text`]). A
+/// `tdm-reservation` other than `0` or `1` is unset (noted in `unparsed`), and leaves the file's
+/// rule in force. Several `tdm-reservation` lines (or a list in one) are read together, the
+/// reserving one winning: the order of the lines never lifts a reservation.
+fn header_statement(resp: &Response<ProxyBody>, unparsed: &mut Unparsed) -> Option<TdmStatement> {
+    let values = resp.headers().get_all("tdm-reservation");
+    let reserved = optout::tdm_reservation_lines(values.iter().map(|v| v.as_bytes()), unparsed)?;
     let policy = resp
         .headers()
         .get("tdm-policy")
-        .and_then(|v| v.to_str().ok())
+        .map(|v| optout::field_text(OptOutField::TdmPolicy, v.as_bytes(), unparsed))
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty());
-    Some(TdmStatement { reserved, policy })
+    Some(TdmStatement { reserved: Some(reserved), policy })
+}
+
+/// Logs the opt-out fields of a response that could not be parsed as a whole (once per
+/// response): they were read as far as they could be, and the audit record names them.
+pub(super) fn log_unparsed(facts: &Facts, unparsed: &Unparsed) {
+    if let Some(names) = unparsed.names() {
+        tracing::info!(
+            url = %crate::output::log(facts.url()),
+            fields = %names,
+            "opt-out fields that do not parse as a whole: read as far as they could be"
+        );
+    }
 }
 
 /// The most bytes of an HTML response read before deciding, to find its `<meta>` elements:
@@ -229,17 +208,21 @@ pub(super) fn apply(
     meta: Option<&HtmlMeta>,
     resp: &Response<ProxyBody>,
     prefs: &mut UsagePreferences,
+    unparsed: &mut Unparsed,
 ) -> TdmApplied {
+    if let Some(meta) = meta {
+        unparsed.extend(&meta.unparsed);
+    }
     if usage.x_robots_tag() {
         let token = facts.token().map(|t| t.as_str());
         // Read from the bytes, as robots.txt lines are: one byte that is not ASCII elsewhere in
-        // the field (`unavailable_after: 1 Janvier 2030 été`) must not hide its `noai`.
-        let noai = resp
-            .headers()
-            .get_all("x-robots-tag")
-            .iter()
-            .map(|v| lossy_field(facts, "X-Robots-Tag", v))
-            .any(|v| optout::x_robots_noai(&v, token));
+        // the field (`unavailable_after: 1 Janvier 2030 été`) must not hide its `noai`. Every
+        // line is read (and noted if it does not parse), not only up to the first `noai`.
+        let mut noai = false;
+        for v in resp.headers().get_all("x-robots-tag") {
+            let text = optout::field_text(OptOutField::XRobotsTag, v.as_bytes(), unparsed);
+            noai |= optout::x_robots_noai(&text, token);
+        }
         if noai {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, "X-Robots-Tag");
         }
@@ -253,7 +236,7 @@ pub(super) fn apply(
     // The meta tag overrides the header, which overrides the file, for this resource; a
     // source that gives no `tdm-policy` keeps the one a lower source gave (TDMRep, "Processing
     // priority": absence must not reset the current value).
-    let header = header_statement(facts, resp);
+    let header = header_statement(resp, unparsed);
     let file_policy = || file.and_then(|f| f.policy.clone());
     let (statement, source) = match (meta.and_then(|m| m.tdm.clone()), header) {
         (Some(mut s), h) => {

@@ -10,6 +10,7 @@ use super::facts::Facts;
 use super::report::{Report, Reported};
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
+use crate::policy::optout::{self, OptOutField, Unparsed};
 use crate::policy::{Category, Preference, RobotsSnapshot, UsagePreferences};
 use crate::usage::{Purpose, Settled, UsageBlock, UsagePolicy};
 
@@ -115,6 +116,7 @@ pub(super) fn usage_audit(
         purpose: purposes_text(purposes),
         preferences: prefs.to_header(),
         tdm_policy: None,
+        unparsed: None,
     }
 }
 
@@ -147,10 +149,19 @@ pub(super) async fn refuse(
     block: &UsageBlock,
     action: AuditAction,
 ) -> ControlFlow<Response<ProxyBody>, Report> {
-    refuse_with(shared, policy, subject, purposes, prefs, block, action, None).await
+    let extra = ResponseOptOuts::default();
+    refuse_with(shared, policy, subject, purposes, prefs, block, action, extra).await
 }
 
-/// [`refuse`], naming the TDMRep policy URL in the audit record.
+/// What the response's own opt-outs add to its usage records: the TDMRep policy URL of the
+/// reservation that decided, and the opt-out fields that did not parse as a whole.
+#[derive(Debug, Default)]
+pub(super) struct ResponseOptOuts {
+    pub(super) tdm_policy: Option<String>,
+    pub(super) unparsed: Option<String>,
+}
+
+/// [`refuse`], naming the TDMRep policy URL and the unparsed opt-out fields in the audit record.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn refuse_with(
     shared: &Shared,
@@ -160,11 +171,12 @@ pub(super) async fn refuse_with(
     prefs: &UsagePreferences,
     block: &UsageBlock,
     action: AuditAction,
-    tdm_policy: Option<String>,
+    extra: ResponseOptOuts,
 ) -> ControlFlow<Response<ProxyBody>, Report> {
     let stated = prefs.get(block.category);
     let mut usage = usage_audit(purposes, prefs, block);
-    usage.tdm_policy = tdm_policy;
+    usage.tdm_policy = extra.tdm_policy;
+    usage.unparsed = extra.unparsed;
     let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
     let url = subject.facts.url();
     let token = subject.facts.token().map_or("(none)", |t| t.as_str());
@@ -231,11 +243,15 @@ pub(super) async fn on_response(
     // Members the proxy does not know (a newer vocabulary's labels) are passed on as they are
     // when annotating: the merge rewrites only what it understands.
     let mut foreign: Vec<(Option<Category>, String)> = Vec::new();
+    let mut unparsed = Unparsed::default();
     for value in resp.headers().get_all(CONTENT_USAGE) {
-        // Read from the bytes: a byte that is not ASCII in one member's parameter (`;note="café"`)
-        // must not hide `train-ai=n` in another. Unknown members are passed on only from a field
-        // in ASCII, since they are written back into a header.
-        prefs.add_header(&super::optouts::lossy_field(subject.facts, "Content-Usage", value));
+        // Read from the bytes by the shared reader: a byte that is not ASCII in one member's
+        // parameter (`;note="café"`) must not hide `train-ai=n` in another. Unknown members are
+        // passed on only from a field in ASCII, since they are written back into a header.
+        let text = optout::field_text(OptOutField::ContentUsage, value.as_bytes(), &mut unparsed);
+        if !prefs.add_header_read(&text) {
+            unparsed.note(OptOutField::ContentUsage);
+        }
         if let Ok(text) = value.to_str() {
             foreign.extend(foreign_members(text));
         }
@@ -243,22 +259,35 @@ pub(super) async fn on_response(
     // X-Robots-Tag: noai and TDMRep (file, header), each as train-ai=n.
     let (resp_read, meta) = super::optouts::read_meta(usage, subject.facts, purposes, resp).await;
     resp = resp_read;
-    let tdm =
-        super::optouts::apply(usage, subject.facts, tdm_file, meta.as_ref(), &resp, &mut prefs);
+    let tdm = super::optouts::apply(
+        usage,
+        subject.facts,
+        tdm_file,
+        meta.as_ref(),
+        &resp,
+        &mut prefs,
+        &mut unparsed,
+    );
+    super::optouts::log_unparsed(subject.facts, &unparsed);
+    let unparsed = unparsed.names();
+    // Whether a usage record of this response names the unparsed fields already.
+    let mut recorded = false;
     // In report-only mode, a request with a refusal reported already (robots.txt, an
     // exception, a preference of robots.txt) is not reported again for its response:
     // enforcement would have refused it once.
     let blocking = usage.blocking(purposes, &prefs, Settled::Yes);
     if let Some(block) = blocking.filter(|_| !reported.any()) {
         let withhold = AuditAction::UsageWithhold;
-        let tdm_policy = tdm.policy.clone();
-        match refuse_with(shared, policy, subject, purposes, &prefs, &block, withhold, tdm_policy)
-            .await
+        let extra = ResponseOptOuts { tdm_policy: tdm.policy.clone(), unparsed: unparsed.clone() };
+        match refuse_with(shared, policy, subject, purposes, &prefs, &block, withhold, extra).await
         {
             // The body is dropped with `resp`: the content never reaches the crawler.
             ControlFlow::Break(refused) => return refused,
             // Report-only mode: the response goes on as it would without the preference.
-            ControlFlow::Continue(report) => reported.add(report),
+            ControlFlow::Continue(report) => {
+                reported.add(report);
+                recorded = true;
+            }
         }
     }
     if UsagePolicy::annotates(purposes) {
@@ -290,6 +319,7 @@ pub(super) async fn on_response(
                     purpose: purposes_text(purposes),
                     preferences: Some(merged.clone()),
                     tdm_policy: tdm.policy.clone(),
+                    unparsed: unparsed.clone(),
                 };
                 let reason = format!("forwarded with Content-Usage: {merged}");
                 let rec = record(
@@ -302,8 +332,31 @@ pub(super) async fn on_response(
                     usage,
                 );
                 shared.write_audit(rec).await;
+                recorded = true;
             }
         }
+    }
+    if let (Some(fields), false) = (unparsed, recorded) {
+        // Never read as "no opt-out" in silence: the forwarded response has a record saying
+        // which of its opt-out fields the proxy could not read whole.
+        let category = purposes.first().map_or(Category::TrainAi, |p| p.category);
+        let stated = prefs.get(category);
+        let usage = UsageAudit {
+            category: category.label().to_owned(),
+            value: stated.preference.as_str().to_owned(),
+            source: stated.other.unwrap_or("response header").to_owned(),
+            purpose: purposes_text(purposes),
+            preferences: prefs.to_header(),
+            tdm_policy: tdm.policy.clone(),
+            unparsed: Some(fields.clone()),
+        };
+        let reason = format!(
+            "forwarded; opt-out fields that do not parse as a whole ({fields}) were read as far \
+             as they could be and did not withhold it"
+        );
+        let action = AuditAction::UsageUnparsed;
+        let rec = record(shared, subject, policy, action, &reason, None, usage);
+        shared.write_audit(rec).await;
     }
     shared.metrics.count(crate::metrics::Decision::Allow, subject.facts.authority.scheme());
     resp

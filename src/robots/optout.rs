@@ -10,6 +10,8 @@
 //! where being lenient would allow by error: a malformed `tdmrep.json` is refused as a whole
 //! with one reason, and a `tdm-reservation` value other than `0` or `1` is unset.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::normalize;
@@ -50,6 +52,115 @@ pub fn x_robots_noai(value: &str, token: Option<&str>) -> bool {
         }
     }
     false
+}
+
+/// An opt-out field the proxy reads on a response (header or `<meta>`), by the name the audit
+/// record and the log give it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OptOutField {
+    /// The `X-Robots-Tag` response header.
+    XRobotsTag,
+    /// The `Content-Usage` response header (draft-ietf-aipref-attach).
+    ContentUsage,
+    /// The `tdm-reservation` response header (TDMRep).
+    TdmReservation,
+    /// The `tdm-policy` response header (TDMRep).
+    TdmPolicy,
+    /// `<meta name="robots">` (or the crawler's own name) in the HTML head.
+    MetaRobots,
+    /// `<meta name="tdm-reservation">` in the HTML head.
+    MetaTdmReservation,
+    /// `<meta name="tdm-policy">` in the HTML head.
+    MetaTdmPolicy,
+}
+
+impl OptOutField {
+    /// The name written in `robots.usage.unparsed` and in the log.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptOutField::XRobotsTag => "X-Robots-Tag",
+            OptOutField::ContentUsage => "Content-Usage",
+            OptOutField::TdmReservation => "tdm-reservation",
+            OptOutField::TdmPolicy => "tdm-policy",
+            OptOutField::MetaRobots => "meta robots",
+            OptOutField::MetaTdmReservation => "meta tdm-reservation",
+            OptOutField::MetaTdmPolicy => "meta tdm-policy",
+        }
+    }
+}
+
+/// The opt-out fields of one response that could not be parsed as a whole (issue 42, M3):
+/// what could be read of them was read ([`field_text`]), and the record says they were there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unparsed(Vec<OptOutField>);
+
+impl Unparsed {
+    /// Notes that `field` did not parse as a whole (once per field).
+    pub fn note(&mut self, field: OptOutField) {
+        if !self.0.contains(&field) {
+            self.0.push(field);
+        }
+    }
+
+    /// Adds every field `other` noted.
+    pub fn extend(&mut self, other: &Unparsed) {
+        for &field in &other.0 {
+            self.note(field);
+        }
+    }
+
+    /// Whether every field parsed (or none was there).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The fields' names, comma-separated in the order they were noted, for the audit record;
+    /// `None` when every field parsed.
+    pub fn names(&self) -> Option<String> {
+        (!self.0.is_empty()).then(|| self.0.iter().map(|f| f.name()).collect::<Vec<_>>().join(","))
+    }
+}
+
+/// The one reader of an opt-out field's bytes, for every opt-out the proxy reads (the
+/// `X-Robots-Tag`, `Content-Usage`, `tdm-reservation` and `tdm-policy` headers, the `<meta>`
+/// contents): the text as far as it can be read, a byte that is not UTF-8 (obs-text, which
+/// `HeaderValue::to_str` refuses) becoming U+FFFD, so that one such byte never hides the
+/// directives beside it. A field with a byte outside printable ASCII (tab and space allowed)
+/// is noted in `unparsed`: it is read, and recorded as not parsed as a whole.
+pub fn field_text<'a>(
+    field: OptOutField,
+    bytes: &'a [u8],
+    unparsed: &mut Unparsed,
+) -> Cow<'a, str> {
+    if !bytes.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b)) {
+        unparsed.note(field);
+    }
+    String::from_utf8_lossy(bytes)
+}
+
+/// Reads the `tdm-reservation` values of a response's header lines (`values`, their bytes)
+/// together: `Some(true)` if any line (or any member of a comma list) is `1`, else
+/// `Some(false)` if any is `0`, else unset. A member that is neither is noted in `unparsed`
+/// (TDMRep reads it as unset): it never lifts a reservation another member makes.
+pub fn tdm_reservation_lines<'a>(
+    values: impl Iterator<Item = &'a [u8]>,
+    unparsed: &mut Unparsed,
+) -> Option<bool> {
+    let field = OptOutField::TdmReservation;
+    let mut reserved = None;
+    for value in values {
+        let text = field_text(field, value, unparsed);
+        for member in text.split(',') {
+            let read = tdm_reservation(member);
+            if read.is_none() {
+                unparsed.note(field);
+            }
+            // `None < Some(false) < Some(true)`: the reserving reading wins.
+            reserved = reserved.max(read);
+        }
+    }
+    reserved
 }
 
 /// A TDMRep statement: whether TDM rights are reserved, and the policy URL.
@@ -247,6 +358,9 @@ pub struct HtmlMeta {
     /// Whether `<meta name="robots">` (or `<meta name="TOKEN">`) says `noai` / `noimageai` /
     /// `noml` for the crawler.
     pub noai: bool,
+    /// The `<meta>` opt-outs whose content could not be parsed as a whole (read as far as it
+    /// could be).
+    pub unparsed: Unparsed,
 }
 
 /// Finds `needle` (ASCII, lower case) in `hay`, ignoring ASCII case.
@@ -254,8 +368,9 @@ fn find_ci(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle))
 }
 
-/// The value of attribute `name` in the inside of a tag (`name="…"`, `name='…'` or unquoted).
-fn attribute(tag: &[u8], name: &[u8]) -> Option<String> {
+/// The value of attribute `name` in the inside of a tag (`name="…"`, `name='…'` or unquoted),
+/// as its bytes.
+fn attribute<'a>(tag: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     let mut at = 0;
     while let Some(found) = find_ci(&tag[at..], name) {
         let start = at + found;
@@ -287,7 +402,7 @@ fn attribute(tag: &[u8], name: &[u8]) -> Option<String> {
                 &rest[..end]
             }
         };
-        return Some(String::from_utf8_lossy(value).trim().to_owned());
+        return Some(value);
     }
     None
 }
@@ -315,14 +430,23 @@ pub fn html_meta(prefix: &[u8], token: Option<&str>) -> HtmlMeta {
         else {
             continue;
         };
+        let name = String::from_utf8_lossy(name);
+        let name = name.trim();
+        let mut read = |field| field_text(field, content, &mut out.unparsed).trim().to_owned();
         if name.eq_ignore_ascii_case("tdm-reservation") {
-            reserved = reserved.or(tdm_reservation(&content));
+            let content = read(OptOutField::MetaTdmReservation);
+            let value = tdm_reservation(&content);
+            if value.is_none() {
+                out.unparsed.note(OptOutField::MetaTdmReservation);
+            }
+            reserved = reserved.or(value);
         } else if name.eq_ignore_ascii_case("tdm-policy") {
+            let content = read(OptOutField::MetaTdmPolicy);
             policy = policy.or(Some(content).filter(|c| !c.is_empty()));
         } else if name.eq_ignore_ascii_case("robots")
-            || token.is_some_and(|t| t.eq_ignore_ascii_case(&name))
+            || token.is_some_and(|t| t.eq_ignore_ascii_case(name))
         {
-            out.noai |= x_robots_noai(&content, None);
+            out.noai |= x_robots_noai(&read(OptOutField::MetaRobots), None);
         }
     }
     if reserved.is_some() {

@@ -234,8 +234,14 @@ impl UsageRule {
 /// member), a member that reads on its own as a vocabulary label with the token `n`
 /// (`train-ai=n;note="café"`) still states "disallow". A broken field never states "allow".
 pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
+    read_preferences(text).0
+}
+
+/// [`parse_preferences`], and whether `text` parsed as a Dictionary (`false`: only the
+/// disallows of the broken field were read).
+pub fn read_preferences(text: &str) -> (Vec<(Category, Preference)>, bool) {
     let Ok(dictionary) = sfv::Parser::new(text.trim()).parse::<sfv::Dictionary>() else {
-        return disallows_of_a_broken_field(text);
+        return (disallows_of_a_broken_field(text), false);
     };
     let mut out: Vec<(Category, Preference)> = Vec::new();
     for (key, member) in &dictionary {
@@ -253,7 +259,7 @@ pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
         };
         out.push((category, pref));
     }
-    out
+    (out, true)
 }
 
 /// The "disallow" statements that can still be read in a `Content-Usage` field that is not a
@@ -379,7 +385,14 @@ impl UsagePreferences {
 
     /// Combines a `Content-Usage` response header's statements in.
     pub fn add_header(&mut self, header: &str) {
-        for (category, pref) in parse_preferences(header) {
+        self.add_header_read(header);
+    }
+
+    /// [`UsagePreferences::add_header`], saying whether the header parsed as a Dictionary
+    /// (`false`: only what [`parse_preferences`] reads of a broken field was combined in).
+    pub fn add_header_read(&mut self, header: &str) -> bool {
+        let (read, parsed) = read_preferences(header);
+        for (category, pref) in read {
             let slot = &mut self.stated[category.index()];
             let combined = slot.preference.combine(pref);
             if combined != slot.preference || pref == combined {
@@ -387,6 +400,7 @@ impl UsagePreferences {
             }
             slot.preference = combined;
         }
+        parsed
     }
 
     /// The known preferences as a structured-field dictionary (`train-ai=n, search=y`), for a

@@ -60,8 +60,10 @@ async fn the_vocabulary_reads_only_tokens_and_known_labels() {
 }
 
 /// Issue 42 (M3): an opt-out field with one byte that is not ASCII elsewhere in it (a French
-/// date, a quoted note) still reserves the body: it is read from its bytes, never taken for
-/// "no opt-out".
+/// date, a quoted note, a policy URL) still reserves the body: every opt-out (X-Robots-Tag,
+/// Content-Usage, tdm-reservation, tdm-policy, `<meta>`) is read from its bytes by one reader,
+/// never taken for "no opt-out", and the audit record names the field that did not parse as a
+/// whole (`robots.usage.unparsed`); a forwarded response with such a field has its own record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opt_outs_with_bytes_that_are_not_ascii_are_still_read() {
     let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
@@ -69,15 +71,63 @@ async fn opt_outs_with_bytes_that_are_not_ascii_are_still_read() {
     origin.route("/xrt", Reply::ok("xrt body").header("X-Robots-Tag", xrt));
     let cu = "train-ai=n;note=\"caf\u{e9}\"";
     origin.route("/cu", Reply::ok("cu body").header("Content-Usage", cu));
+    // One reserving line and one the proxy cannot read: the reservation holds.
+    let tdm = Reply::ok("tdm body")
+        .header("tdm-reservation", "\u{e9}t\u{e9}")
+        .header("tdm-reservation", "1");
+    origin.route("/tdm", tdm);
+    let policy = Reply::ok("policy body")
+        .header("tdm-reservation", "1")
+        .header("tdm-policy", "https://p.example/caf\u{e9}");
+    origin.route("/policy", policy);
+    let meta = "<meta name=\"robots\" content=\"noai, caf\u{e9}\">";
+    origin.route("/meta", html(meta, "meta body"));
+    // Nothing readable reserves: forwarded, with a record naming the field.
+    origin.route("/garbled", Reply::ok("garbled body").header("X-Robots-Tag", "noindex, \u{e9}"));
+    origin.route("/clean", Reply::ok("clean body").header("X-Robots-Tag", "noindex"));
     let proxy = trainer_proxy().await;
-    for path in ["/xrt", "/cu"] {
+    for path in ["/xrt", "/cu", "/tdm", "/policy", "/meta"] {
         let resp = get(&proxy, &origin, path, "AcmeTrainer/1.0").await;
         assert_eq!(resp.status(), 403, "{path}");
         let body = resp.text().await.unwrap();
         assert!(!body.contains(" body"), "{path}: {body}");
     }
+    for path in ["/garbled", "/clean"] {
+        let resp = get(&proxy, &origin, path, "AcmeTrainer/1.0").await;
+        assert_eq!(resp.status(), 200, "{path}");
+    }
     let records = proxy.audit_records().await;
-    assert_eq!(actions(&records, "usage_withhold").len(), 2, "{records:?}");
+    let by_url = |action: &str, path: &str| {
+        let url = format!("{}{path}", origin.base_url());
+        let found: Vec<_> = actions(&records, action)
+            .into_iter()
+            .filter(|r| r["url.full"] == url.as_str())
+            .collect();
+        assert_eq!(found.len(), 1, "{action} {path}: {records:?}");
+        found[0].clone()
+    };
+    for (path, field) in [
+        ("/xrt", "X-Robots-Tag"),
+        ("/cu", "Content-Usage"),
+        ("/tdm", "tdm-reservation"),
+        ("/policy", "tdm-policy"),
+        ("/meta", "meta robots"),
+    ] {
+        let r = by_url("usage_withhold", path);
+        assert_eq!(r["robots.usage.unparsed"], field, "{path}: {r}");
+        assert_eq!(r["robots.usage.value"], "n", "{path}: {r}");
+    }
+    // The policy URL is kept as far as it reads, not dropped.
+    assert_eq!(
+        by_url("usage_withhold", "/policy")["robots.usage.tdm_policy"],
+        "https://p.example/caf\u{e9}"
+    );
+    let garbled = by_url("usage_unparsed", "/garbled");
+    assert_eq!(garbled["robots.usage.unparsed"], "X-Robots-Tag");
+    assert_eq!(garbled["event.outcome"], "success");
+    // A field that parses leaves no record (no `audit.all_decisions` here).
+    let clean = format!("{}/clean", origin.base_url());
+    assert!(!records.iter().any(|r| r["url.full"] == clean.as_str()), "{records:?}");
 }
 
 /// `X-Robots-Tag: noai` (unscoped) withholds the response from a training crawler; the scoped

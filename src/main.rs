@@ -315,13 +315,21 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Serve(args) => match serve::run(args.config, args.listen, args.admin_listen) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("robots-proxy serve: {}", terminal(&describe(&e)));
-                ExitCode::from(1)
+        Command::Serve(args) => {
+            let file = args.config.clone();
+            match serve::run(args.config, args.listen, args.admin_listen) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    // In the log's format: with `log.format = "json"` a fatal error at start is
+                    // a JSON line too, also when the configuration did not load.
+                    let format = robots_proxy::logging::format_now(file.as_deref());
+                    let message = format!("robots-proxy serve: {}", describe(&e));
+                    let target = "robots_proxy::serve";
+                    robots_proxy::logging::line(format, tracing::Level::ERROR, target, &message);
+                    ExitCode::from(1)
+                }
             }
-        },
+        }
     }
 }
 

@@ -52,8 +52,9 @@ pub fn terminal_text(text: &str) -> String {
     out
 }
 
-/// `value` for a log field (`url = %output::log(&url)`): escaped as [`terminal`], cut after
-/// [`LOG_MAX`] characters.
+/// `value` for a text log line: escaped as [`terminal`], cut after [`LOG_MAX`] characters. The
+/// text log's field formatter ([`crate::logging::EscapedFields`]) writes every field and
+/// message through it, so call sites log values as they are.
 pub fn log<T: fmt::Display>(value: T) -> Escaped<T> {
     Escaped { value, max: LOG_MAX }
 }

@@ -230,9 +230,9 @@ impl FetchTask {
         let answer = fetched.map(|f| (f.status, f.body)).map_err(|e| e.to_string());
         let (file, note, lifetime) = classify(&answer);
         if file.is_none() && !note.starts_with("status 4") {
-            tracing::warn!(%url, reason = %crate::output::log(&note), "ignoring tdmrep.json: no TDM reservation from it");
+            tracing::warn!(%url, reason = %note, "ignoring tdmrep.json: no TDM reservation from it");
         } else {
-            tracing::debug!(%url, reason = %crate::output::log(&note), "tdmrep.json fetched");
+            tracing::debug!(%url, reason = %note, "tdmrep.json fetched");
         }
         if let Some(shared) = &shared {
             let expires = self.clock.now() + lifetime;
@@ -253,7 +253,7 @@ impl FetchTask {
         match shared.load_file(SHARED_NAME, authority).await {
             Ok(Some(record)) => {
                 let site = self.site_of_record(&record)?;
-                tracing::debug!(%authority, reason = %crate::output::log(&site.note), "tdmrep.json from the fleet");
+                tracing::debug!(%authority, reason = %site.note, "tdmrep.json from the fleet");
                 Some(site)
             }
             Ok(None) => None,

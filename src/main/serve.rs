@@ -407,20 +407,7 @@ fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<tokio::ne
 }
 
 /// A line `serve` writes to standard error whatever `log.level` says (operators and scripts
-/// read the listening addresses from it): as it is with `log.format = "text"`, and as one JSON
-/// object (`timestamp`, `level`, `message`, `target`, like the log's) with `"json"`, so that
-/// every line of a JSON log parses.
+/// read the listening addresses from it), in the log's format ([`robots_proxy::logging::line`]).
 fn announce(log: &robots_proxy::config::LogSection, message: String) {
-    match log.format {
-        robots_proxy::config::LogFormat::Text => eprintln!("{message}"),
-        robots_proxy::config::LogFormat::Json => eprintln!(
-            "{}",
-            serde_json::json!({
-                "timestamp": robots_proxy::audit::timestamp(std::time::SystemTime::now()),
-                "level": "INFO",
-                "message": message,
-                "target": "robots_proxy::serve",
-            })
-        ),
-    }
+    robots_proxy::logging::line(log.format, tracing::Level::INFO, "robots_proxy::serve", &message);
 }

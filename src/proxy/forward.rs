@@ -379,7 +379,7 @@ fn received(
     metrics.upstream_round_trip(sent.elapsed());
     if let Some(problem) = unforwardable(&resp) {
         metrics.upstream_error("http_protocol_error");
-        tracing::warn!(url = %crate::output::log(&target), problem, "the origin's response cannot be forwarded");
+        tracing::warn!(url = %target, problem, "the origin's response cannot be forwarded");
         return answer::text(
             StatusCode::BAD_GATEWAY,
             "http_protocol_error",
@@ -475,7 +475,7 @@ impl Body for IdleLimited {
         this.metrics.upstream_error("connection_read_timeout");
         tracing::warn!(
             authority = %this.target.authority().map_or("", |a| a.as_str()),
-            url = %crate::output::log(&this.target),
+            url = %this.target,
             timeout = %humantime::format_duration(this.idle.timeout),
             "the origin stalled in the response body; the response is cut off (upstream.body_idle_timeout)"
         );
@@ -513,8 +513,8 @@ fn failed(
     let (status, kind, what) = classify(e);
     metrics.upstream_error(kind);
     tracing::debug!(
-        target = %crate::output::log(target),
-        error = %crate::output::log(crate::error::describe(e)),
+        target = %target,
+        error = %crate::error::describe(e),
         "upstream request failed");
     answer::text(
         status,

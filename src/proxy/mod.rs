@@ -194,10 +194,10 @@ impl Shared {
         self.metrics.blocked(&record);
         tracing::info!(
             action = %record.action,
-            url = %crate::output::log(&record.url),
+            url = %record.url,
             token = record.product_token.as_deref(),
             reading = record.reading.as_deref(),
-            reason = %crate::output::log(&record.reason),
+            reason = %record.reason,
             "refused"
         );
         self.write_audit(record).await;

@@ -47,7 +47,7 @@ fn header_statement(resp: &Response<ProxyBody>, unparsed: &mut Unparsed) -> Opti
 pub(super) fn log_unparsed(facts: &Facts, unparsed: &Unparsed) {
     if let Some(names) = unparsed.names() {
         tracing::info!(
-            url = %crate::output::log(facts.url()),
+            url = %facts.url(),
             fields = %names,
             "opt-out fields that do not parse as a whole: read as far as they could be"
         );
@@ -185,8 +185,8 @@ pub(super) async fn read_meta(
 /// decided without them.
 fn not_read(facts: &Facts, why: &str) {
     tracing::info!(
-        url = %crate::output::log(facts.url()),
-        why = %crate::output::log(why),
+        url = %facts.url(),
+        why = %why,
         "the page's <meta> opt-outs were not read"
     );
 }

@@ -114,10 +114,10 @@ impl Shared {
         self.metrics.would_block(&record);
         tracing::info!(
             would_action = %would,
-            url = %crate::output::log(&record.url),
+            url = %record.url,
             token = record.product_token.as_deref(),
-            user = who.user.map(crate::output::log).map(tracing::field::display),
-            reason = %crate::output::log(&record.reason),
+            user = who.user.map(tracing::field::display),
+            reason = %record.reason,
             "would be refused; forwarded (report-only mode)"
         );
         self.write_audit(record).await;

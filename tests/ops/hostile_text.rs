@@ -199,8 +199,20 @@ async fn json_log_is_json_on_every_line() {
     let url = format!("{}/private/\u{e9}", origin.base());
     let resp = client.get(&url).header("user-agent", "ExampleBot/1.0").send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 403);
-    wait_until("the refusal is logged", || proxy.stderr().contains("\"refused\"")).await;
+    // Issue 42: a URL with a bidi override, a line separator and a C1 CSI stays in its field,
+    // escaped on the line and exact once parsed.
+    let hostile = format!("{}/private/\u{202e}a\u{2028}b\u{9b}2K", origin.base());
+    assert!(raw_get(proxy.proxy_addr, &hostile).contains(" 403 "));
+    wait_until("both refusals are logged", || proxy.stderr().matches("\"refused\"").count() >= 2)
+        .await;
     let log = proxy.stderr();
+    assert_clean("the JSON log", log.as_bytes());
+    let urls: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| v["url"].clone())
+        .collect();
+    assert!(urls.iter().any(|u| *u == hostile.as_str()), "{log}");
     let mut refused = None;
     for line in log.lines() {
         let value: serde_json::Value =
@@ -214,6 +226,38 @@ async fn json_log_is_json_on_every_line() {
     let refused = refused.expect("a refused line");
     assert_eq!(refused["token"], "ExampleBot", "{refused}");
     assert!(log.contains("robots-proxy listening on "), "{log}");
+}
+
+/// L4: a fatal error at start, before the logging layer is installed (here the configuration
+/// does not load), is a JSON line too when the configuration asks for JSON: by the
+/// environment, or by the file's `[log] format` beside the key that fails; as text otherwise.
+#[test]
+fn a_fatal_error_at_start_is_json_in_json_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[log]\nformat = \"json\"\n[proxy]\nlistn = \"127.0.0.1:1\"\n").unwrap();
+    let file = file.to_str().unwrap();
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "[proxy]\nlistn = \"127.0.0.1:1\"\n").unwrap();
+    let plain = plain.to_str().unwrap();
+    let by_env = [("ROBOTS_PROXY_LOG__FORMAT", "json")];
+    for (args, env) in
+        [(["serve", "--config", file], &[][..]), (["serve", "--config", plain], &by_env[..])]
+    {
+        let out = run(&args, env);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(!err.trim().is_empty());
+        for line in err.lines() {
+            let value: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+            assert_eq!(value["level"], "ERROR", "{line}");
+            assert!(value["message"].as_str().unwrap().contains("listn"), "{line}");
+        }
+    }
+    let out = run(&["serve", "--config", plain], &[]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("robots-proxy serve: "), "{err}");
 }
 
 /// L6 and H3: every admin answer says `nosniff`; the GETs that make the gateway fetch a

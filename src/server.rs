@@ -25,6 +25,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use crate::limits::{Activity, LimitsSection, WatchedIo};
 
+/// Stamps an answer the proxy writes itself (on any of its listeners: the proxy's refusals and
+/// errors, the admin listener, the key directory and public pages) with
+/// `X-Content-Type-Options: nosniff`: none of them is meant to be read as anything but the type
+/// it names, whatever outsider text it quotes. The one place that says so; a response
+/// forwarded from an origin is never stamped (it goes on as received).
+pub(crate) fn stamp_own_answer(headers: &mut http::HeaderMap) {
+    headers.insert(http::header::X_CONTENT_TYPE_OPTIONS, http::HeaderValue::from_static("nosniff"));
+}
+
 /// The HTTP version a connection is served with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Protocol {

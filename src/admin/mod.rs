@@ -136,7 +136,7 @@ async fn handle(
 ) -> Response<Body> {
     let mut resp = answer(proxy, reloader, names, chart_interval, local, req).await;
     let h = resp.headers_mut();
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    crate::server::stamp_own_answer(h);
     h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
     resp
 }
@@ -281,33 +281,41 @@ fn page() -> Response<Body> {
 
 /// The page's Content-Security-Policy. Everything the page needs is inline or from this
 /// listener; nothing else may load, and no other site may frame it. Only the page's own inline
-/// scripts run, named by their SHA-256 (no `'unsafe-inline'`), so that text put into the page
-/// by a slip in its code would never run as script.
+/// scripts run and only its own inline style sheets apply, each named by its SHA-256 (no
+/// `'unsafe-inline'`), so that text put into the page by a slip in its code would never run as
+/// script nor restyle it (the page sets no `style` attribute; its scripts set styles through
+/// the CSSOM, which CSP does not restrict).
 fn page_policy() -> &'static HeaderValue {
     static POLICY: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
     POLICY.get_or_init(|| {
         use base64ct::{Base64, Encoding};
         use sha2::{Digest, Sha256};
-        let mut hashes = String::new();
-        for script in inline_scripts(PAGE) {
-            let digest = Sha256::digest(script.as_bytes());
-            hashes.push_str(&format!(" 'sha256-{}'", Base64::encode_string(&digest)));
-        }
+        let hashes = |element: &str| {
+            let mut hashes = String::new();
+            for block in inline_blocks(PAGE, element) {
+                let digest = Sha256::digest(block.as_bytes());
+                hashes.push_str(&format!(" 'sha256-{}'", Base64::encode_string(&digest)));
+            }
+            hashes
+        };
+        let (scripts, styles) = (hashes("script"), hashes("style"));
         let policy = format!(
-            "default-src 'none'; script-src{hashes}; style-src 'unsafe-inline'; \
+            "default-src 'none'; script-src{scripts}; style-src{styles}; \
              connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         );
         HeaderValue::from_str(&policy).unwrap_or(HeaderValue::from_static("default-src 'none'"))
     })
 }
 
-/// The text of each `<script>…</script>` of `page`, as a browser hashes it.
-fn inline_scripts(page: &str) -> Vec<&str> {
+/// The text of each `<element>…</element>` of `page` (`script`, `style`), as a browser hashes
+/// it for a CSP hash source.
+fn inline_blocks<'a>(page: &'a str, element: &str) -> Vec<&'a str> {
+    let (open, close) = (format!("<{element}>"), format!("</{element}>"));
     let mut out = Vec::new();
     let mut rest = page;
-    while let Some(start) = rest.find("<script>") {
-        let body = &rest[start + "<script>".len()..];
-        let Some(end) = body.find("</script>") else { break };
+    while let Some(start) = rest.find(&open) {
+        let body = &rest[start + open.len()..];
+        let Some(end) = body.find(&close) else { break };
         out.push(&body[..end]);
         rest = &body[end..];
     }

@@ -225,7 +225,7 @@ fn respond(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
     );
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    // `nosniff` is stamped on every answer of the listener (`crate::server::stamp_own_answer`).
     if let Ok(v) = HeaderValue::try_from(served.etag.as_str()) {
         h.insert(header::ETAG, v);
     }

@@ -46,17 +46,36 @@ pub(crate) fn proxy_status_item(error: Option<&str>, details: &str) -> HeaderVal
         .unwrap_or_else(|| HeaderValue::from_static(PROXY_NAME))
 }
 
+/// An answer with a body that the proxy writes itself (a refusal, an error): `status`,
+/// `content_type`, `Cache-Control: no-store`, and `nosniff` ([`crate::server::stamp_own_answer`]).
+/// Every own answer with a body is made here, so none goes without them.
+pub(crate) fn own(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<ProxyBody> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    crate::server::stamp_own_answer(h);
+    resp
+}
+
+/// The media type of the proxy's text answers.
+pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The media type of the proxy's JSON answers.
+pub(crate) const JSON: &str = "application/json";
+
 /// A plain-text answer from the proxy itself.
 pub(crate) fn text(status: StatusCode, error: &str, body: String) -> Response<ProxyBody> {
     // A text answer often quotes the URL or the origin's words: shown escaped, line by line.
     let body = output::terminal_text(&body);
     let details = body.lines().next().unwrap_or_default().to_owned();
-    let mut resp = Response::new(full(body));
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert("proxy-status", proxy_status(error, &details));
+    let mut resp = own(status, TEXT, body);
+    resp.headers_mut().insert("proxy-status", proxy_status(error, &details));
     resp
 }
 
@@ -107,10 +126,7 @@ pub(crate) fn blocked(
         // C1 controls and Unicode line separators as `\uXXXX`, as in the audit log.
         let mut bytes = body.to_string().into_bytes();
         output::json_line(&mut bytes);
-        let mut resp = Response::new(full(bytes));
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        resp
+        own(StatusCode::FORBIDDEN, JSON, bytes)
     } else {
         let token_line =
             token.map_or_else(|| "(none found: the `*` group applies)".to_owned(), str::to_owned);
@@ -147,14 +163,9 @@ pub(crate) fn blocked(
         );
         // The URL, the group and the rule are the crawler's and the origin's bytes: the whole
         // body is escaped at once, line by line, as every text answer is (`text`).
-        let mut resp = Response::new(full(output::terminal_text(&body)));
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-        resp
+        own(StatusCode::FORBIDDEN, TEXT, output::terminal_text(&body))
     };
-    *resp.status_mut() = StatusCode::FORBIDDEN;
     let h = resp.headers_mut();
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("proxy-status", proxy_status("http_request_denied", &decision.reason));
     resp
 }

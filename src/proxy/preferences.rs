@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{HeaderValue, Response, StatusCode};
 
 use super::facts::Facts;
 use super::report::{Report, Reported};
@@ -191,9 +191,7 @@ pub(super) async fn refuse_with(
             "line": block.line,
             "reason": block.reason,
         });
-        let mut r = Response::new(answer::full(body.to_string()));
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        r
+        answer::own(StatusCode::FORBIDDEN, answer::JSON, body.to_string())
     } else {
         let body = format!(
             "403 Forbidden: the site's AI usage preferences do not allow this crawler's purpose.\n\
@@ -211,13 +209,8 @@ pub(super) async fn refuse_with(
             robots = subject.snapshot.robots_url,
             reason = block.reason,
         );
-        let mut r = Response::new(answer::full(body));
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-        r
+        answer::own(StatusCode::FORBIDDEN, answer::TEXT, body)
     };
-    *resp.status_mut() = StatusCode::FORBIDDEN;
-    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp.headers_mut()
         .insert("proxy-status", answer::proxy_status("http_request_denied", &block.reason));
     let who = subject.facts.claim();

@@ -74,11 +74,8 @@ fn response(
             "reason": throttled.to_string(),
             "retry_after": retry_after,
         });
-        let mut resp = Response::new(answer::full(body.to_string()));
-        *resp.status_mut() = status_of(throttled);
+        let mut resp = answer::own(status_of(throttled), answer::JSON, body.to_string());
         let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert("proxy-status", answer::proxy_status(error_of(throttled), &throttled.to_string()));
         resp
     } else {

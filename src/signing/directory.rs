@@ -279,7 +279,9 @@ pub async fn serve_current(
             let page = pages
                 .as_ref()
                 .and_then(|p| p.answer(req.method(), req.uri().path(), req.headers(), now));
-            let resp = page.unwrap_or_else(|| answer(&signer.load(), &req, now));
+            let mut resp = page.unwrap_or_else(|| answer(&signer.load(), &req, now));
+            // Every answer of this listener (the directory, its errors, the public pages).
+            crate::server::stamp_own_answer(resp.headers_mut());
             async move { Ok::<_, Infallible>(resp) }
         })
     };

@@ -10,6 +10,9 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
+use base64ct::Encoding;
+use sha2::Digest;
+
 use super::support::{
     direct_client, proxied_client, run, wait_until, InProcess, Origin, ProxyProcess,
 };
@@ -288,6 +291,52 @@ async fn admin_answers_are_hardened() {
     let scripts = policy.split(';').find(|d| d.trim().starts_with("script-src")).unwrap();
     assert!(!scripts.contains("unsafe-inline"), "{policy}");
     assert_eq!(scripts.matches("'sha256-").count(), 2, "{policy}");
+    // The page's style sheets too: named by hash, each one the page holds, nothing inline else.
+    let styles = policy.split(';').find(|d| d.trim().starts_with("style-src")).unwrap();
+    assert!(!styles.contains("unsafe-inline"), "{policy}");
+    let html = page.text().await.unwrap();
+    let mut sheets = 0;
+    for block in html.split("<style>").skip(1) {
+        let sheet = &block[..block.find("</style>").unwrap()];
+        let digest = sha2::Sha256::digest(sheet.as_bytes());
+        let hash = format!("'sha256-{}'", base64ct::Base64::encode_string(&digest));
+        assert!(styles.contains(&hash), "{hash} not in {policy}");
+        sheets += 1;
+    }
+    assert_eq!(styles.matches("'sha256-").count(), sheets, "{policy}");
+    assert!(sheets >= 1 && !html.contains(" style=\""), "an inline style attribute");
+}
+
+/// Issue 42 (L6): the proxy's own answers (a 403 in text and in JSON, a 400 for a request that
+/// is not a proxy request) say `nosniff`; a response forwarded from the origin goes on as it
+/// came, without one added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxys_own_answers_say_nosniff() {
+    let origin = Origin::start("User-agent: *\nDisallow: /private\n").await;
+    let proxy = InProcess::start().await;
+    let client = proxied_client(proxy.proxy_addr);
+    let url = format!("{}/private/x", origin.base());
+    for accept in ["text/plain", "application/json"] {
+        let resp = client
+            .get(&url)
+            .header("user-agent", "ExampleBot/1.0")
+            .header("accept", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 403, "{accept}");
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff", "{accept}");
+    }
+    let forwarded = client
+        .get(format!("{}/open", origin.base()))
+        .header("user-agent", "ExampleBot/1.0")
+        .send()
+        .await
+        .unwrap();
+    assert!(!forwarded.headers().contains_key("x-content-type-options"), "{forwarded:?}");
+    let direct = direct_client().get(format!("http://{}/", proxy.proxy_addr)).send().await.unwrap();
+    assert_eq!(direct.status().as_u16(), 400);
+    assert_eq!(direct.headers()["x-content-type-options"], "nosniff");
 }
 
 /// L1: the status page shows bidi controls, line separators and controls as `\uXXXX`, so what

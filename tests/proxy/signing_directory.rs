@@ -148,3 +148,30 @@ async fn the_directory_answers_conditional_requests_and_head_with_cors() {
     assert_eq!(header(&h, "content-digest"), header(&headers, "content-digest"));
     assert_eq!(header(&h, "content-length").unwrap(), body.len().to_string());
 }
+
+/// Issue 42 (L6): every answer of the key-directory listener says `nosniff`: the directory, a
+/// 304, and the errors (404 elsewhere, 405, 421 for another authority).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_of_the_directory_listener_says_nosniff() {
+    let keys = tempfile::tempdir().unwrap();
+    let addr = serve(signer(keys.path())).await;
+    let client = super::support::reqwest_builder().build().unwrap();
+    let (status, headers, _) = ask(addr, reqwest::Method::GET, &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(header(&headers, "x-content-type-options").as_deref(), Some("nosniff"));
+    let etag = header(&headers, "etag").unwrap();
+    let (status, headers, _) = ask(addr, reqwest::Method::GET, &[("if-none-match", &etag)]).await;
+    assert_eq!(status, 304);
+    assert_eq!(header(&headers, "x-content-type-options").as_deref(), Some("nosniff"));
+    let (status, headers, _) = ask(addr, reqwest::Method::POST, &[]).await;
+    assert_eq!(status, 405);
+    assert_eq!(header(&headers, "x-content-type-options").as_deref(), Some("nosniff"));
+    for (path, host, want) in
+        [("/elsewhere", "bots.example.com", 404), (directory::PATH, "other.example", 421)]
+    {
+        let resp =
+            client.get(format!("http://{addr}{path}")).header("host", host).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), want, "{path}");
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff", "{path}");
+    }
+}

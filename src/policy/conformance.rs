@@ -171,3 +171,90 @@ fn the_reviews_readings_are_refused_by_every_source() {
         }
     }
 }
+
+/// How `[[exceptions]]` may name the origin's authority (`origin.test:80`): every spelling
+/// reads as the request's authority does (case, a trailing dot, the port, a suffix).
+const SITES: &[&str] = &["origin.test", "ORIGIN.Test", "origin.test.", "origin.test:80", "*.test"];
+
+/// An exception for `TrainBot` with `effect` on `site` and the one path `pattern`.
+fn exception(effect: super::exceptions::Effect, pattern: &str, site: &str) -> Policy {
+    let entry = super::ExceptionEntry {
+        id: "e".into(),
+        authorities: vec![site.into()],
+        tokens: vec!["TrainBot".into()],
+        users: vec![],
+        paths: vec![pattern.into()],
+        effect,
+        reference: Some("https://origin.test/permission".into()),
+        granted_by: Some("tests".into()),
+        expires: Some("2999-01-01T00:00:00Z".into()),
+        usage: vec![],
+    };
+    let store = Arc::new(RobotsCache::new(RobotsSection::default(), Arc::new(SystemClock)));
+    let exceptions = Arc::new(super::Exceptions::new(&[entry]));
+    Policy::new(&PolicySection::default(), store).with_exceptions(exceptions)
+}
+
+/// What the exceptions of `policy` decide for `TrainBot` (tied to its user, so an allow
+/// applies) on `path` over `robots`: `Some(true)` let through, `Some(false)` refused.
+fn exception_decides(policy: &Policy, robots: &RobotsSnapshot, path: &str) -> Option<bool> {
+    let token = crate::robots::ProductToken::new("TrainBot").unwrap();
+    let readings = Readings::of(path);
+    let verdict = policy.exception_would_decide(robots, Some(&token), &readings, SystemTime::now());
+    verdict.map(|v| v.effect == super::exceptions::Effect::Allow)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Issue 37 (review-core): exceptions are a rule source too. A disallow exception for
+    /// `pattern` refuses exactly the requests `Disallow: pattern` refuses, on every reading of
+    /// the path; an allow exception for `pattern` over a robots.txt that disallows everything
+    /// lets through exactly what `Allow: pattern` beside `Disallow: /` lets through (it must
+    /// cover every reading robots.txt disallows); however the authority is spelled in
+    /// `authorities`. An exception for another site decides nothing.
+    #[test]
+    fn exceptions_decide_on_every_reading_as_robots_txt_does(
+        pattern in proptest::sample::select(PATTERNS),
+        pieces in proptest::collection::vec(proptest::sample::select(PIECES), 1..6),
+        query in proptest::option::of(Just("?q=1")),
+        folds_case in any::<bool>(),
+        site in proptest::sample::select(SITES),
+    ) {
+        use super::exceptions::Effect;
+        let path = format!("/{}{}", pieces.join("/"), query.unwrap_or(""));
+        let readings = Readings::of(&path);
+        let plain = Policy::new(
+            &PolicySection::default(),
+            Arc::new(RobotsCache::new(RobotsSection::default(), Arc::new(SystemClock))),
+        );
+
+        let open = snapshot("User-agent: *\nAllow: /\n", folds_case);
+        let robots = snapshot(&format!("User-agent: *\nDisallow: {pattern}\n"), folds_case);
+        let refused_by_robots = !plain.is_allowed(&robots, None, &readings);
+        let deny = exception(Effect::Disallow, pattern, site);
+        let refused = exception_decides(&deny, &open, &path) == Some(false);
+        prop_assert_eq!(
+            refused, refused_by_robots,
+            "disallow exception vs robots.txt on {:?} for {:?} at {:?} (folds case: {})",
+            path, pattern, site, folds_case
+        );
+
+        let closed = snapshot("User-agent: *\nDisallow: /\n", folds_case);
+        let lifted = snapshot(&format!("User-agent: *\nDisallow: /\nAllow: {pattern}\n"), folds_case);
+        let allowed_by_robots = plain.is_allowed(&lifted, None, &readings);
+        let allow = exception(Effect::Allow, pattern, site);
+        let let_through = exception_decides(&allow, &closed, &path) == Some(true);
+        prop_assert_eq!(
+            let_through, allowed_by_robots,
+            "allow exception vs robots.txt on {:?} for {:?} at {:?} (folds case: {})",
+            path, pattern, site, folds_case
+        );
+
+        for effect in [Effect::Allow, Effect::Disallow] {
+            let elsewhere = exception(effect, pattern, "other.example");
+            prop_assert_eq!(exception_decides(&elsewhere, &closed, &path), None);
+            prop_assert_eq!(exception_decides(&elsewhere, &open, &path), None);
+        }
+    }
+}

@@ -176,6 +176,10 @@ pub struct TestProxy {
     pub metrics: Arc<robots_proxy::metrics::Metrics>,
     /// The proxy's signer (`[signing]`), when keys are configured.
     pub signer: Option<Arc<robots_proxy::signing::Signer>>,
+    /// The running proxy and the configuration it started with, for [`TestProxy::reload_with`].
+    handle: Proxy,
+    config: Config,
+    ca: Option<Arc<robots_proxy::tls::ca::CertificateAuthority>>,
     _state: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -231,7 +235,7 @@ impl TestProxy {
             store: cache,
             audit: audit.clone(),
             clock: dyn_clock,
-            ca,
+            ca: ca.clone(),
             guard,
             tls,
             pacer,
@@ -239,6 +243,7 @@ impl TestProxy {
             signer: signer.clone(),
         };
         let proxy = Proxy::new(&config, parts).unwrap();
+        let handle = proxy.clone();
         let pacer = proxy.pacer();
         let metrics = proxy.metrics().clone();
         // The TLS listener (`proxy.tls_listen`), on a free port of 127.0.0.1 whatever the
@@ -275,10 +280,23 @@ impl TestProxy {
             audit,
             pacer,
             metrics,
-            signer,
+            signer: signer.clone(),
+            handle,
+            config,
+            ca,
             _state: state,
             stop: Some(stop),
         }
+    }
+
+    /// Reloads the proxy (as SIGHUP does, [`Proxy::reload`]) with the configuration it started
+    /// with, changed by `edit`.
+    pub fn reload_with(&self, edit: impl FnOnce(&mut Config)) {
+        let mut config = self.config.clone();
+        edit(&mut config);
+        let parts =
+            robots_proxy::proxy::LiveParts { ca: self.ca.clone(), signer: self.signer.clone() };
+        self.handle.reload(&config, parts).unwrap();
     }
 
     /// A reqwest client that sends everything through this proxy.

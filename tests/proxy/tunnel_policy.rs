@@ -262,3 +262,61 @@ async fn a_tunnel_opened_by_an_exception_closes_when_it_expires() {
     proxy.proxy.clock.set(std::time::SystemTime::now());
     assert_eq!(connect(proxy.addr(), &site, &ua("AcmeBot")).await.refused().status, 403);
 }
+
+/// Review-controls 7 (issue 37): a reload that removes the allow exception a tunnel rests on
+/// closes that tunnel at once (requests stop flowing on it), while a reload that keeps it
+/// leaves it open, and a tunnel that rests on no exception (robots.txt allows the site) is
+/// left open by both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_removes_its_exception_closes_a_tunnel_and_leaves_others_open() {
+    let ca = Arc::new(TestCa::new("tunnel reload CA"));
+    let closed = TlsOrigin::start_with("User-agent: *\nDisallow: /\n", ca.clone(), H2_H1).await;
+    let open = TlsOrigin::start_with("User-agent: *\nAllow: /\n", ca.clone(), H2_H1).await;
+    let (closed_site, open_site) = (closed.host(), open.host());
+    let partner = exception("partner", Effect::Allow, &closed_site, &["AcmeBot"], &["/"]);
+    let kept = vec![partner];
+    let first = kept.clone();
+    let proxy = HttpsProxy::start(&ca, &[closed.port(), open.port()], move |c: &mut Config| {
+        c.https.mode = HttpsMode::Tunnel;
+        c.access.users_file = Some(users_file());
+        c.exceptions = first;
+    })
+    .await;
+    let mut resting = {
+        let tunnel = connect(proxy.addr(), &closed_site, &ua("AcmeBot")).await.tunnel();
+        let tls = tls_over(tunnel, client_tls(&[&closed.ca.der], H1), "localhost").await.unwrap();
+        h1_over(tls).await
+    };
+    let mut plain = {
+        let tunnel = connect(proxy.addr(), &open_site, &ua("OtherBot")).await.tunnel();
+        let tls = tls_over(tunnel, client_tls(&[&open.ca.der], H1), "localhost").await.unwrap();
+        h1_over(tls).await
+    };
+    assert_eq!(h1_get(&mut resting, "/a", &closed_site, &[]).await.status, 200);
+    assert_eq!(h1_get(&mut plain, "/a", &open_site, &[]).await.status, 200);
+
+    // A reload that keeps the exception: both stay open.
+    proxy.proxy.reload_with(|c| c.exceptions = kept);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(h1_get(&mut resting, "/b", &closed_site, &[]).await.status, 200);
+    assert_eq!(h1_get(&mut plain, "/b", &open_site, &[]).await.status, 200);
+
+    // A reload that removes it: the tunnel resting on it ends, the other goes on.
+    proxy.proxy.reload_with(|c| c.exceptions = vec![]);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let req = http::Request::get("/c")
+        .header("host", &closed_site)
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let late = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        resting.ready().await?;
+        resting.send_request(req).await
+    })
+    .await
+    .expect("the closed tunnel answers at once");
+    assert!(late.is_err(), "a request went through the tunnel after its exception was removed");
+    assert_eq!(h1_get(&mut plain, "/c", &open_site, &[]).await.status, 200);
+    // And a new CONNECT to the closed site is refused.
+    assert_eq!(connect(proxy.addr(), &closed_site, &ua("AcmeBot")).await.refused().status, 403);
+    assert_eq!(closed.content_hits(), 2);
+}

@@ -14,6 +14,18 @@
 //! site's first fetch waits at most that long for a slot, never a whole `fetch_timeout`. When
 //! the slow pool is full too, the fetch that cannot join it is cut short (its site unreachable
 //! for this fetch): that bounds what slow origins can hold.
+//!
+//! **Why a hung origin still holds a global slot for [`SLOW_AFTER`]** (issue 37, N7): when a
+//! fetch starts, a hung origin (it accepts, and never answers) cannot be told from a healthy
+//! one: both have sent nothing yet. Only time, or progress, tells them apart. Counting only
+//! "active" fetches against the global cap would need a moment at which a fetch becomes
+//! active; if that is its first response byte, every fetch *starts* outside the cap, and the
+//! cap no longer bounds what it is for: the connections, DNS look-ups and TLS handshakes a
+//! crawl across many new sites opens at once (only the per-host cap would remain, and it does
+//! not bound the number of hosts). If it is "no byte for a while", that while is a timer like
+//! [`SLOW_AFTER`]. So a fetch holds its global slot until it has run [`SLOW_AFTER`], long
+//! enough for a healthy robots.txt (one round trip, a handshake, a small body) and short
+//! enough that a healthy site behind any number of tarpits waits at most that long for a slot.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

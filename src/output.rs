@@ -18,7 +18,7 @@
 //!   the values are unchanged while tools that split on Unicode line breaks, and terminals that
 //!   `tail` the file, see none of them raw.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// Most characters of one value a terminal sink shows; the rest is cut with a marker.
 pub const TERMINAL_MAX: usize = 2048;
@@ -47,7 +47,8 @@ pub fn terminal_text(text: &str) -> String {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&terminal(line).to_string());
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{}", terminal(line));
     }
     out
 }
@@ -88,6 +89,12 @@ struct Escaper<'a, 'b> {
 
 impl fmt::Write for Escaper<'_, '_> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
+        // The common case, on every 403 and log line: printable ASCII within what is left, where
+        // a character is a byte and none is unsafe. One pass over the bytes, written at once.
+        if text.len() <= self.left && text.bytes().all(|b| matches!(b, b' '..=b'~' | b'\t')) {
+            self.left -= text.len();
+            return self.out.write_str(text);
+        }
         let mut start = 0;
         for (i, c) in text.char_indices() {
             if self.left == 0 {
@@ -157,6 +164,20 @@ mod tests {
         let text = "User-agent: * café 日本 \\x1b";
         assert_eq!(terminal(text).to_string(), text);
         assert_eq!(log(text).to_string(), text);
+    }
+
+    #[test]
+    fn printable_ascii_is_cut_at_the_same_count_as_any_text() {
+        let text = format!("{}\u{1b}", "a".repeat(TERMINAL_MAX - 1));
+        assert_eq!(terminal(&text).to_string(), format!("{}\\x1b", "a".repeat(TERMINAL_MAX - 1)));
+        let text = "a".repeat(TERMINAL_MAX + 10);
+        let shown = terminal(&text).to_string();
+        assert!(shown.ends_with("…[cut: 10 more bytes]"), "{}", &shown[shown.len() - 40..]);
+        assert_eq!(shown.matches('a').count(), TERMINAL_MAX);
+        // Pieces written one after another share one budget.
+        let shown =
+            terminal(format_args!("{}{}", "b".repeat(TERMINAL_MAX - 2), "cdef")).to_string();
+        assert!(shown.ends_with("cd…[cut: 2 more bytes]"), "{}", &shown[shown.len() - 40..]);
     }
 
     #[test]

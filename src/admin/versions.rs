@@ -289,6 +289,7 @@ mod tests {
                 consequence: Consequence::Rules,
                 at,
                 now: at,
+                expires_at: at,
                 folds_case: false,
             });
         }

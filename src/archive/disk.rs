@@ -342,6 +342,7 @@ mod tests {
                 last_confirmed: t,
                 replaced_at: None,
                 folds_case: false,
+                expires_at: None,
             },
             t,
         );

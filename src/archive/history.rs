@@ -69,6 +69,12 @@ pub struct Window {
     /// Absent (false) in windows written before it existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub folds_case: bool,
+    /// When the last result that confirmed the window was due to be fetched again (the end of
+    /// its lifetime, or the next retry): past it, nothing was decided with the window unless a
+    /// later fetch confirmed it, so `evidence` claims nothing past it for the window in force
+    /// (issue 39, M2). Absent in windows written before it existed.
+    #[serde(default, with = "rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<SystemTime>,
 }
 
 impl Window {
@@ -122,11 +128,16 @@ impl History {
             return true;
         };
         if current.same_result(&seen) {
+            let mut changed = false;
             if seen.last_confirmed > current.last_confirmed {
                 current.last_confirmed = seen.last_confirmed;
-                return true;
+                changed = true;
             }
-            return false;
+            if seen.expires_at > current.expires_at {
+                current.expires_at = seen.expires_at;
+                changed = true;
+            }
+            return changed;
         }
         if seen.first_fetched < current.last_confirmed {
             let at = truncate(now).max(current.last_confirmed);
@@ -248,6 +259,7 @@ mod tests {
             last_confirmed: at(t),
             replaced_at: None,
             folds_case: false,
+            expires_at: None,
         }
     }
 
@@ -264,6 +276,7 @@ mod tests {
             last_confirmed: at(t),
             replaced_at: None,
             folds_case: false,
+            expires_at: None,
         }
     }
 

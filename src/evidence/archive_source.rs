@@ -16,11 +16,13 @@ use super::history::{Body, History, InForce, Observation};
 use super::EvidenceError;
 
 /// Reads the archive of `state_dir` into `history`: the windows of `authority`, or of every
-/// authority when `None`, and the bodies they name.
+/// authority when `None`, and the bodies they name. `max_age` (`robots.max_age`) bounds the
+/// window in force of an archive that did not keep its expiry.
 pub(super) fn read_state_dir(
     state_dir: &Path,
     authority: Option<&str>,
     history: &mut History,
+    max_age: std::time::Duration,
 ) -> Result<(), EvidenceError> {
     let unreadable = |source| EvidenceError::Unreadable { path: state_dir.to_owned(), source };
     if !std::fs::metadata(state_dir).map_err(unreadable)?.is_dir() {
@@ -60,11 +62,23 @@ pub(super) fn read_state_dir(
             }
             let fetch = w.state == "fresh";
             let note = note(&w);
+            // In force until replaced; the window in force, until the last result confirming
+            // it was due again (windows written before that was kept: `max_age` after it),
+            // not on and on (issue 39, M2: the archive answered for 2099).
+            let until = w
+                .replaced_at
+                .or(w.expires_at)
+                .unwrap_or_else(|| w.last_confirmed.checked_add(max_age).unwrap_or(w.last_confirmed));
             let mut observe = |at, open| {
-                history.observe(
-                    &name,
-                    Observation { at, what: what.clone(), fetch, note: note.clone(), open },
-                );
+                let o = Observation {
+                    fetch,
+                    note: note.clone(),
+                    open,
+                    fetch_key: Some(w.first_fetched),
+                    until: Some(until),
+                    ..Observation::at(at, what.clone())
+                };
+                history.observe(&name, o);
             };
             observe(w.first_fetched, false);
             observe(w.last_confirmed, w.replaced_at.is_none());

@@ -120,25 +120,30 @@ impl Source {
         history: &mut History,
         keep: &dyn Fn(&serde_json::Value, SystemTime) -> bool,
         kept: &mut Vec<Kept>,
+        max_age: Duration,
     ) -> Result<(), EvidenceError> {
         match self {
             Source::Audit(path) => audit_source::read_file(path, history, keep, kept),
-            Source::StateDir(dir) => archive_source::read_state_dir(dir, authority, history),
+            Source::StateDir(dir) => {
+                archive_source::read_state_dir(dir, authority, history, max_age)
+            }
         }
     }
 }
 
 /// Reads every source into one history; the kept records are sorted by time (stable: in the
-/// order of the sources and lines for equal times).
+/// order of the sources and lines for equal times). `max_age` (`robots.max_age`) bounds an
+/// archive's window in force when the archive did not keep its expiry.
 pub fn load_sources(
     sources: &[Source],
     authority: Option<&str>,
     keep: &dyn Fn(&serde_json::Value, SystemTime) -> bool,
+    max_age: Duration,
 ) -> Result<(History, Vec<Kept>), EvidenceError> {
     let mut history = History::default();
     let mut kept = Vec::new();
     for source in sources {
-        source.load(authority, &mut history, keep, &mut kept)?;
+        source.load(authority, &mut history, keep, &mut kept, max_age)?;
     }
     kept.sort_by_key(|k| k.at);
     Ok((history, kept))
@@ -387,7 +392,7 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
             && field("robots.authority") == Some(name.as_str())
             && field("robots.path") == Some(path.as_str())
     };
-    let (history, records) = load_sources(&sources, Some(&name), &keep)?;
+    let (history, records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
     let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
     let body = match &window.what {
         InForce::File(digest) => Some(history.body(digest).ok_or_else(|| {
@@ -445,14 +450,24 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
 }
 
 /// The one line refusing to answer.
-fn refusal(
-    authority: &str,
-    at: SystemTime,
-    (earliest, latest): (Option<SystemTime>, Option<SystemTime>),
-) -> EvidenceError {
+fn refusal(authority: &str, at: SystemTime, unknown: history::Unknown) -> EvidenceError {
     let at = time::show(at);
-    EvidenceError::Unknown(match (earliest, latest) {
-        (Some(first), Some(last)) => format!(
+    EvidenceError::Unknown(match unknown {
+        history::Unknown { gap: Some((what, known_until, Some(next))), .. } => {
+            let what = match &what {
+                InForce::File(digest) => format!("robots.txt sha256:{digest}"),
+                other => other.kind().to_owned(),
+            };
+            let next = time::show(next);
+            format!(
+                "nothing is known of {authority} at {at}: {what} is known in force until \
+                 {} and the next fetch or decision known is at {next}; in between the proxy \
+                 was stopped, or idle past the copy's expiry (its next request would have \
+                 fetched again)",
+                time::show(known_until)
+            )
+        }
+        history::Unknown { earliest: Some(first), latest: Some(last), .. } => format!(
             "no robots.txt version is known for {authority} at {at}; earliest known: {} (the \
              sources cover {} to {})",
             time::show(first),

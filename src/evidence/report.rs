@@ -104,6 +104,7 @@ pub(super) fn window_json(w: &Window) -> Value {
         "observations": w.observations,
         "note": w.note,
         "open": w.open,
+        "known_until": show(w.known_until()),
     })
 }
 
@@ -125,6 +126,7 @@ pub(super) fn json(a: &Answer<'_>) -> String {
         "sha256": digest(a.window),
         "fetched_at": a.window.fetched_before(a.at).map(show),
         "window": window_json(a.window),
+        "known": a.window.known_at(a.at).map(|(from, to)| json!({"from": show(from), "to": show(to)})),
         "version": version,
         "allowed": d.allowed,
         "reason": d.reason,
@@ -192,7 +194,10 @@ pub(super) fn text(a: &Answer<'_>) -> String {
     }
     let until = match w.replaced_at {
         Some(r) => format!("replaced at {}", show(r)),
-        None if w.open => "in force when the archive was read".to_owned(),
+        None if w.open => format!(
+            "in force when the archive was read, known until {}",
+            show(w.known_until())
+        ),
         None => "nothing known after it".to_owned(),
     };
     let _ = writeln!(

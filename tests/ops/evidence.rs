@@ -570,3 +570,100 @@ fn evidence_refuses_audit_files_whose_chain_is_broken() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("is in the future"), "{err}");
 }
+
+/// Issue 39, H2 and M2 (the review's e6): with the default `audit.all_decisions = false` only
+/// blocks are recorded, so a version under which every request was allowed reached the log
+/// nowhere, and `evidence --audit` answered from the version on either side (v1, disallowed)
+/// for a request the proxy allowed under v2. Each result taken in is now a `robots_fetch`
+/// record, so the files name v2 and the allow. And a copy idle far past its lifetime (no
+/// request, so no fetch) is no longer taken to be in force: nothing is known then, from the
+/// audit files (between two fetches) or from the archive (past the window in force's expiry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_names_a_version_only_allowed_requests_used() {
+    const A1: &str = "User-agent: *\nDisallow: /a\n";
+    const A2: &str = "User-agent: *\nDisallow: /b\n";
+    let origin = Origin::start(A1).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", dir),
+        ("ROBOTS_PROXY_ROBOTS__MAX_AGE", "1s"),
+        ("ROBOTS_PROXY_ROBOTS__MIN_AGE", "1s"),
+        ("ROBOTS_PROXY_ROBOTS__REFRESH_AHEAD", "0"),
+    ];
+    let proxy = ProxyProcess::start(&[], &env);
+    let audit = state.path().join("audit.jsonl");
+    let base = origin.base();
+    let (v1, v2) = (sha256_hex(A1.as_bytes()), sha256_hex(A2.as_bytes()));
+    let url = format!("{base}/a");
+    assert_eq!(fetch(&proxy, &url).await, 403);
+    // Idle well past v1's one-second lifetime: the next request fetches again (same bytes).
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(fetch(&proxy, &url).await, 403);
+    origin.set_robots(200, A2);
+    let mut allowed = false;
+    for _ in 0..100 {
+        if fetch(&proxy, &url).await == 200 {
+            allowed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(allowed, "version 2 never came into force");
+    origin.set_robots(200, A1);
+    let mut blocked = false;
+    for _ in 0..100 {
+        if fetch(&proxy, &url).await == 403 {
+            blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(blocked, "version 1 never came back");
+    let fetches = |digest: &str| -> Vec<serde_json::Value> {
+        records(&audit)
+            .into_iter()
+            .filter(|r| r["event.action"] == "robots_fetch" && r["robots.sha256"] == digest)
+            .collect()
+    };
+    wait_until("the fetch records", || fetches(&v1).len() >= 3 && !fetches(&v2).is_empty()).await;
+    drop(proxy);
+    // Only blocks were recorded as decisions: none names v2.
+    assert!(blocks_naming(&audit, &v2).is_empty());
+    let under_v2 = fetches(&v2).remove(0);
+    assert_eq!(under_v2["robots.status_code"], 200, "{under_v2:#}");
+    assert_eq!(under_v2["robots.consequence"], "rules", "{under_v2:#}");
+    let at = shifted(under_v2["@timestamp"].as_str().unwrap(), 1);
+    let answer = replay(&url, &at, &[&audit]);
+    assert_eq!(answer["sha256"], v2.as_str(), "{answer:#}");
+    assert_eq!(answer["allowed"], true, "the proxy allowed /a under v2: {answer:#}");
+
+    // Between v1's first fetch (a one-second lifetime) and its second, 3.5 s later, no
+    // request came: nothing is known, and the answer says so rather than reach across.
+    let first = &fetches(&v1)[0];
+    let expired = first["robots.expires_at"].as_str().unwrap();
+    let idle = shifted(expired, 1000);
+    let (code, out, err) = evidence(&[&url, "--at", &idle, "--audit", audit.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("nothing is known") && err.contains("idle past"), "{err}");
+    // The archive's window in force ends at its expiry, not at the time asked (the proxy is
+    // stopped now): a time after it is refused, one within it answered.
+    wait_until("the archive's last window", || {
+        let reader = robots_proxy::archive::ArchiveReader::open(state.path());
+        reader.is_ok_and(|r| r.windows(&base).last().is_some_and(|w| w.expires_at.is_some()))
+    })
+    .await;
+    let reader = robots_proxy::archive::ArchiveReader::open(state.path()).unwrap();
+    let last = reader.windows(&base).last().cloned().unwrap();
+    let expiry = robots_proxy::robots_version::rfc3339_millis(last.expires_at.unwrap());
+    let after = shifted(&expiry, 1000);
+    let due = humantime::parse_rfc3339(&after).unwrap() + Duration::from_millis(50);
+    if let Ok(wait) = due.duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(wait).await;
+    }
+    let (code, out, err) = evidence(&[&url, "--at", &after, "--state-dir", dir]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("no robots.txt version is known"), "{err}");
+    let within = replay_from(&url, &shifted(&expiry, -1), &["--state-dir", dir]);
+    assert_eq!((&within["sha256"], &within["allowed"]), (&v1.as_str().into(), &false.into()));
+}

@@ -12,8 +12,8 @@
 
 use crate::archive::Observation;
 
-use super::{timestamp, versions, writer, AuditError, AuditLog, Command, ECS_VERSION};
 use super::EVENT_DATASET;
+use super::{timestamp, versions, writer, AuditError, AuditLog, Command, ECS_VERSION};
 
 impl AuditLog {
     /// Queues the `robots_fetch` record of `seen`; waits when the queue is full (never drops).

@@ -65,9 +65,9 @@ pub mod wellknown;
 pub use class::FetchClass;
 pub use section::RobotsSection;
 
+pub use archived::ResultHook;
 pub use shared::{SharedError, SharedRobots};
 pub use store::{PurgedAll, RobotsStore, StoreFuture, StoreStats};
-pub use archived::ResultHook;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

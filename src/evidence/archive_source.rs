@@ -65,10 +65,9 @@ pub(super) fn read_state_dir(
             // In force until replaced; the window in force, until the last result confirming
             // it was due again (windows written before that was kept: `max_age` after it),
             // not on and on (issue 39, M2: the archive answered for 2099).
-            let until = w
-                .replaced_at
-                .or(w.expires_at)
-                .unwrap_or_else(|| w.last_confirmed.checked_add(max_age).unwrap_or(w.last_confirmed));
+            let until = w.replaced_at.or(w.expires_at).unwrap_or_else(|| {
+                w.last_confirmed.checked_add(max_age).unwrap_or(w.last_confirmed)
+            });
             let mut observe = |at, open| {
                 let o = Observation {
                     fetch,

@@ -159,7 +159,11 @@ fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), Str
             let what = match text(record, "robots.consequence") {
                 Some("allow_all") => InForce::AllowAll,
                 Some("disallow_all") => InForce::DisallowAll,
-                other => return Err(format!("robots_fetch without robots.sha256: consequence {other:?}")),
+                other => {
+                    return Err(format!(
+                        "robots_fetch without robots.sha256: consequence {other:?}"
+                    ))
+                }
             };
             let note = text(record, "event.reason").map(str::to_owned);
             let until = time("robots.expires_at")?;

@@ -324,7 +324,11 @@ mod tests {
 
     /// An observation of `what` at `at`, naming the fetch at `key`.
     fn seen(h: &mut History, at: u64, what: InForce, key: u64) {
-        let o = Observation { fetch_key: Some(t(key)), fetch: at == key, ..Observation::at(t(at), what) };
+        let o = Observation {
+            fetch_key: Some(t(key)),
+            fetch: at == key,
+            ..Observation::at(t(at), what)
+        };
         h.observe("http://a.test", o);
     }
 
@@ -410,11 +414,8 @@ mod tests {
         assert_eq!(h.in_force_at("http://a.test", t(250)).unwrap().what, InForce::DisallowAll);
         assert!(h.in_force_at("http://a.test", t(301)).is_err());
         // The archive's window in force runs on, to its expiry.
-        let open = Observation {
-            open: true,
-            until: Some(t(9999)),
-            ..Observation::at(t(300), file("v1"))
-        };
+        let open =
+            Observation { open: true, until: Some(t(9999)), ..Observation::at(t(300), file("v1")) };
         h.observe("http://a.test", open);
         assert_eq!(h.in_force_at("http://a.test", t(9999)).unwrap().what, file("v1"));
         assert!(h.in_force_at("http://a.test", t(10_000)).is_err());

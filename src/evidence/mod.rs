@@ -16,6 +16,7 @@ mod archive_source;
 mod audit_source;
 pub mod export;
 pub mod history;
+mod overrides;
 mod replay;
 mod report;
 mod time;
@@ -257,6 +258,11 @@ pub struct ReplayArgs {
     /// configured `policy.default_token` when it names none).
     #[arg(long, value_name = "UA")]
     pub user_agent: Option<String>,
+    /// The authenticated proxy user the request came from (`access.users_file`, whose
+    /// credentials name the token): only then do allow exceptions and usage lifts apply, as
+    /// at the proxy; `[usage]` crawlers named by `user` too.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     /// The audit records shown are those for the URL within this long of TIME, either side.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     pub near: Duration,
@@ -430,6 +436,19 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
     let fold = folds_case(&config, &authority) || detected;
     let replayed =
         replay::replay(&window.what, body.map(|b| &b.bytes[..]), token.as_ref(), &path, fold);
+    // Exceptions and usage preferences, as the proxy applies them (issue 39, M4).
+    let overrides = overrides::apply(
+        &config,
+        &authority,
+        token.as_ref(),
+        args.user.as_deref(),
+        &path,
+        at,
+        body.map(|b| &b.bytes[..]),
+        fold,
+        &replayed,
+    );
+    let disagrees = overrides::disagreeing(&records, token.as_ref(), overrides.allowed);
     let answer = report::Answer {
         url: url.trim(),
         authority: &name,
@@ -445,6 +464,8 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         fold_case: fold,
         sources: &sources,
         chains: &chains,
+        overrides: &overrides,
+        disagrees: &disagrees,
     };
     Ok(if args.json { report::json(&answer) } else { report::text(&answer) })
 }
@@ -498,6 +519,7 @@ mod tests {
             at: None,
             token: token.map(str::to_owned),
             user_agent: user_agent.map(str::to_owned),
+            user: None,
             near: Duration::from_secs(3600),
             json: false,
             allow_tampered: false,

@@ -667,3 +667,100 @@ async fn evidence_names_a_version_only_allowed_requests_used() {
     let within = replay_from(&url, &shifted(&expiry, -1), &["--state-dir", dir]);
     assert_eq!((&within["sha256"], &within["allowed"]), (&v1.as_str().into(), &false.into()));
 }
+
+/// Issue 39, M4 (the review's e5): `evidence` replayed robots.txt's path rules alone. A request
+/// the proxy refused for a usage preference of the same robots.txt (`Content-Usage:
+/// train-ai=n`, a crawler whose purpose is `train-ai`) and one a disallow exception refused
+/// were both answered "allowed", with nothing said of the records that contradicted it. Now
+/// the exceptions and `[usage]` of `--config` are applied as the proxy applies them, and a
+/// record near TIME that disagrees with the answer is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_applies_usage_preferences_and_exceptions() {
+    const ROBOTS: &str = "User-agent: *\nContent-Usage: train-ai=n\nDisallow: /a\n";
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("state");
+    let base = origin.base();
+    let authority = base.trim_start_matches("http://").to_owned();
+    let expires = humantime::format_rfc3339_seconds(
+        std::time::SystemTime::now() + Duration::from_secs(86_400),
+    );
+    let config = state.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir = {dir:?}\n\n[access]\nallow_destinations = [\"127.0.0.0/8\"]\n\n\
+             [usage]\ncrawlers = [{{ token = \"AcmeTrainer\", purposes = [\"train-ai\"] }}]\n\n\
+             [[exceptions]]\nid = \"takedown-7\"\nauthorities = [\"{authority}\"]\n\
+             tokens = [\"OtherBot\"]\npaths = [\"/d\"]\neffect = \"disallow\"\n\
+             reference = \"https://legal.example/takedown-7\"\ngranted_by = \"legal@example.com\"\n\
+             expires = \"{expires}\"\n"
+        ),
+    )
+    .unwrap();
+    let config_arg = config.to_str().unwrap();
+    let proxy = ProxyProcess::start(&["--config", config_arg], &[]);
+    let client = proxied_client(proxy.proxy_addr);
+    let get = |ua: &'static str, url: String| {
+        let client = client.clone();
+        async move { client.get(url).header("user-agent", ua).send().await.unwrap().status() }
+    };
+    assert_eq!(get("AcmeTrainer/1.0", format!("{base}/x")).await.as_u16(), 403);
+    assert_eq!(get("OtherBot/2.0", format!("{base}/d")).await.as_u16(), 403);
+    assert_eq!(get("OtherBot/2.0", format!("{base}/x")).await.as_u16(), 200);
+    let audit = dir.join("audit.jsonl");
+    let at_of = |action: &str| {
+        records(&audit)
+            .into_iter()
+            .find(|r| r["event.action"] == action)
+            .map(|r| r["@timestamp"].as_str().unwrap().to_owned())
+    };
+    wait_until("the two refusals", || {
+        at_of("usage_disallow").is_some() && at_of("exception_disallow").is_some()
+    })
+    .await;
+    drop(proxy);
+    let ask = |url: String, at: String, token: &str| {
+        let args = [
+            url.as_str(),
+            "--at",
+            at.as_str(),
+            "--token",
+            token,
+            "--json",
+            "--config",
+            config_arg,
+            "--audit",
+            audit.to_str().unwrap(),
+        ];
+        let (code, out, err) = evidence(&args);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let usage = ask(format!("{base}/x"), at_of("usage_disallow").unwrap(), "AcmeTrainer");
+    assert_eq!(usage["robots_allowed"], true, "{usage:#}");
+    assert_eq!(usage["allowed"], false, "refused for train-ai=n: {usage:#}");
+    assert_eq!(usage["usage"]["refused"]["purpose"], "train-ai", "{usage:#}");
+    assert_eq!(usage["usage"]["refused"]["line"], 2, "{usage:#}");
+    assert_eq!(usage["disagrees_with"], serde_json::json!([]), "{usage:#}");
+    let taken_down = ask(format!("{base}/d"), at_of("exception_disallow").unwrap(), "OtherBot");
+    assert_eq!(taken_down["allowed"], false, "{taken_down:#}");
+    assert_eq!(taken_down["exception"]["id"], "takedown-7", "{taken_down:#}");
+    assert_eq!(taken_down["disagrees_with"], serde_json::json!([]), "{taken_down:#}");
+    // Without the configuration the records say otherwise, and the answer says so.
+    let (code, out, err) = evidence(&[
+        &format!("{base}/d"),
+        "--at",
+        &at_of("exception_disallow").unwrap(),
+        "--token",
+        "OtherBot",
+        "--json",
+        "--audit",
+        audit.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bare: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(bare["allowed"], true, "{bare:#}");
+    let against = bare["disagrees_with"].as_array().unwrap();
+    assert!(against.iter().any(|r| r["event.action"] == "exception_disallow"), "{bare:#}");
+}

@@ -342,7 +342,8 @@ fn take_in(shared: &Shared, seen: Observation) {
     }
     if let Some(version) = seen.version {
         let sha = version.sha256();
-        let on_disk = || disk::body_path(&shared.root, sha).is_file();
+        // Checked by its hash, not by its name alone: a corrupt body is written again (L2).
+        let on_disk = || disk::body_intact(&shared.root, sha);
         if !state.pending.contains_key(sha) && !on_disk() {
             let body = version.body();
             if state.pending_bytes + body.len() > MAX_PENDING_BYTES {

@@ -50,13 +50,17 @@ pub(super) fn read_state_dir(
                     history.note_folds_case(&name, sha);
                 }
                 if history.body(sha).is_none() {
-                    let body = reader
-                        .body_checked(sha)
-                        .map_err(|e| EvidenceError::Archive(e.to_string()))?;
-                    if let Some(bytes) = body {
-                        let body =
-                            Body { bytes: bytes.to_vec(), url: url.clone(), status: w.status };
-                        history.add_body(sha, body);
+                    // A body that cannot be read, or does not hash to its name, is skipped and
+                    // named: it fails only an answer that needs it (issue 39, L2: one bad body
+                    // failed every query on its authority).
+                    match reader.body_checked(sha) {
+                        Ok(Some(bytes)) => {
+                            let body =
+                                Body { bytes: bytes.to_vec(), url: url.clone(), status: w.status };
+                            history.add_body(sha, body);
+                        }
+                        Ok(None) => {}
+                        Err(e) => history.note_unusable_body(sha, e.to_string()),
                     }
                 }
             }

@@ -161,6 +161,9 @@ pub struct History {
     folding: std::collections::HashSet<(String, String)>,
     /// The latest `@timestamp` of the audit files read: they know nothing after it.
     audit_end: Option<SystemTime>,
+    /// Bodies a source holds but that could not be used (unreadable, or not what their
+    /// digest says): digest → why.
+    unusable: HashMap<String, String>,
 }
 
 /// Why nothing is known at a time: the earliest and the latest time anything is known of the
@@ -203,6 +206,16 @@ impl History {
     /// Whether a source said `authority`'s version `sha256` came from such an origin.
     pub fn folds_case(&self, authority: &str, sha256: &str) -> bool {
         self.folding.contains(&(authority.to_owned(), sha256.to_owned()))
+    }
+
+    /// Notes that a source's body of `sha256` could not be used, and why.
+    pub fn note_unusable_body(&mut self, sha256: &str, why: String) {
+        self.unusable.entry(sha256.to_owned()).or_insert(why);
+    }
+
+    /// Why a source's body of `sha256` could not be used, if one could not.
+    pub fn unusable_body(&self, sha256: &str) -> Option<&str> {
+        self.unusable.get(sha256).map(String::as_str)
     }
 
     /// The bytes of a version, when a source holds them.

@@ -402,11 +402,18 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
     let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
     let body = match &window.what {
         InForce::File(digest) => Some(history.body(digest).ok_or_else(|| {
-            EvidenceError::Unknown(format!(
-                "robots.txt version sha256:{digest} of {name} was in force at {}, but no source \
-                 holds its body (no robots_version record for it): nothing to replay",
-                time::show(at)
-            ))
+            match history.unusable_body(digest) {
+                Some(why) => EvidenceError::Archive(format!(
+                    "robots.txt version sha256:{digest} of {name} was in force at {}, and the \
+                     only body of it cannot be used: {why}",
+                    time::show(at)
+                )),
+                None => EvidenceError::Unknown(format!(
+                    "robots.txt version sha256:{digest} of {name} was in force at {}, but no \
+                     source holds its body (no robots_version record for it): nothing to replay",
+                    time::show(at)
+                )),
+            }
         })?),
         _ => None,
     };

@@ -401,8 +401,8 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
     let (history, records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
     let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
     let body = match &window.what {
-        InForce::File(digest) => Some(history.body(digest).ok_or_else(|| {
-            match history.unusable_body(digest) {
+        InForce::File(digest) => {
+            Some(history.body(digest).ok_or_else(|| match history.unusable_body(digest) {
                 Some(why) => EvidenceError::Archive(format!(
                     "robots.txt version sha256:{digest} of {name} was in force at {}, and the \
                      only body of it cannot be used: {why}",
@@ -413,8 +413,8 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
                      source holds its body (no robots_version record for it): nothing to replay",
                     time::show(at)
                 )),
-            }
-        })?),
+            })?)
+        }
         _ => None,
     };
     // The chain of every audit file the answer rests on (issue 39, M1): a broken one is
@@ -456,6 +456,7 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         &replayed,
     );
     let disagrees = overrides::disagreeing(&records, token.as_ref(), overrides.allowed);
+    let sources_disagree = sources_disagree(&sources, &name, at, config.robots.max_age)?;
     let answer = report::Answer {
         url: url.trim(),
         authority: &name,
@@ -473,8 +474,38 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         chains: &chains,
         overrides: &overrides,
         disagrees: &disagrees,
+        sources_disagree: sources_disagree.as_ref(),
     };
     Ok(if args.json { report::json(&answer) } else { report::text(&answer) })
+}
+
+/// With both audit files and an archive among the sources: what each kind alone says was in
+/// force at `at`, when they differ (issue 39, item 8: `evidence` says when the archive and the
+/// log disagree). Each `in_force` and `sha256`, or the refusal when one kind knows nothing.
+fn sources_disagree(
+    sources: &[Source],
+    authority: &str,
+    at: SystemTime,
+    max_age: Duration,
+) -> Result<Option<serde_json::Value>, EvidenceError> {
+    let (audits, archives): (Vec<Source>, Vec<Source>) =
+        sources.iter().cloned().partition(|s| matches!(s, Source::Audit(_)));
+    if audits.is_empty() || archives.is_empty() {
+        return Ok(None);
+    }
+    let none = |_: &serde_json::Value, _: SystemTime| false;
+    let say = |sources: &[Source]| -> Result<serde_json::Value, EvidenceError> {
+        let (history, _) = load_sources(sources, Some(authority), &none, max_age)?;
+        Ok(match history.in_force_at(authority, at) {
+            Ok(w) => serde_json::json!({
+                "in_force": w.what.kind(),
+                "sha256": match &w.what { InForce::File(d) => Some(d.clone()), _ => None },
+            }),
+            Err(_) => serde_json::json!({ "in_force": null, "sha256": null }),
+        })
+    };
+    let (log, archive) = (say(&audits)?, say(&archives)?);
+    Ok((log != archive).then(|| serde_json::json!({ "audit": log, "archive": archive })))
 }
 
 /// The one line refusing to answer.

@@ -34,6 +34,8 @@ pub(super) struct Answer<'a> {
     pub(super) overrides: &'a super::overrides::Overrides,
     /// The records near TIME whose verdict differs from the answer.
     pub(super) disagrees: &'a [Value],
+    /// What the audit files and the archive each say, when they differ.
+    pub(super) sources_disagree: Option<&'a Value>,
 }
 
 /// The chain of each audit file, for `--json`.
@@ -139,6 +141,7 @@ pub(super) fn json(a: &Answer<'_>) -> String {
         "exception": a.overrides.exception,
         "usage": a.overrides.usage,
         "disagrees_with": a.disagrees,
+        "sources_disagree": a.sources_disagree,
         "rule": d.rule,
         "line": d.line,
         "group": d.group,
@@ -226,6 +229,14 @@ pub(super) fn text(a: &Answer<'_>) -> String {
     }
     if let Some(id) = o.exception.as_ref().and_then(|e| e["id"].as_str()) {
         let _ = writeln!(out, "  exception: {}", terminal(id));
+    }
+    if let Some(d) = a.sources_disagree {
+        let _ = writeln!(
+            out,
+            "  SOURCES DISAGREE: the audit files say {}, the archive {}",
+            terminal(&d["audit"].to_string()),
+            terminal(&d["archive"].to_string())
+        );
     }
     for k in a.disagrees {
         let _ = writeln!(

@@ -666,6 +666,21 @@ async fn evidence_names_a_version_only_allowed_requests_used() {
     assert!(err.contains("no robots.txt version is known"), "{err}");
     let within = replay_from(&url, &shifted(&expiry, -1), &["--state-dir", dir]);
     assert_eq!((&within["sha256"], &within["allowed"]), (&v1.as_str().into(), &false.into()));
+
+    // The archive edited (v2's window deleted, as the review flipped e6's answer): read with
+    // the audit files, the answer says the two disagree (issue 39, item 8).
+    let authorities = state.path().join("robots-archive/authorities");
+    let file = std::fs::read_dir(&authorities).unwrap().next().unwrap().unwrap().path();
+    let mut history: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    history["windows"].as_array_mut().unwrap().retain(|w| w["sha256"] != v2.as_str());
+    std::fs::write(&file, serde_json::to_vec_pretty(&history).unwrap()).unwrap();
+    let both = replay_from(&url, &at, &["--state-dir", dir, "--audit", audit.to_str().unwrap()]);
+    assert_eq!(both["sha256"], v2.as_str(), "{both:#}");
+    assert_eq!(both["sources_disagree"]["audit"]["sha256"], v2.as_str(), "{both:#}");
+    assert_ne!(both["sources_disagree"]["archive"]["sha256"], v2.as_str(), "{both:#}");
+    let agreeing = replay_from(&url, &at, &["--audit", audit.to_str().unwrap()]);
+    assert_eq!(agreeing["sources_disagree"], serde_json::Value::Null, "{agreeing:#}");
 }
 
 /// Issue 39, M4 (the review's e5): `evidence` replayed robots.txt's path rules alone. A request

@@ -354,6 +354,7 @@ mod tests {
                 replaced_at: None,
                 folds_case: false,
                 expires_at: None,
+                fetches: Vec::new(),
             },
             t,
         );

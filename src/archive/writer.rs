@@ -307,6 +307,7 @@ fn take_in(shared: &Shared, seen: Observation) {
         replaced_at: None,
         folds_case: seen.folds_case,
         expires_at: Some(truncate(seen.expires_at)),
+        fetches: vec![at],
     };
     let known = shared.lock().histories.contains_key(&seen.authority);
     // Not in memory: its file, read on this thread (only it writes the files).

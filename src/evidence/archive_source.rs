@@ -84,6 +84,11 @@ pub(super) fn read_state_dir(
                 history.observe(&name, o);
             };
             observe(w.first_fetched, false);
+            // Each fetch the window kept (L1): the copy in force at a time is the last fetched
+            // before it, not the window's first.
+            for fetched in &w.fetches {
+                observe(*fetched, false);
+            }
             observe(w.last_confirmed, w.replaced_at.is_none());
         }
     }

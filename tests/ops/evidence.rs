@@ -667,6 +667,16 @@ async fn evidence_names_a_version_only_allowed_requests_used() {
     let within = replay_from(&url, &shifted(&expiry, -1), &["--state-dir", dir]);
     assert_eq!((&within["sha256"], &within["allowed"]), (&v1.as_str().into(), &false.into()));
 
+    // Issue 39, L1: v1's window holds two fetches 3.5 s apart; a time after the second names
+    // the second as the copy in force, from the archive too (it named the window's first).
+    let second = &fetches(&v1)[1];
+    let fetched_second = second["robots.fetched_at"].as_str().unwrap();
+    let after_second = shifted(second["@timestamp"].as_str().unwrap(), 1);
+    for sources in [["--state-dir", dir], ["--audit", audit.to_str().unwrap()]] {
+        let answer = replay_from(&url, &after_second, &sources);
+        assert_eq!(answer["fetched_at"], fetched_second, "{sources:?}: {answer:#}");
+    }
+
     // The archive edited (v2's window deleted, as the review flipped e6's answer): read with
     // the audit files, the answer says the two disagree (issue 39, item 8).
     let authorities = state.path().join("robots-archive/authorities");

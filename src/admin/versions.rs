@@ -50,6 +50,16 @@ const MAX_DIFF_LINES: usize = 2000;
 /// listed without them.
 const SHOWN_DEADLINE: Duration = Duration::from_secs(3);
 
+/// One `diff=1` answer is built at a time (issue 39, M5: two built at once, each a core's worth
+/// of diffing, stalled the proxy's traffic on a two-core machine); another asked meanwhile is
+/// answered 503 at once, with `Retry-After`, and costs no work.
+static DIFFS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
+/// The answer could not be built now: another `diff=1` answer is being built.
+#[derive(Debug, thiserror::Error)]
+#[error("another diff of versions is being built; ask again in a moment")]
+pub(super) struct Busy;
+
 pub(super) async fn list(proxy: &Proxy, query: &HashMap<String, String>) -> http::Response<Body> {
     let Some(given) = query.get("authority").map(|a| a.trim()).filter(|a| !a.is_empty()) else {
         return bad_request(
@@ -67,15 +77,46 @@ pub(super) async fn list(proxy: &Proxy, query: &HashMap<String, String>) -> http
         );
     };
     let with_diff = query.get("diff").is_some_and(|d| d == "1" || d == "true");
-    // Reading the archive is disk I/O, and diffing is CPU: both on the blocking pool.
-    let built = tokio::task::spawn_blocking(move || answer(&archive, authority, with_diff)).await;
-    match built {
-        Ok(answer) => json_response(StatusCode::OK, &answer),
+    match build(archive, authority, with_diff).await {
+        Ok(Ok(answer)) => json_response(StatusCode::OK, &answer),
+        Ok(Err(busy)) => {
+            let mut response = json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({ "error": busy.to_string() }),
+            );
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+            response
+        }
         Err(e) => json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             &json!({ "error": format!("the versions could not be read: {e}") }),
         ),
     }
+}
+
+/// Builds the answer on the blocking pool, off the threads that serve requests (reading the
+/// archive is disk I/O, diffing is CPU); with `with_diff`, only when no other diff answer is
+/// being built ([`DIFFS`]).
+pub(super) async fn build(
+    archive: Arc<Archive>,
+    authority: String,
+    with_diff: bool,
+) -> Result<Result<Value, Busy>, tokio::task::JoinError> {
+    let permit = match with_diff {
+        true => match DIFFS.try_acquire() {
+            Ok(permit) => Some(permit),
+            Err(_) => return Ok(Err(Busy)),
+        },
+        false => None,
+    };
+    // The permit goes with the work: a client that hangs up does not free it early.
+    let built = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        answer(&archive, authority, with_diff)
+    });
+    built.await.map(Ok)
 }
 
 /// The answer for `authority`, bounded as the [module documentation](self) says.
@@ -257,11 +298,8 @@ mod tests {
         assert_eq!(lines, [" User-agent: *", "-Disallow: /a", "+Disallow: /b", "+Allow: /c"]);
     }
 
-    /// An origin that served a new 400 KiB robots.txt at each of 30 fetches (every line
-    /// changed): one `diff=1` answer stays within its size bound, shows the newest versions with
-    /// their text, and says what it left out. Unbounded, it was about 60 MB.
-    #[test]
-    fn many_big_versions_give_a_bounded_answer() {
+    /// An archive of 30 versions of 400 KiB for `http://a.test`, every line changed each time.
+    fn heavy_archive() -> (Arc<Archive>, tempfile::TempDir) {
         use std::time::SystemTime;
 
         use bytes::Bytes;
@@ -289,6 +327,7 @@ mod tests {
                 consequence: Consequence::Rules,
                 at,
                 now: at,
+                expires_at: at,
                 folds_case: false,
             });
         }
@@ -298,6 +337,16 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        (archive, dir)
+    }
+
+    /// An origin that served a new 400 KiB robots.txt at each of 30 fetches (every line
+    /// changed): one `diff=1` answer stays within its size bound, shows the newest versions with
+    /// their text, and says what it left out. Unbounded, it was about 60 MB.
+    #[test]
+    fn many_big_versions_give_a_bounded_answer() {
+        let (archive, _dir) = heavy_archive();
+        let authority = "http://a.test";
         let answer = answer(&archive, authority.to_owned(), true);
         let size = answer.to_string().len();
         assert!(size < MAX_SHOWN_BYTES + (1 << 20), "{size} bytes");
@@ -311,6 +360,34 @@ mod tests {
         let diff = versions.last().unwrap()["diff"].as_array().unwrap();
         assert!(diff.len() <= MAX_DIFF_LINES + 1, "{} diff lines", diff.len());
         assert!(diff.last().unwrap()["line"].as_str().unwrap().contains("more lines not shown"));
+    }
+
+    /// Issue 39, M5: a `diff=1` answer is built on the blocking pool, one at a time. On a
+    /// runtime with a single thread, an unrelated task makes its 1000 turns while the heavy
+    /// answer is still being built (had it been built on the runtime's thread, not one turn
+    /// would come before it ended); a second diff answer asked meanwhile is refused at once
+    /// with no work done, and once the first is done the next is built.
+    #[test]
+    fn a_diff_is_built_off_the_runtime_threads_one_at_a_time() {
+        let (archive, _dir) = heavy_archive();
+        let authority = "http://a.test".to_owned();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let first = tokio::spawn(build(archive.clone(), authority.clone(), true));
+            tokio::task::yield_now().await;
+            let second = build(archive.clone(), authority.clone(), true).await.unwrap();
+            assert!(matches!(second, Err(Busy)), "{second:?}");
+            let mut turns = 0;
+            while !first.is_finished() && turns < 1000 {
+                tokio::task::yield_now().await;
+                turns += 1;
+            }
+            assert_eq!(turns, 1000, "the runtime's thread was held by the diff");
+            let answer = first.await.unwrap().unwrap().unwrap();
+            assert_eq!(answer["versions_total"], 30);
+            let next = build(archive, authority, true).await.unwrap();
+            assert!(next.is_ok_and(|a| a["versions_total"] == 30));
+        });
     }
 
     #[test]

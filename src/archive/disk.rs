@@ -66,14 +66,25 @@ pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
 
-/// Writes the body of `sha256` unless it is there already (content-addressed: the same name
-/// is the same bytes).
+/// Writes the body of `sha256` unless it is there already, whole (content-addressed: the same
+/// name is the same bytes). A file there whose bytes do not hash to its name is written over
+/// (issue 39, L2: a corrupt body was never repaired, however often the version was fetched).
 pub(super) fn write_body(root: &Path, sha256: &str, body: &[u8]) -> io::Result<()> {
-    let path = body_path(root, sha256);
-    if path.is_file() {
+    if body_intact(root, sha256) {
         return Ok(());
     }
-    write_atomically(&path, body)
+    write_atomically(&body_path(root, sha256), body)
+}
+
+/// Whether the body of `sha256` is kept and hashes to its name. Logs a body that does not.
+pub(super) fn body_intact(root: &Path, sha256: &str) -> bool {
+    match read_body(root, sha256) {
+        Ok(found) => found.is_some(),
+        Err(e) => {
+            tracing::warn!(error = %e, "robots.txt archive: a body is not what its name says; it is written again from the fetched bytes");
+            false
+        }
+    }
 }
 
 /// Writes the windows of one authority.
@@ -342,6 +353,8 @@ mod tests {
                 last_confirmed: t,
                 replaced_at: None,
                 folds_case: false,
+                expires_at: None,
+                fetches: Vec::new(),
             },
             t,
         );

@@ -69,7 +69,22 @@ pub struct Window {
     /// Absent (false) in windows written before it existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub folds_case: bool,
+    /// When the last result that confirmed the window was due to be fetched again (the end of
+    /// its lifetime, or the next retry): past it, nothing was decided with the window unless a
+    /// later fetch confirmed it, so `evidence` claims nothing past it for the window in force
+    /// (issue 39, M2). Absent in windows written before it existed.
+    #[serde(default, with = "rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<SystemTime>,
+    /// The fetch times that gave the window's result, oldest first, the last [`KEEP_FETCHES`]
+    /// (issue 39, L1: with only `first_fetched` and `last_confirmed`, `evidence` reported the
+    /// window's first fetch as the copy in force, days older than the one used). Absent in
+    /// windows written before it existed.
+    #[serde(default, with = "rfc3339::list", skip_serializing_if = "Vec::is_empty")]
+    pub fetches: Vec<SystemTime>,
 }
+
+/// Most fetch times kept per window ([`Window::fetches`]): the latest.
+pub(crate) const KEEP_FETCHES: usize = 64;
 
 impl Window {
     /// Whether the window was in force at `at`: from `first_fetched` (included) to
@@ -122,11 +137,25 @@ impl History {
             return true;
         };
         if current.same_result(&seen) {
+            let mut changed = false;
+            for fetched in seen.fetches {
+                if current.fetches.last().is_none_or(|last| fetched > *last) {
+                    current.fetches.push(fetched);
+                    changed = true;
+                }
+            }
+            if current.fetches.len() > KEEP_FETCHES {
+                current.fetches.drain(..current.fetches.len() - KEEP_FETCHES);
+            }
             if seen.last_confirmed > current.last_confirmed {
                 current.last_confirmed = seen.last_confirmed;
-                return true;
+                changed = true;
             }
-            return false;
+            if seen.expires_at > current.expires_at {
+                current.expires_at = seen.expires_at;
+                changed = true;
+            }
+            return changed;
         }
         if seen.first_fetched < current.last_confirmed {
             let at = truncate(now).max(current.last_confirmed);
@@ -200,6 +229,33 @@ mod rfc3339 {
         humantime::parse_rfc3339(&text).map_err(serde::de::Error::custom)
     }
 
+    pub(super) mod list {
+        use std::time::SystemTime;
+
+        use serde::ser::SerializeSeq;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            times: &[SystemTime],
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(times.len()))?;
+            for t in times {
+                seq.serialize_element(&crate::robots_version::rfc3339_millis(*t))?;
+            }
+            seq.end()
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Vec<SystemTime>, D::Error> {
+            Vec::<String>::deserialize(d)?
+                .iter()
+                .map(|text| humantime::parse_rfc3339(text).map_err(serde::de::Error::custom))
+                .collect()
+        }
+    }
+
     pub(super) mod option {
         use std::time::SystemTime;
 
@@ -248,6 +304,8 @@ mod tests {
             last_confirmed: at(t),
             replaced_at: None,
             folds_case: false,
+            expires_at: None,
+            fetches: Vec::new(),
         }
     }
 
@@ -264,6 +322,8 @@ mod tests {
             last_confirmed: at(t),
             replaced_at: None,
             folds_case: false,
+            expires_at: None,
+            fetches: Vec::new(),
         }
     }
 

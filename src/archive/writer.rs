@@ -71,6 +71,9 @@ pub struct Observation {
     pub at: SystemTime,
     /// When it was taken in (the store's clock).
     pub now: SystemTime,
+    /// When the store is due to fetch it again (the end of its lifetime, or while fetches
+    /// fail, the next retry): after this, no decision is made with it without a new fetch.
+    pub expires_at: SystemTime,
     /// Whether the fetch that gave the file named a server that reads paths
     /// case-insensitively (the proxy then decides the case-folded reading for the site).
     pub folds_case: bool,
@@ -303,6 +306,8 @@ fn take_in(shared: &Shared, seen: Observation) {
         last_confirmed: at,
         replaced_at: None,
         folds_case: seen.folds_case,
+        expires_at: Some(truncate(seen.expires_at)),
+        fetches: vec![at],
     };
     let known = shared.lock().histories.contains_key(&seen.authority);
     // Not in memory: its file, read on this thread (only it writes the files).
@@ -338,7 +343,8 @@ fn take_in(shared: &Shared, seen: Observation) {
     }
     if let Some(version) = seen.version {
         let sha = version.sha256();
-        let on_disk = || disk::body_path(&shared.root, sha).is_file();
+        // Checked by its hash, not by its name alone: a corrupt body is written again (L2).
+        let on_disk = || disk::body_intact(&shared.root, sha);
         if !state.pending.contains_key(sha) && !on_disk() {
             let body = version.body();
             if state.pending_bytes + body.len() > MAX_PENDING_BYTES {
@@ -542,6 +548,7 @@ mod tests {
             consequence: Consequence::Rules,
             at,
             now: at,
+            expires_at: at,
             folds_case: false,
         }
     }

@@ -724,6 +724,7 @@ impl AuditLog {
 }
 
 mod error;
+mod fetches;
 pub use error::AuditError;
 mod anchor;
 pub mod chain;

@@ -2,10 +2,19 @@
 //! decides with (its own fetch, a fleet's record, a copy read back from the disk) is handed to
 //! the archive, which never makes the store wait.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use super::{state, FetchOutcome, Inner, RobotsCache, RobotsRules, RobotsSnapshot, RobotsState};
 use crate::archive::{Archive, Consequence, Observation};
+
+/// Told of every result the store takes in and decides with, besides the archive: the audit
+/// log's `robots_fetch` record (issue 39, H2: with `audit.all_decisions = false` a version only
+/// allowed requests used never reached the log). Awaited before the result is handed to the
+/// requests that wait for it, so what it queues comes before any decision made with it.
+pub type ResultHook =
+    Arc<dyn Fn(Observation) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 impl RobotsCache {
     /// Archives every result taken in from now on in `archive`. Only the first call counts.
@@ -17,20 +26,35 @@ impl RobotsCache {
     pub fn archive(&self) -> Option<Arc<Archive>> {
         self.inner.archive.get().cloned()
     }
+
+    /// Hands every result taken in from now on (each that the archive is given) to `hook`,
+    /// and waits for it. Only the first call counts.
+    pub fn on_result(&self, hook: ResultHook) {
+        let _ = self.inner.on_result.set(hook);
+    }
 }
 
 /// A fetch's result (or a record taken over) was handed to its requests: logged, and archived
-/// when it is one the store keeps (`keep`; not a fetch that found no slot, nor a fleet error).
+/// and handed to the [`ResultHook`] when it is one the store keeps (`keep`; not a fetch that
+/// found no slot, nor a fleet error).
 ///
-/// A refresh ahead of expiry that failed is not archived: the copy in force stays in force, so
+/// A refresh ahead of expiry that failed is neither: the copy in force stays in force, so
 /// what decisions are made with has not changed (at its expiry, the retry's result is).
-pub(super) fn taken_in(inner: &Inner, snapshot: &RobotsSnapshot, keep: bool, stored: bool) {
+pub(super) async fn taken_in(inner: &Inner, snapshot: &RobotsSnapshot, keep: bool, stored: bool) {
     state::log_outcome(snapshot, stored);
-    if state::is_failed_refresh(snapshot) {
+    if !keep || state::is_failed_refresh(snapshot) {
         return;
     }
-    if let (true, Some(archive)) = (keep, inner.archive.get()) {
-        archive.note(observation(snapshot, inner.clock.now()));
+    let (archive, hook) = (inner.archive.get(), inner.on_result.get());
+    if archive.is_none() && hook.is_none() {
+        return;
+    }
+    let seen = observation(snapshot, inner.clock.now());
+    if let Some(hook) = hook {
+        hook(seen.clone()).await;
+    }
+    if let Some(archive) = archive {
+        archive.note(seen);
     }
 }
 
@@ -77,6 +101,7 @@ fn observation(snapshot: &RobotsSnapshot, now: std::time::SystemTime) -> Observa
         consequence,
         at,
         now,
+        expires_at: snapshot.expires_at,
     }
 }
 

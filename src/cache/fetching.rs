@@ -130,7 +130,7 @@ impl Inner {
             in_flight.remove(authority);
         }
         drop(in_flight);
-        archived::taken_in(this, &snapshot, keep, still_wanted);
+        archived::taken_in(this, &snapshot, keep, still_wanted).await;
         sender.send_replace(Some(snapshot));
     }
 }

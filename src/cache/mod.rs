@@ -65,6 +65,7 @@ pub mod wellknown;
 pub use class::FetchClass;
 pub use section::RobotsSection;
 
+pub use archived::ResultHook;
 pub use shared::{SharedError, SharedRobots};
 pub use store::{PurgedAll, RobotsStore, StoreFuture, StoreStats};
 
@@ -373,6 +374,8 @@ struct Inner {
     well_known: wellknown::WellKnown,
     /// Where every result taken in is archived ([`RobotsCache::archive_to`]).
     archive: std::sync::OnceLock<Arc<crate::archive::Archive>>,
+    /// Told of every result archived ([`RobotsCache::on_result`]): the audit log.
+    on_result: std::sync::OnceLock<archived::ResultHook>,
 }
 
 /// The few snapshots one holder (a client connection) used last, so that a keep-alive
@@ -465,6 +468,7 @@ impl RobotsCache {
                 persist: std::sync::OnceLock::new(),
                 well_known,
                 archive: std::sync::OnceLock::new(),
+                on_result: std::sync::OnceLock::new(),
             }),
         }
     }

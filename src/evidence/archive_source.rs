@@ -16,11 +16,13 @@ use super::history::{Body, History, InForce, Observation};
 use super::EvidenceError;
 
 /// Reads the archive of `state_dir` into `history`: the windows of `authority`, or of every
-/// authority when `None`, and the bodies they name.
+/// authority when `None`, and the bodies they name. `max_age` (`robots.max_age`) bounds the
+/// window in force of an archive that did not keep its expiry.
 pub(super) fn read_state_dir(
     state_dir: &Path,
     authority: Option<&str>,
     history: &mut History,
+    max_age: std::time::Duration,
 ) -> Result<(), EvidenceError> {
     let unreadable = |source| EvidenceError::Unreadable { path: state_dir.to_owned(), source };
     if !std::fs::metadata(state_dir).map_err(unreadable)?.is_dir() {
@@ -48,25 +50,45 @@ pub(super) fn read_state_dir(
                     history.note_folds_case(&name, sha);
                 }
                 if history.body(sha).is_none() {
-                    let body = reader
-                        .body_checked(sha)
-                        .map_err(|e| EvidenceError::Archive(e.to_string()))?;
-                    if let Some(bytes) = body {
-                        let body =
-                            Body { bytes: bytes.to_vec(), url: url.clone(), status: w.status };
-                        history.add_body(sha, body);
+                    // A body that cannot be read, or does not hash to its name, is skipped and
+                    // named: it fails only an answer that needs it (issue 39, L2: one bad body
+                    // failed every query on its authority).
+                    match reader.body_checked(sha) {
+                        Ok(Some(bytes)) => {
+                            let body =
+                                Body { bytes: bytes.to_vec(), url: url.clone(), status: w.status };
+                            history.add_body(sha, body);
+                        }
+                        Ok(None) => {}
+                        Err(e) => history.note_unusable_body(sha, e.to_string()),
                     }
                 }
             }
             let fetch = w.state == "fresh";
             let note = note(&w);
+            // In force until replaced; the window in force, until the last result confirming
+            // it was due again (windows written before that was kept: `max_age` after it),
+            // not on and on (issue 39, M2: the archive answered for 2099).
+            let until = w.replaced_at.or(w.expires_at).unwrap_or_else(|| {
+                w.last_confirmed.checked_add(max_age).unwrap_or(w.last_confirmed)
+            });
             let mut observe = |at, open| {
-                history.observe(
-                    &name,
-                    Observation { at, what: what.clone(), fetch, note: note.clone(), open },
-                );
+                let o = Observation {
+                    fetch,
+                    note: note.clone(),
+                    open,
+                    fetch_key: Some(w.first_fetched),
+                    until: Some(until),
+                    ..Observation::at(at, what.clone())
+                };
+                history.observe(&name, o);
             };
             observe(w.first_fetched, false);
+            // Each fetch the window kept (L1): the copy in force at a time is the last fetched
+            // before it, not the window's first.
+            for fetched in &w.fetches {
+                observe(*fetched, false);
+            }
             observe(w.last_confirmed, w.replaced_at.is_none());
         }
     }

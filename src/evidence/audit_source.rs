@@ -87,6 +87,7 @@ pub(super) fn read_file(
             .as_str()
             .ok_or_else(|| bad("@timestamp is not a string".to_owned()))
             .and_then(|s| parse_time(s).map_err(|e| bad(format!("@timestamp: {e}"))))?;
+        history.audit_record_at(at);
         take(&value, at, history).map_err(bad)?;
         if keep(&value, at) {
             kept.push(Kept { file: path.to_owned(), line: number, raw: raw.clone(), value, at });
@@ -108,9 +109,16 @@ fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), Str
         "would_block" => text(record, "robots.would_action").unwrap_or(""),
         action => action,
     };
-    let fetched_at = match text(record, "robots.fetched_at") {
-        Some(s) => Some(parse_time(s).map_err(|e| format!("robots.fetched_at: {e}"))?),
-        None => None,
+    let time = |field: &str| match text(record, field) {
+        Some(s) => parse_time(s).map(Some).map_err(|e| format!("{field}: {e}")),
+        None => Ok(None),
+    };
+    let fetched_at = time("robots.fetched_at")?;
+    // What the record says was in force at `at`, from `at` on.
+    let seen = |what: InForce| Observation {
+        fetch_key: fetched_at,
+        from_audit: true,
+        ..Observation::at(at, what)
     };
     match text(record, "robots.sha256") {
         Some(digest) => {
@@ -119,33 +127,47 @@ fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), Str
                 return Err(format!("robots.sha256 {digest:?} is not a lowercase hex SHA-256"));
             }
             let what = InForce::File(digest.to_owned());
-            if action == "robots_version" {
-                let body = version_body(record)?;
-                let actual = crate::robots_version::sha256_hex(&body);
-                if actual != digest {
-                    return Err(format!(
-                        "the body's SHA-256 is {actual}, not robots.sha256 {digest}: the record \
-                         was altered"
-                    ));
+            match action {
+                "robots_version" => {
+                    let body = version_body(record)?;
+                    let actual = crate::robots_version::sha256_hex(&body);
+                    if actual != digest {
+                        return Err(format!(
+                            "the body's SHA-256 is {actual}, not robots.sha256 {digest}: the \
+                             record was altered"
+                        ));
+                    }
+                    let url = text(record, "robots.url").unwrap_or("").to_owned();
+                    let status = record
+                        .get("robots.status_code")
+                        .and_then(Value::as_u64)
+                        .and_then(|s| u16::try_from(s).ok());
+                    history.add_body(digest, Body { bytes: body, url, status });
                 }
-                let url = text(record, "robots.url").unwrap_or("").to_owned();
-                let status = record
-                    .get("robots.status_code")
-                    .and_then(Value::as_u64)
-                    .and_then(|s| u16::try_from(s).ok());
-                history.add_body(digest, Body { bytes: body, url, status });
-            } else {
-                history.observe(
-                    authority,
-                    Observation { at, what: what.clone(), fetch: false, note: None, open: false },
-                );
+                // A fetch taken in (issue 39, H2): in force from `at` to its expiry.
+                "robots_fetch" => {
+                    let until = time("robots.expires_at")?;
+                    history.observe(authority, Observation { until, ..seen(what.clone()) });
+                }
+                _ => history.observe(authority, seen(what.clone())),
             }
             if let Some(fetched) = fetched_at {
-                history.observe(
-                    authority,
-                    Observation { at: fetched, what, fetch: true, note: None, open: false },
-                );
+                history.observe(authority, Observation { at: fetched, fetch: true, ..seen(what) });
             }
+        }
+        None if action == "robots_fetch" => {
+            let what = match text(record, "robots.consequence") {
+                Some("allow_all") => InForce::AllowAll,
+                Some("disallow_all") => InForce::DisallowAll,
+                other => {
+                    return Err(format!(
+                        "robots_fetch without robots.sha256: consequence {other:?}"
+                    ))
+                }
+            };
+            let note = text(record, "event.reason").map(str::to_owned);
+            let until = time("robots.expires_at")?;
+            history.observe(authority, Observation { until, note, ..seen(what) });
         }
         None if matches!(action, "robots_allow" | "robots_disallow") => {
             let state = text(record, "robots.state").unwrap_or("");
@@ -155,7 +177,7 @@ fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), Str
                 _ => return Ok(()),
             };
             let note = text(record, "event.reason").map(str::to_owned);
-            history.observe(authority, Observation { at, what, fetch: false, note, open: false });
+            history.observe(authority, Observation { note, ..seen(what) });
         }
         None => {}
     }

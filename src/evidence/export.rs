@@ -92,7 +92,8 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
             && at <= to
             && record.get("robots.authority").and_then(Value::as_str) == Some(authority.as_str())
     };
-    let (history, records) = load_sources(&sources, Some(&authority), &keep)?;
+    let (history, records) =
+        load_sources(&sources, Some(&authority), &keep, config.robots.max_age)?;
     let windows: Vec<_> = history
         .windows(&authority)
         .into_iter()

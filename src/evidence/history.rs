@@ -64,6 +64,32 @@ pub struct Observation {
     /// Whether the source says it was still in force when the source was read (the archive's
     /// window in force).
     pub open: bool,
+    /// The fetch it names (`robots.fetched_at`): the observations of one fetch make one
+    /// stretch of time in which what it gave was in force.
+    pub fetch_key: Option<SystemTime>,
+    /// Up to when the source says it stayed in force (a `robots_fetch` record's
+    /// `robots.expires_at`; an archive window's `replaced_at`, or for the window in force its
+    /// expiry). Without it, only the observation's own time is known.
+    pub until: Option<SystemTime>,
+    /// Whether it comes from audit files, whose knowledge ends at their last record: a
+    /// stretch is cut there (a stopped proxy decides nothing).
+    pub from_audit: bool,
+}
+
+impl Observation {
+    /// An observation of `what` at `at`, with nothing more known.
+    pub fn at(at: SystemTime, what: InForce) -> Observation {
+        Observation {
+            at,
+            what,
+            fetch: false,
+            note: None,
+            open: false,
+            fetch_key: None,
+            until: None,
+            from_audit: false,
+        }
+    }
 }
 
 /// One window in which one thing was in force for an authority.
@@ -83,20 +109,39 @@ pub struct Window {
     pub observations: usize,
     /// Why, for a window without a file.
     pub note: Option<String>,
-    /// Whether a source says it is still in force (the archive's window in force): then, when
-    /// nothing replaced it, it covers every time from its start.
+    /// Whether a source says it is still in force (the archive's window in force).
     pub open: bool,
+    /// The stretches of time in which the sources know it was in force, sorted: each fetch's
+    /// (from its first observation to its expiry or its last use, whichever is later), and
+    /// each observation with no fetch named. Between them nothing is known: the proxy was
+    /// stopped, or idle past the copy's expiry (issue 39, M2, H2).
+    pub known: Vec<(SystemTime, SystemTime)>,
 }
 
 impl Window {
-    /// Whether the window covers `at`: from its first observation up to the next window, or,
-    /// for the last window, up to its last observation (or on, when it is open).
+    /// Whether `at` falls between the window's first observation and the next window.
+    pub fn spans(&self, at: SystemTime) -> bool {
+        self.from <= at && self.replaced_at.is_none_or(|replaced| at < replaced)
+    }
+
+    /// Whether the window covers `at`: it [spans](Self::spans) it, and a stretch the sources
+    /// know of holds it.
     pub fn covers(&self, at: SystemTime) -> bool {
-        self.from <= at
-            && match self.replaced_at {
-                Some(replaced) => at < replaced,
-                None => self.open || at <= self.last_confirmed,
-            }
+        self.spans(at) && self.known_at(at).is_some()
+    }
+
+    /// The stretch of [`Window::known`] that holds `at`.
+    pub fn known_at(&self, at: SystemTime) -> Option<(SystemTime, SystemTime)> {
+        self.known.iter().find(|(a, b)| *a <= at && at <= *b).copied()
+    }
+
+    /// The last time known in force (the end of the last stretch, before the next window).
+    pub fn known_until(&self) -> SystemTime {
+        let end = self.known.iter().map(|k| k.1).max().unwrap_or(self.last_confirmed);
+        match self.replaced_at {
+            Some(replaced) => end.min(replaced),
+            None => end,
+        }
     }
 
     /// The last fetch at or before `at` in this window (the bytes in force at `at` were fetched
@@ -114,6 +159,25 @@ pub struct History {
     /// (authority, sha256) of the versions a source says came from an origin that reads paths
     /// case-insensitively (the archive's `folds_case`).
     folding: std::collections::HashSet<(String, String)>,
+    /// The latest `@timestamp` of the audit files read: they know nothing after it.
+    audit_end: Option<SystemTime>,
+    /// Bodies a source holds but that could not be used (unreadable, or not what their
+    /// digest says): digest → why.
+    unusable: HashMap<String, String>,
+}
+
+/// Why nothing is known at a time: the earliest and the latest time anything is known of the
+/// authority, and, when the time falls inside a window but outside every stretch known of it,
+/// that stretch's end and the next known time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unknown {
+    /// The earliest time anything is known.
+    pub earliest: Option<SystemTime>,
+    /// The latest.
+    pub latest: Option<SystemTime>,
+    /// In a window: what was in force before, until when it was known, and the next time
+    /// anything is known.
+    pub gap: Option<(InForce, SystemTime, Option<SystemTime>)>,
 }
 
 impl History {
@@ -121,6 +185,11 @@ impl History {
     /// the same bytes).
     pub fn add_body(&mut self, sha256: &str, body: Body) {
         self.bodies.entry(sha256.to_owned()).or_insert(body);
+    }
+
+    /// Notes an audit record's `@timestamp`: the audit files know of the time up to it.
+    pub fn audit_record_at(&mut self, at: SystemTime) {
+        self.audit_end = Some(self.audit_end.map_or(at, |end| end.max(at)));
     }
 
     /// Adds an observation for `authority` (`scheme://host[:port]`).
@@ -139,6 +208,16 @@ impl History {
         self.folding.contains(&(authority.to_owned(), sha256.to_owned()))
     }
 
+    /// Notes that a source's body of `sha256` could not be used, and why.
+    pub fn note_unusable_body(&mut self, sha256: &str, why: String) {
+        self.unusable.entry(sha256.to_owned()).or_insert(why);
+    }
+
+    /// Why a source's body of `sha256` could not be used, if one could not.
+    pub fn unusable_body(&self, sha256: &str) -> Option<&str> {
+        self.unusable.get(sha256).map(String::as_str)
+    }
+
     /// The bytes of a version, when a source holds them.
     pub fn body(&self, sha256: &str) -> Option<&Body> {
         self.bodies.get(sha256)
@@ -155,6 +234,7 @@ impl History {
         let mut observed: Vec<&Observation> = observed.iter().collect();
         observed.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.what.cmp(&b.what)));
         let mut windows: Vec<Window> = Vec::new();
+        let mut members: Vec<Vec<&Observation>> = Vec::new();
         for o in observed {
             match windows.last_mut() {
                 Some(w) if w.what == o.what => {
@@ -168,6 +248,9 @@ impl History {
                         w.note.clone_from(&o.note);
                     }
                     w.open |= o.open;
+                    if let Some(m) = members.last_mut() {
+                        m.push(o);
+                    }
                 }
                 last => {
                     if let Some(w) = last {
@@ -182,27 +265,60 @@ impl History {
                         observations: 1,
                         note: o.note.clone(),
                         open: o.open,
+                        known: Vec::new(),
                     });
+                    members.push(vec![o]);
                 }
             }
+        }
+        for (w, m) in windows.iter_mut().zip(members) {
+            w.known = self.known(&m);
         }
         windows
     }
 
-    /// The window of `authority` in force at `at`, or why there is none: the earliest time
-    /// anything is known for it, and the last (`None` each when nothing is known at all).
-    pub fn in_force_at(
-        &self,
-        authority: &str,
-        at: SystemTime,
-    ) -> Result<Window, (Option<SystemTime>, Option<SystemTime>)> {
-        let windows = self.windows(authority);
-        match windows.iter().find(|w| w.covers(at)) {
-            Some(w) => Ok(w.clone()),
-            None => {
-                Err((windows.first().map(|w| w.from), windows.last().map(|w| w.last_confirmed)))
+    /// The stretches `observed` (one window's) make known: one per fetch named, from its
+    /// first observation to the latest of its observations and what they say it lasted to;
+    /// one per observation naming no fetch. What audit files say ends at their last record.
+    fn known(&self, observed: &[&Observation]) -> Vec<(SystemTime, SystemTime)> {
+        let mut fetches: BTreeMap<SystemTime, (SystemTime, SystemTime)> = BTreeMap::new();
+        let mut known = Vec::new();
+        for o in observed {
+            let mut end = o.until.unwrap_or(o.at).max(o.at);
+            if let (true, Some(last)) = (o.from_audit, self.audit_end) {
+                end = end.min(last).max(o.at);
+            }
+            match o.fetch_key {
+                Some(key) => {
+                    let k = fetches.entry(key).or_insert((o.at, end));
+                    k.0 = k.0.min(o.at);
+                    k.1 = k.1.max(end);
+                }
+                None => known.push((o.at, end)),
             }
         }
+        known.extend(fetches.into_values());
+        known.sort();
+        known
+    }
+
+    /// The window of `authority` in force at `at`, or why there is none: the earliest time
+    /// anything is known for it, and the last (`None` each when nothing is known at all).
+    pub fn in_force_at(&self, authority: &str, at: SystemTime) -> Result<Window, Unknown> {
+        let windows = self.windows(authority);
+        if let Some(w) = windows.iter().find(|w| w.covers(at)) {
+            return Ok(w.clone());
+        }
+        let gap = windows.iter().find(|w| w.spans(at)).map(|w| {
+            let before = w.known.iter().filter(|k| k.1 < at).map(|k| k.1).max();
+            let next = w.known.iter().map(|k| k.0).filter(|a| *a > at).min().or(w.replaced_at);
+            (w.what.clone(), before.unwrap_or(w.from), next)
+        });
+        Err(Unknown {
+            earliest: windows.first().map(|w| w.from),
+            latest: windows.iter().map(Window::known_until).max(),
+            gap,
+        })
     }
 }
 
@@ -219,18 +335,36 @@ mod tests {
         InForce::File(h.to_owned())
     }
 
-    fn seen(h: &mut History, at: u64, what: InForce, fetch: bool) {
-        h.observe("http://a.test", Observation { at: t(at), what, fetch, note: None, open: false });
+    /// An observation of `what` at `at`, naming the fetch at `key`.
+    fn seen(h: &mut History, at: u64, what: InForce, key: u64) {
+        let o = Observation {
+            fetch_key: Some(t(key)),
+            fetch: at == key,
+            ..Observation::at(t(at), what)
+        };
+        h.observe("http://a.test", o);
+    }
+
+    /// A fetch at `at` (a `robots_fetch` record) in force until `until`.
+    fn fetched(h: &mut History, at: u64, what: InForce, until: u64) {
+        let o = Observation {
+            fetch_key: Some(t(at)),
+            until: Some(t(until)),
+            fetch: true,
+            from_audit: true,
+            ..Observation::at(t(at), what)
+        };
+        h.observe("http://a.test", o);
     }
 
     #[test]
     fn runs_of_one_version_are_one_window_replaced_by_the_next() {
         let mut h = History::default();
-        seen(&mut h, 100, file("v1"), true);
-        seen(&mut h, 150, file("v1"), false);
-        seen(&mut h, 160, file("v1"), true);
-        seen(&mut h, 200, file("v2"), true);
-        seen(&mut h, 250, file("v2"), false);
+        seen(&mut h, 100, file("v1"), 100);
+        seen(&mut h, 150, file("v1"), 100);
+        seen(&mut h, 160, file("v1"), 160);
+        seen(&mut h, 200, file("v2"), 200);
+        seen(&mut h, 250, file("v2"), 200);
         let w = h.windows("http://a.test");
         assert_eq!(w.len(), 2);
         assert_eq!(
@@ -240,43 +374,74 @@ mod tests {
         assert_eq!(w[0].fetches, [t(100), t(160)]);
         assert_eq!(w[0].fetched_before(t(155)), Some(t(100)));
         assert_eq!(w[1].replaced_at, None);
-        assert_eq!(h.in_force_at("http://a.test", t(199)).unwrap().what, file("v1"));
+        assert_eq!(h.in_force_at("http://a.test", t(150)).unwrap().what, file("v1"));
         assert_eq!(h.in_force_at("http://a.test", t(200)).unwrap().what, file("v2"));
+        let unknown = |earliest, latest, gap| Unknown { earliest, latest, gap };
         assert_eq!(
             h.in_force_at("http://a.test", t(99)).unwrap_err(),
-            (Some(t(100)), Some(t(250)))
+            unknown(Some(t(100)), Some(t(250)), None)
         );
+        // Between what the fetches are known for (v1's second fetch seen only at 160, v2 from
+        // 200) nothing is known: the proxy may have been stopped (issue 39, M2).
+        assert_eq!(
+            h.in_force_at("http://a.test", t(199)).unwrap_err(),
+            unknown(Some(t(100)), Some(t(250)), Some((file("v1"), t(160), Some(t(200)))))
+        );
+        // A fetch record says how long its result lasts.
+        fetched(&mut h, 160, file("v1"), 230);
+        assert_eq!(h.in_force_at("http://a.test", t(199)).unwrap().what, file("v1"));
         // Nothing is claimed after the last observation.
         assert!(h.in_force_at("http://a.test", t(251)).is_err());
-        assert_eq!(h.in_force_at("http://b.test", t(150)).unwrap_err(), (None, None));
+        assert_eq!(h.in_force_at("http://b.test", t(150)).unwrap_err(), unknown(None, None, None));
+    }
+
+    /// Issue 39, H2: a version only allowed requests used, known by its fetch record alone,
+    /// splits the window of the version on either side; and a fetch record's expiry is cut at
+    /// the audit files' last record.
+    #[test]
+    fn a_fetch_record_alone_makes_a_window() {
+        let mut h = History::default();
+        fetched(&mut h, 100, file("v1"), 103);
+        seen(&mut h, 101, file("v1"), 100);
+        fetched(&mut h, 110, file("v2"), 113);
+        fetched(&mut h, 120, file("v1"), 123);
+        seen(&mut h, 121, file("v1"), 120);
+        h.audit_record_at(t(121));
+        assert_eq!(h.in_force_at("http://a.test", t(111)).unwrap().what, file("v2"));
+        // v2 expired at 113 and nothing was fetched until 120: nothing is known.
+        assert!(h.in_force_at("http://a.test", t(115)).is_err());
+        assert_eq!(h.in_force_at("http://a.test", t(121)).unwrap().what, file("v1"));
+        // The files end at 121: v1's lifetime to 123 is not claimed.
+        assert!(h.in_force_at("http://a.test", t(122)).is_err());
     }
 
     #[test]
     fn a_version_that_comes_back_has_a_second_window() {
         let mut h = History::default();
-        seen(&mut h, 100, file("v1"), true);
-        seen(&mut h, 200, InForce::DisallowAll, false);
-        seen(&mut h, 300, file("v1"), true);
+        seen(&mut h, 100, file("v1"), 100);
+        fetched(&mut h, 200, InForce::DisallowAll, 260);
+        seen(&mut h, 300, file("v1"), 300);
         let w = h.windows("http://a.test");
         let kinds: Vec<_> = w.iter().map(|w| w.what.clone()).collect();
         assert_eq!(kinds, [file("v1"), InForce::DisallowAll, file("v1")]);
         assert_eq!(h.in_force_at("http://a.test", t(250)).unwrap().what, InForce::DisallowAll);
         assert!(h.in_force_at("http://a.test", t(301)).is_err());
-        // The archive's window in force runs on.
+        // The archive's window in force runs on, to its expiry.
         let open =
-            Observation { at: t(300), what: file("v1"), fetch: true, note: None, open: true };
+            Observation { open: true, until: Some(t(9999)), ..Observation::at(t(300), file("v1")) };
         h.observe("http://a.test", open);
         assert_eq!(h.in_force_at("http://a.test", t(9999)).unwrap().what, file("v1"));
+        assert!(h.in_force_at("http://a.test", t(10_000)).is_err());
     }
 
     #[test]
     fn observations_from_several_sources_merge_into_one_timeline() {
         let mut h = History::default();
         // Two instances' files, read one after the other.
-        seen(&mut h, 300, file("v2"), true);
-        seen(&mut h, 100, file("v1"), true);
-        seen(&mut h, 120, file("v1"), false);
-        seen(&mut h, 310, file("v2"), false);
+        seen(&mut h, 300, file("v2"), 300);
+        seen(&mut h, 100, file("v1"), 100);
+        seen(&mut h, 120, file("v1"), 100);
+        seen(&mut h, 310, file("v2"), 300);
         let w = h.windows("http://a.test");
         assert_eq!(w.len(), 2);
         assert_eq!(w[0].replaced_at, Some(t(300)));

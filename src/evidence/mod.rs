@@ -16,6 +16,7 @@ mod archive_source;
 mod audit_source;
 pub mod export;
 pub mod history;
+mod overrides;
 mod replay;
 mod report;
 mod time;
@@ -120,25 +121,30 @@ impl Source {
         history: &mut History,
         keep: &dyn Fn(&serde_json::Value, SystemTime) -> bool,
         kept: &mut Vec<Kept>,
+        max_age: Duration,
     ) -> Result<(), EvidenceError> {
         match self {
             Source::Audit(path) => audit_source::read_file(path, history, keep, kept),
-            Source::StateDir(dir) => archive_source::read_state_dir(dir, authority, history),
+            Source::StateDir(dir) => {
+                archive_source::read_state_dir(dir, authority, history, max_age)
+            }
         }
     }
 }
 
 /// Reads every source into one history; the kept records are sorted by time (stable: in the
-/// order of the sources and lines for equal times).
+/// order of the sources and lines for equal times). `max_age` (`robots.max_age`) bounds an
+/// archive's window in force when the archive did not keep its expiry.
 pub fn load_sources(
     sources: &[Source],
     authority: Option<&str>,
     keep: &dyn Fn(&serde_json::Value, SystemTime) -> bool,
+    max_age: Duration,
 ) -> Result<(History, Vec<Kept>), EvidenceError> {
     let mut history = History::default();
     let mut kept = Vec::new();
     for source in sources {
-        source.load(authority, &mut history, keep, &mut kept)?;
+        source.load(authority, &mut history, keep, &mut kept, max_age)?;
     }
     kept.sort_by_key(|k| k.at);
     Ok((history, kept))
@@ -252,6 +258,11 @@ pub struct ReplayArgs {
     /// configured `policy.default_token` when it names none).
     #[arg(long, value_name = "UA")]
     pub user_agent: Option<String>,
+    /// The authenticated proxy user the request came from (`access.users_file`, whose
+    /// credentials name the token): only then do allow exceptions and usage lifts apply, as
+    /// at the proxy; `[usage]` crawlers named by `user` too.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     /// The audit records shown are those for the URL within this long of TIME, either side.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     pub near: Duration,
@@ -387,16 +398,23 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
             && field("robots.authority") == Some(name.as_str())
             && field("robots.path") == Some(path.as_str())
     };
-    let (history, records) = load_sources(&sources, Some(&name), &keep)?;
+    let (history, records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
     let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
     let body = match &window.what {
-        InForce::File(digest) => Some(history.body(digest).ok_or_else(|| {
-            EvidenceError::Unknown(format!(
-                "robots.txt version sha256:{digest} of {name} was in force at {}, but no source \
-                 holds its body (no robots_version record for it): nothing to replay",
-                time::show(at)
-            ))
-        })?),
+        InForce::File(digest) => {
+            Some(history.body(digest).ok_or_else(|| match history.unusable_body(digest) {
+                Some(why) => EvidenceError::Archive(format!(
+                    "robots.txt version sha256:{digest} of {name} was in force at {}, and the \
+                     only body of it cannot be used: {why}",
+                    time::show(at)
+                )),
+                None => EvidenceError::Unknown(format!(
+                    "robots.txt version sha256:{digest} of {name} was in force at {}, but no \
+                     source holds its body (no robots_version record for it): nothing to replay",
+                    time::show(at)
+                )),
+            })?)
+        }
         _ => None,
     };
     // The chain of every audit file the answer rests on (issue 39, M1): a broken one is
@@ -425,6 +443,20 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
     let fold = folds_case(&config, &authority) || detected;
     let replayed =
         replay::replay(&window.what, body.map(|b| &b.bytes[..]), token.as_ref(), &path, fold);
+    // Exceptions and usage preferences, as the proxy applies them (issue 39, M4).
+    let overrides = overrides::apply(
+        &config,
+        &authority,
+        token.as_ref(),
+        args.user.as_deref(),
+        &path,
+        at,
+        body.map(|b| &b.bytes[..]),
+        fold,
+        &replayed,
+    );
+    let disagrees = overrides::disagreeing(&records, token.as_ref(), overrides.allowed);
+    let sources_disagree = sources_disagree(&sources, &name, at, config.robots.max_age)?;
     let answer = report::Answer {
         url: url.trim(),
         authority: &name,
@@ -440,19 +472,61 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         fold_case: fold,
         sources: &sources,
         chains: &chains,
+        overrides: &overrides,
+        disagrees: &disagrees,
+        sources_disagree: sources_disagree.as_ref(),
     };
     Ok(if args.json { report::json(&answer) } else { report::text(&answer) })
 }
 
-/// The one line refusing to answer.
-fn refusal(
+/// With both audit files and an archive among the sources: what each kind alone says was in
+/// force at `at`, when they differ (issue 39, item 8: `evidence` says when the archive and the
+/// log disagree). Each `in_force` and `sha256`, or the refusal when one kind knows nothing.
+fn sources_disagree(
+    sources: &[Source],
     authority: &str,
     at: SystemTime,
-    (earliest, latest): (Option<SystemTime>, Option<SystemTime>),
-) -> EvidenceError {
+    max_age: Duration,
+) -> Result<Option<serde_json::Value>, EvidenceError> {
+    let (audits, archives): (Vec<Source>, Vec<Source>) =
+        sources.iter().cloned().partition(|s| matches!(s, Source::Audit(_)));
+    if audits.is_empty() || archives.is_empty() {
+        return Ok(None);
+    }
+    let none = |_: &serde_json::Value, _: SystemTime| false;
+    let say = |sources: &[Source]| -> Result<serde_json::Value, EvidenceError> {
+        let (history, _) = load_sources(sources, Some(authority), &none, max_age)?;
+        Ok(match history.in_force_at(authority, at) {
+            Ok(w) => serde_json::json!({
+                "in_force": w.what.kind(),
+                "sha256": match &w.what { InForce::File(d) => Some(d.clone()), _ => None },
+            }),
+            Err(_) => serde_json::json!({ "in_force": null, "sha256": null }),
+        })
+    };
+    let (log, archive) = (say(&audits)?, say(&archives)?);
+    Ok((log != archive).then(|| serde_json::json!({ "audit": log, "archive": archive })))
+}
+
+/// The one line refusing to answer.
+fn refusal(authority: &str, at: SystemTime, unknown: history::Unknown) -> EvidenceError {
     let at = time::show(at);
-    EvidenceError::Unknown(match (earliest, latest) {
-        (Some(first), Some(last)) => format!(
+    EvidenceError::Unknown(match unknown {
+        history::Unknown { gap: Some((what, known_until, Some(next))), .. } => {
+            let what = match &what {
+                InForce::File(digest) => format!("robots.txt sha256:{digest}"),
+                other => other.kind().to_owned(),
+            };
+            let next = time::show(next);
+            format!(
+                "nothing is known of {authority} at {at}: {what} is known in force until \
+                 {} and the next fetch or decision known is at {next}; in between the proxy \
+                 was stopped, or idle past the copy's expiry (its next request would have \
+                 fetched again)",
+                time::show(known_until)
+            )
+        }
+        history::Unknown { earliest: Some(first), latest: Some(last), .. } => format!(
             "no robots.txt version is known for {authority} at {at}; earliest known: {} (the \
              sources cover {} to {})",
             time::show(first),
@@ -483,6 +557,7 @@ mod tests {
             at: None,
             token: token.map(str::to_owned),
             user_agent: user_agent.map(str::to_owned),
+            user: None,
             near: Duration::from_secs(3600),
             json: false,
             allow_tampered: false,

@@ -30,6 +30,12 @@ pub(super) struct Answer<'a> {
     pub(super) sources: &'a [Source],
     /// `audit verify` of each `--audit` file, in the order given.
     pub(super) chains: &'a [(String, crate::audit::verify::Report)],
+    /// Exceptions and usage preferences applied to the replayed verdict.
+    pub(super) overrides: &'a super::overrides::Overrides,
+    /// The records near TIME whose verdict differs from the answer.
+    pub(super) disagrees: &'a [Value],
+    /// What the audit files and the archive each say, when they differ.
+    pub(super) sources_disagree: Option<&'a Value>,
 }
 
 /// The chain of each audit file, for `--json`.
@@ -104,6 +110,7 @@ pub(super) fn window_json(w: &Window) -> Value {
         "observations": w.observations,
         "note": w.note,
         "open": w.open,
+        "known_until": show(w.known_until()),
     })
 }
 
@@ -125,9 +132,16 @@ pub(super) fn json(a: &Answer<'_>) -> String {
         "sha256": digest(a.window),
         "fetched_at": a.window.fetched_before(a.at).map(show),
         "window": window_json(a.window),
+        "known": a.window.known_at(a.at).map(|(from, to)| json!({"from": show(from), "to": show(to)})),
         "version": version,
-        "allowed": d.allowed,
-        "reason": d.reason,
+        "allowed": a.overrides.allowed,
+        "reason": a.overrides.reason.as_deref().unwrap_or(&d.reason),
+        "robots_allowed": d.allowed,
+        "robots_reason": d.reason,
+        "exception": a.overrides.exception,
+        "usage": a.overrides.usage,
+        "disagrees_with": a.disagrees,
+        "sources_disagree": a.sources_disagree,
         "rule": d.rule,
         "line": d.line,
         "group": d.group,
@@ -192,7 +206,9 @@ pub(super) fn text(a: &Answer<'_>) -> String {
     }
     let until = match w.replaced_at {
         Some(r) => format!("replaced at {}", show(r)),
-        None if w.open => "in force when the archive was read".to_owned(),
+        None if w.open => {
+            format!("in force when the archive was read, known until {}", show(w.known_until()))
+        }
         None => "nothing known after it".to_owned(),
     };
     let _ = writeln!(
@@ -203,8 +219,35 @@ pub(super) fn text(a: &Answer<'_>) -> String {
         w.fetches.len(),
         w.observations
     );
-    let verdict = if d.allowed { "allowed" } else { "disallowed" };
-    let _ = writeln!(out, "decision:   {verdict}: {}", terminal(&d.reason));
+    let o = a.overrides;
+    let verdict = if o.allowed { "allowed" } else { "disallowed" };
+    let reason = o.reason.as_deref().unwrap_or(&d.reason);
+    let _ = writeln!(out, "decision:   {verdict}: {}", terminal(reason));
+    if o.reason.is_some() {
+        let robots = if d.allowed { "allowed" } else { "disallowed" };
+        let _ = writeln!(out, "  robots:   {robots}: {}", terminal(&d.reason));
+    }
+    if let Some(id) = o.exception.as_ref().and_then(|e| e["id"].as_str()) {
+        let _ = writeln!(out, "  exception: {}", terminal(id));
+    }
+    if let Some(d) = a.sources_disagree {
+        let _ = writeln!(
+            out,
+            "  SOURCES DISAGREE: the audit files say {}, the archive {}",
+            terminal(&d["audit"].to_string()),
+            terminal(&d["archive"].to_string())
+        );
+    }
+    for k in a.disagrees {
+        let _ = writeln!(
+            out,
+            "  DISAGREES with the record {} at {} ({}:{})",
+            terminal(k["event.action"].as_str().unwrap_or("")),
+            terminal(k["@timestamp"].as_str().unwrap_or("")),
+            terminal(k["file"].as_str().unwrap_or("")),
+            k["line"]
+        );
+    }
     if let Some(group) = &d.group {
         let _ = writeln!(out, "  group:    {}", terminal(group));
     }

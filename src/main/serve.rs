@@ -148,6 +148,17 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let audit_path = config.audit_path();
     let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
         .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
+    // A `robots_fetch` record for every robots.txt result decided with, whatever
+    // `audit.all_decisions` says (docs/audit.md): the log names every version in force.
+    let fetches = audit.clone();
+    cache.on_result(Arc::new(move |seen| {
+        let audit = fetches.clone();
+        Box::pin(async move {
+            if let Err(error) = audit.record_fetch(&seen).await {
+                tracing::debug!(%error, "the robots_fetch record could not be queued");
+            }
+        })
+    }));
     let ca = if config.https.mode == HttpsMode::Intercept {
         // A CA the operator named is loaded, never generated (preflight has checked that
         // its files exist); only the default one under state_dir is made when missing.

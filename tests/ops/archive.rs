@@ -255,3 +255,50 @@ async fn an_archive_that_takes_no_writes_costs_no_decision_and_resumes() {
     assert_eq!(super::support::sample(&metrics, "robots_proxy_archive_failing"), 0.0);
     assert_eq!(proxy.stderr().matches(warned).count(), 1);
 }
+
+/// Issue 39, L2: a body overwritten with other bytes was never repaired (the proxy fetched the
+/// same version again and again and left the file as it was), and `evidence --state-dir` then
+/// failed (exit 2) for every time on the authority, even one decided on another version. Now
+/// the next fetch of the version writes the body again, and a bad body fails only an answer
+/// that needs it, naming the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_body_is_written_again_and_fails_only_the_answer_that_needs_it() {
+    const V2: &str = "User-agent: *\nDisallow: /v2-private\n";
+    let origin = Origin::start(V1).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let proxy = ProxyProcess::start(&[], &[("ROBOTS_PROXY_STATE_DIR", dir)]);
+    let authority = origin.base();
+    let d1 = sha256_hex(V1.as_bytes());
+    let body = state.path().join(format!("robots-archive/bodies/{}/{d1}", &d1[..2]));
+    assert_eq!(refetch(&proxy, &origin, "/v1-private/a").await, 403);
+    windows_on_disk(state.path(), &authority, 1).await;
+    super::support::wait_until("v1's body on disk", || body.is_file()).await;
+    std::fs::write(&body, b"User-agent: *\nAllow: /\n").unwrap();
+    // The same version fetched again: its body is written again, whole.
+    assert_eq!(refetch(&proxy, &origin, "/v1-private/b").await, 403);
+    super::support::wait_until("the body written again", || {
+        std::fs::read(&body).is_ok_and(|b| b == V1.as_bytes())
+    })
+    .await;
+    // Version 2, then v1's body spoilt again with the proxy stopped.
+    origin.set_robots(200, V2);
+    assert_eq!(refetch(&proxy, &origin, "/v2-private/a").await, 403);
+    let windows = windows_on_disk(state.path(), &authority, 2).await;
+    drop(proxy);
+    std::fs::write(&body, b"spoilt").unwrap();
+    let at = |w: &Window| robots_proxy::robots_version::rfc3339_millis(w.first_fetched);
+    let ask = |when: String| {
+        let url = format!("{authority}/v1-private/x");
+        let args = ["evidence", &url, "--at", &when, "--token", "ArchiveBot", "--state-dir", dir];
+        super::support::run(&args, &[])
+    };
+    // A time under v2 does not need v1's body: answered.
+    let out = ask(at(&windows[1]));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // A time under v1 does: refused, naming the file.
+    let out = ask(at(&windows[0]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&d1) && err.contains("do not match"), "{err}");
+}

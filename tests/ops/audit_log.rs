@@ -10,6 +10,18 @@ use super::support::{get, get_json, proxied_client, sample, wait_until, Origin, 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
 /// The `url.full` of every whole line (ended by a newline, parsed as JSON) in `path`.
+/// How many whole `robots_fetch` records `path` holds.
+fn fetch_records(path: &Path) -> usize {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let whole = text.rsplit_once('\n').map_or("", |(whole, _)| whole);
+    whole
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|v| v["event.action"] == "robots_fetch")
+        .count()
+}
+
 fn recorded(path: &Path) -> Vec<String> {
     let bytes = std::fs::read(path).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
@@ -97,11 +109,12 @@ async fn a_full_disk_keeps_readyz_failing_until_its_loss_is_recorded() {
     let gap = &lines[0];
     assert_eq!(gap["event.action"], "audit_records_lost", "{gap}");
     assert_eq!(gap["event.outcome"], "failure", "{gap}");
-    // The request's record, and the three that the checks on the full disk could not write.
-    assert_eq!(gap["audit.records_lost"], 4, "{gap}");
+    // The request's record, its robots.txt's `robots_fetch` record, and the three that the
+    // checks on the full disk could not write.
+    assert_eq!(gap["audit.records_lost"], 5, "{gap}");
     assert!(gap["event.reason"].as_str().unwrap().contains("No space left"), "{gap}");
     assert!(gap.get("url.full").is_none(), "about the log, not a request: {gap}");
-    assert_eq!(metric(&proxy, "robots_proxy_audit_records_failed_total").await, 4.0);
+    assert_eq!(metric(&proxy, "robots_proxy_audit_records_failed_total").await, 5.0);
     assert_eq!(metric(&proxy, "robots_proxy_audit_records_written_total").await, 1.0);
     assert!(proxy.stderr().contains("audit log is writable again"), "{}", proxy.stderr());
 
@@ -175,7 +188,8 @@ async fn fsync_always_answers_only_after_the_record_is_written() {
     for client in clients {
         client.await.unwrap();
     }
-    assert_eq!(metric(&proxy, "robots_proxy_audit_records_written_total").await, 81.0);
+    // 80 refusals, the warm-up's, and its robots.txt's `robots_fetch` record.
+    assert_eq!(metric(&proxy, "robots_proxy_audit_records_written_total").await, 82.0);
 }
 
 /// Writes that fail part-way (the file reaches the process's file size limit, `ulimit -f`,
@@ -198,7 +212,8 @@ async fn a_write_cut_short_counts_each_record_once() {
         let proxy = ProxyProcess::start_under("trap '' XFSZ; ulimit -f 40", &[], &env);
         let client = proxied_client(proxy.proxy_addr);
         blocked(&proxy, &format!("{}/private/warm", origin.base())).await;
-        let mut made = 1;
+        // The warm-up's record and its robots.txt's `robots_fetch` record.
+        let mut made = 2;
         for burst in 0..20 {
             let mut requests = Vec::new();
             for n in 0..32 {
@@ -219,7 +234,8 @@ async fn a_write_cut_short_counts_each_record_once() {
         let written = metric(&proxy, "robots_proxy_audit_records_written_total").await;
         let lost = metric(&proxy, "robots_proxy_audit_records_failed_total").await;
         assert!(lost > 0.0, "the file size limit was never reached");
-        let lines = recorded(&path).len() as f64;
+        // Every whole record line but the writer's own `robots_version` ones.
+        let lines = recorded(&path).len() as f64 + fetch_records(&path) as f64;
         assert_eq!(lines, written, "every whole line counted as written ({lost} lost)");
         assert_eq!(written + lost, f64::from(made), "each record counted once");
         // What reached the file is one chain, up to the line the limit cut short.

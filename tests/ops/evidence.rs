@@ -570,3 +570,222 @@ fn evidence_refuses_audit_files_whose_chain_is_broken() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("is in the future"), "{err}");
 }
+
+/// Issue 39, H2 and M2 (the review's e6): with the default `audit.all_decisions = false` only
+/// blocks are recorded, so a version under which every request was allowed reached the log
+/// nowhere, and `evidence --audit` answered from the version on either side (v1, disallowed)
+/// for a request the proxy allowed under v2. Each result taken in is now a `robots_fetch`
+/// record, so the files name v2 and the allow. And a copy idle far past its lifetime (no
+/// request, so no fetch) is no longer taken to be in force: nothing is known then, from the
+/// audit files (between two fetches) or from the archive (past the window in force's expiry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_names_a_version_only_allowed_requests_used() {
+    const A1: &str = "User-agent: *\nDisallow: /a\n";
+    const A2: &str = "User-agent: *\nDisallow: /b\n";
+    let origin = Origin::start(A1).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", dir),
+        ("ROBOTS_PROXY_ROBOTS__MAX_AGE", "1s"),
+        ("ROBOTS_PROXY_ROBOTS__MIN_AGE", "1s"),
+        ("ROBOTS_PROXY_ROBOTS__REFRESH_AHEAD", "0"),
+    ];
+    let proxy = ProxyProcess::start(&[], &env);
+    let audit = state.path().join("audit.jsonl");
+    let base = origin.base();
+    let (v1, v2) = (sha256_hex(A1.as_bytes()), sha256_hex(A2.as_bytes()));
+    let url = format!("{base}/a");
+    assert_eq!(fetch(&proxy, &url).await, 403);
+    // Idle well past v1's one-second lifetime: the next request fetches again (same bytes).
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(fetch(&proxy, &url).await, 403);
+    origin.set_robots(200, A2);
+    let mut allowed = false;
+    for _ in 0..100 {
+        if fetch(&proxy, &url).await == 200 {
+            allowed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(allowed, "version 2 never came into force");
+    origin.set_robots(200, A1);
+    let mut blocked = false;
+    for _ in 0..100 {
+        if fetch(&proxy, &url).await == 403 {
+            blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(blocked, "version 1 never came back");
+    let fetches = |digest: &str| -> Vec<serde_json::Value> {
+        records(&audit)
+            .into_iter()
+            .filter(|r| r["event.action"] == "robots_fetch" && r["robots.sha256"] == digest)
+            .collect()
+    };
+    wait_until("the fetch records", || fetches(&v1).len() >= 3 && !fetches(&v2).is_empty()).await;
+    drop(proxy);
+    // Only blocks were recorded as decisions: none names v2.
+    assert!(blocks_naming(&audit, &v2).is_empty());
+    let under_v2 = fetches(&v2).remove(0);
+    assert_eq!(under_v2["robots.status_code"], 200, "{under_v2:#}");
+    assert_eq!(under_v2["robots.consequence"], "rules", "{under_v2:#}");
+    let at = shifted(under_v2["@timestamp"].as_str().unwrap(), 1);
+    let answer = replay(&url, &at, &[&audit]);
+    assert_eq!(answer["sha256"], v2.as_str(), "{answer:#}");
+    assert_eq!(answer["allowed"], true, "the proxy allowed /a under v2: {answer:#}");
+
+    // Between v1's first fetch (a one-second lifetime) and its second, 3.5 s later, no
+    // request came: nothing is known, and the answer says so rather than reach across.
+    let first = &fetches(&v1)[0];
+    let expired = first["robots.expires_at"].as_str().unwrap();
+    let idle = shifted(expired, 1000);
+    let (code, out, err) = evidence(&[&url, "--at", &idle, "--audit", audit.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("nothing is known") && err.contains("idle past"), "{err}");
+    // The archive's window in force ends at its expiry, not at the time asked (the proxy is
+    // stopped now): a time after it is refused, one within it answered.
+    wait_until("the archive's last window", || {
+        let reader = robots_proxy::archive::ArchiveReader::open(state.path());
+        reader.is_ok_and(|r| r.windows(&base).last().is_some_and(|w| w.expires_at.is_some()))
+    })
+    .await;
+    let reader = robots_proxy::archive::ArchiveReader::open(state.path()).unwrap();
+    let last = reader.windows(&base).last().cloned().unwrap();
+    let expiry = robots_proxy::robots_version::rfc3339_millis(last.expires_at.unwrap());
+    let after = shifted(&expiry, 1000);
+    let due = humantime::parse_rfc3339(&after).unwrap() + Duration::from_millis(50);
+    if let Ok(wait) = due.duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(wait).await;
+    }
+    let (code, out, err) = evidence(&[&url, "--at", &after, "--state-dir", dir]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("no robots.txt version is known"), "{err}");
+    let within = replay_from(&url, &shifted(&expiry, -1), &["--state-dir", dir]);
+    assert_eq!((&within["sha256"], &within["allowed"]), (&v1.as_str().into(), &false.into()));
+
+    // Issue 39, L1: v1's window holds two fetches 3.5 s apart; a time after the second names
+    // the second as the copy in force, from the archive too (it named the window's first).
+    let second = &fetches(&v1)[1];
+    let fetched_second = second["robots.fetched_at"].as_str().unwrap();
+    let after_second = shifted(second["@timestamp"].as_str().unwrap(), 1);
+    for sources in [["--state-dir", dir], ["--audit", audit.to_str().unwrap()]] {
+        let answer = replay_from(&url, &after_second, &sources);
+        assert_eq!(answer["fetched_at"], fetched_second, "{sources:?}: {answer:#}");
+    }
+
+    // The archive edited (v2's window deleted, as the review flipped e6's answer): read with
+    // the audit files, the answer says the two disagree (issue 39, item 8).
+    let authorities = state.path().join("robots-archive/authorities");
+    let file = std::fs::read_dir(&authorities).unwrap().next().unwrap().unwrap().path();
+    let mut history: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    history["windows"].as_array_mut().unwrap().retain(|w| w["sha256"] != v2.as_str());
+    std::fs::write(&file, serde_json::to_vec_pretty(&history).unwrap()).unwrap();
+    let both = replay_from(&url, &at, &["--state-dir", dir, "--audit", audit.to_str().unwrap()]);
+    assert_eq!(both["sha256"], v2.as_str(), "{both:#}");
+    assert_eq!(both["sources_disagree"]["audit"]["sha256"], v2.as_str(), "{both:#}");
+    assert_ne!(both["sources_disagree"]["archive"]["sha256"], v2.as_str(), "{both:#}");
+    let agreeing = replay_from(&url, &at, &["--audit", audit.to_str().unwrap()]);
+    assert_eq!(agreeing["sources_disagree"], serde_json::Value::Null, "{agreeing:#}");
+}
+
+/// Issue 39, M4 (the review's e5): `evidence` replayed robots.txt's path rules alone. A request
+/// the proxy refused for a usage preference of the same robots.txt (`Content-Usage:
+/// train-ai=n`, a crawler whose purpose is `train-ai`) and one a disallow exception refused
+/// were both answered "allowed", with nothing said of the records that contradicted it. Now
+/// the exceptions and `[usage]` of `--config` are applied as the proxy applies them, and a
+/// record near TIME that disagrees with the answer is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_applies_usage_preferences_and_exceptions() {
+    const ROBOTS: &str = "User-agent: *\nContent-Usage: train-ai=n\nDisallow: /a\n";
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("state");
+    let base = origin.base();
+    let authority = base.trim_start_matches("http://").to_owned();
+    let expires = humantime::format_rfc3339_seconds(
+        std::time::SystemTime::now() + Duration::from_secs(86_400),
+    );
+    let config = state.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir = {dir:?}\n\n[access]\nallow_destinations = [\"127.0.0.0/8\"]\n\n\
+             [usage]\ncrawlers = [{{ token = \"AcmeTrainer\", purposes = [\"train-ai\"] }}]\n\n\
+             [[exceptions]]\nid = \"takedown-7\"\nauthorities = [\"{authority}\"]\n\
+             tokens = [\"OtherBot\"]\npaths = [\"/d\"]\neffect = \"disallow\"\n\
+             reference = \"https://legal.example/takedown-7\"\ngranted_by = \"legal@example.com\"\n\
+             expires = \"{expires}\"\n"
+        ),
+    )
+    .unwrap();
+    let config_arg = config.to_str().unwrap();
+    let proxy = ProxyProcess::start(&["--config", config_arg], &[]);
+    let client = proxied_client(proxy.proxy_addr);
+    let get = |ua: &'static str, url: String| {
+        let client = client.clone();
+        async move { client.get(url).header("user-agent", ua).send().await.unwrap().status() }
+    };
+    assert_eq!(get("AcmeTrainer/1.0", format!("{base}/x")).await.as_u16(), 403);
+    assert_eq!(get("OtherBot/2.0", format!("{base}/d")).await.as_u16(), 403);
+    assert_eq!(get("OtherBot/2.0", format!("{base}/x")).await.as_u16(), 200);
+    let audit = dir.join("audit.jsonl");
+    let at_of = |action: &str| {
+        records(&audit)
+            .into_iter()
+            .find(|r| r["event.action"] == action)
+            .map(|r| r["@timestamp"].as_str().unwrap().to_owned())
+    };
+    wait_until("the two refusals", || {
+        at_of("usage_disallow").is_some() && at_of("exception_disallow").is_some()
+    })
+    .await;
+    drop(proxy);
+    let ask = |url: String, at: String, token: &str| {
+        let args = [
+            url.as_str(),
+            "--at",
+            at.as_str(),
+            "--token",
+            token,
+            "--json",
+            "--config",
+            config_arg,
+            "--audit",
+            audit.to_str().unwrap(),
+        ];
+        let (code, out, err) = evidence(&args);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let usage = ask(format!("{base}/x"), at_of("usage_disallow").unwrap(), "AcmeTrainer");
+    assert_eq!(usage["robots_allowed"], true, "{usage:#}");
+    assert_eq!(usage["allowed"], false, "refused for train-ai=n: {usage:#}");
+    assert_eq!(usage["usage"]["refused"]["purpose"], "train-ai", "{usage:#}");
+    assert_eq!(usage["usage"]["refused"]["line"], 2, "{usage:#}");
+    assert_eq!(usage["disagrees_with"], serde_json::json!([]), "{usage:#}");
+    let taken_down = ask(format!("{base}/d"), at_of("exception_disallow").unwrap(), "OtherBot");
+    assert_eq!(taken_down["allowed"], false, "{taken_down:#}");
+    assert_eq!(taken_down["exception"]["id"], "takedown-7", "{taken_down:#}");
+    assert_eq!(taken_down["disagrees_with"], serde_json::json!([]), "{taken_down:#}");
+    // Without the configuration the records say otherwise, and the answer says so.
+    let (code, out, err) = evidence(&[
+        &format!("{base}/d"),
+        "--at",
+        &at_of("exception_disallow").unwrap(),
+        "--token",
+        "OtherBot",
+        "--json",
+        "--audit",
+        audit.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bare: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(bare["allowed"], true, "{bare:#}");
+    let against = bare["disagrees_with"].as_array().unwrap();
+    assert!(against.iter().any(|r| r["event.action"] == "exception_disallow"), "{bare:#}");
+}

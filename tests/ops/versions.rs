@@ -95,9 +95,11 @@ async fn blocks_name_the_version_served_and_each_file_holds_it() {
         actions(&first),
         [
             "robots_version",
+            "robots_fetch",
             "robots_disallow",
             "robots_disallow",
             "robots_version",
+            "robots_fetch",
             "robots_disallow",
             "robots_disallow"
         ],
@@ -108,7 +110,13 @@ async fn blocks_name_the_version_served_and_each_file_holds_it() {
     let named: Vec<_> = blocks.iter().map(|r| r["robots.sha256"].as_str().unwrap()).collect();
     assert_eq!(named, [v1.as_str(), v1.as_str(), v2.as_str(), v2.as_str()]);
     assert_eq!(blocks[0]["robots.fetched_at"], fetched_v1.as_str());
-    for (announce, body) in [(&first[0], V1), (&first[3], V2)] {
+    // Each fetch is a `robots_fetch` record naming what it gave, after its version's body.
+    for (fetched, body) in [(&first[1], V1), (&first[5], V2)] {
+        assert_eq!(fetched["robots.sha256"], sha256_hex(body.as_bytes()).as_str(), "{fetched}");
+        assert_eq!(fetched["robots.consequence"], "rules", "{fetched}");
+        assert!(fetched["robots.expires_at"].as_str().is_some(), "{fetched}");
+    }
+    for (announce, body) in [(&first[0], V1), (&first[4], V2)] {
         assert_eq!(announce["robots.body"], body, "{announce}");
         assert_eq!(announce["robots.sha256"], sha256_hex(body.as_bytes()).as_str());
         assert_eq!(announce["robots.authority"], base.as_str());
@@ -174,7 +182,8 @@ async fn a_body_that_is_not_utf8_is_kept_in_base64_byte_for_byte() {
     let proxy = ProxyProcess::start(&[], &[("ROBOTS_PROXY_STATE_DIR", dir)]);
     let audit = state.path().join("audit.jsonl");
     block(&proxy, &format!("http://{addr}/private/x"), false).await;
-    wait_until("the block recorded", || records(&audit).len() == 2).await;
+    // The version, its fetch and the block.
+    wait_until("the block recorded", || records(&audit).len() == 3).await;
     let lines = records(&audit);
     let announce = &lines[0];
     assert_eq!(announce["event.action"], "robots_version", "{lines:#?}");
@@ -184,6 +193,7 @@ async fn a_body_that_is_not_utf8_is_kept_in_base64_byte_for_byte() {
     let digest = sha256_hex(LATIN1);
     assert_eq!(announce["robots.sha256"], digest.as_str());
     assert_eq!(lines[1]["robots.sha256"], digest.as_str());
+    assert_eq!(lines[2]["robots.sha256"], digest.as_str());
     assert_eq!(announce["robots.body_bytes"], LATIN1.len());
 }
 
@@ -233,7 +243,12 @@ async fn allows_throttles_and_tunnels_name_the_version() {
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
 
     let want = sha256_hex(ROBOTS.as_bytes());
-    wait_until("the decisions recorded", || records(&audit).len() >= 6).await;
+    // Six decisions, two versions and their two `robots_fetch` records.
+    wait_until("the decisions recorded", || {
+        let lines = records(&audit);
+        lines.len() >= 8 && lines.iter().any(|r| r["event.action"] == "connect_refuse")
+    })
+    .await;
     let lines = records(&audit);
     check_announced_once_before_use(&lines);
     let by = |action: &str| -> Vec<serde_json::Value> {

@@ -459,7 +459,7 @@ fn prepare<'s>(
             authority: uri.authority().map(|a| a.as_str()).or(host).unwrap_or(""),
             path_and_query: uri.path_and_query().map_or("/", |p| p.as_str()),
         };
-        s.client_signature(&arrival, req.headers())
+        s.client_signature(&arrival, req.headers(), shared.clock.now())
     });
     let forwarded = forward::upstream_request(
         req,
@@ -556,9 +556,8 @@ fn sign<'s>(
                 Some(client) => signing
                     .sign_beside(&target, upstream.headers_mut(), now, client)
                     // No key of the identity signs at this moment: the request leaves with the
-                    // client's fields alone, and there is no signature of the proxy's for the
-                    // client's to be covered by or skipped from.
-                    .map(|(keyid, cosign)| Signed { keyid, cosign: keyid.map(|_| cosign) }),
+                    // client's fields alone, and nothing is reported (`cosign` is `None`).
+                    .map(|(keyid, cosign)| Signed { keyid, cosign }),
             }
         }
         _ => Err(crate::signing::SigningError::Fields(

@@ -151,6 +151,11 @@ pub struct SigningIdentity {
     /// What `agent` is: an origin (`directory`, the default) or the URL of the JWK Set.
     #[serde(default, skip_serializing_if = "AgentType::is_directory")]
     pub agent_type: AgentType,
+    /// With `client_signatures = "cosign"`: a JWK Set file (under `state_dir` when relative)
+    /// of the client keys this identity trusts. The proxy's signature covers a client's only
+    /// when it verifies with one of them; unset: none is covered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_keys: Option<PathBuf>,
 }
 
 /// The form of an identity's `Signature-Agent` member (`agent_type`).
@@ -544,6 +549,7 @@ mod tests {
                     keys: vec!["a".parse().unwrap(), "missing".parse().unwrap()],
                     agent: "https://bots.example.com".parse().unwrap(),
                     agent_type: AgentType::Directory,
+                    client_keys: None,
                 },
                 SigningIdentity {
                     token: Some("bot".parse().unwrap()),
@@ -552,6 +558,7 @@ mod tests {
                     keys: vec![],
                     agent: "https://bots.example.com".parse().unwrap(),
                     agent_type: AgentType::Directory,
+                    client_keys: None,
                 },
             ],
             ..SigningSection::default()

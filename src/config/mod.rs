@@ -314,6 +314,7 @@ impl Config {
             pacing: &self.pacing,
             usage: &self.usage,
             exceptions: &self.exceptions,
+            https: &self.https,
         }
     }
 

@@ -25,6 +25,7 @@ struct Sections {
     pacing: PacingSection,
     usage: UsageSection,
     exceptions: Vec<ExceptionEntry>,
+    https: crate::tls::HttpsSection,
 }
 
 impl Sections {
@@ -63,6 +64,7 @@ impl Sections {
                 exception("d", "disallow", "2099-01-01T00:00:00Z"),
                 exception("old", "allow", "2001-01-01T00:00:00Z"),
             ],
+            https: crate::tls::HttpsSection::default(),
         }
     }
 
@@ -75,6 +77,7 @@ impl Sections {
             pacing: &self.pacing,
             usage: &self.usage,
             exceptions: &self.exceptions,
+            https: &self.https,
         }
     }
 }
@@ -96,7 +99,10 @@ fn the_document_lists_token_identities_then_described_tokens_and_counts_exceptio
         "https://bots.example.com/.well-known/http-message-signatures-directory"
     );
     // The expired allow is not counted.
-    assert_eq!(bot.honours.exceptions, document::ExceptionCount { allow: 1, disallow: 1 });
+    assert_eq!(
+        bot.honours.exceptions,
+        document::ExceptionCount { allow: 1, disallow: 1, per_user: 0 }
+    );
     assert!(doc.crawlers[1].signature_agent.is_none());
     let text = String::from_utf8(doc.canonical()).unwrap();
     for private in ["hidden-user", "secret.example", "legal.example", "someone", "any.example"] {
@@ -120,6 +126,56 @@ fn report_mode_is_disclosed_and_the_card_claims_no_compliance() {
         card["web_bot_auth"]["ips_uri"],
         "https://bots.example.com/crawlers/OtherBot/ips.json"
     );
+}
+
+/// Issue 41 (review findings 5, 6): report-only users, an exception scoped to users and
+/// tunnelled HTTPS each let the crawler fetch disallowed paths; the disclosure says so per
+/// crawler and the card withholds `rfc9309-compliance`.
+#[test]
+fn report_users_user_exceptions_and_tunnel_mode_are_disclosed_and_withhold_compliance() {
+    let compliance = |s: &Sections| {
+        let doc = Document::generate(&s.inputs(), &keys(), SystemTime::now());
+        let card = card::card(&doc.crawlers[0], "https://bots.example.com");
+        (doc, card["web_bot_auth"]["rfc9309-compliance"].clone())
+    };
+    let mut s = Sections::new();
+    s.exceptions.retain(|e| e.effect != crate::policy::exceptions::Effect::Allow);
+    let (doc, claimed) = compliance(&s);
+    assert_eq!(claimed, true, "enforced, no allow exception: compliant");
+    assert_eq!(doc.crawlers[0].honours.robots_txt.https, "per-path");
+
+    let mut report = Sections::new();
+    report.exceptions.clear();
+    report.policy.report_users = vec!["bob".into()];
+    let (doc, claimed) = compliance(&report);
+    for crawler in &doc.crawlers {
+        let r = &crawler.honours.robots_txt;
+        assert_eq!((r.enforcement, r.report_only_users), ("partly report-only", 1));
+    }
+    assert_eq!(claimed, false);
+    assert!(doc.crawlers[0].sentences()[0].contains("EXCEPT for 1 proxy user"));
+    assert!(!String::from_utf8(doc.canonical()).unwrap().contains("bob"), "not named");
+
+    let mut users = Sections::new();
+    users.exceptions = vec![toml::from_str(
+        "id = \"alice\"\nauthorities = [\"a.example\"]\nusers = [\"alice\"]\n\
+         effect = \"allow\"\nexpires = \"2099-01-01T00:00:00Z\"\n",
+    )
+    .unwrap()];
+    let (doc, claimed) = compliance(&users);
+    let every = document::ExceptionCount { allow: 1, disallow: 0, per_user: 1 };
+    for crawler in &doc.crawlers {
+        assert_eq!(crawler.honours.exceptions, every, "{}", crawler.name);
+    }
+    assert_eq!(claimed, false);
+
+    let mut tunnel = Sections::new();
+    tunnel.exceptions.clear();
+    tunnel.https.mode = crate::tls::HttpsMode::Tunnel;
+    let (doc, claimed) = compliance(&tunnel);
+    assert_eq!(doc.crawlers[0].honours.robots_txt.https, "site-level");
+    assert!(doc.crawlers[0].sentences().iter().any(|s| s.contains("NOT to the paths inside")));
+    assert_eq!(claimed, false);
 }
 
 #[test]

@@ -164,7 +164,10 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     assert_eq!(bot["ip_ranges"], serde_json::json!(["192.0.2.0/24"]));
     let robots = &bot["honours"]["robots_txt"];
     assert_eq!(robots["standard"], "RFC 9309");
-    assert_eq!(robots["enforcement"], "enforced");
+    // `teamuser9` is report-only (issue 41: disclosed per crawler, counted, not named).
+    assert_eq!(robots["enforcement"], "partly report-only");
+    assert_eq!(robots["report_only_users"], 1);
+    assert_eq!(robots["https"], "per-path");
     assert_eq!(robots["cache_max_age_seconds"], 43200, "generated from robots.max_age");
     let rules = robots["status_rules"].to_string();
     assert!(rules.contains("\"5xx\"") && rules.contains("everything disallowed"), "{rules}");
@@ -173,7 +176,10 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     assert_eq!(bot["honours"]["pace"]["sites_with_own_pace"], 1);
     assert_eq!(bot["honours"]["usage"]["modes"][0]["mode"], "enforce");
     assert_eq!(bot["honours"]["usage"]["tdmrep"], true);
-    assert_eq!(bot["honours"]["exceptions"], serde_json::json!({"allow": 1, "disallow": 0}));
+    assert_eq!(
+        bot["honours"]["exceptions"],
+        serde_json::json!({"allow": 1, "disallow": 0, "per_user": 1})
+    );
 
     let (_, html) = get(&format!("http://{addr}/crawlers")).await;
     assert!(html.contains("Example Bot") && html.contains("RFC 9309"), "{html}");
@@ -189,7 +195,8 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     );
     let wba = &card["web_bot_auth"];
     assert_eq!(wba["rfc9309-product-token"], "ExampleBot");
-    assert_eq!(wba["rfc9309-compliance"], true);
+    // A report-only user and an allow exception in force: not claimed (issue 41).
+    assert_eq!(wba["rfc9309-compliance"], false);
     assert_eq!(wba["trigger"], "crawler");
     assert_eq!(wba["purpose"], "train-ai");
     assert_eq!(wba["ips_uri"], "https://bots.example.com/crawlers/ExampleBot/ips.json");

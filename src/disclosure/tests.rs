@@ -252,3 +252,28 @@ fn the_feed_carries_no_character_xml_forbids() {
     assert!(!atom.chars().any(forbidden), "{atom:?}");
     assert!(atom.contains("<name>Acme \\x1b[2J\\x07 \\uffffOrg</name>"), "{atom}");
 }
+
+/// Issue 41 (review finding 9): a control character in a crawler `name` is kept in the
+/// persisted feed entries (`feed.json`); the feed written from them after a restart, and after
+/// the name is fixed, is still well-formed: the escape is applied at the sink
+/// (`crate::output::markup`), not when the entry is stored.
+#[test]
+fn a_crawler_name_with_control_characters_never_breaks_the_persisted_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("disclosure/feed.json");
+    let mut s = Sections::new();
+    s.section.crawlers[0].name = Some("Signed\u{7}Bot\u{b}".into());
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut feed = Feed::load(&path);
+    assert!(feed.record(&Document::generate(&s.inputs(), &keys(), t0), t0, 5));
+    feed.save(&path).unwrap();
+    let mut feed = Feed::load(&path);
+    assert!(feed.entries.iter().any(|e| e.summary.contains('\u{7}')), "stored as it was");
+    s.section.crawlers[0].name = Some("SignedBot".into());
+    let t1 = t0 + Duration::from_secs(60);
+    assert!(feed.record(&Document::generate(&s.inputs(), &keys(), t1), t1, 5));
+    let atom = feed.atom("https://bots.example.com", "Example Org");
+    let forbidden = |c: char| matches!(c, '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}');
+    assert!(!atom.chars().any(forbidden), "{atom:?}");
+    assert!(atom.contains("Signed\\x07Bot\\x0b"), "{atom}");
+}

@@ -738,5 +738,5 @@ use layers::*;
 use problems::*;
 pub use problems::{ConfigError, Origin, Problem};
 pub use reload::{
-    changes, is_reloadable, is_secret, needs_restart, restart_reason, Change, RELOADABLE,
+    changes, in_force, is_reloadable, is_secret, needs_restart, restart_reason, Change, RELOADABLE,
 };

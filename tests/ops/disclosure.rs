@@ -235,6 +235,21 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     p.wait_for_stderr("SIGHUP: configuration reloaded", 2).await;
     let (_, atom) = get(&format!("http://{addr}/crawlers.atom")).await;
     assert_eq!(entries(&atom), 2, "{atom}");
+    // A restart-only key changed (issue 41, review finding 8): the running value stays
+    // disclosed, and no entry is added for a change not in force.
+    let (_, before) = get_json(&format!("http://{addr}/crawlers.json")).await;
+    let running = before["crawlers"][0]["honours"]["robots_txt"]["max_redirects"].clone();
+    assert_ne!(running, 1);
+    let restart_only =
+        config(&state, news).replace("max_age = \"12h\"", "max_age = \"12h\"\nmax_redirects = 1");
+    write_atomically(&file, &restart_only);
+    p.signal("HUP");
+    p.wait_for_stderr("SIGHUP: configuration reloaded", 3).await;
+    let (_, json) = get_json(&format!("http://{addr}/crawlers.json")).await;
+    assert_eq!(json["crawlers"][0]["honours"]["robots_txt"]["max_redirects"], running);
+    let (_, atom) = get(&format!("http://{addr}/crawlers.atom")).await;
+    assert_eq!(entries(&atom), 2, "{atom}");
+    write_atomically(&file, &config(&state, news));
     drop(p);
 
     // A restart with the same configuration: the feed is kept, and no entry is added.

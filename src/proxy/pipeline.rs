@@ -569,6 +569,22 @@ fn sign<'s>(
             if let Some(crate::signing::Cosign::Skipped(why)) = &signed.cosign {
                 cosign_skipped(shared, facts, why);
             }
+            let kept = matches!(
+                &signed.cosign,
+                Some(crate::signing::Cosign::Skipped(s)) if s.left == crate::signing::Left::Kept
+            );
+            if signed.keyid.is_none() && !kept {
+                // No key of the identity signs now (a gap between key windows): counted and
+                // logged, the first ten and then every thousandth (issue 41).
+                let n = shared.metrics.signing_unsigned();
+                if n <= 10 || n.is_multiple_of(1000) {
+                    tracing::warn!(
+                        authority = %facts.authority, unsigned_so_far = n,
+                        "no key of the signing identity signs now: the request leaves unsigned \
+                         (check the keys' sign_from/sign_until windows)"
+                    );
+                }
+            }
             ControlFlow::Continue(signed)
         }
         Err(e) => {

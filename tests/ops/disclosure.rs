@@ -286,3 +286,58 @@ fn disclosure_config_errors_name_the_key() {
         assert!(err.contains(key), "{key} not named:\n{err}");
     }
 }
+
+/// Issue 41 (review findings 10, 11): `config check` refuses internal space declared as public
+/// egress (the guard's list: IPv4-mapped private space, benchmarking, multicast) and an agent
+/// URL with a password, and warns about an http:// agent and a gap between key windows.
+#[test]
+fn config_check_refuses_internal_egress_and_agent_credentials_and_warns_of_key_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let made = run(&["keys", "new", "a"], &[("ROBOTS_PROXY_STATE_DIR", state.to_str().unwrap())]);
+    assert!(made.status.success(), "{made:?}");
+    let made = run(&["keys", "new", "b"], &[("ROBOTS_PROXY_STATE_DIR", state.to_str().unwrap())]);
+    assert!(made.status.success(), "{made:?}");
+    let file = dir.path().join("robots-proxy.toml");
+    let signing = |agent: &str| {
+        format!(
+            "state_dir = {state:?}\n\n[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [\
+             {{ name = \"a\", sign_until = \"2020-01-01T00:00:00Z\", publish_until = \"2020-01-02T00:00:00Z\" }}, \
+             {{ name = \"b\", sign_from = \"2099-01-01T00:00:00Z\" }}]\n\
+             identities = [{{ token = \"Bot\", keys = [\"a\", \"b\"], agent = \"{agent}\" }}]\n"
+        )
+    };
+    for range in ["::ffff:10.0.0.0/104", "198.18.0.0/15", "224.0.0.0/4"] {
+        let text = format!(
+            "{}\n[disclosure]\nenabled = true\noperator = \"Example Org\"\n\
+             contact = \"mailto:crawlers@example.com\"\npublic_url = \"https://bots.example.com\"\n\
+             crawlers = [{{ token = \"Bot\", ip_ranges = [\"{range}\"] }}]\n",
+            signing("https://bots.example.com")
+        );
+        write_atomically(&file, &text);
+        let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{range}: {err}");
+        assert!(err.contains("disclosure.crawlers[1].ip_ranges"), "{range}: {err}");
+    }
+    write_atomically(&file, &signing("https://user:hunter2@bots.example.com"));
+    let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("user name or password"), "{err}");
+    assert!(!err.contains("hunter2"), "the password is not repeated: {err}");
+
+    write_atomically(&file, &signing("http://bots.example.com"));
+    let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed
+            .contains("# warning: signing.identities agent \"http://bots.example.com\" is http://"),
+        "{printed}"
+    );
+    let gap = printed.lines().find(|l| l.contains("signing.identities Bot: no key signs from"));
+    assert!(
+        gap.is_some_and(|l| l.contains("until 2099-01-01T00:00:00Z: its requests leave unsigned")),
+        "{printed}"
+    );
+}

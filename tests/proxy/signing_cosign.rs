@@ -299,6 +299,12 @@ async fn a_client_signature_is_not_counted_as_skipped_when_no_key_of_the_proxy_s
         !proxy.metrics.encode().contains("robots_proxy_cosign_skipped_total{"),
         "nothing of the proxy's was signed, so nothing was skipped"
     );
+    // But the request left unsigned for want of a key: counted (issue 41, finding 11).
+    assert!(
+        proxy.metrics.encode().contains("robots_proxy_signing_unsigned_total 1"),
+        "{}",
+        proxy.metrics.encode()
+    );
 }
 
 /// The proxy's public keys, by key id (base64), for [`joined_verifier`].

@@ -277,3 +277,52 @@ fn a_crawler_name_with_control_characters_never_breaks_the_persisted_feed() {
     assert!(!atom.chars().any(forbidden), "{atom:?}");
     assert!(atom.contains("Signed\\x07Bot\\x0b"), "{atom}");
 }
+
+/// Issue 41 (review finding 12): a key whose `publish_until` passes and an exception that
+/// expires reach `/crawlers.json` (and the feed) at once, without a reload.
+#[test]
+fn key_retirement_and_exception_expiry_are_disclosed_without_a_reload() {
+    use crate::signing::directory::Pages;
+    use crate::signing::keys::{KeyName, SigningKey};
+    let dir = tempfile::tempdir().unwrap();
+    let name: KeyName = "k1".parse().unwrap();
+    let kid = SigningKey::create(&name, &name.file_in(&dir.path().join("keys")))
+        .unwrap()
+        .keyid()
+        .to_owned();
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+    let at = |d: u64| humantime::format_rfc3339_seconds(t0 + Duration::from_secs(d)).to_string();
+    let mut s = Sections::new();
+    s.signing.keys = vec![toml::from_str(&format!(
+        "name = \"k1\"\nsign_until = \"{}\"\npublish_until = \"{}\"",
+        at(60),
+        at(3600)
+    ))
+    .unwrap()];
+    s.exceptions = vec![exception("a", "allow", &at(7200))];
+    let disclosure = Disclosure::open(dir.path());
+    assert!(disclosure.update(&s.inputs(), dir.path(), t0).unwrap());
+    let json = |now: SystemTime| {
+        let resp = disclosure.answer(&Method::GET, "/crawlers.json", &HeaderMap::new(), now);
+        let body = resp.unwrap().into_body();
+        let bytes = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(http_body_util::BodyExt::collect(body))
+            .unwrap()
+            .to_bytes();
+        serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()
+    };
+    let bot = |v: &serde_json::Value| v["crawlers"][0].clone();
+    let first = json(t0);
+    assert_eq!(bot(&first)["signature_agent"]["key_ids"], serde_json::json!([kid]));
+    assert_eq!(bot(&first)["honours"]["exceptions"]["allow"], 1);
+    let retired = json(t0 + Duration::from_secs(3601));
+    assert_eq!(bot(&retired)["signature_agent"]["key_ids"], serde_json::json!([]));
+    assert_eq!(bot(&retired)["honours"]["exceptions"]["allow"], 1);
+    let expired = json(t0 + Duration::from_secs(7201));
+    assert_eq!(bot(&expired)["honours"]["exceptions"]["allow"], 0);
+    let entries = disclosure.entries();
+    assert_eq!(entries.len(), 2, "feed_entries = 2 bounds it");
+    assert!(entries.iter().all(|e| e.summary.starts_with("Crawlers changed")), "{entries:?}");
+}

@@ -66,7 +66,20 @@ impl Config {
                 ));
             }
         }
+        let cosign =
+            self.signing.client_signatures() == crate::signing::ClientSignatures::Cosign;
         for who in &self.signing.identities {
+            if cosign && who.client_keys.is_none() {
+                out.push(format!(
+                    "warning: signing.client_signatures = \"cosign\" but signing.identities \
+                     {} has no client_keys: no client signature is covered by its signature \
+                     (each goes on beside it, counted as unverified_signature)",
+                    who.token.as_ref().map_or_else(
+                        || format!("user {}", who.user.as_deref().unwrap_or_default()),
+                        |t| t.to_string()
+                    )
+                ));
+            }
             if who.agent.as_str().starts_with("http://") {
                 out.push(format!(
                     "warning: signing.identities agent {:?} is http://: the Web Bot Auth \

@@ -416,10 +416,7 @@ impl SigningSection {
                 if from > reach {
                     break;
                 }
-                covered = match until {
-                    None => None,
-                    Some(u) => Some(reach.max(u)),
-                };
+                covered = until.map(|u| reach.max(u));
             }
             if let Some(reach) = covered {
                 let next = who

@@ -66,8 +66,7 @@ impl Config {
                 ));
             }
         }
-        let cosign =
-            self.signing.client_signatures() == crate::signing::ClientSignatures::Cosign;
+        let cosign = self.signing.client_signatures() == crate::signing::ClientSignatures::Cosign;
         for who in &self.signing.identities {
             if cosign && who.client_keys.is_none() {
                 out.push(format!(

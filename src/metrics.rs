@@ -152,6 +152,7 @@ pub struct Metrics {
     reloads_applied: Counter,
     reloads_refused: Counter,
     signing_refused: Counter,
+    signing_unsigned: Counter,
     cosign_skipped: Family<Vec<(&'static str, &'static str)>, Counter>,
     would_block: report::WouldBlocks,
     charts: series::Charts,
@@ -243,6 +244,13 @@ impl Metrics {
              their user is neither tied to that token nor listed in the identity's users",
             signing_refused.clone(),
         );
+        let signing_unsigned = Counter::default();
+        registry.register(
+            "signing_unsigned",
+            "Requests of a signing identity forwarded unsigned because none of its keys signs at \
+             that moment (a gap between the keys' sign_from/sign_until windows)",
+            signing_unsigned.clone(),
+        );
         let cosign_skipped = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
         registry.register(
             "cosign_skipped",
@@ -283,6 +291,7 @@ impl Metrics {
             reloads_applied,
             reloads_refused,
             signing_refused,
+            signing_unsigned,
             cosign_skipped,
             would_block,
             charts,
@@ -354,6 +363,11 @@ impl Metrics {
     /// Counts a request not signed as the crawler it named (`signing`); how many so far.
     pub fn signing_refused(&self) -> u64 {
         self.signing_refused.inc() + 1
+    }
+
+    /// Counts a request of an identity left unsigned for want of a key; how many so far.
+    pub fn signing_unsigned(&self) -> u64 {
+        self.signing_unsigned.inc() + 1
     }
 
     /// Counts a client signature not cosigned, for `reason`; how many so far for it.

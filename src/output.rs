@@ -17,6 +17,11 @@
 //!   U+2028, U+2029, the C1 controls and the bidi controls are written as `\uXXXX` escapes, which any JSON parser reads back as the same characters, so
 //!   the values are unchanged while tools that split on Unicode line breaks, and terminals that
 //!   `tail` the file, see none of them raw.
+//! - **HTML and XML** ([`markup`]: the `/crawlers` page and the Atom feed): `& < > " '` as
+//!   entities; the characters XML 1.0 does not allow at all (C0 controls but tab, line feed and
+//!   carriage return; U+FFFE, U+FFFF), which no entity can carry and which make a feed not
+//!   well-formed, shown as text (`\x1b`, `\ufffe`) as on a terminal. Applied when the page or
+//!   feed is written, so text stored before (the feed's persisted entries) is safe too.
 
 use std::fmt::{self, Write as _};
 
@@ -118,6 +123,25 @@ impl fmt::Write for Escaper<'_, '_> {
     }
 }
 
+/// `text` for HTML and XML text and attribute values (see the module's rules).
+pub fn markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            '\u{0}'..='\u{1f}' => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            '\u{fffe}' | '\u{ffff}' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Rewrites a serialised JSON line (one object, as `serde_json` writes it) so that the
 /// characters [`is_unsafe`] names beyond ASCII (the C1 controls U+0080–U+009F, U+2028, U+2029,
 /// the bidi controls) appear as `\uXXXX` escapes instead of raw; `serde_json` already escapes
@@ -157,6 +181,14 @@ mod tests {
             "a\\x1b[2J\\u009b1G\\u0085\\u2028\\u2029\\u202ex\\u2066\\u200f\\u061c\\x7f\\x0d\\x0a\tb"
         );
         assert!(!shown.chars().any(is_unsafe), "{shown:?}");
+    }
+
+    #[test]
+    fn markup_escapes_entities_and_shows_what_xml_forbids_as_text() {
+        assert_eq!(
+            markup("<a href='x'>&\u{7}\u{1b}\t\u{ffff}</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;\\x07\\x1b\t\\uffff&lt;/a&gt;"
+        );
     }
 
     #[test]

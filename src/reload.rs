@@ -310,9 +310,11 @@ impl Reloader {
         if let Err(e) = crate::logging::set_filter(&new.log, rust_log.as_deref()) {
             tracing::error!(error = %e, "{who}: cannot apply log.level");
         }
-        // What is disclosed follows what is in force; it is kept under the state_dir the
-        // process started with (a restart key).
-        let inputs = new.disclosure_inputs();
+        // What is disclosed follows what is in force: the new values of the keys a reload
+        // applies, the running ones of the others (`robots.max_redirects`, …) until a
+        // restart; it is kept under the state_dir the process started with (a restart key).
+        let in_force = config::in_force(&self.started, &new);
+        let inputs = in_force.disclosure_inputs();
         let now = std::time::SystemTime::now();
         if let Err(e) = self.disclosure.update(&inputs, &self.started.state_dir, now) {
             tracing::error!(error = %e, "{who}: the crawler disclosure is not up to date");

@@ -320,6 +320,7 @@ pub(super) fn schema_sample() -> Config {
             agent,
             // Not the default, so that the sample serialises the key.
             agent_type: crate::signing::AgentType::JwksUri,
+            client_keys: Some(std::path::PathBuf::new()),
         }];
     }
     config

@@ -314,6 +314,7 @@ impl Config {
             pacing: &self.pacing,
             usage: &self.usage,
             exceptions: &self.exceptions,
+            https: &self.https,
         }
     }
 
@@ -737,5 +738,5 @@ use layers::*;
 use problems::*;
 pub use problems::{ConfigError, Origin, Problem};
 pub use reload::{
-    changes, is_reloadable, is_secret, needs_restart, restart_reason, Change, RELOADABLE,
+    changes, in_force, is_reloadable, is_secret, needs_restart, restart_reason, Change, RELOADABLE,
 };

@@ -113,6 +113,37 @@ pub fn is_secret(key: &str) -> bool {
     ["password", "secret", "credential", "token_file"].iter().any(|s| name.contains(s))
 }
 
+/// The configuration in force after a reload from `running` (what the process started with)
+/// to `new`: `new`, with every key that takes effect only after a restart (not
+/// [`is_reloadable`]) left at its running value. What is disclosed as running
+/// (`crate::disclosure`) is generated from it, so a reload never publishes a value the proxy
+/// does not apply. `new` itself when the two cannot be merged (not expected: both serialise).
+pub fn in_force(running: &Config, new: &Config) -> Config {
+    let pending: Vec<String> =
+        changes(running, new).into_iter().filter(|c| !c.reloadable).map(|c| c.key).collect();
+    if pending.is_empty() {
+        return new.clone();
+    }
+    let merged = (|| {
+        let from = serde_json::to_value(running).ok()?;
+        let mut into = serde_json::to_value(new).ok()?;
+        for key in &pending {
+            let pointer = format!("/{}", key.replace('.', "/"));
+            match (from.pointer(&pointer), into.pointer_mut(&pointer)) {
+                (Some(value), Some(slot)) => *slot = value.clone(),
+                // A key set on one side only: the parent, as running, carries it.
+                _ => {
+                    let parent = &pointer[..pointer.rfind('/')?];
+                    let value = from.pointer(parent)?.clone();
+                    *into.pointer_mut(parent)? = value;
+                }
+            }
+        }
+        serde_json::from_value::<Config>(into).ok()
+    })();
+    merged.unwrap_or_else(|| new.clone())
+}
+
 /// One key whose value differs between two configurations.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
@@ -173,4 +204,25 @@ fn leaves(config: &Config) -> BTreeMap<String, Value> {
     }
     out.retain(|_, v| !matches!(v, Value::Dict(..)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 41 (review finding 8): what a reload puts in force keeps the running value of a
+    /// restart-only key and takes the new value of a reloadable one.
+    #[test]
+    fn in_force_keeps_restart_only_keys_at_their_running_values() {
+        let running = Config::default();
+        let mut new = Config::default();
+        new.robots.max_redirects = running.robots.max_redirects + 3;
+        new.robots.max_age = running.robots.max_age * 2;
+        new.proxy.via = "changed".into();
+        let merged = in_force(&running, &new);
+        assert_eq!(merged.robots.max_redirects, running.robots.max_redirects, "restart-only");
+        assert_eq!(merged.proxy.via, running.proxy.via, "restart-only");
+        assert_eq!(merged.robots.max_age, new.robots.max_age, "reloadable");
+        assert!(changes(&merged, &new).iter().all(|c| !c.reloadable));
+    }
 }

@@ -16,7 +16,10 @@ impl Config {
     /// * a loosening for users (`policy.report_users`, an exception's `users`) needs an
     ///   authenticated user: a users file or client certificates (`access.client_ca`);
     /// * an exception whose `expires` has passed is inert (it is kept, and counted on
-    ///   `/metrics`, but decides nothing).
+    ///   `/metrics`, but decides nothing);
+    /// * a `signing.identities` agent over plain http (the draft wants https);
+    /// * an identity whose keys' windows leave a span with no key that signs
+    ///   ([`crate::signing::SigningSection::key_gaps`]): its requests leave unsigned then.
     pub fn warnings(&self, now: SystemTime) -> Vec<String> {
         let mut out = Vec::new();
         let users_file = self.access.users_file.is_some();
@@ -62,6 +65,46 @@ impl Config {
                     e.expires.as_deref().unwrap_or_default()
                 ));
             }
+        }
+        let cosign = self.signing.client_signatures() == crate::signing::ClientSignatures::Cosign;
+        for who in &self.signing.identities {
+            if cosign && who.client_keys.is_none() {
+                out.push(format!(
+                    "warning: signing.client_signatures = \"cosign\" but signing.identities \
+                     {} has no client_keys: no client signature is covered by its signature \
+                     (each goes on beside it, counted as unverified_signature)",
+                    who.token.as_ref().map_or_else(
+                        || format!("user {}", who.user.as_deref().unwrap_or_default()),
+                        |t| t.to_string()
+                    )
+                ));
+            }
+            if who.agent.as_str().starts_with("http://") {
+                out.push(format!(
+                    "warning: signing.identities agent {:?} is http://: the Web Bot Auth \
+                     protocol draft says a Signature-Agent's scheme MUST be https, and verifiers \
+                     may refuse it (and the Agent Card then has no jwks_uri)",
+                    who.agent.as_str()
+                ));
+            }
+        }
+        for (who, from, until) in self.signing.key_gaps(now) {
+            let at = |t: SystemTime| humantime::format_rfc3339_seconds(t).to_string();
+            out.push(match until {
+                Some(until) => format!(
+                    "warning: signing.identities {who}: no key signs from {} until {}: its \
+                     requests leave unsigned in between (robots_proxy_signing_unsigned_total); \
+                     make the keys' sign_from/sign_until windows meet",
+                    at(from),
+                    at(until)
+                ),
+                None => format!(
+                    "warning: signing.identities {who}: no key signs from {} on: its requests \
+                     leave unsigned (robots_proxy_signing_unsigned_total); add a key that \
+                     signs from then",
+                    at(from)
+                ),
+            });
         }
         out
     }

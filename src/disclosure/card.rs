@@ -40,9 +40,10 @@ pub fn card(crawler: &Crawler, public_url: &str) -> Value {
         bot.insert("expected-user-agent".into(), json!(ua));
     }
     bot.insert("rfc9309-product-token".into(), json!(token));
-    // True only where the gateway enforces robots.txt for the crawler: a report-only crawler
-    // is not compliant, whatever it intends.
-    bot.insert("rfc9309-compliance".into(), json!(h.robots_txt.enforcement == "enforced"));
+    // True only where the gateway makes every request of the crawler obey robots.txt: not
+    // with report-only users, tunnelled HTTPS or an allow exception in force
+    // (`Honours::rfc9309_compliant`). A boolean, as -04 and the editor's copy define it.
+    bot.insert("rfc9309-compliance".into(), json!(h.rfc9309_compliant()));
     if let Some(trigger) = crawler.trigger {
         bot.insert("trigger".into(), serde_json::to_value(trigger).unwrap_or(Value::Null));
     }

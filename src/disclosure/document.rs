@@ -39,6 +39,8 @@ pub struct Inputs<'a> {
     pub usage: &'a UsageSection,
     /// `[[exceptions]]`, counted.
     pub exceptions: &'a [ExceptionEntry],
+    /// `[https]`: whether HTTPS paths are decided (intercept) or only the site (tunnel).
+    pub https: &'a crate::tls::HttpsSection,
 }
 
 /// The published key ids of each configured key name: (name, kid).
@@ -129,8 +131,16 @@ pub struct Honours {
 pub struct RobotsRules {
     /// `RFC 9309`.
     pub standard: &'static str,
-    /// `enforced` (refused with 403 before the request leaves) or `report-only`.
+    /// `enforced` (refused with 403 before the request leaves), `report-only`, or
+    /// `partly report-only` (`policy.report_users`: some proxy users' requests, whatever token
+    /// they send, are only reported).
     pub enforcement: &'static str,
+    /// How many proxy users are report-only (`policy.report_users`), counted, not named.
+    pub report_only_users: usize,
+    /// How HTTPS requests are decided (`https.mode`): `per-path` (intercepted: every
+    /// request, as for plain HTTP), `site-level` (tunnelled: a CONNECT is refused only when
+    /// every path of the site is disallowed, the paths inside are not seen) or `refused`.
+    pub https: &'static str,
     /// One rule per class of robots.txt answer.
     pub status_rules: Vec<StatusRule>,
     /// The longest a fetched robots.txt is used, in seconds.
@@ -193,13 +203,28 @@ pub struct PurposeMode {
     pub mode: &'static str,
 }
 
-/// Exceptions counted by effect.
+/// Exceptions counted by effect, whatever their scope: those naming the crawler's token and
+/// those naming proxy users (a user's exception applies whatever token the user sends, so it
+/// is counted under every crawler).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
 pub struct ExceptionCount {
     /// Allows past robots.txt in force.
     pub allow: usize,
     /// Prohibitions where robots.txt allows.
     pub disallow: usize,
+    /// Of those, how many name proxy users (`users`) rather than only the token.
+    pub per_user: usize,
+}
+
+impl Honours {
+    /// Whether the gateway makes the crawler comply with robots.txt (RFC 9309) on every
+    /// request: enforced for every user, every HTTPS path decided, and no allow exception in
+    /// force. What the Agent Card's `rfc9309-compliance` says.
+    pub fn rfc9309_compliant(&self) -> bool {
+        self.robots_txt.enforcement == "enforced"
+            && self.robots_txt.https != "site-level"
+            && self.exceptions.allow == 0
+    }
 }
 
 fn secs(d: Duration) -> u64 {
@@ -323,6 +348,7 @@ fn honours(inputs: &Inputs<'_>, token: &str, purposes: &[String], now: SystemTim
     let r = inputs.robots;
     let report = inputs.policy.mode == PolicyMode::Report
         || inputs.policy.report_tokens.iter().any(|t| t.eq_ignore_ascii_case(token));
+    let report_only_users = if report { 0 } else { inputs.policy.report_users.len() };
     let hours = |d: Duration| humantime::format_duration(Duration::from_secs(secs(d)));
     let status_rules = vec![
         StatusRule { status: "2xx", rule: "parsed and obeyed".into() },
@@ -353,7 +379,17 @@ fn honours(inputs: &Inputs<'_>, token: &str, purposes: &[String], now: SystemTim
     ];
     let robots_txt = RobotsRules {
         standard: "RFC 9309",
-        enforcement: if report { "report-only" } else { "enforced" },
+        enforcement: match (report, report_only_users) {
+            (true, _) => "report-only",
+            (false, 0) => "enforced",
+            _ => "partly report-only",
+        },
+        report_only_users,
+        https: match inputs.https.mode {
+            crate::tls::HttpsMode::Intercept => "per-path",
+            crate::tls::HttpsMode::Tunnel => "site-level",
+            crate::tls::HttpsMode::Reject => "refused",
+        },
         status_rules,
         cache_max_age_seconds: secs(r.max_age),
         cache_min_age_seconds: secs(r.min_age),
@@ -393,7 +429,9 @@ fn honours(inputs: &Inputs<'_>, token: &str, purposes: &[String], now: SystemTim
     };
     let mut exceptions = ExceptionCount::default();
     for e in inputs.exceptions {
-        let applies = e.tokens.iter().any(|t| t.eq_ignore_ascii_case(token));
+        // An exception applies to a request whose token it names or whose user it names
+        // (whatever token that user sends): counted under every crawler in the second case.
+        let applies = e.tokens.iter().any(|t| t.eq_ignore_ascii_case(token)) || !e.users.is_empty();
         let expired = e
             .expires
             .as_deref()
@@ -403,6 +441,9 @@ fn honours(inputs: &Inputs<'_>, token: &str, purposes: &[String], now: SystemTim
             match e.effect {
                 crate::policy::exceptions::Effect::Allow => exceptions.allow += 1,
                 _ => exceptions.disallow += 1,
+            }
+            if !e.users.is_empty() {
+                exceptions.per_user += 1;
             }
         }
     }
@@ -416,15 +457,29 @@ impl Crawler {
         let r = &h.robots_txt;
         let mut out = Vec::new();
         let dur = |s: u64| humantime::format_duration(Duration::from_secs(s)).to_string();
-        out.push(if r.enforcement == "enforced" {
-            "robots.txt (RFC 9309) is enforced by the gateway: a disallowed request is refused \
-             before it leaves, on the path as written and on every reading an origin server may \
-             give it."
-                .to_owned()
-        } else {
-            "robots.txt (RFC 9309) is evaluated and reported, but NOT enforced for this crawler \
-             (report-only)."
-                .to_owned()
+        out.push(match r.enforcement {
+            "enforced" => "robots.txt (RFC 9309) is enforced by the gateway: a disallowed \
+                           request is refused before it leaves, on the path as written and on \
+                           every reading an origin server may give it."
+                .to_owned(),
+            "partly report-only" => format!(
+                "robots.txt (RFC 9309) is enforced by the gateway, EXCEPT for {} proxy user(s) \
+                 whose requests, whatever product token they send, are evaluated and reported \
+                 but NOT refused (report-only): requests of this crawler may fetch disallowed \
+                 paths.",
+                r.report_only_users
+            ),
+            _ => "robots.txt (RFC 9309) is evaluated and reported, but NOT enforced for this \
+                  crawler (report-only)."
+                .to_owned(),
+        });
+        out.push(match r.https {
+            "site-level" => "HTTPS requests are tunnelled without being read: robots.txt is \
+                             applied to the site only (a site whose rules disallow every path \
+                             is refused), NOT to the paths inside, which may be disallowed ones."
+                .to_owned(),
+            "refused" => "HTTPS requests are refused by the gateway.".to_owned(),
+            _ => "HTTPS requests are decided one by one, as plain HTTP ones.".to_owned(),
         });
         for rule in &r.status_rules {
             out.push(format!("robots.txt answered {}: {}.", rule.status, rule.rule));
@@ -476,9 +531,25 @@ impl Crawler {
         }
         let e = h.exceptions;
         out.push(format!(
-            "Recorded exceptions to robots.txt in force: {} allowing, {} disallowing.",
-            e.allow, e.disallow
+            "Recorded exceptions to robots.txt in force: {} allowing, {} disallowing{}.",
+            e.allow,
+            e.disallow,
+            if e.per_user > 0 {
+                format!(
+                    " ({} of them for proxy users, applying whatever product token they send)",
+                    e.per_user
+                )
+            } else {
+                String::new()
+            }
         ));
+        if !h.rfc9309_compliant() {
+            out.push(
+                "So the gateway does NOT claim RFC 9309 compliance for this crawler \
+                 (rfc9309-compliance: false in its Agent Card)."
+                    .to_owned(),
+            );
+        }
         out
     }
 }

@@ -6,27 +6,9 @@ use std::fmt::Write as _;
 use super::card::{card_path, ips_path, DRAFT};
 use super::document::Document;
 
-/// `text` with `&`, `<`, `>`, `"` and `'` escaped, for HTML and XML text and attributes. The
-/// characters XML 1.0 does not allow at all (C0 controls but tab, line feed and carriage
-/// return; U+FFFE, U+FFFF), which no escape can carry and which make the Atom feed not
-/// well-formed, are shown as text (`\x1b`, `\ufffe`), as on a terminal: a control character in
-/// a `[disclosure]` string cannot break the page or the feed.
+/// `text` for HTML and XML: the project's markup sink rule, [`crate::output::markup`].
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            '\u{0}'..='\u{1f}' => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            '\u{fffe}' | '\u{ffff}' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::output::markup(text)
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:52em;margin:2em auto;\

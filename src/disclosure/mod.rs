@@ -94,6 +94,63 @@ pub struct Disclosure {
     feed_path: PathBuf,
     feed: Mutex<Feed>,
     published: ArcSwap<Published>,
+    /// What the last update was generated from, and the next time at which the document
+    /// changes by time alone (a key's `publish_until`, an exception's `expires`): reached, the
+    /// next answer regenerates it ([`Disclosure::refresh`]), without waiting for a reload.
+    source: Mutex<Option<(Owned, PathBuf, Option<SystemTime>)>>,
+}
+
+/// An owned copy of [`Inputs`], to regenerate from when time alone changes the document.
+#[derive(Debug, Clone)]
+struct Owned {
+    section: DisclosureSection,
+    signing: SigningSection,
+    robots: crate::cache::RobotsSection,
+    policy: crate::policy::PolicySection,
+    pacing: crate::pacing::PacingSection,
+    usage: crate::usage::UsageSection,
+    exceptions: Vec<crate::policy::ExceptionEntry>,
+    https: crate::tls::HttpsSection,
+}
+
+impl Owned {
+    fn of(inputs: &Inputs<'_>) -> Owned {
+        Owned {
+            section: inputs.section.clone(),
+            signing: inputs.signing.clone(),
+            robots: inputs.robots.clone(),
+            policy: inputs.policy.clone(),
+            pacing: inputs.pacing.clone(),
+            usage: inputs.usage.clone(),
+            exceptions: inputs.exceptions.to_vec(),
+            https: inputs.https.clone(),
+        }
+    }
+
+    fn inputs(&self) -> Inputs<'_> {
+        Inputs {
+            section: &self.section,
+            signing: &self.signing,
+            robots: &self.robots,
+            policy: &self.policy,
+            pacing: &self.pacing,
+            usage: &self.usage,
+            exceptions: &self.exceptions,
+            https: &self.https,
+        }
+    }
+}
+
+/// The first time after `now` at which `inputs` disclose something else by time alone: a
+/// key's `publish_until` (its id leaves), an exception's `expires` (no longer counted).
+fn next_change(inputs: &Inputs<'_>, now: SystemTime) -> Option<SystemTime> {
+    let keys = inputs.signing.keys.iter().filter_map(|k| k.publish_until.map(|t| t.0));
+    let exceptions = inputs
+        .exceptions
+        .iter()
+        .filter_map(|e| e.expires.as_deref())
+        .filter_map(|t| crate::policy::exceptions::parse_expires(t).ok());
+    keys.chain(exceptions).filter(|t| *t > now).min()
 }
 
 /// The ids (thumbprints) of the keys of `signing` published at `now`, read from their files.
@@ -115,7 +172,12 @@ impl Disclosure {
     pub fn open(state_dir: &Path) -> Disclosure {
         let feed_path = state_dir.join(FEED_FILE);
         let feed = Feed::load(&feed_path);
-        Disclosure { feed_path, feed: Mutex::new(feed), published: ArcSwap::default() }
+        Disclosure {
+            feed_path,
+            feed: Mutex::new(feed),
+            published: ArcSwap::default(),
+            source: Mutex::new(None),
+        }
     }
 
     /// Regenerates everything from `inputs` (the configuration now in force; `state_dir` to
@@ -130,9 +192,12 @@ impl Disclosure {
     ) -> Result<bool, DisclosureError> {
         if !inputs.section.enabled {
             self.published.store(Arc::new(Published::default()));
+            *self.source.lock().unwrap_or_else(|e| e.into_inner()) = None;
             return Ok(false);
         }
         let keys = key_ids(inputs.signing, state_dir, now)?;
+        *self.source.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Owned::of(inputs), state_dir.to_owned(), next_change(inputs, now)));
         let doc = Document::generate(inputs, &keys, now);
         let mut feed = self.feed.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = feed.clone();
@@ -143,6 +208,25 @@ impl Disclosure {
         drop(feed);
         saved.map_err(|source| DisclosureError::Save { path: self.feed_path.clone(), source })?;
         Ok(added)
+    }
+
+    /// Regenerates the document when a time-driven change is due at `now` (a key's
+    /// `publish_until` or an exception's `expires` has passed since the last update), as an
+    /// update with the same configuration would; a feed entry is added if it changed. Errors
+    /// are logged: the documents served stay as they were.
+    pub fn refresh(&self, now: SystemTime) {
+        let due = {
+            let source = self.source.lock().unwrap_or_else(|e| e.into_inner());
+            match &*source {
+                Some((owned, dir, Some(at))) if *at <= now => Some((owned.clone(), dir.clone())),
+                _ => None,
+            }
+        };
+        if let Some((owned, dir)) = due {
+            if let Err(e) = self.update(&owned.inputs(), &dir, now) {
+                tracing::error!(error = %e, "the crawler disclosure is not up to date");
+            }
+        }
     }
 
     /// The feed's entries, newest first.
@@ -243,12 +327,14 @@ impl Pages for Disclosure {
         method: &Method,
         path: &str,
         headers: &HeaderMap,
-        _now: SystemTime,
+        now: SystemTime,
     ) -> Option<Response<Full<Bytes>>> {
         if path != "/crawlers" && !path.starts_with("/crawlers/") && !path.starts_with("/crawlers.")
         {
             return None;
         }
+        // A key retired or an exception expired since the last update: disclosed now.
+        self.refresh(now);
         let published = self.published.load();
         if !published.enabled {
             return None;

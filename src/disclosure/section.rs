@@ -87,33 +87,18 @@ pub struct CrawlerEntry {
     pub ip_ranges: Vec<String>,
 }
 
-/// Address blocks that are never anyone's public egress: loopback, private, shared, link-local,
-/// documentation-free internal space. A declared range inside or around one is refused.
-const INTERNAL: &[&str] = &[
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "::/128",
-    "::1/128",
-    "fc00::/7",
-    "fe80::/10",
-];
-
 /// `range` parsed, refused when it is not a CIDR range (or one address) of public space.
 pub fn public_range(range: &str) -> Result<IpNet, String> {
     let net = range
         .parse::<IpNet>()
         .or_else(|_| range.parse::<IpAddr>().map(IpNet::from))
         .map_err(|_| format!("{range:?} is not an address range (CIDR, \"192.0.2.0/24\")"))?;
-    let inner = |text: &&str| text.parse::<IpNet>().ok();
-    if INTERNAL.iter().filter_map(inner).any(|b| b.contains(&net) || net.contains(&b)) {
+    // The destination guard's ranges: one list of what is never public (issue 41).
+    if let Some(reason) = crate::guard::range_reason(&net) {
         return Err(format!(
-            "{range:?} is or holds internal address space (private, loopback, link-local): \
-             only the public egress ranges are disclosed"
+            "{range:?} is or holds {reason} ({}), never a public egress address: only the \
+             public egress ranges are disclosed",
+            reason.range()
         ));
     }
     Ok(net.trunc())
@@ -226,6 +211,14 @@ mod tests {
         assert!(public_range("8.0.0.0/4").is_err(), "holds 10.0.0.0/8");
         assert!(public_range("fd00::1").is_err());
         assert!(public_range("nonsense").is_err());
+        // Issue 41 (review finding 10): the guard's list, IPv4-mapped space included.
+        for internal in
+            ["::ffff:10.0.0.0/104", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/8", "::/0"]
+        {
+            let e = public_range(internal).unwrap_err();
+            assert!(e.contains("never a public egress address"), "{internal}: {e}");
+        }
+        assert!(public_range("::ffff:8.8.8.0/120").is_ok());
         assert_eq!(public_range("192.0.2.7/24").unwrap().to_string(), "192.0.2.0/24");
         assert_eq!(public_range("2001:db8::1").unwrap().to_string(), "2001:db8::1/128");
     }

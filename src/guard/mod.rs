@@ -374,6 +374,53 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// Why the address range `net` is, or holds, space that is never a host's public address
+/// (the guard's own ranges, [`Reason::range`]), or `None` for public space. IPv4-mapped IPv6
+/// ranges (`::ffff:10.0.0.0/104`) are judged by their IPv4 range. Documentation ranges are
+/// left to the caller (examples in a configuration), and so are the proxy's own listeners.
+pub fn range_reason(net: &IpNet) -> Option<Reason> {
+    const REASONS: &[Reason] = &[
+        Reason::Broadcast,
+        Reason::CloudMetadata,
+        Reason::LinkLocal,
+        Reason::Loopback,
+        Reason::Multicast,
+        Reason::Private,
+        Reason::Reserved,
+        Reason::SharedAddressSpace,
+        Reason::SiteLocal,
+        Reason::UniqueLocal,
+        Reason::Unspecified,
+        Reason::Benchmarking,
+        Reason::ProtocolAssignments,
+        Reason::LocalNat64,
+        Reason::DiscardOnly,
+    ];
+    let net = match net {
+        IpNet::V6(v6) => {
+            let mapped =
+                ipnet::Ipv6Net::new(Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0), 96).ok()?;
+            if mapped.contains(v6) {
+                let v4 = v6.network().to_ipv4_mapped()?;
+                IpNet::V4(ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).ok()?)
+            } else if v6.contains(&mapped) {
+                // It holds every IPv4-mapped address, private ones among them.
+                return Some(Reason::Private);
+            } else {
+                *net
+            }
+        }
+        IpNet::V4(_) => *net,
+    };
+    REASONS.iter().copied().find(|reason| {
+        reason
+            .range()
+            .split(", ")
+            .filter_map(|r| r.parse::<IpNet>().ok())
+            .any(|blocked| blocked.contains(&net) || net.contains(&blocked))
+    })
+}
+
 /// Why `ip` (already canonical) is prohibited by default, or `None` for a public address.
 pub fn prohibited_reason(ip: IpAddr) -> Option<Reason> {
     match ip {

@@ -459,7 +459,7 @@ fn prepare<'s>(
             authority: uri.authority().map(|a| a.as_str()).or(host).unwrap_or(""),
             path_and_query: uri.path_and_query().map_or("/", |p| p.as_str()),
         };
-        s.client_signature(&arrival, req.headers())
+        s.client_signature(&arrival, req.headers(), shared.clock.now())
     });
     let forwarded = forward::upstream_request(
         req,
@@ -556,9 +556,8 @@ fn sign<'s>(
                 Some(client) => signing
                     .sign_beside(&target, upstream.headers_mut(), now, client)
                     // No key of the identity signs at this moment: the request leaves with the
-                    // client's fields alone, and there is no signature of the proxy's for the
-                    // client's to be covered by or skipped from.
-                    .map(|(keyid, cosign)| Signed { keyid, cosign: keyid.map(|_| cosign) }),
+                    // client's fields alone, and nothing is reported (`cosign` is `None`).
+                    .map(|(keyid, cosign)| Signed { keyid, cosign }),
             }
         }
         _ => Err(crate::signing::SigningError::Fields(
@@ -569,6 +568,22 @@ fn sign<'s>(
         Ok(signed) => {
             if let Some(crate::signing::Cosign::Skipped(why)) = &signed.cosign {
                 cosign_skipped(shared, facts, why);
+            }
+            let kept = matches!(
+                &signed.cosign,
+                Some(crate::signing::Cosign::Skipped(s)) if s.left == crate::signing::Left::Kept
+            );
+            if signed.keyid.is_none() && !kept {
+                // No key of the identity signs now (a gap between key windows): counted and
+                // logged, the first ten and then every thousandth (issue 41).
+                let n = shared.metrics.signing_unsigned();
+                if n <= 10 || n.is_multiple_of(1000) {
+                    tracing::warn!(
+                        authority = %facts.authority, unsigned_so_far = n,
+                        "no key of the signing identity signs now: the request leaves unsigned \
+                         (check the keys' sign_from/sign_until windows)"
+                    );
+                }
             }
             ControlFlow::Continue(signed)
         }

@@ -231,7 +231,9 @@ pub fn run(
                 Err(e) => return fail("export", &e.to_string(), 1),
             };
             let written = match &out {
-                Some(path) => std::fs::write(path, format!("{}\n", export.body))
+                // Exactly the bytes digested and signed: Content-Digest covers the body as it
+                // is, so a newline added here would fail the possession proof (issue 41).
+                Some(path) => std::fs::write(path, export.body.as_bytes())
                     .map_err(|e| format!("cannot write {}: {e}", path.display())),
                 None => {
                     println!("{}", export.body);

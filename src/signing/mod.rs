@@ -29,6 +29,7 @@ pub mod directory;
 pub mod keys;
 pub mod request;
 pub mod section;
+pub mod trust;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,7 +41,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::authority::Authority;
 use crate::robots::ProductToken;
-pub use cosign::{ClientSignature, Cosign, SkipReason, Skipped};
+pub use cosign::{ClientSignature, Cosign, Left, SkipReason, Skipped};
 use keys::{KeyError, SigningKey};
 pub use request::Target;
 pub use section::{
@@ -92,6 +93,9 @@ pub enum SigningError {
     /// The system's random number generator failed (for a `nonce`).
     #[error("the system's random number generator failed")]
     Random,
+    /// An identity's `client_keys` file cannot be used.
+    #[error(transparent)]
+    ClientKeys(#[from] trust::TrustError),
 }
 
 /// A configured key with its windows.
@@ -115,6 +119,8 @@ struct Identity {
     /// One cache per entry of `keys` (`signing.reuse` only): the values of every covered
     /// component (the base without its `@signature-params` line) → signature of the window.
     cache: Vec<RwLock<HashMap<Box<str>, Cached>>>,
+    /// The client keys it trusts under `cosign` (`client_keys`); empty: none.
+    client_keys: trust::TrustedKeys,
 }
 
 #[derive(Clone)]
@@ -242,7 +248,12 @@ impl Signer {
             let agent_value = sf_string(who.agent.as_str())?;
             let agent_field = HeaderValue::from_str(&format!("{LABEL}={agent_value}"))
                 .map_err(|e| SigningError::Fields(e.to_string()))?;
+            let client_keys = match &who.client_keys {
+                Some(path) => trust::TrustedKeys::load(&state_dir.join(path))?,
+                None => trust::TrustedKeys::default(),
+            };
             identities.push(Identity {
+                client_keys,
                 token: who.token.clone(),
                 user: who.user.clone(),
                 users: who.users.clone(),
@@ -459,17 +470,19 @@ impl<'a> Signing<'a> {
     }
 
     /// With `signing.client_signatures = "cosign"`, the client's signature of the request as
-    /// it arrives (`arrival`, `headers`), to sign beside it when it leaves
-    /// ([`Signing::sign_beside`]); `None` otherwise, or when the client did not sign it.
+    /// it arrives (`arrival`, `headers`) at `now`, checked against the identity's
+    /// `client_keys`, to sign beside it when it leaves ([`Signing::sign_beside`]); `None`
+    /// otherwise, or when the client did not sign it.
     pub fn client_signature(
         &self,
         arrival: &Target<'_>,
         headers: &HeaderMap,
+        now: SystemTime,
     ) -> Option<ClientSignature> {
         if self.signer.client_signatures != ClientSignatures::Cosign {
             return None;
         }
-        ClientSignature::read(arrival, headers)
+        ClientSignature::read(arrival, headers, &self.identity.client_keys, now)
     }
 
     /// Signs afresh, bypassing the cache: what a request costs with `signing.reuse` off

@@ -151,6 +151,11 @@ pub struct SigningIdentity {
     /// What `agent` is: an origin (`directory`, the default) or the URL of the JWK Set.
     #[serde(default, skip_serializing_if = "AgentType::is_directory")]
     pub agent_type: AgentType,
+    /// With `client_signatures = "cosign"`: a JWK Set file (under `state_dir` when relative)
+    /// of the client keys this identity trusts. The proxy's signature covers a client's only
+    /// when it verifies with one of them; unset: none is covered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_keys: Option<PathBuf>,
 }
 
 /// The form of an identity's `Signature-Agent` member (`agent_type`).
@@ -320,6 +325,15 @@ impl FromStr for AgentUrl {
         if sfv::StringRef::from_str(s).is_err() {
             return Err(format!("{s:?}: only printable ASCII fits in Signature-Agent"));
         }
+        // Sent in Signature-Agent to every origin and published in the disclosure: a user
+        // name or password in it would be handed to everyone (issue 41).
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(format!(
+                "{:?}: a Signature-Agent URL must not carry a user name or password (it is sent \
+                 to every origin and published)",
+                format!("{}://…@{}", url.scheme(), url.host_str().unwrap_or_default())
+            ));
+        }
         Ok(AgentUrl(s.to_owned()))
     }
 }
@@ -367,6 +381,57 @@ impl fmt::Display for AgentUrl {
 }
 
 impl SigningSection {
+    /// For each identity whose keys' windows leave it without a signing key at some time after
+    /// `now` while a key signs again later (or from some time on for good): the identity
+    /// (its token or user) and the first such span, `(from, until)` (`None`: for good).
+    /// Requests of that identity then leave unsigned (issue 41).
+    pub fn key_gaps(&self, now: SystemTime) -> Vec<(String, SystemTime, Option<SystemTime>)> {
+        let mut out = Vec::new();
+        for who in &self.identities {
+            let mut windows: Vec<(SystemTime, Option<SystemTime>)> = who
+                .keys
+                .iter()
+                .filter_map(|name| self.keys.iter().find(|k| &k.name == name))
+                .map(|k| {
+                    (k.sign_from.map_or(SystemTime::UNIX_EPOCH, |t| t.0), k.sign_until.map(|t| t.0))
+                })
+                .filter(|(_, until)| until.is_none_or(|u| u > now))
+                .collect();
+            let name = match (&who.token, &who.user) {
+                (Some(t), _) => t.to_string(),
+                (None, Some(u)) => format!("user {u}"),
+                _ => String::new(),
+            };
+            if windows.is_empty() {
+                if !who.keys.is_empty() {
+                    out.push((name, now, None));
+                }
+                continue;
+            }
+            windows.sort_by_key(|w| w.0);
+            // Sweep from `now`: `covered` is how far the windows reach without a break.
+            let mut covered = Some(now);
+            for (from, until) in windows {
+                let Some(reach) = covered else { break };
+                if from > reach {
+                    break;
+                }
+                covered = until.map(|u| reach.max(u));
+            }
+            if let Some(reach) = covered {
+                let next = who
+                    .keys
+                    .iter()
+                    .filter_map(|name| self.keys.iter().find(|k| &k.name == name))
+                    .filter_map(|k| k.sign_from.map(|t| t.0))
+                    .filter(|t| *t > reach)
+                    .min();
+                out.push((name, reach, next));
+            }
+        }
+        out
+    }
+
     /// `client_signatures`; left at `keep` (the default), what the deprecated
     /// `keep_client_signatures` says (`true`: `keep`, `false`: `replace`).
     pub fn client_signatures(&self) -> ClientSignatures {
@@ -515,12 +580,54 @@ mod tests {
         assert!("ftp://bots.example.com".parse::<AgentUrl>().is_err());
         assert!("https://bots.example.com/é".parse::<AgentUrl>().is_err());
         assert!("not a url".parse::<AgentUrl>().is_err());
+        // Issue 41 (review finding 10): no credentials in a URL sent to every origin.
+        for secret in ["https://user:secret@x.example/j.json", "https://user@x.example"] {
+            let e = secret.parse::<AgentUrl>().unwrap_err();
+            assert!(e.contains("user name or password") && !e.contains("secret@"), "{e}");
+        }
         assert_eq!("*".parse::<TokenPattern>().unwrap(), TokenPattern::Any);
         assert!("Bad/Token".parse::<TokenPattern>().is_err());
         assert!("Bad  Token".parse::<TokenPattern>().is_err());
         assert!("2026-12-01".parse::<Timestamp>().is_err());
         let t: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
         assert_eq!(t.to_string(), "2026-12-01T00:00:00Z");
+    }
+
+    /// Issue 41 (review finding 11): a span with no key that signs is found, so `config check`
+    /// can warn before requests leave unsigned.
+    #[test]
+    fn key_window_gaps_are_found() {
+        let at = |t: &str| t.parse::<Timestamp>().unwrap().0;
+        let section = |keys: Vec<KeyEntry>| SigningSection {
+            identities: vec![toml::from_str(
+                "token = \"Bot\"\nkeys = [\"a\", \"b\"]\nagent = \"https://bots.example\"",
+            )
+            .unwrap()],
+            keys,
+            ..SigningSection::default()
+        };
+        let now = at("2027-01-01T00:00:00Z");
+        let gap = section(vec![
+            key("a", None, Some("2027-01-02T00:00:00Z"), None),
+            key("b", Some("2027-01-03T00:00:00Z"), None, None),
+        ]);
+        let found = gap.key_gaps(now);
+        assert_eq!(
+            found,
+            [("Bot".to_owned(), at("2027-01-02T00:00:00Z"), Some(at("2027-01-03T00:00:00Z")))]
+        );
+        let meet = section(vec![
+            key("a", None, Some("2027-01-02T00:00:00Z"), None),
+            key("b", Some("2027-01-02T00:00:00Z"), None, None),
+        ]);
+        assert!(meet.key_gaps(now).is_empty());
+        let ends = section(vec![key("a", None, Some("2027-01-02T00:00:00Z"), None)]);
+        assert_eq!(ends.key_gaps(now), [("Bot".to_owned(), at("2027-01-02T00:00:00Z"), None)]);
+        let later = section(vec![key("b", Some("2027-02-01T00:00:00Z"), None, None)]);
+        assert_eq!(
+            later.key_gaps(now),
+            [("Bot".to_owned(), now, Some(at("2027-02-01T00:00:00Z")))]
+        );
     }
 
     #[test]
@@ -544,6 +651,7 @@ mod tests {
                     keys: vec!["a".parse().unwrap(), "missing".parse().unwrap()],
                     agent: "https://bots.example.com".parse().unwrap(),
                     agent_type: AgentType::Directory,
+                    client_keys: None,
                 },
                 SigningIdentity {
                     token: Some("bot".parse().unwrap()),
@@ -552,6 +660,7 @@ mod tests {
                     keys: vec![],
                     agent: "https://bots.example.com".parse().unwrap(),
                     agent_type: AgentType::Directory,
+                    client_keys: None,
                 },
             ],
             ..SigningSection::default()

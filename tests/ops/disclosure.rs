@@ -164,7 +164,10 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     assert_eq!(bot["ip_ranges"], serde_json::json!(["192.0.2.0/24"]));
     let robots = &bot["honours"]["robots_txt"];
     assert_eq!(robots["standard"], "RFC 9309");
-    assert_eq!(robots["enforcement"], "enforced");
+    // `teamuser9` is report-only (issue 41: disclosed per crawler, counted, not named).
+    assert_eq!(robots["enforcement"], "partly report-only");
+    assert_eq!(robots["report_only_users"], 1);
+    assert_eq!(robots["https"], "per-path");
     assert_eq!(robots["cache_max_age_seconds"], 43200, "generated from robots.max_age");
     let rules = robots["status_rules"].to_string();
     assert!(rules.contains("\"5xx\"") && rules.contains("everything disallowed"), "{rules}");
@@ -173,7 +176,10 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     assert_eq!(bot["honours"]["pace"]["sites_with_own_pace"], 1);
     assert_eq!(bot["honours"]["usage"]["modes"][0]["mode"], "enforce");
     assert_eq!(bot["honours"]["usage"]["tdmrep"], true);
-    assert_eq!(bot["honours"]["exceptions"], serde_json::json!({"allow": 1, "disallow": 0}));
+    assert_eq!(
+        bot["honours"]["exceptions"],
+        serde_json::json!({"allow": 1, "disallow": 0, "per_user": 1})
+    );
 
     let (_, html) = get(&format!("http://{addr}/crawlers")).await;
     assert!(html.contains("Example Bot") && html.contains("RFC 9309"), "{html}");
@@ -189,7 +195,8 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     );
     let wba = &card["web_bot_auth"];
     assert_eq!(wba["rfc9309-product-token"], "ExampleBot");
-    assert_eq!(wba["rfc9309-compliance"], true);
+    // A report-only user and an allow exception in force: not claimed (issue 41).
+    assert_eq!(wba["rfc9309-compliance"], false);
     assert_eq!(wba["trigger"], "crawler");
     assert_eq!(wba["purpose"], "train-ai");
     assert_eq!(wba["ips_uri"], "https://bots.example.com/crawlers/ExampleBot/ips.json");
@@ -228,6 +235,21 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     p.wait_for_stderr("SIGHUP: configuration reloaded", 2).await;
     let (_, atom) = get(&format!("http://{addr}/crawlers.atom")).await;
     assert_eq!(entries(&atom), 2, "{atom}");
+    // A restart-only key changed (issue 41, review finding 8): the running value stays
+    // disclosed, and no entry is added for a change not in force.
+    let (_, before) = get_json(&format!("http://{addr}/crawlers.json")).await;
+    let running = before["crawlers"][0]["honours"]["robots_txt"]["max_redirects"].clone();
+    assert_ne!(running, 1);
+    let restart_only =
+        config(&state, news).replace("max_age = \"12h\"", "max_age = \"12h\"\nmax_redirects = 1");
+    write_atomically(&file, &restart_only);
+    p.signal("HUP");
+    p.wait_for_stderr("SIGHUP: configuration reloaded", 3).await;
+    let (_, json) = get_json(&format!("http://{addr}/crawlers.json")).await;
+    assert_eq!(json["crawlers"][0]["honours"]["robots_txt"]["max_redirects"], running);
+    let (_, atom) = get(&format!("http://{addr}/crawlers.atom")).await;
+    assert_eq!(entries(&atom), 2, "{atom}");
+    write_atomically(&file, &config(&state, news));
     drop(p);
 
     // A restart with the same configuration: the feed is kept, and no entry is added.
@@ -263,4 +285,59 @@ fn disclosure_config_errors_name_the_key() {
     ] {
         assert!(err.contains(key), "{key} not named:\n{err}");
     }
+}
+
+/// Issue 41 (review findings 10, 11): `config check` refuses internal space declared as public
+/// egress (the guard's list: IPv4-mapped private space, benchmarking, multicast) and an agent
+/// URL with a password, and warns about an http:// agent and a gap between key windows.
+#[test]
+fn config_check_refuses_internal_egress_and_agent_credentials_and_warns_of_key_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let made = run(&["keys", "new", "a"], &[("ROBOTS_PROXY_STATE_DIR", state.to_str().unwrap())]);
+    assert!(made.status.success(), "{made:?}");
+    let made = run(&["keys", "new", "b"], &[("ROBOTS_PROXY_STATE_DIR", state.to_str().unwrap())]);
+    assert!(made.status.success(), "{made:?}");
+    let file = dir.path().join("robots-proxy.toml");
+    let signing = |agent: &str| {
+        format!(
+            "state_dir = {state:?}\n\n[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [\
+             {{ name = \"a\", sign_until = \"2020-01-01T00:00:00Z\", publish_until = \"2020-01-02T00:00:00Z\" }}, \
+             {{ name = \"b\", sign_from = \"2099-01-01T00:00:00Z\" }}]\n\
+             identities = [{{ token = \"Bot\", keys = [\"a\", \"b\"], agent = \"{agent}\" }}]\n"
+        )
+    };
+    for range in ["::ffff:10.0.0.0/104", "198.18.0.0/15", "224.0.0.0/4"] {
+        let text = format!(
+            "{}\n[disclosure]\nenabled = true\noperator = \"Example Org\"\n\
+             contact = \"mailto:crawlers@example.com\"\npublic_url = \"https://bots.example.com\"\n\
+             crawlers = [{{ token = \"Bot\", ip_ranges = [\"{range}\"] }}]\n",
+            signing("https://bots.example.com")
+        );
+        write_atomically(&file, &text);
+        let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{range}: {err}");
+        assert!(err.contains("disclosure.crawlers[1].ip_ranges"), "{range}: {err}");
+    }
+    write_atomically(&file, &signing("https://user:hunter2@bots.example.com"));
+    let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("user name or password"), "{err}");
+    assert!(!err.contains("hunter2"), "the password is not repeated: {err}");
+
+    write_atomically(&file, &signing("http://bots.example.com"));
+    let out = run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed
+            .contains("# warning: signing.identities agent \"http://bots.example.com\" is http://"),
+        "{printed}"
+    );
+    let gap = printed.lines().find(|l| l.contains("signing.identities Bot: no key signs from"));
+    assert!(
+        gap.is_some_and(|l| l.contains("until 2099-01-01T00:00:00Z: its requests leave unsigned")),
+        "{printed}"
+    );
 }

@@ -546,6 +546,44 @@ fn keys_export_writes_a_directory_whose_signature_verifies_for_the_authority() {
     assert!(parse("bots.example.com:443").verify(&ring, None).is_err());
 }
 
+/// Issue 41 (review finding 7): `keys export --out FILE` writes exactly the body its printed
+/// `Content-Digest` is of, so the file, hosted as documented, passes its own possession proof.
+#[test]
+fn keys_export_out_writes_the_bytes_its_content_digest_is_of() {
+    use sha2::Digest as _;
+    let state = tempfile::tempdir().unwrap();
+    make_key(&state.path().join("keys"), "k1");
+    let config = state.path().join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[signing]\nkeys = [{{ name = \"k1\" }}]\n\
+             identities = [{{ token = \"ExampleBot\", keys = [\"k1\"], agent = \"{AGENT}\" }}]\n"
+        ),
+    )
+    .unwrap();
+    let file = state.path().join("directory.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["keys", "export", "--authority", "bots.example.com", "--out"])
+        .arg(&file)
+        .arg("--config")
+        .arg(&config)
+        .env_clear()
+        .env("ROBOTS_PROXY_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let digest = said
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Digest: "))
+        .unwrap_or_else(|| panic!("no Content-Digest: {said}"));
+    let body = std::fs::read(&file).unwrap();
+    let sha = <base64ct::Base64 as base64ct::Encoding>::encode_string(&sha2::Sha256::digest(&body));
+    assert_eq!(digest, format!("sha-256=:{sha}:"), "the file is the body digested");
+    serde_json::from_slice::<JSONWebKeySet>(&body).expect("a JWK Set");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_directory_signs_only_for_the_agents_authority_without_its_default_port() {
     let dir = tempfile::tempdir().unwrap();

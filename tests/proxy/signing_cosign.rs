@@ -61,12 +61,26 @@ fn verifies(received: &Received, label: &str, ring: &KeyRing) -> Result<(), Stri
     verifier.verify(ring, None).map(drop).map_err(|e| format!("verify {label}: {e}"))
 }
 
-/// The proxy with `client_signatures = "cosign"`, and a key ring with its keys and the client's.
+/// Writes `client`'s public key as the JWK Set `clients.json` in `dir`, with `kid`
+/// `CLIENT_KEYID`: the client keys an identity trusts (`client_keys`).
+fn trust(dir: &std::path::Path, client: &Ed25519KeyPair) -> std::path::PathBuf {
+    let x = base64ct::Base64UrlUnpadded::encode_string(client.public_key().as_ref());
+    let path = dir.join("clients.json");
+    let jwks =
+        format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","kid":"{CLIENT_KEYID}","x":"{x}"}}]}}"#);
+    std::fs::write(&path, jwks).unwrap();
+    path
+}
+
+/// The proxy with `client_signatures = "cosign"` trusting `client`'s key for `ExampleBot`, and
+/// a key ring with its keys and the client's.
 async fn cosigning(client: &Ed25519KeyPair) -> (TestProxy, KeyRing, tempfile::TempDir) {
     let keys = tempfile::tempdir().unwrap();
     make_key(keys.path(), "k1");
+    let trusted = trust(keys.path(), client);
     let proxy = TestProxy::start_with(|c| {
         signing(c, keys.path());
+        c.signing.identities[0].client_keys = Some(trusted);
         c.signing.client_signatures = ClientSignatures::Cosign;
     })
     .await;
@@ -143,7 +157,8 @@ async fn a_client_signature_that_cannot_be_cosigned_is_left_as_it_is_beside_the_
     let (proxy, ring, _keys) = cosigning(&client).await;
     let authority = origin.addr.to_string();
 
-    // A malformed Signature-Input: forwarded untouched, with the proxy's own signature only.
+    // A malformed Signature-Input: a recipient joining the lines could not read the proxy's
+    // member beside it, so the client's fields are replaced by the proxy's.
     let broken = [
         ("signature-agent", CLIENT_AGENT),
         ("signature-input", r#"agent=("@authority""#),
@@ -151,10 +166,10 @@ async fn a_client_signature_that_cannot_be_cosigned_is_left_as_it_is_beside_the_
     ];
     send(&proxy, &format!("{}/malformed", origin.base()), &broken).await;
     let seen = origin.seen().into_iter().find(|s| s.target == "/malformed").unwrap();
-    for (name, value) in broken {
-        assert_eq!(seen.headers.get_all(name).iter().next().unwrap(), value, "{name} untouched");
+    for (name, _) in broken {
+        assert_eq!(seen.headers.get_all(name).iter().count(), 1, "{name} replaced");
     }
-    let ours = seen.headers.get_all("signature-input").iter().nth(1).unwrap().to_str().unwrap();
+    let ours = header(&seen.headers, "signature-input").unwrap();
     assert!(
         ours.starts_with(
             r#"sig1=("@method" "@authority" "@path" "signature-agent";key="sig1");created="#
@@ -188,6 +203,7 @@ async fn a_client_signature_that_cannot_be_cosigned_is_left_as_it_is_beside_the_
         record["robots.signature.cosign_skipped"].as_str().unwrap().to_owned()
     };
     assert!(why("/malformed").starts_with("malformed_signature_input: "), "{}", why("/malformed"));
+    assert!(why("/malformed").ends_with("(the client's signature fields were replaced)"));
     assert!(why("/hop").starts_with("changed_component: \"keep-alive\""), "{}", why("/hop"));
     let metrics = proxy.metrics.encode();
     for reason in ["malformed_signature_input", "changed_component"] {
@@ -203,8 +219,10 @@ async fn usage_records_of_a_cosigned_request_say_what_became_of_the_clients_sign
     let origin = Origin::start("User-agent: *\nContent-Signal: ai-train=no\nAllow: /\n").await;
     let keys = tempfile::tempdir().unwrap();
     make_key(keys.path(), "k1");
+    let trusted = trust(keys.path(), &client);
     let proxy = TestProxy::start_with(|c| {
         signing(c, keys.path());
+        c.signing.identities[0].client_keys = Some(trusted);
         c.signing.client_signatures = ClientSignatures::Cosign;
         c.audit.all_decisions = false;
         c.usage.train_ai = robots_proxy::usage::UsageMode::Annotate;
@@ -281,4 +299,238 @@ async fn a_client_signature_is_not_counted_as_skipped_when_no_key_of_the_proxy_s
         !proxy.metrics.encode().contains("robots_proxy_cosign_skipped_total{"),
         "nothing of the proxy's was signed, so nothing was skipped"
     );
+    // But the request left unsigned for want of a key: counted (issue 41, finding 11).
+    assert!(
+        proxy.metrics.encode().contains("robots_proxy_signing_unsigned_total 1"),
+        "{}",
+        proxy.metrics.encode()
+    );
+}
+
+/// The proxy's public keys, by key id (base64), for [`joined_verifier`].
+fn proxy_keys(proxy: &TestProxy) -> Vec<(String, String)> {
+    let signer = proxy.signer.clone().unwrap();
+    signer
+        .keys(SystemTime::now())
+        .map(|(k, _, _)| (k.keyid().to_owned(), Base64::encode_string(k.public_key())))
+        .collect()
+}
+
+/// Checks the signature `label` of the request `seen` at `authority` with
+/// `tests/proxy/verify_joined.py`: a verifier that joins each field's lines before parsing, as
+/// Python's, Go's and Node's HTTP stacks hand them over (RFC 9110 §5.3). `None` when python3
+/// with http_sfv and cryptography is missing (outside CI: the test skips).
+fn joined_verifier(
+    seen: &super::support::Seen,
+    authority: &str,
+    label: &str,
+    keys: &[(String, String)],
+) -> Option<Result<(), String>> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let ready = Command::new("python3")
+        .args(["-c", "import http_sfv, cryptography"])
+        .stderr(Stdio::null())
+        .status();
+    if !ready.is_ok_and(|s| s.success()) {
+        crate::skip::missing(
+            "python3 with http_sfv and cryptography",
+            "pip install http-sfv; apt-get install python3-cryptography",
+        );
+        return None;
+    }
+    let headers: Vec<_> =
+        seen.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap_or(""))).collect();
+    let request = serde_json::json!({
+        "method": seen.method, "authority": authority, "target": seen.target, "scheme": "http",
+        "headers": headers, "label": label,
+        "keys": keys.iter().cloned().collect::<std::collections::HashMap<_, _>>(),
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/proxy/verify_joined.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    Some(if out.status.success() { Ok(()) } else { Err(said) })
+}
+
+/// Issue 41 (review finding 1): thousands of labels in the client's `Signature-Input` do not
+/// make the proxy look at each of them (the unit test
+/// `thousands_of_labels_cost_one_read_of_each_field` counts the reads), nor grow its own
+/// signature or the audit record with them.
+#[tokio::test]
+async fn a_client_with_thousands_of_labels_gets_the_proxys_own_signature_only() {
+    let client = client_key();
+    let origin = Origin::start(ROBOTS).await;
+    let (proxy, ring, _keys) = cosigning(&client).await;
+    let labels = 1500;
+    let input: Vec<_> = (0..labels).map(|i| format!("a{i}=(\"@method\")")).collect();
+    let sig: Vec<_> = (0..labels).map(|i| format!("a{i}=:AA==:")).collect();
+    let (input, sig) = (input.join(", "), sig.join(", "));
+    send(
+        &proxy,
+        &format!("{}/hostile", origin.base()),
+        &[("signature-input", input.as_str()), ("signature", sig.as_str())],
+    )
+    .await;
+    let seen = origin.seen().into_iter().find(|s| s.target == "/hostile").unwrap();
+    let ours = seen.headers.get_all("signature-input").iter().nth(1).unwrap().to_str().unwrap();
+    assert!(ours.len() < 400, "the proxy's Signature-Input is bounded: {} bytes", ours.len());
+    assert!(ours.starts_with(
+        "sig1=(\"@method\" \"@authority\" \"@path\" \"signature-agent\";key=\"sig1\");"
+    ));
+    let received = Received::of(origin.addr.to_string(), &seen);
+    verifies(&received, "sig1", &ring).expect("the proxy's signature verifies");
+    let records = proxy.audit_records().await;
+    let record = records.iter().find(|r| r["robots.path"] == "/hostile").unwrap();
+    let why = record["robots.signature.cosign_skipped"].as_str().unwrap();
+    assert!(why.starts_with("too_many_labels: 1500 labels"), "{why}");
+    assert!(record.to_string().len() < 4096, "the audit record is bounded");
+}
+
+/// Issue 41 (review finding 3): a made-up client signature over a made-up
+/// `X-Gateway-Claim: approved-by-compliance` does not get the organisation's key over it; the
+/// same claim signed by a client key the identity trusts does.
+#[tokio::test]
+async fn the_proxy_covers_only_a_client_signature_it_verified_with_a_trusted_key() {
+    let client = client_key();
+    let origin = Origin::start(ROBOTS).await;
+    let (proxy, ring, _keys) = cosigning(&client).await;
+    let authority = origin.addr.to_string();
+    let claim = ("x-gateway-claim", "approved-by-compliance");
+    let fake_input = format!(
+        r#"agent=("@authority" "x-gateway-claim" "signature-agent";key="agent");created=1;keyid="{CLIENT_KEYID}""#
+    );
+    let fake = [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", fake_input.as_str()),
+        ("signature", "agent=:AAAA:"),
+        claim,
+    ];
+    send(&proxy, &format!("{}/fake", origin.base()), &fake).await;
+    // A real signature, by a key nobody trusts.
+    let stranger = client_key();
+    let (input, signature) = client_signature(&stranger, &authority, "/stranger", &[claim]);
+    let strange = [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", input.as_str()),
+        ("signature", signature.as_str()),
+        claim,
+    ];
+    send(&proxy, &format!("{}/stranger", origin.base()), &strange).await;
+    // The trusted client's.
+    let (input, signature) = client_signature(&client, &authority, "/trusted", &[claim]);
+    let trusted = [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", input.as_str()),
+        ("signature", signature.as_str()),
+        claim,
+    ];
+    send(&proxy, &format!("{}/trusted", origin.base()), &trusted).await;
+
+    let ours = |path: &str| {
+        let seen = origin.seen().into_iter().find(|s| s.target == path).unwrap();
+        let line = seen.headers.get_all("signature-input").iter().nth(1).unwrap();
+        let line = line.to_str().unwrap().to_owned();
+        verifies(&Received::of(authority.clone(), &seen), "sig1", &ring).expect("sig1 verifies");
+        line
+    };
+    for path in ["/fake", "/stranger"] {
+        let line = ours(path);
+        assert!(!line.contains("x-gateway-claim"), "{path}: {line}");
+        assert!(!line.contains(r#""signature";key="agent""#), "{path}: {line}");
+    }
+    let line = ours("/trusted");
+    assert!(line.contains(r#""x-gateway-claim""#), "{line}");
+    assert!(line.contains(r#""signature";key="agent""#), "{line}");
+    let records = proxy.audit_records().await;
+    let field = |path: &str, name: &str| {
+        let record = records.iter().find(|r| r["robots.path"] == path).unwrap();
+        record[name].as_str().unwrap_or_default().to_owned()
+    };
+    for path in ["/fake", "/stranger"] {
+        let why = field(path, "robots.signature.cosign_skipped");
+        assert!(why.starts_with("unverified_signature: agent "), "{path}: {why}");
+    }
+    assert_eq!(field("/trusted", "robots.signature.cosigned"), "agent");
+}
+
+/// A client's signature in the legacy string form of `Signature-Agent`, signed by a trusted
+/// key, a malformed one, and a stray `,` that makes the joined `Signature-Input` no dictionary:
+/// each request reaches the origin with a signature that a verifier joining field lines
+/// (Python's, Go's, Node's) reads and verifies (issue 41, review findings 2 and 4).
+#[tokio::test]
+async fn every_signature_that_leaves_verifies_for_a_verifier_joining_field_lines() {
+    let client = client_key();
+    let origin = Origin::start(ROBOTS).await;
+    let (proxy, _ring, _keys) = cosigning(&client).await;
+    let authority = origin.addr.to_string();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let legacy_agent = "\"https://agent.example\"";
+    let params = format!(
+        "(\"@authority\" \"signature-agent\");created={now};expires={};keyid=\"{CLIENT_KEYID}\";tag=\"web-bot-auth\"",
+        now + 300
+    );
+    let base = format!(
+        "\"@authority\": {authority}\n\"signature-agent\": {legacy_agent}\n\"@signature-params\": {params}"
+    );
+    let legacy_sig =
+        format!("agent=:{}:", Base64::encode_string(client.sign(base.as_bytes()).as_ref()));
+    let legacy_input = format!("agent={params}");
+    let legacy = [
+        ("signature-agent", legacy_agent),
+        ("signature-input", legacy_input.as_str()),
+        ("signature", legacy_sig.as_str()),
+    ];
+    send(&proxy, &format!("{}/legacy", origin.base()), &legacy).await;
+    let fake_legacy = [
+        ("signature-agent", legacy_agent),
+        ("signature-input", legacy_input.as_str()),
+        ("signature", "agent=:AAAA:"),
+    ];
+    send(&proxy, &format!("{}/legacy-fake", origin.base()), &fake_legacy).await;
+    let (input, signature) = client_signature(&client, &authority, "/comma", &[]);
+    let mut req = proxy
+        .client()
+        .get(format!("{}/comma", origin.base()))
+        .header("user-agent", "ExampleBot/1.0");
+    for (k, v) in [
+        ("signature-agent", CLIENT_AGENT),
+        ("signature-input", input.as_str()),
+        ("signature-input", "x,"),
+        ("signature", signature.as_str()),
+    ] {
+        req = req.header(k, v);
+    }
+    assert_eq!(req.send().await.unwrap().status(), 200);
+
+    let mut keys = proxy_keys(&proxy);
+    keys.push((CLIENT_KEYID.to_owned(), Base64::encode_string(client.public_key().as_ref())));
+    let seen = |path: &str| origin.seen().into_iter().find(|s| s.target == path).unwrap();
+    // The legacy form, verified: forwarded as the client signed it, and it still verifies.
+    let legacy_seen = seen("/legacy");
+    assert_eq!(legacy_seen.headers.get_all("signature-agent").iter().count(), 1);
+    let Some(result) = joined_verifier(&legacy_seen, &authority, "agent", &keys) else { return };
+    result.expect("the client's legacy-form signature verifies");
+    // Unverified legacy form, and a stray comma: replaced by the proxy's, which verifies.
+    for path in ["/legacy-fake", "/comma"] {
+        let s = seen(path);
+        joined_verifier(&s, &authority, "sig1", &keys)
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{path}: the proxy's signature: {e}"));
+    }
+    let records = proxy.audit_records().await;
+    let why = |path: &str| {
+        let record = records.iter().find(|r| r["robots.path"] == path).unwrap();
+        record["robots.signature.cosign_skipped"].as_str().unwrap_or_default().to_owned()
+    };
+    assert!(why("/legacy").starts_with("legacy_signature_agent: "), "{}", why("/legacy"));
+    assert!(why("/legacy").ends_with("not signed by the proxy)"), "{}", why("/legacy"));
+    assert!(why("/legacy-fake").ends_with("replaced)"), "{}", why("/legacy-fake"));
+    assert!(why("/comma").starts_with("malformed_signature_input: "), "{}", why("/comma"));
 }

@@ -302,7 +302,10 @@ fn main() -> ExitCode {
         Command::Fleet(FleetCommand::Key(FleetKeyCommand::New { file })) => {
             match robots_proxy::fleet::seal::FleetKey::create(&file) {
                 Ok(()) => {
-                    println!("{}", terminal(&format!("wrote a new fleet key to {}", file.display())));
+                    println!(
+                        "{}",
+                        terminal(&format!("wrote a new fleet key to {}", file.display()))
+                    );
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

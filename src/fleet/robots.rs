@@ -224,7 +224,11 @@ fn file_kind(name: &str) -> Kind {
 /// What a purge message asks, if it may be used: with a key, only a message sealed for its
 /// target, not seen before and not older than [`PurgeReplays`] allows (a refused message is
 /// counted and logged); without one, the plain target as well.
-fn read_purge(fleet: &Fleet, replays: &mut PurgeReplays, payload: &[u8]) -> Option<Option<Authority>> {
+fn read_purge(
+    fleet: &Fleet,
+    replays: &mut PurgeReplays,
+    payload: &[u8],
+) -> Option<Option<Authority>> {
     let (target, nonce) = match memchr::memchr(b'\n', payload) {
         None if !fleet.seal.is_keyed() => (payload, None),
         None => (payload, Some(&b""[..])),
@@ -330,7 +334,8 @@ impl SharedRobots for SharedRedis {
     ) -> StoreFuture<'a, Result<bool, SharedError>> {
         let held = self.take_held(authority);
         let name = authority.to_string();
-        let what = What { kind: Kind::Robots, authority: &name, generation: held.generation.as_bytes() };
+        let what =
+            What { kind: Kind::Robots, authority: &name, generation: held.generation.as_bytes() };
         // One MAC per record stored (never per request).
         let value = self.fleet.seal.seal(&what, held.at_ms, &record);
         let mut invocation = self.store.prepare_invoke();
@@ -348,6 +353,10 @@ impl SharedRobots for SharedRedis {
                 .fleet
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
+            if stored != PURGED && stored != FULL && self.fleet.seal.is_keyed() {
+                // This instance's own record is the newest it knows of.
+                self.fleet.newest.admit(Kind::Robots, &name, held.at_ms);
+            }
             if stored == FULL {
                 let n = self.full.fetch_add(1, Ordering::Relaxed) + 1;
                 if n == 1 || n.is_multiple_of(1000) {

@@ -98,7 +98,9 @@ impl Refusal {
 
     fn describe(self) -> &'static str {
         match self {
-            Refusal::Unsealed => "it is not sealed (written without fleet.key_file, or not a record at all)",
+            Refusal::Unsealed => {
+                "it is not sealed (written without fleet.key_file, or not a record at all)"
+            }
             Refusal::BadSeal => {
                 "its seal does not verify with fleet.key_file or fleet.previous_key_file (forged, \
                  sealed for another authority or kind, changed since, or sealed with another key)"
@@ -281,12 +283,7 @@ impl Seal {
 
     /// A seal of these keys.
     pub fn with_keys(current: Option<FleetKey>, previous: Option<FleetKey>) -> Seal {
-        Seal {
-            current,
-            previous,
-            refused: Default::default(),
-            logged: Mutex::new(None),
-        }
+        Seal { current, previous, refused: Default::default(), logged: Mutex::new(None) }
     }
 
     /// Whether records are sealed and only sealed records used.
@@ -321,7 +318,11 @@ impl Seal {
         opened
     }
 
-    fn open_uncounted(&self, what: &What<'_>, mut value: Vec<u8>) -> Result<Option<Opened>, Refusal> {
+    fn open_uncounted(
+        &self,
+        what: &What<'_>,
+        mut value: Vec<u8>,
+    ) -> Result<Option<Opened>, Refusal> {
         let Some(end) = memchr::memchr(b'\n', &value) else {
             return if self.is_keyed() { Err(Refusal::Unsealed) } else { Ok(None) };
         };
@@ -359,7 +360,9 @@ impl Seal {
         }
         // Without a key: the older, unsealed form; a value without a tag is of generation 0.
         let Some(generation) = head.strip_prefix(b"g") else {
-            return Ok((what.generation == b"0").then_some(Opened { record: value, sealed_at: None }));
+            return Ok(
+                (what.generation == b"0").then_some(Opened { record: value, sealed_at: None })
+            );
         };
         if generation != what.generation {
             return Ok(None);
@@ -420,11 +423,11 @@ impl Newest {
     /// Whether a record of `kind` for `authority` sealed at `sealed_at` may be used (no newer
     /// one was): it then becomes the newest.
     pub fn admit(&self, kind: Kind, authority: &str, sealed_at: u64) -> bool {
-        let entry = self.seen.entry((kind, authority.to_owned())).and_upsert_with(|old| {
-            match old.map(|e| e.into_value()) {
-                Some(newest) if newest > sealed_at => newest,
-                _ => sealed_at,
-            }
+        let entry = self.seen.entry((kind, authority.to_owned())).and_upsert_with(|old| match old
+            .map(|e| e.into_value())
+        {
+            Some(newest) if newest > sealed_at => newest,
+            _ => sealed_at,
         });
         *entry.value() == sealed_at
     }
@@ -457,7 +460,10 @@ impl PurgeReplays {
         self.newest = self.newest.max(at);
         self.recent.push_back((at, nonce.to_vec()));
         while self.recent.len() > PURGE_RECENT
-            || self.recent.front().is_some_and(|(t, _)| t.saturating_add(PURGE_WINDOW_MS) < self.newest)
+            || self
+                .recent
+                .front()
+                .is_some_and(|(t, _)| t.saturating_add(PURGE_WINDOW_MS) < self.newest)
         {
             self.recent.pop_front();
         }
@@ -491,7 +497,10 @@ mod tests {
         let tdm = what(Kind::Tdmrep, "http://a.test:80", b"0");
         assert_eq!(seal.open(&tdm, value.clone()), Err(Refusal::BadSeal));
         // Another generation, genuine: purged, not refused.
-        assert_eq!(seal.open(&what(Kind::Robots, "http://a.test:80", b"1"), value.clone()), Ok(None));
+        assert_eq!(
+            seal.open(&what(Kind::Robots, "http://a.test:80", b"1"), value.clone()),
+            Ok(None)
+        );
         // The generation or the time changed by hand: refused.
         let text = String::from_utf8(value.clone()).unwrap();
         let regen = text.replacen("s1 0 ", "s1 1 ", 1).into_bytes();

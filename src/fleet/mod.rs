@@ -265,7 +265,14 @@ impl Fleet {
             }
             run(conn).await.map(Ok)
         };
-        match tokio::time::timeout(self.timeout, work).await {
+        // `fleet.timeout` bounds each round trip: a call on a connection not used yet also
+        // connects and checks the server's version (two more), within three times it.
+        let budget = if self.checked.load(Ordering::Relaxed) {
+            self.timeout
+        } else {
+            self.timeout.saturating_mul(3)
+        };
+        match tokio::time::timeout(budget, work).await {
             Ok(Ok(Err(too_old))) => Err(self.mark_down("Redis cannot be used", too_old)),
             Ok(Ok(Ok(value))) => {
                 self.mark_up();

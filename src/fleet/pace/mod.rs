@@ -128,6 +128,8 @@ pub struct RedisPace {
     local: LocalPace,
     reserve: Script,
     begin: Script,
+    /// [`scripts::GIVE_BACK`], shared with the give-back tasks.
+    give_back: Arc<Script>,
     /// The slots this instance's requests hold: given back and renewed off their path.
     slots: Arc<slots::Slots>,
     /// How long an authority's pace is kept after its last request (`pacing::idle_after`):
@@ -175,6 +177,7 @@ impl RedisPace {
             local: LocalPace::new(keep),
             reserve: Script::new(scripts::RESERVE),
             begin: Script::new(scripts::BEGIN),
+            give_back: Arc::new(Script::new(scripts::GIVE_BACK)),
             slots,
             keep: window.clone(),
             lease: lease.max(Duration::from_secs(1)),
@@ -200,6 +203,25 @@ impl RedisPace {
         self.local.admit(ask).await
     }
 
+    /// After a RESERVE or BEGIN of `member` failed here (timed out, most often: it may still
+    /// run in Redis), gives back whatever it took or will take there, in the background until
+    /// done or the lease has run out ([`scripts::GIVE_BACK`]): a slot nobody here holds would
+    /// otherwise block the site fleet-wide for a whole lease (review-fleet N1).
+    fn forget(&self, keys: &Keys, member: &str) {
+        let script = self.give_back.clone();
+        let keys = Arc::new((keys.slots.clone(), keys.queue.clone(), keys.gone.clone()));
+        let member = Arc::new(member.to_owned());
+        let lease = millis(self.lease);
+        give_back(self.fleet.clone(), Instant::now() + self.lease, move |mut c| {
+            let (script, keys, member) = (script.clone(), keys.clone(), member.clone());
+            Box::pin(async move {
+                let mut invocation = script.prepare_invoke();
+                invocation.key(&keys.0).key(&keys.1).key(&keys.2).arg(&*member).arg(lease);
+                invocation.invoke_async::<()>(&mut c).await
+            })
+        });
+    }
+
     fn slot(&self, keys: &Keys, member: &str) -> Box<dyn Send + Sync> {
         Box::new(self.slots.hold(&keys.slots, &keys.pace, member))
     }
@@ -208,12 +230,13 @@ impl RedisPace {
         let PaceAsk { authority, lane, limits } = ask;
         let arrival = Instant::now();
         let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
+        let member = self.unique();
         let keys = Keys {
             pace: self.fleet.key(&format!("pace:{authority}")),
             queue: self.fleet.key(&queue_key(authority, lane)),
             slots: self.fleet.key(&format!("slots:{authority}")),
+            gone: self.fleet.key(&format!("gone:{member}")),
         };
-        let member = self.unique();
         let slots = limits.concurrency.unwrap_or(0);
         let spacing = Spacing {
             interval: limits.interval.map_or(0, |i| micros(with_margin(i))),
@@ -233,7 +256,10 @@ impl RedisPace {
             self.fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
         let (verdict, wait, bound, waiting) = match reserved {
             Ok(r) => r,
-            Err(_) => return self.without_fleet(ask).await,
+            Err(_) => {
+                self.forget(&keys, &member);
+                return self.without_fleet(ask).await;
+            }
         };
         let wait = Duration::from_micros(wait);
         let bound = match bound.as_str() {
@@ -247,6 +273,8 @@ impl RedisPace {
                 return Ok(Admission { waited: false, slot });
             }
             "wait" => {}
+            // Given back already (cannot happen to a new member): as if out of reach.
+            "gone" => return self.without_fleet(ask).await,
             "too_long" => {
                 let bound = bound.unwrap_or(Bound::Rate);
                 return Err(Held::Refused(Refusal::TooLong { wait, bound }));
@@ -297,8 +325,13 @@ impl RedisPace {
                     return Err(Held::Refused(Refusal::TooLong { wait, bound }));
                 }
                 Ok(Begun::Busy) => {}
-                // Out of reach while waiting: as if it had been from the start.
-                Err(()) => return self.without_fleet(ask).await,
+                // Out of reach while waiting: as if it had been from the start, and what the
+                // call may still take in Redis is given back.
+                Err(()) => {
+                    queued.key = None;
+                    self.forget(&keys, &member);
+                    return self.without_fleet(ask).await;
+                }
             }
             let now = Instant::now();
             if now >= deadline {
@@ -340,6 +373,8 @@ impl RedisPace {
         Ok(match (begun.0.as_str(), begun.2.as_str()) {
             ("ok", _) => Begun::Started { wait },
             ("busy", _) => Begun::Busy,
+            // Given back here already: this call is not this request's.
+            ("gone", _) => return Err(()),
             (_, "crawl_delay") => Begun::TooLong { wait, bound: Bound::CrawlDelay },
             _ => Begun::TooLong { wait, bound: Bound::Rate },
         })
@@ -351,6 +386,8 @@ struct Keys {
     pace: String,
     queue: String,
     slots: String,
+    /// The request's give-back mark ([`scripts::GIVE_BACK`]).
+    gone: String,
 }
 
 /// The queue (before `fleet.key_prefix`) a request of `lane` joins, as in the schedule: each
@@ -379,6 +416,7 @@ impl Spacing {
             .key(&keys.pace)
             .key(&keys.queue)
             .key(&keys.slots)
+            .key(&keys.gone)
             .arg(self.interval)
             .arg(self.line)
             .arg(self.delay);

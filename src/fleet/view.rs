@@ -58,6 +58,11 @@ pub struct Announcement {
     /// have different ones.
     #[serde(default)]
     pub nonce: String,
+    /// The addresses its admin listener is reached at (a wildcard listener as every address
+    /// of its host): every instance refuses them as destinations (review-fleet N10). Absent
+    /// from older instances.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admin: Vec<String>,
 }
 
 /// The counters an instance announces: requests allowed and blocked.
@@ -65,7 +70,8 @@ pub type Counts = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 
 /// Announces this instance every [`HEARTBEAT`] and probes Redis (the round trip is the
 /// `robots_proxy_fleet_redis_round_trip_seconds` gauge); runs until the process ends.
-pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
+/// `admin`: where this instance's admin listener is reached ([`Announcement::admin`]).
+pub async fn heartbeat(fleet: Arc<Fleet>, address: String, admin: Vec<String>, counts: Counts) {
     let key = fleet.key(&format!("instance:{}", fleet.instance()));
     let index = fleet.key("instances");
     let forget = u64::try_from(FORGET_AFTER.as_millis()).unwrap_or(u64::MAX);
@@ -87,6 +93,7 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
             allowed,
             blocked,
             nonce: fleet.nonce().to_owned(),
+            admin: admin.clone(),
         };
         let Ok(json) = serde_json::to_string(&me) else { continue };
         let mut invocation = announce.prepare_invoke();
@@ -148,6 +155,31 @@ pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
         found.iter().flatten().filter_map(|v| serde_json::from_str(v).ok()).collect();
     list.sort_by(|a, b| a.name.cmp(&b.name));
     list
+}
+
+/// How often the admin listeners of the fleet's instances are read for the destination guard.
+pub const PEERS_EVERY: Duration = Duration::from_secs(2);
+
+/// Reads the fleet's view every [`PEERS_EVERY`] and hands every instance's announced admin
+/// addresses to `refuse` (the destination guard), so that no proxy client reaches a peer's
+/// admin listener through the proxy. While Redis is out of reach the last list stays in force
+/// (the view is then empty, and this instance always lists itself when it is not). Runs until
+/// the process ends.
+pub async fn follow_peers(
+    fleet: Arc<Fleet>,
+    refuse: Arc<dyn Fn(Vec<std::net::SocketAddr>) + Send + Sync>,
+) {
+    let mut tick = tokio::time::interval(PEERS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let list = instances(&fleet).await;
+        if list.is_empty() {
+            continue;
+        }
+        let addresses = list.iter().flat_map(|a| a.admin.iter()).filter_map(|a| a.parse().ok());
+        refuse(addresses.collect());
+    }
 }
 
 /// `hostname:port`, the default instance name.

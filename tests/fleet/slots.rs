@@ -161,8 +161,12 @@ async fn a_slot_taken_by_a_call_that_timed_out_is_given_back() {
     let fleet = super::scripts::link(&redis, "slots-timeout", "a");
     // The heartbeat finds Redis back after the stall (calls are not tried while it is down).
     let counts: robots_proxy::fleet::view::Counts = Arc::new(|| (0, 0));
-    let beat =
-        tokio::spawn(robots_proxy::fleet::view::heartbeat(fleet.clone(), "a".into(), counts));
+    let beat = tokio::spawn(robots_proxy::fleet::view::heartbeat(
+        fleet.clone(),
+        "a".into(),
+        vec![],
+        counts,
+    ));
     let stalled = RedisPace::new(fleet, Duration::from_secs(600), lease);
     let other = pace(&redis, "slots-timeout", "b", lease);
     let l = limits(0, 1, 10, 2_000);

@@ -9,9 +9,9 @@
 //!
 //! Purge-all touches no record: it moves the counter `purge-generation` on (`INCR`, one
 //! command however many records there are, all or nothing). A record is stored tagged with
-//! the generation current when it is written (`g<generation>` and a newline before the
-//! record; a record without a tag is of generation 0), and a record of another generation is
-//! not read ([`SharedRedis::load`] gets the counter and the record with one `MGET`): the
+//! the generation current when it is written, and sealed with the fleet's key when there is
+//! one ([`super::seal`]: a record that does not verify is never used), and a record of another
+//! generation is not read ([`SharedRedis::load`] gets the counter and the record with one `MGET`): the
 //! records of earlier generations are gone for the fleet at once, and Redis drops them when
 //! they expire. No call walks the keyspace (`SCAN`), whose length is not the fleet's to bound.
 //!

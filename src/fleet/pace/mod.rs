@@ -45,7 +45,9 @@
 //!
 //! Keys (after `fleet.key_prefix`): `pace:<authority>` (hash, see [`scripts`]),
 //! `queue:<authority>` (requests with no Crawl-delay), `queue:<authority>#<line>` (one per
-//! Crawl-delay lane) and `slots:<authority>` (sorted sets); channel `slot-freed`.
+//! Crawl-delay lane) and `slots:<authority>` (sorted sets); `gone:<member>`, the mark a
+//! give-back leaves after a call that timed out here ([`scripts::GIVE_BACK`], one lease);
+//! channel `slot-freed`.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};

@@ -51,6 +51,10 @@ enum Command {
     /// Manage proxy users (access.users_file).
     #[command(subcommand)]
     User(UserCommand),
+    /// Manage the fleet's key, which seals the records instances share through Redis
+    /// (fleet.key_file).
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// Manage Web Bot Auth signing keys and their directory ([signing]).
     #[command(subcommand)]
     Keys(robots_proxy::signing::commands::KeysCommand),
@@ -91,6 +95,26 @@ enum UserCommand {
         /// requests, whatever their User-Agent.
         #[arg(long, value_name = "TOKEN")]
         token: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum FleetCommand {
+    /// The fleet's sealing key.
+    #[command(subcommand)]
+    Key(FleetKeyCommand),
+}
+
+#[derive(Subcommand)]
+enum FleetKeyCommand {
+    /// Write a new random fleet key to FILE (mode 0600; never over an existing file). Give the
+    /// same file to every instance as fleet.key_file; while changing keys, the old one as
+    /// fleet.previous_key_file.
+    ///
+    /// Exit status: 0 when written, 1 otherwise.
+    New {
+        /// Where to write the key.
+        file: PathBuf,
     },
 }
 
@@ -272,6 +296,21 @@ fn main() -> ExitCode {
                 Err(e) => {
                     eprintln!("robots-proxy user hash: {e}");
                     ExitCode::from(2)
+                }
+            }
+        }
+        Command::Fleet(FleetCommand::Key(FleetKeyCommand::New { file })) => {
+            match robots_proxy::fleet::seal::FleetKey::create(&file) {
+                Ok(()) => {
+                    println!(
+                        "{}",
+                        terminal(&format!("wrote a new fleet key to {}", file.display()))
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("robots-proxy fleet key new: {}", terminal(&e.to_string()));
+                    ExitCode::from(1)
                 }
             }
         }

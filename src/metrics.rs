@@ -608,6 +608,22 @@ impl Collector for ScrapeTime {
                  each time.",
                 fleet.purge_gaps(),
             )?;
+            {
+                let mut family = encoder.encode_descriptor(
+                    "fleet_records_refused",
+                    "Shared records read from Redis and not used, by kind (robots, tdmrep, purge) \
+                 and reason (unsealed, bad_seal, older): the instance fetched for itself.",
+                    None,
+                    MetricType::Counter,
+                )?;
+                for kind in crate::fleet::seal::Kind::ALL {
+                    for why in crate::fleet::seal::Refusal::ALL {
+                        let labels = [("kind", kind.as_str()), ("reason", why.as_str())];
+                        let counter = ConstCounter::new(fleet.records_refused(kind, why));
+                        counter.encode(family.encode_family(&labels)?)?;
+                    }
+                }
+            }
         }
         if let Some(pacer) = &self.pacer {
             let p = pacer.stats();

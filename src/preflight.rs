@@ -68,6 +68,14 @@ pub fn check(config: &Config) -> Result<(), ConfigError> {
     if let Err(e) = crate::signing::Signer::new(&config.signing, &config.state_dir) {
         bad("signing.keys", e.to_string());
     }
+    for (key, path) in [
+        ("fleet.key_file", &config.fleet.key_file),
+        ("fleet.previous_key_file", &config.fleet.previous_key_file),
+    ] {
+        if let Some(Err(e)) = path.as_deref().map(crate::fleet::seal::FleetKey::load) {
+            bad(key, format!("cannot load the fleet key: {e}"));
+        }
+    }
     if config.https.mode == HttpsMode::Intercept {
         if let Err((key, e)) = check_ca(config) {
             bad(key, e);

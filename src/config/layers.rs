@@ -299,6 +299,8 @@ pub(super) fn schema_sample() -> Config {
     config.https.upstream_ca_file = Some(PathBuf::new());
     config.access.users_file = Some(PathBuf::new());
     config.audit.checkpoint_key = Some(PathBuf::new());
+    config.fleet.key_file = Some(PathBuf::new());
+    config.fleet.previous_key_file = Some(PathBuf::new());
     config.access.client_ca = Some(PathBuf::new());
     config.proxy.tls_listen = Some(config.proxy.listen);
     config.proxy.tls_certificate = Some(PathBuf::new());

@@ -58,6 +58,8 @@ fn schema_kinds() {
             "access.users_file",
             "audit.checkpoint_key",
             "disclosure.operator_url",
+            "fleet.key_file",
+            "fleet.previous_key_file",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",

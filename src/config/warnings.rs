@@ -15,6 +15,7 @@ impl Config {
     ///   never applies;
     /// * a loosening for users (`policy.report_users`, an exception's `users`) needs an
     ///   authenticated user: a users file or client certificates (`access.client_ca`);
+    /// * a fleet without `fleet.key_file` trusts its Redis with every robots.txt it enforces;
     /// * an exception whose `expires` has passed is inert (it is kept, and counted on
     ///   `/metrics`, but decides nothing);
     /// * a `signing.identities` agent over plain http (the draft wants https);
@@ -25,6 +26,16 @@ impl Config {
         let users_file = self.access.users_file.is_some();
         let any_user = users_file || self.access.client_ca.is_some();
         let policy = &self.policy;
+        if self.fleet.is_enabled() && self.fleet.key_file.is_none() {
+            out.push(
+                "warning: fleet.redis is set without fleet.key_file: the fleet's shared \
+                 robots.txt, tdmrep.json and purge records are not sealed, so whoever can write \
+                 to that Redis decides which robots.txt every instance enforces (make a key with \
+                 `robots-proxy fleet key new FILE`, give it to every instance, and set \
+                 fleet.key_file; README \"Running a fleet\")"
+                    .to_owned(),
+            );
+        }
         if !policy.report_tokens.is_empty() && !users_file {
             out.push(format!(
                 "warning: policy.report_tokens {:?} never applies: report-only mode for a token is \

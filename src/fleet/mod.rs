@@ -20,6 +20,7 @@
 
 pub mod pace;
 pub mod robots;
+pub mod seal;
 mod section;
 pub mod version;
 pub mod view;
@@ -46,6 +47,9 @@ pub enum FleetError {
     /// The Redis client could not be made from `fleet.redis`.
     #[error("fleet.redis: {0}")]
     Client(#[from] redis::RedisError),
+    /// `fleet.key_file` or `fleet.previous_key_file` could not be loaded.
+    #[error("fleet key: {0}")]
+    Key(#[from] seal::KeyError),
 }
 
 /// This instance's link to the fleet. Shared (`Arc`) by the robots store, the pace store, the
@@ -87,6 +91,10 @@ pub struct Fleet {
     /// Random, per process: instance names need not be unique (a shared configuration file
     /// gives every instance the same `fleet.instance`), members and lease holders must be.
     nonce: String,
+    /// The fleet's keys: every shared record written is sealed, every one read verified.
+    pub(crate) seal: seal::Seal,
+    /// The newest seal used per authority and kind (a replayed older record is refused).
+    pub(crate) newest: seal::Newest,
 }
 
 /// A random token for this process: std's hasher keys come from the operating system's
@@ -109,6 +117,8 @@ impl Fleet {
         default_name: &str,
     ) -> Result<Option<Arc<Fleet>>, FleetError> {
         let Some(client) = section.redis.client.clone() else { return Ok(None) };
+        let seal =
+            seal::Seal::load(section.key_file.as_deref(), section.previous_key_file.as_deref())?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(section.timeout))
             .set_response_timeout(Some(section.timeout))
@@ -140,6 +150,8 @@ impl Fleet {
             purge_gaps: AtomicU64::new(0),
             started: SystemTime::now(),
             nonce: process_nonce(),
+            seal,
+            newest: seal::Newest::default(),
         })))
     }
 
@@ -173,6 +185,11 @@ impl Fleet {
     /// dropped each time (`robots_proxy_fleet_purge_gaps_total`).
     pub fn purge_gaps(&self) -> u64 {
         self.purge_gaps.load(Ordering::Relaxed)
+    }
+
+    /// Shared records refused, of `kind` for `why` (`robots_proxy_fleet_records_refused_total`).
+    pub fn records_refused(&self, kind: seal::Kind, why: seal::Refusal) -> u64 {
+        self.seal.refused(kind, why)
     }
 
     /// `fleet.redis`, its password hidden.
@@ -248,7 +265,14 @@ impl Fleet {
             }
             run(conn).await.map(Ok)
         };
-        match tokio::time::timeout(self.timeout, work).await {
+        // `fleet.timeout` bounds each round trip: a call on a connection not used yet also
+        // connects and checks the server's version (two more), within three times it.
+        let budget = if self.checked.load(Ordering::Relaxed) {
+            self.timeout
+        } else {
+            self.timeout.saturating_mul(3)
+        };
+        match tokio::time::timeout(budget, work).await {
             Ok(Ok(Err(too_old))) => Err(self.mark_down("Redis cannot be used", too_old)),
             Ok(Ok(Ok(value))) => {
                 self.mark_up();

@@ -9,9 +9,9 @@
 //!
 //! Purge-all touches no record: it moves the counter `purge-generation` on (`INCR`, one
 //! command however many records there are, all or nothing). A record is stored tagged with
-//! the generation current when it is written (`g<generation>` and a newline before the
-//! record; a record without a tag is of generation 0), and a record of another generation is
-//! not read ([`SharedRedis::load`] gets the counter and the record with one `MGET`): the
+//! the generation current when it is written, and sealed with the fleet's key when there is
+//! one ([`super::seal`]: a record that does not verify is never used), and a record of another
+//! generation is not read ([`SharedRedis::load`] gets the counter and the record with one `MGET`): the
 //! records of earlier generations are gone for the fleet at once, and Redis drops them when
 //! they expire. No call walks the keyspace (`SCAN`), whose length is not the fleet's to bound.
 //!
@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use redis::{AsyncCommands, Script};
 
+use super::seal::{Kind, PurgeReplays, Refusal, What};
 use super::Fleet;
 use crate::authority::{Authority, Scheme};
 use crate::cache::{RobotsCache, SharedError, SharedRobots, StoreFuture};
@@ -44,13 +45,18 @@ pub struct SharedRedis {
     release: Script,
     store: Script,
     store_file: Script,
+    stamp: Script,
+    /// Purge messages sent, for their unique seal ([`super::seal`]).
+    next_purge: AtomicU64,
 }
 
-/// A lease this instance holds: its value, and `purge-generation` when it was taken.
+/// A lease this instance holds: its value, `purge-generation` when it was taken, and Redis's
+/// clock then (ms; what its record is sealed with, [`super::seal`]).
 #[derive(Default)]
 struct Held {
     holder: String,
     generation: String,
+    at_ms: u64,
 }
 
 impl SharedRedis {
@@ -61,10 +67,12 @@ impl SharedRedis {
             held: Mutex::default(),
             next_lease: AtomicU64::new(0),
             full: AtomicU64::new(0),
-            lease: Script::new(LEASE),
+            next_purge: AtomicU64::new(0),
+            lease: Script::new(&[NOW_MS, LEASE].concat()),
             release: Script::new(RELEASE),
             store: Script::new(STORE),
             store_file: Script::new(STORE_FILE),
+            stamp: Script::new(&[NOW_MS, STAMP].concat()),
         }
     }
 
@@ -77,6 +85,42 @@ impl SharedRedis {
     fn take_held(&self, authority: &Authority) -> Held {
         self.held().remove(authority).unwrap_or_default()
     }
+
+    /// The record of `kind` for `authority` in `value` (as read, with the purge generation
+    /// read with it), if it may be used: of the current generation, its seal verified, and
+    /// not older than one this instance already used ([`super::seal`]). A refused record is
+    /// counted and logged, and the caller fetches for itself as if there were none.
+    fn open(
+        &self,
+        kind: Kind,
+        authority: &Authority,
+        generation: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+    ) -> Option<Vec<u8>> {
+        let value = value?;
+        let authority = authority.to_string();
+        let generation = generation.unwrap_or_else(|| b"0".to_vec());
+        let what = What { kind, authority: &authority, generation: &generation };
+        let opened = self.fleet.seal.open(&what, value).ok()??;
+        if let Some(at) = opened.sealed_at.filter(|_| self.fleet.seal.is_keyed()) {
+            if !self.fleet.newest.admit(kind, &authority, at) {
+                self.fleet.seal.refuse(&what, Refusal::Older);
+                return None;
+            }
+        }
+        Some(opened.record)
+    }
+
+    /// The purge generation and Redis's clock (ms), for a record or message sealed now.
+    async fn stamp(&self) -> Result<(String, u64), SharedError> {
+        let mut invocation = self.stamp.prepare_invoke();
+        invocation.key(generation_key(&self.fleet));
+        let (generation, at): (String, u64) = self
+            .fleet
+            .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        Ok((generation, at))
+    }
 }
 
 /// What [`STORE`] answers when it stored nothing because the lease is no longer the holder's
@@ -85,13 +129,28 @@ const PURGED: u8 = 0;
 /// What [`STORE`] answers when Redis's memory is at `fleet.records_memory_percent`.
 const FULL: u8 = 2;
 
+/// Redis's clock in milliseconds, as text (a Lua number would lose digits): `now_ms()`.
+const NOW_MS: &str = r"
+local function now_ms()
+  local t = redis.call('TIME')
+  return t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+end
+";
+
 /// KEYS: lease, purge generation. ARGV: the holder's value, ttl (ms). Takes the lease if it is
-/// free: the purge generation then (`"0"` before the first purge of everything), else `false`.
+/// free: the purge generation then (`"0"` before the first purge of everything) and Redis's
+/// clock (ms, what the record is sealed with), else `false`.
 const LEASE: &str = r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('GET', KEYS[2]) or '0'
+  return {redis.call('GET', KEYS[2]) or '0', now_ms()}
 end
 return false
+";
+
+/// KEYS: purge generation. The purge generation and Redis's clock (ms): what a tdmrep.json
+/// record or a purge message is sealed with.
+const STAMP: &str = r"
+return {redis.call('GET', KEYS[1]) or '0', now_ms()}
 ";
 
 /// KEYS: lease. ARGV: the holder's value. Deletes the lease only if it is still the holder's.
@@ -100,10 +159,10 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 ";
 
-/// KEYS: record, lease, purge generation. ARGV: record, ttl (ms), the holder's value, the
+/// KEYS: record, lease, purge generation. ARGV: the value (the record sealed, or tagged, with
+/// its purge generation: [`super::seal::Seal::seal`]), ttl (ms), the holder's value, the
 /// purge generation the lease was taken under, `fleet.records_memory_percent`. Only while the
-/// lease is still the holder's: gives it back, and stores the record, tagged with its purge
-/// generation, unless everything was purged since (else 0) or Redis's used memory has reached
+/// lease is still the holder's: gives it back, and stores the value, unless everything was purged since (else 0) or Redis's used memory has reached
 /// the percentage of its `maxmemory` (2: not stored, kept by the fetcher; a user whose ACL
 /// denies INFO has no such check). 1 when stored. A lease that is gone was purged with its
 /// record (or ran out, and another instance fetches).
@@ -117,7 +176,7 @@ if type(memory) ~= 'string' then memory = '' end
 local used = tonumber(string.match(memory, 'used_memory:(%d+)')) or 0
 local max = tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0
 if max > 0 and used * 100 >= max * tonumber(ARGV[5]) then return 2 end
-redis.call('SET', KEYS[1], 'g' .. generation .. '\n' .. ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 ";
 
@@ -135,12 +194,12 @@ fn file_lease_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
     fleet.key(&format!("lease:{name}:{authority}"))
 }
 
-/// KEYS: record, purge generation, lease. ARGV: record, ttl (ms). Stores the record of a
-/// well-known file tagged with the purge generation current now (a purge of everything then
-/// hides it), and gives its fetch lease back.
+/// KEYS: record, purge generation, lease. ARGV: the value (sealed or tagged with its purge
+/// generation), ttl (ms), that generation. Stores the record of a well-known file unless
+/// everything was purged since it was stamped ([`STAMP`]), and gives its fetch lease back.
 const STORE_FILE: &str = r"
 local generation = redis.call('GET', KEYS[2]) or '0'
-redis.call('SET', KEYS[1], 'g' .. generation .. '\n' .. ARGV[1], 'PX', ARGV[2])
+if generation == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
 redis.call('DEL', KEYS[3])
 return 1
 ";
@@ -153,20 +212,47 @@ fn generation_key(fleet: &Fleet) -> String {
     fleet.key("purge-generation")
 }
 
-/// The record in `value`, a stored record with its generation tag, if it is of `generation`
-/// (the purge generation's value, `None` before the first purge-all, which is generation 0).
-/// A record stored before tags existed is of generation 0.
-fn untag(mut value: Vec<u8>, generation: Option<&[u8]>) -> Option<Vec<u8>> {
-    let generation = generation.unwrap_or(b"0");
-    let Some(tagged) = value.strip_prefix(b"g") else {
-        return (generation == b"0").then_some(value);
-    };
-    let end = tagged.iter().position(|b| *b == b'\n')?;
-    if &tagged[..end] != generation {
-        return None;
+/// The kind of the record of a well-known file `name`.
+fn file_kind(name: &str) -> Kind {
+    match name {
+        "tdmrep" => Kind::Tdmrep,
+        // The only other file is robots.txt itself.
+        _ => Kind::Robots,
     }
-    value.drain(..end + 2);
-    Some(value)
+}
+
+/// What a purge message asks, if it may be used: with a key, only a message sealed for its
+/// target, not seen before and not older than [`PurgeReplays`] allows (a refused message is
+/// counted and logged); without one, the plain target as well.
+fn read_purge(
+    fleet: &Fleet,
+    replays: &mut PurgeReplays,
+    payload: &[u8],
+) -> Option<Option<Authority>> {
+    let (target, nonce) = match memchr::memchr(b'\n', payload) {
+        None if !fleet.seal.is_keyed() => (payload, None),
+        None => (payload, Some(&b""[..])),
+        Some(end) => {
+            let nonce = payload[..end].split(|b| *b == b' ').nth(1).unwrap_or_default();
+            (&payload[end + 1..], Some(nonce))
+        }
+    };
+    let text = String::from_utf8_lossy(target);
+    if let Some(nonce) = nonce {
+        let what = What { kind: Kind::Purge, authority: &text, generation: nonce };
+        let opened = fleet.seal.open(&what, payload.to_vec()).ok()??;
+        if let Some(at) = opened.sealed_at.filter(|_| fleet.seal.is_keyed()) {
+            if !replays.admit(at, nonce) {
+                fleet.seal.refuse(&what, Refusal::Older);
+                return None;
+            }
+        }
+    }
+    let asked = parse_purge(&text);
+    if asked.is_none() {
+        tracing::debug!(message = %crate::output::log(&text), "fleet: unknown purge message");
+    }
+    asked
 }
 
 /// A purge message: `*` for all, else `scheme host port`.
@@ -206,7 +292,7 @@ impl SharedRobots for SharedRedis {
         Box::pin(async move {
             let (generation, value): (Option<Vec<u8>>, Option<Vec<u8>>) =
                 self.fleet.call(move |mut c| async move { c.mget(&keys).await }).await?;
-            Ok(value.and_then(|v| untag(v, generation.as_deref())))
+            Ok(self.open(Kind::Robots, authority, generation, value))
         })
     }
 
@@ -224,12 +310,12 @@ impl SharedRobots for SharedRedis {
             .arg(&holder)
             .arg(millis(ttl));
         Box::pin(async move {
-            let taken: Option<String> = self
+            let taken: Option<(String, u64)> = self
                 .fleet
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
-            let Some(generation) = taken else { return Ok(false) };
-            self.held().insert(authority.clone(), Held { holder, generation });
+            let Some((generation, at_ms)) = taken else { return Ok(false) };
+            self.held().insert(authority.clone(), Held { holder, generation, at_ms });
             Ok(true)
         })
     }
@@ -247,12 +333,17 @@ impl SharedRobots for SharedRedis {
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, SharedError>> {
         let held = self.take_held(authority);
+        let name = authority.to_string();
+        let what =
+            What { kind: Kind::Robots, authority: &name, generation: held.generation.as_bytes() };
+        // One MAC per record stored (never per request).
+        let value = self.fleet.seal.seal(&what, held.at_ms, &record);
         let mut invocation = self.store.prepare_invoke();
         invocation
             .key(record_key(&self.fleet, authority))
             .key(lease_key(&self.fleet, authority))
             .key(generation_key(&self.fleet))
-            .arg(record)
+            .arg(value)
             .arg(millis(ttl.min(self.fleet.robots_ttl)))
             .arg(held.holder)
             .arg(held.generation)
@@ -262,6 +353,10 @@ impl SharedRobots for SharedRedis {
                 .fleet
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
+            if stored != PURGED && stored != FULL && self.fleet.seal.is_keyed() {
+                // This instance's own record is the newest it knows of.
+                self.fleet.newest.admit(Kind::Robots, &name, held.at_ms);
+            }
             if stored == FULL {
                 let n = self.full.fetch_add(1, Ordering::Relaxed) + 1;
                 if n == 1 || n.is_multiple_of(1000) {
@@ -283,8 +378,20 @@ impl SharedRobots for SharedRedis {
     ) -> StoreFuture<'a, Result<(), SharedError>> {
         let fleet = &self.fleet;
         let channel = fleet.key("purge");
-        let message = purge_message(authority);
+        let target = purge_message(authority);
         Box::pin(async move {
+            // With a key, sealed with a nonce of its own and Redis's clock: a receiver refuses
+            // a forged or replayed purge message ([`read_purge`]).
+            let message = if fleet.seal.is_keyed() {
+                let (_, at) = self.stamp().await?;
+                let n = self.next_purge.fetch_add(1, Ordering::Relaxed);
+                let nonce = format!("{}.{}.{n}", fleet.instance(), fleet.nonce());
+                let what =
+                    What { kind: Kind::Purge, authority: &target, generation: nonce.as_bytes() };
+                fleet.seal.seal(&what, at, target.as_bytes())
+            } else {
+                target.into_bytes()
+            };
             let dropped = match authority {
                 Some(a) => {
                     // The lease goes with the record: a fetch in flight then stores nothing.
@@ -343,7 +450,7 @@ impl SharedRobots for SharedRedis {
         Box::pin(async move {
             let (generation, value): (Option<Vec<u8>>, Option<Vec<u8>>) =
                 self.fleet.call(move |mut c| async move { c.mget(&keys).await }).await?;
-            Ok(value.and_then(|v| untag(v, generation.as_deref())))
+            Ok(self.open(file_kind(name), authority, generation, value))
         })
     }
 
@@ -380,14 +487,20 @@ impl SharedRobots for SharedRedis {
         record: Vec<u8>,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<(), SharedError>> {
-        let mut invocation = self.store_file.prepare_invoke();
-        invocation
-            .key(file_key(&self.fleet, name, authority))
-            .key(generation_key(&self.fleet))
-            .key(file_lease_key(&self.fleet, name, authority))
-            .arg(record)
-            .arg(millis(ttl.min(self.fleet.robots_ttl)));
         Box::pin(async move {
+            let (generation, at) = self.stamp().await?;
+            let site = authority.to_string();
+            let what =
+                What { kind: file_kind(name), authority: &site, generation: generation.as_bytes() };
+            let value = self.fleet.seal.seal(&what, at, &record);
+            let mut invocation = self.store_file.prepare_invoke();
+            invocation
+                .key(file_key(&self.fleet, name, authority))
+                .key(generation_key(&self.fleet))
+                .key(file_lease_key(&self.fleet, name, authority))
+                .arg(value)
+                .arg(millis(ttl.min(self.fleet.robots_ttl)))
+                .arg(generation);
             let _: u8 = self
                 .fleet
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
@@ -406,6 +519,7 @@ pub async fn follow_purges(fleet: Arc<Fleet>, cache: Arc<RobotsCache>) {
     use super::Heard;
     let channel = fleet.key("purge");
     let mut first = true;
+    let mut replays = PurgeReplays::default();
     loop {
         let mut subscription = match fleet.follow(&channel).await {
             Ok(subscription) => subscription,
@@ -424,11 +538,10 @@ pub async fn follow_purges(fleet: Arc<Fleet>, cache: Arc<RobotsCache>) {
         let why = loop {
             match subscription.next().await {
                 Heard::Message(message) => {
-                    let Ok(text) = message.get_payload::<String>() else { continue };
-                    match parse_purge(&text) {
+                    match read_purge(&fleet, &mut replays, message.get_payload_bytes()) {
                         Some(Some(authority)) => cache.purge_local(&authority).await,
                         Some(None) => cache.purge_all_local().await,
-                        None => tracing::debug!(message = %text, "fleet: unknown purge message"),
+                        None => {}
                     }
                 }
                 Heard::Lost(why) => break why,
@@ -456,21 +569,5 @@ mod tests {
         assert_eq!(parse_purge(&purge_message(None)), Some(None));
         assert_eq!(parse_purge("ftp x 1"), None);
         assert_eq!(parse_purge("http x"), None);
-    }
-
-    #[test]
-    fn a_record_is_read_only_in_its_own_purge_generation() {
-        let record = b"{\"v\":1}\nbody".to_vec();
-        let tagged = |g: &str| [format!("g{g}\n").as_bytes(), &record].concat();
-        assert_eq!(untag(tagged("0"), None), Some(record.clone()));
-        assert_eq!(untag(tagged("7"), Some(b"7")), Some(record.clone()));
-        assert_eq!(untag(tagged("6"), Some(b"7")), None);
-        assert_eq!(untag(tagged("17"), Some(b"7")), None);
-        assert_eq!(untag(tagged("7"), None), None);
-        // Stored before tags: generation 0.
-        assert_eq!(untag(record.clone(), None), Some(record.clone()));
-        assert_eq!(untag(record.clone(), Some(b"0")), Some(record.clone()));
-        assert_eq!(untag(record, Some(b"1")), None);
-        assert_eq!(untag(b"g7".to_vec(), Some(b"7")), None);
     }
 }

@@ -1,6 +1,7 @@
 //! `[fleet]`: sharing robots.txt and the pace with other instances through Redis (or Valkey).
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -35,6 +36,12 @@ pub struct FleetSection {
     /// (with `maxmemory-policy noeviction`, nothing is evicted). No limit while `maxmemory`
     /// is 0.
     pub records_memory_percent: u8,
+    /// The fleet's key (`robots-proxy fleet key new FILE` writes one): every robots.txt,
+    /// tdmrep.json and purge record written to Redis is sealed with it (HMAC-SHA-256), and only
+    /// records that verify are used. Unset: records are not sealed and Redis is trusted.
+    pub key_file: Option<PathBuf>,
+    /// The key before the current one, accepted (never used to seal) while keys change.
+    pub previous_key_file: Option<PathBuf>,
 }
 
 impl Default for FleetSection {
@@ -48,6 +55,8 @@ impl Default for FleetSection {
             robots_ttl: Duration::from_secs(2 * 24 * 3600),
             max_shared_body: ByteSize(64 * 1024),
             records_memory_percent: 75,
+            key_file: None,
+            previous_key_file: None,
         }
     }
 }
@@ -68,6 +77,12 @@ impl FleetSection {
             ));
         }
         // fleet.timeout's range is in the table of bounds (src/config/bounds.rs).
+        if self.previous_key_file.is_some() && self.key_file.is_none() {
+            bad.push((
+                "fleet.previous_key_file",
+                "needs fleet.key_file: the previous key only verifies while keys change".into(),
+            ));
+        }
         if self.instance.chars().any(|c| c.is_control()) {
             bad.push(("fleet.instance", "must not contain control characters".into()));
         }

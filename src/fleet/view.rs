@@ -3,29 +3,41 @@
 //!
 //! Keys (after `fleet.key_prefix`): `instance:<name>`, a JSON [`Announcement`] that expires
 //! after [`super::HEARTBEAT_TTL`] unless renewed, and `instances`, a sorted set of the names
-//! that announced themselves, scored by when (the announcer's clock, in milliseconds). The
+//! that announced themselves, scored by when (Redis's clock, in milliseconds). The
 //! view reads the set and then the announcements (`MGET`); a name whose announcement expired
 //! is not listed, and leaves the set [`FORGET_AFTER`] after it last announced itself. No call
 //! walks the keyspace (`SCAN`): the view costs the same however many keys Redis holds.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::{Fleet, HEARTBEAT, HEARTBEAT_TTL};
 
-/// How long a name stays in the `instances` set after it last announced itself: long past
-/// its announcement's expiry, so that instances' clocks may disagree by up to this.
+/// How long a name stays in the `instances` set after it last announced itself (on Redis's
+/// clock): long past its announcement's expiry.
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 
 /// The most instances the view lists (the latest to announce themselves).
 const LIST_MAX: isize = 1000;
 
-fn millis_since_epoch(t: SystemTime) -> u64 {
-    let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-}
+/// KEYS: the announcement, the `instances` set. ARGV: the announcement (JSON), its ttl (s),
+/// the name, how long a name stays in the set (ms). Announces the instance and returns the
+/// announcement it replaced (another process of the same name, or this one's last). The set is
+/// scored by Redis's clock (`TIME`), so instances whose clocks disagree keep one another in
+/// the view (review-fleet N9).
+const ANNOUNCE: &str = r"
+local before = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local forget = tonumber(ARGV[4])
+redis.call('ZADD', KEYS[2], now, ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.format('%d', now - forget))
+redis.call('PEXPIRE', KEYS[2], forget)
+return before
+";
 
 /// What an instance says about itself.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -46,6 +58,11 @@ pub struct Announcement {
     /// have different ones.
     #[serde(default)]
     pub nonce: String,
+    /// The addresses its admin listener is reached at (a wildcard listener as every address
+    /// of its host): every instance refuses them as destinations (review-fleet N10). Absent
+    /// from older instances.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admin: Vec<String>,
 }
 
 /// The counters an instance announces: requests allowed and blocked.
@@ -53,12 +70,14 @@ pub type Counts = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 
 /// Announces this instance every [`HEARTBEAT`] and probes Redis (the round trip is the
 /// `robots_proxy_fleet_redis_round_trip_seconds` gauge); runs until the process ends.
-pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
+/// `admin`: where this instance's admin listener is reached ([`Announcement::admin`]).
+pub async fn heartbeat(fleet: Arc<Fleet>, address: String, admin: Vec<String>, counts: Counts) {
     let key = fleet.key(&format!("instance:{}", fleet.instance()));
     let index = fleet.key("instances");
     let forget = u64::try_from(FORGET_AFTER.as_millis()).unwrap_or(u64::MAX);
     let started = humantime::format_rfc3339_seconds(fleet.started).to_string();
     let ttl = HEARTBEAT_TTL.as_secs();
+    let announce = redis::Script::new(ANNOUNCE);
     // Other processes announcing this instance's name: how often each was seen.
     let mut namesakes = std::collections::HashMap::new();
     let mut tick = tokio::time::interval(HEARTBEAT);
@@ -74,29 +93,16 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
             allowed,
             blocked,
             nonce: fleet.nonce().to_owned(),
+            admin: admin.clone(),
         };
         let Ok(json) = serde_json::to_string(&me) else { continue };
-        let (key, index, name) = (key.clone(), index.clone(), me.name.clone());
-        let now = millis_since_epoch(SystemTime::now());
+        let mut invocation = announce.prepare_invoke();
+        invocation.key(&key).key(&index).arg(json).arg(ttl).arg(&me.name).arg(forget);
         let began = Instant::now();
-        let announced = fleet
-            .attempt(|mut c| async move {
-                redis::cmd("PING").query_async::<()>(&mut c).await?;
-                let (before,): (Option<String>,) = redis::pipe()
-                    .get(&key)
-                    .set_ex(&key, json, ttl)
-                    .ignore()
-                    .zadd(&index, name, now)
-                    .ignore()
-                    .zrembyscore(&index, "-inf", format!("({}", now.saturating_sub(forget)))
-                    .ignore()
-                    .pexpire(&index, i64::try_from(forget).unwrap_or(i64::MAX))
-                    .ignore()
-                    .query_async(&mut c)
-                    .await?;
-                Ok(before)
-            })
-            .await;
+        // One round trip, which is also the probe (review-fleet N2: a PING before it made two,
+        // and a link whose round trip exceeded half of fleet.timeout never came up).
+        let announced: Result<Option<String>, _> =
+            fleet.attempt(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
         if let Ok(Some(before)) = &announced {
             let other = serde_json::from_str::<Announcement>(before).ok();
             if let Some(other) = other.filter(|o| o.nonce != me.nonce) {
@@ -115,8 +121,8 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, counts: Counts) {
             }
         }
         if announced.is_ok() {
-            // Two round trips: the PING's and the SET's.
-            let micros = u64::try_from(began.elapsed().as_micros() / 2).unwrap_or(u64::MAX);
+            // One round trip (a little more on a new connection: see `Fleet::attempt`).
+            let micros = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
             fleet.rtt_micros.store(micros, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -149,6 +155,31 @@ pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
         found.iter().flatten().filter_map(|v| serde_json::from_str(v).ok()).collect();
     list.sort_by(|a, b| a.name.cmp(&b.name));
     list
+}
+
+/// How often the admin listeners of the fleet's instances are read for the destination guard.
+pub const PEERS_EVERY: Duration = Duration::from_secs(2);
+
+/// Reads the fleet's view every [`PEERS_EVERY`] and hands every instance's announced admin
+/// addresses to `refuse` (the destination guard), so that no proxy client reaches a peer's
+/// admin listener through the proxy. While Redis is out of reach the last list stays in force
+/// (the view is then empty, and this instance always lists itself when it is not). Runs until
+/// the process ends.
+pub async fn follow_peers(
+    fleet: Arc<Fleet>,
+    refuse: Arc<dyn Fn(Vec<std::net::SocketAddr>) + Send + Sync>,
+) {
+    let mut tick = tokio::time::interval(PEERS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let list = instances(&fleet).await;
+        if list.is_empty() {
+            continue;
+        }
+        let addresses = list.iter().flat_map(|a| a.admin.iter()).filter_map(|a| a.parse().ok());
+        refuse(addresses.collect());
+    }
 }
 
 /// `hostname:port`, the default instance name.

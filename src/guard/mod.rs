@@ -65,6 +65,9 @@ pub enum Reason {
     Multicast,
     /// One of the proxy's own listeners: a request there would loop.
     OwnListener,
+    /// The admin listener of another instance of the fleet (from the fleet's view): its
+    /// endpoints (purges, reloads) are not for proxy clients.
+    PeerListener,
     /// Private IPv4: `10.0.0.0/8`, `172.16.0.0/12`, `192.168.0.0/16` (RFC 1918).
     Private,
     /// Reserved IPv4 `240.0.0.0/4` (RFC 1112), never a public host.
@@ -103,6 +106,7 @@ impl Reason {
             Reason::OwnListener => {
                 "proxy.listen, proxy.tls_listen, admin.listen, signing.directory_listen"
             }
+            Reason::PeerListener => "admin.listen of every instance of the fleet",
             Reason::Private => "10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16",
             Reason::Reserved => "240.0.0.0/4",
             Reason::SharedAddressSpace => "100.64.0.0/10",
@@ -129,6 +133,7 @@ impl fmt::Display for Reason {
             Reason::Loopback => "a loopback address",
             Reason::Multicast => "a multicast address",
             Reason::OwnListener => "this proxy's own listener",
+            Reason::PeerListener => "the admin listener of another instance of the fleet",
             Reason::Private => "a private address",
             Reason::Reserved => "a reserved address",
             Reason::SharedAddressSpace => "a shared (carrier-grade NAT) address",
@@ -197,6 +202,24 @@ pub enum GuardError {
     NoHost(String),
 }
 
+/// The addresses a connection to the listener bound at `listener` may be made to, as another
+/// host names them: the address itself, or for a wildcard listener (`0.0.0.0`, `[::]`) every
+/// address of this host's interfaces (loopback included) with its port. What an instance
+/// announces to the fleet so that the others refuse it ([`DestinationGuard::set_peer_listeners`]).
+pub fn reachable_at(listener: SocketAddr) -> Vec<SocketAddr> {
+    if !listener.ip().is_unspecified() {
+        return vec![listener];
+    }
+    let port = listener.port();
+    match if_addrs::get_if_addrs() {
+        Ok(interfaces) => interfaces.iter().map(|i| SocketAddr::new(i.ip(), port)).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list the local interface addresses to announce");
+            vec![SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), port)]
+        }
+    }
+}
+
 /// Decides which destination addresses the proxy may connect to. Shared (`Arc`) by every
 /// connector of one proxy, so that the listeners it learns about apply everywhere.
 #[derive(Debug)]
@@ -205,6 +228,9 @@ pub struct DestinationGuard {
     allow: arc_swap::ArcSwap<Vec<IpNet>>,
     /// The proxy's own listen addresses (learnt as they are bound).
     own: own::OwnListeners,
+    /// The admin listeners of the fleet's other instances, as they announce them
+    /// ([`DestinationGuard::set_peer_listeners`]).
+    peers: arc_swap::ArcSwap<Vec<SocketAddr>>,
 }
 
 impl DestinationGuard {
@@ -213,6 +239,7 @@ impl DestinationGuard {
         DestinationGuard {
             allow: arc_swap::ArcSwap::from_pointee(allow.iter().map(|r| r.0.trunc()).collect()),
             own: own::OwnListeners::new(own),
+            peers: arc_swap::ArcSwap::from_pointee(Vec::new()),
         }
     }
 
@@ -230,6 +257,15 @@ impl DestinationGuard {
         self.own.add(addr);
     }
 
+    /// Puts `peers`, the admin listen addresses the fleet's instances announce (a wildcard
+    /// listener announced as each of its host's addresses), in force as refused destinations,
+    /// whatever `access.allow_destinations` says (review-fleet N10).
+    pub fn set_peer_listeners(&self, peers: Vec<SocketAddr>) {
+        let peers: Vec<SocketAddr> =
+            peers.into_iter().map(|p| SocketAddr::new(canonical(p.ip()), p.port())).collect();
+        self.peers.store(Arc::new(peers));
+    }
+
     /// The listen addresses this guard refuses as the process's own.
     pub fn own_listeners(&self) -> Vec<SocketAddr> {
         self.own.listeners()
@@ -241,6 +277,9 @@ impl DestinationGuard {
             return Err(Reason::OwnListener);
         }
         let ip = canonical(addr.ip());
+        if self.peers.load().iter().any(|p| p.ip() == ip && p.port() == addr.port()) {
+            return Err(Reason::PeerListener);
+        }
         let Some(reason) = prohibited_reason(ip) else { return Ok(()) };
         if self.allow.load().iter().any(|net| net.contains(&ip) || net.contains(&addr.ip())) {
             return Ok(());

@@ -213,3 +213,18 @@ fn the_own_listener_refusal_names_every_listener_key() {
         assert!(text.contains(key), "{key} missing from {text:?}");
     }
 }
+
+/// Review-fleet N10: the fleet's admin listeners are refused whatever allow_destinations
+/// re-opens; other ports of the same host are not.
+#[test]
+fn peers_admin_listeners_are_refused() {
+    let guard = DestinationGuard::new(&[IpRange("10.0.0.0/8".parse().unwrap())], &[]);
+    let peer: SocketAddr = "10.0.0.7:9090".parse().unwrap();
+    assert_eq!(guard.check(peer), Ok(()));
+    guard.set_peer_listeners(vec![peer, "[::ffff:10.0.0.8]:9090".parse().unwrap()]);
+    assert_eq!(guard.check(peer), Err(Reason::PeerListener));
+    assert_eq!(guard.check("10.0.0.8:9090".parse().unwrap()), Err(Reason::PeerListener));
+    assert_eq!(guard.check("10.0.0.7:8080".parse().unwrap()), Ok(()));
+    guard.set_peer_listeners(vec![]);
+    assert_eq!(guard.check(peer), Ok(()));
+}

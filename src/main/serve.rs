@@ -259,7 +259,13 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     if let Some(fleet) = &fleet {
         let metrics = proxy.metrics().clone();
         let counts: fleet::view::Counts = Arc::new(move || metrics.totals());
-        tokio::spawn(fleet::view::heartbeat(fleet.clone(), local.to_string(), counts));
+        let admin = robots_proxy::guard::reachable_at(admin_local);
+        let admin = admin.iter().map(ToString::to_string).collect();
+        tokio::spawn(fleet::view::heartbeat(fleet.clone(), local.to_string(), admin, counts));
+        // The other instances' admin listeners are refused as destinations (review-fleet N10).
+        let peers = guard.clone();
+        let refuse = Arc::new(move |list| peers.set_peer_listeners(list));
+        tokio::spawn(fleet::view::follow_peers(fleet.clone(), refuse));
     }
     // SIGHUP and POST /api/reload: one reloader, one reload at a time.
     let directory_signer = directory_listener.as_ref().map(|(_, signer)| signer.clone());

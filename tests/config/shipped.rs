@@ -61,6 +61,8 @@ fn shipped_file_mentions_every_key() {
     every.https.upstream_ca_file = Some("/roots.pem".into());
     every.access.users_file = Some("/users".into());
     every.audit.checkpoint_key = Some("/audit.pem".into());
+    every.fleet.key_file = Some("/fleet.key".into());
+    every.fleet.previous_key_file = Some("/fleet-previous.key".into());
     every.access.client_ca = Some("/clients-ca.pem".into());
     every.proxy.tls_listen = Some("127.0.0.1:8443".parse().unwrap());
     every.proxy.tls_certificate = Some("/proxy.pem".into());
@@ -113,6 +115,8 @@ fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
             "exceptions.tokens",
             "exceptions.usage",
             "exceptions.users",
+            "fleet.key_file",
+            "fleet.previous_key_file",
             "https.ca_cert",
             "https.ca_key",
             "https.upstream_ca_file",

@@ -9,6 +9,7 @@ mod pacing;
 mod purges;
 mod refresh_ahead;
 mod scripts;
+mod sealing;
 mod secrets;
 mod semantic_errors;
 mod slots;

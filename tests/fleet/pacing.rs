@@ -259,3 +259,37 @@ async fn one_group_s_full_queue_refuses_no_other_group() {
     let expected = (429, 200, vec![200, 200, 200], 1);
     assert_eq!(answers, [expected.clone(), expected], "[fleet, one instance alone]");
 }
+
+/// Review-fleet N8: instance 0 reaches Redis over a 0.2 s round trip, instance 1 directly.
+/// Instance 0's request leaves when the answer has come back, later than the start it reserved
+/// by the way back; instance 1's, reserved one Crawl-delay after, left on time, so the origin
+/// saw them 0.92 s apart for `Crawl-delay: 1`. With half the measured round trip added to the
+/// margin, every gap at the origin is at least the Crawl-delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_instance_s_start_still_keeps_the_crawl_delay() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start("User-agent: *\nCrawl-delay: 1\n", Duration::ZERO).await;
+    let far = super::support::Relay::start_delayed(redis.port, Duration::from_millis(100)).await;
+    let env = [("ROBOTS_PROXY_PACING__ENABLED", "true"), ("ROBOTS_PROXY_PACING__MAX_WAIT", "10s")];
+    let f = super::support::fleet_at(&[far.url(), redis.url()], "far-pace", &env);
+    until_fleet_up(&f, 1).await;
+    // Both know robots.txt, and instance 0 has measured its round trip (heartbeats).
+    assert_eq!(get(&f, 0, &origin.url("/warm-0")).await, 200);
+    assert_eq!(get(&f, 1, &origin.url("/warm-1")).await, 200);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    for round in 0..3 {
+        let c0 = client(f.instances[0].proxy_addr);
+        let first = origin.url(&format!("/round{round}-far"));
+        let far_one = tokio::spawn(async move { c0.get(first).send().await.unwrap().status() });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(get(&f, 1, &origin.url(&format!("/round{round}-near"))).await, 200);
+        assert_eq!(far_one.await.unwrap().as_u16(), 200);
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
+    let arrivals = origin.arrivals("/round");
+    assert_eq!(arrivals.len(), 6);
+    for pair in arrivals.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_millis(1000), "two starts {gap:?} apart");
+    }
+}

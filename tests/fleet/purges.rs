@@ -156,3 +156,49 @@ async fn a_store_after_a_purge_stores_nothing() {
     assert!(fetcher.store(&a, b"record".to_vec(), ttl).await.unwrap());
     assert_eq!(fetcher.load(&a).await.unwrap().as_deref(), Some(&b"record"[..]));
 }
+
+/// Review-fleet N10: with loopback re-opened (`access.allow_destinations`, as the harness
+/// does), a proxy client purged every instance's copies through a peer: `POST
+/// /cache/purge-all` to instance 1's admin listener, through instance 0, answered 200. Each
+/// instance now announces its admin listener, and every instance refuses the fleet's admin
+/// listeners as destinations: 403, audited, and nothing purged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_s_admin_listener_is_not_a_destination() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start("User-agent: *\nDisallow: /private\n", Duration::ZERO).await;
+    let f = fleet(2, &redis, "peer-admin", &[]);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 0, &origin.url("/a")).await, 200);
+    assert_eq!(get(&f, 1, &origin.url("/b")).await, 200);
+    let fetches = origin.hits("/robots.txt");
+    let peer = f.instances[1].admin_addr.port();
+    let through = super::support::client(f.instances[0].proxy_addr);
+    let summary = format!("http://127.0.0.1:{peer}/api/summary");
+    // Within the view's refresh (2 s) after the peer announced itself.
+    let mut status = 0;
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(8) {
+        status = through.get(&summary).send().await.unwrap().status().as_u16();
+        if status == 403 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 403, "instance 1's admin reached through instance 0");
+    let resp = through.get(&summary).send().await.unwrap();
+    let proxy_status = resp.headers()["proxy-status"].to_str().unwrap().to_owned();
+    assert!(proxy_status.contains("destination_ip_prohibited"), "{proxy_status}");
+    let purge = through.post(format!("http://127.0.0.1:{peer}/cache/purge-all")).send();
+    assert_eq!(purge.await.unwrap().status().as_u16(), 403);
+    // Nothing was purged: both instances still decide from their copies.
+    assert_eq!(get(&f, 0, &origin.url("/c")).await, 200);
+    assert_eq!(get(&f, 1, &origin.url("/d")).await, 200);
+    assert_eq!(origin.hits("/robots.txt"), fetches);
+    // Instance 0's own admin stays refused too, and the peer's admin answers its own clients.
+    let own = format!("http://127.0.0.1:{}/healthz", f.instances[0].admin_addr.port());
+    assert_eq!(through.get(&own).send().await.unwrap().status().as_u16(), 403);
+    let direct = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    assert_eq!(direct.get(&summary).send().await.unwrap().status().as_u16(), 200);
+    let audit = std::fs::read_to_string(f.state_dir(0).join("audit.jsonl")).unwrap_or_default();
+    assert!(audit.contains("destination_prohibited"), "{audit}");
+}

@@ -102,3 +102,35 @@ async fn redis_out_of_memory_fails_the_writes_but_leaves_the_link_up() {
     assert!(!log.contains("out of reach"), "the link was taken down:\n{log}");
     assert!(log.contains("OOM"), "the refusals are logged:\n{log}");
 }
+
+/// Review-fleet N2: with a round trip of 0.3 s and `fleet.timeout` 0.8 s, every call fits, but
+/// the heartbeat made two round trips (a PING, then the announcement), four on a new
+/// connection (its set-up and the version check too), in one timeout, so the instance was out
+/// of reach for good. The heartbeat is one round trip now, and a call on a new connection has
+/// a timeout per round trip: the instance comes up and stays up, and its view lists it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_whose_round_trip_fits_fleet_timeout_stays_up() {
+    let Some(redis) = Redis::start().await else { return };
+    let far = super::support::Relay::start_delayed(redis.port, Duration::from_millis(150)).await;
+    let f =
+        super::support::fleet_at(&[far.url()], "far", &[("ROBOTS_PROXY_FLEET__TIMEOUT", "800ms")]);
+    let mut up = String::new();
+    for _ in 0..100 {
+        up = fleet_up(&f.instances[0]).await;
+        if up == "robots_proxy_fleet_up 1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(up, "robots_proxy_fleet_up 1", "never came up over a 0.3 s round trip");
+    // And stays up: sampled for 4 s (four heartbeats). A loaded test machine may delay one
+    // heartbeat past its timeout; the link then comes back at the next one.
+    let mut up_samples = 0;
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        up_samples += usize::from(fleet_up(&f.instances[0]).await == "robots_proxy_fleet_up 1");
+    }
+    assert!(up_samples >= 6, "up in {up_samples} of 8 samples");
+    let summary = super::summary(&f.instances[0]).await;
+    assert!(summary.to_string().contains("instance-0"), "{summary}");
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use robots_proxy::authority::{Authority, Scheme};
+use robots_proxy::fleet::pace::RedisPace;
 use robots_proxy::pacing::PaceStore;
 
 use super::scripts::{ask, limits, pace};
@@ -146,4 +147,54 @@ async fn a_lapsed_slot_is_free_on_arrival() {
     let alive = pace(&redis, "slots-lapsed", "alive", lease);
     let admitted = alive.admit(ask(&site(), None, l)).await.unwrap();
     assert!(!admitted.waited && admitted.slot.is_some(), "{admitted:?}");
+}
+
+/// Review-fleet N1: a RESERVE that times out on the instance (Redis busy for 1.5 s, longer
+/// than `fleet.timeout`) still runs in Redis when it wakes, and took the only slot for a whole
+/// lease (30 s here): the site was blocked fleet-wide. The instance now gives back what the
+/// timed-out call took, once Redis answers again: the slot is free within seconds, and another
+/// instance's request goes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_taken_by_a_call_that_timed_out_is_given_back() {
+    let Some(redis) = Redis::start().await else { return };
+    let lease = Duration::from_secs(30);
+    let fleet = super::scripts::link(&redis, "slots-timeout", "a");
+    // The heartbeat finds Redis back after the stall (calls are not tried while it is down).
+    let counts: robots_proxy::fleet::view::Counts = Arc::new(|| (0, 0));
+    let beat = tokio::spawn(robots_proxy::fleet::view::heartbeat(
+        fleet.clone(),
+        "a".into(),
+        vec![],
+        counts,
+    ));
+    let stalled = RedisPace::new(fleet, Duration::from_secs(600), lease);
+    let other = pace(&redis, "slots-timeout", "b", lease);
+    let l = limits(0, 1, 10, 2_000);
+    let a = site();
+    // Connected and checked first, so that the stall catches the RESERVE itself.
+    drop(stalled.admit(ask(&a, None, l)).await.unwrap());
+    assert_eq!(slots_come_to(&redis, "slots-timeout", 0).await, 0);
+    let sleeping = redis.pause(Duration::from_millis(1500));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let began = Instant::now();
+    // Times out after fleet.timeout and goes on with the local pace (on_redis_error = local).
+    let fell_back = stalled.admit(ask(&a, None, l)).await.unwrap();
+    assert!(began.elapsed() < Duration::from_millis(1200), "{:?}", began.elapsed());
+    drop(fell_back);
+    sleeping.join().unwrap();
+    // The RESERVE ran when Redis woke; what it took is given back within a few seconds, not
+    // at the end of its 30 s lease.
+    let mut held = usize::MAX;
+    let given_back = Instant::now();
+    while given_back.elapsed() < Duration::from_secs(6) {
+        held = slots_come_to(&redis, "slots-timeout", 0).await;
+        if held == 0 {
+            break;
+        }
+    }
+    assert_eq!(held, 0, "the timed-out call's slot is still held");
+    let began = Instant::now();
+    let admitted = other.admit(ask(&a, None, l)).await.unwrap();
+    assert!(!admitted.waited && began.elapsed() < Duration::from_millis(500));
+    beat.abort();
 }

@@ -370,6 +370,26 @@ impl Relay {
         Relay { port, links }
     }
 
+    /// A relay to the port `to` that holds every chunk `delay` before passing it on, each way:
+    /// a link whose round trip is twice `delay` (a far Redis, a cross-zone link).
+    pub async fn start_delayed(to: u16, delay: Duration) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((near, _)) = listener.accept().await else { return };
+                let Ok(far) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else {
+                    continue;
+                };
+                let (near_read, near_write) = near.into_split();
+                let (far_read, far_write) = far.into_split();
+                tokio::spawn(delayed_copy(near_read, far_write, delay));
+                tokio::spawn(delayed_copy(far_read, near_write, delay));
+            }
+        });
+        Relay { port, links: Arc::default() }
+    }
+
     /// `redis://127.0.0.1:PORT` of the relay.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
@@ -382,4 +402,31 @@ impl Relay {
         let found = links.iter().find(|(p, _)| *p == port);
         found.is_some_and(|(_, silence)| silence.send(true).is_ok())
     }
+}
+
+/// Copies `from` to `to`, each chunk `delay` after it was read (chunks in order, bounded: a
+/// closed side ends it).
+async fn delayed_copy(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Duration,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (send, mut chunks) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((due, chunk)) = chunks.recv().await {
+            tokio::time::sleep_until(due.into()).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 16 * 1024];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 || send.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+            break;
+        }
+    }
+    drop(send);
+    let _ = writer.await;
 }

@@ -45,7 +45,9 @@
 //!
 //! Keys (after `fleet.key_prefix`): `pace:<authority>` (hash, see [`scripts`]),
 //! `queue:<authority>` (requests with no Crawl-delay), `queue:<authority>#<line>` (one per
-//! Crawl-delay lane) and `slots:<authority>` (sorted sets); channel `slot-freed`.
+//! Crawl-delay lane) and `slots:<authority>` (sorted sets); `gone:<member>`, the mark a
+//! give-back leaves after a call that timed out here ([`scripts::GIVE_BACK`], one lease);
+//! channel `slot-freed`.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -84,9 +86,16 @@ pub fn slot_lease(response_timeout: Duration) -> Duration {
 /// 20 µs at 1,000 rps).
 pub const SPACING_MARGIN: Duration = Duration::from_millis(20);
 
-/// `spacing` with its margin.
-fn with_margin(spacing: Duration) -> Duration {
-    spacing + (spacing / 50).min(SPACING_MARGIN)
+/// `spacing` with its margins: [`SPACING_MARGIN`], and half of this instance's last measured
+/// round trip to Redis (`one_way`). A start is reserved on Redis's clock and the request leaves
+/// once the answer has come back, later by the way back from Redis; without the second margin
+/// the next instance, nearer Redis, could start short of the spacing by that much (review-fleet
+/// N8: `Crawl-delay: 1` was 0.92 s at the origin with a 0.2 s round trip).
+fn with_margin(spacing: Duration, one_way: Duration) -> Duration {
+    if spacing.is_zero() {
+        return spacing;
+    }
+    spacing + (spacing / 50).min(SPACING_MARGIN) + one_way
 }
 
 /// A request waiting for a slot held elsewhere is woken when one is given back anywhere in
@@ -128,6 +137,8 @@ pub struct RedisPace {
     local: LocalPace,
     reserve: Script,
     begin: Script,
+    /// [`scripts::GIVE_BACK`], shared with the give-back tasks.
+    give_back: Arc<Script>,
     /// The slots this instance's requests hold: given back and renewed off their path.
     slots: Arc<slots::Slots>,
     /// How long an authority's pace is kept after its last request (`pacing::idle_after`):
@@ -175,6 +186,7 @@ impl RedisPace {
             local: LocalPace::new(keep),
             reserve: Script::new(scripts::RESERVE),
             begin: Script::new(scripts::BEGIN),
+            give_back: Arc::new(Script::new(scripts::GIVE_BACK)),
             slots,
             keep: window.clone(),
             lease: lease.max(Duration::from_secs(1)),
@@ -200,6 +212,25 @@ impl RedisPace {
         self.local.admit(ask).await
     }
 
+    /// After a RESERVE or BEGIN of `member` failed here (timed out, most often: it may still
+    /// run in Redis), gives back whatever it took or will take there, in the background until
+    /// done or the lease has run out ([`scripts::GIVE_BACK`]): a slot nobody here holds would
+    /// otherwise block the site fleet-wide for a whole lease (review-fleet N1).
+    fn forget(&self, keys: &Keys, member: &str) {
+        let script = self.give_back.clone();
+        let keys = Arc::new((keys.slots.clone(), keys.queue.clone(), keys.gone.clone()));
+        let member = Arc::new(member.to_owned());
+        let lease = millis(self.lease);
+        give_back(self.fleet.clone(), Instant::now() + self.lease, move |mut c| {
+            let (script, keys, member) = (script.clone(), keys.clone(), member.clone());
+            Box::pin(async move {
+                let mut invocation = script.prepare_invoke();
+                invocation.key(&keys.0).key(&keys.1).key(&keys.2).arg(&*member).arg(lease);
+                invocation.invoke_async::<()>(&mut c).await
+            })
+        });
+    }
+
     fn slot(&self, keys: &Keys, member: &str) -> Box<dyn Send + Sync> {
         Box::new(self.slots.hold(&keys.slots, &keys.pace, member))
     }
@@ -208,17 +239,19 @@ impl RedisPace {
         let PaceAsk { authority, lane, limits } = ask;
         let arrival = Instant::now();
         let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
+        let member = self.unique();
         let keys = Keys {
             pace: self.fleet.key(&format!("pace:{authority}")),
             queue: self.fleet.key(&queue_key(authority, lane)),
             slots: self.fleet.key(&format!("slots:{authority}")),
+            gone: self.fleet.key(&format!("gone:{member}")),
         };
-        let member = self.unique();
         let slots = limits.concurrency.unwrap_or(0);
+        let one_way = self.fleet.round_trip().min(self.fleet.timeout) / 2;
         let spacing = Spacing {
-            interval: limits.interval.map_or(0, |i| micros(with_margin(i))),
+            interval: limits.interval.map_or(0, |i| micros(with_margin(i, one_way))),
             line: lane.map_or(0, |l| l.line),
-            delay: lane.map_or(0, |l| micros(with_margin(l.delay))),
+            delay: lane.map_or(0, |l| micros(with_margin(l.delay, one_way))),
         };
         let mut invocation = spacing.invocation(&self.reserve, &keys);
         invocation
@@ -233,7 +266,10 @@ impl RedisPace {
             self.fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
         let (verdict, wait, bound, waiting) = match reserved {
             Ok(r) => r,
-            Err(_) => return self.without_fleet(ask).await,
+            Err(_) => {
+                self.forget(&keys, &member);
+                return self.without_fleet(ask).await;
+            }
         };
         let wait = Duration::from_micros(wait);
         let bound = match bound.as_str() {
@@ -247,6 +283,8 @@ impl RedisPace {
                 return Ok(Admission { waited: false, slot });
             }
             "wait" => {}
+            // Given back already (cannot happen to a new member): as if out of reach.
+            "gone" => return self.without_fleet(ask).await,
             "too_long" => {
                 let bound = bound.unwrap_or(Bound::Rate);
                 return Err(Held::Refused(Refusal::TooLong { wait, bound }));
@@ -297,8 +335,13 @@ impl RedisPace {
                     return Err(Held::Refused(Refusal::TooLong { wait, bound }));
                 }
                 Ok(Begun::Busy) => {}
-                // Out of reach while waiting: as if it had been from the start.
-                Err(()) => return self.without_fleet(ask).await,
+                // Out of reach while waiting: as if it had been from the start, and what the
+                // call may still take in Redis is given back.
+                Err(()) => {
+                    queued.key = None;
+                    self.forget(&keys, &member);
+                    return self.without_fleet(ask).await;
+                }
             }
             let now = Instant::now();
             if now >= deadline {
@@ -340,6 +383,8 @@ impl RedisPace {
         Ok(match (begun.0.as_str(), begun.2.as_str()) {
             ("ok", _) => Begun::Started { wait },
             ("busy", _) => Begun::Busy,
+            // Given back here already: this call is not this request's.
+            ("gone", _) => return Err(()),
             (_, "crawl_delay") => Begun::TooLong { wait, bound: Bound::CrawlDelay },
             _ => Begun::TooLong { wait, bound: Bound::Rate },
         })
@@ -351,6 +396,8 @@ struct Keys {
     pace: String,
     queue: String,
     slots: String,
+    /// The request's give-back mark ([`scripts::GIVE_BACK`]).
+    gone: String,
 }
 
 /// The queue (before `fleet.key_prefix`) a request of `lane` joins, as in the schedule: each
@@ -379,6 +426,7 @@ impl Spacing {
             .key(&keys.pace)
             .key(&keys.queue)
             .key(&keys.slots)
+            .key(&keys.gone)
             .arg(self.interval)
             .arg(self.line)
             .arg(self.delay);

@@ -11,21 +11,23 @@
 //! held (score: when the lease ends); `slot-waiters` in the hash says until when a request
 //! may wait for one of them (RELEASE announces slots given back only until then).
 
-/// KEYS: pace, queue (of the request's group), slots. ARGV: interval, lane line, delay,
-/// max_wait, queue_limit, member, keep (ms), most slots (0: no limit), slot lease, queue
-/// member's lapse after max_wait.
+/// KEYS: pace, queue (of the request's group), slots, the member's give-back mark
+/// ([`GIVE_BACK`]). ARGV: interval, lane line, delay, max_wait, queue_limit, member, keep
+/// (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait.
 ///
 /// `Schedule::reserve`: `start = max(now, rate, lane)`; refuses a wait past `max_wait`, and a
 /// request that would wait (for its start, or for a slot: none free now) when `queue_limit`
 /// of its group wait already. A request that need not wait starts at once: it takes its slot and is
 /// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
-/// Returns `{verdict, wait, bound, waiting}` (`waiting` is 0 for `go`).
+/// Returns `{verdict, wait, bound, waiting}` (`waiting` is 0 for `go`); `gone`, changing
+/// nothing, when the instance already gave the member back (the call timed out there).
 ///
 /// What only a request that may wait needs is done only for one: the lapsed slots (of a holder
 /// that died) are pruned only when the slots look full, and the queue is pruned and counted
 /// only when the request would join it. A site whose limits do not bind costs Redis a few
 /// commands per request.
 pub(super) const RESERVE: &str = r"
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
@@ -82,9 +84,9 @@ redis.call('PEXPIRE', KEYS[2], keep_ms)
 return {'wait', wait, bound, waiting}
 ";
 
-/// KEYS: pace, queue (of the request's group), slots. ARGV: interval, lane line, delay, time
-/// left before the request's deadline, member, keep (ms), most slots (0: no limit), slot
-/// lease.
+/// KEYS: pace, queue (of the request's group), slots, the member's give-back mark. ARGV:
+/// interval, lane line, delay, time left before the request's deadline, member, keep (ms),
+/// most slots (0: no limit), slot lease.
 ///
 /// `Schedule::begin`, for a request of the queue whose reserved start has come: takes a slot
 /// (`busy` when none is free), then spaces the actual start from the last actual starts,
@@ -94,6 +96,7 @@ return {'wait', wait, bound, waiting}
 /// are announced (RELEASE). Otherwise records the start
 /// and returns `{'ok', start - now, bound}`; the request stays in the queue until `start`.
 pub(super) const BEGIN: &str = r"
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, ''} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
@@ -172,5 +175,18 @@ local lease = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], 'XX', now + lease, ARGV[1])
 local ttl = math.floor(lease / 1000) + 1000
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+";
+
+/// KEYS: slots, queue, the member's give-back mark. ARGV: member, how long the mark lasts
+/// (ms: the slot lease). What a RESERVE or BEGIN that timed out on the instance may still have
+/// taken in Redis (it was sent, and runs when Redis gets to it): the member's slot and queue
+/// place are given back, and the mark makes a RESERVE or BEGIN of that member that runs only
+/// later take nothing (`gone`). The mark lapses with the lease: no call of that member can
+/// come after.
+pub(super) const GIVE_BACK: &str = r"
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
 ";

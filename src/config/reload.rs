@@ -26,6 +26,10 @@ pub const RELOADABLE: &[&str] = &[
     "access.users_file",
     "access.allow_clients",
     "access.allow_destinations",
+    "access.client_ca",
+    "access.client_certificate",
+    "proxy.tls_certificate",
+    "proxy.tls_key",
     "pacing.",
     "robots.max_age",
     "robots.min_age",
@@ -63,13 +67,6 @@ pub fn restart_reason(key: &str) -> &'static str {
     match key {
         "proxy.listen" | "proxy.tls_listen" | "admin.listen" | "signing.directory_listen" => {
             LISTENER
-        }
-        "proxy.tls_certificate"
-        | "proxy.tls_key"
-        | "access.client_ca"
-        | "access.client_certificate" => {
-            "the TLS listener's certificate, key and client verification are loaded when it is \
-             bound"
         }
         "state_dir" => {
             "holds the robots.txt state, the archive, the default CA and the audit log, which \

@@ -262,6 +262,7 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
             cache.clone(),
             directory_signer,
             disclosure.clone(),
+            tls_listener.as_ref().map(|tls| tls.config.clone()),
         ))
     };
     let (directory_stop, directory_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -374,20 +375,13 @@ fn tls_listener(
     backlog: u32,
 ) -> anyhow::Result<robots_proxy::proxy::TlsListener> {
     use anyhow::Context as _;
-    use robots_proxy::tls::listener::{listener_config, ListenerFiles};
+    use robots_proxy::preflight::listener_files;
+    use robots_proxy::tls::listener::listener_config;
     // Config::validate has checked that both are set with proxy.tls_listen.
-    let (Some(certificate), Some(key)) = (&config.proxy.tls_certificate, &config.proxy.tls_key)
-    else {
+    let Some(files) = listener_files(config) else {
         anyhow::bail!("proxy.tls_listen needs proxy.tls_certificate and proxy.tls_key");
     };
-    let files = ListenerFiles {
-        certificate,
-        key,
-        client_ca: config.access.client_ca.as_deref(),
-        require_client_certificate: config.access.client_certificate
-            == robots_proxy::access::ClientCertificate::Required,
-    };
-    let tls = listener_config(files)?;
+    let tls = Arc::new(arc_swap::ArcSwap::new(listener_config(files)?));
     let listener = listen(addr, backlog)
         .with_context(|| format!("cannot listen on {addr} (proxy.tls_listen)"))?;
     Ok(robots_proxy::proxy::TlsListener { listener, config: tls })

@@ -387,11 +387,14 @@ impl Config {
         need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
             format!("{} is also proxy.listen; the two need their own ports", p.listen)
         });
-        for name in &self.admin.hosts {
-            let ok = name.parse::<std::net::IpAddr>().is_ok()
-                || (!name.is_empty()
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
-            need(ok, "admin.hosts", &|| format!("{name:?} is not a host name or IP address"));
+        for entry in &self.admin.hosts {
+            let ok = crate::authority::host_and_port(entry).is_some_and(|(name, _)| {
+                name.parse::<std::net::IpAddr>().is_ok()
+                    || name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+            });
+            need(ok, "admin.hosts", &|| {
+                format!("{entry:?} is not a host name or IP address, with an optional :port")
+            });
         }
         if let Some(tls) = p.tls_listen {
             let taken = tls.port() != 0 && (tls == p.listen || tls == self.admin.listen);

@@ -151,6 +151,9 @@ pub struct Metrics {
     upstream_latency: LatencyHistogram,
     reloads_applied: Counter,
     reloads_refused: Counter,
+    /// `config_last_reload_successful`: 1 at start and after an applied reload, 0 after a
+    /// refused one (the file on disk is not what runs), until a reload is applied.
+    last_reload_ok: Gauge,
     signing_refused: Counter,
     cosign_skipped: Family<Vec<(&'static str, &'static str)>, Counter>,
     would_block: report::WouldBlocks,
@@ -236,6 +239,14 @@ impl Metrics {
         );
         let reloads_applied = reloads.get_or_create_owned(&vec![("result", "applied")]);
         let reloads_refused = reloads.get_or_create_owned(&vec![("result", "refused")]);
+        let last_reload_ok = Gauge::default();
+        last_reload_ok.set(1);
+        registry.register(
+            "config_last_reload_successful",
+            "Whether the last configuration reload was applied (1; also at start) or refused (0: \
+             the configuration on disk is not what runs, and a restart would fail with it)",
+            last_reload_ok.clone(),
+        );
         let signing_refused = Counter::default();
         registry.register(
             "signing_refused",
@@ -282,6 +293,7 @@ impl Metrics {
             upstream_latency,
             reloads_applied,
             reloads_refused,
+            last_reload_ok,
             signing_refused,
             cosign_skipped,
             would_block,
@@ -349,6 +361,7 @@ impl Metrics {
         } else {
             self.reloads_refused.inc();
         }
+        self.last_reload_ok.set(i64::from(applied));
     }
 
     /// Counts a request not signed as the crawler it named (`signing`); how many so far.

@@ -117,6 +117,9 @@ async fn sighup_reloads_the_policy_keeps_connections_and_refuses_a_bad_file() {
     let log = proxy.stderr();
     assert!(log.contains("policy.default_token") || log.contains("nope"), "{log}");
     assert_eq!(kept.get(&url).await.0, 403, "FooBot's rules still apply");
+    let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
+    let last = "robots_proxy_config_last_reload_successful";
+    assert_eq!(sample(&metrics, last), 0.0, "a refused reload: the file is not what runs");
 
     // A change that needs a restart is reported, and the rest applied: the policy and the
     // log level (debug shows robots.txt fetches, which info does not).
@@ -134,6 +137,7 @@ async fn sighup_reloads_the_policy_keeps_connections_and_refuses_a_bad_file() {
     let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
     assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="applied"}"#), 2.0);
     assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="refused"}"#), 1.0);
+    assert_eq!(sample(&metrics, last), 1.0, "applied again");
     assert_eq!(origin.robots_hits(), 1);
 }
 

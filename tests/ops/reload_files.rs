@@ -191,3 +191,53 @@ async fn a_rotated_interception_ca_is_in_force_after_reload_and_a_start_only_fil
     assert!(keys(&again, "changed").is_empty(), "{again:#}");
     assert_eq!(keys(&again, "restart_required"), vec!["https.upstream_ca_file"], "{again:#}");
 }
+
+/// `robots-proxy reload` (ops Low 2): what `systemctl reload` runs. Exit 0 and "reloaded" when
+/// the configuration is applied; exit 1 with every error when it is refused, and the running
+/// configuration stays (a `kill -HUP` exits 0 either way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reload_command_exits_non_zero_on_a_refused_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("robots-proxy.toml");
+    let state = dir.path().join("state");
+    let good = format!("state_dir = {state:?}\n[https]\nmode = \"reject\"\n");
+    write(&config, &good);
+    let proxy = ProxyProcess::start(&["--config", config.to_str().unwrap()], &[]);
+    let admin = proxy.admin();
+    let reload = |json: bool| {
+        let mut args = vec!["reload", "--admin", admin.as_str()];
+        if json {
+            args.push("--json");
+        }
+        let out = run(&args, &[]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    };
+    write(&config, &format!("{good}[policy]\ndefault_token = \"OtherBot\"\n"));
+    let (code, said) = reload(false);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("The configuration was reloaded") && said.contains("policy.default_token"),
+        "{said}"
+    );
+    write(&config, &format!("{good}[policy]\ndefault_token = \"Bad Bot\"\n[nope]\nx = 1\n"));
+    let (code, said) = reload(false);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("refused") && said.contains("nope"), "{said}");
+    let (code, said) = reload(true);
+    assert_eq!(code, 1, "{said}");
+    let report: Value = serde_json::from_str(said.trim()).unwrap();
+    assert_eq!(report["outcome"], "refused", "{report:#}");
+    let (_, metrics) = super::support::get(&format!("{admin}/metrics")).await;
+    let last = super::support::sample(&metrics, "robots_proxy_config_last_reload_successful");
+    assert_eq!(last, 0.0, "{metrics}");
+    // Nobody listening: exit 1, saying so.
+    drop(proxy);
+    let (code, said) = reload(false);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("cannot connect"), "{said}");
+}

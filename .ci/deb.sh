@@ -10,16 +10,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo-deb >/dev/null || cargo install cargo-deb --locked
 [ -x target/debug/robots-proxy ] || cargo build --locked --bin robots-proxy
-rm -rf target/debian
-cargo deb --no-build --profile dev --no-strip --output target/debian/robots-proxy.deb >/dev/null
 deb=target/debian/robots-proxy.deb
-dpkg-deb --info "$deb" | grep -q 'Package: robots-proxy'
+rm -f "$deb"
+# Stripped (a debug binary is ~300 MB with its symbols) and --fast (lighter compression): this
+# checks the package, it is not a release.
+cargo deb --no-build --profile dev --fast --output "$deb" 2>&1 | grep -v 'dev profile\|debug symbols' || true
+[ -s "$deb" ] || { echo "cargo deb made no package"; exit 1; }
+info=$(dpkg-deb --info "$deb")
+grep -q 'Package: robots-proxy' <<<"$info"
 listing=$(dpkg-deb --contents "$deb")
 for path in ./usr/bin/robots-proxy ./etc/robots-proxy/robots-proxy.toml \
   ./lib/systemd/system/robots-proxy.service ./lib/systemd/system/robots-proxy.service.d/debian.conf; do
   grep -q " $path\$" <<<"$listing" || { echo "$deb lacks $path"; exit 1; }
 done
-dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/robots-proxy/robots-proxy.toml
+conffiles=$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)
+grep -qx /etc/robots-proxy/robots-proxy.toml <<<"$conffiles"
 
 log=$(mktemp)
 pid=

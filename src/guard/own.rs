@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 /// How long a list of the local interface addresses is used before it is asked for again.
 const INTERFACES_TTL: Duration = Duration::from_secs(2);
 
+/// The local interface addresses, or `None` when the system could not list them.
+type Interfaces = Option<Arc<[IpAddr]>>;
+
 /// The listen addresses of this process (see the module documentation).
 #[derive(Debug, Default)]
 pub(super) struct OwnListeners {
@@ -29,7 +32,7 @@ pub(super) struct OwnListeners {
     /// not be listed, and when they were asked for: a failure is kept as long as a list, so
     /// that a system that cannot tell (no AF_NETLINK under a systemd sandbox) is not asked on
     /// every request.
-    interfaces: Mutex<Option<(Instant, Option<Arc<[IpAddr]>>)>>,
+    interfaces: Mutex<Option<(Instant, Interfaces)>>,
     /// Whether the failure to list them was logged: once per process, not once per request.
     warned: std::sync::atomic::AtomicBool,
 }

@@ -163,6 +163,8 @@ pub struct Metrics {
     /// `exceptions_expired`: entries of the configuration in force whose `expires` passed.
     exceptions_expired: Gauge,
     listening: AtomicBool,
+    /// Stopping (`proxy.shutdown_delay`): still accepting, but `/readyz` answers 503.
+    draining: AtomicBool,
     started: SystemTime,
     activity: Mutex<Activity>,
 }
@@ -301,6 +303,7 @@ impl Metrics {
             exception_expiry,
             exceptions_expired,
             listening: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             started: SystemTime::now(),
             activity: Mutex::new(Activity::default()),
         }
@@ -379,7 +382,18 @@ impl Metrics {
         self.listening.load(Ordering::Relaxed)
     }
 
-    /// Set by the proxy when it starts and stops accepting.
+    /// The proxy is stopping: `/readyz` answers 503 from now on, while the listeners may
+    /// still accept for `proxy.shutdown_delay`.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the proxy is stopping (see [`Metrics::set_draining`]).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Records whether the proxy listener accepts connections (`/readyz`).
     pub fn set_listening(&self, listening: bool) {
         self.listening.store(listening, Ordering::Relaxed);
     }

@@ -608,6 +608,11 @@ pub struct ProxySection {
     /// On SIGTERM / SIGINT, how long in-flight requests may take to finish.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// On SIGTERM / SIGINT, how long the listeners keep accepting, with `/readyz` answering
+    /// 503, before they close (load balancers and Kubernetes endpoints take the instance out
+    /// meanwhile); `shutdown_grace` starts after it.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_delay: Duration,
     /// Address of the optional TLS listener (`https://` proxy URLs): the same proxy, reached
     /// over TLS, HTTP/1.1 or HTTP/2 by ALPN.
     pub tls_listen: Option<SocketAddr>,
@@ -624,6 +629,7 @@ impl Default for ProxySection {
             via: "robots-proxy".to_owned(),
             header_read_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            shutdown_delay: Duration::ZERO,
             tls_listen: None,
             tls_certificate: None,
             tls_key: None,

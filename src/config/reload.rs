@@ -77,9 +77,10 @@ pub fn restart_reason(key: &str) -> &'static str {
              tunnels and robots.txt fetches"
         }
         "log.format" => "the log subscriber is installed at start",
-        "proxy.via" | "proxy.header_read_timeout" | "proxy.shutdown_grace" => {
-            "read by the listener when the proxy starts"
-        }
+        "proxy.via"
+        | "proxy.header_read_timeout"
+        | "proxy.shutdown_grace"
+        | "proxy.shutdown_delay" => "read by the listener when the proxy starts",
         _ if key.starts_with("fleet.") => {
             "the Redis connection, the shared robots.txt store and the shared pace are built \
              at start"

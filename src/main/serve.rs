@@ -331,6 +331,8 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         }
     });
     let grace = config.proxy.shutdown_grace;
+    let delay = config.proxy.shutdown_delay;
+    let draining = proxy.metrics().clone();
     let hup_task = tokio::spawn(async move {
         while hup.recv().await.is_some() {
             reloader.reload(Trigger::Signal).await;
@@ -342,6 +344,16 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
             _ = int.recv() => tracing::info!("SIGINT: stopping"),
         }
         tell_systemd("STOPPING=1\nSTATUS=draining connections");
+        // proxy.shutdown_delay: not ready from now on, but still accepting until the load
+        // balancers (Kubernetes endpoints) have taken this instance out.
+        draining.set_draining();
+        if !delay.is_zero() {
+            tracing::info!(
+                delay = %humantime::format_duration(delay),
+                "/readyz answers 503; still accepting connections for proxy.shutdown_delay"
+            );
+            tokio::time::sleep(delay).await;
+        }
     };
     tell_systemd(&format!("READY=1\nSTATUS=proxy on {local}, admin on {admin_local}"));
     proxy.serve_with_tls(listener, tls_listener, shutdown, grace).await;

@@ -193,6 +193,41 @@ async fn sigterm_lets_an_in_flight_download_finish_then_exits_0() {
     assert!(proxy.stderr().contains("robots-proxy stopped"), "{}", proxy.stderr());
 }
 
+/// `proxy.shutdown_delay` (ops M3): after SIGTERM, `/readyz` answers 503 at once while the
+/// listener still accepts and serves new connections (a load balancer or Kubernetes endpoints
+/// take the instance out meanwhile); after the delay it closes and the process exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_shutdown_delay_keeps_accepting_while_not_ready() {
+    let origin = Origin::start("User-agent: *\nDisallow: /private\n").await;
+    let mut proxy = ProxyProcess::start(
+        &[],
+        &[("ROBOTS_PROXY_HTTPS__MODE", "reject"), ("ROBOTS_PROXY_PROXY__SHUTDOWN_DELAY", "3s")],
+    );
+    let mut ready = false;
+    for _ in 0..200 {
+        ready = get_json(&format!("{}/readyz", proxy.admin())).await.0 == 200;
+        if ready {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ready, "never ready:\n{}", proxy.stderr());
+    let stopping = std::time::Instant::now();
+    proxy.signal("TERM");
+    proxy.wait_for_stderr("SIGTERM: stopping", 1).await;
+    let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["draining"], true, "{ready}");
+    // A new connection, after SIGTERM: accepted and served.
+    let fresh = proxied_client(proxy.proxy_addr);
+    let resp = fresh.get(format!("{}/page", origin.base())).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(stopping.elapsed() < Duration::from_secs(3), "the test was too slow to tell");
+    let status = proxy.wait_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    assert!(stopping.elapsed() >= Duration::from_secs(3), "it stopped before the delay");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_subcommand_probes_the_admin_listener() {
     let state = tempfile::tempdir().unwrap();

@@ -98,7 +98,7 @@ async fn a_published_port_named_in_admin_hosts_is_answered_and_no_other() {
     );
     let admin = p.admin_addr;
     for host in ["localhost:19091", "LOCALHOST:19091", "127.0.0.1:19091", "[::1]:19091"] {
-        let resp = get(admin, "/readyz", host).await;
+        let resp = get(admin, "/healthz", host).await;
         assert_eq!(resp.status, 200, "{host}: {resp:?}");
     }
     for host in [

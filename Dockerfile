@@ -36,7 +36,14 @@ ENV ROBOTS_PROXY_CONFIG=/etc/robots-proxy/robots-proxy.toml \
     ROBOTS_PROXY_ADMIN__LISTEN=0.0.0.0:9090
 # Clients reach a container through the container network (a private address), never through
 # its loopback: allow the private ranges; publishing the port decides who gets there.
-ENV ROBOTS_PROXY_ACCESS__ALLOW_CLIENTS=127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7
+# The admin listener too: a published port (docker run -p, compose) arrives from the bridge's
+# gateway, a private address. Its Host rule (DNS rebinding) answers "localhost" and the
+# container's address on port 9090, and the loopback addresses named here (an IP literal cannot
+# be rebound): `-p 127.0.0.1:9090:9090` works as it is. A port published as another number
+# (`-p 127.0.0.1:9091:9090`) is named with it: -e ROBOTS_PROXY_ADMIN__HOSTS=localhost:9091,...
+ENV ROBOTS_PROXY_ACCESS__ALLOW_CLIENTS=127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7 \
+    ROBOTS_PROXY_ADMIN__ALLOW_CLIENTS=127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7 \
+    ROBOTS_PROXY_ADMIN__HOSTS=127.0.0.1,::1
 # State: the audit log and the interception CA. Configuration: robots-proxy.toml.
 VOLUME ["/var/lib/robots-proxy", "/etc/robots-proxy"]
 # 8080: the proxy (HTTP_PROXY / HTTPS_PROXY); 9090: metrics, health and the status page.

@@ -14,7 +14,11 @@ tag=robots-proxy:smoke
 name=robots-proxy-smoke-$$
 
 "$engine" build -t "$tag" .
-"$engine" run -d --name "$name" -p 127.0.0.1::8080 -p 127.0.0.1::9090 "$tag" >/dev/null
+# The admin port is published under another number, as compose does: the Host rule answers
+# it because ROBOTS_PROXY_ADMIN__HOSTS names it with that port (README "Running in Docker").
+admin_port=${ADMIN_PORT:-19090}
+"$engine" run -d --name "$name" -p 127.0.0.1::8080 -p "127.0.0.1:$admin_port:9090" \
+  -e "ROBOTS_PROXY_ADMIN__HOSTS=localhost:$admin_port,127.0.0.1:$admin_port" "$tag" >/dev/null
 trap '"$engine" logs "$name" 2>&1 | tail -n 20; "$engine" rm -f "$name" >/dev/null' EXIT
 
 healthy=
@@ -25,7 +29,7 @@ done
 [ -n "$healthy" ] || { echo "robots-proxy health never succeeded in the container"; exit 1; }
 
 proxy=$("$engine" port "$name" 8080/tcp | head -n 1)
-admin=$("$engine" port "$name" 9090/tcp | head -n 1)
+admin=localhost:$admin_port
 curl -fsS "http://$admin/readyz"; echo
 status=$(curl -sS -o /dev/null -w '%{http_code}' -x "http://$proxy" "$url")
 echo "GET $url through the image's proxy: $status"

@@ -65,7 +65,10 @@ def check_environment(binary):
         env = {"PATH": os.environ.get("PATH", "")}
         for var in container["env"]:
             value = var.get("value")
-            if value is None:
+            if value is None and "secretKeyRef" in var["valueFrom"]:
+                # A Secret's value (the Valkey password): a stand-in of its form (hex).
+                value = "0123456789abcdef" * 4
+            elif value is None:
                 value = fields[var["valueFrom"]["fieldRef"]["fieldPath"]]
             # Kubernetes expands $(NAME) from the variables before it.
             value = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), value)
@@ -79,6 +82,69 @@ def check_environment(binary):
         print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
         sys.exit("the Deployment's configuration fails `robots-proxy config check`")
     print("deployment.yaml: its configuration passes `robots-proxy config check`")
+
+
+def check_deployment():
+    """What the shipped set-ups must hold (ops H2/M3/M4/C1, issue #40 part 5): Valkey behind a
+    password from a Secret and a NetworkPolicy admitting only the proxy's pods, the admin port
+    only from the monitoring namespace, a preStop sleep, a volume claim for the state; and the
+    compose file the same (password, admin hosts, lower-case http_proxy)."""
+    import yaml
+
+    k8s = ROOT / "config/kubernetes"
+    problems = []
+    deployment = yaml.safe_load((k8s / "deployment.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "robots-proxy")
+    env = {v["name"]: v for v in container["env"]}
+    redis = env.get("ROBOTS_PROXY_FLEET__REDIS", {}).get("value", "")
+    secret = env.get("VALKEY_PASSWORD", {}).get("valueFrom", {}).get("secretKeyRef", {})
+    if "$(VALKEY_PASSWORD)@" not in redis or secret.get("name") != "robots-proxy-valkey":
+        problems.append("deployment.yaml: fleet.redis without the password of the Secret robots-proxy-valkey")
+    if container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0) < 1:
+        problems.append("deployment.yaml: no preStop sleep (rollouts refuse connections)")
+    state = next(v for v in pod["volumes"] if v["name"] == "state")
+    if "ephemeral" not in state and "persistentVolumeClaim" not in state:
+        problems.append("deployment.yaml: the state volume (the archive) is no volume claim")
+    valkey = [d for d in yaml.safe_load_all((k8s / "valkey.yaml").read_text()) if d["kind"] == "StatefulSet"][0]
+    vc = valkey["spec"]["template"]["spec"]["containers"][0]
+    if "--requirepass" not in vc["command"] or not any(
+        v.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "robots-proxy-valkey" for v in vc.get("env", [])
+    ):
+        problems.append("valkey.yaml: Valkey asks for no password from the Secret robots-proxy-valkey")
+    policies = {p["metadata"]["name"]: p for p in yaml.safe_load_all((k8s / "networkpolicy.yaml").read_text())}
+    proxy_pods = deployment["spec"]["template"]["metadata"]["labels"]
+    vp = policies.get("robots-proxy-valkey", {}).get("spec", {})
+    froms = [f for rule in vp.get("ingress", []) for f in rule.get("from", [])]
+    if vp.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") != "valkey" or not froms or any(
+        f.get("podSelector", {}).get("matchLabels") != proxy_pods or "namespaceSelector" in f for f in froms
+    ):
+        problems.append("networkpolicy.yaml: Valkey is not reachable from the proxy's pods only")
+    pp = policies.get("robots-proxy", {}).get("spec", {})
+    for rule in pp.get("ingress", []):
+        if any(p.get("port") == 9090 for p in rule.get("ports", [])):
+            names = [f.get("namespaceSelector", {}).get("matchLabels", {}).get("kubernetes.io/metadata.name") for f in rule.get("from", [])]
+            if names != ["monitoring"]:
+                problems.append("networkpolicy.yaml: the admin port is open beyond the monitoring namespace")
+    if not any(9090 in [p.get("port") for p in r.get("ports", [])] for r in pp.get("ingress", [])):
+        problems.append("networkpolicy.yaml: no rule for the admin port")
+    compose = (ROOT / "config/fleet/compose.yaml").read_text()
+    doc = yaml.safe_load(compose)
+    if "--requirepass" not in doc["services"]["valkey"]["command"] or "${VALKEY_PASSWORD" not in compose:
+        problems.append("compose.yaml: Valkey asks for no password")
+    for n in "123":
+        proxy = doc["services"][f"proxy-{n}"]
+        published = proxy["ports"][0].split(":")[1]
+        hosts = proxy["environment"].get("ROBOTS_PROXY_ADMIN__HOSTS", "")
+        if f"localhost:{published}" not in hosts.split(","):
+            problems.append(f"compose.yaml: proxy-{n}'s admin listener does not answer localhost:{published}")
+        if "${VALKEY_PASSWORD" not in proxy["environment"]["ROBOTS_PROXY_FLEET__REDIS"]:
+            problems.append(f"compose.yaml: proxy-{n} has no Valkey password")
+    if re.search(r"export HTTP_PROXY=", compose):
+        problems.append("compose.yaml: export HTTP_PROXY (curl ignores it: use http_proxy)")
+    if problems:
+        sys.exit("\n".join(problems))
+    print("deployment, valkey, networkpolicy and compose: password, policies, preStop, volume claim")
 
 
 def main():
@@ -98,6 +164,7 @@ def main():
     )
     if done.returncode != 0:
         sys.exit("kubernetes-validate rejects a manifest")
+    check_deployment()
     if "--binary" in sys.argv[1:]:
         check_environment(sys.argv[sys.argv.index("--binary") + 1])
 

@@ -6,6 +6,23 @@
 
 use std::fmt;
 
+/// The host (brackets and a final dot taken off) and port of an authority; `None` when it is
+/// not one, or carries user information.
+pub fn host_and_port(authority: &str) -> Option<(String, Option<u16>)> {
+    // A bare IPv6 address (`::1`), as a configuration may list one.
+    if let Ok(std::net::IpAddr::V6(ip)) = authority.parse::<std::net::IpAddr>() {
+        return Some((ip.to_string(), None));
+    }
+    let parsed = authority.parse::<http::uri::Authority>().ok()?;
+    if parsed.as_str().contains('@') || parsed.host().is_empty() {
+        return None;
+    }
+    let name = parsed.host();
+    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    let name = name.strip_suffix('.').unwrap_or(name);
+    Some((name.to_owned(), parsed.port_u16()))
+}
+
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]

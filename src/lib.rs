@@ -61,6 +61,7 @@ pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
+pub mod on_disk;
 pub mod output;
 pub mod owner_only;
 pub mod pacing;

@@ -48,6 +48,23 @@ enum Command {
     ///
     /// Exit status: 0 when the answer is 2xx, 1 otherwise.
     Health(HealthArgs),
+    /// Reload the running proxy's configuration (`POST /api/reload` on its admin listener),
+    /// as SIGHUP does, and print what became of it.
+    ///
+    /// Exit status: 0 when the new configuration was applied, 1 when it was refused (the
+    /// running one stays: every error is listed) or the proxy cannot be reached.
+    Reload {
+        /// Configuration file (TOML), to find `admin.listen`.
+        #[arg(long, value_name = "FILE", env = "ROBOTS_PROXY_CONFIG")]
+        config: Option<PathBuf>,
+        /// The admin listener's URL (`http://127.0.0.1:9090`). Default: the configured
+        /// `admin.listen`.
+        #[arg(long, value_name = "URL")]
+        admin: Option<String>,
+        /// Print the report as JSON, as the admin listener gives it.
+        #[arg(long)]
+        json: bool,
+    },
     /// Manage proxy users (access.users_file).
     #[command(subcommand)]
     User(UserCommand),
@@ -315,6 +332,9 @@ fn main() -> ExitCode {
             }
         }
         Command::Health(args) => health::run(args),
+        Command::Reload { config, admin, json } => {
+            running::reload(config, admin, json, std::time::Duration::from_secs(30))
+        }
         Command::Evidence(command) => robots_proxy::evidence::run(*command),
         Command::Keys(command) => robots_proxy::signing::commands::run(command, &|file| {
             serve::load(file, None, None)

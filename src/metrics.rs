@@ -151,6 +151,9 @@ pub struct Metrics {
     upstream_latency: LatencyHistogram,
     reloads_applied: Counter,
     reloads_refused: Counter,
+    /// `config_last_reload_successful`: 1 at start and after an applied reload, 0 after a
+    /// refused one (the file on disk is not what runs), until a reload is applied.
+    last_reload_ok: Gauge,
     signing_refused: Counter,
     signing_unsigned: Counter,
     cosign_skipped: Family<Vec<(&'static str, &'static str)>, Counter>,
@@ -161,6 +164,8 @@ pub struct Metrics {
     /// `exceptions_expired`: entries of the configuration in force whose `expires` passed.
     exceptions_expired: Gauge,
     listening: AtomicBool,
+    /// Stopping (`proxy.shutdown_delay`): still accepting, but `/readyz` answers 503.
+    draining: AtomicBool,
     started: SystemTime,
     activity: Mutex<Activity>,
 }
@@ -237,6 +242,14 @@ impl Metrics {
         );
         let reloads_applied = reloads.get_or_create_owned(&vec![("result", "applied")]);
         let reloads_refused = reloads.get_or_create_owned(&vec![("result", "refused")]);
+        let last_reload_ok = Gauge::default();
+        last_reload_ok.set(1);
+        registry.register(
+            "config_last_reload_successful",
+            "Whether the last configuration reload was applied (1; also at start) or refused (0: \
+             the configuration on disk is not what runs, and a restart would fail with it)",
+            last_reload_ok.clone(),
+        );
         let signing_refused = Counter::default();
         registry.register(
             "signing_refused",
@@ -290,6 +303,7 @@ impl Metrics {
             upstream_latency,
             reloads_applied,
             reloads_refused,
+            last_reload_ok,
             signing_refused,
             signing_unsigned,
             cosign_skipped,
@@ -298,6 +312,7 @@ impl Metrics {
             exception_expiry,
             exceptions_expired,
             listening: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             started: SystemTime::now(),
             activity: Mutex::new(Activity::default()),
         }
@@ -358,6 +373,7 @@ impl Metrics {
         } else {
             self.reloads_refused.inc();
         }
+        self.last_reload_ok.set(i64::from(applied));
     }
 
     /// Counts a request not signed as the crawler it named (`signing`); how many so far.
@@ -380,7 +396,18 @@ impl Metrics {
         self.listening.load(Ordering::Relaxed)
     }
 
-    /// Set by the proxy when it starts and stops accepting.
+    /// The proxy is stopping: `/readyz` answers 503 from now on, while the listeners may
+    /// still accept for `proxy.shutdown_delay`.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the proxy is stopping (see [`Metrics::set_draining`]).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Records whether the proxy listener accepts connections (`/readyz`).
     pub fn set_listening(&self, listening: bool) {
         self.listening.store(listening, Ordering::Relaxed);
     }

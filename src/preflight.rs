@@ -26,6 +26,19 @@ pub fn ca_files(config: &Config) -> (CaFiles, bool) {
     (files, configured)
 }
 
+/// The files of the TLS listener as `config` names them; `None` without `proxy.tls_listen`
+/// (validation has checked that the certificate and key are set with it).
+pub fn listener_files(config: &Config) -> Option<crate::tls::listener::ListenerFiles<'_>> {
+    config.proxy.tls_listen?;
+    Some(crate::tls::listener::ListenerFiles {
+        certificate: config.proxy.tls_certificate.as_deref()?,
+        key: config.proxy.tls_key.as_deref()?,
+        client_ca: config.access.client_ca.as_deref(),
+        require_client_certificate: config.access.client_certificate
+            == crate::access::ClientCertificate::Required,
+    })
+}
+
 /// Every problem that would stop `serve` with `config` on this machine, each naming its key.
 pub fn check(config: &Config) -> Result<(), ConfigError> {
     let mut problems = Vec::new();
@@ -51,16 +64,7 @@ pub fn check(config: &Config) -> Result<(), ConfigError> {
     if let Err(e) = crate::tls::client_config(config.https.upstream_ca_file.as_deref()) {
         bad("https.upstream_ca_file", e.to_string());
     }
-    if let (Some(_), Some(certificate), Some(key)) =
-        (config.proxy.tls_listen, &config.proxy.tls_certificate, &config.proxy.tls_key)
-    {
-        let files = crate::tls::listener::ListenerFiles {
-            certificate,
-            key,
-            client_ca: config.access.client_ca.as_deref(),
-            require_client_certificate: config.access.client_certificate
-                == crate::access::ClientCertificate::Required,
-        };
+    if let Some(files) = listener_files(config) {
         if let Err(e) = crate::tls::listener::listener_config(files) {
             bad("proxy.tls_listen", e.to_string());
         }

@@ -20,9 +20,11 @@ use serde::Serialize;
 
 use crate::cache::RobotsCache;
 use crate::config::{self, Change, Config, ConfigError};
+use crate::on_disk::FileContents;
 use crate::proxy::{LiveParts, Proxy};
 use crate::signing::Signer;
 use crate::tls::ca::{CaError, CertificateAuthority};
+use crate::tls::listener::ListenerTls;
 use crate::tls::HttpsMode;
 
 /// Reads the configuration again from the sources the process started with (file,
@@ -148,13 +150,19 @@ impl ReloadReport {
         self
     }
 
-    /// Logs the report: each change, the keys that need a restart, each error.
+    /// Logs the report: each change, the keys that need a restart, each error. A preview
+    /// changes nothing, so what it would change is logged at debug only.
     fn log(&self) {
         let who = self.trigger.name();
+        let preview = self.trigger == Trigger::Preview;
         for change in &self.changed {
-            tracing::info!(key = %change.key, old = %change.old, new = %change.new, "{who}: changed");
+            if preview {
+                tracing::debug!(key = %change.key, old = %change.old, new = %change.new, "{who}: would change");
+            } else {
+                tracing::info!(key = %change.key, old = %change.old, new = %change.new, "{who}: changed");
+            }
         }
-        if !self.restart_required.is_empty() {
+        if !self.restart_required.is_empty() && !preview {
             let keys: Vec<&str> = self.restart_required.iter().map(|p| p.key.as_str()).collect();
             tracing::warn!(
                 keys = %keys.join(", "),
@@ -181,12 +189,17 @@ pub struct Reloader {
     directory: Option<Arc<arc_swap::ArcSwap<Signer>>>,
     /// The public disclosure of the crawlers, brought up to date by every reload applied.
     disclosure: Arc<crate::disclosure::Disclosure>,
+    /// The TLS listener's configuration in force, when `proxy.tls_listen` is on.
+    listener_tls: Option<ListenerTls>,
     /// The configuration the process started with: what the keys that need a restart still
     /// have.
     started: Config,
-    /// The configuration last applied (at start, or by the last reload); held for the whole
-    /// of a reload, so reloads run one at a time.
-    applied: tokio::sync::Mutex<Config>,
+    /// What the files `started` names held at start: a start-only file changed on disk is
+    /// reported as needing a restart.
+    started_files: FileContents,
+    /// The configuration last applied (at start, or by the last reload), and what its files
+    /// held then; held for the whole of a reload, so reloads run one at a time.
+    applied: tokio::sync::Mutex<(Config, FileContents)>,
 }
 
 impl Reloader {
@@ -199,22 +212,27 @@ impl Reloader {
         cache: Arc<RobotsCache>,
         directory: Option<Arc<arc_swap::ArcSwap<Signer>>>,
         disclosure: Arc<crate::disclosure::Disclosure>,
+        listener_tls: Option<ListenerTls>,
     ) -> Self {
+        let started_files = FileContents::read(&started);
         Reloader {
             load,
             proxy,
             cache,
             directory,
             disclosure,
-            applied: tokio::sync::Mutex::new(started.clone()),
+            listener_tls,
+            applied: tokio::sync::Mutex::new((started.clone(), started_files.clone())),
             started,
+            started_files,
         }
     }
 
     /// Reloads (or, for [`Trigger::Preview`], compares only), logs the report and returns it.
     pub async fn reload(&self, trigger: Trigger) -> ReloadReport {
-        let mut applied = self.applied.lock().await;
-        let report = self.run(trigger, &mut applied).await;
+        let mut guard = self.applied.lock().await;
+        let (applied, applied_files) = &mut *guard;
+        let report = self.run(trigger, applied, applied_files).await;
         report.log();
         if trigger != Trigger::Preview {
             self.proxy.metrics().reloaded(report.outcome == Outcome::Applied);
@@ -237,7 +255,12 @@ impl Reloader {
         report
     }
 
-    async fn run(&self, trigger: Trigger, applied: &mut Config) -> ReloadReport {
+    async fn run(
+        &self,
+        trigger: Trigger,
+        applied: &mut Config,
+        applied_files: &mut FileContents,
+    ) -> ReloadReport {
         let who = trigger.name();
         let mut report = ReloadReport::new(trigger);
         let preview = trigger == Trigger::Preview;
@@ -270,6 +293,32 @@ impl Reloader {
                 configured: c.new,
             })
             .collect();
+        // Files changed on disk at the same path: those a reload reads again are changes,
+        // those read at start only need a restart.
+        let files = FileContents::read(&new);
+        let on_disk = applied_files.changed(&files);
+        for key in on_disk.iter().filter(|key| config::is_reloadable(key)) {
+            let path = files.path(key).map(|p| p.display().to_string()).unwrap_or_default();
+            report.changed.push(Change {
+                key: (*key).to_owned(),
+                old: serde_json::Value::from(path.clone()),
+                new: serde_json::Value::from(format!("{path} (changed on disk)")),
+                reloadable: true,
+            });
+        }
+        report.changed.sort_by(|a, b| a.key.cmp(&b.key));
+        for key in self.started_files.changed(&files) {
+            if config::is_reloadable(key) || report.restart_required.iter().any(|p| p.key == key) {
+                continue;
+            }
+            let path = files.path(key).map(|p| p.display().to_string()).unwrap_or_default();
+            report.restart_required.push(Pending {
+                key: key.to_owned(),
+                running: serde_json::Value::from(path.clone()),
+                configured: serde_json::Value::from(format!("{path} (changed on disk)")),
+                reason: crate::on_disk::ON_DISK,
+            });
+        }
         // Everything that can fail is built before anything is applied.
         let rust_log = std::env::var("RUST_LOG").ok();
         if let Err(e) = crate::logging::filter(&new.log, rust_log.as_deref()) {
@@ -285,9 +334,14 @@ impl Reloader {
             report.outcome = Outcome::Preview;
             return report;
         }
-        let ca = match self.ca_for(applied, &new) {
+        let ca_on_disk = on_disk.iter().any(|k| matches!(*k, "https.ca_cert" | "https.ca_key"));
+        let ca = match self.ca_for(applied, &new, ca_on_disk) {
             Ok(ca) => ca,
             Err(e) => return report.refuse(Some("https.ca_cert"), &e),
+        };
+        let listener_tls = match self.listener_tls_for(&report, &new) {
+            Ok(tls) => tls,
+            Err(e) => return report.refuse(Some("proxy.tls_certificate"), &e),
         };
         let reloaded = match self.proxy.reload(&new, LiveParts { ca, signer: signer.clone() }) {
             Ok(reloaded) => reloaded,
@@ -299,6 +353,10 @@ impl Reloader {
                 reloaded: true,
                 error: None,
             });
+        }
+        if let (Some(in_force), Some(tls)) = (&self.listener_tls, listener_tls) {
+            in_force.store(tls);
+            tracing::info!("{who}: the TLS listener's certificate, key and client CA reloaded");
         }
         self.cache.reconfigure(&new.robots);
         if let (Some(directory), Some(signer)) = (&self.directory, signer) {
@@ -320,6 +378,7 @@ impl Reloader {
             tracing::error!(error = %e, "{who}: the crawler disclosure is not up to date");
         }
         *applied = new;
+        *applied_files = files;
         report.outcome = Outcome::Applied;
         report
     }
@@ -349,17 +408,46 @@ impl Reloader {
         }
     }
 
-    /// The CA for `new`: the one in force when its files are the same, else loaded (or, the
-    /// default one under `state_dir`, made) now; `None` unless `https.mode = "intercept"`.
+    /// The TLS listener's configuration for `new`, read again when the report says its
+    /// certificate, key or client verification changed (a key, or a file on disk); `None`
+    /// when nothing changed or there is no TLS listener.
+    fn listener_tls_for(
+        &self,
+        report: &ReloadReport,
+        new: &Config,
+    ) -> Result<Option<Arc<rustls::ServerConfig>>, crate::tls::listener::ListenerTlsError> {
+        const KEYS: [&str; 4] = [
+            "proxy.tls_certificate",
+            "proxy.tls_key",
+            "access.client_ca",
+            "access.client_certificate",
+        ];
+        if self.listener_tls.is_none()
+            || !report.changed.iter().any(|c| KEYS.contains(&c.key.as_str()))
+        {
+            return Ok(None);
+        }
+        // tls_listen itself needs a restart: the listener that runs is the one started with.
+        match crate::preflight::listener_files(new) {
+            Some(files) => crate::tls::listener::listener_config(files).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The CA for `new`: the one in force when its files are the same paths with the same
+    /// contents (`on_disk`: they changed), else loaded (or, the default one under
+    /// `state_dir`, made) now; `None` unless `https.mode = "intercept"`.
     fn ca_for(
         &self,
         applied: &Config,
         new: &Config,
+        on_disk: bool,
     ) -> Result<Option<Arc<CertificateAuthority>>, CaError> {
         if new.https.mode != HttpsMode::Intercept {
             return Ok(None);
         }
-        let same = crate::preflight::ca_files(applied).0 == crate::preflight::ca_files(new).0;
+        let same =
+            !on_disk && crate::preflight::ca_files(applied).0 == crate::preflight::ca_files(new).0;
         if let (true, Some(ca)) = (same, self.proxy.ca()) {
             return Ok(Some(ca));
         }

@@ -10,23 +10,38 @@
 use std::net::{IpAddr, SocketAddr};
 
 /// Whether `host` (a `Host` field, or an absolute-form target's authority) names the admin
-/// listener reached at `local`, given the extra `names` of `admin.hosts`.
+/// listener reached at `local`, given the extra `names` of `admin.hosts`. A name of
+/// `admin.hosts` without a port passes with no port or the listener's; one with a port
+/// (`localhost:9091`, `127.0.0.1:32771`: a port published by Docker or compose that differs
+/// from the listener's) passes with exactly that port.
 pub(crate) fn names_listener(host: &str, local: SocketAddr, names: &[String]) -> bool {
-    let Ok(authority) = host.parse::<http::uri::Authority>() else { return false };
-    if authority.as_str().contains('@') {
-        return false;
+    let Some((name, port)) = crate::authority::host_and_port(host) else { return false };
+    let own_port = port.is_none_or(|port| port == local.port());
+    if own_port {
+        if let Ok(ip) = name.parse::<IpAddr>() {
+            if ip.to_canonical() == local.ip().to_canonical() {
+                return true;
+            }
+        } else if name.eq_ignore_ascii_case("localhost") {
+            return true;
+        }
     }
-    if authority.port_u16().is_some_and(|port| port != local.port()) {
-        return false;
+    names.iter().filter_map(|n| crate::authority::host_and_port(n)).any(|(n, p)| {
+        let port_ok = match p {
+            Some(p) => port == Some(p),
+            None => own_port,
+        };
+        port_ok && same_name(&n, &name)
+    })
+}
+
+/// Two hosts are the same: equal IP addresses, or names equal but for case.
+fn same_name(a: &str, b: &str) -> bool {
+    match (a.parse::<IpAddr>(), b.parse::<IpAddr>()) {
+        (Ok(a), Ok(b)) => a.to_canonical() == b.to_canonical(),
+        (Err(_), Err(_)) => a.eq_ignore_ascii_case(b),
+        _ => false,
     }
-    let name = authority.host();
-    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
-    if let Ok(ip) = name.parse::<IpAddr>() {
-        return ip.to_canonical() == local.ip().to_canonical()
-            || names.iter().any(|n| n.parse::<IpAddr>().is_ok_and(|n| n == ip));
-    }
-    let name = name.strip_suffix('.').unwrap_or(name);
-    name.eq_ignore_ascii_case("localhost") || names.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]
@@ -65,6 +80,15 @@ mod tests {
         let v6: SocketAddr = "[::1]:9090".parse().unwrap();
         assert!(names_listener("[::1]:9090", v6, &[]));
         assert!(names_listener("[::1]", v6, &[]));
+        // Published ports (docker run -p, compose): configured with their port, and only so.
+        let published = vec!["localhost:9091".to_owned(), "127.0.0.1:32771".to_owned()];
+        let container: SocketAddr = "172.17.0.2:9090".parse().unwrap();
+        for ok in ["localhost:9091", "127.0.0.1:32771", "localhost:9090", "localhost"] {
+            assert!(names_listener(ok, container, &published), "{ok}");
+        }
+        for bad in ["localhost:9092", "127.0.0.1:9091", "127.0.0.1", "127.0.0.1:9090", "x:9091"] {
+            assert!(!names_listener(bad, container, &published), "{bad}");
+        }
         let mapped: SocketAddr = "[::ffff:127.0.0.1]:9090".parse().unwrap();
         assert!(names_listener("127.0.0.1:9090", mapped, &[]));
     }

@@ -344,14 +344,16 @@ async fn metrics(proxy: &Proxy, openmetrics: bool) -> Response<Body> {
 
 async fn readyz(proxy: &Proxy) -> Response<Body> {
     let listening = proxy.metrics().is_listening();
+    let draining = proxy.metrics().is_draining();
     let audit = proxy.audit().check_writable().await;
-    let ready = listening && audit.is_ok();
+    let ready = listening && !draining && audit.is_ok();
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     json_response(
         status,
         &json!({
             "ready": ready,
             "listening": listening,
+            "draining": draining,
             "audit_log": match &audit {
                 Ok(()) => "writable".to_owned(),
                 Err(e) => e.to_string(),

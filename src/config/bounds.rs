@@ -85,6 +85,7 @@ pub(crate) const BOUNDS: &[Bound] = &[
     // A client needs some time to send a head: below a second no request could be served.
     duration("proxy.header_read_timeout", |c| c.proxy.header_read_timeout, SECOND, DAY),
     duration("proxy.shutdown_grace", |c| c.proxy.shutdown_grace, Duration::ZERO, DAY),
+    duration("proxy.shutdown_delay", |c| c.proxy.shutdown_delay, Duration::ZERO, DAY),
     // [upstream]
     duration("upstream.connect_timeout", |c| c.upstream.connect_timeout, POSITIVE, DAY),
     duration("upstream.response_timeout", |c| c.upstream.response_timeout, POSITIVE, DAY),

@@ -388,11 +388,14 @@ impl Config {
         need(self.admin.listen != p.listen || p.listen.port() == 0, "admin.listen", &|| {
             format!("{} is also proxy.listen; the two need their own ports", p.listen)
         });
-        for name in &self.admin.hosts {
-            let ok = name.parse::<std::net::IpAddr>().is_ok()
-                || (!name.is_empty()
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
-            need(ok, "admin.hosts", &|| format!("{name:?} is not a host name or IP address"));
+        for entry in &self.admin.hosts {
+            let ok = crate::authority::host_and_port(entry).is_some_and(|(name, _)| {
+                name.parse::<std::net::IpAddr>().is_ok()
+                    || name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+            });
+            need(ok, "admin.hosts", &|| {
+                format!("{entry:?} is not a host name or IP address, with an optional :port")
+            });
         }
         if let Some(tls) = p.tls_listen {
             let taken = tls.port() != 0 && (tls == p.listen || tls == self.admin.listen);
@@ -606,6 +609,11 @@ pub struct ProxySection {
     /// On SIGTERM / SIGINT, how long in-flight requests may take to finish.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// On SIGTERM / SIGINT, how long the listeners keep accepting, with `/readyz` answering
+    /// 503, before they close (load balancers and Kubernetes endpoints take the instance out
+    /// meanwhile); `shutdown_grace` starts after it.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_delay: Duration,
     /// Address of the optional TLS listener (`https://` proxy URLs): the same proxy, reached
     /// over TLS, HTTP/1.1 or HTTP/2 by ALPN.
     pub tls_listen: Option<SocketAddr>,
@@ -622,6 +630,7 @@ impl Default for ProxySection {
             via: "robots-proxy".to_owned(),
             header_read_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            shutdown_delay: Duration::ZERO,
             tls_listen: None,
             tls_certificate: None,
             tls_key: None,

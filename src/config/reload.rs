@@ -26,6 +26,10 @@ pub const RELOADABLE: &[&str] = &[
     "access.users_file",
     "access.allow_clients",
     "access.allow_destinations",
+    "access.client_ca",
+    "access.client_certificate",
+    "proxy.tls_certificate",
+    "proxy.tls_key",
     "pacing.",
     "robots.max_age",
     "robots.min_age",
@@ -64,13 +68,6 @@ pub fn restart_reason(key: &str) -> &'static str {
         "proxy.listen" | "proxy.tls_listen" | "admin.listen" | "signing.directory_listen" => {
             LISTENER
         }
-        "proxy.tls_certificate"
-        | "proxy.tls_key"
-        | "access.client_ca"
-        | "access.client_certificate" => {
-            "the TLS listener's certificate, key and client verification are loaded when it is \
-             bound"
-        }
         "state_dir" => {
             "holds the robots.txt state, the archive, the default CA and the audit log, which \
              are opened at start"
@@ -80,9 +77,10 @@ pub fn restart_reason(key: &str) -> &'static str {
              tunnels and robots.txt fetches"
         }
         "log.format" => "the log subscriber is installed at start",
-        "proxy.via" | "proxy.header_read_timeout" | "proxy.shutdown_grace" => {
-            "read by the listener when the proxy starts"
-        }
+        "proxy.via"
+        | "proxy.header_read_timeout"
+        | "proxy.shutdown_grace"
+        | "proxy.shutdown_delay" => "read by the listener when the proxy starts",
         _ if key.starts_with("fleet.") => {
             "the Redis connection, the shared robots.txt store and the shared pace are built \
              at start"

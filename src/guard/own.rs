@@ -21,12 +21,20 @@ use std::time::{Duration, Instant};
 /// How long a list of the local interface addresses is used before it is asked for again.
 const INTERFACES_TTL: Duration = Duration::from_secs(2);
 
+/// The local interface addresses, or `None` when the system could not list them.
+type Interfaces = Option<Arc<[IpAddr]>>;
+
 /// The listen addresses of this process (see the module documentation).
 #[derive(Debug, Default)]
 pub(super) struct OwnListeners {
     listeners: RwLock<Vec<SocketAddr>>,
-    /// The local interface addresses (already [`super::canonical`]) and when they were read.
-    interfaces: Mutex<Option<(Instant, Arc<[IpAddr]>)>>,
+    /// The local interface addresses (already [`super::canonical`]), or `None` when they could
+    /// not be listed, and when they were asked for: a failure is kept as long as a list, so
+    /// that a system that cannot tell (no AF_NETLINK under a systemd sandbox) is not asked on
+    /// every request.
+    interfaces: Mutex<Option<(Instant, Interfaces)>>,
+    /// Whether the failure to list them was logged: once per process, not once per request.
+    warned: std::sync::atomic::AtomicBool,
 }
 
 impl OwnListeners {
@@ -85,24 +93,24 @@ impl OwnListeners {
         let mut cached = self.interfaces.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some((read, addrs)) = cached.as_ref() {
             if read.elapsed() < INTERFACES_TTL {
-                return Some(addrs.clone());
+                return addrs.clone();
             }
         }
-        match if_addrs::get_if_addrs() {
-            Ok(interfaces) => {
-                let addrs: Arc<[IpAddr]> =
-                    interfaces.iter().map(|i| super::canonical(i.ip())).collect();
-                *cached = Some((Instant::now(), addrs.clone()));
-                Some(addrs)
-            }
+        let addrs = match if_addrs::get_if_addrs() {
+            Ok(interfaces) => Some(interfaces.iter().map(|i| super::canonical(i.ip())).collect()),
             Err(e) => {
-                tracing::warn!(
-                    error = %e,
-                    "cannot list the local interface addresses; destinations on the port of a \
-                     wildcard listener are refused"
-                );
+                if !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        error = %e,
+                        "cannot list the local interface addresses (getifaddrs needs AF_NETLINK: \
+                         systemd's RestrictAddressFamilies must allow it); destinations on the \
+                         port of a wildcard listener are refused (logged once)"
+                    );
+                }
                 None
             }
-        }
+        };
+        *cached = Some((Instant::now(), addrs.clone()));
+        addrs
     }
 }

@@ -78,6 +78,16 @@ pub(crate) fn admin_base(file: Option<std::path::PathBuf>) -> Result<String, Pro
 
 /// GETs `url` within `timeout`: the status code, the status line and the body.
 pub(crate) fn get(url: &str, timeout: Duration) -> Result<(u16, String, Vec<u8>), ProbeError> {
+    request(http::Method::GET, url, timeout)
+}
+
+/// Sends `method` to `url` with an empty body, within `timeout`: the status code, the status
+/// line and the body.
+pub(crate) fn request(
+    method: http::Method,
+    url: &str,
+    timeout: Duration,
+) -> Result<(u16, String, Vec<u8>), ProbeError> {
     let uri: http::Uri = url.trim().parse().map_err(|e| ProbeError::Url(url.to_owned(), e))?;
     if uri.scheme_str() != Some("http") || uri.authority().is_none() {
         return Err(ProbeError::Scheme(url.to_owned()));
@@ -89,7 +99,9 @@ pub(crate) fn get(url: &str, timeout: Duration) -> Result<(u16, String, Vec<u8>)
         .map_err(ProbeError::Runtime)?;
     runtime.block_on(async {
         let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
-        let request = http::Request::get(uri)
+        let request = http::Request::builder()
+            .method(method)
+            .uri(uri)
             .header(http::header::USER_AGENT, "robots-proxy-health")
             .header(http::header::CONNECTION, "close")
             .body(Empty::new())

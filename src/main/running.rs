@@ -17,21 +17,63 @@ pub(crate) fn run(
     json: bool,
     timeout: Duration,
 ) -> ExitCode {
+    ask(Ask::Preview, config, admin, json, timeout)
+}
+
+/// `robots-proxy reload`: `POST /api/reload` on the running proxy's admin listener, the report
+/// printed; exit 0 when the new configuration was applied, 1 when it was refused (the running
+/// one stays) or the proxy cannot be asked. For `systemctl reload` (ExecReload), certbot's
+/// deploy hooks and scripts, which `kill -HUP` answers with 0 whatever became of it.
+pub(crate) fn reload(
+    config: Option<std::path::PathBuf>,
+    admin: Option<String>,
+    json: bool,
+    timeout: Duration,
+) -> ExitCode {
+    ask(Ask::Reload, config, admin, json, timeout)
+}
+
+/// What is asked of the running proxy.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// `GET /api/reload/preview`: nothing is applied.
+    Preview,
+    /// `POST /api/reload`.
+    Reload,
+}
+
+fn ask(
+    what: Ask,
+    config: Option<std::path::PathBuf>,
+    admin: Option<String>,
+    json: bool,
+    timeout: Duration,
+) -> ExitCode {
+    let who = match what {
+        Ask::Preview => "robots-proxy config check --against-running",
+        Ask::Reload => "robots-proxy reload",
+    };
     let base = match admin {
         Some(url) => url.trim_end_matches('/').to_owned(),
-        None => match super::health::admin_base(config) {
-            Ok(base) => base,
-            Err(e) => return fail(&e),
-        },
+        None => admin_base(config, who),
     };
-    let url = format!("{base}/api/reload/preview");
-    let (code, line, body) = match super::health::get(&url, timeout) {
+    let answer = match what {
+        Ask::Preview => super::health::get(&format!("{base}/api/reload/preview"), timeout),
+        Ask::Reload => {
+            super::health::request(http::Method::POST, &format!("{base}/api/reload"), timeout)
+        }
+    };
+    let url = base;
+    let (code, line, body) = match answer {
         Ok(answer) => answer,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(who, &e),
     };
     let report: Value = match serde_json::from_slice(&body) {
         Ok(report) if code == 200 || code == 422 => report,
-        _ => return fail(&format!("{url}: {line}: {}", String::from_utf8_lossy(&body).trim())),
+        _ => {
+            let said = String::from_utf8_lossy(&body);
+            return fail(who, &format!("{url}: {line}: {}", said.trim()));
+        }
     };
     if json {
         // JSON: C1 controls and Unicode line separators as `\uXXXX`, as in the audit log.
@@ -39,7 +81,8 @@ pub(crate) fn run(
         robots_proxy::output::json_line(&mut line);
         println!("{}", String::from_utf8_lossy(&line));
     } else {
-        print!("{}", robots_proxy::output::terminal_text(&describe(&report)));
+        let done = what == Ask::Reload;
+        print!("{}", robots_proxy::output::terminal_text(&describe(&report, done)));
     }
     if code == 200 {
         ExitCode::SUCCESS
@@ -48,16 +91,34 @@ pub(crate) fn run(
     }
 }
 
-fn fail(e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!(
-        "robots-proxy config check --against-running: {}",
-        robots_proxy::output::terminal(&e.to_string())
-    );
+fn fail(who: &str, e: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("{who}: {}", robots_proxy::output::terminal(&e.to_string()));
     ExitCode::from(1)
 }
 
-/// The report for people: one line per key.
-fn describe(report: &Value) -> String {
+/// The admin listener of the configuration; when the configuration cannot be loaded (the very
+/// case a preview is for: an edit with an error), the default admin address, said so: the
+/// running proxy then lists every error of the file.
+fn admin_base(config: Option<std::path::PathBuf>, who: &str) -> String {
+    match super::health::admin_base(config) {
+        Ok(base) => base,
+        Err(e) => {
+            let listen = robots_proxy::config::Config::default().admin.listen;
+            eprintln!(
+                "{who}: {}; asking the default admin address {listen} (--admin URL to choose)",
+                robots_proxy::output::terminal(&e.to_string())
+            );
+            format!("http://{listen}")
+        }
+    }
+}
+
+/// The report for people: one line per key; `done`: a reload that was asked for (not a
+/// preview).
+fn describe(report: &Value, done: bool) -> String {
+    if done {
+        return describe_reload(report);
+    }
     let mut out = String::new();
     let list = |name: &str| report.get(name).and_then(Value::as_array).cloned().unwrap_or_default();
     let text = |v: Option<&Value>| v.map_or_else(|| "null".to_owned(), Value::to_string);
@@ -95,4 +156,21 @@ fn describe(report: &Value) -> String {
         ));
     }
     out
+}
+
+/// The report of a reload that ran: whether it was applied, then as [`describe`] lists it.
+fn describe_reload(report: &Value) -> String {
+    let applied = report.get("outcome").and_then(Value::as_str) == Some("applied");
+    let preview = describe(report, false)
+        .replace("A reload would be refused; the running configuration would stay:", "")
+        .replace("A reload would change nothing that it applies.", "Nothing it applies changed.")
+        .replace("A reload would apply:", "Applied:");
+    let head = if applied {
+        "The configuration was reloaded.\n"
+    } else {
+        "The new configuration was refused; the running configuration stays:\n"
+    };
+    let body: String =
+        preview.lines().filter(|l| !l.is_empty()).map(|l| format!("{l}\n")).collect();
+    format!("{head}{body}")
 }

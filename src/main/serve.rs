@@ -279,6 +279,7 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
             cache.clone(),
             directory_signer,
             disclosure.clone(),
+            tls_listener.as_ref().map(|tls| tls.config.clone()),
         ))
     };
     let (directory_stop, directory_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -347,6 +348,8 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         }
     });
     let grace = config.proxy.shutdown_grace;
+    let delay = config.proxy.shutdown_delay;
+    let draining = proxy.metrics().clone();
     let hup_task = tokio::spawn(async move {
         while hup.recv().await.is_some() {
             reloader.reload(Trigger::Signal).await;
@@ -358,6 +361,16 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
             _ = int.recv() => tracing::info!("SIGINT: stopping"),
         }
         tell_systemd("STOPPING=1\nSTATUS=draining connections");
+        // proxy.shutdown_delay: not ready from now on, but still accepting until the load
+        // balancers (Kubernetes endpoints) have taken this instance out.
+        draining.set_draining();
+        if !delay.is_zero() {
+            tracing::info!(
+                delay = %humantime::format_duration(delay),
+                "/readyz answers 503; still accepting connections for proxy.shutdown_delay"
+            );
+            tokio::time::sleep(delay).await;
+        }
     };
     tell_systemd(&format!("READY=1\nSTATUS=proxy on {local}, admin on {admin_local}"));
     proxy.serve_with_tls(listener, tls_listener, shutdown, grace).await;
@@ -391,20 +404,13 @@ fn tls_listener(
     backlog: u32,
 ) -> anyhow::Result<robots_proxy::proxy::TlsListener> {
     use anyhow::Context as _;
-    use robots_proxy::tls::listener::{listener_config, ListenerFiles};
+    use robots_proxy::preflight::listener_files;
+    use robots_proxy::tls::listener::listener_config;
     // Config::validate has checked that both are set with proxy.tls_listen.
-    let (Some(certificate), Some(key)) = (&config.proxy.tls_certificate, &config.proxy.tls_key)
-    else {
+    let Some(files) = listener_files(config) else {
         anyhow::bail!("proxy.tls_listen needs proxy.tls_certificate and proxy.tls_key");
     };
-    let files = ListenerFiles {
-        certificate,
-        key,
-        client_ca: config.access.client_ca.as_deref(),
-        require_client_certificate: config.access.client_certificate
-            == robots_proxy::access::ClientCertificate::Required,
-    };
-    let tls = listener_config(files)?;
+    let tls = Arc::new(arc_swap::ArcSwap::new(listener_config(files)?));
     let listener = listen(addr, backlog)
         .with_context(|| format!("cannot listen on {addr} (proxy.tls_listen)"))?;
     Ok(robots_proxy::proxy::TlsListener { listener, config: tls })

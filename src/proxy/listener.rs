@@ -33,8 +33,9 @@ use crate::tls::listener::{client_certificate_problem, client_name};
 pub struct TlsListener {
     /// The bound listener.
     pub listener: TcpListener,
-    /// Its certificate, ALPN and client certificate verification.
-    pub config: Arc<rustls::ServerConfig>,
+    /// Its certificate, ALPN and client certificate verification: each handshake takes the
+    /// one in force, which a reload replaces (the certificate, key and client CA read again).
+    pub config: crate::tls::listener::ListenerTls,
 }
 
 impl Proxy {
@@ -73,8 +74,7 @@ impl Proxy {
         let plain = self.accept(listener, None, quit.subscribe(), &stop_rx, &alive);
         let secure = async {
             if let Some(TlsListener { listener, config }) = tls {
-                let acceptor = TlsAcceptor::from(config);
-                self.accept(listener, Some(acceptor), quit.subscribe(), &stop_rx, &alive).await;
+                self.accept(listener, Some(config), quit.subscribe(), &stop_rx, &alive).await;
             }
         };
         let quitting = async {
@@ -96,7 +96,7 @@ impl Proxy {
     async fn accept(
         &self,
         listener: TcpListener,
-        tls: Option<TlsAcceptor>,
+        tls: Option<crate::tls::listener::ListenerTls>,
         mut quit: watch::Receiver<bool>,
         stop_rx: &watch::Receiver<bool>,
         alive: &mpsc::Sender<()>,
@@ -142,7 +142,9 @@ impl Proxy {
                             serve_client(shared, peer, io, verdicts, protocol, plain, stopping);
                         Box::pin(serving).await;
                     }
-                    Some(acceptor) => {
+                    Some(config) => {
+                        // The configuration in force when the client connects.
+                        let acceptor = TlsAcceptor::from(config.load_full());
                         Box::pin(serve_tls_client(shared, peer, io, acceptor, stopping)).await;
                     }
                 }

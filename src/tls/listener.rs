@@ -67,6 +67,11 @@ pub struct ListenerFiles<'a> {
     pub require_client_certificate: bool,
 }
 
+/// The TLS listener's server configuration in force: each new handshake takes the one stored
+/// last, so a reload that reads the certificate, key and client CA again
+/// ([`listener_config`]) applies them to new connections while open ones keep theirs.
+pub type ListenerTls = Arc<arc_swap::ArcSwap<ServerConfig>>;
+
 /// The server configuration of the TLS listener: the certificate and key, ALPN `h2` and
 /// `http/1.1`, and, with `client_ca`, client certificates verified against it (required or
 /// optional; a certificate that does not verify is always refused).

@@ -117,6 +117,9 @@ async fn sighup_reloads_the_policy_keeps_connections_and_refuses_a_bad_file() {
     let log = proxy.stderr();
     assert!(log.contains("policy.default_token") || log.contains("nope"), "{log}");
     assert_eq!(kept.get(&url).await.0, 403, "FooBot's rules still apply");
+    let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
+    let last = "robots_proxy_config_last_reload_successful";
+    assert_eq!(sample(&metrics, last), 0.0, "a refused reload: the file is not what runs");
 
     // A change that needs a restart is reported, and the rest applied: the policy and the
     // log level (debug shows robots.txt fetches, which info does not).
@@ -134,6 +137,7 @@ async fn sighup_reloads_the_policy_keeps_connections_and_refuses_a_bad_file() {
     let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
     assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="applied"}"#), 2.0);
     assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="refused"}"#), 1.0);
+    assert_eq!(sample(&metrics, last), 1.0, "applied again");
     assert_eq!(origin.robots_hits(), 1);
 }
 
@@ -187,6 +191,41 @@ async fn sigterm_lets_an_in_flight_download_finish_then_exits_0() {
     let audit = std::fs::read_to_string(state.path().join("audit.jsonl")).unwrap();
     assert!(audit.contains("/private/x"), "the block was flushed to the audit log: {audit}");
     assert!(proxy.stderr().contains("robots-proxy stopped"), "{}", proxy.stderr());
+}
+
+/// `proxy.shutdown_delay` (ops M3): after SIGTERM, `/readyz` answers 503 at once while the
+/// listener still accepts and serves new connections (a load balancer or Kubernetes endpoints
+/// take the instance out meanwhile); after the delay it closes and the process exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_shutdown_delay_keeps_accepting_while_not_ready() {
+    let origin = Origin::start("User-agent: *\nDisallow: /private\n").await;
+    let mut proxy = ProxyProcess::start(
+        &[],
+        &[("ROBOTS_PROXY_HTTPS__MODE", "reject"), ("ROBOTS_PROXY_PROXY__SHUTDOWN_DELAY", "3s")],
+    );
+    let mut ready = false;
+    for _ in 0..200 {
+        ready = get_json(&format!("{}/readyz", proxy.admin())).await.0 == 200;
+        if ready {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ready, "never ready:\n{}", proxy.stderr());
+    let stopping = std::time::Instant::now();
+    proxy.signal("TERM");
+    proxy.wait_for_stderr("SIGTERM: stopping", 1).await;
+    let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["draining"], true, "{ready}");
+    // A new connection, after SIGTERM: accepted and served.
+    let fresh = proxied_client(proxy.proxy_addr);
+    let resp = fresh.get(format!("{}/page", origin.base())).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(stopping.elapsed() < Duration::from_secs(3), "the test was too slow to tell");
+    let status = proxy.wait_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    assert!(stopping.elapsed() >= Duration::from_secs(3), "it stopped before the delay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

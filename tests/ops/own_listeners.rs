@@ -215,3 +215,30 @@ async fn key_directory_listener_serves_the_keys_and_is_never_a_destination() {
     assert_eq!(through.status(), 403);
     assert!(proxy_status(&through).contains("own listener"), "{}", proxy_status(&through));
 }
+
+/// The shipped systemd unit lets the process open every address family it needs (ops M2):
+/// AF_INET and AF_INET6 (listeners, origins), AF_UNIX (sd_notify, the journal) and AF_NETLINK,
+/// which getifaddrs(3) needs for the guard to list the interface addresses; without it, a
+/// wildcard listener refuses every origin on its own port as "this proxy's own listener".
+#[test]
+fn the_systemd_unit_allows_the_address_families_the_proxy_needs() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/systemd/robots-proxy.service"
+    ))
+    .unwrap();
+    let families: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("RestrictAddressFamilies="))
+        .flat_map(str::split_whitespace)
+        .collect();
+    for needed in ["AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"] {
+        assert!(
+            families.contains(&needed),
+            "{needed} not in RestrictAddressFamilies: {families:?}"
+        );
+    }
+    // And what the guard asks of the system works here: the interface addresses are listed.
+    let listed = if_addrs::get_if_addrs().expect("getifaddrs works with AF_NETLINK");
+    assert!(listed.iter().any(|i| i.ip().is_loopback()), "{listed:?}");
+}

@@ -29,7 +29,7 @@ mod signing_cosign;
 mod signing_directory;
 mod signing_scope;
 mod streaming;
-mod tls_listener;
+pub(crate) mod tls_listener;
 mod tunnel_policy;
 mod tunnel_relay;
 mod usage;

@@ -248,17 +248,11 @@ impl TestProxy {
         let metrics = proxy.metrics().clone();
         // The TLS listener (`proxy.tls_listen`), on a free port of 127.0.0.1 whatever the
         // configured address, set up from the configured files as `main` does.
-        let tls = if config.proxy.tls_listen.is_some() {
-            let files = robots_proxy::tls::listener::ListenerFiles {
-                certificate: config.proxy.tls_certificate.as_deref().unwrap(),
-                key: config.proxy.tls_key.as_deref().unwrap(),
-                client_ca: config.access.client_ca.as_deref(),
-                require_client_certificate: config.access.client_certificate
-                    == robots_proxy::access::ClientCertificate::Required,
-            };
+        let tls = if let Some(files) = robots_proxy::preflight::listener_files(&config) {
             let tls = robots_proxy::tls::listener::listener_config(files).unwrap();
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            Some(robots_proxy::proxy::TlsListener { listener, config: tls })
+            let config = std::sync::Arc::new(arc_swap::ArcSwap::new(tls));
+            Some(robots_proxy::proxy::TlsListener { listener, config })
         } else {
             None
         };

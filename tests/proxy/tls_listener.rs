@@ -87,16 +87,16 @@ impl Pki {
 
 /// What curl did.
 #[derive(Debug)]
-struct Curl {
+pub(crate) struct Curl {
     /// The HTTP status (0 when there was none).
-    status: u16,
-    body: String,
-    stderr: String,
+    pub(crate) status: u16,
+    pub(crate) body: String,
+    pub(crate) stderr: String,
 }
 
 /// Whether this curl can use an `https://` proxy (curl 7.52 and newer, built with it); tests
 /// that need it are skipped, saying so, when it cannot.
-fn curl_has_https_proxy() -> bool {
+pub(crate) fn curl_has_https_proxy() -> bool {
     let out = Command::new("curl").arg("--version").output();
     let has = out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("HTTPS-proxy"));
     if !has {
@@ -106,7 +106,7 @@ fn curl_has_https_proxy() -> bool {
 }
 
 /// Runs curl with `args` (off the runtime's threads), printing the body then the status.
-async fn curl(args: Vec<String>) -> Curl {
+pub(crate) async fn curl(args: Vec<String>) -> Curl {
     let out = tokio::task::spawn_blocking(move || {
         Command::new("curl")
             .args(["-sS", "--max-time", "20", "-o", "-", "-w", "\n%{http_code}"])
@@ -148,7 +148,7 @@ fn with(mut args: Vec<String>, more: &[&str]) -> Vec<String> {
     args
 }
 
-fn cert_args(cert: &Path, key: &Path) -> Vec<String> {
+pub(crate) fn cert_args(cert: &Path, key: &Path) -> Vec<String> {
     vec![
         "--proxy-cert".into(),
         cert.display().to_string(),

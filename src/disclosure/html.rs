@@ -15,6 +15,23 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:52em;margin
 padding:0 1em;line-height:1.45;color:#222}h2{border-top:1px solid #ccc;padding-top:1em}\
 code{background:#f3f3f3;padding:0 .2em}dt{font-weight:600}dd{margin:0 0 .5em 1em}";
 
+/// The Content-Security-Policy of every `/crawlers*` answer: nothing loads, no script runs, and
+/// only the page's own style sheet applies, named by its SHA-256 (no `'unsafe-inline'`), so
+/// markup that reached the page by a slip in its escaping could not restyle it either.
+pub fn policy() -> &'static http::HeaderValue {
+    static POLICY: std::sync::OnceLock<http::HeaderValue> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        use base64ct::{Base64, Encoding};
+        use sha2::{Digest, Sha256};
+        let style = Base64::encode_string(&Sha256::digest(STYLE.as_bytes()));
+        http::HeaderValue::from_str(&format!(
+            "default-src 'none'; style-src 'sha256-{style}'; base-uri 'none'; \
+             form-action 'none'; frame-ancestors 'none'"
+        ))
+        .unwrap_or(http::HeaderValue::from_static("default-src 'none'"))
+    })
+}
+
 /// The page, for a disclosure whose feed was last updated at `updated`.
 pub fn page(doc: &Document, updated: Option<&str>) -> String {
     let op = &doc.operator;

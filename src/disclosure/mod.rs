@@ -37,7 +37,7 @@ pub use document::{Document, Inputs, KeyIds};
 pub use feed::Feed;
 pub use section::{CrawlerEntry, DisclosureSection, Trigger};
 
-use crate::signing::directory::Pages;
+use crate::signing::directory::{not_modified, Pages};
 use crate::signing::{Signer, SigningError, SigningSection};
 
 /// Where the feed is kept, under `state_dir`.
@@ -290,12 +290,7 @@ fn respond(
     headers: &HeaderMap,
     last_modified: Option<SystemTime>,
 ) -> Response<Full<Bytes>> {
-    let unchanged = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim() == "*" || t.trim().trim_start_matches("W/") == served.etag);
+    let unchanged = not_modified(headers, &served.etag, last_modified);
     let mut resp =
         Response::new(Full::new(if unchanged { Bytes::new() } else { served.body.clone() }));
     if unchanged {
@@ -305,10 +300,7 @@ fn respond(
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(served.media_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
-    );
+    h.insert(header::CONTENT_SECURITY_POLICY, html::policy().clone());
     // `nosniff` is stamped on every answer of the listener (`crate::server::stamp_own_answer`).
     if let Ok(v) = HeaderValue::try_from(served.etag.as_str()) {
         h.insert(header::ETAG, v);

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64ct::{Base64, Base64UrlUnpadded, Encoding};
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -117,10 +117,11 @@ pub fn etag(body: &[u8]) -> String {
 }
 
 /// Whether the request's validators say the client holds the current body (RFC 9110 §13.1):
-/// `If-None-Match` (weak comparison, `*` for any) when present, else `If-Modified-Since`.
-fn not_modified<B>(req: &Request<B>, etag: &str, last_modified: SystemTime) -> bool {
-    let inm: Vec<&str> = req
-        .headers()
+/// `If-None-Match` (weak comparison, `*` for any) when present, else `If-Modified-Since`
+/// against `last_modified` in whole seconds (none known: never). The one reading of the
+/// validators for every page the public listener serves (the key directory, `/crawlers*`).
+pub fn not_modified(headers: &HeaderMap, etag: &str, last_modified: Option<SystemTime>) -> bool {
+    let inm: Vec<&str> = headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|v| v.to_str().ok())
@@ -132,8 +133,8 @@ fn not_modified<B>(req: &Request<B>, etag: &str, last_modified: SystemTime) -> b
         let ours = etag.trim_start_matches("W/");
         return inm.iter().any(|t| *t == "*" || t.trim_start_matches("W/") == ours);
     }
-    let since = req
-        .headers()
+    let Some(last_modified) = last_modified else { return false };
+    let since = headers
         .get(header::IF_MODIFIED_SINCE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| httpdate::parse_http_date(v).ok());
@@ -203,7 +204,7 @@ pub fn answer<B>(signer: &Signer, req: &Request<B>, now: SystemTime) -> Response
     let last_modified = signer.directory_modified(now);
     // A 304 carries the same fields but the body: a cache that revalidates gets fresh
     // signatures (RFC 9111 §4.3.4 updates the stored header fields), over the same digest.
-    let unchanged = not_modified(req, &etag, last_modified);
+    let unchanged = not_modified(req.headers(), &etag, Some(last_modified));
     // hyper sends no body for HEAD, and keeps its Content-Length.
     let mut resp = Response::new(Full::new(if unchanged { Bytes::new() } else { body }));
     if unchanged {

@@ -185,6 +185,37 @@ async fn the_disclosure_lists_the_crawlers_with_generated_rules_and_a_feed_of_ch
     assert!(html.contains("Example Bot") && html.contains("RFC 9309"), "{html}");
     assert!(html.contains("robots.txt answered 5xx"), "{html}");
     assert!(!html.contains("<script") && !html.contains("rel=\"stylesheet\""), "{html}");
+    // The page's one style sheet is named by its hash, nothing inline else applies; and the
+    // validators are read as the key directory reads them: If-Modified-Since from
+    // Last-Modified on answers 304, as If-None-Match with the ETag does (review-identity 12).
+    let client = super::support::direct_client();
+    let page = client.get(format!("http://{addr}/crawlers")).send().await.unwrap();
+    let h = page.headers().clone();
+    let csp = h["content-security-policy"].to_str().unwrap().to_owned();
+    let sheet = html.split("<style>").nth(1).and_then(|b| b.split("</style>").next()).unwrap();
+    let hash = {
+        use base64ct::{Base64, Encoding};
+        use sha2::{Digest, Sha256};
+        Base64::encode_string(&Sha256::digest(sheet.as_bytes()))
+    };
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert!(csp.contains(&format!("style-src 'sha256-{hash}'")), "{csp}");
+    let modified = h["last-modified"].to_str().unwrap().to_owned();
+    let etag = h["etag"].to_str().unwrap().to_owned();
+    for (name, value) in [("if-modified-since", modified.clone()), ("if-none-match", etag)] {
+        let url = format!("http://{addr}/crawlers");
+        let resp = client.get(&url).header(name, &value).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 304, "{name}: {value}");
+    }
+    let earlier =
+        httpdate::parse_http_date(&modified).unwrap() - std::time::Duration::from_secs(10);
+    let resp = client
+        .get(format!("http://{addr}/crawlers"))
+        .header("if-modified-since", httpdate::fmt_http_date(earlier))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
 
     let (_, card) = get_json(&format!("http://{addr}/crawlers/ExampleBot.json")).await;
     assert_eq!(card["client_id"], "https://bots.example.com/crawlers/ExampleBot.json");

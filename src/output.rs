@@ -47,6 +47,12 @@ pub fn terminal<T: fmt::Display>(value: T) -> Escaped<T> {
 /// Text of several lines for a terminal: each line as [`terminal`] shows it, the line ends
 /// kept. For a whole report printed at once (`audit verify`, `config check`, a text answer).
 pub fn terminal_text(text: &str) -> String {
+    // The common case (every 403 body): printable ASCII and line ends, no line long enough to
+    // cut, nothing to escape: the text as it is, in one pass over its bytes.
+    if text.len() <= TERMINAL_MAX && text.bytes().all(|b| matches!(b, b' '..=b'~' | b'\t' | b'\n'))
+    {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len());
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {

@@ -47,13 +47,14 @@ pub(crate) enum Protocol {
 }
 
 impl Protocol {
-    /// The protocol ALPN chose: `h2` is HTTP/2; anything else (or nothing) is told by the
-    /// first bytes, so that a client with prior knowledge of HTTP/2 is served too.
+    /// The protocol ALPN chose: `h2` is HTTP/2, `http/1.1` HTTP/1.1; without ALPN (or with
+    /// another protocol) it is told by the first bytes, so that a client with prior knowledge
+    /// of HTTP/2 is served too.
     pub(crate) fn from_alpn(alpn: Option<&[u8]>) -> Protocol {
-        if alpn == Some(b"h2") {
-            Protocol::Http2
-        } else {
-            Protocol::Auto
+        match alpn {
+            Some(b"h2") => Protocol::Http2,
+            Some(b"http/1.1") => Protocol::Http1,
+            _ => Protocol::Auto,
         }
     }
 }
@@ -111,6 +112,13 @@ impl HttpSettings {
     fn http2(&self) -> http2::Builder<TokioExecutor> {
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new());
+        // A client that sends no frame for as long as a request head may take is sent a PING,
+        // and one that does not ack it within that time again is let go: also after GOAWAY,
+        // where finishing waits for a PING's ack (review-house D1). A client waiting for a
+        // slow answer acks, so its streams run on.
+        if let Some(idle) = self.header_read_timeout {
+            builder.keep_alive_interval(idle).keep_alive_timeout(idle);
+        }
         if let Some(max) = self.max_header_bytes {
             builder.max_header_list_size(u32::try_from(max).unwrap_or(u32::MAX));
         }
@@ -150,20 +158,34 @@ where
 {
     let version = match protocol {
         Protocol::Http1 => Version::Http1,
-        Protocol::Http2 => Version::Http2,
-        Protocol::Auto => {
+        // HTTP/2 by ALPN still waits for the client's preface, and hyper's idle limit starts
+        // only after it: the preface is read here, under the same bound, as for `Auto`.
+        Protocol::Http2 | Protocol::Auto => {
             let mut io = io;
             tokio::pin!(stop);
+            // The first bytes are part of the first request head: a client that sends none
+            // (or too few to tell) for as long as a head may take is let go, as an idle HTTP/1
+            // connection is, so a silent connection never holds its slot (review-house D1).
+            let wait = settings.header_read_timeout.unwrap_or(HYPER_HEAD_WAIT);
             let (is_h2, prefix) = tokio::select! {
-                read = read_preface(&mut io) => read.map_err(ServeError::Preface)?,
+                read = tokio::time::timeout(wait, read_preface(&mut io)) => match read {
+                    Ok(read) => read.map_err(ServeError::Preface)?,
+                    Err(_) => return Ok(()),
+                },
                 () = &mut stop => return Ok(()),
             };
-            let version = if is_h2 { Version::Http2 } else { Version::Http1 };
+            let h2 = is_h2 || protocol == Protocol::Http2;
+            let version = if h2 { Version::Http2 } else { Version::Http1 };
             return serve_as(Rewind::new(prefix, io), version, settings, service, stop).await;
         }
     };
     serve_as(io, version, settings, service, stop).await
 }
+
+/// How long hyper lets an HTTP/1 client take to send a request head when no
+/// `header_read_timeout` is given; the preface read of a connection with no limit of its own
+/// waits no longer.
+const HYPER_HEAD_WAIT: Duration = Duration::from_secs(30);
 
 /// Who may connect to a side listener (the admin listener, the key directory), how many at
 /// once, and for how long idle. Connections past a cap, or from a client not allowed, are
@@ -284,13 +306,15 @@ where
             Box::pin(drain(conn.with_upgrades(), stop)).await
         }
         Version::Http1 => {
-            Box::pin(drain(settings.http1().serve_connection(TokioIo::new(io), service), stop))
-                .await
+            let conn = settings.http1().serve_connection(TokioIo::new(io), service);
+            Box::pin(drain(conn, stop)).await
         }
         // HTTP/2 has no header read timeout that also ends idle connections, as HTTP/1's
         // does: a connection on which the client sends nothing for that long is asked to
         // finish (GOAWAY; streams still open, tunnels included, run to their end), so an idle
-        // client does not keep its connection slot.
+        // client does not keep its connection slot. Finishing waits for the client (hyper
+        // sends GOAWAY and a PING, and waits for its ack); a client that never acks is let go
+        // by the keep-alive PINGs of `http2()` (review-house D1).
         Version::Http2 => match settings.header_read_timeout {
             Some(idle) => {
                 let activity = std::sync::Arc::new(Activity::new());

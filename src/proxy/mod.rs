@@ -279,7 +279,10 @@ impl Proxy {
             listener_http: crate::server::HttpSettings::new(Some(config.proxy.header_read_timeout))
                 .with_limits(&config.limits)
                 .with_upgrades(),
-            tunnel_http: crate::server::HttpSettings::new(None).with_limits(&config.limits),
+            // Inside interception the same head and idle limits as on the listener: a client
+            // that goes silent in its tunnel does not hold its connection slot (review-house D1).
+            tunnel_http: crate::server::HttpSettings::new(Some(config.proxy.header_read_timeout))
+                .with_limits(&config.limits),
             connect_timeout: config.upstream.connect_timeout,
             safety: safety::Safety::new(config, guard)?,
             fleet,

@@ -14,8 +14,8 @@ use http::Version;
 
 use super::support::Origin;
 use super::tls_support::{
-    client_tls, connect, error_chain, h1_get, h1_over, h2_get, h2_over, reqwest_client, tls_over,
-    HttpsProxy, TestCa, TlsOrigin, H1, H2_H1, WAIT,
+    client_tls, closed_within, connect, error_chain, h1_get, h1_over, h2_get, h2_over,
+    reqwest_client, tls_over, Connected, HttpsProxy, TestCa, TlsOrigin, H1, H2_H1, WAIT,
 };
 use robots_proxy::tls::HttpsMode;
 
@@ -808,4 +808,24 @@ async fn tunnel_mode_refuses_a_crawler_whose_purpose_the_whole_site_disallows() 
     assert_eq!(usage[0]["robots.usage.source"], "robots.txt line 2");
     assert_eq!(usage[0]["http.request.method"], "CONNECT");
     assert_eq!(origin.content_hits(), 2);
+}
+
+/// Review-house D1: a client that goes silent inside an intercepted tunnel, after the inner TLS
+/// handshake (ALPN `http/1.1`, `h2`, or none), is let go after `proxy.header_read_timeout`, as
+/// on the listener, so it does not hold its connection slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_client_inside_an_intercepted_tunnel_is_let_go() {
+    let origin = TlsOrigin::start(ROBOTS).await;
+    let proxy = HttpsProxy::start(&origin.ca, &[origin.port()], |c| {
+        c.proxy.header_read_timeout = std::time::Duration::from_millis(500);
+    })
+    .await;
+    for alpn in [H1, &[b"h2" as &[u8]][..], &[]] {
+        let Connected::Tunnel(tunnel) = connect(proxy.addr(), &origin.host(), "").await else {
+            panic!("CONNECT refused")
+        };
+        let mut tls = tls_over(tunnel, proxy.client_tls(alpn), "localhost").await.unwrap();
+        let closed = closed_within(&mut tls, std::time::Duration::from_secs(8)).await;
+        assert!(closed, "ALPN {alpn:?}: a silent intercepted connection still open after 8 s");
+    }
 }

@@ -20,8 +20,8 @@ use robots_proxy::config::Config;
 
 use super::support::{Origin, TestProxy};
 use super::tls_support::{
-    client_tls, error_chain, h1_get, h1_over, h2_get, read_answer, HttpsProxy, TestCa, TlsOrigin,
-    H1, WAIT,
+    client_tls, closed_within, error_chain, h1_get, h1_over, h2_get, read_answer, HttpsProxy,
+    TestCa, TlsOrigin, H1, WAIT,
 };
 
 const ROBOTS: &str = "User-agent: AliceBot\nDisallow: /\n\nUser-agent: *\nDisallow: /private\n";
@@ -678,4 +678,46 @@ async fn a_direct_request_to_the_tls_listener_is_told_the_https_proxy_url() {
     .await;
     assert_eq!(plain.status, 400);
     assert!(plain.body.contains("export HTTP_PROXY=http://127.0.0.1:"), "{}", plain.body);
+}
+
+/// Review-house D1: a TLS connection that sends nothing after its handshake, with ALPN
+/// `http/1.1` or none (where the first bytes would tell HTTP/2 from HTTP/1.1), is let go after
+/// `proxy.header_read_timeout`, as an idle plain connection is, so it holds no connection slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_tls_connection_is_let_go_after_the_header_read_timeout() {
+    let pki = Pki::new();
+    let proxy = TestProxy::start_with(|c| {
+        pki.configure(c, None);
+        c.proxy.header_read_timeout = std::time::Duration::from_millis(500);
+    })
+    .await;
+    for alpn in [H1, &[]] {
+        let mut tls = tls_to(proxy.tls_addr.unwrap(), &pki, alpn, None).await.unwrap();
+        let closed = closed_within(&mut tls, std::time::Duration::from_secs(5)).await;
+        assert!(closed, "ALPN {alpn:?}: a silent connection still open after 5 s");
+    }
+}
+
+/// Review-house D1: an HTTP/2 client that sends its preface and SETTINGS and then nothing, not
+/// even the acks of the proxy's SETTINGS and PINGs, is let go: finishing after GOAWAY waits for
+/// a PING's ack, and the keep-alive PINGs end a connection whose client never acks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_that_never_acks_is_let_go() {
+    let pki = Pki::new();
+    let proxy = TestProxy::start_with(|c| {
+        pki.configure(c, None);
+        c.proxy.header_read_timeout = std::time::Duration::from_millis(500);
+    })
+    .await;
+    // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+    const SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    // Nothing at all, the preface alone, the preface and SETTINGS.
+    for sent in [&[][..], PREFACE, &[PREFACE, SETTINGS].concat()] {
+        let mut tls = tls_to(proxy.tls_addr.unwrap(), &pki, &[b"h2"], None).await.unwrap();
+        tls.write_all(sent).await.unwrap();
+        tls.flush().await.unwrap();
+        let closed = closed_within(&mut tls, std::time::Duration::from_secs(8)).await;
+        assert!(closed, "after {} bytes, an HTTP/2 client still connected after 8 s", sent.len());
+    }
 }

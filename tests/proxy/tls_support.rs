@@ -549,3 +549,21 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
+
+/// Whether the other end closes `stream` within `within`: reads (and drops) whatever it
+/// sends until the end or an error (a TLS stream cut without close_notify).
+pub async fn closed_within<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+    within: Duration,
+) -> bool {
+    let mut buf = [0u8; 4096];
+    let reading = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(within, reading).await.is_ok()
+}

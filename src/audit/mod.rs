@@ -730,6 +730,7 @@ mod anchor;
 pub mod chain;
 pub mod checkpoint;
 pub mod commands;
+pub mod merkle;
 mod section;
 mod usage;
 pub mod verify;

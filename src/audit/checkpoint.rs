@@ -243,6 +243,16 @@ impl PublicKey {
         }
     }
 
+    /// The 32 bytes of the key.
+    pub fn raw(&self) -> &[u8; 32] {
+        &self.raw
+    }
+
+    /// Whether `signature` (64 raw bytes) signs `message`.
+    pub fn verifies_raw(&self, message: &[u8], signature: &[u8]) -> bool {
+        UnparsedPublicKey::new(&ED25519, &self.raw).verify(message, signature).is_ok()
+    }
+
     /// Whether `signature` (base64url) signs `message`.
     pub fn verifies(&self, message: &[u8], signature: &str) -> bool {
         let Ok(signature) = Base64UrlUnpadded::decode_vec(signature) else { return false };

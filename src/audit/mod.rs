@@ -731,6 +731,7 @@ pub mod chain;
 pub mod checkpoint;
 pub mod commands;
 pub mod merkle;
+pub mod note;
 mod section;
 mod usage;
 pub mod verify;

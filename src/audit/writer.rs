@@ -261,6 +261,7 @@ impl Sink {
                     previous.as_ref(),
                     self.interval,
                     node,
+                    self.chain.tree.as_ref(),
                 );
                 self.chain.seal(&mut batch, &line);
                 ends.push(self.line_end(batch.len(), Own::Checkpoint(signed.clone())));
@@ -293,6 +294,7 @@ impl Sink {
                     previous.as_ref(),
                     self.interval,
                     node,
+                    self.chain.tree.as_ref(),
                 );
                 self.chain.seal(&mut batch, &line);
                 ends.push(self.line_end(batch.len(), Own::Checkpoint(signed)));
@@ -312,6 +314,15 @@ impl Sink {
                 Some(last) if last.end < batch.len() => {
                     self.chain.head = last.head;
                     self.chain.sequence = last.sequence;
+                    // The tree holds the lines that reached the file whole, no more.
+                    self.chain.tree = before.tree.clone();
+                    if let Some(segment) = &mut self.chain.tree {
+                        let mut start = 0;
+                        for line in ends.iter().take_while(|line| line.end <= last.end) {
+                            segment.tree.push(&batch[start..line.end - 1]);
+                            start = line.end;
+                        }
+                    }
                 }
                 Some(_) => {}
                 None => self.chain = before,

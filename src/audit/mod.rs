@@ -732,6 +732,7 @@ pub mod checkpoint;
 pub mod commands;
 pub mod merkle;
 pub mod note;
+pub mod proof;
 mod section;
 mod usage;
 pub mod verify;

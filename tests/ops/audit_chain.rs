@@ -663,3 +663,50 @@ async fn a_record_is_proved_to_a_third_party_and_checkpoints_are_consistent() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains(&format!("forged.jsonl:{}", at + 1)), "{out}");
 }
+
+/// Issue 39, item 6: `GET /audit/checkpoint` on `signing.directory_listen` serves the latest
+/// checkpoint, signed-note text that verifies with the public key and is in the log; 404
+/// with a clear body without a checkpoint key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_directory_listener_serves_the_latest_checkpoint() {
+    let state = tempfile::tempdir().unwrap();
+    let (mut p, directory) = super::support::directory_proxy(&state, "https://bots.example.com");
+    let url = format!("http://{directory}/audit/checkpoint");
+    let client = super::support::direct_client();
+    let resp = client.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
+    assert!(resp.text().await.unwrap().contains("no audit.checkpoint_key"));
+    Keyed::stop(&mut p).await;
+
+    let keyed = Keyed::new();
+    let config = keyed.state.path().join("robots-proxy.toml");
+    let made = run(&["keys", "new", "k1"], &[("ROBOTS_PROXY_STATE_DIR", s(keyed.state.path()))]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    std::fs::write(
+        &config,
+        "[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [{ name = \"k1\" }]\n\
+         identities = [{ token = \"*\", keys = [\"k1\"], agent = \"https://bots.example.com\" }]\n",
+    )
+    .unwrap();
+    let mut p = ProxyProcess::start(&["--config", s(&config)], &keyed.env());
+    let directory: std::net::SocketAddr = p
+        .stderr()
+        .lines()
+        .find_map(|l| l.strip_prefix("robots-proxy key directory listening on ").map(str::to_owned))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let path = keyed.state.path().join("audit.jsonl");
+    wait_for_lines(&path, "audit_checkpoint", 1).await;
+    let resp = client.get(format!("http://{directory}/audit/checkpoint")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
+    let note = resp.text().await.unwrap();
+    let public = robots_proxy::audit::checkpoint::PublicKey::read(&keyed.public_key).unwrap();
+    let checkpoint = robots_proxy::audit::note::open(&note, &public).unwrap();
+    assert!(checkpoint.origin.starts_with("robots-proxy/audit/"), "{note}");
+    assert!(notes(&path).iter().any(|(_, n)| *n == note), "the served note is in the log");
+    Keyed::stop(&mut p).await;
+}

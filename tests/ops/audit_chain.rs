@@ -273,14 +273,17 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
     assert!(out.contains("tail cut"), "{out}");
 
     // A record before the checkpoint rewritten and every hash recomputed, the checkpoint's
-    // head too: the chain alone cannot tell; the checkpoint's signature can.
+    // head too: the hash chain alone cannot tell. Since the Merkle tree (issue 39), the
+    // checkpoint's root shows it even without a key (a forger who also recomputes the root,
+    // edge and note text is stopped only by the note's and checkpoint's signatures).
     let (r, c) = log.copy("rechained");
     let mut l = new.clone();
     l[RECORD - 1] = l[RECORD - 1].replacen("/private/", "/public//", 1);
     rechain(&mut l);
     write_lines(&c, &l);
     let (code, out, _) = verify(&[s(&r), s(&c)]);
-    assert_eq!(code, 0, "without a key, a rewritten chain verifies: {out}");
+    assert_eq!(code, 1, "without a key, the Merkle root shows the rewrite: {out}");
+    assert!(out.contains("Merkle root mismatch"), "{out}");
     let (code, out, _) = verify(&["--public-key", &key, s(&r), s(&c)]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&format!("audit.jsonl:{}: bad checkpoint", checkpoint_at + 1)), "{out}");

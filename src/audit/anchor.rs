@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::chain::{link_hash, read_head, split_line, Chain};
+use super::chain::{link_hash, read_head, split_line, Chain, Segment};
 use super::checkpoint::{Previous, PublicKey, Signed};
+use super::merkle;
 use super::{timestamp, ECS_VERSION, EVENT_DATASET};
 
 /// Most bytes read back from the end of the file for its last checkpoint. A file with none in
@@ -51,7 +52,7 @@ pub(super) struct Resumed {
 #[derive(Debug, Clone)]
 pub(super) struct Restart {
     /// `audit.restart.reason`: `no_checkpoint`, `other_key`, `unsigned_tail`, `broken_chain`,
-    /// `tail_cut`, `unreadable`.
+    /// `tail_cut`, `unreadable`, `no_tree`.
     pub(super) reason: &'static str,
     /// `event.reason`.
     pub(super) sentence: String,
@@ -134,6 +135,33 @@ fn load(log: &Path) -> Option<State> {
     serde_json::from_slice(&std::fs::read(state_path(log)).ok()?).ok()
 }
 
+/// The Merkle tree after the checkpoint `line` (its tree, as its `audit.checkpoint.tree_size`,
+/// `tree_edge` and `root` say when they add up, with the line itself as the next leaf) and
+/// its origin (its note's first line). `None` for a checkpoint without a tree.
+pub(super) fn segment_after(line: &[u8]) -> Option<Segment> {
+    #[derive(Deserialize)]
+    struct Members {
+        #[serde(rename = "audit.checkpoint.tree_size")]
+        size: u64,
+        #[serde(rename = "audit.checkpoint.tree_edge")]
+        edge: Vec<String>,
+        #[serde(rename = "audit.checkpoint.root")]
+        root: String,
+        #[serde(rename = "audit.checkpoint.note")]
+        note: String,
+    }
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let m: Members = serde_json::from_slice(line).ok()?;
+    let edge = m.edge.iter().map(|h| merkle::decode(h)).collect::<Option<Vec<_>>>()?;
+    let mut tree = merkle::Tree::from_edge(m.size, edge)?;
+    if merkle::decode(&m.root)? != tree.root() {
+        return None;
+    }
+    let origin = m.note.split('\n').next().filter(|o| !o.is_empty())?.to_owned();
+    tree.push(line);
+    Some(Segment { tree, origin })
+}
+
 /// A checkpoint line checked: it verifies with `key` and its `event.hash` continues from the
 /// head it signs. Its sequence, hash, and the checkpoint as the next one names it.
 fn checkpoint_at(
@@ -181,7 +209,7 @@ pub(super) fn resume(file: &mut File, log: &Path, key: Option<&PublicKey>) -> Re
             Ok(Some(chain)) => Some(chain),
             Ok(None) => state.and_then(|s| {
                 let head: [u8; 64] = s.head.as_bytes().try_into().ok()?;
-                Some(Chain { head, sequence: s.sequence, mark: true, known: true })
+                Some(Chain { head, sequence: s.sequence, mark: true, known: true, tree: None })
             }),
             Err(error) => {
                 tracing::warn!(
@@ -237,9 +265,19 @@ pub(super) fn resume(file: &mut File, log: &Path, key: Option<&PublicKey>) -> Re
                     None,
                 );
             };
+            let segment = segment_after(line.as_bytes());
             match checkpoint_at(line.as_bytes(), key) {
+                Ok((sequence, _, _)) if segment.is_none() => restart(
+                    "no_tree",
+                    format!(
+                        "the last signed checkpoint (record {sequence}) carries no Merkle tree \
+                         (written before it, or its tree does not add up): a new tree starts"
+                    ),
+                    tail,
+                    Some(sequence),
+                ),
                 Ok((sequence, head, previous)) if Some((sequence, head)) == tail => Resumed {
-                    chain: Chain { head, sequence, mark: true, known: true },
+                    chain: Chain { head, sequence, mark: true, known: true, tree: segment },
                     checkpointed: sequence,
                     previous: Some(previous),
                     checkpoint_line: Some(line.as_bytes().to_vec()),
@@ -283,8 +321,19 @@ pub(super) fn resume(file: &mut File, log: &Path, key: Option<&PublicKey>) -> Re
                     Some(sequence),
                 );
             }
+            let Some(segment) = segment_after(&line) else {
+                return restart(
+                    "no_tree",
+                    format!(
+                        "the last signed checkpoint (record {sequence}) carries no Merkle tree \
+                         (written before it, or its tree does not add up): a new tree starts"
+                    ),
+                    Some(tail),
+                    Some(sequence),
+                );
+            };
             Resumed {
-                chain: Chain { head, sequence, mark: true, known: true },
+                chain: Chain { head, sequence, mark: true, known: true, tree: Some(segment) },
                 checkpointed: sequence,
                 previous: Some(previous),
                 checkpoint_line: Some(line),

@@ -44,11 +44,29 @@ pub(super) struct Chain {
     pub(super) mark: bool,
     /// Whether `head` is known (from a record written, or read from the file at start).
     pub(super) known: bool,
+    /// The Merkle tree over the lines of this chain since it started (`merkle.rs`), and its
+    /// origin (`note.rs`); `None` when the writer continues a chain it found without a key
+    /// (no checkpoint is ever signed then).
+    pub(super) tree: Option<Segment>,
+}
+
+/// The Merkle tree of a chain: its right edge and its checkpoints' origin.
+#[derive(Debug, Clone)]
+pub(super) struct Segment {
+    pub(super) tree: super::merkle::Tree,
+    pub(super) origin: String,
+}
+
+impl Segment {
+    /// A new tree under a new origin.
+    pub(super) fn new() -> Segment {
+        Segment { tree: super::merkle::Tree::default(), origin: super::note::new_origin() }
+    }
 }
 
 impl Default for Chain {
     fn default() -> Self {
-        Chain { head: GENESIS, sequence: 0, mark: true, known: false }
+        Chain { head: GENESIS, sequence: 0, mark: true, known: false, tree: Some(Segment::new()) }
     }
 }
 
@@ -78,7 +96,12 @@ impl Chain {
         self.known = true;
         batch.extend_from_slice(HASH_MEMBER);
         batch.extend_from_slice(&self.head);
-        batch.extend_from_slice(b"\"}\n");
+        batch.extend_from_slice(b"\"}");
+        // The line as written, without its newline, is the Merkle tree's next leaf.
+        if let Some(segment) = &mut self.tree {
+            segment.tree.push(&batch[start..]);
+        }
+        batch.push(b'\n');
     }
 
     /// The head as text.
@@ -152,7 +175,7 @@ pub(super) fn read_head(file: &mut File) -> io::Result<Option<Chain>> {
                 if let Some(sequence) = sequence_of(body) {
                     let mut head = [0u8; 64];
                     head.copy_from_slice(hash);
-                    return Ok(Some(Chain { head, sequence, mark: true, known: true }));
+                    return Ok(Some(Chain { head, sequence, mark: true, known: true, tree: None }));
                 }
             }
             looked += 1;

@@ -154,6 +154,7 @@ pub(super) fn line(
     previous: Option<&Previous>,
     interval: Duration,
     node: Option<&str>,
+    tree: Option<&super::chain::Segment>,
 ) -> (Vec<u8>, Previous) {
     let at = timestamp(std::time::SystemTime::now());
     let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
@@ -179,6 +180,17 @@ pub(super) fn line(
         put("audit.checkpoint.previous_signature", previous.signature.clone().into());
     }
     put("audit.checkpoint.interval_ms", interval_ms.into());
+    if let Some(segment) = tree {
+        // The Merkle tree over the lines before this one (issue 39, item 1).
+        let root = segment.tree.root();
+        let edge: Vec<serde_json::Value> =
+            segment.tree.edge().iter().map(|h| super::merkle::encode(h).into()).collect();
+        put("audit.checkpoint.tree_size", segment.tree.size().into());
+        put("audit.checkpoint.root", super::merkle::encode(&root).into());
+        put("audit.checkpoint.tree_edge", edge.into());
+        let note = super::note::sign(key, &segment.origin, segment.tree.size(), &root);
+        put("audit.checkpoint.note", note.into());
+    }
     put("event.dataset", EVENT_DATASET.into());
     put("ecs.version", ECS_VERSION.into());
     if let Some(node) = node {
@@ -241,6 +253,16 @@ impl PublicKey {
             x: Base64UrlUnpadded::encode_string(&self.raw),
             use_: Some("sig".into()),
         }
+    }
+
+    /// The 32 bytes of the key.
+    pub fn raw(&self) -> &[u8; 32] {
+        &self.raw
+    }
+
+    /// Whether `signature` (64 raw bytes) signs `message`.
+    pub fn verifies_raw(&self, message: &[u8], signature: &[u8]) -> bool {
+        UnparsedPublicKey::new(&ED25519, &self.raw).verify(message, signature).is_ok()
     }
 
     /// Whether `signature` (base64url) signs `message`.
@@ -314,7 +336,7 @@ mod tests {
         let public = PublicKey::of(&key);
         assert_eq!(public.keyid(), key.keyid());
         let head = "ab".repeat(32);
-        let (line1, first) = line(&key, &head, 7, None, DEFAULT_INTERVAL, None);
+        let (line1, first) = line(&key, &head, 7, None, DEFAULT_INTERVAL, None, None);
         let v: serde_json::Value = serde_json::from_slice(&line1).unwrap();
         let at = v["@timestamp"].as_str().unwrap();
         let msg = message_v2(&head, 7, at, None, 60_000);
@@ -324,7 +346,7 @@ mod tests {
         let signed: Signed = serde_json::from_slice(&line1).unwrap();
         assert!(signed.verifies_with(&public) && signed.previous().is_none());
         // The next one names it, and signs that.
-        let (line2, _) = line(&key, &head, 9, Some(&first), DEFAULT_INTERVAL, None);
+        let (line2, _) = line(&key, &head, 9, Some(&first), DEFAULT_INTERVAL, None, None);
         let mut signed: Signed = serde_json::from_slice(&line2).unwrap();
         assert_eq!(signed.previous(), Some(first.clone()));
         assert!(signed.verifies_with(&public));

@@ -1,4 +1,5 @@
-//! `robots-proxy audit …`: verify audit files, print the checkpoint key's public half.
+//! `robots-proxy audit …`: verify audit files, prove a record or a checkpoint's growth
+//! (`proof.rs`), print the checkpoint key's public half.
 //!
 //! Exit status of `audit verify`: 0 when the files are intact and in order (a torn last line
 //! after a crash included, reported as such); 1 when a line breaks the chain (named, with its
@@ -40,6 +41,48 @@ pub enum AuditCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Print an inclusion proof (JSON) of the record `--sequence N` against the first signed
+    /// checkpoint whose Merkle tree covers it: the record's line, its leaf hash and index, the
+    /// proof's hashes (base64) and the checkpoint (signed-note text). Exit 0; 2 when no
+    /// checkpoint covers it yet or the files cannot be read; 1 when the log does not hash to
+    /// the checkpoint's root.
+    Prove {
+        /// The record's `event.sequence`.
+        #[arg(long, value_name = "N")]
+        sequence: u64,
+        /// The audit files, oldest first, from the one that holds the chain's first record.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Check a proof that `audit prove` printed, alone, with the public key: exit 0 valid,
+    /// 1 invalid (the record, the proof or the checkpoint changed, or another key), 2
+    /// unreadable.
+    CheckProof {
+        /// The proof (JSON, as `audit prove` prints it).
+        #[arg(value_name = "FILE")]
+        proof: PathBuf,
+        /// The checkpoint key's public half (JWK or PEM PUBLIC KEY).
+        #[arg(long, value_name = "FILE")]
+        public_key: PathBuf,
+    },
+    /// Prove that the checkpoint NEW extends the checkpoint OLD (both signed-note text files,
+    /// as `GET /audit/checkpoint` serves them or `audit.checkpoint.note` holds them), with the
+    /// consistency proof computed from the log files (`--log`). Prints the proof (JSON).
+    /// Exit 0: NEW extends OLD; 1: it does not (another log, or a rewritten one); 2: unreadable.
+    Consistency {
+        /// The earlier checkpoint (signed-note text).
+        #[arg(value_name = "OLD")]
+        old: PathBuf,
+        /// The later checkpoint (signed-note text).
+        #[arg(value_name = "NEW")]
+        new: PathBuf,
+        /// The audit files, oldest first, from the one that holds the chain's first record.
+        #[arg(long = "log", required = true, num_args = 1.., value_name = "FILE")]
+        log: Vec<PathBuf>,
+        /// Check both checkpoints' signatures with this public key.
+        #[arg(long, value_name = "FILE")]
+        public_key: Option<PathBuf>,
     },
     /// Print the public key (JWK) of `audit.checkpoint_key`, to keep away from the machine
     /// and give to `audit verify --public-key`.
@@ -112,6 +155,53 @@ pub fn run(
             }
             ExitCode::from(report.exit_code())
         }
+        AuditCommand::Prove { sequence, files } => match super::proof::prove(&files, sequence) {
+            Ok(proof) => print_json("prove", &proof),
+            Err(e) => fail("prove", &e.to_string(), e.exit_code()),
+        },
+        AuditCommand::CheckProof { proof, public_key } => {
+            let key = match PublicKey::read(&public_key) {
+                Ok(key) => key,
+                Err(e) => return fail("check-proof", &format!("--public-key {e}"), 2),
+            };
+            let read = std::fs::read(&proof)
+                .map_err(|e| format!("{}: cannot read: {e}", proof.display()))
+                .and_then(|b| {
+                    serde_json::from_slice::<super::proof::InclusionProof>(&b)
+                        .map_err(|e| format!("{}: not a proof: {e}", proof.display()))
+                });
+            let parsed = match read {
+                Ok(parsed) => parsed,
+                Err(e) => return fail("check-proof", &e, 2),
+            };
+            match super::proof::check(&parsed, &key) {
+                Ok(c) => {
+                    println!(
+                        "valid: record event.sequence {} is leaf {} of {} tree size {}, signed by key {}",
+                        parsed.sequence, parsed.leaf_index, terminal(&c.origin), c.size, key.keyid()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail("check-proof", &format!("invalid: {e}"), e.exit_code()),
+            }
+        }
+        AuditCommand::Consistency { old, new, log, public_key } => {
+            let key = match public_key.map(|p| PublicKey::read(&p)).transpose() {
+                Ok(key) => key,
+                Err(e) => return fail("consistency", &format!("--public-key {e}"), 2),
+            };
+            let text = |p: &PathBuf| {
+                std::fs::read_to_string(p).map_err(|e| format!("{}: cannot read: {e}", p.display()))
+            };
+            let (old, new) = match (text(&old), text(&new)) {
+                (Ok(o), Ok(n)) => (o, n),
+                (Err(e), _) | (_, Err(e)) => return fail("consistency", &e, 2),
+            };
+            match super::proof::consistency(&old, &new, &log, key.as_ref()) {
+                Ok(proof) => print_json("consistency", &proof),
+                Err(e) => fail("consistency", &e.to_string(), e.exit_code()),
+            }
+        }
         AuditCommand::PublicKey { config } => match configured_key(load, config) {
             Ok(Some(key)) => match serde_json::to_string(&key.jwk()) {
                 Ok(text) => {
@@ -137,6 +227,17 @@ fn configured_key(
         Some(path) => load_key(path)
             .map(|key| Some(PublicKey::of(&key)))
             .map_err(|e| format!("audit.checkpoint_key: {e}")),
+    }
+}
+
+fn print_json<T: serde::Serialize>(command: &str, value: &T) -> ExitCode {
+    match serde_json::to_vec_pretty(value) {
+        Ok(mut text) => {
+            crate::output::json_line(&mut text);
+            println!("{}", String::from_utf8_lossy(&text));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(command, &e.to_string(), 2),
     }
 }
 

@@ -490,6 +490,7 @@ struct Shared {
     /// `service.node.name` of every record, in a fleet (the writer reads it too, for the
     /// records it writes itself).
     node: Arc<std::sync::OnceLock<String>>,
+    latest: Option<LatestCheckpoint>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -540,8 +541,12 @@ impl AuditLog {
         let (tx, rx) = mpsc::channel(settings.queue_capacity.max(1));
         let counters = Arc::new(Counters::default());
         let node = Arc::new(std::sync::OnceLock::new());
-        let writer =
+        let latest = key.is_some().then(LatestCheckpoint::default);
+        let mut writer =
             Writer::new(path.clone(), file, &settings, counters.clone(), node.clone(), key);
+        if let Some(latest) = &latest {
+            writer.publish_to(latest);
+        }
         let handle = runtime.spawn(writer.run(rx));
         Ok(AuditLog {
             shared: Arc::new(Shared {
@@ -552,6 +557,7 @@ impl AuditLog {
                 counters,
                 writer: Mutex::new(Some(handle)),
                 node,
+                latest,
             }),
         })
     }
@@ -560,6 +566,11 @@ impl AuditLog {
     /// the merged logs of a fleet tell instances apart. Only the first call counts.
     pub fn set_node_name(&self, name: &str) {
         let _ = self.shared.node.set(name.to_owned());
+    }
+
+    /// The latest checkpoint (`GET /audit/checkpoint`); `None` without a checkpoint key.
+    pub fn latest_checkpoint(&self) -> Option<LatestCheckpoint> {
+        self.shared.latest.clone()
     }
 
     /// Whether every decision is recorded, not only blocks.
@@ -730,6 +741,9 @@ mod anchor;
 pub mod chain;
 pub mod checkpoint;
 pub mod commands;
+pub mod merkle;
+pub mod note;
+pub mod proof;
 mod section;
 mod usage;
 pub mod verify;
@@ -738,6 +752,9 @@ mod versions;
 
 pub use versions::VersionFields;
 mod writer;
+
+pub use published::{CheckpointPage, LatestCheckpoint, CHECKPOINT_PATH};
+mod published;
 
 use writer::Writer;
 

@@ -2,13 +2,10 @@
 //! files, and names the first line that breaks it. [`verify_files`] is the library's entry,
 //! returning a [`Report`] that serialises to JSON.
 //!
-//! Files are read line by line (never whole), in the order given. What is checked, per line:
-//! the line ends with `event.hash`, which is the SHA-256 of the hash before it and the line
-//! without that member (`chain.rs`); its `event.sequence` follows the one before; a record
-//! that names `event.previous_hash` names the hash before it (and the first record of every
-//! file names it); an `audit_checkpoint` record names the head and count before it, and its
-//! signature verifies with the public key given. A break is named by kind ([`Kind`]), from the
-//! sequence numbers around it.
+//! Files are read line by line, in the order given: each line's `event.hash` and
+//! `event.sequence` follow from the one before (`chain.rs`, named on a file's first record); a
+//! checkpoint names the head, count and Merkle root before it (`verify/tree.rs`) and verifies
+//! with the key given. A break is named by kind ([`Kind`]), from the sequence numbers around it.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
@@ -21,6 +18,7 @@ use super::chain::{link_hash, split_line, GENESIS};
 use super::checkpoint::{Previous, PublicKey, Signed};
 
 mod coverage;
+mod tree;
 
 mod report;
 pub use report::{Gap, Report};
@@ -251,6 +249,7 @@ struct State<'a> {
     /// The `@timestamp` of the last checkpoint that verified with the key, across restarts:
     /// a checkpoint earlier than it (a genuine one replayed later in the files) proves nothing.
     signed_time: Option<std::time::SystemTime>,
+    tree: tree::Leaves, // The Merkle tree of the chain so far, when known.
 }
 
 enum Stop {
@@ -289,6 +288,7 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
         restart_pending: None,
         unvouched: None,
         signed_time: None,
+        tree: tree::Leaves::default(),
     };
     for (i, c) in options.shipped.iter().enumerate() {
         state.wanted.insert(c.head.clone(), i);
@@ -480,7 +480,9 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 fields.reason.as_deref().unwrap_or("")
             ));
         }
-        let proven = if fields.action.as_deref() == Some("audit_checkpoint") {
+        let checkpoint = fields.action.as_deref() == Some("audit_checkpoint");
+        tree::leaf(&line.bytes, previous == GENESIS, checkpoint, &at, state)?;
+        let proven = if checkpoint {
             check_checkpoint(&line.bytes, &previous, sequence, &at, state)?
         } else {
             state.report.unsigned_records += 1;

@@ -64,6 +64,8 @@ struct Sink {
     /// The chain (`event.sequence`, `event.hash`) as the state file last saved it: a
     /// rotation or stop right after a checkpoint saved it does not write it again.
     saved: Option<(u64, [u8; 64])>,
+    /// The last checkpoint's note, for `GET /audit/checkpoint` (`state.rs`).
+    latest: super::LatestCheckpoint,
 }
 
 /// Where a line of a batch ends, and the chain after it.
@@ -125,6 +127,7 @@ impl Sink {
             start_checkpoint: false,
             interval,
             saved: None,
+            latest: super::LatestCheckpoint::default(),
         };
         if let Some(file) = file {
             sink.opened(file);
@@ -261,6 +264,7 @@ impl Sink {
                     previous.as_ref(),
                     self.interval,
                     node,
+                    self.chain.tree.as_ref(),
                 );
                 self.chain.seal(&mut batch, &line);
                 ends.push(self.line_end(batch.len(), Own::Checkpoint(signed.clone())));
@@ -293,6 +297,7 @@ impl Sink {
                     previous.as_ref(),
                     self.interval,
                     node,
+                    self.chain.tree.as_ref(),
                 );
                 self.chain.seal(&mut batch, &line);
                 ends.push(self.line_end(batch.len(), Own::Checkpoint(signed)));
@@ -312,6 +317,15 @@ impl Sink {
                 Some(last) if last.end < batch.len() => {
                     self.chain.head = last.head;
                     self.chain.sequence = last.sequence;
+                    // The tree holds the lines that reached the file whole, no more.
+                    self.chain.tree = before.tree.clone();
+                    if let Some(segment) = &mut self.chain.tree {
+                        let mut start = 0;
+                        for line in ends.iter().take_while(|line| line.end <= last.end) {
+                            segment.tree.push(&batch[start..line.end - 1]);
+                            start = line.end;
+                        }
+                    }
                 }
                 Some(_) => {}
                 None => self.chain = before,
@@ -336,36 +350,6 @@ impl Sink {
                     }
                 }
             }
-        }
-    }
-
-    /// A line that ends at `end`; with [`Own::None`], a caller's record.
-    fn line_end(&self, end: usize, kind: Own) -> LineEnd {
-        let pending = kind == Own::None;
-        LineEnd { end, pending, head: self.chain.head, sequence: self.chain.sequence, kind }
-    }
-
-    /// Takes in the state the writer's own lines of `batch` change, for those that reached
-    /// the file whole (`done` bytes): the restart is said, a checkpoint is the last one.
-    fn took_own(&mut self, batch: &[u8], ends: &[LineEnd], done: usize) {
-        let mut start = 0;
-        let mut signed = false;
-        for line in ends.iter().take_while(|line| line.end <= done) {
-            match &line.kind {
-                Own::None => {}
-                Own::Restart => self.restart = None,
-                Own::Checkpoint(previous) => {
-                    self.start_checkpoint = false;
-                    self.checkpointed = line.sequence;
-                    self.previous = Some(previous.clone());
-                    self.checkpoint_line = Some(batch[start..line.end].to_vec());
-                    signed = true;
-                }
-            }
-            start = line.end;
-        }
-        if signed {
-            self.save_state();
         }
     }
 

@@ -295,6 +295,11 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
                 let _ = directory_stopped.await;
             };
             let pages = disclosure.clone() as Arc<dyn robots_proxy::signing::directory::Pages>;
+            // GET /audit/checkpoint (issue 39, item 6), then the disclosure's pages.
+            let checkpoint = robots_proxy::audit::CheckpointPage(audit.latest_checkpoint());
+            let pages =
+                Arc::new(robots_proxy::signing::directory::BothPages(Arc::new(checkpoint), pages))
+                    as Arc<dyn robots_proxy::signing::directory::Pages>;
             let serving = robots_proxy::signing::directory::serve_current(
                 listener,
                 signer,

@@ -243,6 +243,22 @@ pub trait Pages: Send + Sync {
     ) -> Option<Response<Full<Bytes>>>;
 }
 
+/// Two sets of pages, the first tried first.
+pub struct BothPages(pub Arc<dyn Pages>, pub Arc<dyn Pages>);
+
+impl Pages for BothPages {
+    fn answer(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &http::HeaderMap,
+        now: SystemTime,
+    ) -> Option<Response<Full<Bytes>>> {
+        let first = self.0.answer(method, path, headers, now);
+        first.or_else(|| self.1.answer(method, path, headers, now))
+    }
+}
+
 /// Serves the key directory on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,

@@ -273,14 +273,17 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
     assert!(out.contains("tail cut"), "{out}");
 
     // A record before the checkpoint rewritten and every hash recomputed, the checkpoint's
-    // head too: the chain alone cannot tell; the checkpoint's signature can.
+    // head too: the hash chain alone cannot tell. Since the Merkle tree (issue 39), the
+    // checkpoint's root shows it even without a key (a forger who also recomputes the root,
+    // edge and note text is stopped only by the note's and checkpoint's signatures).
     let (r, c) = log.copy("rechained");
     let mut l = new.clone();
     l[RECORD - 1] = l[RECORD - 1].replacen("/private/", "/public//", 1);
     rechain(&mut l);
     write_lines(&c, &l);
     let (code, out, _) = verify(&[s(&r), s(&c)]);
-    assert_eq!(code, 0, "without a key, a rewritten chain verifies: {out}");
+    assert_eq!(code, 1, "without a key, the Merkle root shows the rewrite: {out}");
+    assert!(out.contains("Merkle root mismatch"), "{out}");
     let (code, out, _) = verify(&["--public-key", &key, s(&r), s(&c)]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&format!("audit.jsonl:{}: bad checkpoint", checkpoint_at + 1)), "{out}");
@@ -542,4 +545,171 @@ async fn a_restart_after_a_rotation_continues_the_chain() {
     let (code, out, err) = verify(&[s(&rotated), s(&path)]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(keyed.state.path().join("audit-chain.json").is_file());
+}
+
+/// `robots-proxy audit ARGS…`: (exit status, stdout, stderr).
+fn audit(args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["audit"];
+    all.extend_from_slice(args);
+    let out = run(&all, &[]);
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The `audit.checkpoint.note` of every checkpoint in `path`, with its tree size.
+fn notes(path: &Path) -> Vec<(u64, String)> {
+    let values = lines(path).into_iter().map(|l| serde_json::from_str::<serde_json::Value>(&l));
+    values
+        .filter_map(|v| {
+            let v = v.unwrap();
+            Some((
+                v["audit.checkpoint.tree_size"].as_u64()?,
+                v["audit.checkpoint.note"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// Issue 39, items 1 and 5: the real proxy with a checkpoint key writes a log (a restart in
+/// the middle continues its Merkle tree); `audit prove` proves one blocked request's record
+/// and `audit check-proof` checks it with the public key alone; a changed record fails; `audit
+/// consistency` holds between two checkpoints of the log and fails between two logs; a forged
+/// checkpoint root is caught by `audit verify`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_is_proved_to_a_third_party_and_checkpoints_are_consistent() {
+    let origin = Origin::start(ROBOTS).await;
+    let keyed = Keyed::new();
+    let path = keyed.state.path().join("audit.jsonl");
+    let key = s(&keyed.public_key).to_owned();
+    let mut proxy = ProxyProcess::start(&[], &keyed.env());
+    block(&proxy, &origin, 3, "a").await;
+    wait_for_lines(&path, "robots_disallow", 3).await;
+    Keyed::stop(&mut proxy).await;
+    let mut proxy = ProxyProcess::start(&[], &keyed.env());
+    block(&proxy, &origin, 2, "b").await;
+    wait_for_lines(&path, "/private/b-1", 1).await;
+    Keyed::stop(&mut proxy).await;
+    let all = lines(&path);
+    assert!(!all.iter().any(|l| l.contains("audit_chain_restart")), "one chain, one tree");
+    let (code, out, err) = verify(&["--public-key", &key, s(&path)]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // Prove the record of /private/a-1.
+    let record = all.iter().find(|l| l.contains("/private/a-1")).unwrap();
+    let value: serde_json::Value = serde_json::from_str(record).unwrap();
+    let sequence = value["event.sequence"].as_u64().unwrap().to_string();
+    let (code, proof, err) = audit(&["prove", "--sequence", &sequence, s(&path)]);
+    assert_eq!(code, 0, "{err}");
+    let parsed: serde_json::Value = serde_json::from_str(&proof).unwrap();
+    assert_eq!(parsed["record"].as_str().unwrap(), record);
+    assert!(parsed["checkpoint"].as_str().unwrap().starts_with("robots-proxy/audit/"));
+    let dir = tempfile::tempdir().unwrap();
+    let proof_file = dir.path().join("proof.json");
+    std::fs::write(&proof_file, &proof).unwrap();
+    let (code, out, err) = audit(&["check-proof", s(&proof_file), "--public-key", &key]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("valid:"), "{out}");
+    // The record changed (another path): invalid.
+    let changed = proof.replace("/private/a-1", "/private/a-7");
+    std::fs::write(&proof_file, changed).unwrap();
+    let (code, _, err) = audit(&["check-proof", s(&proof_file), "--public-key", &key]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("invalid"), "{err}");
+    // Not a proof: unreadable.
+    std::fs::write(&proof_file, "{}").unwrap();
+    assert_eq!(audit(&["check-proof", s(&proof_file), "--public-key", &key]).0, 2);
+    // No checkpoint covers a record past the end.
+    let (code, _, err) = audit(&["prove", "--sequence", "999999", s(&path)]);
+    assert_eq!(code, 2, "{err}");
+
+    // Consistency between the first and the last checkpoint of the log, and not back.
+    let ours = notes(&path);
+    assert!(ours.len() >= 3, "{ours:?}");
+    let (first, last) = (&ours[1], &ours[ours.len() - 1]);
+    assert!(first.0 < last.0);
+    let old = dir.path().join("old.note");
+    let new = dir.path().join("new.note");
+    std::fs::write(&old, &first.1).unwrap();
+    std::fs::write(&new, &last.1).unwrap();
+    let consistency = |a: &Path, b: &Path| {
+        audit(&["consistency", s(a), s(b), "--log", s(&path), "--public-key", &key])
+    };
+    let (code, out, err) = consistency(&old, &new);
+    assert_eq!(code, 0, "{out}{err}");
+    let shown: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["old_size"], first.0);
+    assert_eq!(consistency(&new, &old).0, 1);
+    // Another log (another proxy, key and origin): not consistent.
+    let other = Keyed::new();
+    let mut proxy = ProxyProcess::start(&[], &other.env());
+    block(&proxy, &origin, 1, "c").await;
+    let other_path = other.state.path().join("audit.jsonl");
+    wait_for_lines(&other_path, "/private/c-0", 1).await;
+    Keyed::stop(&mut proxy).await;
+    let other_notes = notes(&other_path);
+    std::fs::write(&new, &other_notes[other_notes.len() - 1].1).unwrap();
+    let (code, _, err) =
+        audit(&["consistency", s(&old), s(&new), "--log", s(&path), s(&other_path)]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("different logs"), "{err}");
+
+    // A forged checkpoint root (the hashes re-chained without the key): tampering, named.
+    let mut forged = all.clone();
+    let at = forged.iter().rposition(|l| l.contains("audit.checkpoint.root")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&forged[at]).unwrap();
+    let root = v["audit.checkpoint.root"].as_str().unwrap().to_owned();
+    let fake = format!("{}=", "A".repeat(43));
+    forged[at] = forged[at].replace(&root, &fake);
+    rechain(&mut forged);
+    let forged_path = dir.path().join("forged.jsonl");
+    write_lines(&forged_path, &forged);
+    let (code, out, err) = verify(&[s(&forged_path)]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains(&format!("forged.jsonl:{}", at + 1)), "{out}");
+}
+
+/// Issue 39, item 6: `GET /audit/checkpoint` on `signing.directory_listen` serves the latest
+/// checkpoint, signed-note text that verifies with the public key and is in the log; 404
+/// with a clear body without a checkpoint key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_directory_listener_serves_the_latest_checkpoint() {
+    let state = tempfile::tempdir().unwrap();
+    let (mut p, directory) = super::support::directory_proxy(&state, "https://bots.example.com");
+    let url = format!("http://{directory}/audit/checkpoint");
+    let client = super::support::direct_client();
+    let resp = client.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
+    assert!(resp.text().await.unwrap().contains("no audit.checkpoint_key"));
+    Keyed::stop(&mut p).await;
+
+    let keyed = Keyed::new();
+    let config = keyed.state.path().join("robots-proxy.toml");
+    let made = run(&["keys", "new", "k1"], &[("ROBOTS_PROXY_STATE_DIR", s(keyed.state.path()))]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    std::fs::write(
+        &config,
+        "[signing]\ndirectory_listen = \"127.0.0.1:0\"\nkeys = [{ name = \"k1\" }]\n\
+         identities = [{ token = \"*\", keys = [\"k1\"], agent = \"https://bots.example.com\" }]\n",
+    )
+    .unwrap();
+    let mut p = ProxyProcess::start(&["--config", s(&config)], &keyed.env());
+    let directory: std::net::SocketAddr = p
+        .stderr()
+        .lines()
+        .find_map(|l| l.strip_prefix("robots-proxy key directory listening on ").map(str::to_owned))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let path = keyed.state.path().join("audit.jsonl");
+    wait_for_lines(&path, "audit_checkpoint", 1).await;
+    let resp = client.get(format!("http://{directory}/audit/checkpoint")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
+    let note = resp.text().await.unwrap();
+    let public = robots_proxy::audit::checkpoint::PublicKey::read(&keyed.public_key).unwrap();
+    let checkpoint = robots_proxy::audit::note::open(&note, &public).unwrap();
+    assert!(checkpoint.origin.starts_with("robots-proxy/audit/"), "{note}");
+    assert!(notes(&path).iter().any(|(_, n)| *n == note), "the served note is in the log");
+    Keyed::stop(&mut p).await;
 }

@@ -1,8 +1,49 @@
-//! The chain's state file beside the log (`crate::audit::anchor`), written by the sink.
+//! The chain's state file beside the log (`crate::audit::anchor`), written by the sink, and
+//! the writer's own lines taken in (the last checkpoint, published for `GET /audit/checkpoint`).
 
-use super::Sink;
+use super::{LineEnd, Own, Sink, Writer};
+
+impl Writer {
+    /// Publishes each checkpoint's note to `latest` (`GET /audit/checkpoint`).
+    pub(in crate::audit) fn publish_to(&mut self, latest: &super::super::LatestCheckpoint) {
+        if let Some(sink) = self.sink.as_mut() {
+            sink.latest = latest.clone();
+        }
+    }
+}
 
 impl Sink {
+    /// A line that ends at `end`; with [`Own::None`], a caller's record.
+    pub(super) fn line_end(&self, end: usize, kind: Own) -> LineEnd {
+        let pending = kind == Own::None;
+        LineEnd { end, pending, head: self.chain.head, sequence: self.chain.sequence, kind }
+    }
+
+    /// Takes in the state the writer's own lines of `batch` change, for those that reached
+    /// the file whole (`done` bytes): the restart is said, a checkpoint is the last one.
+    pub(super) fn took_own(&mut self, batch: &[u8], ends: &[LineEnd], done: usize) {
+        let mut start = 0;
+        let mut signed = false;
+        for line in ends.iter().take_while(|line| line.end <= done) {
+            match &line.kind {
+                Own::None => {}
+                Own::Restart => self.restart = None,
+                Own::Checkpoint(previous) => {
+                    self.start_checkpoint = false;
+                    self.checkpointed = line.sequence;
+                    self.previous = Some(previous.clone());
+                    self.checkpoint_line = Some(batch[start..line.end].to_vec());
+                    self.latest.publish(&batch[start..line.end]);
+                    signed = true;
+                }
+            }
+            start = line.end;
+        }
+        if signed {
+            self.save_state();
+        }
+    }
+
     /// Writes the chain's state beside the log (`anchor.rs`); a failure is logged only: the
     /// next start then has the file alone to go by.
     pub(super) fn save_state(&mut self) {

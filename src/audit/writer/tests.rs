@@ -398,3 +398,121 @@ mod anchoring {
         assert!(report.notes.iter().any(|n| n.contains("replayed")), "{:?}", report.notes);
     }
 }
+
+mod merkle_tree {
+    //! Issue 39, item 1: every line of a chain is a leaf of its Merkle tree; each checkpoint
+    //! names the root before it in a signed note; a restart continues the tree.
+
+    use super::*;
+    use crate::audit::chain::link_hash;
+    use crate::audit::checkpoint::PublicKey;
+    use crate::audit::merkle::{self, Tree};
+    use crate::audit::note;
+    use crate::audit::verify::{verify_files, Kind, Status};
+    use crate::signing::keys::{KeyName, SigningKey};
+
+    fn sink(path: &Path, key: &Arc<SigningKey>) -> Sink {
+        let node = Arc::new(std::sync::OnceLock::new());
+        let file = Some(open_file(path).unwrap());
+        Sink::new(path.to_owned(), file, node, Some(key.clone()), Duration::from_secs(1))
+    }
+
+    #[test]
+    fn checkpoints_name_the_root_of_the_lines_before_them_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let name: KeyName = "audit".parse().unwrap();
+        let key = Arc::new(SigningKey::create(&name, &name.file_in(dir.path())).unwrap());
+        let public = PublicKey::of(&key);
+        let path = dir.path().join("audit.jsonl");
+        let mut first = sink(&path, &key);
+        first.write(&[line(1), line(2), line(3)], true, false, false);
+        first.write(&[line(4)], true, true, false);
+        drop(first); // a clean stop: the file ends with the closing checkpoint
+        let mut second = sink(&path, &key);
+        second.write(&[line(5), line(6)], true, true, false);
+        drop(second);
+        let report = verify_files(std::slice::from_ref(&path), Some(&public));
+        assert_eq!(report.status, Status::Intact, "{}", report.render());
+
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(!text.contains("audit_chain_restart"), "one chain:\n{text}");
+        let mut tree = Tree::default();
+        let mut origins = Vec::new();
+        let mut checkpoints = 0;
+        for (i, l) in lines.iter().enumerate() {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["event.action"] == "audit_checkpoint" {
+                checkpoints += 1;
+                assert_eq!(v["audit.checkpoint.tree_size"], i as u64, "line {}", i + 1);
+                assert_eq!(v["audit.checkpoint.root"], merkle::encode(&tree.root()));
+                let said = note::open(v["audit.checkpoint.note"].as_str().unwrap(), &public);
+                let said = said.unwrap();
+                assert_eq!((said.size, said.root), (i as u64, tree.root()));
+                origins.push(said.origin);
+            }
+            tree.push(l.as_bytes());
+        }
+        assert!(checkpoints >= 3, "{text}");
+        origins.dedup();
+        assert_eq!(origins.len(), 1, "the restart continues the tree under its origin");
+
+        // A forger without the key rewrites the last checkpoint's root and edge to another
+        // tree's (consistent with each other) and re-chains the hashes: the root is caught.
+        let last = lines.len() - 1;
+        let mut other = Tree::default();
+        other.push(b"forged");
+        for l in &lines[1..last] {
+            other.push(l.as_bytes());
+        }
+        let mut r: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(lines[last]).unwrap();
+        r.insert("audit.checkpoint.root".into(), merkle::encode(&other.root()).into());
+        let edge: Vec<serde_json::Value> =
+            other.edge().iter().map(|h| merkle::encode(h).into()).collect();
+        r.insert("audit.checkpoint.tree_edge".into(), edge.into());
+        let previous = r.remove("event.previous_hash");
+        r.remove("event.hash");
+        let sequence = r.remove("event.sequence").unwrap();
+        let json = serde_json::Value::Object(r).to_string();
+        let mut body = format!("{},\"event.sequence\":{sequence}", &json[..json.len() - 1]);
+        if let Some(p) = previous {
+            body += &format!(",\"event.previous_hash\":{p}");
+        }
+        let before: serde_json::Value = serde_json::from_str(lines[last - 1]).unwrap();
+        let head = before["event.hash"].as_str().unwrap();
+        let hash = String::from_utf8(link_hash(head.as_bytes(), body.as_bytes()).to_vec());
+        let forged_line = format!("{body},\"event.hash\":\"{}\"}}", hash.unwrap());
+        let mut forged = lines[..last].join("\n");
+        forged += &format!("\n{forged_line}\n");
+        std::fs::write(&path, forged).unwrap();
+        for key in [Some(&public), None] {
+            let report = verify_files(std::slice::from_ref(&path), key);
+            assert_eq!(report.status, Status::Tampered, "{}", report.render());
+            assert_eq!(report.exit_code(), 1);
+            let problem = report.problem.as_ref().unwrap();
+            assert_eq!((problem.kind, problem.line), (Kind::BadCheckpoint, Some(last as u64 + 1)));
+            assert!(problem.message.contains("Merkle root mismatch"), "{}", problem.message);
+        }
+    }
+
+    /// A write cut short leaves the tree at the last line in the file: the next checkpoint's
+    /// root is still that of the lines before it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_failed_write_leaves_the_tree_at_the_last_line_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let name: KeyName = "audit".parse().unwrap();
+        let key = Arc::new(SigningKey::create(&name, &name.file_in(dir.path())).unwrap());
+        let path = dir.path().join("a.jsonl");
+        let mut sink = sink(&path, &key);
+        sink.write(&[line(1)], true, false, false);
+        let full = std::fs::OpenOptions::new().append(true).open("/dev/full").unwrap();
+        sink.file = Some((full, None));
+        assert_eq!(sink.write(&[line(2), line(3)], false, true, false).written, 0);
+        sink.write(&[line(4)], true, true, false);
+        let report = verify_files(std::slice::from_ref(&path), Some(&PublicKey::of(&key)));
+        assert_eq!(report.status, Status::Intact, "{}", report.render());
+        assert!(report.checkpoints >= 2, "{}", report.render());
+    }
+}

@@ -282,6 +282,16 @@ pub fn fleet(n: usize, redis: &Redis, prefix: &str, env: &[(&str, &str)]) -> Fle
 
 /// [`fleet`], one instance per URL, each reaching Redis at its own.
 pub fn fleet_at(urls: &[String], prefix: &str, env: &[(&str, &str)]) -> Fleet {
+    fleet_each(urls, prefix, env, &vec![&[][..]; urls.len()])
+}
+
+/// [`fleet_at`], instance `i` with `each[i]` added to `env` (e.g. a clock of its own).
+pub fn fleet_each(
+    urls: &[String],
+    prefix: &str,
+    env: &[(&str, &str)],
+    each: &[&[(&str, &str)]],
+) -> Fleet {
     let n = urls.len();
     let prefix = format!("test-{prefix}:");
     let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -294,6 +304,7 @@ pub fn fleet_at(urls: &[String], prefix: &str, env: &[(&str, &str)]) -> Fleet {
                 ("ROBOTS_PROXY_FLEET__INSTANCE", &name),
             ];
             all.extend_from_slice(env);
+            all.extend_from_slice(each.get(i).copied().unwrap_or_default());
             let state = dirs[i].path().to_string_lossy().into_owned();
             all.push(("ROBOTS_PROXY_STATE_DIR", &state));
             ProxyProcess::start(&[], &all)

@@ -60,8 +60,8 @@ use tokio::time::Instant;
 use super::Fleet;
 use crate::authority::Authority;
 use crate::pacing::{
-    Admission, Bound, ForgetWhenIdle, Held, IdleWindow, Lane, LocalPace, PaceAsk, PaceFuture,
-    PaceStore, Refusal,
+    begin_deadline, Admission, Bound, ForgetWhenIdle, Held, IdleWindow, Lane, LocalPace, PaceAsk,
+    PaceFuture, PaceStore, Refusal,
 };
 
 mod scripts;
@@ -314,11 +314,17 @@ impl RedisPace {
             tokio::time::sleep(wait).await;
         }
         let mut retry = SLOT_RETRY_FIRST;
+        // The larger spacing, and whether it waited for a slot: how late past its deadline it
+        // may still start (`pacing::begin_deadline`, review-fleet N6).
+        let widest =
+            limits.interval.unwrap_or_default().max(lane.map_or(Duration::ZERO, |l| l.delay));
+        let mut waited_for_slot = false;
         loop {
             let freed = here.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            let left = deadline.saturating_duration_since(Instant::now());
+            let latest = begin_deadline(deadline, widest, waited_for_slot);
+            let left = latest.saturating_duration_since(Instant::now());
             match self.start(&keys, &member, &spacing, left, slots).await {
                 Ok(Begun::Started { wait: until_start }) => {
                     let slot = (slots > 0).then(|| self.slot(&keys, &member));
@@ -334,7 +340,7 @@ impl RedisPace {
                     let wait = arrival.elapsed() + more;
                     return Err(Held::Refused(Refusal::TooLong { wait, bound }));
                 }
-                Ok(Begun::Busy) => {}
+                Ok(Begun::Busy) => waited_for_slot = true,
                 // Out of reach while waiting: as if it had been from the start, and what the
                 // call may still take in Redis is given back.
                 Err(()) => {

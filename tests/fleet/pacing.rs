@@ -362,3 +362,42 @@ async fn a_sustained_crawl_delay_wastes_no_starts_alone() {
     let (proxy, _dir) = alone(&sustained_env());
     sustained_crawl_delay(&[proxy.proxy_addr], &origin).await;
 }
+
+/// Review-fleet N4: waits for a slot are first come, first served across the fleet.
+/// Concurrency 1; a slow request holds the slot; six requests arrive 100 ms apart, alternately
+/// through two instances, and one more arrives as the slot frees: the origin sees them in the
+/// order they arrived, the late one last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slot_waits_are_first_come_first_served_across_the_fleet() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "1"),
+        ("ROBOTS_PROXY_PACING__MAX_WAIT", "20s"),
+    ];
+    let f = fleet(2, &redis, "fcfs", &env);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
+    let slow = hold_the_slot(f.instances[0].proxy_addr, &origin, 1400).await;
+    let mut waiters = Vec::new();
+    for i in 0..6 {
+        let c = client(f.instances[i % 2].proxy_addr);
+        let url = origin.url(&format!("/slow/15{i}"));
+        waiters.push(tokio::spawn(async move { c.get(url).send().await.unwrap().status() }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // As the slot frees: a newcomer finds the others waiting and waits behind them.
+    tokio::time::sleep(Duration::from_millis(850)).await;
+    let c = client(f.instances[1].proxy_addr);
+    let url = origin.url("/slow/156");
+    waiters.push(tokio::spawn(async move { c.get(url).send().await.unwrap().status() }));
+    assert_eq!(slow.await.unwrap(), 200);
+    for w in waiters {
+        assert_eq!(w.await.unwrap().as_u16(), 200);
+    }
+    let order = origin.paths("/slow/15");
+    let expected: Vec<String> = (0..7).map(|i| format!("/slow/15{i}")).collect();
+    assert_eq!(order, expected, "served out of arrival order");
+    assert_eq!(origin.most_in_flight(), 1);
+}

@@ -251,6 +251,18 @@ impl TimedOrigin {
         times
     }
 
+    /// The paths that start with `prefix`, in the order they arrived.
+    pub fn paths(&self, prefix: &str) -> Vec<String> {
+        let arrivals = self.arrivals.lock().unwrap();
+        let mut seen: Vec<(Instant, String)> = arrivals
+            .iter()
+            .filter(|(t, _)| t.starts_with(prefix))
+            .map(|(t, at)| (*at, t.clone()))
+            .collect();
+        seen.sort();
+        seen.into_iter().map(|(_, t)| t).collect()
+    }
+
     /// Waits (up to 10 s) until a request for `path` has arrived.
     pub async fn until_arrived(&self, path: &str) {
         for _ in 0..1000 {

@@ -63,7 +63,7 @@ impl Clock for SkewedClock {
 /// is wrong neither keeps a record past its expiry nor expires the others' early.
 ///
 /// It holds the last offset measured (the store's time when an answer came, minus this
-/// instance's clock then; off by at most the one-way latency). Before any measurement, and
+/// instance's clock then; off by at most the one-way latency), 0 within [`AGREE_WITHIN_MS`]. Before any measurement, and
 /// without a shared store, the offset is 0: the store's clock is taken to be this instance's.
 #[derive(Debug, Default)]
 pub struct StoreClock {
@@ -81,6 +81,10 @@ impl StoreClock {
     pub fn observe(&self, store_ms: u64, local: SystemTime) {
         let store = i64::try_from(store_ms).unwrap_or(i64::MAX);
         let offset = store.saturating_sub(epoch_millis(local));
+        // Within the tolerance, the clocks agree: every instance with a synchronised clock
+        // then names the very times a record carries (its evidence, the archive), instead of
+        // each moving them by its own measurement's jitter.
+        let offset = if offset.unsigned_abs() < AGREE_WITHIN_MS { 0 } else { offset };
         self.offset_ms.store(offset, Ordering::Relaxed);
     }
 
@@ -109,6 +113,11 @@ impl StoreClock {
         UNIX_EPOCH.checked_add(Duration::from_millis(ms)).unwrap_or(UNIX_EPOCH)
     }
 }
+
+/// A store's clock within this of an instance's (milliseconds) is taken to agree with it
+/// ([`StoreClock::observe`]): a measurement is off by up to the one-way latency anyway, and a
+/// second is small beside any robots.txt lifetime.
+pub const AGREE_WITHIN_MS: u64 = 1000;
 
 /// `t` in milliseconds since the epoch (negative before it).
 fn epoch_millis(t: SystemTime) -> i64 {
@@ -177,6 +186,10 @@ mod tests {
         assert_eq!(clock.offset_ms(), -60_000);
         assert_eq!(clock.to_store(local), 1_800_000_000_000 - 60_000);
         assert_eq!(clock.from_store(1_800_000_000_000 - 60_000, u64::MAX), local);
+        // Clocks within a second agree: no conversion (the same times on every instance).
+        clock.observe(1_800_000_000_000 + 400, local);
+        assert_eq!((clock.offset_ms(), clock.to_store(local)), (0, 1_800_000_000_000));
+        clock.observe(1_800_000_000_000 - 60_000, local);
         // Hostile values stay within bounds, no panic.
         assert_eq!(clock.from_store(u64::MAX, 5_000), UNIX_EPOCH + Duration::from_millis(5_000));
         assert_eq!(clock.from_store(0, u64::MAX), UNIX_EPOCH + Duration::from_secs(60));

@@ -609,7 +609,8 @@ impl RobotsCache {
         }
         let shared = self.inner.shared.get()?;
         let record = shared.load(authority).await.ok()??;
-        shared::decode(authority, &record, self.inner.body_limit).map(|(s, _)| Arc::new(s))
+        shared::decode(authority, &record, self.inner.body_limit, shared.store_clock())
+            .map(|(s, _)| Arc::new(s))
     }
 
     /// Drops the cached robots.txt of `authority` (and its `tdmrep.json`), so the next request

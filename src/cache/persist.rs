@@ -150,7 +150,7 @@ impl Persist {
         body_limit: usize,
     ) -> Option<(RobotsSnapshot, Option<Bytes>)> {
         let record = fs::read(self.path(authority)).ok()?;
-        shared::decode(authority, &record, body_limit)
+        shared::decode(authority, &record, body_limit, crate::clock::StoreClock::local())
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -227,7 +227,7 @@ impl Persist {
             },
             (None, _) => None,
         };
-        let record = shared::encode(snapshot, body.as_ref());
+        let record = shared::encode(snapshot, body.as_ref(), crate::clock::StoreClock::local());
         let still_wanted = || self.purges() == purges;
         if let Err(e) = write_atomically(&path, &record, &self.renames, still_wanted) {
             tracing::warn!(

@@ -26,7 +26,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,7 @@ use super::fetch::Fetched;
 use super::store::StoreFuture;
 use super::{state, FetchClass, FetchOutcome, Inner, RobotsRules, RobotsSnapshot, RobotsState};
 use crate::authority::Authority;
+use crate::clock::StoreClock;
 use crate::robots::RobotsTxt;
 use crate::robots_version::RobotsVersion;
 
@@ -87,6 +88,13 @@ pub trait SharedRobots: Send + Sync + 'static {
     /// The largest robots.txt body shared (`fleet.max_shared_body`): the result of a fetch
     /// with a larger one is kept only by the instance that fetched it.
     fn max_body(&self) -> usize;
+
+    /// The store's clock as seen from this instance: every time written into a shared record
+    /// (fetched, expires, failing since) is on it, and converted to this instance's clock when
+    /// read ([`StoreClock`]). A store without a clock of its own uses this instance's.
+    fn store_clock(&self) -> &StoreClock {
+        StoreClock::local()
+    }
 
     /// The record of another well-known file of `authority` (`name`: `tdmrep`, see
     /// [`super::wellknown`]), if one is kept. A store that shares none has none.
@@ -165,15 +173,9 @@ enum Kind {
     DisallowAll,
 }
 
-fn millis(t: SystemTime) -> u64 {
-    let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
-    u64::try_from(ms).unwrap_or(u64::MAX)
-}
-
+#[cfg(test)]
 fn from_millis(ms: u64) -> SystemTime {
-    // Clamped to the end of year 9999: RFC 3339 (the log's and the audit record's time format)
-    // has four-digit years, and a record from Redis is not to be trusted that far.
-    UNIX_EPOCH.checked_add(Duration::from_millis(ms.min(MAX_MILLIS))).unwrap_or(UNIX_EPOCH)
+    StoreClock::local().from_store(ms, MAX_MILLIS)
 }
 
 /// 9999-12-31T23:59:59Z, in milliseconds since the epoch.
@@ -183,8 +185,14 @@ const MAX_MILLIS: u64 = 253_402_300_799_000;
 /// refused before anything of it is decoded.
 const MAX_HEADER: usize = 64 * 1024;
 
-/// The record of `snapshot`, whose parsed rules (if any) came from `body`.
-pub(super) fn encode(snapshot: &RobotsSnapshot, body: Option<&Bytes>) -> Vec<u8> {
+/// The record of `snapshot`, whose parsed rules (if any) came from `body`, its times on the
+/// store's clock `times` ([`StoreClock::local`] for a file on this instance's disk).
+pub(super) fn encode(
+    snapshot: &RobotsSnapshot,
+    body: Option<&Bytes>,
+    times: &StoreClock,
+) -> Vec<u8> {
+    let millis = |t| times.to_store(t);
     let rules = match &snapshot.rules {
         RobotsRules::Parsed(_) => Kind::Parsed,
         RobotsRules::AllowAll => Kind::AllowAll,
@@ -222,12 +230,17 @@ pub(super) fn encode(snapshot: &RobotsSnapshot, body: Option<&Bytes>) -> Vec<u8>
 }
 
 /// The snapshot a record describes, and its body; `None` for a record this version cannot
-/// read (it is then fetched again, as if missing).
+/// read (it is then fetched again, as if missing). Its times, on the store's clock `times`,
+/// are turned into this instance's; clamped to the end of year 9999: RFC 3339 (the log's and
+/// the audit record's time format) has four-digit years, and a record from Redis is not to be
+/// trusted that far.
 pub(super) fn decode(
     authority: &Authority,
     record: &[u8],
     body_limit: usize,
+    times: &StoreClock,
 ) -> Option<(RobotsSnapshot, Option<Bytes>)> {
+    let from_millis = |ms| times.from_store(ms, MAX_MILLIS);
     if record.len() > body_limit.saturating_add(MAX_HEADER) {
         return None;
     }
@@ -300,7 +313,8 @@ pub(super) async fn refresh(
     let body_limit = inner.body_limit;
     loop {
         let record = shared.load(authority).await?;
-        let prev = record.as_deref().and_then(|r| decode(authority, r, body_limit));
+        let prev =
+            record.as_deref().and_then(|r| decode(authority, r, body_limit, shared.store_clock()));
         if let Some((snapshot, _)) = &prev {
             if usable(snapshot, inner.clock.now()) {
                 return Ok((snapshot.clone(), true));
@@ -320,7 +334,10 @@ pub(super) async fn refresh(
             // Looked at again under the lease: another instance may have stored its record and
             // given the lease back between the look above and taking it.
             let record = shared.load(authority).await?;
-            let prev = match record.as_deref().and_then(|r| decode(authority, r, body_limit)) {
+            let prev = match record
+                .as_deref()
+                .and_then(|r| decode(authority, r, body_limit, shared.store_clock()))
+            {
                 Some((snapshot, _)) if usable(&snapshot, inner.clock.now()) => {
                     shared.release(authority).await?;
                     return Ok((snapshot, true));
@@ -349,7 +366,7 @@ pub(super) async fn refresh(
                 shared.release(authority).await?;
                 return Ok((snapshot, true));
             }
-            let record = encode(&snapshot, shared_body);
+            let record = encode(&snapshot, shared_body, shared.store_clock());
             let ttl = record_ttl(&snapshot, now, inner);
             let keep = match shared.store(authority, record, ttl).await {
                 Ok(stored) => stored,
@@ -507,6 +524,7 @@ pub(super) fn no_slot(
 mod tests {
     use super::*;
     use crate::authority::Scheme;
+    use std::time::UNIX_EPOCH;
 
     /// Review-core N2: the case-insensitive origin flag travels with the copy (disk and fleet),
     /// so a copy decides exactly as the fetch it came from; a record without the field (older,
@@ -531,13 +549,15 @@ mod tests {
             version: None,
             refresh: Default::default(),
         };
-        let folds = |record: &[u8]| match decode(&a, record, 1 << 20).unwrap().0.rules {
-            RobotsRules::Parsed(r) => r.case_insensitive_origin(),
-            _ => panic!("not parsed"),
-        };
-        let iis = encode(&snapshot(true), Some(&body));
+        let folds =
+            |record: &[u8]| match decode(&a, record, 1 << 20, StoreClock::local()).unwrap().0.rules
+            {
+                RobotsRules::Parsed(r) => r.case_insensitive_origin(),
+                _ => panic!("not parsed"),
+            };
+        let iis = encode(&snapshot(true), Some(&body), StoreClock::local());
         assert!(folds(&iis));
-        let plain = encode(&snapshot(false), Some(&body));
+        let plain = encode(&snapshot(false), Some(&body), StoreClock::local());
         assert!(!folds(&plain));
         assert!(!String::from_utf8_lossy(&plain).lines().next().unwrap().contains("folds_case"));
     }
@@ -566,8 +586,8 @@ mod tests {
             ))),
             refresh: Default::default(),
         };
-        let record = encode(&snapshot, Some(&body));
-        let (back, back_body) = decode(&a, &record, 1 << 20).unwrap();
+        let record = encode(&snapshot, Some(&body), StoreClock::local());
+        let (back, back_body) = decode(&a, &record, 1 << 20, StoreClock::local()).unwrap();
         assert_eq!(back_body.as_deref(), Some(&body[..]));
         assert!(!back.rules.allows(None, "/x%FF"));
         assert!(back.rules.allows(None, "/y"));
@@ -584,16 +604,16 @@ mod tests {
         assert!(text.lines().next().unwrap().contains(&digest), "{text}");
         // A record written before the digest existed still loads, and names its body's digest.
         let old = b"{\"v\":1,\"rules\":\"parsed\",\"state\":\"fresh\",\"outcome\":{\"kind\":\"status\",\"detail\":200},\"fetched_at_ms\":1800000000123,\"expires_at_ms\":1800000060123,\"failing_since_ms\":null,\"failures\":0}\nUser-agent: *\n";
-        let (old, _) = decode(&a, old, 1 << 20).unwrap();
+        let (old, _) = decode(&a, old, 1 << 20, StoreClock::local()).unwrap();
         let version = old.version.unwrap();
         assert_eq!(version.sha256(), crate::robots_version::sha256_hex(b"User-agent: *\n"));
         assert_eq!((version.fetched_at(), version.status()), (t, None));
-        assert!(decode(&a, b"{\"v\":9}\n", 10).is_none());
-        assert!(decode(&a, b"garbage", 10).is_none());
+        assert!(decode(&a, b"{\"v\":9}\n", 10, StoreClock::local()).is_none());
+        assert!(decode(&a, b"garbage", 10, StoreClock::local()).is_none());
         // A record larger than the body limit allows is refused before it is decoded.
-        let mut huge = encode(&snapshot, Some(&body));
+        let mut huge = encode(&snapshot, Some(&body), StoreClock::local());
         huge.extend(std::iter::repeat_n(b'#', MAX_HEADER + 2048));
-        assert!(decode(&a, &huge, 1024).is_none());
+        assert!(decode(&a, &huge, 1024, StoreClock::local()).is_none());
     }
 
     #[test]

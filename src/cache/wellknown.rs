@@ -34,7 +34,7 @@ use std::time::{Duration, SystemTime};
 use super::fetch::Fetch;
 use super::SharedRobots;
 use crate::authority::Authority;
-use crate::clock::Clock;
+use crate::clock::{Clock, StoreClock};
 use crate::robots::optout::TdmFile;
 
 /// How long a fetched (or missing, or malformed) `tdmrep.json` is used.
@@ -236,7 +236,7 @@ impl FetchTask {
         }
         if let Some(shared) = &shared {
             let expires = self.clock.now() + lifetime;
-            let record = to_record(&answer, expires);
+            let record = to_record(&answer, shared.store_clock().to_store(expires));
             if let Err(e) = shared.store_file(SHARED_NAME, &authority, record, lifetime).await {
                 tracing::debug!(%url, error = %e, "fleet: tdmrep.json not shared");
             }
@@ -252,7 +252,7 @@ impl FetchTask {
     ) -> Option<TdmSite> {
         match shared.load_file(SHARED_NAME, authority).await {
             Ok(Some(record)) => {
-                let site = self.site_of_record(&record)?;
+                let site = self.site_of_record(&record, shared.store_clock())?;
                 tracing::debug!(%authority, reason = %site.note, "tdmrep.json from the fleet");
                 Some(site)
             }
@@ -264,13 +264,13 @@ impl FetchTask {
         }
     }
 
-    /// A site from the fleet's record, for what is left of its lifetime; `None` when the
-    /// record cannot be read or has expired.
-    fn site_of_record(&self, record: &[u8]) -> Option<TdmSite> {
+    /// A site from the fleet's record (its expiry on the store's clock `times`), for what is
+    /// left of its lifetime; `None` when the record cannot be read or has expired.
+    fn site_of_record(&self, record: &[u8], times: &StoreClock) -> Option<TdmSite> {
         let end = record.iter().position(|b| *b == b'\n')?;
         let head: RecordHead = serde_json::from_slice(&record[..end]).ok()?;
         let body = record[end + 1..].to_vec();
-        let expires = SystemTime::UNIX_EPOCH + Duration::from_millis(head.expires_at_ms);
+        let expires = times.from_store(head.expires_at_ms, u64::MAX);
         let left = expires.duration_since(self.clock.now()).ok().filter(|d| !d.is_zero())?;
         let answer = match head.error {
             Some(e) => Err(e),
@@ -294,9 +294,8 @@ struct RecordHead {
     expires_at_ms: u64,
 }
 
-fn to_record(answer: &Result<(u16, Vec<u8>), String>, expires: SystemTime) -> Vec<u8> {
-    let ms = expires.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis();
-    let expires_at_ms = u64::try_from(ms).unwrap_or(u64::MAX);
+/// The fleet's record of `answer`, expiring at `expires_at_ms` (the store's clock).
+fn to_record(answer: &Result<(u16, Vec<u8>), String>, expires_at_ms: u64) -> Vec<u8> {
     let (head, body) = match answer {
         Ok((status, body)) => {
             let body: &[u8] = if (200..300).contains(status) { body } else { &[] };

@@ -11,7 +11,8 @@
 //! command however many records there are, all or nothing). A record is stored tagged with
 //! the generation current when it is written, and sealed with the fleet's key when there is
 //! one ([`super::seal`]: a record that does not verify is never used), and a record of another
-//! generation is not read ([`SharedRedis::load`] gets the counter and the record with one `MGET`): the
+//! generation is not read ([`SharedRedis::load`] gets the counter and the record, with Redis's clock, in one
+//! script): the
 //! records of earlier generations are gone for the fleet at once, and Redis drops them when
 //! they expire. No call walks the keyspace (`SCAN`), whose length is not the fleet's to bound.
 //!
@@ -31,6 +32,7 @@ use super::seal::{Kind, PurgeReplays, Refusal, What};
 use super::Fleet;
 use crate::authority::{Authority, Scheme};
 use crate::cache::{RobotsCache, SharedError, SharedRobots, StoreFuture};
+use crate::clock::{Clock, StoreClock};
 
 /// The fleet's robots.txt records.
 pub struct SharedRedis {
@@ -48,6 +50,11 @@ pub struct SharedRedis {
     stamp: Script,
     /// Purge messages sent, for their unique seal ([`super::seal`]).
     next_purge: AtomicU64,
+    load: Script,
+    /// This instance's clock, and Redis's as seen from it: measured on every answer that
+    /// carries Redis's `TIME` (a load, a lease, a stamp). Records' times are on Redis's clock.
+    clock: Arc<dyn Clock>,
+    times: StoreClock,
 }
 
 /// A lease this instance holds: its value, `purge-generation` when it was taken, and Redis's
@@ -60,9 +67,18 @@ struct Held {
 }
 
 impl SharedRedis {
-    /// Records in the Redis of `fleet`.
+    /// Records in the Redis of `fleet`, on the system clock.
     pub fn new(fleet: Arc<Fleet>) -> Self {
+        SharedRedis::with_clock(fleet, Arc::new(crate::clock::SystemClock))
+    }
+
+    /// Records in the Redis of `fleet`, for an instance whose clock is `clock` (the one its
+    /// robots.txt cache runs on).
+    pub fn with_clock(fleet: Arc<Fleet>, clock: Arc<dyn Clock>) -> Self {
         SharedRedis {
+            load: Script::new(&[NOW_MS, LOAD].concat()),
+            clock,
+            times: StoreClock::new(),
             fleet,
             held: Mutex::default(),
             next_lease: AtomicU64::new(0),
@@ -111,6 +127,26 @@ impl SharedRedis {
         Some(opened.record)
     }
 
+    /// Redis answered at `store_ms` (its clock): the offset of its clock from this instance's.
+    fn observe(&self, store_ms: u64) {
+        self.times.observe(store_ms, self.clock.now());
+    }
+
+    /// The purge generation and the record at `key`, with Redis's clock (observed).
+    async fn load_at(
+        &self,
+        key: String,
+    ) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>), SharedError> {
+        let mut invocation = self.load.prepare_invoke();
+        invocation.key(generation_key(&self.fleet)).key(key);
+        let (generation, value, at): (Option<Vec<u8>>, Option<Vec<u8>>, u64) = self
+            .fleet
+            .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        self.observe(at);
+        Ok((generation, value))
+    }
+
     /// The purge generation and Redis's clock (ms), for a record or message sealed now.
     async fn stamp(&self) -> Result<(String, u64), SharedError> {
         let mut invocation = self.stamp.prepare_invoke();
@@ -119,6 +155,7 @@ impl SharedRedis {
             .fleet
             .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
+        self.observe(at);
         Ok((generation, at))
     }
 }
@@ -145,6 +182,12 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {redis.call('GET', KEYS[2]) or '0', now_ms()}
 end
 return false
+";
+
+/// KEYS: purge generation, record. The purge generation, the record (`false` for none) and
+/// Redis's clock (ms): what records' times are converted with ([`StoreClock`]). One round trip.
+const LOAD: &str = r"
+return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), now_ms()}
 ";
 
 /// KEYS: purge generation. The purge generation and Redis's clock (ms): what a tdmrep.json
@@ -288,10 +331,8 @@ impl SharedRobots for SharedRedis {
         &'a self,
         authority: &'a Authority,
     ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
-        let keys = [generation_key(&self.fleet), record_key(&self.fleet, authority)];
         Box::pin(async move {
-            let (generation, value): (Option<Vec<u8>>, Option<Vec<u8>>) =
-                self.fleet.call(move |mut c| async move { c.mget(&keys).await }).await?;
+            let (generation, value) = self.load_at(record_key(&self.fleet, authority)).await?;
             Ok(self.open(Kind::Robots, authority, generation, value))
         })
     }
@@ -315,6 +356,7 @@ impl SharedRobots for SharedRedis {
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
             let Some((generation, at_ms)) = taken else { return Ok(false) };
+            self.observe(at_ms);
             self.held().insert(authority.clone(), Held { holder, generation, at_ms });
             Ok(true)
         })
@@ -441,15 +483,17 @@ impl SharedRobots for SharedRedis {
         self.fleet.max_shared_body
     }
 
+    fn store_clock(&self) -> &StoreClock {
+        &self.times
+    }
+
     fn load_file<'a>(
         &'a self,
         name: &'static str,
         authority: &'a Authority,
     ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
-        let keys = [generation_key(&self.fleet), file_key(&self.fleet, name, authority)];
         Box::pin(async move {
-            let (generation, value): (Option<Vec<u8>>, Option<Vec<u8>>) =
-                self.fleet.call(move |mut c| async move { c.mget(&keys).await }).await?;
+            let (generation, value) = self.load_at(file_key(&self.fleet, name, authority)).await?;
             Ok(self.open(file_kind(name), authority, generation, value))
         })
     }

@@ -12,7 +12,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use robots_proxy::audit::AuditLog;
 use robots_proxy::cache::RobotsCache;
-use robots_proxy::clock::{Clock, SystemClock};
+use robots_proxy::clock::Clock;
 use robots_proxy::config::{self, Config, ConfigSources, Overrides};
 use robots_proxy::fleet;
 use robots_proxy::notify::notify;
@@ -116,7 +116,7 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock: Arc<dyn Clock> = robots_proxy::clock::process_clock();
     // The one TLS client configuration and the one destination guard of the process,
     // shared by the robots.txt fetcher and the proxy (forwards, tunnels): the listeners
     // the guard learns below are refused by every component that connects out (SSRF).
@@ -188,7 +188,10 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let pacer = match &fleet {
         None => Arc::new(robots_proxy::pacing::Pacer::new(&config.pacing)?),
         Some(fleet) => {
-            cache.share_with(Arc::new(fleet::robots::SharedRedis::new(fleet.clone())));
+            cache.share_with(Arc::new(fleet::robots::SharedRedis::with_clock(
+                fleet.clone(),
+                clock.clone(),
+            )));
             let keep = robots_proxy::pacing::idle_after(&config.pacing)?;
             let lease = fleet::pace::slot_lease(config.upstream.response_timeout);
             let store = Arc::new(fleet::pace::RedisPace::new(fleet.clone(), keep, lease));

@@ -181,12 +181,14 @@ impl LocalPace {
             waited = true;
             tokio::time::sleep_until(slot.start).await;
         }
+        let mut waited_for_connection = false;
         let connection = match &site.connections {
             None => None,
             Some(connections) => match connections.clone().try_acquire_owned() {
                 Ok(permit) => Some(permit),
                 Err(_) => {
                     waited = true;
+                    waited_for_connection = true;
                     let wait =
                         tokio::time::timeout_at(deadline, connections.clone().acquire_owned());
                     match wait.await {
@@ -198,7 +200,10 @@ impl LocalPace {
             },
         };
         let now = Instant::now();
-        let begun = site.schedule().begin(now, lane, &limits, deadline);
+        let spacing =
+            limits.interval.unwrap_or_default().max(lane.map_or(Duration::ZERO, |l| l.delay));
+        let latest = super::begin_deadline(deadline, spacing, waited_for_connection);
+        let begun = site.schedule().begin(now, lane, &limits, latest);
         match begun {
             Ok(start) if start > now => {
                 waited = true;

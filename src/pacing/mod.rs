@@ -70,7 +70,7 @@ use crate::robots::{CrawlDelay, ProductToken};
 pub use schedule::Bound;
 
 pub use local::LocalPace;
-pub use schedule::{Lane, Limits, Refusal};
+pub use schedule::{begin_deadline, Lane, Limits, Refusal, BEGIN_GRACE};
 pub use section::{PacingError, PacingSection, SitePace, MAX_CONCURRENCY};
 pub use store::{Admission, ForgetWhenIdle, Held, IdleWindow, PaceAsk, PaceFuture, PaceStore};
 

@@ -164,6 +164,34 @@ impl Spacing {
     }
 }
 
+/// The most a request admitted on arrival may start past its deadline (`arrival + max_wait`)
+/// at [`Schedule::begin`], for one spacing at most.
+pub const BEGIN_GRACE: Duration = Duration::from_millis(250);
+
+/// The latest start [`Schedule::begin`] (and the fleet's `BEGIN`) accepts for a request whose
+/// deadline is `deadline`, spaced by `spacing` (the larger of its rate interval and
+/// Crawl-delay), when it did or did not wait for a connection (`waited_for_connection`).
+///
+/// A request's start is reserved on arrival within `max_wait` (else it is refused at once). The
+/// spaced start computed when that reservation comes is later by the lateness of the starts
+/// before it (a timer tick, a round trip to Redis), accumulated along the queue; refusing it
+/// then wastes the start it reserved and makes it wait `max_wait` for a 429 (review-fleet N6:
+/// `Crawl-delay: 0.5` gave 1.43 requests a second instead of 2). So such a request may start up
+/// to one spacing, at most [`BEGIN_GRACE`], past its deadline. A request that waited for a
+/// connection (the concurrency limit) is held to its deadline exactly: that wait is not known
+/// on arrival.
+pub fn begin_deadline(
+    deadline: Instant,
+    spacing: Duration,
+    waited_for_connection: bool,
+) -> Instant {
+    if waited_for_connection {
+        deadline
+    } else {
+        later(deadline, spacing.min(BEGIN_GRACE))
+    }
+}
+
 /// `t + d`. The durations are clamped to [`MAX_SPACING`], so this cannot overflow in practice;
 /// should it ever, the spacing is lost for that once rather than the proxy panicking.
 fn later(t: Instant, d: Duration) -> Instant {
@@ -563,6 +591,24 @@ mod tests {
         // New reservations come after the actual starts.
         let c = s.reserve(late, None, &l, true).unwrap();
         assert_eq!(c.start, late + MS * 400);
+    }
+
+    #[test]
+    fn a_start_reserved_on_arrival_may_come_late_by_one_spacing_at_most() {
+        // Review-fleet N6: reserved 500 ms before its deadline, but the start before it ran
+        // 40 ms late: it still starts (40 ms past the deadline) instead of being refused.
+        let t0 = Instant::now();
+        let l = limits(0, 10, 3_000);
+        let mut s = Schedule::default();
+        let deadline = t0 + MS * 3000;
+        assert_eq!(s.begin(t0 + MS * 2540, lane(2, 500), &l, deadline), Ok(t0 + MS * 2540));
+        let spacing = Duration::from_millis(500);
+        let latest = begin_deadline(deadline, spacing, false);
+        assert_eq!(latest, deadline + BEGIN_GRACE);
+        assert_eq!(s.begin(t0 + MS * 2990, lane(2, 500), &l, latest), Ok(t0 + MS * 3040));
+        // Held to the deadline after a wait for a connection, and never more than one spacing.
+        assert_eq!(begin_deadline(deadline, spacing, true), deadline);
+        assert_eq!(begin_deadline(deadline, MS * 100, false), deadline + MS * 100);
     }
 
     #[test]

@@ -293,3 +293,111 @@ async fn a_far_instance_s_start_still_keeps_the_crawl_delay() {
         assert!(gap >= Duration::from_millis(1000), "two starts {gap:?} apart");
     }
 }
+
+/// Review-fleet N6: under sustained load, requests admitted on arrival are not refused after
+/// waiting `max_wait` (their reserved starts were wasted: `Crawl-delay: 0.5` gave 1.43 requests
+/// a second). Ten back-to-back clients for a bounded window; the origin must see
+/// close to two requests a second, and no 429 may come later than a second after its request.
+async fn sustained_crawl_delay(proxies: &[std::net::SocketAddr], origin: &TimedOrigin) {
+    const WINDOW: Duration = Duration::from_secs(8);
+    let began = Instant::now();
+    let mut clients = Vec::new();
+    for (p, proxy) in proxies.iter().enumerate() {
+        for k in 0..(10 / proxies.len()) {
+            let c = client(*proxy);
+            let base = origin.url(&format!("/slow/100?c={p}-{k}"));
+            clients.push(tokio::spawn(async move {
+                let mut late_refusals = Vec::new();
+                while began.elapsed() < WINDOW {
+                    let sent = Instant::now();
+                    let status = c.get(&base).send().await.unwrap().status().as_u16();
+                    if status == 429 {
+                        if sent.elapsed() > Duration::from_secs(1) {
+                            late_refusals.push(sent.elapsed());
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+                late_refusals
+            }));
+        }
+    }
+    let mut late = Vec::new();
+    for c in clients {
+        late.extend(c.await.unwrap());
+    }
+    // Arrivals within [1 s, 8 s] after the start: 7 s of a 0.5 s spacing (plus its margins)
+    // is 13-14 starts; with wasted starts it was 10.
+    let from = began + Duration::from_secs(1);
+    let to = began + WINDOW;
+    let n = origin.arrivals("/slow/").iter().filter(|t| **t >= from && **t <= to).count();
+    assert!(n >= 12, "{n} requests in 7 s for Crawl-delay 0.5 (2 a second at most)");
+    assert!(n <= 15, "{n} requests in 7 s: the Crawl-delay was not kept");
+    assert!(late.is_empty(), "refused after waiting: {late:?}");
+}
+
+fn sustained_env() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "2"),
+        ("ROBOTS_PROXY_PACING__MAX_WAIT", "3s"),
+    ]
+}
+
+const HALF_SECOND: &str = "User-agent: *\nDisallow: /nothing\nCrawl-delay: 0.5\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sustained_crawl_delay_wastes_no_starts_in_a_fleet() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(HALF_SECOND, Duration::ZERO).await;
+    let f = fleet(2, &redis, "sustained", &sustained_env());
+    until_fleet_up(&f, 1).await;
+    let proxies: Vec<_> = f.instances.iter().map(|i| i.proxy_addr).collect();
+    sustained_crawl_delay(&proxies, &origin).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sustained_crawl_delay_wastes_no_starts_alone() {
+    let origin = TimedOrigin::start(HALF_SECOND, Duration::ZERO).await;
+    let (proxy, _dir) = alone(&sustained_env());
+    sustained_crawl_delay(&[proxy.proxy_addr], &origin).await;
+}
+
+/// Review-fleet N4: waits for a slot are first come, first served across the fleet.
+/// Concurrency 1; a slow request holds the slot; six requests arrive 100 ms apart, alternately
+/// through two instances, and one more arrives as the slot frees: the origin sees them in the
+/// order they arrived, the late one last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slot_waits_are_first_come_first_served_across_the_fleet() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+    let env = [
+        ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+        ("ROBOTS_PROXY_PACING__DEFAULT_CONCURRENCY", "1"),
+        ("ROBOTS_PROXY_PACING__MAX_WAIT", "20s"),
+    ];
+    let f = fleet(2, &redis, "fcfs", &env);
+    until_fleet_up(&f, 1).await;
+    assert_eq!(get(&f, 0, &origin.url("/warm")).await, 200);
+    let slow = hold_the_slot(f.instances[0].proxy_addr, &origin, 1400).await;
+    let mut waiters = Vec::new();
+    for i in 0..6 {
+        let c = client(f.instances[i % 2].proxy_addr);
+        let url = origin.url(&format!("/slow/15{i}"));
+        waiters.push(tokio::spawn(async move { c.get(url).send().await.unwrap().status() }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // As the slot frees: a newcomer finds the others waiting and waits behind them.
+    tokio::time::sleep(Duration::from_millis(850)).await;
+    let c = client(f.instances[1].proxy_addr);
+    let url = origin.url("/slow/156");
+    waiters.push(tokio::spawn(async move { c.get(url).send().await.unwrap().status() }));
+    assert_eq!(slow.await.unwrap(), 200);
+    for w in waiters {
+        assert_eq!(w.await.unwrap().as_u16(), 200);
+    }
+    let order = origin.paths("/slow/15");
+    let expected: Vec<String> = (0..7).map(|i| format!("/slow/15{i}")).collect();
+    assert_eq!(order, expected, "served out of arrival order");
+    assert_eq!(origin.most_in_flight(), 1);
+}

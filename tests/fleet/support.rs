@@ -251,6 +251,18 @@ impl TimedOrigin {
         times
     }
 
+    /// The paths that start with `prefix`, in the order they arrived.
+    pub fn paths(&self, prefix: &str) -> Vec<String> {
+        let arrivals = self.arrivals.lock().unwrap();
+        let mut seen: Vec<(Instant, String)> = arrivals
+            .iter()
+            .filter(|(t, _)| t.starts_with(prefix))
+            .map(|(t, at)| (*at, t.clone()))
+            .collect();
+        seen.sort();
+        seen.into_iter().map(|(_, t)| t).collect()
+    }
+
     /// Waits (up to 10 s) until a request for `path` has arrived.
     pub async fn until_arrived(&self, path: &str) {
         for _ in 0..1000 {
@@ -282,6 +294,16 @@ pub fn fleet(n: usize, redis: &Redis, prefix: &str, env: &[(&str, &str)]) -> Fle
 
 /// [`fleet`], one instance per URL, each reaching Redis at its own.
 pub fn fleet_at(urls: &[String], prefix: &str, env: &[(&str, &str)]) -> Fleet {
+    fleet_each(urls, prefix, env, &vec![&[][..]; urls.len()])
+}
+
+/// [`fleet_at`], instance `i` with `each[i]` added to `env` (e.g. a clock of its own).
+pub fn fleet_each(
+    urls: &[String],
+    prefix: &str,
+    env: &[(&str, &str)],
+    each: &[&[(&str, &str)]],
+) -> Fleet {
     let n = urls.len();
     let prefix = format!("test-{prefix}:");
     let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -294,6 +316,7 @@ pub fn fleet_at(urls: &[String], prefix: &str, env: &[(&str, &str)]) -> Fleet {
                 ("ROBOTS_PROXY_FLEET__INSTANCE", &name),
             ];
             all.extend_from_slice(env);
+            all.extend_from_slice(each.get(i).copied().unwrap_or_default());
             let state = dirs[i].path().to_string_lossy().into_owned();
             all.push(("ROBOTS_PROXY_STATE_DIR", &state));
             ProxyProcess::start(&[], &all)

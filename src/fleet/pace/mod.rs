@@ -15,7 +15,10 @@
 //!   `Schedule::begin` does: requests that bunched up behind the concurrency limit still
 //!   start one spacing apart;
 //! * a request waiting for a slot sleeps until a slot is given back anywhere in the fleet
-//!   (pub/sub on `slot-freed`), looking again by itself only at growing intervals;
+//!   (pub/sub on `slot-freed`), looking again by itself only at growing intervals; slots go
+//!   first come, first served across the fleet: the requests that found none are queued in
+//!   Redis (`slotq:<authority>`, by Redis's clock) and a slot goes to the first of them, while
+//!   a request that arrives then queues behind them (review-fleet N4);
 //! * a request dropped while it waits (its client hung up) leaves the queue at once; a
 //!   slot is given back when the response headers arrive, off the request's path and in
 //!   batches, and announced only while a request waits for one (`slots`). What an instance
@@ -45,7 +48,8 @@
 //!
 //! Keys (after `fleet.key_prefix`): `pace:<authority>` (hash, see [`scripts`]),
 //! `queue:<authority>` (requests with no Crawl-delay), `queue:<authority>#<line>` (one per
-//! Crawl-delay lane) and `slots:<authority>` (sorted sets); `gone:<member>`, the mark a
+//! Crawl-delay lane), `slots:<authority>` and `slotq:<authority>` (sorted sets);
+//! `gone:<member>`, the mark a
 //! give-back leaves after a call that timed out here ([`scripts::GIVE_BACK`], one lease);
 //! channel `slot-freed`.
 
@@ -60,8 +64,8 @@ use tokio::time::Instant;
 use super::Fleet;
 use crate::authority::Authority;
 use crate::pacing::{
-    Admission, Bound, ForgetWhenIdle, Held, IdleWindow, Lane, LocalPace, PaceAsk, PaceFuture,
-    PaceStore, Refusal,
+    begin_deadline, Admission, Bound, ForgetWhenIdle, Held, IdleWindow, Lane, LocalPace, PaceAsk,
+    PaceFuture, PaceStore, Refusal,
 };
 
 mod scripts;
@@ -218,14 +222,20 @@ impl RedisPace {
     /// otherwise block the site fleet-wide for a whole lease (review-fleet N1).
     fn forget(&self, keys: &Keys, member: &str) {
         let script = self.give_back.clone();
-        let keys = Arc::new((keys.slots.clone(), keys.queue.clone(), keys.gone.clone()));
+        let keys = Arc::new((
+            keys.slots.clone(),
+            keys.queue.clone(),
+            keys.gone.clone(),
+            keys.slotq.clone(),
+        ));
         let member = Arc::new(member.to_owned());
         let lease = millis(self.lease);
         give_back(self.fleet.clone(), Instant::now() + self.lease, move |mut c| {
             let (script, keys, member) = (script.clone(), keys.clone(), member.clone());
             Box::pin(async move {
                 let mut invocation = script.prepare_invoke();
-                invocation.key(&keys.0).key(&keys.1).key(&keys.2).arg(&*member).arg(lease);
+                invocation.key(&keys.0).key(&keys.1).key(&keys.2).key(&keys.3);
+                invocation.arg(&*member).arg(lease);
                 invocation.invoke_async::<()>(&mut c).await
             })
         });
@@ -245,6 +255,7 @@ impl RedisPace {
             queue: self.fleet.key(&queue_key(authority, lane)),
             slots: self.fleet.key(&format!("slots:{authority}")),
             gone: self.fleet.key(&format!("gone:{member}")),
+            slotq: self.fleet.key(&format!("slotq:{authority}")),
         };
         let slots = limits.concurrency.unwrap_or(0);
         let one_way = self.fleet.round_trip().min(self.fleet.timeout) / 2;
@@ -298,7 +309,7 @@ impl RedisPace {
         // In the fleet's queue until it starts; out of it if dropped before.
         let mut queued = Queued {
             fleet: self.fleet.clone(),
-            key: Some(keys.queue.clone()),
+            key: Some((keys.queue.clone(), keys.slotq.clone())),
             member: member.clone(),
             lapses: deadline + QUEUE_LAPSE,
         };
@@ -314,12 +325,19 @@ impl RedisPace {
             tokio::time::sleep(wait).await;
         }
         let mut retry = SLOT_RETRY_FIRST;
+        // The larger spacing, and whether it waited for a slot: how late past its deadline it
+        // may still start (`pacing::begin_deadline`, review-fleet N6).
+        let widest =
+            limits.interval.unwrap_or_default().max(lane.map_or(Duration::ZERO, |l| l.delay));
+        let mut waited_for_slot = false;
         loop {
             let freed = here.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.start(&keys, &member, &spacing, left, slots).await {
+            let latest = begin_deadline(deadline, widest, waited_for_slot);
+            let left = latest.saturating_duration_since(Instant::now());
+            let forget = limits.max_wait.saturating_add(QUEUE_LAPSE);
+            match self.start(&keys, &member, &spacing, (left, forget), slots).await {
                 Ok(Begun::Started { wait: until_start }) => {
                     let slot = (slots > 0).then(|| self.slot(&keys, &member));
                     if !until_start.is_zero() {
@@ -334,7 +352,7 @@ impl RedisPace {
                     let wait = arrival.elapsed() + more;
                     return Err(Held::Refused(Refusal::TooLong { wait, bound }));
                 }
-                Ok(Begun::Busy) => {}
+                Ok(Begun::Busy) => waited_for_slot = true,
                 // Out of reach while waiting: as if it had been from the start, and what the
                 // call may still take in Redis is given back.
                 Err(()) => {
@@ -364,7 +382,7 @@ impl RedisPace {
         keys: &Keys,
         member: &str,
         spacing: &Spacing,
-        left: Duration,
+        (left, forget): (Duration, Duration),
         slots: usize,
     ) -> Result<Begun, ()> {
         let mut invocation = spacing.invocation(&self.begin, keys);
@@ -373,7 +391,8 @@ impl RedisPace {
             .arg(member)
             .arg(millis(self.keep.get()).max(1000))
             .arg(slots)
-            .arg(micros(self.lease));
+            .arg(micros(self.lease))
+            .arg(micros(forget));
         let begun: (String, u64, String) = self
             .fleet
             .call(|mut c| async move { invocation.invoke_async(&mut c).await })
@@ -398,6 +417,8 @@ struct Keys {
     slots: String,
     /// The request's give-back mark ([`scripts::GIVE_BACK`]).
     gone: String,
+    /// The requests waiting for a slot, first come first served ([`scripts::BEGIN`]).
+    slotq: String,
 }
 
 /// The queue (before `fleet.key_prefix`) a request of `lane` joins, as in the schedule: each
@@ -427,6 +448,7 @@ impl Spacing {
             .key(&keys.queue)
             .key(&keys.slots)
             .key(&keys.gone)
+            .key(&keys.slotq)
             .arg(self.interval)
             .arg(self.line)
             .arg(self.delay);
@@ -457,8 +479,10 @@ async fn follow_slots(fleet: Arc<Fleet>, channel: String, notices: Weak<Notices>
         while let super::Heard::Message(message) = subscription.next().await {
             let Some(all) = notices.upgrade() else { return };
             let Ok(key) = message.get_payload::<String>() else { continue };
+            // Every waiter here looks: the one whose turn it is (first come, first served
+            // across the fleet, [`scripts::BEGIN`]) may be any of them.
             if let Some(here) = all.get(&key) {
-                here.freed.notify_one();
+                here.freed.notify_waiters();
             }
         }
         tracing::debug!(channel = %channel, "fleet: the slot-notice subscription was lost");
@@ -479,8 +503,8 @@ impl Drop for Counted {
 /// hung up), so the place is given back at once, as the in-process pacer does.
 struct Queued {
     fleet: Arc<Fleet>,
-    /// `None` once the request left the queue another way.
-    key: Option<String>,
+    /// The queue and the slot queue; `None` once the request left them another way.
+    key: Option<(String, String)>,
     member: String,
     /// When the entry lapses by itself: no use trying after.
     lapses: Instant,
@@ -488,12 +512,13 @@ struct Queued {
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        let Some(key) = self.key.take() else { return };
+        let Some((queue, slotq)) = self.key.take() else { return };
         let member = std::mem::take(&mut self.member);
         give_back(self.fleet.clone(), self.lapses, move |mut c| {
-            let mut zrem = redis::cmd("ZREM");
-            zrem.arg(&key).arg(&member);
-            Box::pin(async move { zrem.query_async::<()>(&mut c).await })
+            let mut pipe = redis::pipe();
+            pipe.cmd("ZREM").arg(&queue).arg(&member).ignore();
+            pipe.cmd("ZREM").arg(&slotq).arg(&member).ignore();
+            Box::pin(async move { pipe.query_async::<()>(&mut c).await })
         });
     }
 }

@@ -8,15 +8,18 @@
 //! itself if its instance died): `queue:<authority>#<line>` for a Crawl-delay lane,
 //! `queue:<authority>` for the requests with no Crawl-delay; each group has its own, as in
 //! the schedule, and `queue_limit` bounds each. `slots:<authority>` holds the connection slots
-//! held (score: when the lease ends); `slot-waiters` in the hash says until when a request
-//! may wait for one of them (RELEASE announces slots given back only until then).
+//! held (score: when the lease ends); `slotq:<authority>` the requests waiting for one, first
+//! come first served (score: Redis's clock when they first found none); `slot-waiters` in the
+//! hash says until when a request may wait for one of them (RELEASE announces slots given back
+//! only until then).
 
 /// KEYS: pace, queue (of the request's group), slots, the member's give-back mark
-/// ([`GIVE_BACK`]). ARGV: interval, lane line, delay, max_wait, queue_limit, member, keep
-/// (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait.
+/// ([`GIVE_BACK`]), the slot queue. ARGV: interval, lane line, delay, max_wait, queue_limit,
+/// member, keep (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait.
 ///
 /// `Schedule::reserve`: `start = max(now, rate, lane)`; refuses a wait past `max_wait`, and a
-/// request that would wait (for its start, or for a slot: none free now) when `queue_limit`
+/// request that would wait (for its start, or for a slot: none free now, or requests of the
+/// fleet already wait for one in the slot queue, first come first served) when `queue_limit`
 /// of its group wait already. A request that need not wait starts at once: it takes its slot and is
 /// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
 /// Returns `{verdict, wait, bound, waiting}` (`waiting` is 0 for `go`); `gone`, changing
@@ -59,6 +62,10 @@ if slots > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
     free = redis.call('ZCARD', KEYS[3]) < slots
   end
+  if free and redis.call('EXISTS', KEYS[5]) == 1 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - max_wait - lapse)
+    free = redis.call('ZCARD', KEYS[5]) == 0
+  end
 end
 local waiting = 0
 if bound ~= '' or not free then
@@ -84,12 +91,19 @@ redis.call('PEXPIRE', KEYS[2], keep_ms)
 return {'wait', wait, bound, waiting}
 ";
 
-/// KEYS: pace, queue (of the request's group), slots, the member's give-back mark. ARGV:
-/// interval, lane line, delay, time left before the request's deadline, member, keep (ms),
-/// most slots (0: no limit), slot lease.
+/// KEYS: pace, queue (of the request's group), slots, the member's give-back mark, the slot
+/// queue. ARGV: interval, lane line, delay, time left before the request's deadline, member,
+/// keep (ms), most slots (0: no limit), slot lease, how long a slot-queue entry lives (us:
+/// max_wait and the queue lapse).
 ///
 /// `Schedule::begin`, for a request of the queue whose reserved start has come: takes a slot
-/// (`busy` when none is free), then spaces the actual start from the last actual starts,
+/// when one is free and it is the request's turn (`busy` otherwise). The slot queue holds the
+/// requests of the fleet that found no slot, scored by Redis's clock when they first did
+/// (members of one microsecond in their name's order): first come, first served, and a
+/// request that arrives while it is not empty waits behind them (review-fleet N4). An entry
+/// leaves when its request takes a slot, is refused, gives up or is given back, and lapses
+/// by itself `max_wait` and the queue lapse after it joined (an instance that died). Then
+/// spaces the actual start from the last actual starts,
 /// `start = max(now, last:rate + interval, last:lane + delay)`; refuses it (`too_long`, and
 /// the request leaves the queue) when that is past its deadline. A request that finds no slot
 /// free is marked in the pace (`slot-waiters`: until its deadline), so that slots given back
@@ -107,9 +121,18 @@ local member = ARGV[5]
 local keep_ms = tonumber(ARGV[6])
 local slots = tonumber(ARGV[7])
 local lease = tonumber(ARGV[8])
+local forget = tonumber(ARGV[9])
 if slots > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= slots then
+  local turn = true
+  if redis.call('EXISTS', KEYS[5]) == 1 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - forget)
+    local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+    turn = (head == nil) or (head == member)
+  end
+  if not turn or redis.call('ZCARD', KEYS[3]) >= slots then
+    redis.call('ZADD', KEYS[5], 'NX', now, member)
+    redis.call('PEXPIRE', KEYS[5], keep_ms)
     local waits = now + remaining
     if waits > tonumber(redis.call('HGET', KEYS[1], 'slot-waiters') or '0') then
       redis.call('HSET', KEYS[1], 'slot-waiters', waits)
@@ -128,6 +151,7 @@ if delay > 0 then
   local l = redis.call('HGET', KEYS[1], 'last:' .. lane)
   if l and tonumber(l) + delay > start then start = tonumber(l) + delay; bound = 'crawl_delay' end
 end
+if slots > 0 then redis.call('ZREM', KEYS[5], member) end
 if bound ~= '' and start - now > remaining then
   redis.call('ZREM', KEYS[2], member)
   return {'too_long', start - now, bound}
@@ -178,15 +202,16 @@ if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) en
 return 1
 ";
 
-/// KEYS: slots, queue, the member's give-back mark. ARGV: member, how long the mark lasts
-/// (ms: the slot lease). What a RESERVE or BEGIN that timed out on the instance may still have
-/// taken in Redis (it was sent, and runs when Redis gets to it): the member's slot and queue
-/// place are given back, and the mark makes a RESERVE or BEGIN of that member that runs only
-/// later take nothing (`gone`). The mark lapses with the lease: no call of that member can
+/// KEYS: slots, queue, the member's give-back mark, the slot queue. ARGV: member, how long the
+/// mark lasts (ms: the slot lease). What a RESERVE or BEGIN that timed out on the instance may
+/// still have taken in Redis (it was sent, and runs when Redis gets to it): the member's slot,
+/// queue place and slot-queue place are given back, and the mark makes a RESERVE or BEGIN of
+/// that member that runs only later take nothing (`gone`). The mark lapses with the lease: no call of that member can
 /// come after.
 pub(super) const GIVE_BACK: &str = r"
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 return 1
 ";

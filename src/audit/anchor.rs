@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::chain::{link_hash, read_head, split_line, Chain, Segment};
 use super::checkpoint::{Previous, PublicKey, Signed};
 use super::merkle;
-use super::{timestamp, ECS_VERSION, EVENT_DATASET};
+use super::timestamp;
 
 /// Most bytes read back from the end of the file for its last checkpoint. A file with none in
 /// its last 64 MiB starts a new chain.
@@ -81,15 +81,7 @@ impl Restart {
         if let Some(anchored) = self.anchored {
             put("audit.restart.anchored_records", anchored.into());
         }
-        put("event.dataset", EVENT_DATASET.into());
-        put("ecs.version", ECS_VERSION.into());
-        if let Some(node) = node {
-            put("service.node.name", node.into());
-        }
-        let mut out = serde_json::Value::Object(record).to_string().into_bytes();
-        crate::output::json_line(&mut out); // U+2028, U+2029, C1 in the reason's text and paths
-        out.push(b'\n');
-        out
+        super::close_record(record, node)
     }
 }
 

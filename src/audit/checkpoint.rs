@@ -31,7 +31,7 @@ use std::time::Duration;
 use base64ct::{Base64UrlUnpadded, Encoding};
 use ring::signature::{UnparsedPublicKey, ED25519};
 
-use super::{timestamp, ECS_VERSION, EVENT_DATASET};
+use super::timestamp;
 use crate::signing::keys::{Jwk, KeyError, KeyName, SigningKey};
 
 /// The first line of every signed message.
@@ -191,14 +191,7 @@ pub(super) fn line(
         let note = super::note::sign(key, &segment.origin, segment.tree.size(), &root);
         put("audit.checkpoint.note", note.into());
     }
-    put("event.dataset", EVENT_DATASET.into());
-    put("ecs.version", ECS_VERSION.into());
-    if let Some(node) = node {
-        put("service.node.name", node.into());
-    }
-    let mut out = serde_json::Value::Object(record).to_string().into_bytes();
-    crate::output::json_line(&mut out);
-    out.push(b'\n');
+    let out = super::close_record(record, node);
     (out, Previous { records, signature })
 }
 

@@ -12,8 +12,7 @@
 
 use crate::archive::Observation;
 
-use super::EVENT_DATASET;
-use super::{timestamp, versions, writer, AuditError, AuditLog, Command, ECS_VERSION};
+use super::{timestamp, versions, writer, AuditError, AuditLog, Command};
 
 impl AuditLog {
     /// Queues the `robots_fetch` record of `seen`; waits when the queue is full (never drops).
@@ -79,13 +78,5 @@ pub(super) fn line(seen: &Observation, node: Option<&str>) -> Vec<u8> {
     if seen.folds_case {
         put("robots.folds_case", true.into());
     }
-    put("event.dataset", EVENT_DATASET.into());
-    put("ecs.version", ECS_VERSION.into());
-    if let Some(node) = node {
-        put("service.node.name", node.into());
-    }
-    let mut out = serde_json::Value::Object(record).to_string().into_bytes();
-    crate::output::json_line(&mut out);
-    out.push(b'\n');
-    out
+    super::close_record(record, node)
 }

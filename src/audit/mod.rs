@@ -65,6 +65,24 @@ pub const ECS_VERSION: &str = "8.11.0";
 /// once shipped to the same place.
 pub const EVENT_DATASET: &str = "robots_proxy.audit";
 
+/// The end of every record that is about no request (`robots_fetch`, `robots_version`,
+/// `audit_checkpoint`, `audit_chain_restart`): the dataset, the ECS version and the node, then
+/// the one JSON line, with the characters [`crate::output::json_line`] escapes, and its newline.
+fn close_record(
+    mut record: serde_json::Map<String, serde_json::Value>,
+    node: Option<&str>,
+) -> Vec<u8> {
+    record.insert("event.dataset".to_owned(), EVENT_DATASET.into());
+    record.insert("ecs.version".to_owned(), ECS_VERSION.into());
+    if let Some(node) = node {
+        record.insert("service.node.name".to_owned(), node.into());
+    }
+    let mut out = serde_json::Value::Object(record).to_string().into_bytes();
+    crate::output::json_line(&mut out);
+    out.push(b'\n');
+    out
+}
+
 /// Most records written as one batch before the writer checks for control requests again.
 pub const MAX_BATCH: usize = 1024;
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use base64ct::Encoding;
 use serde::Serialize;
 
-use super::{timestamp, ECS_VERSION, EVENT_DATASET};
+use super::timestamp;
 use crate::robots_version::RobotsVersion;
 
 /// The `robots.sha256` and `robots.fetched_at` fields of a record decided on a robots.txt
@@ -105,15 +105,7 @@ pub(super) fn line(announce: &Announce, node: Option<&str>) -> Vec<u8> {
         Ok(text) => put("robots.body", text.into()),
         Err(_) => put("robots.body_base64", base64ct::Base64::encode_string(v.body()).into()),
     }
-    put("event.dataset", EVENT_DATASET.into());
-    put("ecs.version", ECS_VERSION.into());
-    if let Some(node) = node {
-        put("service.node.name", node.into());
-    }
-    let mut out = serde_json::Value::Object(record).to_string().into_bytes();
-    crate::output::json_line(&mut out);
-    out.push(b'\n');
-    out
+    super::close_record(record, node)
 }
 
 /// The state words of the audit log, as `&'static str`, so a queued record carries its state

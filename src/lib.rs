@@ -69,7 +69,7 @@ pub mod policy;
 pub mod preflight;
 pub mod proxy;
 pub mod reload;
-pub mod robots;
+pub use robots_proxy_engine as robots;
 pub mod robots_version;
 pub(crate) mod server;
 pub mod signing;

@@ -64,7 +64,7 @@ pub mod notify;
 pub mod on_disk;
 pub use robots_proxy_output as output;
 pub mod owner_only;
-pub mod pacing;
+pub use robots_proxy_pace as pacing;
 pub mod policy;
 pub mod preflight;
 pub mod proxy;

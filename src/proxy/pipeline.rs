@@ -420,7 +420,9 @@ async fn pace(
     if !shared.pacer.is_enabled() {
         return ControlFlow::Continue(PacePermit::default());
     }
-    let admitting = Box::pin(shared.pacer.admit(&facts.authority, snapshot, facts.token()));
+    let admitting = Box::pin(
+        shared.pacer.admit(&facts.authority, || snapshot.rules.crawl_delay(facts.token())),
+    );
     match admitting.await {
         Ok(permit) => ControlFlow::Continue(permit),
         Err(throttled) => ControlFlow::Break(

@@ -15,17 +15,21 @@
 //!            robots (parse once, compiled matcher; pure, no I/O)
 //! ```
 //!
-//! * [`robots`]: the robots.txt engine. Pure: parse once, decide many times, no I/O.
+//! Modules marked *(crate)* are workspace crates under `crates/`, re-exported here under the
+//! same names, so Cargo holds their layering: each reaches only the crates its `Cargo.toml`
+//! names (docs/architecture.md).
+//!
+//! * [`robots`] *(crate)*: the robots.txt engine. Pure: parse once, decide many times, no I/O.
 //! * [`check`]: the offline `robots-proxy check` command built on the engine.
-//! * [`authority`]: the key robots.txt is cached under.
+//! * [`authority`] *(crate)*: the key robots.txt is cached under.
 //! * [`cache`]: the robots cache and its fetcher.
 //! * [`proxy`]: the listener and forwarding.
 //! * [`policy`]: product token and decision.
-//! * [`pacing`]: politeness: Crawl-delay and a pace per site across every crawler.
+//! * [`pacing`] *(crate)*: politeness: Crawl-delay and a pace per site across every crawler.
 //! * [`audit`]: the audit log of blocked requests.
 //! * [`config`]: layered configuration.
 //! * [`logging`]: operational logs (tracing), separate from the audit log.
-//! * [`clock`]: time behind a seam, for tests.
+//! * [`clock`] *(crate)*: time behind a seam, for tests.
 //! * [`usage`]: AI usage preferences for each crawler's purpose.
 //! * [`tls`]: the crypto provider, the proxy's CA, the verified client for origins.
 //! * [`metrics`]: Prometheus metrics and the recent blocks, for operators.
@@ -37,19 +41,19 @@
 //! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
 //! * [`signing`]: Web Bot Auth signatures on forwarded requests, and the key directory.
 //! * [`owner_only`]: the mode check of private keys and of the directories that hold them.
-//! * [`robots_version`]: a robots.txt version (the bytes as parsed, their SHA-256, when fetched).
-//! * [`archive`]: every robots.txt version decided with, and when each was in force, on disk.
+//! * [`robots_version`] *(crate)*: a robots.txt version (the bytes as parsed, their SHA-256, when fetched).
+//! * [`archive`] *(crate)*: every robots.txt version decided with, and when each was in force, on disk.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod access;
 pub mod admin;
-pub mod archive;
+pub use robots_proxy_archive as archive;
 pub mod audit;
 pub use robots_proxy_authority as authority;
 pub mod cache;
 pub mod check;
-pub mod clock;
+pub use robots_proxy_clock as clock;
 pub mod config;
 pub mod disclosure;
 mod error;
@@ -69,8 +73,8 @@ pub mod policy;
 pub mod preflight;
 pub mod proxy;
 pub mod reload;
+pub use robots_proxy_archive::robots_version;
 pub use robots_proxy_engine as robots;
-pub mod robots_version;
 pub(crate) mod server;
 pub mod signing;
 pub mod tls;

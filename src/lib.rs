@@ -38,7 +38,7 @@
 //! * [`access`]: who may use the proxy (client access list, proxy authentication).
 //! * [`guard`]: where the proxy may connect (the SSRF guard and its connector).
 //! * [`units`]: units the configuration is written in (sizes).
-//! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
+//! * [`limits`]: connection and request limits. [`framing`] *(crate)*: request smuggling checks.
 //! * [`signing`]: Web Bot Auth signatures on forwarded requests, and the key directory.
 //! * [`owner_only`]: the mode check of private keys and of the directories that hold them.
 //! * [`robots_version`] *(crate)*: a robots.txt version (the bytes as parsed, their SHA-256, when fetched).
@@ -59,7 +59,7 @@ pub mod disclosure;
 mod error;
 pub mod evidence;
 pub mod fleet;
-pub mod framing;
+pub use robots_proxy_framing as framing;
 pub mod guard;
 pub mod limits;
 pub mod logging;

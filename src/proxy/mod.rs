@@ -235,15 +235,7 @@ impl Shared {
     /// another); so does a CONNECT, and its tunnel keeps them. In builds with debug
     /// assertions (the tests), a second reading inside one [`exchange`] panics.
     fn live(&self) -> Arc<Live> {
-        #[cfg(debug_assertions)]
-        let _ = LIVE_READS.try_with(|reads| {
-            reads.set(reads.get() + 1);
-            assert!(
-                reads.get() == 1,
-                "the reloadable state (Live) was read twice in one request or CONNECT: read it \
-                 once and pass it down (docs/architecture.md)"
-            );
-        });
+        count_live_read();
         self.live.load_full()
     }
 
@@ -252,6 +244,20 @@ impl Shared {
         let mut stop = self.stop.subscribe();
         async move { drop(stop.wait_for(|stop| *stop).await) }
     }
+}
+
+/// Counts a reading of [`Live`] in the exchange running on this task, if any; in builds with
+/// debug assertions, panics at the second (review-house D4).
+fn count_live_read() {
+    #[cfg(debug_assertions)]
+    let _ = LIVE_READS.try_with(|reads| {
+        reads.set(reads.get() + 1);
+        assert!(
+            reads.get() == 1,
+            "the reloadable state (Live) was read twice in one request or CONNECT: read it \
+             once and pass it down (docs/architecture.md)"
+        );
+    });
 }
 
 #[cfg(debug_assertions)]
@@ -434,4 +440,54 @@ struct ConnectionMemory {
     over_tls: bool,
     /// Told when a request of the connection proves its user (`limits.auth_timeout`).
     authenticated: tokio::sync::Notify,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reload_changes_only_the_reloadable_connection_timeout() {
+        let started = Config::default();
+        let running = connection_timeouts(&started, None);
+        assert_eq!(running.head, started.proxy.header_read_timeout);
+        assert_eq!(running.drain, started.proxy.shutdown_grace);
+        let mut new = started.clone();
+        new.proxy.header_read_timeout = Duration::from_secs(7);
+        new.limits.client_write_timeout = Duration::from_secs(8);
+        new.limits.client_body_idle_timeout = Duration::from_secs(9);
+        new.proxy.shutdown_grace = Duration::from_secs(10);
+        new.https.tunnel_idle_timeout = Duration::from_secs(11);
+        let reloaded = connection_timeouts(&new, Some(&running));
+        assert_eq!(
+            reloaded,
+            ConnectionTimeouts { tunnel_idle: Duration::from_secs(11), ..running }
+        );
+        let fresh = connection_timeouts(&new, None);
+        assert_eq!(
+            (fresh.head, fresh.write, fresh.body, fresh.drain, fresh.tunnel_idle),
+            (
+                new.proxy.header_read_timeout,
+                new.limits.client_write_timeout,
+                new.limits.client_body_idle_timeout,
+                new.proxy.shutdown_grace,
+                new.https.tunnel_idle_timeout
+            )
+        );
+    }
+
+    #[cfg(debug_assertions)]
+    #[tokio::test]
+    async fn one_reading_of_live_per_exchange_holds_and_a_second_panics() {
+        exchange(async { count_live_read() }).await;
+        // Outside an exchange (the admin's view, a tunnel's reload watch) nothing is counted.
+        count_live_read();
+        count_live_read();
+        let twice = tokio::spawn(exchange(async {
+            count_live_read();
+            count_live_read();
+        }));
+        let panicked = twice.await.expect_err("a second reading in one exchange panics");
+        assert!(panicked.is_panic());
+    }
 }

@@ -63,9 +63,10 @@ pub enum Decision {
     Allow,
     /// robots.txt disallows it: answered 403.
     Disallow,
-    /// A CONNECT refused before any path could be seen (port, mode, domain fronting, a tunnel
-    /// to a site that disallows everything), or any request to a destination the destination
-    /// guard prohibits ([`crate::guard`]).
+    /// Refused before any path was decided: a CONNECT refused (port, mode, domain fronting, a
+    /// tunnel to a site that disallows everything), or a request of any method to a
+    /// destination the destination guard prohibits ([`crate::guard`]). Which of the two:
+    /// `robots_proxy_blocks_total{cause}` ([`Metrics::blocks_by_cause`]).
     Refuse,
     /// A CONNECT relayed as an opaque tunnel (`https.mode = "tunnel"`).
     Tunnel,
@@ -430,6 +431,14 @@ impl Metrics {
             }
         }
         (allowed, blocked)
+    }
+
+    /// Blocks so far whose audit action is `cause` (`robots_proxy_blocks_total{cause}`; 0 for
+    /// an action that is not a block). The admin page's refusal tiles count from these, so
+    /// that "CONNECT refused" counts CONNECTs and not the requests the destination guard
+    /// refused, which the `refuse` decision counts too.
+    pub fn blocks_by_cause(&self, cause: crate::audit::AuditAction) -> u64 {
+        self.charts.blocks_by_cause(cause)
     }
 
     /// Remembers a blocked request for the admin page and counts it by cause ([`series`]).

@@ -395,6 +395,12 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
                 "throttle": requests(Decision::Throttle),
                 "unavailable": requests(Decision::Unavailable),
             },
+            // `refuse` split by what was refused: a CONNECT, or any request to a destination
+            // the guard prohibits (the page's tiles; issue 41, review-ops low 6).
+            "refused": {
+                "connect": metrics.blocks_by_cause(crate::audit::AuditAction::ConnectRefuse),
+                "destination": metrics.blocks_by_cause(crate::audit::AuditAction::DestinationProhibited),
+            },
             "blocks": metrics.blocks(TOP),
             // Report-only mode: what enforcement would have refused, per token.
             "would_block": metrics.would_blocks(TOP),

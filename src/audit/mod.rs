@@ -707,7 +707,7 @@ impl AuditLog {
 
     /// Closes the file and opens the path again, for log rotation: after the file has been
     /// renamed away, records queued before this call go to the old file and later ones to a new
-    /// file at the path. Call it on `SIGHUP` (what logrotate's `postrotate` usually sends).
+    /// file at the path. Called on `SIGUSR1` (logrotate's `postrotate`) and on `SIGHUP`.
     pub async fn reopen(&self) -> Result<(), AuditError> {
         self.request(Command::Reopen).await
     }

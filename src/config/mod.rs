@@ -462,6 +462,13 @@ impl Config {
                 r.cache_memory, r.max_body
             )
         });
+        let a = &self.archive;
+        need(a.max_bytes.0 == 0 || a.max_bytes >= r.max_body, "archive.max_bytes", &|| {
+            format!(
+                "{} cannot hold even one robots.txt of robots.max_body ({}); 0 means no bound",
+                a.max_bytes, r.max_body
+            )
+        });
 
         let pol = &self.policy;
         need(!pol.token_sources.is_empty(), "policy.token_sources", &|| {

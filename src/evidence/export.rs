@@ -94,6 +94,7 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
     };
     let (history, records) =
         load_sources(&sources, Some(&authority), &keep, config.robots.max_age)?;
+    super::warn_skipped(&history, "evidence export");
     let windows: Vec<_> = history
         .windows(&authority)
         .into_iter()

@@ -294,6 +294,14 @@ pub fn run(command: EvidenceCommand) -> ExitCode {
     }
 }
 
+/// Names on stderr what the sources skipped (an archive's authority files that cannot be
+/// used), before the answer or the refusal that may follow from it.
+pub(crate) fn warn_skipped(history: &History, form: &str) {
+    for warning in history.warnings() {
+        eprintln!("robots-proxy {form}: warning: {}", crate::output::terminal(warning));
+    }
+}
+
 /// Writes the answer. A reader that went away (`evidence … | head`: a broken pipe) is the end
 /// of the output, not an error (issue 39, L4: `print!` panicked there).
 fn write_out(out: &mut impl std::io::Write, text: &str) -> Result<(), EvidenceError> {
@@ -399,6 +407,7 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
             && field("robots.path") == Some(path.as_str())
     };
     let (history, records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
+    warn_skipped(&history, "evidence");
     let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
     let body = match &window.what {
         InForce::File(digest) => {

@@ -111,9 +111,12 @@ fn tell_systemd(state: &str) {
 async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     // Handlers first: a SIGHUP that arrives once the listening lines are out (a supervisor
     // or test reacting to them) must find a handler, not the default action, which kills.
-    // SIGHUP: reload the configuration and reopen the audit log (logrotate).
+    // SIGHUP: reload the configuration and reopen the audit log.
+    // SIGUSR1: reopen the audit log only (logrotate: a rotation must not apply whatever
+    // half-finished edit of the configuration is on disk; review-ops low 10).
     // SIGTERM / SIGINT: stop gracefully.
     let mut hup = signal(SignalKind::hangup())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let clock: Arc<dyn Clock> = robots_proxy::clock::process_clock();
@@ -363,6 +366,17 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
             reloader.reload(Trigger::Signal).await;
         }
     });
+    let reopening = proxy.clone();
+    let usr1_task = tokio::spawn(async move {
+        while usr1.recv().await.is_some() {
+            match reopening.audit().reopen().await {
+                Ok(()) => tracing::info!(
+                    "SIGUSR1: audit log reopened (the configuration was not read again)"
+                ),
+                Err(e) => tracing::error!(error = %e, "SIGUSR1: cannot reopen the audit log"),
+            }
+        }
+    });
     let shutdown = async move {
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM: stopping"),
@@ -383,6 +397,7 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     tell_systemd(&format!("READY=1\nSTATUS=proxy on {local}, admin on {admin_local}"));
     proxy.serve_with_tls(listener, tls_listener, shutdown, grace).await;
     hup_task.abort();
+    usr1_task.abort();
     expiry_task.abort();
     let _ = admin_stop.send(());
     let _ = admin_task.await;

@@ -182,6 +182,11 @@ impl Charts {
         Charts { causes, state: Mutex::new(State::default()) }
     }
 
+    /// Blocks so far whose cause is `cause` (0 when it is not one of [`CAUSES`]).
+    pub(super) fn blocks_by_cause(&self, cause: AuditAction) -> u64 {
+        CAUSES.iter().position(|c| *c == cause).map_or(0, |i| self.causes[i].get())
+    }
+
     /// Counts a refused request, if it is a block (a `disallow` or `refuse` decision).
     pub(super) fn blocked(&self, record: &AuditRecord) {
         let Some(i) = CAUSES.iter().position(|c| *c == record.action) else { return };

@@ -160,6 +160,19 @@ fn cache_smaller_than_one_body() {
     assert_eq!(m, "100KiB cannot hold even one robots.txt of robots.max_body (500KiB)");
 }
 
+/// Issue 41, M4: `archive.max_bytes` is checked by `config check`: a bound that cannot hold
+/// one robots.txt is refused, naming both keys; past its range, naming the range.
+#[test]
+fn archive_max_bytes_below_one_body_or_out_of_range() {
+    let m = file_problem("[archive]\nmax_bytes = \"100KiB\"\n", "archive.max_bytes");
+    assert_eq!(
+        m,
+        "100KiB cannot hold even one robots.txt of robots.max_body (500KiB); 0 means no bound"
+    );
+    let m = file_problem("[archive]\nmax_bytes = \"70000GiB\"\n", "archive.max_bytes");
+    assert!(m.contains("65536GiB") && m.contains("0 means no bound"), "{m}");
+}
+
 #[test]
 fn bad_log_level() {
     let m = file_problem("[log]\nlevel = \"robots_proxy=loud\"\n", "log.level");

@@ -94,52 +94,72 @@ pub(super) fn write_history(root: &Path, history: &History) -> io::Result<()> {
     write_atomically(&authority_path(root, &history.authority), &text)
 }
 
-/// Every authority's windows kept under `root` (none when the directory does not exist).
-/// With `set_aside`, a file that does not parse is renamed `NAME.unreadable` (and logged)
-/// rather than failing the whole read, so the writer never writes over it.
+/// Every authority's windows kept under `root` (none when the directory does not exist), and
+/// the authority files that could not be used, each named with why: one that cannot be read or
+/// does not parse, and one the proxy set aside as `NAME.json.unreadable`, is skipped rather
+/// than failing the whole read (issue 39, L2). Fails only on a directory that cannot be listed.
 pub(super) fn read_histories(
     root: &Path,
-    set_aside: bool,
-) -> Result<BTreeMap<String, History>, ArchiveError> {
+) -> Result<(BTreeMap<String, History>, Vec<SkippedFile>), ArchiveError> {
     let dir = root.join("authorities");
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
         Err(source) => return Err(ArchiveError::Read { path: dir, source }),
     };
     let mut out = BTreeMap::new();
+    let mut skipped = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| ArchiveError::Read { path: dir.clone(), source })?;
         let path = entry.path();
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if hidden || path.extension().is_none_or(|e| e != "json") {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
             continue;
         }
-        let text =
-            fs::read(&path).map_err(|source| ArchiveError::Read { path: path.clone(), source })?;
-        let history: History = match serde_json::from_slice(&text) {
-            Ok(history) => history,
-            Err(e) if set_aside => {
-                let aside = path.with_extension("json.unreadable");
-                tracing::warn!(
-                    path = %path.display(), error = %e, aside = %aside.display(),
-                    "robots.txt archive: an authority's file does not parse; set aside"
-                );
-                let _ = fs::rename(&path, &aside);
+        if name.ends_with(".json.unreadable") {
+            let why = "set aside by the proxy because it did not parse".to_owned();
+            skipped.push(SkippedFile { path, why });
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = match fs::read(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                skipped.push(SkippedFile { path, why: format!("cannot be read: {e}") });
                 continue;
             }
-            Err(e) => {
-                return Err(ArchiveError::Unparsable { path: path.clone(), why: e.to_string() })
-            }
         };
-        out.insert(history.authority.clone(), history);
+        match serde_json::from_slice::<History>(&text) {
+            Ok(history) => {
+                out.insert(history.authority.clone(), history);
+            }
+            Err(e) => skipped.push(SkippedFile { path, why: format!("does not parse: {e}") }),
+        }
     }
-    Ok(out)
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((out, skipped))
+}
+
+/// An authority file a reader skipped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Why it was skipped.
+    pub why: String,
+}
+
+impl std::fmt::Display for SkippedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.why)
+    }
 }
 
 /// The windows kept under `root` for `authority`, if any; an error when the file (or its
 /// directory) cannot be read. With `set_aside`, a file that does not parse is renamed
-/// `NAME.unreadable` (and logged), as [`read_histories`] does.
+/// `NAME.unreadable` (and logged).
 pub(super) fn read_history(
     root: &Path,
     authority: &str,
@@ -295,6 +315,46 @@ pub(super) fn body_digests(root: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// What `path` takes on disk, as `du` counts it: its blocks on Unix, else its length; 0 when
+/// it is not there. Symbolic links are not followed.
+pub(super) fn file_bytes(path: &Path) -> u64 {
+    fs::symlink_metadata(path).map(|m| on_disk(&m)).unwrap_or(0)
+}
+
+fn on_disk(meta: &fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.blocks().saturating_mul(512)
+    }
+    #[cfg(not(unix))]
+    {
+        meta.len()
+    }
+}
+
+/// What the archive under `root` takes on disk, as `du -s` counts it: `root` and every
+/// directory and file below it (`.partial` and `.json.unreadable` files too: they take room
+/// on the volume); 0 when there is no archive.
+pub(super) fn archive_bytes(root: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(meta) = fs::symlink_metadata(&dir) else { continue };
+        total = total.saturating_add(on_disk(&meta));
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                dirs.push(entry.path());
+            } else {
+                total = total.saturating_add(on_disk(&meta));
+            }
+        }
+    }
+    total
 }
 
 /// Removes the body of `sha256`.

@@ -12,20 +12,22 @@
 //!   calls [`Archive::note`], which never waits: one background thread writes
 //!   (`writer.rs`), and a disk that takes no writes costs no decision and no audit record.
 //! * **Retention** (`archive.retention`): windows replaced longer ago are pruned, and then the
-//!   bodies no kept window names. The window in force is never pruned.
+//!   bodies no kept window names. The window in force is never pruned. `archive.max_bytes`
+//!   bounds the size on disk within what retention keeps (`prune.rs`).
 //! * **Reading**: [`ArchiveReader`] reads the directory, with the proxy running or not;
 //!   [`Archive`] answers a running proxy (the admin's `/api/robots/versions`) from memory.
 //!
 //! The layout is documented for people in `docs/evidence.md`, "The archive".
 //!
-//! Reaches only `robots_version`: the store (`cache`) feeds it, the policy hands it to the
-//! admin listener.
+//! Reaches only `robots_version` and the leaf `units`: the store (`cache`) feeds it, the
+//! policy hands it to the admin listener.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
 mod disk;
 mod history;
+mod prune;
 mod reader;
 mod section;
 mod writer;
@@ -34,7 +36,7 @@ pub mod robots_version;
 
 use std::path::PathBuf;
 
-pub use disk::DIR;
+pub use disk::{SkippedFile, DIR};
 pub use history::{Consequence, Window};
 pub use reader::ArchiveReader;
 pub use section::{ArchiveSection, DEFAULT_MAX_VERSIONS_PER_AUTHORITY, DEFAULT_RETENTION};

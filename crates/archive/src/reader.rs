@@ -6,27 +6,43 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use super::disk;
+use super::disk::{self, SkippedFile};
 use super::history::{History, Window};
 use super::ArchiveError;
 
 /// An archive read from `state_dir/robots-archive/` (see `docs/evidence.md`, "The archive").
 ///
 /// [`ArchiveReader::open`] reads every authority's windows once; bodies are read when asked
-/// for, and checked against their digest.
+/// for, and checked against their digest then, one at a time.
 #[derive(Debug, Clone)]
 pub struct ArchiveReader {
     root: PathBuf,
     histories: BTreeMap<String, History>,
+    skipped: Vec<SkippedFile>,
 }
 
 impl ArchiveReader {
-    /// The archive of `state_dir` (empty when it has none). Fails on a file that cannot be read
-    /// or parsed, naming it.
+    /// The archive of `state_dir` (empty when it has none). An authority file that cannot be
+    /// read or parsed (or that the proxy set aside as `.json.unreadable`) is skipped and named
+    /// in [`ArchiveReader::skipped`]: the other authorities read as usual (issue 39, L2: one
+    /// bad file failed every query). Fails only when the directory cannot be listed.
     pub fn open(state_dir: &Path) -> Result<ArchiveReader, ArchiveError> {
         let root = disk::root(state_dir);
-        let histories = disk::read_histories(&root, false)?;
-        Ok(ArchiveReader { root, histories })
+        let (histories, skipped) = disk::read_histories(&root)?;
+        Ok(ArchiveReader { root, histories, skipped })
+    }
+
+    /// The authority files [`ArchiveReader::open`] skipped, each with why, by path.
+    pub fn skipped(&self) -> &[SkippedFile] {
+        &self.skipped
+    }
+
+    /// Whether the file that would hold `authority`'s windows is among the skipped ones (its
+    /// name is the SHA-256 of the authority): what the archive knew of it cannot be read.
+    pub fn skipped_file_of(&self, authority: &str) -> Option<&SkippedFile> {
+        let file = disk::authority_path(&self.root, authority);
+        let aside = file.with_extension("json.unreadable");
+        self.skipped.iter().find(|s| s.path == file || s.path == aside)
     }
 
     /// The archive's directory (`state_dir/robots-archive`).
@@ -65,5 +81,34 @@ impl ArchiveReader {
     /// [`ArchiveError::Corrupt`] for bytes that do not hash to their name.
     pub fn body_checked(&self, sha256: &str) -> Result<Option<Bytes>, ArchiveError> {
         disk::read_body(&self.root, sha256)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 39, L2: one authority file that does not parse, and one set aside, are skipped
+    /// and named; the others read as usual.
+    #[test]
+    fn a_bad_authority_file_is_skipped_and_named() {
+        let state = tempfile::tempdir().unwrap();
+        let root = disk::root(state.path());
+        let good =
+            crate::archive::history::History::new("http://a.test", "http://a.test/robots.txt");
+        disk::write_history(&root, &good).unwrap();
+        let bad = disk::authority_path(&root, "http://b.test");
+        std::fs::write(&bad, b"{\"v\":1,\"authori").unwrap();
+        let aside = disk::authority_path(&root, "http://c.test").with_extension("json.unreadable");
+        std::fs::write(&aside, b"{").unwrap();
+        let reader = ArchiveReader::open(state.path()).unwrap();
+        assert_eq!(reader.authorities(), ["http://a.test"]);
+        let mut want = vec![bad.clone(), aside.clone()];
+        want.sort();
+        let paths: Vec<_> = reader.skipped().iter().map(|s| s.path.clone()).collect();
+        assert_eq!(paths, want);
+        assert!(reader.skipped_file_of("http://b.test").unwrap().why.contains("does not parse"));
+        assert!(reader.skipped_file_of("http://c.test").unwrap().why.contains("set aside"));
+        assert!(reader.skipped_file_of("http://a.test").is_none());
     }
 }

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::units::ByteSize;
+
 /// `[archive]`: whether every robots.txt version decided with is kept under
 /// `state_dir/robots-archive/`, and for how long replaced versions are kept.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -20,6 +22,12 @@ pub struct ArchiveSection {
     /// An origin that serves a new robots.txt at each fetch otherwise piles up one version a
     /// `robots.min_age`.
     pub max_versions_per_authority: usize,
+    /// The size on disk the archive should stay under (`0`: no bound). When it is over, the
+    /// writer prunes at once, not at the next hourly pass, what `retention` no longer keeps;
+    /// it never removes what `evidence` needs within `retention` (the windows in force, the
+    /// windows replaced less than `retention` ago, the bodies they name), so an archive whose
+    /// kept part alone is over stays over, logged and shown by `robots_proxy_archive_bytes`.
+    pub max_bytes: ByteSize,
 }
 
 /// The default of `archive.max_versions_per_authority`.
@@ -34,6 +42,7 @@ impl Default for ArchiveSection {
             enabled: true,
             retention: DEFAULT_RETENTION,
             max_versions_per_authority: DEFAULT_MAX_VERSIONS_PER_AUTHORITY,
+            max_bytes: ByteSize(0),
         }
     }
 }

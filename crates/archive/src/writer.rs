@@ -26,6 +26,7 @@ use bytes::Bytes;
 
 use super::disk;
 use super::history::{truncate, Consequence, History, Window};
+use super::prune::{over_bound, prune, Schedule};
 use super::{ArchiveError, ArchiveSection};
 use crate::robots_version::RobotsVersion;
 
@@ -34,9 +35,6 @@ const QUEUE: usize = 4096;
 
 /// How often failed writes are tried again while nothing new arrives.
 const RETRY: Duration = Duration::from_secs(2);
-
-/// The longest time between two prunes.
-const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Most bytes of bodies kept in memory while they cannot be written; past it a new body is
 /// dropped (its window is kept, naming its digest) and counted.
@@ -94,42 +92,56 @@ pub struct ArchiveStats {
     /// 1 while writes fail, else 0.
     pub failing: u64,
     /// Authority files (and files set aside as `.json.unreadable`) the last pruning pass
-    /// could not read or parse: while any is there, no body is removed.
+    /// could not read or parse: their bodies are kept (all bodies, when one cannot be read).
     pub unusable_files: u64,
+    /// What the archive takes on disk, as `du` counts it (counted again at each pruning pass,
+    /// kept up to date by each write in between).
+    pub bytes: u64,
+    /// `archive.max_bytes` (0: no bound).
+    pub max_bytes: u64,
+    /// Bodies removed by pruning since the start (no window within `archive.retention`, nor
+    /// the window in force, named them).
+    pub bodies_removed: u64,
 }
 
 #[derive(Default)]
-struct Counters {
-    files_written: AtomicU64,
+pub(super) struct Counters {
+    pub(super) files_written: AtomicU64,
     write_errors: AtomicU64,
     dropped: AtomicU64,
     versions_dropped: AtomicU64,
     failing: AtomicU64,
-    unusable_files: AtomicU64,
+    pub(super) unusable_files: AtomicU64,
+    pub(super) bytes: AtomicU64,
+    pub(super) bodies_removed: AtomicU64,
+    /// 1 while the last pass left the archive over its bound.
+    pub(super) over_bound: AtomicU64,
 }
 
 /// What the writer keeps in memory: what is not on disk yet, and a few written windows.
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     /// Windows by authority: those in `dirty`, and at most `keep_written` others.
-    histories: BTreeMap<String, History>,
+    pub(super) histories: BTreeMap<String, History>,
     /// Authorities whose file is behind their windows.
-    dirty: BTreeSet<String>,
+    pub(super) dirty: BTreeSet<String>,
     /// Authorities whose file could not be read when their windows were taken in: merged with
     /// it before it is written.
     unread: BTreeSet<String>,
     /// Bodies not yet written.
-    pending: BTreeMap<String, Bytes>,
+    pub(super) pending: BTreeMap<String, Bytes>,
     pending_bytes: usize,
 }
 
-struct Shared {
-    root: PathBuf,
-    retention: Duration,
+pub(super) struct Shared {
+    pub(super) root: PathBuf,
+    pub(super) retention: Duration,
     /// `archive.max_versions_per_authority`.
     max_versions: usize,
+    /// `archive.max_bytes` (0: no bound).
+    pub(super) max_bytes: u64,
     state: Mutex<State>,
-    counters: Counters,
+    pub(super) counters: Counters,
     /// [`MAX_UNWRITTEN`], smaller in tests.
     max_unwritten: usize,
     /// [`KEEP_WRITTEN`], smaller in tests.
@@ -137,8 +149,22 @@ struct Shared {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts a file written over one that took `before` bytes on disk (0: none) and now
+    /// takes `after`.
+    fn resized(&self, before: u64, after: u64) {
+        let bytes = &self.counters.bytes;
+        if after >= before {
+            bytes.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            let less = before - after;
+            let _ = bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(less))
+            });
+        }
     }
 }
 
@@ -171,6 +197,7 @@ impl Archive {
             root,
             retention: section.retention,
             max_versions: section.max_versions_per_authority,
+            max_bytes: section.max_bytes.0,
             state: Mutex::new(State::default()),
             counters: Counters::default(),
             max_unwritten: MAX_UNWRITTEN,
@@ -255,25 +282,27 @@ impl Archive {
             versions_dropped: c.versions_dropped.load(Ordering::Relaxed),
             failing: c.failing.load(Ordering::Relaxed),
             unusable_files: c.unusable_files.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            max_bytes: self.shared.max_bytes,
+            bodies_removed: c.bodies_removed.load(Ordering::Relaxed),
         }
     }
 }
 
 /// The writer thread: until every [`Archive`] handle is gone.
 fn run(shared: &Shared, arrivals: &mpsc::Receiver<Observation>) {
-    let mut next_prune = Instant::now();
-    let prune_every = PRUNE_EVERY.min(shared.retention).max(Duration::from_secs(1));
+    let mut schedule = Schedule::new(shared.retention);
     loop {
         let now = Instant::now();
-        if now >= next_prune {
+        if schedule.wait(now, over_bound(shared)).is_zero() {
             prune(shared, SystemTime::now());
-            next_prune = now + prune_every;
+            schedule.ran(now);
         }
         let behind = {
             let state = shared.lock();
             !state.dirty.is_empty() || !state.pending.is_empty()
         };
-        let wait = next_prune.saturating_duration_since(now);
+        let wait = schedule.wait(now, over_bound(shared));
         let wait = if behind { wait.min(RETRY) } else { wait };
         match arrivals.recv_timeout(wait) {
             Ok(seen) => {
@@ -293,7 +322,7 @@ fn run(shared: &Shared, arrivals: &mpsc::Receiver<Observation>) {
 }
 
 /// Applies one observation to the windows in memory.
-fn take_in(shared: &Shared, seen: Observation) {
+pub(super) fn take_in(shared: &Shared, seen: Observation) {
     let at = truncate(seen.at);
     let window = Window {
         sha256: seen.version.as_ref().map(|v| v.sha256().to_owned()),
@@ -359,7 +388,7 @@ fn take_in(shared: &Shared, seen: Observation) {
 
 /// Writes what memory holds ahead of the disk: bodies first, then the authorities' files that
 /// name them. Stops at the first failure (the rest is tried again later).
-fn flush(shared: &Shared) -> bool {
+pub(super) fn flush(shared: &Shared) -> bool {
     let (bodies, files): (Vec<(String, Bytes)>, Vec<History>) = {
         let state = shared.lock();
         (
@@ -371,9 +400,11 @@ fn flush(shared: &Shared) -> bool {
         return true;
     }
     for (sha, body) in bodies {
+        let before = disk::file_bytes(&disk::body_path(&shared.root, &sha));
         if let Err(e) = disk::write_body(&shared.root, &sha, &body) {
             return failed(shared, &e);
         }
+        shared.resized(before, disk::file_bytes(&disk::body_path(&shared.root, &sha)));
         shared.counters.files_written.fetch_add(1, Ordering::Relaxed);
         let mut state = shared.lock();
         state.pending.remove(&sha);
@@ -391,9 +422,12 @@ fn flush(shared: &Shared) -> bool {
                 Err(e) => return failed(shared, &e),
             }
         }
+        let path = disk::authority_path(&shared.root, &history.authority);
+        let before = disk::file_bytes(&path);
         if let Err(e) = disk::write_history(&shared.root, &history) {
             return failed(shared, &e);
         }
+        shared.resized(before, disk::file_bytes(&path));
         shared.counters.files_written.fetch_add(1, Ordering::Relaxed);
         let mut state = shared.lock();
         // Only this thread changes the windows: what was written is what memory holds.
@@ -441,7 +475,7 @@ fn merge(into: &mut History, newer: &History) {
 }
 
 /// Counts a failed write, and logs it when writes were going well until now.
-fn failed(shared: &Shared, error: &std::io::Error) -> bool {
+pub(super) fn failed(shared: &Shared, error: &std::io::Error) -> bool {
     shared.counters.write_errors.fetch_add(1, Ordering::Relaxed);
     if shared.counters.failing.swap(1, Ordering::Relaxed) == 0 {
         tracing::warn!(
@@ -453,84 +487,11 @@ fn failed(shared: &Shared, error: &std::io::Error) -> bool {
     false
 }
 
-/// Drops the windows replaced more than `retention` before `now`, writes the authorities that
-/// changed, then removes the bodies no window names any more. One pass over the files, one
-/// authority in memory at a time (and the digests still named).
-fn prune(shared: &Shared, now: SystemTime) {
-    let cutoff = now.checked_sub(shared.retention).unwrap_or(SystemTime::UNIX_EPOCH);
-    if !flush(shared) {
-        // An authority file may still name a body: remove none until it is written.
-        return;
-    }
-    let mut named: BTreeSet<String> = BTreeSet::new();
-    let mut failed_write = false;
-    let unusable = disk::for_each_history(&shared.root, |mut history| {
-        if history.prune(cutoff) {
-            if let Err(e) = disk::write_history(&shared.root, &history) {
-                failed_write = !failed(shared, &e);
-            } else {
-                shared.counters.files_written.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        named.extend(history.windows.into_iter().filter_map(|w| w.sha256));
-    });
-    if failed_write {
-        return;
-    }
-    let files: Vec<String> = unusable.files.iter().map(|p| p.display().to_string()).collect();
-    shared.counters.unusable_files.store(files.len() as u64, Ordering::Relaxed);
-    if !unusable.digests_known() {
-        // An authority file whose bytes cannot be read (or a directory that cannot be listed)
-        // may name any body: this pass removes none.
-        tracing::warn!(
-            unusable = files.len(),
-            files = %files.join(", "),
-            listed = !unusable.unlisted,
-            "robots.txt archive: authority file(s) cannot be read; no robots.txt body is \
-             removed while they are there",
-        );
-        disk::remove_stale_temporaries(&shared.root);
-        return;
-    }
-    if !unusable.is_empty() {
-        // A file that does not parse (or was set aside) keeps every body its text names (the
-        // files stay where they are, for a person to repair or restore); the rest are pruned.
-        tracing::warn!(
-            unusable = files.len(),
-            files = %files.join(", "),
-            digests_named = unusable.digests.len(),
-            "robots.txt archive: authority file(s) cannot be parsed; the robots.txt bodies \
-             they name are kept",
-        );
-    }
-    named.extend(unusable.digests);
-    // The windows kept in memory were written before the pass; drop them, the pass may have
-    // pruned their files.
-    {
-        let mut guard = shared.lock();
-        let state = &mut *guard;
-        state.histories.retain(|authority, _| state.dirty.contains(authority));
-    }
-    let unused: Vec<String> = {
-        let state = shared.lock();
-        disk::body_digests(&shared.root)
-            .into_iter()
-            .filter(|sha| !named.contains(sha) && !state.pending.contains_key(sha))
-            .collect()
-    };
-    for sha in unused {
-        if let Err(e) = disk::remove_body(&shared.root, &sha) {
-            tracing::debug!(%sha, error = %e, "robots.txt archive: cannot remove a pruned body");
-        }
-    }
-    disk::remove_stale_temporaries(&shared.root);
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn observation(body: &'static [u8], at: SystemTime) -> Observation {
+    pub(in crate::archive) fn observation(body: &'static [u8], at: SystemTime) -> Observation {
         let version = RobotsVersion::new(
             "http://a.test",
             "http://a.test/robots.txt",
@@ -553,11 +514,12 @@ mod tests {
         }
     }
 
-    fn shared(dir: &Path, retention: Duration) -> Shared {
+    pub(in crate::archive) fn shared(dir: &Path, retention: Duration) -> Shared {
         Shared {
             root: disk::root(dir),
             retention,
             max_versions: 1000,
+            max_bytes: 0,
             state: Mutex::new(State::default()),
             counters: Counters::default(),
             max_unwritten: 3,

@@ -78,5 +78,5 @@ pub use robots_proxy_engine as robots;
 pub(crate) mod server;
 pub mod signing;
 pub mod tls;
-pub mod units;
+pub use robots_proxy_units as units;
 pub mod usage;

@@ -25,6 +25,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+// The crates this one stands on, under the names the project uses for them.
+use robots_proxy_units as units;
+
 mod disk;
 mod history;
 mod prune;

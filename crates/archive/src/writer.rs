@@ -491,7 +491,7 @@ pub(super) fn failed(shared: &Shared, error: &std::io::Error) -> bool {
 pub(super) mod tests {
     use super::*;
 
-    pub(in crate::archive) fn observation(body: &'static [u8], at: SystemTime) -> Observation {
+    pub(crate) fn observation(body: &'static [u8], at: SystemTime) -> Observation {
         let version = RobotsVersion::new(
             "http://a.test",
             "http://a.test/robots.txt",
@@ -514,7 +514,7 @@ pub(super) mod tests {
         }
     }
 
-    pub(in crate::archive) fn shared(dir: &Path, retention: Duration) -> Shared {
+    pub(crate) fn shared(dir: &Path, retention: Duration) -> Shared {
         Shared {
             root: disk::root(dir),
             retention,

@@ -1,6 +1,9 @@
 //! Units the configuration is written in, shared by the sections of several modules. A leaf:
 //! it reaches nothing else of the crate.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};

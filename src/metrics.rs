@@ -29,6 +29,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 mod activity;
 mod archive;
+mod witness;
 mod latency;
 mod report;
 pub mod series;
@@ -609,6 +610,7 @@ impl Collector for ScrapeTime {
              written (deleted, or moved away without SIGHUP), and was opened again.",
             audit.file_replaced,
         )?;
+        witness::encode(&mut encoder, &self.audit.witness_counts())?;
         let kept = self.cache.archive().map(|a| a.stats()).unwrap_or_default();
         archive::encode(&mut encoder, kept)?;
         if let Some(fleet) = &self.fleet {

@@ -77,7 +77,8 @@ impl Task {
     pub(super) async fn run(mut self, mut latest: watch::Receiver<Option<Arc<Written>>>) {
         loop {
             let checkpoint = latest.borrow_and_update().clone();
-            if let Some(checkpoint) = checkpoint {
+            // A tree of no leaves (a new tree's first checkpoint) has nothing to witness.
+            if let Some(checkpoint) = checkpoint.filter(|c| c.size > 0) {
                 self.push(&checkpoint).await;
             }
             if latest.changed().await.is_err() {

@@ -94,10 +94,9 @@ impl FromStr for WitnessKey {
     type Err = VkeyError;
 
     fn from_str(text: &str) -> Result<Self, VkeyError> {
-        let mut parts = text.trim().split('+');
-        let (Some(name), Some(id), Some(key), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        // The base64 of the key may hold `+`; the name and the hex key ID never do.
+        let mut parts = text.trim().splitn(3, '+');
+        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(VkeyError::Form);
         };
         if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -248,6 +247,9 @@ mod tests {
         let key = WitnessKey::new("witness.example/w1", public).unwrap();
         let text = key.to_string();
         assert_eq!(text.parse::<WitnessKey>().unwrap(), key);
+        // A key whose base64 holds `+` (the third part is the rest of the text).
+        let plus = "w+58396df7+BPv7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7";
+        assert_eq!(plus.parse::<WitnessKey>().unwrap().name(), "w");
         // A key ID that does not match is named.
         let bad = format!("witness.example/w1+00000000+{}", text.rsplit('+').next().unwrap());
         assert!(matches!(bad.parse::<WitnessKey>(), Err(VkeyError::Mismatch { .. })));

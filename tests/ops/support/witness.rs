@@ -211,9 +211,13 @@ fn add_checkpoint(state: &State, body: &str) -> (u16, String) {
     } else {
         // Check and store under one lock (the spec's race).
         let mut trees = state.trees.lock().unwrap();
-        let (known, known_root) = trees.get(origin).copied().unwrap_or((0, [0; 32]));
+        // Never cosigned: size 0, the empty tree's root (SHA-256 of nothing).
+        let empty: Hash = Sha256::digest([]).into();
+        let (known, known_root) = trees.get(origin).copied().unwrap_or((0, empty));
         if old != known {
             (409, format!("{known}\n"))
+        } else if size == 0 && root != empty {
+            (422, "a tree of size 0 has the empty tree's root\n".to_owned())
         } else if (old == 0 && !proof.is_empty())
             || (old == size && known_root != root)
             || (old > 0 && old < size && !consistent(old, size, &known_root, &root, &proof))

@@ -29,11 +29,11 @@ use prometheus_client::registry::{Registry, Unit};
 
 mod activity;
 mod archive;
-mod witness;
 mod latency;
 mod report;
 pub mod series;
 pub mod text;
+mod witness;
 
 use activity::{cut, Activity};
 pub use activity::{BlockSummary, BlockedRequest, Counted, TopCounts, MAX_SHOWN_URL};

@@ -156,7 +156,8 @@ pub fn run(
                     }
                 },
             };
-            let mut report = verify(&files, Options { public_key: key.as_ref(), shipped: &shipped });
+            let mut report =
+                verify(&files, Options { public_key: key.as_ref(), shipped: &shipped });
             super::witness::verify::apply(&mut report, &files, &witnesses.0, witnesses.1);
             if json {
                 match serde_json::to_vec_pretty(&report) {
@@ -264,7 +265,9 @@ fn witness_keys(
         let key = match text.parse() {
             Ok(key) => key,
             Err(e) => match std::fs::read_to_string(text) {
-                Ok(file) => file.trim().parse().map_err(|e| format!("--witness-key {text}: {e}"))?,
+                Ok(file) => {
+                    file.trim().parse().map_err(|e| format!("--witness-key {text}: {e}"))?
+                }
                 Err(_) => return Err(format!("--witness-key {text:?}: {e}")),
             },
         };
@@ -272,7 +275,10 @@ fn witness_keys(
     }
     let quorum = quorum.unwrap_or(keys.len());
     if !keys.is_empty() && !(1..=keys.len()).contains(&quorum) {
-        return Err(format!("--witness-quorum {quorum}: from 1 to the {} key(s) given", keys.len()));
+        return Err(format!(
+            "--witness-quorum {quorum}: from 1 to the {} key(s) given",
+            keys.len()
+        ));
     }
     Ok((keys, quorum))
 }

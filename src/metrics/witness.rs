@@ -8,7 +8,10 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 
 /// Encodes the counts per witness (its key name, pushes cosigned, pushes failed).
-pub(super) fn encode(encoder: &mut DescriptorEncoder, counts: &[(String, u64, u64)]) -> fmt::Result {
+pub(super) fn encode(
+    encoder: &mut DescriptorEncoder,
+    counts: &[(String, u64, u64)],
+) -> fmt::Result {
     if counts.is_empty() {
         return Ok(());
     }

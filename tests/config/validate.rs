@@ -343,7 +343,9 @@ fn witnesses_and_their_keys_are_checked() {
     let good = "witness.example.net/w1+9980d344+BE8bb9KowqGpPx4NXo0KbDsvnkp9HIteLzptnAseT3oo";
     let keyed = "[audit]\ncheckpoint_key = \"/audit.pem\"\n";
     let m = file_problem(
-        &format!("{keyed}witnesses = [\"http://witness.example.net\"]\nwitness_keys = [\"{good}\"]\n"),
+        &format!(
+            "{keyed}witnesses = [\"http://witness.example.net\"]\nwitness_keys = [\"{good}\"]\n"
+        ),
         "audit.witnesses",
     );
     assert_eq!(m, "entry 1 (\"http://witness.example.net\"): http is allowed only to a loopback address: use https");

@@ -17,7 +17,9 @@ fn cosignatures(path: &std::path::Path, witness: &str) -> Vec<serde_json::Value>
     lines(path)
         .iter()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["event.action"] == "audit_cosignature" && v["audit.cosignature.witness"] == witness)
+        .filter(|v| {
+            v["event.action"] == "audit_cosignature" && v["audit.cosignature.witness"] == witness
+        })
         .collect()
 }
 
@@ -118,14 +120,21 @@ async fn checkpoints_are_cosigned_by_witnesses_on_loopback() {
     }
     // The witness checked consistency proofs from the size it had cosigned.
     assert!(a.seen().iter().any(|s| s.status == 200 && s.old > 0 && s.proof > 0), "{:?}", a.seen());
-    assert!(a.seen().iter().all(|s| (s.status == 200 && s.size >= s.old) || s.status == 409), "{:?}", a.seen());
+    assert!(
+        a.seen().iter().all(|s| (s.status == 200 && s.size >= s.old) || s.status == 409),
+        "{:?}",
+        a.seen()
+    );
 
     // B's cosignatures are refused (not its configured key) and counted; C's pushes failed.
     assert!(cosignatures(&path, "witness.test/b").is_empty());
     assert!(b.seen().iter().any(|s| s.status == 200));
     let text = metrics(&proxy).await;
     let series = |w: &str, r: &str| {
-        sample(&text, &format!("robots_proxy_audit_witness_pushes_total{{witness=\"{w}\",result=\"{r}\"}}"))
+        sample(
+            &text,
+            &format!("robots_proxy_audit_witness_pushes_total{{witness=\"{w}\",result=\"{r}\"}}"),
+        )
     };
     assert!(series("witness.test/a", "ok") >= 2.0, "{text}");
     assert!(series("witness.test/b", "failed") >= 1.0 && series("witness.test/b", "ok") == 0.0);

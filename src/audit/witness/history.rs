@@ -219,7 +219,8 @@ pub(crate) fn seed_from_file(
     let mut found: Option<Span> = None;
     loop {
         line.clear();
-        let n = reader.read_until(b'\n', &mut line).map_err(|e| format!("{}: {e}", path.display()))?;
+        let n =
+            reader.read_until(b'\n', &mut line).map_err(|e| format!("{}: {e}", path.display()))?;
         if n == 0 || line.last() != Some(&b'\n') {
             break;
         }

@@ -22,8 +22,8 @@ pub mod record;
 pub mod verify;
 pub mod vkey;
 
-pub use history::MAX_LEAVES;
 pub(crate) use history::History;
+pub use history::MAX_LEAVES;
 pub use vkey::{CosignatureError, VkeyError, WitnessKey};
 
 /// The most witnesses `audit.witnesses` may list (a task each).
@@ -154,7 +154,9 @@ impl Hub {
 
 /// The witnesses of an `[audit]` section, or why they cannot be used (each problem with its
 /// key, as `config check` names them).
-pub fn configured(section: &super::AuditSection) -> Result<Vec<Witness>, Vec<(&'static str, String)>> {
+pub fn configured(
+    section: &super::AuditSection,
+) -> Result<Vec<Witness>, Vec<(&'static str, String)>> {
     let mut problems = Vec::new();
     let mut witnesses = Vec::new();
     if section.witnesses.is_empty() && section.witness_keys.is_empty() {

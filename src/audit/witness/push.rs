@@ -13,10 +13,8 @@ use super::history::seed_from_file;
 use super::{Hub, PushCounts, Witness, Written, PUSH_TIMEOUT};
 use crate::audit::merkle;
 
-pub(super) type Client = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<HttpConnector>,
-    Full<Bytes>,
->;
+pub(super) type Client =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// The largest answer read from a witness (a few signature lines, or a size).
 const MAX_ANSWER: usize = 64 * 1024;
@@ -161,8 +159,10 @@ impl Task {
                 status => {
                     let said: String = answer.chars().take(200).collect();
                     let hint = match status {
-                        404 => " (the witness does not know this log's origin: its operator \
-                                adds it with the log's public key)",
+                        404 => {
+                            " (the witness does not know this log's origin: its operator \
+                                adds it with the log's public key)"
+                        }
                         403 => " (the witness does not trust this log's key)",
                         422 => " (the consistency proof did not verify for it)",
                         _ => "",

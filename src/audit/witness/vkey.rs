@@ -56,9 +56,7 @@ pub enum VkeyError {
     #[error("the key is not standard base64")]
     Base64,
     /// A signature type other than `0x04`.
-    #[error(
-        "signature type 0x{0:02x} is not a cosignature/v1 key (0x04, timestamped Ed25519){1}"
-    )]
+    #[error("signature type 0x{0:02x} is not a cosignature/v1 key (0x04, timestamped Ed25519){1}")]
     Type(u8, &'static str),
     /// The key material has the wrong length.
     #[error("an Ed25519 key has 32 bytes, not {0}")]
@@ -110,7 +108,9 @@ impl FromStr for WitnessKey {
         match *kind {
             COSIGNATURE_V1 => {}
             0x01 => return Err(VkeyError::Type(0x01, ": a log's note key, not a witness's")),
-            0x06 => return Err(VkeyError::Type(0x06, ": ML-DSA-44 cosignatures are not supported")),
+            0x06 => {
+                return Err(VkeyError::Type(0x06, ": ML-DSA-44 cosignatures are not supported"))
+            }
             other => return Err(VkeyError::Type(other, "")),
         }
         let public: [u8; 32] =
@@ -157,7 +157,8 @@ impl WitnessKey {
     pub fn new(name: &str, public: [u8; 32]) -> Result<WitnessKey, VkeyError> {
         let mut key = vec![COSIGNATURE_V1];
         key.extend_from_slice(&public);
-        let text = format!("{name}+{}+{}", hex(&key_id(name, &public)), Base64::encode_string(&key));
+        let text =
+            format!("{name}+{}+{}", hex(&key_id(name, &public)), Base64::encode_string(&key));
         text.parse()
     }
 
@@ -257,7 +258,10 @@ mod tests {
         let note = "robots-proxy/audit/00\n5\nq3JcUvjAn3n1JHGcYZnq2yU1jdeOqz3u1iDtf7F0x7M=\n";
         let line = cosign(&p, &key, note, 1_700_000_000);
         assert_eq!(key.check(note, &line), Some(Ok(1_700_000_000)));
-        assert_eq!(key.find(note, ["\u{2014} other AAAA", line.as_str()]).unwrap().unwrap().1, 1_700_000_000);
+        assert_eq!(
+            key.find(note, ["\u{2014} other AAAA", line.as_str()]).unwrap().unwrap().1,
+            1_700_000_000
+        );
         // Another checkpoint: the signature does not verify.
         let other = note.replace("\n5\n", "\n6\n");
         assert!(matches!(key.check(&other, &line), Some(Err(CosignatureError::Signature(_)))));

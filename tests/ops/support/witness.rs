@@ -98,13 +98,19 @@ pub fn cosignature_verifies(name: &str, public: &[u8], text: &str, line: &str) -
     }
     let time = u64::from_be_bytes(bytes[4..12].try_into().unwrap());
     let message = format!("cosignature/v1\ntime {time}\n{text}");
-    time > 0 && UnparsedPublicKey::new(&ED25519, public).verify(message.as_bytes(), &bytes[12..]).is_ok()
+    time > 0
+        && UnparsedPublicKey::new(&ED25519, public).verify(message.as_bytes(), &bytes[12..]).is_ok()
 }
 
 impl Witness {
     /// A witness named `name` with key `pair`, trusting the log key `log_key` (32 bytes), on
     /// `addr` (port 0: any).
-    pub async fn start(addr: SocketAddr, name: &str, pair: Ed25519KeyPair, log_key: [u8; 32]) -> Witness {
+    pub async fn start(
+        addr: SocketAddr,
+        name: &str,
+        pair: Ed25519KeyPair,
+        log_key: [u8; 32],
+    ) -> Witness {
         let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
@@ -158,7 +164,9 @@ async fn answer(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> 
         return reply(404, "not found\n".into());
     }
     let body = req.into_body().collect().await.unwrap().to_bytes();
-    let Ok(body) = String::from_utf8(body.to_vec()) else { return reply(400, "not UTF-8\n".into()) };
+    let Ok(body) = String::from_utf8(body.to_vec()) else {
+        return reply(400, "not UTF-8\n".into());
+    };
     let (status, text) = add_checkpoint(state, &body);
     let mut r = reply(status, text);
     if status == 409 {
@@ -168,9 +176,12 @@ async fn answer(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> 
 }
 
 fn add_checkpoint(state: &State, body: &str) -> (u16, String) {
-    let Some((head, note)) = body.split_once("\n\n") else { return (400, "no empty line\n".into()) };
+    let Some((head, note)) = body.split_once("\n\n") else {
+        return (400, "no empty line\n".into());
+    };
     let mut lines = head.split('\n');
-    let Some(old) = lines.next().and_then(|l| l.strip_prefix("old ")).and_then(|n| n.parse::<u64>().ok())
+    let Some(old) =
+        lines.next().and_then(|l| l.strip_prefix("old ")).and_then(|n| n.parse::<u64>().ok())
     else {
         return (400, "no old size line\n".into());
     };
@@ -201,7 +212,9 @@ fn add_checkpoint(state: &State, body: &str) -> (u16, String) {
         let Ok(bytes) = Base64::decode_vec(b64) else { return false };
         bytes.len() == 68
             && bytes[..4] == id[..4]
-            && UnparsedPublicKey::new(&ED25519, &state.log_key).verify(text.as_bytes(), &bytes[4..]).is_ok()
+            && UnparsedPublicKey::new(&ED25519, &state.log_key)
+                .verify(text.as_bytes(), &bytes[4..])
+                .is_ok()
     });
     let mut seen = Seen { old, size, proof: proof.len(), status: 0 };
     let (status, answer) = if !signed {

@@ -88,6 +88,8 @@ struct Members {
     tree_size: Option<u64>,
     #[serde(rename = "audit.checkpoint.note")]
     note: Option<String>,
+    #[serde(rename = "event.action")]
+    action: Option<String>,
 }
 
 /// Reads the trees of `files` (oldest first). A tree whose first record the files do not hold
@@ -131,7 +133,9 @@ fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofEr
             if let (Some(size), Some(note)) = (m.tree_size, m.note) {
                 tree.checkpoints.push((size, note, sequence));
             }
-            if let Some(c) = super::witness::record::Cosignature::parse(&line) {
+            let cosignature = m.action.as_deref() == Some("audit_cosignature");
+            let cosigned = cosignature.then(|| super::witness::record::Cosignature::parse(&line));
+            if let Some(c) = cosigned.flatten() {
                 let lines = c.witness_lines().into_iter().map(|l| format!("{l}\n")).collect();
                 tree.cosignatures.push((c.checkpoint_sequence, lines));
             }

@@ -24,6 +24,8 @@ pub fn apply(report: &mut Report, files: &[PathBuf], keys: &[WitnessKey], quorum
         sequence: Option<u64>,
         #[serde(rename = "audit.checkpoint.note")]
         note: Option<String>,
+        #[serde(rename = "event.action")]
+        action: Option<String>,
     }
     let mut checkpoints: HashMap<u64, (String, Location)> = HashMap::new();
     let mut cosigned: Vec<(Location, Cosignature)> = Vec::new();
@@ -42,7 +44,8 @@ pub fn apply(report: &mut Report, files: &[PathBuf], keys: &[WitnessKey], quorum
             if let Some(note) = m.note {
                 checkpoints.insert(sequence, (note, at.clone()));
             }
-            if let Some(c) = Cosignature::parse(&line) {
+            let cosignature = m.action.as_deref() == Some("audit_cosignature");
+            if let Some(c) = cosignature.then(|| Cosignature::parse(&line)).flatten() {
                 cosigned.push((at, c));
             }
         }

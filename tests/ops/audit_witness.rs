@@ -237,7 +237,7 @@ fn checkpoint_origin(path: &std::path::Path) -> String {
         .iter()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| v["audit.checkpoint.note"].as_str().map(str::to_owned))
-        .last()
+        .next_back()
         .unwrap();
     last.split('\n').next().unwrap().to_owned()
 }

@@ -252,7 +252,7 @@ mod tests {
         let plus = "w+58396df7+BPv7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7";
         assert_eq!(plus.parse::<WitnessKey>().unwrap().name(), "w");
         // A key ID that does not match is named.
-        let bad = format!("witness.example/w1+00000000+{}", text.rsplit('+').next().unwrap());
+        let bad = format!("witness.example/w1+00000000+{}", text.splitn(3, '+').nth(2).unwrap());
         assert!(matches!(bad.parse::<WitnessKey>(), Err(VkeyError::Mismatch { .. })));
 
         let note = "robots-proxy/audit/00\n5\nq3JcUvjAn3n1JHGcYZnq2yU1jdeOqz3u1iDtf7F0x7M=\n";

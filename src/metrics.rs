@@ -33,6 +33,7 @@ mod latency;
 mod report;
 pub mod series;
 pub mod text;
+mod witness;
 
 use activity::{cut, Activity};
 pub use activity::{BlockSummary, BlockedRequest, Counted, TopCounts, MAX_SHOWN_URL};
@@ -618,6 +619,7 @@ impl Collector for ScrapeTime {
              written (deleted, or moved away without SIGHUP), and was opened again.",
             audit.file_replaced,
         )?;
+        witness::encode(&mut encoder, &self.audit.witness_counts())?;
         let kept = self.cache.archive().map(|a| a.stats()).unwrap_or_default();
         archive::encode(&mut encoder, kept)?;
         if let Some(fleet) = &self.fleet {

@@ -38,6 +38,14 @@ pub enum AuditCommand {
         /// tail cut off after it, or records rewritten before it, are found.
         #[arg(long, value_name = "FILE")]
         checkpoints: Option<PathBuf>,
+        /// Require cosignatures of this witness key (a C2SP vkey, `name+keyid+base64`, or a
+        /// file holding one; repeatable): each of its cosignatures in the files must verify,
+        /// and a checkpoint must be cosigned by `--witness-quorum` of the keys (else exit 3).
+        #[arg(long, value_name = "VKEY")]
+        witness_key: Vec<String>,
+        /// How many of the `--witness-key` keys must cosign one checkpoint (default: all).
+        #[arg(long, value_name = "N", requires = "witness_key")]
+        witness_quorum: Option<usize>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -65,6 +73,13 @@ pub enum AuditCommand {
         /// The checkpoint key's public half (JWK or PEM PUBLIC KEY).
         #[arg(long, value_name = "FILE")]
         public_key: PathBuf,
+        /// Also require a cosignature of this witness key on the checkpoint (a C2SP vkey, or
+        /// a file holding one; repeatable).
+        #[arg(long, value_name = "VKEY")]
+        witness_key: Vec<String>,
+        /// How many of the `--witness-key` keys must have cosigned it (default: all).
+        #[arg(long, value_name = "N", requires = "witness_key")]
+        witness_quorum: Option<usize>,
     },
     /// Prove that the checkpoint NEW extends the checkpoint OLD (both signed-note text files,
     /// as `GET /audit/checkpoint` serves them or `audit.checkpoint.note` holds them), with the
@@ -100,7 +115,19 @@ pub fn run(
     load: &dyn Fn(Option<PathBuf>) -> Result<AuditSection, String>,
 ) -> ExitCode {
     match command {
-        AuditCommand::Verify { files, config, public_key, checkpoints, json } => {
+        AuditCommand::Verify {
+            files,
+            config,
+            public_key,
+            checkpoints,
+            witness_key,
+            witness_quorum,
+            json,
+        } => {
+            let witnesses = match witness_keys(&witness_key, witness_quorum) {
+                Ok(w) => w,
+                Err(e) => return fail("verify", &e, 2),
+            };
             let key = match (public_key, config) {
                 (Some(path), _) => match PublicKey::read(&path) {
                     Ok(key) => Some(key),
@@ -129,7 +156,9 @@ pub fn run(
                     }
                 },
             };
-            let report = verify(&files, Options { public_key: key.as_ref(), shipped: &shipped });
+            let mut report =
+                verify(&files, Options { public_key: key.as_ref(), shipped: &shipped });
+            super::witness::verify::apply(&mut report, &files, &witnesses.0, witnesses.1);
             if json {
                 match serde_json::to_vec_pretty(&report) {
                     Ok(mut text) => {
@@ -159,7 +188,11 @@ pub fn run(
             Ok(proof) => print_json("prove", &proof),
             Err(e) => fail("prove", &e.to_string(), e.exit_code()),
         },
-        AuditCommand::CheckProof { proof, public_key } => {
+        AuditCommand::CheckProof { proof, public_key, witness_key, witness_quorum } => {
+            let (witnesses, quorum) = match witness_keys(&witness_key, witness_quorum) {
+                Ok(w) => w,
+                Err(e) => return fail("check-proof", &e, 2),
+            };
             let key = match PublicKey::read(&public_key) {
                 Ok(key) => key,
                 Err(e) => return fail("check-proof", &format!("--public-key {e}"), 2),
@@ -174,8 +207,14 @@ pub fn run(
                 Ok(parsed) => parsed,
                 Err(e) => return fail("check-proof", &e, 2),
             };
-            match super::proof::check(&parsed, &key) {
-                Ok(c) => {
+            let checked = super::proof::check(&parsed, &key).and_then(|c| {
+                super::proof::check_cosigned(&parsed, &witnesses, quorum).map(|names| (c, names))
+            });
+            match checked {
+                Ok((c, names)) => {
+                    if !names.is_empty() {
+                        println!("cosigned by witness(es) {}", terminal(&names.join(", ")));
+                    }
                     println!(
                         "valid: record event.sequence {} is leaf {} of {} tree size {}, signed by key {}",
                         parsed.sequence, parsed.leaf_index, terminal(&c.origin), c.size, key.keyid()
@@ -214,6 +253,34 @@ pub fn run(
             Err(e) => fail("public-key", &e, 1),
         },
     }
+}
+
+/// The witness keys of `--witness-key` (each a vkey, or a file holding one) and the quorum.
+fn witness_keys(
+    given: &[String],
+    quorum: Option<usize>,
+) -> Result<(Vec<super::witness::WitnessKey>, usize), String> {
+    let mut keys = Vec::new();
+    for text in given {
+        let key = match text.parse() {
+            Ok(key) => key,
+            Err(e) => match std::fs::read_to_string(text) {
+                Ok(file) => {
+                    file.trim().parse().map_err(|e| format!("--witness-key {text}: {e}"))?
+                }
+                Err(_) => return Err(format!("--witness-key {text:?}: {e}")),
+            },
+        };
+        keys.push(key);
+    }
+    let quorum = quorum.unwrap_or(keys.len());
+    if !keys.is_empty() && !(1..=keys.len()).contains(&quorum) {
+        return Err(format!(
+            "--witness-quorum {quorum}: from 1 to the {} key(s) given",
+            keys.len()
+        ));
+    }
+    Ok((keys, quorum))
 }
 
 /// The public half of `audit.checkpoint_key`, when set.

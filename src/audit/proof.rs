@@ -73,6 +73,9 @@ struct Tree {
     checkpoints: Vec<(u64, String, u64)>,
     /// The line proved, when in this tree.
     wanted: Option<String>,
+    /// Witnesses' cosignatures (`audit_cosignature`): the checkpoint record's sequence, and
+    /// the witness's signature lines.
+    cosignatures: Vec<(u64, Vec<String>)>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +88,8 @@ struct Members {
     tree_size: Option<u64>,
     #[serde(rename = "audit.checkpoint.note")]
     note: Option<String>,
+    #[serde(rename = "event.action")]
+    action: Option<String>,
 }
 
 /// Reads the trees of `files` (oldest first). A tree whose first record the files do not hold
@@ -121,11 +126,18 @@ fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofEr
                     leaves: Vec::new(),
                     checkpoints: Vec::new(),
                     wanted: None,
+                    cosignatures: Vec::new(),
                 });
             }
             let Some(tree) = current.as_mut() else { continue };
             if let (Some(size), Some(note)) = (m.tree_size, m.note) {
                 tree.checkpoints.push((size, note, sequence));
+            }
+            let cosignature = m.action.as_deref() == Some("audit_cosignature");
+            let cosigned = cosignature.then(|| super::witness::record::Cosignature::parse(&line));
+            if let Some(c) = cosigned.flatten() {
+                let lines = c.witness_lines().into_iter().map(|l| format!("{l}\n")).collect();
+                tree.cosignatures.push((c.checkpoint_sequence, lines));
             }
             if want == Some(sequence) {
                 tree.wanted = Some(String::from_utf8_lossy(&line).into_owned());
@@ -147,7 +159,11 @@ pub fn prove(files: &[PathBuf], sequence: u64) -> Result<InclusionProof, ProofEr
         ))
     })?;
     let index = sequence - tree.first_sequence;
-    let Some((size, note, at)) = tree.checkpoints.iter().find(|(size, _, _)| *size > index) else {
+    // The first checkpoint that covers it and that witnesses cosigned, else the first.
+    let covers = |(size, _, _): &&(u64, String, u64)| *size > index;
+    let cosigned = |(_, _, at): &&(u64, String, u64)| tree.cosignatures.iter().any(|c| c.0 == *at);
+    let chosen = tree.checkpoints.iter().filter(covers).find(cosigned);
+    let Some((size, note, at)) = chosen.or_else(|| tree.checkpoints.iter().find(covers)) else {
         return Err(ProofError::Input(format!(
             "no checkpoint with a Merkle tree covers event.sequence {sequence} yet (the next \
              checkpoint of the proxy will: at most audit.checkpoint_interval later)"
@@ -178,9 +194,20 @@ pub fn prove(files: &[PathBuf], sequence: u64) -> Result<InclusionProof, ProofEr
         tree_size: *size,
         root: merkle::encode(&root),
         proof: proof.iter().map(merkle::encode).collect(),
-        checkpoint: note.clone(),
+        checkpoint: cosigned_note(note, *at, &tree.cosignatures),
         checkpoint_sequence: *at,
     })
+}
+
+/// The checkpoint `note` (record `at`) with the witnesses' signature lines recorded for it.
+fn cosigned_note(note: &str, at: u64, cosignatures: &[(u64, Vec<String>)]) -> String {
+    let mut out = note.to_owned();
+    for line in cosignatures.iter().filter(|c| c.0 == at).flat_map(|c| &c.1) {
+        if !out.contains(line.as_str()) {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// The checkpoint a note says, unverified.
@@ -226,6 +253,34 @@ pub fn check(proof: &InclusionProof, key: &PublicKey) -> Result<Checkpoint, Proo
         );
     }
     Ok(checkpoint)
+}
+
+/// The names of the `keys` whose cosignatures of the proof's checkpoint verify; an error when
+/// one of them does not verify, or fewer than `quorum` keys cosigned it.
+pub fn check_cosigned(
+    proof: &InclusionProof,
+    keys: &[super::witness::WitnessKey],
+    quorum: usize,
+) -> Result<Vec<String>, ProofError> {
+    let note = &proof.checkpoint;
+    let at = note.rfind("\n\n").ok_or_else(|| ProofError::Input("not a signed note".into()))?;
+    let (text, lines) = (&note[..at + 1], &note[at + 2..]);
+    let mut names = Vec::new();
+    for key in keys {
+        match key.find(text, lines.lines()) {
+            Ok(Some(_)) => names.push(key.name().to_owned()),
+            Ok(None) => {}
+            Err(e) => return Err(ProofError::Invalid(format!("witness {}: {e}", key.name()))),
+        }
+    }
+    if names.len() < quorum {
+        return Err(ProofError::Invalid(format!(
+            "the checkpoint is cosigned by {} of the {} witness key(s) given, not {quorum}",
+            names.len(),
+            keys.len()
+        )));
+    }
+    Ok(names)
 }
 
 /// A consistency proof between two checkpoints, as `audit consistency` prints it.

@@ -66,6 +66,8 @@ struct Sink {
     saved: Option<(u64, [u8; 64])>,
     /// The last checkpoint's note, for `GET /audit/checkpoint` (`state.rs`).
     latest: super::LatestCheckpoint,
+    /// The witnesses' history and tasks (`audit.witnesses`), fed every line written whole.
+    witnesses: Option<Arc<super::witness::Hub>>,
 }
 
 /// Where a line of a batch ends, and the chain after it.
@@ -128,6 +130,7 @@ impl Sink {
             interval,
             saved: None,
             latest: super::LatestCheckpoint::default(),
+            witnesses: None,
         };
         if let Some(file) = file {
             sink.opened(file);

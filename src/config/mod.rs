@@ -354,6 +354,9 @@ impl Config {
     /// ([`bounds::BOUNDS`]) first, then the rules between keys and the syntax of values.
     fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = bounds::problems(self);
+        if let Err(problems) = crate::audit::witness::configured(&self.audit) {
+            bad.extend(problems);
+        }
         let mut need = |ok: bool, key: &'static str, message: &dyn Fn() -> String| {
             if !ok {
                 bad.push((key, message()));

@@ -151,6 +151,8 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let audit_path = config.audit_path();
     let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
         .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
+    // Each checkpoint to the witnesses of audit.witnesses, off the request path (a task each).
+    audit.start_witnesses((*tls).clone());
     // A `robots_fetch` record for every robots.txt result decided with, whatever
     // `audit.all_decisions` says (docs/audit.md): the log names every version in force.
     let fetches = audit.clone();

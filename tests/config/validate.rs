@@ -347,3 +347,50 @@ fn huge_durations_and_counts_are_refused_naming_the_key_and_the_bound() {
         assert!(problem.message.contains(&format!("is more than {bound}")), "{problem}");
     }
 }
+
+/// Issue 39, item 6: `audit.witnesses` and `audit.witness_keys` are checked, each problem
+/// named: a URL that is not https (or http to loopback), a key that is not a cosignature vkey,
+/// counts that differ, witnesses without a checkpoint key.
+#[test]
+fn witnesses_and_their_keys_are_checked() {
+    let good = "witness.example.net/w1+9980d344+BE8bb9KowqGpPx4NXo0KbDsvnkp9HIteLzptnAseT3oo";
+    let keyed = "[audit]\ncheckpoint_key = \"/audit.pem\"\n";
+    let m = file_problem(
+        &format!(
+            "{keyed}witnesses = [\"http://witness.example.net\"]\nwitness_keys = [\"{good}\"]\n"
+        ),
+        "audit.witnesses",
+    );
+    assert_eq!(m, "entry 1 (\"http://witness.example.net\"): http is allowed only to a loopback address: use https");
+    let log_key = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k";
+    let m = file_problem(
+        &format!("{keyed}witnesses = [\"https://w.example\"]\nwitness_keys = [\"{log_key}\"]\n"),
+        "audit.witness_keys",
+    );
+    assert!(m.starts_with("entry 1 (") && m.contains("signature type 0x01"), "{m}");
+    let bad_id = good.replace("9980d344", "00000000");
+    let m = file_problem(
+        &format!("{keyed}witnesses = [\"https://w.example\"]\nwitness_keys = [\"{bad_id}\"]\n"),
+        "audit.witness_keys",
+    );
+    assert!(m.contains("does not match the name and key (SHA-256 gives 9980d344)"), "{m}");
+    let m = file_problem(
+        &format!("{keyed}witnesses = [\"https://a.example\", \"https://b.example\"]\nwitness_keys = [\"{good}\"]\n"),
+        "audit.witness_keys",
+    );
+    assert_eq!(m, "2 witness URL(s) and 1 key(s): give one key per URL, in the same order");
+    let m = file_problem(
+        &format!("[audit]\nwitnesses = [\"https://w.example\"]\nwitness_keys = [\"{good}\"]\n"),
+        "audit.witnesses",
+    );
+    assert_eq!(m, "witnesses cosign checkpoints: set audit.checkpoint_key too");
+    let mut config = Config::default();
+    config.audit.checkpoint_key = Some("/audit.pem".into());
+    config.audit.witnesses = vec!["http://127.0.0.1:7000/".into(), "https://w.example/p".into()];
+    config.audit.witness_keys = vec![good.into(), good.replace("w1", "w2")];
+    let e = config.validate().unwrap_err().to_string();
+    assert!(e.contains("audit.witness_keys") && e.contains("does not match"), "{e}");
+    config.audit.witness_keys[1] = good.into();
+    let e = config.validate().unwrap_err().to_string();
+    assert!(e.contains("the key name witness.example.net/w1 is given twice"), "{e}");
+}

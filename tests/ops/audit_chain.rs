@@ -12,11 +12,11 @@ use super::support::{proxied_client, run, Origin, ProxyProcess};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
-fn text(bytes: &[u8]) -> String {
+pub(super) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn lines(path: &Path) -> Vec<String> {
+pub(super) fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect()
 }
 
@@ -25,18 +25,18 @@ fn write_lines(path: &Path, lines: &[String]) {
 }
 
 /// `audit verify` with `args`: (exit status, stdout, stderr).
-fn verify(args: &[&str]) -> (i32, String, String) {
+pub(super) fn verify(args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["audit", "verify"];
     all.extend_from_slice(args);
     let out = run(&all, &[]);
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
-fn s(path: &Path) -> &str {
+pub(super) fn s(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
+pub(super) async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
     let client = proxied_client(proxy.proxy_addr);
     for i in 0..n {
         let url = format!("{}/private/{tag}-{i}", origin.base());
@@ -46,7 +46,7 @@ async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
 }
 
 /// Waits (up to 10 s) until `path` holds a line containing `needle` `times` times.
-async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
+pub(super) async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
     for _ in 0..500 {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         if text.lines().filter(|l| l.contains(needle)).count() >= times {
@@ -444,14 +444,14 @@ fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
 
 /// A proxy with a checkpoint key in a new state directory: the environment, the public key
 /// file (in the state directory's parent's temporary directory).
-struct Keyed {
-    state: tempfile::TempDir,
-    public_key: PathBuf,
-    key: PathBuf,
+pub(super) struct Keyed {
+    pub(super) state: tempfile::TempDir,
+    pub(super) public_key: PathBuf,
+    pub(super) key: PathBuf,
 }
 
 impl Keyed {
-    fn new() -> Keyed {
+    pub(super) fn new() -> Keyed {
         let state = tempfile::tempdir().unwrap();
         let keys = state.path().join("keys");
         let made = run(&["keys", "new", "audit", "--dir", s(&keys)], &[]);
@@ -472,7 +472,7 @@ impl Keyed {
         ]
     }
 
-    async fn stop(proxy: &mut ProxyProcess) {
+    pub(super) async fn stop(proxy: &mut ProxyProcess) {
         proxy.signal("TERM");
         assert!(proxy.wait_exit(Duration::from_secs(10)).await.success());
     }

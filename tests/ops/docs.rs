@@ -55,12 +55,14 @@ async fn the_readme_metrics_table_is_what_metrics_exposes_in_both_formats() {
     // Fleet metrics appear only with a fleet (`fleet.redis`), the would-block counter's series
     // (one per token and action) only once a request was reported in report-only mode
     // (`tests/proxy/report.rs` checks it), the exception expiry only with `[[exceptions]]`
-    // (tests/ops/exceptions.rs); every other documented metric is exposed by this proxy.
+    // (tests/ops/exceptions.rs), the witnesses' pushes only with `audit.witnesses`
+    // (tests/ops/audit_witness.rs); every other documented metric is exposed by this proxy.
     let missing: Vec<_> = documented
         .difference(&exposed)
         .filter(|name| !name.starts_with("robots_proxy_fleet_"))
         .filter(|name| *name != "robots_proxy_would_block_total")
         .filter(|name| *name != "robots_proxy_exception_expiry_seconds")
+        .filter(|name| *name != "robots_proxy_audit_witness_pushes_total")
         .collect();
     assert!(missing.is_empty(), "in the README's table but not exposed: {missing:?}");
     promtool_accepts(&text);

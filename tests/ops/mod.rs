@@ -8,6 +8,7 @@ mod admin;
 mod archive;
 mod audit_chain;
 mod audit_log;
+mod audit_witness;
 mod binary;
 mod case_folding;
 mod dashboards;

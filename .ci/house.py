@@ -10,8 +10,8 @@ The rules:
      the binary) exactly the modules MODULES below allows it: a new dependency is refused until
      the table says so, and a dependency the code no longer has must leave the table, so the
      table is the map of today's code;
-  2. crates: a workspace crate depends (in its Cargo.toml) only on the crates listed below it in
-     CRATES, and every crate of the workspace is listed;
+  2. crates: a workspace crate depends (in its Cargo.toml) on exactly the crates its entry in
+     CRATES names, all listed below it, and every crate of the workspace is listed;
   3. no circle between the top-level modules of src/ (nor between crates);
   4. no source file over 800 lines in src/ or crates/;
   5. one integration-test binary (tests/main.rs) in the whole workspace;
@@ -31,11 +31,19 @@ ROOT = Path(__file__).resolve().parent.parent
 ARCHITECTURE = ROOT / 'docs' / 'architecture.md'
 MAX_LINES = 800
 
-# The crates of the workspace, top to bottom: each may depend only on crates listed below it.
-# (package name, folder, its one job)
+# The crates of the workspace, top to bottom: (package name, folder, its one job, the crates of
+# the workspace it depends on). A crate may depend only on crates listed below it, and depends on
+# exactly those its entry names (as for MODULES, a dependency added or dropped changes the table).
 CRATES = [
     ('robots-proxy', '.', 'the proxy, its listeners and stores, and the `robots-proxy` binary '
-     '(`src/`)'),
+     '(`src/`); re-exports the crates below as `robots_proxy::robots`, `::authority`, `::output`',
+     'robots-proxy-engine robots-proxy-authority robots-proxy-output'),
+    ('robots-proxy-engine', 'crates/engine', 'the robots.txt engine (module `robots`): parse once, '
+     'decide many times; usage and opt-out parsers; pure, no I/O', ''),
+    ('robots-proxy-authority', 'crates/authority', 'the authority a robots.txt belongs to (module '
+     '`authority`): scheme, host, port', ''),
+    ('robots-proxy-output', 'crates/output', 'one output encoding per kind of sink, for text '
+     'outsiders wrote (module `output`)', ''),
 ]
 
 # The top-level modules of src/ (src/X.rs or src/X/, or a crate re-exported as X in lib.rs), each
@@ -59,7 +67,8 @@ module('archive', 'every robots.txt version decided with and the windows it was 
 module('audit', 'the audit log: record schema, writer, hash chain, signed checkpoints, `audit '
        'verify`; never `config` (`main` hands it its section)',
        'archive clock output robots_version signing')
-module('authority', 'the key robots.txt is cached under (scheme, host, port)', '')
+module('authority', 'the key robots.txt is cached under (scheme, host, port): the crate '
+       '`crates/authority`', '')
 module('cache', 'the robots store: one robots.txt per authority, one coalesced fetch, RFC 9309 '
        'status and lifetime rules, persistence; fetches through `guard`, hands every result to '
        '`archive`', 'archive authority clock error guard robots robots_version units')
@@ -90,7 +99,8 @@ module('metrics', 'Prometheus metrics, the status page\'s series and the recent 
 module('notify', 'readiness and status for systemd (`sd_notify`)', '')
 module('on_disk', 'the files a configuration names and what they hold, so a reload compares '
        'contents', 'config preflight tls')
-module('output', 'one output encoding per kind of sink, for text outsiders wrote', '')
+module('output', 'one output encoding per kind of sink, for text outsiders wrote: the crate '
+       '`crates/output`', '')
 module('owner_only', 'the mode check of private keys and of the directories that hold them', '')
 module('pacing', 'politeness: Crawl-delay and a pace per site across every crawler; `PaceStore` '
        'and `LocalPace`', 'authority cache robots')
@@ -107,7 +117,8 @@ module('proxy', 'the listeners, a request\'s steps (`pipeline.rs`), CONNECT, int
 module('reload', 'the one `Reloader` (SIGHUP and `POST /api/reload`): applies a configuration to '
        'the running collaborators', 'cache config disclosure logging on_disk preflight proxy '
        'signing tls')
-module('robots', 'the robots.txt engine: parse once, decide many times; pure, no I/O', '')
+module('robots', 'the robots.txt engine: parse once, decide many times; pure, no I/O: the '
+       'crate `crates/engine`', '')
 module('robots_version', 'a robots.txt version: the body as parsed, its SHA-256, when and from '
        'where it was fetched', '')
 module('server', 'the one way a connection is served (`serve_connection`): HTTP/1.1 or HTTP/2 '
@@ -406,11 +417,11 @@ def module_map():
 
 
 def crate_map():
-    rows = ['| crate | its one job | may depend on |', '|---|---|---|']
-    for i, (name, folder, job) in enumerate(CRATES):
-        below = [c[0] for c in CRATES[i + 1:]]
+    rows = ['| crate | its one job | depends on (checked) |', '|---|---|---|']
+    for name, folder, job, deps in CRATES:
+        deps = deps.split()
         rows.append(f'| `{name}` (`{folder}`) | {job} | '
-                    + (', '.join(f'`{b}`' for b in below) if below else 'no other crate of the workspace')
+                    + (', '.join(f'`{d}`' for d in deps) if deps else 'no crate of the workspace')
                     + ' |')
     return '\n'.join(rows)
 
@@ -501,11 +512,17 @@ def main(argv):
         deps = workspace_deps(manifest, names, root) - {n}
         crate_edges[n] = deps
         if n in listed:
-            below = set(listed[listed.index(n) + 1:])
-            for d in sorted(deps - below):
-                problems.append(f'crate `{n}` depends on `{d}`, which is not below it in CRATES '
-                                f'({(folder / "Cargo.toml").relative_to(ROOT)})')
-    rule('crates: each depends only on the crates below it', problems)
+            i = listed.index(n)
+            below, named = set(listed[i + 1:]), set(CRATES[i][3].split())
+            manifest_path = (folder / 'Cargo.toml').relative_to(ROOT)
+            for d in sorted(named - below):
+                problems.append(f'CRATES lets `{n}` depend on `{d}`, which is not below it: reorder')
+            for d in sorted(deps - named):
+                problems.append(f'crate `{n}` depends on `{d}` ({manifest_path}), which CRATES does not allow')
+            for d in sorted(named - deps):
+                problems.append(f'CRATES lets `{n}` depend on `{d}`, which its {manifest_path} no '
+                                f'longer does: remove it (then --write the map)')
+    rule('crates: each depends on exactly what CRATES allows, all below it', problems)
 
     # 3. circles
     comps = circles(reach) + circles(crate_edges)

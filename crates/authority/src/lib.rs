@@ -4,6 +4,9 @@
 //! `http://example.com` and `https://example.com:8181` are not. IDN hosts and their punycode form
 //! are the same. Hosts are lower-cased and lose a trailing dot.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 use std::fmt;
 
 /// The host (brackets and a final dot taken off) and port of an authority; `None` when it is

@@ -5,7 +5,7 @@
 //! answers, for a product token and a path, whether the path may be crawled and why.
 //!
 //! ```
-//! use robots_proxy::robots::{ProductToken, RobotsTxt, Verdict};
+//! use robots_proxy_engine::{ProductToken, RobotsTxt, Verdict};
 //!
 //! let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /private\nAllow: /private/ok\n");
 //! let bot = ProductToken::new("ExampleBot").unwrap();
@@ -14,6 +14,9 @@
 //! assert_eq!(d.rule().map(|r| r.line()), Some(2));
 //! assert!(robots.decide(Some(&bot), "/private/ok").is_allowed());
 //! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod build;
 mod fold;
@@ -220,7 +223,6 @@ struct RuleSet {
 
 /// Allowed or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum Verdict {
     /// The path may be crawled.
     Allow,
@@ -230,7 +232,6 @@ pub enum Verdict {
 
 /// Why a [`Decision`] came out the way it did.
 #[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
 pub enum Reason<'r> {
     /// No group applies to the token and there is no `*` group: everything is allowed.
     NoGroupApplies,
@@ -344,7 +345,7 @@ impl fmt::Debug for Decision<'_> {
 /// A path and query in the form a pattern read as `reading` is matched against: canonical
 /// ([`canonical_path`]), and letters folded for the case-folded reading. Every rule source
 /// that matches path patterns brings the request's readings here.
-pub(crate) fn path_as(path: &str, reading: usage::PatternReading) -> Cow<'_, str> {
+pub fn path_as(path: &str, reading: usage::PatternReading) -> Cow<'_, str> {
     let canonical = canonical_path(path);
     match reading {
         usage::PatternReading::Folded => Cow::Owned(fold::fold_case(&canonical)),

@@ -137,7 +137,7 @@ impl ProductToken {
     /// apply.
     ///
     /// ```
-    /// use robots_proxy::robots::ProductToken;
+    /// use robots_proxy_engine::ProductToken;
     /// let token = |ua| ProductToken::from_user_agent(ua).map(|t| t.as_str().to_owned());
     /// assert_eq!(
     ///     token("Mozilla/5.0 (compatible; ExampleBot/0.1; +https://www.example.com/bot.html)"),

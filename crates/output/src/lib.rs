@@ -23,6 +23,9 @@
 //!   well-formed, shown as text (`\x1b`, `\ufffe`) as on a terminal. Applied when the page or
 //!   feed is written, so text stored before (the feed's persisted entries) is safe too.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 use std::fmt::{self, Write as _};
 
 /// Most characters of one value a terminal sink shows; the rest is cut with a marker.
@@ -72,7 +75,7 @@ fn plain_ascii_lines(bytes: &[u8]) -> bool {
 }
 
 /// `value` for a text log line: escaped as [`terminal`], cut after [`LOG_MAX`] characters. The
-/// text log's field formatter ([`crate::logging::EscapedFields`]) writes every field and
+/// text log's field formatter (`robots_proxy::logging::EscapedFields`) writes every field and
 /// message through it, so call sites log values as they are.
 pub fn log<T: fmt::Display>(value: T) -> Escaped<T> {
     Escaped { value, max: LOG_MAX }

@@ -83,3 +83,22 @@ fn groups_name_crawlers_by_their_full_names() {
     // Google's reading stays: `User-agent: AI2Bot` names `ai` too.
     assert!(!allowed(body, "ai", "/page"));
 }
+
+/// Out of its search budget the matcher judges an untried wildcard rule on the safe side: an
+/// allow does not match (review-tests F3: the one test that exhausted the budget had only
+/// wildcard disallows, so an allow judged "matching" went unseen). A crawler controls the URL's
+/// length: 100 wildcard allows longer than the disallow, a 64 KiB path that none of them
+/// matches; the ones searched fail, the rest are out of budget, and the disallow decides.
+#[test]
+fn out_of_budget_wildcard_allows_do_not_match() {
+    let mut body = String::from("User-agent: *\nDisallow: /private\n");
+    for i in 1..=100 {
+        body.push_str(&format!("Allow: /*q{}\n", "a".repeat(i)));
+    }
+    let path = format!("/private/{}q", "a".repeat(65_536));
+    let robots = RobotsTxt::parse(body.as_bytes());
+    let d = robots.decide(None, &path);
+    assert_eq!(d.verdict(), Verdict::Disallow, "{}", d.reason().explain(d.is_allowed()));
+    assert_eq!(d.rule().map(|r| (r.pattern(), r.line())), Some(("/private", 2)));
+}
+

@@ -52,8 +52,7 @@ pub fn check(data: &[u8]) {
                     assert_eq!(first.kind(), rule.kind(), "{path:?}");
                 }
                 Reason::NoRuleMatched => assert!(all.is_empty(), "{path:?}: {all:?}"),
-                Reason::RobotsTxt | Reason::NoGroupApplies => {}
-                _ => {}
+                Reason::RobotsTxt | Reason::NoGroupApplies | Reason::OverBudget => {}
             }
             let _ = robots.disallows_everything(t.as_ref());
             let _ = robots.crawl_delay(t.as_ref());

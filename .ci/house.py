@@ -362,8 +362,6 @@ def edges_of_src(names, exported):
         for crate, targets in by_crate.items():
             for seg in paths_in(code, crate):
                 reached.add(targets.get(f'{crate}::{seg}', targets.get(crate, seg)))
-        if mod == 'main' and 'crate' != prefix:
-            pass
         for t in reached:
             if t in names and t != mod:
                 edges.setdefault(mod, {}).setdefault(t, []).append(str(p.relative_to(ROOT)))
@@ -430,8 +428,7 @@ MAPS = {'modules': module_map, 'crates': crate_map}
 
 
 def section(text, key):
-    m = re.search(rf'<!-- house:{key} -->\n(.*?)<!-- /house:{key} -->', text, re.S)
-    return m
+    return re.search(rf'<!-- house:{key} -->\n(.*?)<!-- /house:{key} -->', text, re.S)
 
 
 def write_maps():

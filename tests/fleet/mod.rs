@@ -416,7 +416,10 @@ async fn an_instance_killed_holding_the_fetch_lease_delays_the_others_only_until
     // a loaded machine cannot fail it; the upper side keeps a wide margin below twice the
     // lease (review-tests F6).
     let since_sent = sent.elapsed();
-    assert!(since_sent >= Duration::from_millis(5400), "did not wait for the lease: {since_sent:?}");
+    assert!(
+        since_sent >= Duration::from_millis(5400),
+        "did not wait for the lease: {since_sent:?}"
+    );
     assert!(waited <= Duration::from_millis(8000), "waited past the lease: {waited:?}");
 }
 

@@ -9,8 +9,7 @@ use super::support::ProxyProcess;
 /// The metric names in the metrics table of docs/metrics.md (`| \`robots_proxy_…\` | type | …`).
 fn documented_metrics() -> BTreeSet<String> {
     let page = include_str!("../../docs/metrics.md");
-    page
-        .lines()
+    page.lines()
         .filter_map(|l| l.strip_prefix("| `robots_proxy_"))
         .filter_map(|rest| rest.split_once('`'))
         .map(|(name, _)| format!("robots_proxy_{name}"))
@@ -51,7 +50,10 @@ async fn the_documented_metrics_table_is_what_metrics_exposes_in_both_formats() 
         .collect();
     let documented = documented_metrics();
     let undocumented: Vec<_> = exposed.difference(&documented).collect();
-    assert!(undocumented.is_empty(), "exposed but not in docs/metrics.md's table: {undocumented:?}");
+    assert!(
+        undocumented.is_empty(),
+        "exposed but not in docs/metrics.md's table: {undocumented:?}"
+    );
     // Fleet metrics appear only with a fleet (`fleet.redis`), the would-block counter's series
     // (one per token and action) only once a request was reported in report-only mode
     // (`tests/proxy/report.rs` checks it), the exception expiry only with `[[exceptions]]`

@@ -202,6 +202,17 @@ mod tests {
         assert!(m("/*a$", "/xa") && !m("/*a$", "/xa/b"));
     }
 
+    /// An anchored last segment may take exactly what is left of the path after the segments
+    /// before it, and no less (a mutation testing survivor: `>=` read as `>` went unseen).
+    #[test]
+    fn an_anchored_last_segment_may_fill_the_rest_of_the_path() {
+        assert!(m("/*ab$", "/ab"));
+        assert!(m("/*a*b$", "/ab"));
+        assert!(m("/x*.php$", "/x.php"));
+        // It comes after the segment before it, not overlapping it.
+        assert!(!m("/*a*ab$", "/ab"));
+    }
+
     #[test]
     fn google_path_examples() {
         // "/fish"

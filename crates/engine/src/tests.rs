@@ -101,4 +101,3 @@ fn out_of_budget_wildcard_allows_do_not_match() {
     assert_eq!(d.verdict(), Verdict::Disallow, "{}", d.reason().explain(d.is_allowed()));
     assert_eq!(d.rule().map(|r| (r.pattern(), r.line())), Some(("/private", 2)));
 }
-

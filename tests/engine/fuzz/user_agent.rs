@@ -19,8 +19,10 @@ pub fn check(data: &[u8]) {
             "{t:?}"
         );
         assert!(ua.contains(t), "{t:?} not in {ua:?}");
-        assert_eq!(ProductToken::from_token_or_user_agent(t).map(|x| x.lowercase().to_owned()),
-            Some(token.lowercase().to_owned()));
+        assert_eq!(
+            ProductToken::from_token_or_user_agent(t).map(|x| x.lowercase().to_owned()),
+            Some(token.lowercase().to_owned())
+        );
     }
     let _ = ProductToken::from_token_or_user_agent(&ua);
 }

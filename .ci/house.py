@@ -36,12 +36,21 @@ MAX_LINES = 800
 # exactly those its entry names (as for MODULES, a dependency added or dropped changes the table).
 CRATES = [
     ('robots-proxy', '.', 'the proxy, its listeners and stores, and the `robots-proxy` binary '
-     '(`src/`); re-exports the crates below as `robots_proxy::robots`, `::authority`, `::output`',
-     'robots-proxy-engine robots-proxy-authority robots-proxy-output'),
+     '(`src/`); re-exports the crates below under their module names',
+     'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
+     'robots-proxy-clock robots-proxy-framing robots-proxy-output'),
+    ('robots-proxy-pace', 'crates/pace', 'politeness per site (module `pacing`): Crawl-delay, '
+     'rates, concurrency; a pure schedule, the `PaceStore` seam and the in-process store',
+     'robots-proxy-engine robots-proxy-authority'),
+    ('robots-proxy-archive', 'crates/archive', 'robots.txt versions (module `robots_version`) and '
+     'the archive of every version decided with and when it was in force (module `archive`)', ''),
     ('robots-proxy-engine', 'crates/engine', 'the robots.txt engine (module `robots`): parse once, '
      'decide many times; usage and opt-out parsers; pure, no I/O', ''),
     ('robots-proxy-authority', 'crates/authority', 'the authority a robots.txt belongs to (module '
      '`authority`): scheme, host, port', ''),
+    ('robots-proxy-clock', 'crates/clock', 'time behind a seam (module `clock`)', ''),
+    ('robots-proxy-framing', 'crates/framing', 'the framing watch: request smuggling checks on '
+     'every HTTP/1 request head (module `framing`)', ''),
     ('robots-proxy-output', 'crates/output', 'one output encoding per kind of sink, for text '
      'outsiders wrote (module `output`)', ''),
 ]
@@ -61,9 +70,7 @@ module('access', 'who may use the proxy: the client access list, proxy authentic
 module('admin', 'the admin listener: metrics, health, live decisions, purges, reload, the status '
        'page; reaches robots.txt only through `policy`', 'access audit authority config fleet '
        'metrics policy proxy reload server')
-module('archive', 'every robots.txt version decided with and the windows it was in force, under '
-       '`state_dir/robots-archive/`; `ArchiveReader` reads it with the proxy stopped',
-       'robots_version')
+module('archive', 'the archive of every robots.txt version decided with and the windows it was in force: the crate `crates/archive`', '')
 module('audit', 'the audit log: record schema, writer, hash chain, signed checkpoints, `audit '
        'verify`; never `config` (`main` hands it its section)',
        'archive clock output robots_version signing')
@@ -73,7 +80,7 @@ module('cache', 'the robots store: one robots.txt per authority, one coalesced f
        'status and lifetime rules, persistence; fetches through `guard`, hands every result to '
        '`archive`', 'archive authority clock error guard robots robots_version units')
 module('check', '`robots-proxy check`: a robots.txt against URLs, offline', 'output policy robots')
-module('clock', 'wall-clock time behind a seam, for tests', '')
+module('clock', 'wall-clock time behind a seam, for tests: the crate `crates/clock`', '')
 module('config', 'layered configuration: the figment merge, problems with suggestions, the one '
        'table of bounds, cross-key checks; the sections live with their owners, and no owner '
        'reaches back into `config`', 'access archive audit authority cache disclosure fleet guard '
@@ -88,7 +95,7 @@ module('evidence', '`robots-proxy evidence`: past decisions replayed offline fro
 module('fleet', 'the fleet on Redis: `[fleet]`, the link, shared robots.txt records (implements '
        '`cache::SharedRobots`), the shared pace (implements `pacing::PaceStore`), the fleet view; '
        'never `proxy` or `config`', 'authority cache clock output owner_only pacing units')
-module('framing', 'request smuggling checks on the bytes a client sends', '')
+module('framing', 'request smuggling checks on the bytes a client sends: the crate `crates/framing`', '')
 module('guard', 'the destination guard: where the proxy may connect (SSRF), and its connector',
        'access')
 module('limits', 'connection and request limits: the connection gate, head sizes, write timeouts',
@@ -102,8 +109,7 @@ module('on_disk', 'the files a configuration names and what they hold, so a relo
 module('output', 'one output encoding per kind of sink, for text outsiders wrote: the crate '
        '`crates/output`', '')
 module('owner_only', 'the mode check of private keys and of the directories that hold them', '')
-module('pacing', 'politeness: Crawl-delay and a pace per site across every crawler; `PaceStore` '
-       'and `LocalPace`', 'authority cache robots')
+module('pacing', 'politeness: Crawl-delay and a pace per site across every crawler; `PaceStore` and `LocalPace`: the crate `crates/pace`', '')
 module('policy', 'the one door to the rules: product token, readings, decision, exceptions, '
        'report-only, the audit record; re-exports what others need of `cache` and `archive`',
        'archive audit authority cache robots robots_version')
@@ -119,8 +125,7 @@ module('reload', 'the one `Reloader` (SIGHUP and `POST /api/reload`): applies a 
        'signing tls')
 module('robots', 'the robots.txt engine: parse once, decide many times; pure, no I/O: the '
        'crate `crates/engine`', '')
-module('robots_version', 'a robots.txt version: the body as parsed, its SHA-256, when and from '
-       'where it was fetched', '')
+module('robots_version', 'a robots.txt version (the body as parsed, its SHA-256, when and from where it was fetched): in the crate `crates/archive`', '')
 module('server', 'the one way a connection is served (`serve_connection`): HTTP/1.1 or HTTP/2 '
        'with the configured limits, for every listener', 'access limits')
 module('signing', 'Web Bot Auth: keys, the signer, cosigning, the key directory, `robots-proxy '
@@ -491,7 +496,11 @@ def main(argv):
             problems.append(f'`{m}` reaches `{t}`, which MODULES does not allow ({", ".join(files[:3])}'
                             f'{" …" if len(files) > 3 else ""})')
         if m in exported:
-            continue  # a crate re-exported as a module: Cargo.toml and rule 2 hold its layering
+            # a crate re-exported as a module: its Cargo.toml and CRATES hold its layering
+            if allowed:
+                problems.append(f'`{m}` is the crate `{exported[m]}`: its dependencies are '
+                                f'in CRATES, not MODULES')
+            continue
         for t in sorted(allowed - reach.get(m, set())):
             problems.append(f'MODULES lets `{m}` reach `{t}`, which its code no longer does: remove it '
                             f'(then --write the map)')

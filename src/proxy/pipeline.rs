@@ -127,7 +127,7 @@ async fn steps(
     let snapshot = robots_txt(shared, live, memory, facts).await?;
     let mut allowed = check_robots(shared, live, facts, &snapshot, started, reported).await?;
     let usage = check_usage(shared, live, facts, &snapshot, reported, &mut allowed).await?;
-    let _permit = pace(shared, facts, &snapshot).await?;
+    let _permit = pace(shared, live, facts, &snapshot).await?;
     // Built and signed now, after robots.txt and the pace: the key is the one that signs at
     // the moment the request leaves.
     let prepared = prepare(shared, live, facts, req, signing.as_ref());
@@ -414,17 +414,20 @@ async fn check_usage(
 /// held until the origin's response headers arrive.
 async fn pace(
     shared: &Shared,
+    live: &Live,
     facts: &Facts,
     snapshot: &RobotsSnapshot,
 ) -> ControlFlow<Response<ProxyBody>, PacePermit> {
     if !shared.pacer.is_enabled() {
         return ControlFlow::Continue(PacePermit::default());
     }
-    let admitting = Box::pin(shared.pacer.admit(&facts.authority, snapshot, facts.token()));
+    let admitting = Box::pin(
+        shared.pacer.admit(&facts.authority, || snapshot.rules.crawl_delay(facts.token())),
+    );
     match admitting.await {
         Ok(permit) => ControlFlow::Continue(permit),
         Err(throttled) => ControlFlow::Break(
-            Box::pin(throttle::refused(shared, facts, snapshot, &throttled)).await,
+            Box::pin(throttle::refused(shared, &live.policy, facts, snapshot, &throttled)).await,
         ),
     }
 }
@@ -509,7 +512,7 @@ async fn forward(
         forward::Timeouts {
             response: live.response_timeout,
             body_idle: live.body_idle_timeout,
-            client_body_idle: shared.client_body_idle_timeout,
+            client_body_idle: live.timeouts.body,
         },
         &shared.via,
         &shared.metrics,

@@ -67,12 +67,13 @@ impl Safety {
         peer: SocketAddr,
         slot: Option<OwnedSemaphorePermit>,
         watch: bool,
+        write_timeout: std::time::Duration,
     ) -> Option<ClientIo> {
         if !self.acl.allows(peer.ip()) {
             self.acl.record_refusal(peer);
             return None;
         }
-        self.gate.admit(stream, peer, slot, watch)
+        self.gate.admit(stream, peer, slot, watch, write_timeout)
     }
 
     /// Whether the proxy authenticates its users (`access.users_file`).

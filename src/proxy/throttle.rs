@@ -8,11 +8,13 @@ use super::preferences::Subject;
 use super::{answer, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome};
 use crate::pacing::{Pace, ThrottleCause, Throttled};
-use crate::policy::{ProductToken, RobotsSnapshot};
+use crate::policy::{Policy, ProductToken, RobotsSnapshot};
 
-/// Records the refusal and answers it.
+/// Records the refusal and answers it. `policy` is the request's own (review-house D4: a
+/// request reads the reloadable state once).
 pub(super) async fn refused(
     shared: &Shared,
+    policy: &Policy,
     facts: &Facts,
     snapshot: &RobotsSnapshot,
     throttled: &Throttled,
@@ -22,7 +24,7 @@ pub(super) async fn refused(
     // the request, so its rule is replaced by the Crawl-delay that held the request back.
     let subject = Subject { facts, snapshot, signed: None, cosign: None };
     let status = Some(status_of(throttled).as_u16());
-    let mut record = subject.decision_record(shared, &shared.live().policy, status);
+    let mut record = subject.decision_record(shared, policy, status);
     record.action = match throttled.cause {
         ThrottleCause::FleetUnavailable => AuditAction::FleetUnavailable,
         _ => AuditAction::Throttled,

@@ -72,14 +72,16 @@ fn tunnel_record(
 }
 
 /// Tunnel mode: refuse when every path is disallowed, else relay bytes.
+/// `live` is the reloadable state the CONNECT read when it arrived: the tunnel is decided and
+/// bounded by it (review-house D4).
 pub(super) async fn tunnel(
     shared: Arc<Shared>,
+    live: &super::Live,
     client: SocketAddr,
     req: Request<Incoming>,
     authority: Authority,
     (token, origin): (Option<ProductToken>, crate::policy::TokenOrigin),
 ) -> Response<ProxyBody> {
-    let live = shared.live();
     let snapshot = live.policy.robots(&authority).await;
     // safety: the robots.txt fetch went to a prohibited address.
     if let Some(why) = safety::robots_prohibited(&snapshot) {
@@ -244,7 +246,7 @@ pub(super) async fn tunnel(
         let tdm = if prefs.get(Category::TrainAi).preference == Preference::Disallow {
             None
         } else {
-            tdm_everywhere(&live, &authority, &purposes).await
+            tdm_everywhere(live, &authority, &purposes).await
         };
         if tdm.is_some() {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, "tdmrep.json");
@@ -308,7 +310,8 @@ pub(super) async fn tunnel(
             tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
         shared.write_audit(record).await;
     }
-    let idle = live.https.tunnel_idle_timeout;
+    // https.tunnel_idle_timeout, as in force when the CONNECT arrived.
+    let idle = live.timeouts.tunnel_idle;
     let relaying = async move {
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,

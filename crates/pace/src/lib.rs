@@ -40,7 +40,7 @@
 //! The private `schedule` module is the pure core: it decides from instants it is given, so
 //! its rules are unit tested without sleeping. This layer sleeps on [`tokio::time`]
 //! (monotonic, and under the tests' control with paused time) rather than the robots cache's
-//! wall [`crate::clock::Clock`], and waits for free connections on a semaphore per authority.
+//! wall clock, and waits for free connections on a semaphore per authority.
 //!
 //! The state of an authority lives in a bounded cache keyed, like the robots cache beside it,
 //! by [`Authority`]. It is forgotten after it has not been used for longer than any spacing
@@ -50,6 +50,13 @@
 //! holding a connection slot is never dropped (see `local`).
 //!
 //! [`Pacer::stats`] and [`Pacer::queue_depths`] are for metrics.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
+// The crates this one stands on, under the names the project uses for them.
+use robots_proxy_authority as authority;
+use robots_proxy_engine as robots;
 
 mod local;
 mod schedule;
@@ -65,8 +72,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::authority::Authority;
-use crate::cache::RobotsSnapshot;
-use crate::robots::{CrawlDelay, ProductToken};
+use crate::robots::CrawlDelay;
 pub use schedule::Bound;
 
 pub use local::LocalPace;
@@ -81,12 +87,6 @@ pub const MAX_SITES: u64 = 100_000;
 /// spacing and wait: covers requests still in flight (holding a connection) when the last
 /// one arrived.
 const IDLE_MARGIN: Duration = Duration::from_secs(5 * 60);
-
-/// The `Crawl-delay` that applies to `token` on the authority of `snapshot`, if robots.txt
-/// was parsed and its group for the token has one.
-pub fn crawl_delay(snapshot: &RobotsSnapshot, token: Option<&ProductToken>) -> Option<CrawlDelay> {
-    snapshot.rules.crawl_delay(token)
-}
 
 /// Paces requests per authority; see the [module documentation](self).
 ///
@@ -372,24 +372,23 @@ impl Pacer {
         self.enabled.load().is_some()
     }
 
-    /// Waits until a request for `token` to `authority`, whose robots.txt is `snapshot`, may
-    /// be forwarded without breaking the authority's pace: [`Pacer::admit_with_delay`] with the
-    /// applicable [`crawl_delay`], which is looked up only when pacing is on (the look-up is
-    /// not free, and the proxy's hot path runs this for every request).
+    /// Waits until a request to `authority` may be forwarded without breaking the authority's
+    /// pace: [`Pacer::admit_with_delay`] with the `Crawl-delay` that `crawl_delay` looks up
+    /// (the robots.txt group that applies to the request's token), called only when pacing is
+    /// on and obeys `Crawl-delay` (the look-up is not free, and the proxy's hot path runs this
+    /// for every request).
     pub async fn admit(
         &self,
         authority: &Authority,
-        snapshot: &RobotsSnapshot,
-        token: Option<&ProductToken>,
+        crawl_delay: impl FnOnce() -> Option<CrawlDelay>,
     ) -> Result<PacePermit, Throttled> {
         let Some(on) = self.enabled.load_full() else { return Ok(PacePermit::default()) };
-        let delay = if on.obey_crawl_delay { crawl_delay(snapshot, token) } else { None };
+        let delay = if on.obey_crawl_delay { crawl_delay() } else { None };
         self.admit_with_delay(authority, delay).await
     }
 
     /// Waits until a request to `authority` may be forwarded without breaking its pace, given
-    /// the `Crawl-delay` of the robots.txt group that applies to the request (see
-    /// [`crawl_delay`]). Returns at once when pacing is off or nothing limits the request.
+    /// the `Crawl-delay` of the robots.txt group that applies to the request. Returns at once when pacing is off or nothing limits the request.
     ///
     /// Refuses, without waiting, a request whose turn would come after `pacing.max_wait` or
     /// that finds `pacing.queue_limit` requests already waiting in its queue (its group's, see

@@ -328,7 +328,7 @@ pub(super) fn remove_stale_temporaries(root: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::ArchiveReader;
+    use crate::ArchiveReader;
 
     /// A process killed while writing leaves hidden `.partial` files beside the real ones
     /// (never a half-written file under a real name): the archive reads back without them.
@@ -342,13 +342,13 @@ mod tests {
         let mut history = History::new("http://a.test", "http://a.test/robots.txt");
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         history.note(
-            crate::archive::Window {
+            crate::Window {
                 sha256: Some(sha.clone()),
                 size: Some(body.len() as u64),
                 status: Some(200),
                 error: None,
                 state: "fresh".to_owned(),
-                consequence: crate::archive::Consequence::Rules,
+                consequence: crate::Consequence::Rules,
                 first_fetched: t,
                 last_confirmed: t,
                 replaced_at: None,

@@ -3,6 +3,9 @@
 //! robots.txt freshness (RFC 9309 §2.4) is computed by our own code from the fetch time; the
 //! cache asks a [`Clock`] for "now" and never reads the system clock itself.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

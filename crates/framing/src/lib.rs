@@ -34,6 +34,9 @@
 //! connection is closed; should hyper nevertheless hand over another request, its verdict is
 //! [`Verdict::Unfollowed`] and it is refused rather than let through unjudged.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
@@ -473,7 +476,7 @@ fn judge(head: &[u8]) -> (Option<Verdict>, State) {
 }
 
 /// A client stream with a [`FramingWatch`] reading along, for connections served from
-/// inside a CONNECT tunnel (the listener's own connections use [`crate::limits::ClientIo`]).
+/// inside a CONNECT tunnel (the listener's own connections use `robots_proxy::limits::ClientIo`).
 #[derive(Debug)]
 pub struct Watched<T> {
     inner: T,

@@ -21,11 +21,16 @@
 //! Reaches only `robots_version`: the store (`cache`) feeds it, the policy hands it to the
 //! admin listener.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 mod disk;
 mod history;
 mod reader;
 mod section;
 mod writer;
+
+pub mod robots_version;
 
 use std::path::PathBuf;
 

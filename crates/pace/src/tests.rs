@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::authority::Scheme;
-use crate::robots::RobotsTxt;
+use crate::robots::{ProductToken, RobotsTxt};
 
 /// Each group ends with a rule: a `user-agent` line right after a `crawl-delay` line would
 /// join the group above (RFC 9309 groups end at the first `user-agent` after a rule).

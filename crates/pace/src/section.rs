@@ -85,8 +85,8 @@ pub enum PacingError {
 }
 
 impl PacingSection {
-    /// Every rule broken, as (key, message), for [`crate::config::Config`]'s validation.
-    pub(crate) fn check(&self) -> Vec<(&'static str, String)> {
+    /// Every rule broken, as (key, message), for the configuration's validation.
+    pub fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
         // max_crawl_delay, max_wait, default_concurrency and queue_limit have their ranges in
         // the table of bounds (src/config/bounds.rs); rates and the sites are checked here.
@@ -116,7 +116,7 @@ impl PacingSection {
     }
 
     /// The limits for an authority with `rps` and `concurrency`.
-    pub(crate) fn limits(&self, rps: f64, concurrency: usize) -> Limits {
+    pub fn limits(&self, rps: f64, concurrency: usize) -> Limits {
         let interval = (rps.is_finite() && rps > 0.0)
             .then(|| Duration::try_from_secs_f64(1.0 / rps).unwrap_or(MAX_SPACING));
         Limits::new(
@@ -128,7 +128,7 @@ impl PacingSection {
     }
 
     /// The default limits and the per-authority ones.
-    pub(crate) fn resolve(&self) -> Result<(Limits, Vec<(Authority, Limits)>), PacingError> {
+    pub fn resolve(&self) -> Result<(Limits, Vec<(Authority, Limits)>), PacingError> {
         let default = self.limits(self.default_rps, self.default_concurrency);
         let mut sites = Vec::with_capacity(self.sites.len());
         for (i, site) in self.sites.iter().enumerate() {

@@ -18,7 +18,7 @@
 //!
 //! The stored value: `s1 <generation> <sealed_at_ms> <mac, 64 hex digits>\n<record>`. Without a
 //! key an instance writes the older form `g<generation>\n<record>` and reads both, trusting
-//! Redis (README "Running a fleet": whoever can write to Redis then decides the robots.txt the
+//! Redis (docs/fleet.md: whoever can write to Redis then decides the robots.txt the
 //! fleet enforces).
 //!
 //! Cost: one MAC per shared write (`SharedRedis::store`, `store_file`, `purge`) and one

@@ -77,7 +77,7 @@ pub(crate) fn load(
 /// proxy's heap is sparse: pooled connections and cache entries spread over many pages, each
 /// of which then counts 2 MiB. With 10,000 sites (`benches/proxy/run.sh`, variant `wide`) the
 /// process held 488 MiB with them and 424 MiB without; requests per second on one site and
-/// eight did not differ beyond the runs' noise (README "Memory per site"). Failing (an old
+/// eight did not differ beyond the runs' noise (docs/benchmarks.md, "Memory per site"). Failing (an old
 /// kernel) leaves the process as it was.
 fn without_transparent_huge_pages() {
     #[cfg(target_os = "linux")]

@@ -315,7 +315,7 @@ fn config_check_and_serve_refuse_huge_counts_naming_the_key() {
     }
 }
 
-/// Exit statuses are the same across subcommands (README, "Exit status"; issue 27 §13): 1 for an
+/// Exit statuses are the same across subcommands (docs/check.md, "Exit status"; issue 27 §13): 1 for an
 /// invalid configuration in every command that reads it, 2 for a bad argument.
 #[test]
 fn exit_statuses_are_consistent_across_subcommands() {

@@ -186,6 +186,33 @@ mod tests {
         matches(pattern.as_bytes(), PatternShape::of(pattern.as_bytes()), path.as_bytes())
     }
 
+    /// A trailing `*` swallows the anchor after it, also when a literal segment comes before
+    /// it: `/*a*$` is `/*a`, so it matches a path with an `a` anywhere after the `/`, whatever
+    /// ends the path (review-tests F4: no test had a literal segment before `*$`, so the anchor
+    /// kept could not be told from the anchor swallowed).
+    #[test]
+    fn a_trailing_star_swallows_the_anchor_after_a_literal_segment() {
+        for p in ["/xa/b", "/a", "/xa", "/ba?q=1", "/x/y/za/"] {
+            assert!(m("/*a*$", p), "{p}");
+        }
+        for p in ["/", "/xb", "/b/c"] {
+            assert!(!m("/*a*$", p), "{p}");
+        }
+        // Without the trailing `*` the anchor holds.
+        assert!(m("/*a$", "/xa") && !m("/*a$", "/xa/b"));
+    }
+
+    /// An anchored last segment may take exactly what is left of the path after the segments
+    /// before it, and no less (a mutation testing survivor: `>=` read as `>` went unseen).
+    #[test]
+    fn an_anchored_last_segment_may_fill_the_rest_of_the_path() {
+        assert!(m("/*ab$", "/ab"));
+        assert!(m("/*a*b$", "/ab"));
+        assert!(m("/x*.php$", "/x.php"));
+        // It comes after the segment before it, not overlapping it.
+        assert!(!m("/*a*ab$", "/ab"));
+    }
+
     #[test]
     fn google_path_examples() {
         // "/fish"

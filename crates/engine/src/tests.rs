@@ -83,3 +83,44 @@ fn groups_name_crawlers_by_their_full_names() {
     // Google's reading stays: `User-agent: AI2Bot` names `ai` too.
     assert!(!allowed(body, "ai", "/page"));
 }
+
+/// Out of its search budget the matcher judges an untried wildcard rule on the safe side: an
+/// allow does not match (review-tests F3: the one test that exhausted the budget had only
+/// wildcard disallows, so an allow judged "matching" went unseen). A crawler controls the URL's
+/// length: 100 wildcard allows longer than the disallow, a 64 KiB path that none of them
+/// matches; the ones searched fail, the rest are out of budget, and the disallow decides.
+#[test]
+fn out_of_budget_wildcard_allows_do_not_match() {
+    let mut body = String::from("User-agent: *\nDisallow: /private\n");
+    for i in 1..=100 {
+        body.push_str(&format!("Allow: /*q{}\n", "a".repeat(i)));
+    }
+    let path = format!("/private/{}q", "a".repeat(65_536));
+    let robots = RobotsTxt::parse(body.as_bytes());
+    let d = robots.decide(None, &path);
+    assert_eq!(d.verdict(), Verdict::Disallow, "{}", d.reason().explain(d.is_allowed()));
+    assert_eq!(d.rule().map(|r| (r.pattern(), r.line())), Some(("/private", 2)));
+}
+
+/// Out of its search budget a refusal names no rule: the wildcard disallows it assumed to match
+/// were never seen to (a survivor of the engine's mutation run: noting the allows instead of the
+/// disallows went unseen by the crate's own tests; tests/engine/pathological.rs has the same
+/// case through the proxy's crate).
+#[test]
+fn over_budget_refusals_name_no_rule() {
+    let mut body = String::from("User-agent: *\n");
+    for i in 1..=700 {
+        body.push_str(&format!("Disallow: /*?*filter{i}=\n"));
+    }
+    body.push_str("Allow: /\n");
+    let robots = RobotsTxt::parse(body.as_bytes());
+    let mut url = String::from("/catalog?");
+    for i in 0..400 {
+        url.push_str(&format!("k{i}=abcdefghij0123456789&"));
+    }
+    let d = robots.decide(None, &url);
+    assert!(!d.is_allowed());
+    assert!(matches!(d.reason(), Reason::OverBudget), "{d:?}");
+    assert!(d.rule().is_none(), "{d:?}");
+    assert!(!robots.decide(None, "/catalog?a=1&filter7=x").is_allowed());
+}

@@ -38,12 +38,13 @@ CRATES = [
     ('robots-proxy', '.', 'the proxy, its listeners and stores, and the `robots-proxy` binary '
      '(`src/`); re-exports the crates below under their module names',
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
-     'robots-proxy-clock robots-proxy-framing robots-proxy-output'),
+     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units'),
     ('robots-proxy-pace', 'crates/pace', 'politeness per site (module `pacing`): Crawl-delay, '
      'rates, concurrency; a pure schedule, the `PaceStore` seam and the in-process store',
      'robots-proxy-engine robots-proxy-authority'),
     ('robots-proxy-archive', 'crates/archive', 'robots.txt versions (module `robots_version`) and '
-     'the archive of every version decided with and when it was in force (module `archive`)', ''),
+     'the archive of every version decided with and when it was in force (module `archive`)',
+     'robots-proxy-units'),
     ('robots-proxy-engine', 'crates/engine', 'the robots.txt engine (module `robots`): parse once, '
      'decide many times; usage and opt-out parsers; pure, no I/O', ''),
     ('robots-proxy-authority', 'crates/authority', 'the authority a robots.txt belongs to (module '
@@ -51,6 +52,8 @@ CRATES = [
     ('robots-proxy-clock', 'crates/clock', 'time behind a seam (module `clock`)', ''),
     ('robots-proxy-framing', 'crates/framing', 'the framing watch: request smuggling checks on '
      'every HTTP/1 request head (module `framing`)', ''),
+    ('robots-proxy-units', 'crates/units', 'the units the configuration is written in (module '
+     '`units`): sizes', ''),
     ('robots-proxy-output', 'crates/output', 'one output encoding per kind of sink, for text '
      'outsiders wrote (module `output`)', ''),
 ]

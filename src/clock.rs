@@ -141,13 +141,13 @@ impl ManualClock {
 
     /// Moves the clock forward by `by`.
     pub fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
+        let mut now = crate::sync::lock(&self.now);
         *now += by;
     }
 
     /// Sets the clock to `to`.
     pub fn set(&self, to: SystemTime) {
-        *self.now.lock().unwrap_or_else(|e| e.into_inner()) = to;
+        *crate::sync::lock(&self.now) = to;
     }
 }
 
@@ -159,7 +159,7 @@ impl Default for ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
-        *self.now.lock().unwrap_or_else(|e| e.into_inner())
+        *crate::sync::lock(&self.now)
     }
 }
 

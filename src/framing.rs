@@ -123,7 +123,7 @@ impl Verdicts {
     }
 
     fn lock(&self) -> MutexGuard<'_, Follower> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.0)
     }
 }
 
@@ -202,7 +202,7 @@ impl FramingWatch {
         if data.is_empty() {
             return;
         }
-        let mut follower = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut follower = crate::sync::lock(&self.0);
         follower.feed(data);
     }
 }

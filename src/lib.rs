@@ -34,6 +34,7 @@
 //! * [`access`]: who may use the proxy (client access list, proxy authentication).
 //! * [`guard`]: where the proxy may connect (the SSRF guard and its connector).
 //! * [`units`]: units the configuration is written in (sizes).
+//! * [`sync`]: locks that outlive a panic (the one place a poisoned lock is taken as it is).
 //! * [`limits`]: connection and request limits. [`framing`]: request smuggling checks.
 //! * [`signing`]: Web Bot Auth signatures on forwarded requests, and the key directory.
 //! * [`owner_only`]: the mode check of private keys and of the directories that hold them.
@@ -73,6 +74,7 @@ pub mod robots;
 pub mod robots_version;
 pub(crate) mod server;
 pub mod signing;
+pub mod sync;
 pub mod tls;
 pub mod units;
 pub mod usage;

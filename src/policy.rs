@@ -184,7 +184,7 @@ impl Policy {
         memory: &Mutex<RecentRobots>,
         authority: &Authority,
     ) -> Arc<RobotsSnapshot> {
-        let lock = || memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let lock = || crate::sync::lock(memory);
         if let Some(snapshot) = self.store.recent(&lock(), authority) {
             return snapshot;
         }

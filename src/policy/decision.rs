@@ -171,8 +171,9 @@ pub struct Decision<'a> {
     read_otherwise: bool,
     /// The engine's answer on the deciding reading, when a file decided.
     engine: Option<crate::robots::Decision<'a>>,
-    /// The exception that overrides robots.txt, if one does.
-    exception: Option<ExceptionVerdict>,
+    /// The exception that overrides robots.txt, if one does (boxed: most requests have none,
+    /// and the proxy holds the decision across every later step of the request).
+    exception: Option<Box<ExceptionVerdict>>,
 }
 
 /// Decides `question` on `view`: every reading of the path against robots.txt (the most
@@ -212,7 +213,9 @@ pub fn decide<'a>(view: View<'a>, question: Question<'a>) -> Decision<'a> {
         (Some(exceptions), Some(site)) => {
             // Every reading, decoded ones included, against the exception's patterns.
             let all: Vec<(Reading, &str)> = readings.to_decide(true, view.fold_case).collect();
-            exceptions.find(&site.authority, question.claim, &all, &disallowed, question.now)
+            let found =
+                exceptions.find(&site.authority, question.claim, &all, &disallowed, question.now);
+            found.map(Box::new)
         }
         _ => None,
     };
@@ -241,7 +244,7 @@ impl<'a> Decision<'a> {
 
     /// The exception that overrides robots.txt, if one does.
     pub fn exception(&self) -> Option<&ExceptionVerdict> {
-        self.exception.as_ref()
+        self.exception.as_deref()
     }
 
     /// Counts one use of the exception that decided, if one did.

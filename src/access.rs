@@ -176,7 +176,7 @@ impl ClientAcl {
     /// Counts and logs a refused connection from `peer`.
     pub fn record_refusal(&self, peer: SocketAddr) {
         let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        if crate::logging::warn_on(n) {
+        if crate::output::warn_on(n) {
             tracing::warn!(
                 client = %peer,
                 refused_so_far = n,
@@ -407,7 +407,7 @@ impl Authenticator {
     /// [`ClientAcl::record_refusal`]).
     pub fn record_failure(&self, client: SocketAddr, failure: &AuthFailure) {
         let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        if crate::logging::warn_on(n) {
+        if crate::output::warn_on(n) {
             tracing::warn!(client = %client, reason = %failure, failures_so_far = n, "proxy authentication failed");
         } else {
             tracing::debug!(client = %client, reason = %failure, "proxy authentication failed");

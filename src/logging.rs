@@ -4,14 +4,6 @@
 //! The audit trail of decisions is *not* here: it goes through [`crate::audit`], so that a log
 //! level chosen for diagnostics can never hide it.
 
-/// Whether the `n`-th time (counted from 1) an event that can repeat without end (a refused
-/// connection, a failed call, an unsigned request) is logged at `warn`: the first ten, then
-/// every thousandth, so that a flood cannot flood the log. The others go to `debug`, and the
-/// event's counter says how many there were.
-pub fn warn_on(n: u64) -> bool {
-    n <= 10 || n.is_multiple_of(1000)
-}
-
 use std::fmt;
 use std::io::{IsTerminal, Write};
 use std::path::Path;

@@ -259,11 +259,6 @@ impl<'a> Decision<'a> {
         self.question.claim
     }
 
-    /// The product token decided for.
-    pub fn token(&self) -> Option<&'a ProductToken> {
-        self.question.claim.token
-    }
-
     /// Whether that token is only claimed or known from credentials.
     pub fn provenance(&self) -> Provenance {
         Provenance::of(self.question.claim.origin)
@@ -273,11 +268,6 @@ impl<'a> Decision<'a> {
     /// path as sent disallowed it).
     pub fn read_otherwise(&self) -> bool {
         self.read_otherwise
-    }
-
-    /// The deciding reading.
-    pub fn reading(&self) -> Reading {
-        self.reading
     }
 
     /// The snapshot decided on, when the view has one.
@@ -325,11 +315,6 @@ impl<'a> Decision<'a> {
         let q = &self.question;
         let all: Vec<(Reading, &str)> = q.readings.to_decide(true, self.view.fold_case).collect();
         exceptions.lifted_usage(&site.authority, q.claim, &all, q.now)
-    }
-
-    /// The exceptions the view asks, if any are configured.
-    pub fn exceptions(&self) -> Option<&'a Exceptions> {
-        self.view.exceptions
     }
 
     /// The AI usage preferences robots.txt states for the request's path, combined over every
@@ -463,5 +448,72 @@ impl Explanation {
             }
             _ => self.reason.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask<'a>(robots: &'a RobotsTxt, readings: &'a Readings) -> Decision<'a> {
+        let claim = Claim::asserted(None, None);
+        let question = Question { claim, readings, now: SystemTime::UNIX_EPOCH };
+        decide(View::offline(Rules::Parsed(robots), false), question)
+    }
+
+    #[test]
+    fn the_first_disallowed_reading_decides_and_is_explained_once() {
+        let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /private\n");
+        let readings = Readings::of("/public/..%2fprivate/x");
+        let d = ask(&robots, &readings);
+        assert!(!d.is_allowed() && !d.robots_allowed());
+        assert!(d.read_otherwise());
+        let e = d.explain();
+        assert_eq!(e.reading, Reading::Decoded);
+        assert_eq!(e.read_path, "/private/x");
+        assert_eq!((e.rule.as_deref(), e.line), (Some("disallow: /private"), Some(2)));
+        assert!(e.reason.contains("(the path read as /private/x: percent-decoded"), "{}", e.reason);
+        assert_eq!(e.brief(), "line 2: disallow: /private");
+        let each: Vec<bool> = d.each().iter().map(Explanation::is_allowed).collect();
+        assert_eq!(each, [true, false], "the path as sent, then the decoded reading");
+
+        let readings = Readings::of("/public/x");
+        let d = ask(&robots, &readings);
+        assert!(d.is_allowed() && !d.read_otherwise());
+        let e = d.explain();
+        assert_eq!((e.reading, e.why), (Reading::AsSent, Why::NoRuleMatched));
+        assert_eq!(e.brief(), "no rule matched");
+    }
+
+    #[test]
+    fn the_token_s_provenance_is_in_the_decision() {
+        let robots = RobotsTxt::parse(b"User-agent: *\nAllow: /\n");
+        let readings = Readings::of("/");
+        let token = ProductToken::new("AcmeBot").unwrap();
+        let q = |claim| Question { claim, readings: &readings, now: SystemTime::UNIX_EPOCH };
+        let view = View::offline(Rules::Parsed(&robots), false);
+        let asserted = decide(view, q(Claim::asserted(Some(&token), None)));
+        assert_eq!(asserted.provenance(), Provenance::Asserted);
+        let tied = decide(view, q(Claim::tied(Some(&token), Some("alice"))));
+        assert_eq!(tied.provenance(), Provenance::Authenticated);
+        assert_eq!(tied.claim().user, Some("alice"));
+    }
+
+    #[test]
+    fn no_file_decides_by_its_consequence_but_robots_txt_stays_allowed() {
+        let readings = Readings::of("/x");
+        let q = Question {
+            claim: Claim::asserted(None, None),
+            readings: &readings,
+            now: SystemTime::UNIX_EPOCH,
+        };
+        let d = decide(View::offline(Rules::DisallowAll, false), q);
+        assert!(!d.is_allowed());
+        assert_eq!(d.explain().why, Why::NoFile);
+        let own = Readings::of("/robots.txt");
+        let d = decide(View::offline(Rules::DisallowAll, false), Question { readings: &own, ..q });
+        assert!(d.is_allowed());
+        assert_eq!(d.explain().why, Why::RobotsTxt);
+        assert!(decide(View::offline(Rules::AllowAll, false), q).is_allowed());
     }
 }

@@ -201,7 +201,7 @@ fn plan_signing<'s>(
     if let Some(token) = plan.refused {
         let n = shared.metrics.signing_refused();
         let user = facts.user_name().unwrap_or("-");
-        if crate::logging::warn_on(n) {
+        if crate::output::warn_on(n) {
             tracing::warn!(
                 client = %facts.client, user, token = token.as_str(), refused_so_far = n,
                 "not signed as {token}: the user is neither tied to that token in \
@@ -579,7 +579,7 @@ fn sign<'s>(
                 // No key of the identity signs now (a gap between key windows): counted and
                 // logged, the first ten and then every thousandth (issue 41).
                 let n = shared.metrics.signing_unsigned();
-                if crate::logging::warn_on(n) {
+                if crate::output::warn_on(n) {
                     tracing::warn!(
                         authority = %facts.authority, unsigned_so_far = n,
                         "no key of the signing identity signs now: the request leaves unsigned \
@@ -605,7 +605,7 @@ fn sign<'s>(
 /// every thousandth at `warn`; the audit record (with `audit.all_decisions`) says why too.
 fn cosign_skipped(shared: &Shared, facts: &Facts, why: &crate::signing::Skipped) {
     let n = shared.metrics.cosign_skipped(why.reason.as_str());
-    if crate::logging::warn_on(n) {
+    if crate::output::warn_on(n) {
         tracing::warn!(
             client = %facts.client, authority = %facts.authority, reason = why.reason.as_str(),
             skipped_so_far = n,

@@ -38,10 +38,10 @@ CRATES = [
     ('robots-proxy', '.', 'the proxy, its listeners and stores, and the `robots-proxy` binary '
      '(`src/`); re-exports the crates below under their module names',
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
-     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units'),
+     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync'),
     ('robots-proxy-pace', 'crates/pace', 'politeness per site (module `pacing`): Crawl-delay, '
      'rates, concurrency; a pure schedule, the `PaceStore` seam and the in-process store',
-     'robots-proxy-engine robots-proxy-authority'),
+     'robots-proxy-engine robots-proxy-authority robots-proxy-sync'),
     ('robots-proxy-archive', 'crates/archive', 'robots.txt versions (module `robots_version`) and '
      'the archive of every version decided with and when it was in force (module `archive`)',
      'robots-proxy-units'),
@@ -49,9 +49,12 @@ CRATES = [
      'decide many times; usage and opt-out parsers; pure, no I/O', ''),
     ('robots-proxy-authority', 'crates/authority', 'the authority a robots.txt belongs to (module '
      '`authority`): scheme, host, port', ''),
-    ('robots-proxy-clock', 'crates/clock', 'time behind a seam (module `clock`)', ''),
+    ('robots-proxy-clock', 'crates/clock', 'time behind a seam (module `clock`)',
+     'robots-proxy-sync'),
     ('robots-proxy-framing', 'crates/framing', 'the framing watch: request smuggling checks on '
-     'every HTTP/1 request head (module `framing`)', ''),
+     'every HTTP/1 request head (module `framing`)', 'robots-proxy-sync'),
+    ('robots-proxy-sync', 'crates/sync', 'the one way a lock is taken when a panicking thread may '
+     'have poisoned it (module `sync`)', ''),
     ('robots-proxy-units', 'crates/units', 'the units the configuration is written in (module '
      '`units`): sizes', ''),
     ('robots-proxy-output', 'crates/output', 'one output encoding per kind of sink, for text '
@@ -69,7 +72,7 @@ def module(name, job, reaches):
 
 
 module('access', 'who may use the proxy: the client access list, proxy authentication and '
-       'the users file', 'robots')
+       'the users file', 'robots output')
 module('admin', 'the admin listener: metrics, health, live decisions, purges, reload, the status '
        'page; reaches robots.txt only through `policy`', 'access audit authority config fleet '
        'metrics policy proxy reload server')
@@ -90,22 +93,22 @@ module('config', 'layered configuration: the figment merge, problems with sugges
        'limits pacing policy robots signing tls units usage')
 module('disclosure', 'the public disclosure of the crawlers (`/crawlers`, `.json`, `.atom`, the '
        'Signature Agent Cards) and its feed; never `config`', 'cache guard output pacing policy '
-       'robots robots_version signing tls usage')
+       'robots robots_version signing tls usage sync')
 module('error', 'an error and its causes on one line, for people', '')
 module('evidence', '`robots-proxy evidence`: past decisions replayed offline from the archive and '
        'the audit log; nothing reaches it but `main`', 'archive audit authority check config '
        'output policy robots robots_version usage')
 module('fleet', 'the fleet on Redis: `[fleet]`, the link, shared robots.txt records (implements '
        '`cache::SharedRobots`), the shared pace (implements `pacing::PaceStore`), the fleet view; '
-       'never `proxy` or `config`', 'authority cache clock output owner_only pacing units')
+       'never `proxy` or `config`', 'authority cache clock output owner_only pacing units sync')
 module('framing', 'request smuggling checks on the bytes a client sends: the crate `crates/framing`', '')
 module('guard', 'the destination guard: where the proxy may connect (SSRF), and its connector',
-       'access')
+       'access sync')
 module('limits', 'connection and request limits: the connection gate, head sizes, write timeouts',
        'framing units')
 module('logging', 'operational logs (tracing), apart from the audit log', 'audit config output')
 module('metrics', 'Prometheus metrics, the status page\'s series and the recent blocks',
-       'archive audit authority cache fleet pacing')
+       'archive audit authority cache fleet pacing sync')
 module('notify', 'readiness and status for systemd (`sd_notify`)', '')
 module('on_disk', 'the files a configuration names and what they hold, so a reload compares '
        'contents', 'config preflight tls')
@@ -115,14 +118,14 @@ module('owner_only', 'the mode check of private keys and of the directories that
 module('pacing', 'politeness: Crawl-delay and a pace per site across every crawler; `PaceStore` and `LocalPace`: the crate `crates/pace`', '')
 module('policy', 'the one door to the rules: product token, readings, decision, exceptions, '
        'report-only, the audit record; re-exports what others need of `cache` and `archive`',
-       'archive audit authority cache robots robots_version')
+       'archive audit authority cache robots robots_version sync')
 module('preflight', 'what a configuration needs from the machine (files that must parse, '
        'directories that must be creatable), creating nothing', 'access audit config fleet '
        'signing tls')
 module('proxy', 'the listeners, a request\'s steps (`pipeline.rs`), CONNECT, interception, '
        'forwarding, the origin pool; reaches robots.txt rules and the store only through '
        '`policy`', 'access audit authority clock config error fleet framing guard limits metrics '
-       'output pacing policy server signing tls usage')
+       'output pacing policy server signing tls usage sync')
 module('reload', 'the one `Reloader` (SIGHUP and `POST /api/reload`): applies a configuration to '
        'the running collaborators', 'cache config disclosure logging on_disk preflight proxy '
        'signing tls')
@@ -132,9 +135,11 @@ module('robots_version', 'a robots.txt version (the body as parsed, its SHA-256,
 module('server', 'the one way a connection is served (`serve_connection`): HTTP/1.1 or HTTP/2 '
        'with the configured limits, for every listener', 'access limits')
 module('signing', 'Web Bot Auth: keys, the signer, cosigning, the key directory, `robots-proxy '
-       'keys`; never `config`', 'authority clock owner_only robots server')
+       'keys`; never `config`', 'authority clock owner_only robots server sync')
 module('tls', 'the one crypto provider, the proxy\'s CA, the verified client for origins, the '
        'TLS listener', 'guard owner_only')
+module('sync', 'the one way a lock is taken when a panicking thread may have poisoned it: the '
+       'crate `crates/sync`', '')
 module('units', 'units the configuration is written in (sizes)', '')
 module('usage', 'AI usage preferences for each crawler\'s purpose', 'robots')
 module('main', 'the binary: the command line (`src/main.rs`) and `src/main/serve.rs`, the one '

@@ -38,6 +38,7 @@ pub use robots_proxy_archive::robots_version;
 pub use robots_proxy_engine as robots;
 pub(crate) mod server;
 pub mod signing;
+pub use robots_proxy_sync as sync;
 pub mod tls;
 pub use robots_proxy_units as units;
 pub mod usage;

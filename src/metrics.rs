@@ -453,14 +453,14 @@ impl Metrics {
         {
             return;
         }
-        let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        let mut activity = crate::sync::lock(&self.activity);
         activity.push(record);
     }
 
     /// What the admin page shows about blocks: the most recent first, and the top `top`
     /// authorities and tokens.
     pub fn blocks(&self, top: usize) -> BlockSummary {
-        let activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        let activity = crate::sync::lock(&self.activity);
         BlockSummary {
             total: activity.total,
             recent: activity.recent.iter().rev().cloned().collect(),

@@ -286,7 +286,7 @@ impl Fleet {
                 // the wrong type, a script error, OOM on a write) and is that call's alone.
                 self.mark_up();
                 let n = self.call_errors.fetch_add(1, Ordering::Relaxed) + 1;
-                if n <= 10 || n.is_multiple_of(1000) {
+                if crate::output::warn_on(n) {
                     tracing::warn!(instance = %self.name, error = %e, errors_so_far = n, "fleet: a Redis call failed (the link stays up)");
                 }
                 Err(SharedError(format!("Redis: {e}")))

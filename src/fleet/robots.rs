@@ -93,7 +93,7 @@ impl SharedRedis {
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Authority, Held>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.held)
     }
 
     /// This instance's lease of `authority`, forgotten (it is being given back); a value no

@@ -374,7 +374,7 @@ impl Seal {
     /// Counts and (at most once a minute) logs a record not used.
     pub fn refuse(&self, what: &What<'_>, why: Refusal) {
         let n = self.refused[what.kind.index()][why.index()].fetch_add(1, Ordering::Relaxed) + 1;
-        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        let mut logged = crate::sync::lock(&self.logged);
         if logged.is_some_and(|at| at.elapsed() < LOG_EVERY) {
             return;
         }

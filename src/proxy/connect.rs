@@ -23,6 +23,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::pipeline::process;
+use super::refusal::Refusal;
 use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditRecord, AuditSubject};
 use crate::authority::{Authority, Scheme};
@@ -148,7 +149,7 @@ async fn refuse(
     req: &Request<Incoming>,
     authority: &Authority,
     token: Option<&ProductToken>,
-    error: &str,
+    error: &'static str,
     reason: String,
 ) -> Response<ProxyBody> {
     let record = connect_record(shared, client, req, authority, token, false, &reason);
@@ -160,11 +161,12 @@ async fn refuse_record(
     shared: &Shared,
     record: AuditRecord,
     scheme: Scheme,
-    error: &str,
+    error: &'static str,
     reason: String,
 ) -> Response<ProxyBody> {
-    let answer = answer::text(StatusCode::FORBIDDEN, error, format!("403 Forbidden: {reason}\n"));
-    shared.refuse(record, scheme, answer).await
+    let text = format!("403 Forbidden: {reason}\n");
+    let refusal = Refusal::new(StatusCode::FORBIDDEN, error, record.action, text);
+    shared.refuse(record, scheme, refusal, false).await
 }
 
 /// The 403 for a CONNECT to a prohibited destination (see `safety::prohibited`).

@@ -14,6 +14,7 @@ mod optouts;
 mod pipeline;
 mod pool;
 mod preferences;
+mod refusal;
 mod relay;
 mod report;
 mod safety;
@@ -207,15 +208,18 @@ impl Shared {
         }
     }
 
-    /// The one way a request is refused: counts it (once, from what the record says was
-    /// done), lists it among the blocks on the admin page, logs it, writes its audit record,
-    /// and gives back the answer.
+    /// The one way a request is refused: writes the refusal into its record, counts it (once,
+    /// from what the record says was done), lists it among the blocks on the admin page, logs
+    /// it, writes its audit record, and gives back the answer ([`refusal::Refusal`], JSON when
+    /// the client asked for it).
     async fn refuse(
         &self,
-        record: AuditRecord,
+        mut record: AuditRecord,
         scheme: Scheme,
-        answer: Response<ProxyBody>,
+        refusal: refusal::Refusal,
+        want_json: bool,
     ) -> Response<ProxyBody> {
+        refusal.stamp(&mut record);
         self.metrics.count(Decision::of(record.action), scheme);
         self.metrics.blocked(&record);
         tracing::info!(
@@ -227,7 +231,7 @@ impl Shared {
             "refused"
         );
         self.write_audit(record).await;
-        answer
+        refusal.into_response(want_json)
     }
 
     /// The reloadable settings in force now. A request reads them once, so that a reload in

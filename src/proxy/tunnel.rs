@@ -25,7 +25,7 @@ use crate::authority::{Authority, Scheme};
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
 use crate::policy::exceptions::Effect;
-use crate::policy::{Category, PolicyDecision, Preference, ProductToken, RobotsState};
+use crate::policy::{Category, Explanation, Preference, ProductToken, RobotsState};
 use crate::usage::Settled;
 use std::net::SocketAddr;
 
@@ -40,7 +40,7 @@ fn tunnel_record(
     req: &Request<Incoming>,
     authority: &Authority,
     token: Option<&ProductToken>,
-    decision: &PolicyDecision,
+    decision: &Explanation,
     refused: Option<&str>,
 ) -> AuditRecord {
     let allowed = refused.is_none();
@@ -87,13 +87,11 @@ pub(super) async fn tunnel(
     if let Some(why) = safety::robots_prohibited(&snapshot) {
         return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
     }
-    if let Some(answer) = super::pipeline::fleet_unavailable(&snapshot) {
+    if let Some(refusal) = super::pipeline::fleet_unavailable(&snapshot) {
         let reason = super::pipeline::FLEET_UNAVAILABLE_REASON;
-        let mut record =
+        let record =
             connect_record(&shared, client, &req, &authority, token.as_ref(), false, reason);
-        record.action = AuditAction::FleetUnavailable;
-        record.status_code = Some(503);
-        return shared.refuse(record, Scheme::Https, answer).await;
+        return shared.refuse(record, Scheme::Https, refusal, false).await;
     }
     let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
     // Who a refusal is for, and the refusals only reported (report-only mode).
@@ -101,15 +99,10 @@ pub(super) async fn tunnel(
     let who = Who { token: token.as_ref(), origin, user: user.as_ref().map(|u| u.name.as_str()) };
     let mut reported = Reported::default();
     // For the audit record: the group that applies and, when every path is disallowed, the
-    // rule that disallows `/`.
-    let decide_root = || {
-        live.policy.decide(
-            &snapshot,
-            token.as_ref(),
-            &crate::policy::Readings::of("/"),
-            shared.clock.now(),
-        )
-    };
+    // rule that disallows `/`. Decided once, explained when a record is written.
+    let root = crate::policy::Readings::of("/");
+    let decision = live.policy.decide(&snapshot, who, &root, shared.clock.now());
+    let decide_root = || decision.explain();
     // The record of a refused tunnel: decided as `/`, with `reason`.
     let refused_record = |reason: &str| {
         tunnel_record(

@@ -6,6 +6,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+// The crate this one stands on, under the name the project uses for it.
+use robots_proxy_sync as sync;
+
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -144,13 +147,13 @@ impl ManualClock {
 
     /// Moves the clock forward by `by`.
     pub fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
+        let mut now = crate::sync::lock(&self.now);
         *now += by;
     }
 
     /// Sets the clock to `to`.
     pub fn set(&self, to: SystemTime) {
-        *self.now.lock().unwrap_or_else(|e| e.into_inner()) = to;
+        *crate::sync::lock(&self.now) = to;
     }
 }
 
@@ -162,7 +165,7 @@ impl Default for ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
-        *self.now.lock().unwrap_or_else(|e| e.into_inner())
+        *crate::sync::lock(&self.now)
     }
 }
 

@@ -37,6 +37,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+// The crate this one stands on, under the name the project uses for it.
+use robots_proxy_sync as sync;
+
 use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
@@ -126,7 +129,7 @@ impl Verdicts {
     }
 
     fn lock(&self) -> MutexGuard<'_, Follower> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.0)
     }
 }
 
@@ -205,7 +208,7 @@ impl FramingWatch {
         if data.is_empty() {
             return;
         }
-        let mut follower = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut follower = crate::sync::lock(&self.0);
         follower.feed(data);
     }
 }

@@ -183,6 +183,16 @@ pub fn json_line(line: &mut Vec<u8>) {
     *line = out.into_bytes();
 }
 
+/// Whether the `n`-th time (counted from 1) an event that can repeat without end (a refused
+/// connection, a failed call, an unsigned request) is logged at `warn`: the first ten, then
+/// every thousandth, so that a flood cannot flood the log (the one rule for it; it lives here,
+/// with what the proxy writes for people, because every module may log and `logging` reaches
+/// the configuration). The others go to `debug`, and the
+/// event's counter says how many there were.
+pub fn warn_on(n: u64) -> bool {
+    n <= 10 || n.is_multiple_of(1000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

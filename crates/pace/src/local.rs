@@ -8,7 +8,7 @@
 //! other sites push it out of the cache. Leaving the map puts it back in the cache.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use moka::policy::EvictionPolicy;
@@ -50,7 +50,7 @@ impl Site {
     /// The schedule. Never held across an `.await`; a panic while it was held (a bug) leaves
     /// bookkeeping that is still consistent enough to go on with.
     fn schedule(&self) -> MutexGuard<'_, Schedule> {
-        self.schedule.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.schedule)
     }
 }
 
@@ -90,7 +90,7 @@ pub(super) struct InUse {
 
 impl Drop for InUse {
     fn drop(&mut self) {
-        let mut in_use = self.sites.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut in_use = crate::sync::lock(&self.sites.in_use);
         let last = match in_use.get_mut(&self.authority) {
             Some((_, users)) => {
                 *users -= 1;
@@ -134,7 +134,7 @@ impl LocalPace {
 
     /// The site of `authority`, held in use until the returned hold is dropped.
     pub(super) fn enter(&self, authority: &Authority, limits: Limits) -> InUse {
-        let mut in_use = self.sites.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut in_use = crate::sync::lock(&self.sites.in_use);
         let site = match in_use.get_mut(authority) {
             Some((site, users)) => {
                 *users += 1;
@@ -156,7 +156,7 @@ impl LocalPace {
 
     /// The site of `authority` if it is known, in use or not, without keeping it.
     pub(super) fn peek(&self, authority: &Authority) -> Option<Arc<Site>> {
-        let in_use = self.sites.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        let in_use = crate::sync::lock(&self.sites.in_use);
         match in_use.get(authority) {
             Some((site, _)) => Some(site.clone()),
             None => self.sites.idle.get(authority),
@@ -233,7 +233,7 @@ impl PaceStore for LocalPace {
 
     fn queue_depths(&self) -> Vec<(Authority, usize)> {
         // A site with requests waiting is in use.
-        let in_use = self.sites.in_use.lock().unwrap_or_else(PoisonError::into_inner);
+        let in_use = crate::sync::lock(&self.sites.in_use);
         in_use
             .iter()
             .map(|(authority, (site, _))| (authority.clone(), site.schedule().waiting()))

@@ -368,8 +368,9 @@ async fn server_fit(mut conn: Conn) -> redis::RedisResult<version::Fit> {
 
 /// Whether `e` says the link to Redis is down: an I/O error, a timeout, a dropped or refused
 /// connection, one that must be made again, or a server that refuses every call (wrong
-/// credentials, loading, a read-only replica). A key of the wrong type, a script error or an
-/// out-of-memory answer concern one call's keys: Redis answered, the other sites go on.
+/// credentials, loading, a read-only replica, a cluster that is down while it fails over). A
+/// key of the wrong type, a script error or an out-of-memory answer concern one call's keys:
+/// Redis answered, the other sites go on.
 fn takes_link_down(e: &redis::RedisError) -> bool {
     use redis::{ErrorKind, ServerErrorKind};
     e.is_io_error()
@@ -384,6 +385,7 @@ fn takes_link_down(e: &redis::RedisError) -> bool {
                     ServerErrorKind::BusyLoading
                         | ServerErrorKind::MasterDown
                         | ServerErrorKind::ReadOnly
+                        | ServerErrorKind::ClusterDown
                 )
         )
 }

@@ -57,6 +57,7 @@ pub struct SharedRedis {
     store: Script,
     store_file: Script,
     stamp: Script,
+    swap: Script,
     /// Purge messages sent, for their unique seal ([`super::seal`]).
     next_purge: AtomicU64,
     load: Script,
@@ -98,6 +99,7 @@ impl SharedRedis {
             store: Script::new(STORE),
             store_file: Script::new(STORE_FILE),
             stamp: Script::new(&[NOW_MS, STAMP].concat()),
+            swap: Script::new(SWAP),
         }
     }
 
@@ -156,27 +158,136 @@ impl SharedRedis {
         if value.is_none() {
             return Ok((None, None));
         }
-        Ok((self.generation_after().await?, value))
+        Ok((Some(self.generation_after().await?), value))
     }
 
-    /// The purge generation now (`None` before the first purge of everything): read in a
-    /// call of its own, after the call on a site's keys whose result it qualifies (see the
-    /// [module documentation](self)).
-    async fn generation_after(&self) -> Result<Option<Vec<u8>>, SharedError> {
+    /// The purge generation now (`"0"` before the first purge of everything): read in a call
+    /// of its own, after the call on a site's keys whose result it qualifies (see the
+    /// [module documentation](self)), and judged by [`SharedRedis::generation_of`].
+    async fn generation_after(&self) -> Result<Vec<u8>, SharedError> {
         let key = generation_key(&self.fleet);
-        self.fleet.call(move |mut c| async move { c.get(key).await }).await
+        let raw = self.fleet.call(move |mut c| async move { c.get(key).await }).await?;
+        self.judged(raw).await
+    }
+
+    /// [`SharedRedis::generation_of`], except that with a key a generation gone from Redis (a
+    /// restart without persistence, a failover that lost it, a `DEL`) after this instance used
+    /// a later one than `0` is put back, sealed, as the highest this instance used: the fleet
+    /// goes on sharing under it (records of earlier generations are still not read), rather
+    /// than every instance fetching for itself until the next purge of everything.
+    async fn judged(&self, raw: Option<Vec<u8>>) -> Result<Vec<u8>, SharedError> {
+        let highest = self.fleet.newest.get(Kind::Generation, "*").filter(|n| *n > 0);
+        let (None, Some(highest), true) = (&raw, highest, self.fleet.seal.is_keyed()) else {
+            return Ok(self.generation_of(raw));
+        };
+        let (now, at) = self.stamp_raw().await?;
+        if now.is_some() {
+            return Ok(self.generation_of(now));
+        }
+        let text = highest.to_string();
+        let what = What { kind: Kind::Generation, authority: "*", generation: text.as_bytes() };
+        let value = self.fleet.seal.seal(&what, at, text.as_bytes());
+        let mut invocation = self.swap.prepare_invoke();
+        invocation.key(generation_key(&self.fleet)).arg(Vec::<u8>::new()).arg(value);
+        let swapped: u8 = self
+            .fleet
+            .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        if swapped == 1 {
+            tracing::warn!(
+                instance = %self.fleet.instance(), generation = highest,
+                "fleet: the purge generation was gone from Redis (restarted without \
+                 persistence, failed over, or deleted); put back as the highest this instance \
+                 used"
+            );
+        }
+        Ok(text.into_bytes())
+    }
+
+    /// The purge generation the value `raw` of `purge-generation` says, if it may be used.
+    /// With a key, only a sealed generation ([`Kind::Generation`]) not lower than the highest
+    /// this instance used is: any other (written by hand, garbage, set back) is counted and
+    /// logged, and stands for a generation of this process's own, which
+    /// no other instance's record carries: the instance then uses no shared record and fetches
+    /// for itself until a purge of everything writes a sealed one. Without a key Redis is
+    /// trusted: the counter as it is.
+    fn generation_of(&self, raw: Option<Vec<u8>>) -> Vec<u8> {
+        let seal = &self.fleet.seal;
+        let Some(raw) = raw else { return b"0".to_vec() };
+        let claimed: Vec<u8> = raw
+            .strip_prefix(b"s1 ")
+            .and_then(|head| head.split(|b| *b == b' ').next())
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        if !seal.is_keyed() {
+            // Trusting Redis; a sealed value (an instance with a key) holds the number too.
+            return if claimed.is_empty() { raw } else { claimed };
+        }
+        let what = What { kind: Kind::Generation, authority: "*", generation: &claimed };
+        let number = std::str::from_utf8(&claimed).ok().and_then(|n| n.parse::<u64>().ok());
+        match (seal.open(&what, raw), number) {
+            (Ok(Some(opened)), Some(n)) if opened.record == claimed => {
+                if self.fleet.newest.admit(Kind::Generation, "*", n) {
+                    return claimed;
+                }
+                seal.refuse(&what, Refusal::Older);
+            }
+            (Ok(_), _) => seal.refuse(&what, Refusal::BadSeal),
+            // Counted and logged by `open`.
+            (Err(_), _) => {}
+        }
+        self.unverified_generation()
+    }
+
+    /// A purge generation no record of another process carries ([`SharedRedis::generation_of`]).
+    fn unverified_generation(&self) -> Vec<u8> {
+        format!("unverified.{}", self.fleet.nonce()).into_bytes()
+    }
+
+    /// Purge of everything with a key: the purge generation moved on by one and sealed, written
+    /// only if it is still the value read (compare and set; tried again a few times if another
+    /// instance purged meanwhile). Never below the highest generation this instance used, so a
+    /// generation rolled back by hand is moved past.
+    async fn move_generation_on(&self) -> Result<(), SharedError> {
+        for _ in 0..8 {
+            let (raw, at) = self.stamp_raw().await?;
+            let read = self.generation_of(raw.clone());
+            let number = std::str::from_utf8(&read).ok().and_then(|n| n.parse::<u64>().ok());
+            let highest = self.fleet.newest.get(Kind::Generation, "*").unwrap_or(0);
+            let next = number.unwrap_or(0).max(highest).saturating_add(1).to_string();
+            let what = What { kind: Kind::Generation, authority: "*", generation: next.as_bytes() };
+            let value = self.fleet.seal.seal(&what, at, next.as_bytes());
+            let mut invocation = self.swap.prepare_invoke();
+            invocation.key(generation_key(&self.fleet)).arg(raw.unwrap_or_default()).arg(value);
+            let swapped: u8 = self
+                .fleet
+                .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+                .await?;
+            if swapped == 1 {
+                return Ok(());
+            }
+        }
+        Err(SharedError(
+            "the purge generation kept changing while this instance moved it on; try again".into(),
+        ))
     }
 
     /// The purge generation and Redis's clock (ms), for a record or message sealed now.
     async fn stamp(&self) -> Result<(String, u64), SharedError> {
+        let (raw, at) = self.stamp_raw().await?;
+        Ok((String::from_utf8_lossy(&self.judged(raw).await?).into_owned(), at))
+    }
+
+    /// The value of `purge-generation` as it is (`None`: none) and Redis's clock (ms).
+    async fn stamp_raw(&self) -> Result<(Option<Vec<u8>>, u64), SharedError> {
         let mut invocation = self.stamp.prepare_invoke();
         invocation.key(generation_key(&self.fleet));
-        let (generation, at): (String, u64) = self
+        let (raw, at): (Option<Vec<u8>>, u64) = self
             .fleet
             .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         self.observe(at);
-        Ok((generation, at))
+        Ok((raw, at))
     }
 }
 
@@ -210,10 +321,19 @@ const LOAD: &str = r"
 return {redis.call('GET', KEYS[1]), now_ms()}
 ";
 
-/// KEYS: purge generation. The purge generation and Redis's clock (ms): what a tdmrep.json
-/// record or a purge message is sealed with.
+/// KEYS: purge generation. The purge generation's value as it is (`false` for none) and
+/// Redis's clock (ms): what a tdmrep.json record, a purge message or a new generation is
+/// sealed with.
 const STAMP: &str = r"
-return {redis.call('GET', KEYS[1]) or '0', now_ms()}
+return {redis.call('GET', KEYS[1]), now_ms()}
+";
+
+/// KEYS: purge generation. ARGV: the value read (empty for none), the new value. Writes the
+/// new value only if the generation is still the value read: 1 if written, else 0.
+const SWAP: &str = r"
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
 ";
 
 /// KEYS: lease. ARGV: the holder's value. Deletes the lease only if it is still the holder's.
@@ -374,8 +494,7 @@ impl SharedRobots for SharedRedis {
             self.observe(at_ms);
             // Read after the lease is taken: the generation of a fetch that starts after it. If
             // it cannot be read, the lease lapses by itself and the caller fetches alone.
-            let generation = self.generation_after().await?;
-            let generation = String::from_utf8_lossy(generation.as_deref().unwrap_or(b"0")).into_owned();
+            let generation = String::from_utf8_lossy(&self.generation_after().await?).into_owned();
             self.held().insert(authority.clone(), Held { holder, generation, at_ms });
             Ok(true)
         })
@@ -415,8 +534,7 @@ impl SharedRobots for SharedRedis {
             if stored != PURGED && stored != FULL {
                 // Everything purged since the lease was taken: the record is of an old
                 // generation, never read; as if the purge had come first.
-                let now = self.generation_after().await?;
-                if now.as_deref().unwrap_or(b"0") != held.generation.as_bytes() {
+                if self.generation_after().await? != held.generation.as_bytes() {
                     stored = PURGED;
                 }
             }
@@ -471,9 +589,10 @@ impl SharedRobots for SharedRedis {
                     ];
                     fleet.call(move |mut c| async move { c.del::<_, ()>(&keys).await }).await
                 }
+                // A fetch in flight took its lease under the generation before: its record is
+                // never read.
+                None if fleet.seal.is_keyed() => self.move_generation_on().await,
                 None => {
-                    // A fetch in flight took its lease under the generation before: it stores
-                    // nothing now.
                     let key = generation_key(fleet);
                     fleet.call(move |mut c| async move { c.incr::<_, _, ()>(key, 1).await }).await
                 }

@@ -358,6 +358,25 @@ impl Serialize for RedisUrl {
     }
 }
 
+/// A list written as text (an environment variable, `ROBOTS_PROXY_FLEET__REDIS`), as every list
+/// of the configuration may be: `[a, b]`, or `a, b` when each item is a URL (`scheme://`; a
+/// comma inside a URL is percent-encoded).
+fn as_list(text: &str) -> Option<Vec<String>> {
+    let trimmed = text.trim();
+    let bracketed = trimmed.starts_with('[') && trimmed.ends_with(']');
+    if !bracketed && !trimmed.contains(',') {
+        return None;
+    }
+    let items: Vec<String> = trimmed
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .map(|item| item.trim().trim_matches('"').to_owned())
+        .filter(|item| !item.is_empty())
+        .collect();
+    (bracketed || items.iter().all(|i| i.contains("://"))).then_some(items)
+}
+
 /// One URL, or a list of them.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -369,7 +388,10 @@ enum OneOrMany {
 impl<'de> Deserialize<'de> for RedisUrl {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match OneOrMany::deserialize(d) {
-            Ok(OneOrMany::One(text)) => RedisUrl::try_from(text),
+            Ok(OneOrMany::One(text)) => match as_list(&text) {
+                Some(list) => RedisUrl::try_from_list(list),
+                None => RedisUrl::try_from(text),
+            },
             Ok(OneOrMany::Many(texts)) => RedisUrl::try_from_list(texts),
             Err(_) => Err("expected a Redis URL (a string) or a list of them".to_owned()),
         }
@@ -390,6 +412,52 @@ mod tests {
         assert!(RedisUrl::try_from(String::new()).unwrap().client.is_none());
         let err = RedisUrl::try_from("http://x:pw@h".to_owned()).unwrap_err();
         assert!(err.contains("not a Redis URL") && !err.contains("pw@"), "{err}");
+    }
+
+    #[test]
+    fn a_list_is_read_from_toml_and_from_text() {
+        #[derive(Deserialize)]
+        struct T {
+            redis: RedisUrl,
+        }
+        let t: T = toml::from_str(r#"redis = ["redis://a:1", "redis://:pw@b:2"]"#).unwrap();
+        assert_eq!(t.redis.urls(), ["redis://a:1", "redis://:pw@b:2"]);
+        assert_eq!(t.redis.redacted(), "redis://a:1, redis://:***@b:2");
+        assert!(!serde_json::to_string(&t.redis).unwrap().contains("pw@"));
+        let t: T = toml::from_str(r#"redis = "[redis://a:1, redis://b:2]""#).unwrap();
+        assert_eq!(t.redis.urls(), ["redis://a:1", "redis://b:2"]);
+        let t: T = toml::from_str(r#"redis = "redis://a:1,redis://b:2""#).unwrap();
+        assert_eq!(t.redis.urls(), ["redis://a:1", "redis://b:2"]);
+        let t: T = toml::from_str(r#"redis = "redis://a:1""#).unwrap();
+        assert_eq!((t.redis.urls(), t.redis.listed), (vec!["redis://a:1"], false));
+        let e = toml::from_str::<T>(r#"redis = ["redis://a:1", "http://b"]"#).err().unwrap();
+        assert!(e.to_string().contains("[1]: not a Redis URL"), "{e}");
+    }
+
+    #[test]
+    fn topology_and_the_shape_of_redis_are_checked_together() {
+        let list = RedisUrl::try_from_list(vec!["redis://a:1".into(), "redis://b:2".into()]);
+        let mut s = FleetSection { redis: list.unwrap(), ..FleetSection::default() };
+        let bad = s.check();
+        assert!(bad.iter().any(|(k, m)| *k == "fleet.redis" && m.contains("cluster")), "{bad:?}");
+        s.topology = Topology::Cluster;
+        assert!(s.check().is_empty(), "{:?}", s.check());
+        s.key_prefix = "{x}:".into();
+        assert!(s.check().iter().any(|(k, _)| *k == "fleet.key_prefix"));
+        s.key_prefix = "x:".into();
+        s.topology = Topology::Sentinel;
+        assert!(s.check().iter().any(|(k, _)| *k == "fleet.sentinel_service"));
+        s.sentinel_service = "mymaster".into();
+        assert!(s.check().is_empty(), "{:?}", s.check());
+        s.topology = Topology::Server;
+        s.redis = RedisUrl::try_from("redis://a:1".to_owned()).unwrap();
+        let bad = s.check();
+        assert!(bad.iter().any(|(k, _)| *k == "fleet.sentinel_service"), "{bad:?}");
+        s.sentinel_service.clear();
+        assert!(s.check().is_empty());
+        s.topology = Topology::Cluster;
+        s.redis = RedisUrl::try_from("unix:///run/r.sock".to_owned()).unwrap();
+        assert!(s.check().iter().any(|(k, m)| *k == "fleet.redis" && m.contains("unix")));
     }
 
     #[test]

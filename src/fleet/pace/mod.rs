@@ -178,6 +178,7 @@ impl RedisPace {
         let notices: Arc<Notices> = Arc::new(
             moka::sync::Cache::builder()
                 .max_capacity(crate::pacing::MAX_SITES)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .expire_after(ForgetWhenIdle(window.clone()))
                 .build(),
         );
@@ -198,6 +199,7 @@ impl RedisPace {
             next_id: AtomicU64::new(0),
             here: moka::sync::Cache::builder()
                 .max_capacity(crate::pacing::MAX_SITES)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .expire_after(ForgetWhenIdle(window))
                 .build(),
             notices,

@@ -122,7 +122,8 @@ impl Store {
                         redis::TlsMode::Secure
                     });
                 }
-                let infos: Vec<_> = clients.iter().map(|c| c.get_connection_info().clone()).collect();
+                let infos: Vec<_> =
+                    clients.iter().map(|c| c.get_connection_info().clone()).collect();
                 Store::Sentinel {
                     sentinel: tokio::sync::Mutex::new(Sentinel::build(infos)?),
                     service: section.sentinel_service.clone(),

@@ -135,10 +135,7 @@ impl Fleet {
             store,
             conn: arc_swap::ArcSwapOption::empty(),
             connecting: tokio::sync::Mutex::new(()),
-            keys: keys::Keyspace::new(
-                &section.key_prefix,
-                section.topology == Topology::Cluster,
-            ),
+            keys: keys::Keyspace::new(&section.key_prefix, section.topology == Topology::Cluster),
             name,
             mode: section.on_redis_error,
             timeout: section.timeout,

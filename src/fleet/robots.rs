@@ -58,6 +58,7 @@ pub struct SharedRedis {
     store_file: Script,
     stamp: Script,
     swap: Script,
+    drop_own: Script,
     /// Purge messages sent, for their unique seal ([`super::seal`]).
     next_purge: AtomicU64,
     load: Script,
@@ -100,6 +101,7 @@ impl SharedRedis {
             store_file: Script::new(STORE_FILE),
             stamp: Script::new(&[NOW_MS, STAMP].concat()),
             swap: Script::new(SWAP),
+            drop_own: Script::new(DROP_OWN),
         }
     }
 
@@ -328,6 +330,12 @@ const STAMP: &str = r"
 return {redis.call('GET', KEYS[1]), now_ms()}
 ";
 
+/// KEYS: record. ARGV: the value stored. Deletes the record if it is still that value.
+const DROP_OWN: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+";
+
 /// KEYS: purge generation. ARGV: the value read (empty for none), the new value. Writes the
 /// new value only if the generation is still the value read: 1 if written, else 0.
 const SWAP: &str = r"
@@ -518,6 +526,7 @@ impl SharedRobots for SharedRedis {
             What { kind: Kind::Robots, authority: &name, generation: held.generation.as_bytes() };
         // One MAC per record stored (never per request).
         let value = self.fleet.seal.seal(&what, held.at_ms, &record);
+        let kept = value.clone();
         let mut invocation = self.store.prepare_invoke();
         invocation
             .key(record_key(&self.fleet, authority))
@@ -536,6 +545,14 @@ impl SharedRobots for SharedRedis {
                 // generation, never read; as if the purge had come first.
                 if self.generation_after().await? != held.generation.as_bytes() {
                     stored = PURGED;
+                    // Not left behind either (it would only take memory until it expires):
+                    // deleted unless it was replaced meanwhile.
+                    let mut invocation = self.drop_own.prepare_invoke();
+                    invocation.key(record_key(&self.fleet, authority)).arg(kept);
+                    let _: Result<u8, _> = self
+                        .fleet
+                        .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+                        .await;
                 }
             }
             if stored != PURGED && stored != FULL && self.fleet.seal.is_keyed() {

@@ -144,7 +144,8 @@ pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
             if names.is_empty() {
                 return Ok(Vec::new());
             }
-            let keys: Vec<String> = names.iter().map(|n| fleet.keys.fleet_wide(&format!("instance:{n}"))).collect();
+            let keys: Vec<String> =
+                names.iter().map(|n| fleet.keys.fleet_wide(&format!("instance:{n}"))).collect();
             let values: Vec<Option<String>> =
                 redis::cmd("MGET").arg(&keys).query_async(&mut c).await?;
             Ok(values)

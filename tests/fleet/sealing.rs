@@ -235,7 +235,8 @@ async fn a_purge_generation_written_by_hand_is_never_used() {
     let Some(redis) = Redis::start().await else { return };
     let dir = tempfile::tempdir().unwrap();
     let key = new_key(dir.path(), "fleet.key");
-    let f = fleet(2, &redis, "generation", &[("ROBOTS_PROXY_FLEET__KEY_FILE", key.to_str().unwrap())]);
+    let f =
+        fleet(2, &redis, "generation", &[("ROBOTS_PROXY_FLEET__KEY_FILE", key.to_str().unwrap())]);
     until_fleet_up(&f, 1).await;
     let origin = TimedOrigin::start(DISALLOW, Duration::ZERO).await;
     let generation = "test-generation:purge-generation";

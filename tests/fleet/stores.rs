@@ -119,7 +119,8 @@ impl Cluster {
                 )
             })
             .collect();
-        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let addresses: Vec<String> =
+            nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let made = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addresses)
@@ -149,7 +150,8 @@ impl Cluster {
     pub fn until_ok(&self, within: Duration) {
         until(within, "cluster_state:ok on every node", || {
             self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
-                let info: String = ask(n.port, redis::cmd("CLUSTER").arg("INFO")).unwrap_or_default();
+                let info: String =
+                    ask(n.port, redis::cmd("CLUSTER").arg("INFO")).unwrap_or_default();
                 info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
             })
         });
@@ -210,8 +212,7 @@ impl Sentinels {
     pub fn start() -> Sentinels {
         let dir = tempfile::tempdir().unwrap();
         let primary = Node::spawn(&[]);
-        let replica =
-            Node::spawn(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+        let replica = Node::spawn(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
         let port = free_port();
         let conf = dir.path().join("sentinel.conf");
         std::fs::write(
@@ -258,7 +259,8 @@ impl Sentinels {
                 redis::cmd("SENTINEL").arg("GET-MASTER-ADDR-BY-NAME").arg(SERVICE),
             )
             .unwrap_or_default();
-            addr.get(1) == Some(&replica) && info(self.replica.port, "replication").contains("role:master")
+            addr.get(1) == Some(&replica)
+                && info(self.replica.port, "replication").contains("role:master")
         });
     }
 }

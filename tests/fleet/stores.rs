@@ -188,11 +188,6 @@ impl Cluster {
         let node = self.nodes.iter_mut().find(|n| n.port == port).expect("a node of the cluster");
         node.kill();
     }
-
-    /// Whether the node at `port` is a primary now.
-    pub fn is_primary(&self, port: u16) -> bool {
-        info(port, "replication").contains("role:master")
-    }
 }
 
 /// A primary, its replica and a sentinel watching them (`mymaster`, quorum 1, down after 1 s).

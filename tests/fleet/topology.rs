@@ -188,7 +188,7 @@ async fn assert_back(f: &Fleet, origin: &TimedOrigin) {
     }
 }
 
-fn env<'a>(topology: &'a str) -> Vec<(&'a str, &'a str)> {
+fn env(topology: &str) -> Vec<(&str, &str)> {
     vec![
         ("ROBOTS_PROXY_FLEET__TOPOLOGY", topology),
         ("ROBOTS_PROXY_FLEET__ON_REDIS_ERROR", "refuse"),

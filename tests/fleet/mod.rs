@@ -13,8 +13,10 @@ mod sealing;
 mod secrets;
 mod semantic_errors;
 mod slots;
+mod stores;
 pub(crate) mod support;
 mod tdmrep;
+mod topology;
 mod version;
 mod versions;
 

@@ -10,33 +10,33 @@ use sha2::{Digest, Sha256};
 
 use super::support::{proxied_client, run, Origin, ProxyProcess};
 
-const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+pub(super) const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
-fn text(bytes: &[u8]) -> String {
+pub(super) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn lines(path: &Path) -> Vec<String> {
+pub(super) fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect()
 }
 
-fn write_lines(path: &Path, lines: &[String]) {
+pub(super) fn write_lines(path: &Path, lines: &[String]) {
     std::fs::write(path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
 }
 
 /// `audit verify` with `args`: (exit status, stdout, stderr).
-fn verify(args: &[&str]) -> (i32, String, String) {
+pub(super) fn verify(args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["audit", "verify"];
     all.extend_from_slice(args);
     let out = run(&all, &[]);
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
-fn s(path: &Path) -> &str {
+pub(super) fn s(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
+pub(super) async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
     let client = proxied_client(proxy.proxy_addr);
     for i in 0..n {
         let url = format!("{}/private/{tag}-{i}", origin.base());
@@ -46,7 +46,7 @@ async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
 }
 
 /// Waits (up to 10 s) until `path` holds a line containing `needle` `times` times.
-async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
+pub(super) async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
     for _ in 0..500 {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         if text.lines().filter(|l| l.contains(needle)).count() >= times {
@@ -60,7 +60,7 @@ async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
 /// Recomputes every `event.hash` (and `audit.checkpoint.head`) of `lines` after an edit, as
 /// docs/audit.md says the chain is computed: what someone who rewrites the file without the
 /// checkpoint key can do.
-fn rechain(lines: &mut [String]) {
+pub(super) fn rechain(lines: &mut [String]) {
     let mut head: Option<String> = None;
     for line in lines.iter_mut() {
         let at = line.rfind(",\"event.hash\":\"").unwrap();
@@ -407,7 +407,7 @@ fn an_unreadable_checkpoint_key_is_refused_naming_the_file() {
 /// The review's `forge.py` (issue 39's review, appendix): drops the lines for which `drop`
 /// holds and every checkpoint, and recomputes `event.sequence`, `event.previous_hash` and
 /// `event.hash` without the key.
-fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
+pub(super) fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
     let mut head: Option<String> = None;
     let mut sequence = 0;
     let mut out = Vec::new();
@@ -444,14 +444,14 @@ fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
 
 /// A proxy with a checkpoint key in a new state directory: the environment, the public key
 /// file (in the state directory's parent's temporary directory).
-struct Keyed {
-    state: tempfile::TempDir,
-    public_key: PathBuf,
-    key: PathBuf,
+pub(super) struct Keyed {
+    pub(super) state: tempfile::TempDir,
+    pub(super) public_key: PathBuf,
+    pub(super) key: PathBuf,
 }
 
 impl Keyed {
-    fn new() -> Keyed {
+    pub(super) fn new() -> Keyed {
         let state = tempfile::tempdir().unwrap();
         let keys = state.path().join("keys");
         let made = run(&["keys", "new", "audit", "--dir", s(&keys)], &[]);
@@ -464,7 +464,7 @@ impl Keyed {
         keyed
     }
 
-    fn env(&self) -> [(&str, &str); 3] {
+    pub(super) fn env(&self) -> [(&str, &str); 3] {
         [
             ("ROBOTS_PROXY_STATE_DIR", s(self.state.path())),
             ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&self.key)),
@@ -472,7 +472,7 @@ impl Keyed {
         ]
     }
 
-    async fn stop(proxy: &mut ProxyProcess) {
+    pub(super) async fn stop(proxy: &mut ProxyProcess) {
         proxy.signal("TERM");
         assert!(proxy.wait_exit(Duration::from_secs(10)).await.success());
     }
@@ -548,7 +548,7 @@ async fn a_restart_after_a_rotation_continues_the_chain() {
 }
 
 /// `robots-proxy audit ARGS…`: (exit status, stdout, stderr).
-fn audit(args: &[&str]) -> (i32, String, String) {
+pub(super) fn audit(args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["audit"];
     all.extend_from_slice(args);
     let out = run(&all, &[]);

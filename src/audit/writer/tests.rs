@@ -294,8 +294,9 @@ mod anchoring {
         let mut all = std::fs::read(&rotated).unwrap();
         all.extend(std::fs::read(&path).unwrap());
         std::fs::write(&shipped, all).unwrap();
-        let shipped = read_shipped(&shipped, Some(&public)).unwrap();
-        let options = Options { public_key: Some(&public), shipped: &shipped };
+        let keys = crate::audit::keyset::KeySet::single(public.clone());
+        let shipped = read_shipped(&shipped, Some(&keys)).unwrap();
+        let options = Options { keys: Some(&keys), shipped: &shipped, range: None };
         let both = verify(&[rotated.clone(), path.clone()], options);
         assert_eq!(both.status, Status::Intact, "{}", both.render());
         let newest = verify(std::slice::from_ref(&path), options);

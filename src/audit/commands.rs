@@ -246,7 +246,8 @@ fn range_of(
     }
     let parse = |name: &str, text: Option<&str>, default| match text {
         None => Ok(default),
-        Some(text) => super::verify::parse_time(text).ok_or_else(|| format!("{name} {text:?} is not an RFC 3339 time with a zone")),
+        Some(text) => super::verify::parse_time(text)
+            .ok_or_else(|| format!("{name} {text:?} is not an RFC 3339 time with a zone")),
     };
     let from = parse("--from", from, std::time::UNIX_EPOCH)?;
     let to = parse("--to", to, std::time::SystemTime::now())?;

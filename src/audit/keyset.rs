@@ -62,14 +62,16 @@ impl KeySet {
         };
         for (i, jwk) in jwks.iter().enumerate() {
             let which = if jwks.len() > 1 { format!("key {}: ", i + 1) } else { String::new() };
-            let key = PublicKey::parse(jwk.to_string().as_bytes())
-                .map_err(|e| format!("{which}{e}"))?;
+            let key =
+                PublicKey::parse(jwk.to_string().as_bytes()).map_err(|e| format!("{which}{e}"))?;
             let time = |name: &str| -> Result<Option<(SystemTime, String)>, String> {
                 match jwk.get(name) {
                     None | Some(serde_json::Value::Null) => Ok(None),
-                    Some(serde_json::Value::String(text)) => humantime::parse_rfc3339(text)
-                        .map(|t| Some((t, text.clone())))
-                        .map_err(|e| format!("{which}{name} {text:?} is not an RFC 3339 time: {e}")),
+                    Some(serde_json::Value::String(text)) => {
+                        humantime::parse_rfc3339(text).map(|t| Some((t, text.clone()))).map_err(
+                            |e| format!("{which}{name} {text:?} is not an RFC 3339 time: {e}"),
+                        )
+                    }
                     Some(other) => Err(format!("{which}{name} is not a string: {other}")),
                 }
             };

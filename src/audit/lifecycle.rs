@@ -39,7 +39,8 @@ impl LoggedSettings {
         if self.policy_mode != before.policy_mode {
             out.push("policy_mode");
         }
-        if self.exceptions != before.exceptions || self.exceptions_sha256 != before.exceptions_sha256
+        if self.exceptions != before.exceptions
+            || self.exceptions_sha256 != before.exceptions_sha256
         {
             out.push("exceptions");
         }

@@ -3,10 +3,7 @@
 #[test]
 fn header_values_are_escaped_reversibly() {
     use super::escape_header_value as e;
-    assert_eq!(
-        e(b"ExampleBot/1.0 (+https://x.example)"),
-        "ExampleBot/1.0 (+https://x.example)"
-    );
+    assert_eq!(e(b"ExampleBot/1.0 (+https://x.example)"), "ExampleBot/1.0 (+https://x.example)");
     assert_eq!(e(b"ExampleBot/1.0 caf\xe9"), "ExampleBot/1.0 caf\\xE9");
     assert_eq!(e("é".as_bytes()), "\\xC3\\xA9");
     assert_eq!(e(b"a\\b\tc\x7f\x00"), "a\\\\b\tc\\x7F\\x00");

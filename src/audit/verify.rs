@@ -24,8 +24,8 @@ mod range;
 mod shipped;
 mod tree;
 pub use coverage::parse_time;
-pub use shipped::read_shipped;
 use shipped::check_shipped;
+pub use shipped::read_shipped;
 
 mod report;
 pub use report::{Gap, Report};
@@ -270,7 +270,7 @@ struct State<'a> {
     tree: tree::Leaves, // The Merkle tree of the chain so far, when known.
     manifests: Vec<(Location, manifest::Named)>, // `audit_manifest` records read.
     range: range::Coverage, // `--from`, `--to`.
-    paths: Vec<PathBuf>,    // The files given.
+    paths: Vec<PathBuf>, // The files given.
 }
 
 enum Stop {

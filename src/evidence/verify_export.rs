@@ -26,7 +26,8 @@ pub struct VerifyExportArgs {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, EvidenceError> {
-    std::fs::read(path).map_err(|source| EvidenceError::Unreadable { path: path.to_owned(), source })
+    std::fs::read(path)
+        .map_err(|source| EvidenceError::Unreadable { path: path.to_owned(), source })
 }
 
 fn tampered(message: String) -> EvidenceError {
@@ -50,7 +51,9 @@ pub fn run(args: &VerifyExportArgs) -> Result<String, EvidenceError> {
         let bytes = read(&dir.join(name))?;
         let digest = crate::robots_version::sha256_hex(&bytes);
         if entry.get("sha256").and_then(Value::as_str) != Some(digest.as_str()) {
-            return Err(tampered(format!("{name} hashes to sha256 {digest}, not as manifest.json says")));
+            return Err(tampered(format!(
+                "{name} hashes to sha256 {digest}, not as manifest.json says"
+            )));
         }
     }
     // Every version, by its name.
@@ -61,7 +64,9 @@ pub fn run(args: &VerifyExportArgs) -> Result<String, EvidenceError> {
             let name = entry.file_name().to_string_lossy().into_owned();
             let digest = crate::robots_version::sha256_hex(&read(&entry.path())?);
             if name.strip_suffix(".txt") != Some(digest.as_str()) {
-                return Err(tampered(format!("versions/{name} hashes to sha256 {digest}: not the version its name says")));
+                return Err(tampered(format!(
+                    "versions/{name} hashes to sha256 {digest}: not the version its name says"
+                )));
             }
             version_count += 1;
         }
@@ -79,9 +84,8 @@ pub fn run(args: &VerifyExportArgs) -> Result<String, EvidenceError> {
         };
         let proof_path = dir.join("proofs").join(format!("{sequence}.json"));
         let proof: InclusionProof = match std::fs::read(&proof_path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                tampered(format!("proofs/{sequence}.json is not a proof: {e}"))
-            })?,
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| tampered(format!("proofs/{sequence}.json is not a proof: {e}")))?,
             Err(_) => {
                 return Err(tampered(format!(
                     "{at}: no proof (proofs/{sequence}.json): the record is not proven (see \

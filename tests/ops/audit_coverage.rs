@@ -67,7 +67,8 @@ async fn lifecycle_records_and_a_key_change_verify_with_a_key_set() {
         .find_map(|l| l.strip_prefix("# configuration sha256 (audit.config.sha256): "))
         .expect("config check prints the digest")
         .to_owned();
-    let toml: String = printed.lines().take_while(|l| !l.starts_with("# ")).map(|l| format!("{l}\n")).collect();
+    let toml: String =
+        printed.lines().take_while(|l| !l.starts_with("# ")).map(|l| format!("{l}\n")).collect();
     assert_eq!(sha256_hex(toml.as_bytes()), digest, "the digest is of the TOML printed");
 
     let mut proxy = ProxyProcess::start(&["--config", s(&config)], &keyed.env());
@@ -249,7 +250,8 @@ async fn manifests_name_every_closed_file_and_verify_checks_them() {
         std::fs::copy(from, &to).unwrap();
         to
     };
-    let (c2, c1, c0) = (copy("audit.jsonl.2", &older), copy("audit.jsonl.1", &old), copy("audit.jsonl", &current));
+    let (c2, c1, c0) =
+        (copy("audit.jsonl.2", &older), copy("audit.jsonl.1", &old), copy("audit.jsonl", &current));
     let mut cut = lines(&c1);
     cut.truncate(cut.len() - 2);
     std::fs::write(&c1, cut.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
@@ -263,7 +265,8 @@ async fn manifests_name_every_closed_file_and_verify_checks_them() {
     let mut forged: Vec<String> =
         lines(&old).into_iter().filter(|l| !l.contains(checkpoint)).collect();
     let i = forged.iter().position(|l| l.contains("/private/b-0")).unwrap();
-    forged[i] = forged[i].replacen("/private/b-0", &format!("/private/b-0{}", "x".repeat(length)), 1);
+    forged[i] =
+        forged[i].replacen("/private/b-0", &format!("/private/b-0{}", "x".repeat(length)), 1);
     rechain(&mut forged);
     write_lines(&c1, &forged);
     let (code, out, _) = verify(&["--public-key", &key, s(&c2), s(&c1), s(&c0)]);
@@ -314,7 +317,8 @@ async fn verify_from_to_demands_signed_coverage_of_the_range() {
     block(&proxy, &origin, 1, "c").await;
     wait_for_lines(&path, "/private/c-0", 1).await;
     let before = lines(&path).len();
-    wait_for_lines(&path, "audit_checkpoint", of(&records(&path), "audit_checkpoint").len() + 1).await;
+    wait_for_lines(&path, "audit_checkpoint", of(&records(&path), "audit_checkpoint").len() + 1)
+        .await;
     assert!(lines(&path).len() > before);
     // Records after the last checkpoint, then kill -9 (no closing checkpoint).
     block(&proxy, &origin, 1, "d").await;
@@ -322,7 +326,10 @@ async fn verify_from_to_demands_signed_coverage_of_the_range() {
     proxy.signal("KILL");
     let _ = proxy.wait_exit(Duration::from_secs(10)).await;
     let all = records(&path);
-    let d = 1 + all.iter().position(|r| r["url.full"].as_str().is_some_and(|u| u.ends_with("/private/d-0"))).unwrap();
+    let d = 1 + all
+        .iter()
+        .position(|r| r["url.full"].as_str().is_some_and(|u| u.ends_with("/private/d-0")))
+        .unwrap();
     let signed_after_d = all[d..].iter().any(|r| r["event.action"] == "audit_checkpoint");
     let (code, out, _) = range(&t1, &time(&all[all.len() - 1]));
     assert_eq!(code, 1, "{out}");
@@ -335,4 +342,101 @@ async fn verify_from_to_demands_signed_coverage_of_the_range() {
     // The range before the freeze is still covered.
     let (code, out, err) = range(&t1, &t2);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// Issue 39, item 5 (review M6): `evidence export` carries an inclusion proof per record,
+/// against a signed checkpoint; `evidence verify-export DIR --public-key K`, with the public
+/// key alone, says valid; a changed byte in a record, in a proof or in a version file is
+/// invalid (exit 1), naming the file; another key is invalid too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_is_verified_with_the_public_key_alone() {
+    let origin = Origin::start(ROBOTS).await;
+    let keyed = Keyed::new();
+    let path = keyed.state.path().join("audit.jsonl");
+    let mut proxy = ProxyProcess::start(&[], &keyed.env());
+    block(&proxy, &origin, 3, "a").await;
+    wait_for_lines(&path, "robots_disallow", 3).await;
+    Keyed::stop(&mut proxy).await;
+    let all = records(&path);
+    let (from, to) = (
+        all[0]["@timestamp"].as_str().unwrap(),
+        all[all.len() - 1]["@timestamp"].as_str().unwrap(),
+    );
+    let out = keyed.state.path().join("export");
+    let evidence = |args: &[&str]| {
+        let mut all = vec!["evidence"];
+        all.extend_from_slice(args);
+        let o = run(&all, &[]);
+        (o.status.code().unwrap_or(-1), text(&o.stdout), text(&o.stderr))
+    };
+    let base = origin.base();
+    let (code, said, err) = evidence(&[
+        "export",
+        "--authority",
+        &base,
+        "--from",
+        from,
+        "--to",
+        to,
+        "--out",
+        s(&out),
+        "--audit",
+        s(&path),
+    ]);
+    assert_eq!(code, 0, "{said}{err}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["proofs_missing"], serde_json::json!([]), "{manifest}");
+    let exported = lines(&out.join("records.jsonl"));
+    assert!(exported.len() >= 3, "{exported:?}");
+    let key = s(&keyed.public_key).to_owned();
+    let check = || evidence(&["verify-export", s(&out), "--public-key", &key]);
+    let (code, said, err) = check();
+    assert_eq!(code, 0, "{said}{err}");
+    assert!(said.starts_with(&format!("valid: {} record(s)", exported.len())), "{said}");
+
+    // Each proof is also an `audit check-proof` file.
+    let value: serde_json::Value = serde_json::from_str(&exported[0]).unwrap();
+    let proof = out.join("proofs").join(format!("{}.json", value["event.sequence"]));
+    let checked = run(&["audit", "check-proof", s(&proof), "--public-key", &key], &[]);
+    assert!(checked.status.success(), "{}", text(&checked.stderr));
+
+    // A changed byte in a record: invalid, named.
+    let records_path = out.join("records.jsonl");
+    let original = std::fs::read(&records_path).unwrap();
+    let changed =
+        String::from_utf8(original.clone()).unwrap().replacen("/private/a-1", "/private/a-9", 1);
+    std::fs::write(&records_path, &changed).unwrap();
+    let (code, _, err) = check();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("invalid") && err.contains("records.jsonl"), "{err}");
+    // The same, with the (unsigned) manifest rewritten to match: the proof still refuses it.
+    let manifest_path = out.join("manifest.json");
+    let manifest_text = std::fs::read_to_string(&manifest_path).unwrap();
+    let rewritten = manifest_text.replace(&sha256_hex(&original), &sha256_hex(changed.as_bytes()));
+    std::fs::write(&manifest_path, rewritten).unwrap();
+    let (code, _, err) = check();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is not the one proofs/"), "{err}");
+    std::fs::write(&manifest_path, &manifest_text).unwrap();
+    std::fs::write(&records_path, &original).unwrap();
+    // A changed byte in a proof's path.
+    let proof_text = std::fs::read_to_string(&proof).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&proof_text).unwrap();
+    let mut forged = parsed.clone();
+    forged["root"] = serde_json::json!(format!("{}=", "A".repeat(43)));
+    std::fs::write(&proof, serde_json::to_vec_pretty(&forged).unwrap()).unwrap();
+    let (code, _, err) = check();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("invalid"), "{err}");
+    std::fs::write(&proof, &proof_text).unwrap();
+    assert_eq!(check().0, 0);
+    // Another key: invalid.
+    let other = Keyed::new();
+    let (code, _, err) =
+        evidence(&["verify-export", s(&out), "--public-key", s(&other.public_key)]);
+    assert_eq!(code, 1, "{err}");
+    // A missing manifest: unreadable.
+    std::fs::remove_file(out.join("manifest.json")).unwrap();
+    assert_eq!(check().0, 2);
 }

@@ -78,7 +78,12 @@ pub(super) fn check(files: &[PathBuf], state: &mut State<'_>) -> Result<(), Stop
 /// A break at `line`, the first line of a file: when it is a rotation manifest that names a
 /// file given (by its first record) whose bytes are not those it names, that is the finding
 /// (`truncated`, `replaced`), more precise than the break in the chain it causes.
-pub(super) fn explain(line: &[u8], at: &Location, files: &[PathBuf], state: &State<'_>) -> Option<Stop> {
+pub(super) fn explain(
+    line: &[u8],
+    at: &Location,
+    files: &[PathBuf],
+    state: &State<'_>,
+) -> Option<Stop> {
     let named: Named = serde_json::from_slice(line).ok()?;
     let first = named.first_sequence?;
     let i = state.report.files.iter().position(|f| f.first_sequence == Some(first))?;

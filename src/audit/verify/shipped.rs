@@ -91,9 +91,9 @@ pub fn read_shipped(path: &Path, keys: Option<&KeySet>) -> Result<Vec<Shipped>, 
             let time = signed.timestamp.as_deref().and_then(coverage::parse_time);
             let problem = match keys.valid(signed.keyid.as_deref().unwrap_or(""), time) {
                 Err(why) => Some(why),
-                Ok(key) if !signed.verifies_with(key) => Some(
-                    "the checkpoint's signature does not verify with the key given".to_owned(),
-                ),
+                Ok(key) if !signed.verifies_with(key) => {
+                    Some("the checkpoint's signature does not verify with the key given".to_owned())
+                }
                 Ok(_) => None,
             };
             if let Some(message) = problem {

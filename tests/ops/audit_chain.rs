@@ -178,7 +178,9 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
     assert_eq!(verify(&[&current]).0, 0);
 
     // Each tampering, on copies; the first line that breaks the chain is named.
-    const RECORD: usize = 3; // a blocked request's record (line 1 is the robots_version record)
+    // A blocked request's record: line 1 is the manifest of the rotated file, 2 the
+    // checkpoint that signs it, 3 the robots_version record.
+    const RECORD: usize = 4;
     type Edit = Box<dyn Fn(&mut Vec<String>)>;
     let cases: Vec<(&str, Edit, String)> = vec![
         (
@@ -405,7 +407,8 @@ fn an_unreadable_checkpoint_key_is_refused_naming_the_file() {
 }
 
 /// The review's `forge.py` (issue 39's review, appendix): drops the lines for which `drop`
-/// holds and every checkpoint, and recomputes `event.sequence`, `event.previous_hash` and
+/// holds and every checkpoint (and every manifest, which names the bytes it changes), and
+/// recomputes `event.sequence`, `event.previous_hash` and
 /// `event.hash` without the key.
 pub(super) fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
     let mut head: Option<String> = None;
@@ -417,7 +420,8 @@ pub(super) fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
             head = r["event.previous_hash"].as_str().map(str::to_owned);
             sequence = r["event.sequence"].as_u64().unwrap() - 1;
         }
-        if drop(&raw) || r.get("event.action").is_some_and(|a| a == "audit_checkpoint") {
+        let own = ["audit_checkpoint", "audit_manifest"];
+        if drop(&raw) || r.get("event.action").is_some_and(|a| own.iter().any(|o| a == o)) {
             continue;
         }
         let had_previous = r.contains_key("event.previous_hash");

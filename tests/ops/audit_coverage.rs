@@ -9,7 +9,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::audit_chain::{
-    block, lines, rechain, s, text, verify, wait_for_lines, write_lines, Keyed, ROBOTS,
+    block, forge, lines, s, text, verify, wait_for_lines, write_lines, Keyed, ROBOTS,
 };
 use super::support::{run, Origin, ProxyProcess};
 
@@ -59,7 +59,12 @@ async fn lifecycle_records_and_a_key_change_verify_with_a_key_set() {
     let path = keyed.state.path().join("audit.jsonl");
     let config = keyed.state.path().join("robots-proxy.toml");
     std::fs::write(&config, "[audit]\nall_decisions = false\n").unwrap();
-    let checked = run(&["config", "check", "--config", s(&config)], &keyed.env());
+    // As ProxyProcess starts it: its listeners and destinations on top of the file.
+    let args = ["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
+    let mut env = keyed.env().to_vec();
+    env.push(("ROBOTS_PROXY_ACCESS__ALLOW_DESTINATIONS", "127.0.0.0/8"));
+    let checked =
+        run(&[&["config", "check", "--config", s(&config)][..], &args[..]].concat(), &env);
     assert!(checked.status.success(), "{}", text(&checked.stderr));
     let printed = text(&checked.stdout);
     let digest = printed
@@ -258,17 +263,16 @@ async fn manifests_name_every_closed_file_and_verify_checks_them() {
     let (code, out, _) = verify(&["--public-key", &key, s(&c2), s(&c1), s(&c0)]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("truncated") && out.contains("cut short"), "{out}");
-    // The middle file replaced by a re-chained forgery (its checkpoints removed, a record's
-    // URL changed, every hash recomputed without the key): named as replaced.
+    // The middle file replaced by a re-chained forgery (a record's URL changed, the
+    // checkpoints and manifest removed, every hash recomputed without the key, no shorter
+    // than the original): named as replaced.
     let length = std::fs::metadata(&old).unwrap().len() as usize;
-    let checkpoint = "\"event.action\":\"audit_checkpoint\"";
-    let mut forged: Vec<String> =
-        lines(&old).into_iter().filter(|l| !l.contains(checkpoint)).collect();
-    let i = forged.iter().position(|l| l.contains("/private/b-0")).unwrap();
-    forged[i] =
-        forged[i].replacen("/private/b-0", &format!("/private/b-0{}", "x".repeat(length)), 1);
-    rechain(&mut forged);
-    write_lines(&c1, &forged);
+    let padded: Vec<String> = lines(&old)
+        .into_iter()
+        .map(|l| l.replacen("/private/b-0", &format!("/private/b-0{}", "x".repeat(length)), 1))
+        .collect();
+    write_lines(&c1, &padded);
+    forge(&c1, |_| false);
     let (code, out, _) = verify(&["--public-key", &key, s(&c2), s(&c1), s(&c0)]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("replaced") && out.contains("audit.jsonl.1"), "{out}");

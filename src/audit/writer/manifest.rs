@@ -83,8 +83,10 @@ fn current_name(file: &File, path: &Path) -> String {
 
 impl Sink {
     /// The `audit_manifest` line of the open file as it is now (`closed`: `rotation` or
-    /// `stop`); `None` without a file, for an empty one, or when it cannot be read (logged).
+    /// `stop`); `None` without a checkpoint key (a manifest no checkpoint signs proves
+    /// nothing), without a file, for an empty one, or when it cannot be read (logged).
     fn manifest_of_open(&self, closed: &'static str) -> Option<Vec<u8>> {
+        self.key.as_ref()?;
         let (file, _) = self.file.as_ref()?;
         let name = current_name(file, &self.path);
         let described = match describe(file, name) {
@@ -153,6 +155,10 @@ impl Sink {
     /// At a clean stop, after the last records: the manifest of the file so far, then the
     /// closing checkpoint (with a key), synced.
     pub(super) fn close_with_manifest(&mut self) -> Outcome {
+        // Nothing new since the last checkpoint (an idle stop): it covers the file already.
+        if self.chain.sequence <= self.checkpointed {
+            return Outcome::default();
+        }
         self.manifest = self.manifest_of_open("stop");
         if self.manifest.is_none() {
             return Outcome::default();

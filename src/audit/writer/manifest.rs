@@ -132,12 +132,16 @@ impl Sink {
     /// with the manifest of the one closed (and a checkpoint that signs it, with a key).
     pub(super) fn reopen(&mut self) -> (Outcome, Result<(), io::Error>) {
         let mut outcome = self.write(&[], true, true, false);
+        let closed = self.file.as_ref().map(|(_, id)| *id).filter(Option::is_some);
         let manifest = outcome.errors.is_empty().then(|| self.manifest_of_open("rotation"));
         if outcome.errors.is_empty() {
             self.save_state_unless_saved();
         }
         self.file = None;
         let opened = self.open().map_err(into_io);
+        // A reopen of the same file (a SIGHUP without a rename: a reload) closed nothing.
+        let same = closed.is_some() && self.file.as_ref().map(|(_, id)| *id) == closed;
+        let manifest = manifest.filter(|_| !same);
         if let (Ok(()), Some(Some(line))) = (&opened, manifest) {
             self.manifest = Some(line);
             let written = self.write(&[], true, true, false);

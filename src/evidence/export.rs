@@ -190,13 +190,16 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
     ))
 }
 
+/// Writes a file of the export and lists it in the manifest.
+type Put<'a> = dyn FnMut(String, &[u8]) -> Result<(), EvidenceError> + 'a;
+
 /// Writes `proofs/<sequence>.json` for each record, from the audit files read (oldest first,
 /// as given): the records no proof could be made for, each with why.
 fn write_proofs(
     records: &[super::Kept],
     sources: &[Source],
     out: &Path,
-    put: &mut dyn FnMut(String, &[u8]) -> Result<(), EvidenceError>,
+    put: &mut Put<'_>,
 ) -> Result<Vec<Value>, EvidenceError> {
     let files: Vec<PathBuf> = sources
         .iter()

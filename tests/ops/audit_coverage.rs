@@ -79,6 +79,7 @@ async fn lifecycle_records_and_a_key_change_verify_with_a_key_set() {
     let mut proxy = ProxyProcess::start(&["--config", s(&config)], &keyed.env());
     block(&proxy, &origin, 1, "a").await;
     wait_for_lines(&path, "proxy_start", 1).await;
+    wait_for_lines(&path, "robots_disallow", 1).await;
     let all = records(&path);
     let start = of(&all, "proxy_start")[0].clone();
     assert_eq!(start["audit.config.sha256"], digest.as_str(), "{start}");

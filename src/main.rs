@@ -355,6 +355,8 @@ fn main() -> ExitCode {
             match serve::check(config, listen, admin_listen) {
                 Ok(config) => {
                     print!("{}", terminal_text(&robots_proxy::config::render(&config)));
+                    // What the audit log's lifecycle records name (`audit.config.sha256`).
+                    println!("# configuration sha256 (audit.config.sha256): {}", config.digest());
                     // What each exception covers, as comments: the output stays a configuration.
                     for line in robots_proxy::policy::exceptions::describe(&config.exceptions) {
                         println!("# {}", terminal(&line));

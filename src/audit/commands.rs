@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::checkpoint::{load_key, PublicKey};
+use super::keyset::KeySet;
 use super::verify::{read_shipped, verify, Options, Status};
 use super::AuditSection;
 use crate::output::terminal;
@@ -31,8 +32,11 @@ pub enum AuditCommand {
         config: Option<PathBuf>,
         /// Check checkpoint signatures with this public key (a JWK, as `audit public-key`
         /// prints it, or a PEM PUBLIC KEY), kept away from the machine that writes the log.
+        /// Give it again for each key the log was signed with, or give a key set (a JWK Set,
+        /// `{"keys": [...]}`); a JWK may carry `valid_from` and `valid_until` (RFC 3339), the
+        /// window in which its checkpoints are accepted (docs/audit.md, "Key sets").
         #[arg(long, value_name = "FILE")]
-        public_key: Option<PathBuf>,
+        public_key: Vec<PathBuf>,
         /// Checkpoints kept away from the machine (any file of audit lines: its
         /// `audit_checkpoint` records): each one within the files' range must be in them, so a
         /// tail cut off after it, or records rewritten before it, are found.
@@ -46,6 +50,14 @@ pub enum AuditCommand {
         /// How many of the `--witness-key` keys must cosign one checkpoint (default: all).
         #[arg(long, value_name = "N", requires = "witness_key")]
         witness_quorum: Option<usize>,
+        /// Demand coverage from this time (RFC 3339) on: every record from then to `--to` is
+        /// covered by a signed checkpoint, with no gap in their cadence beyond the interval
+        /// plus 10 s (a break is exit 1). Needs a key.
+        #[arg(long, value_name = "T1")]
+        from: Option<String>,
+        /// The end of the range `--from` starts (RFC 3339; default: now).
+        #[arg(long, value_name = "T2")]
+        to: Option<String>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -122,23 +134,33 @@ pub fn run(
             checkpoints,
             witness_key,
             witness_quorum,
+            from,
+            to,
             json,
         } => {
             let witnesses = match witness_keys(&witness_key, witness_quorum) {
                 Ok(w) => w,
                 Err(e) => return fail("verify", &e, 2),
             };
-            let key = match (public_key, config) {
-                (Some(path), _) => match PublicKey::read(&path) {
-                    Ok(key) => Some(key),
+            let range = match range_of(from.as_deref(), to.as_deref()) {
+                Ok(range) => range,
+                Err(e) => return fail("verify", &e, 2),
+            };
+            let key = match (public_key.is_empty(), config) {
+                (false, _) => match KeySet::read(&public_key) {
+                    Ok(keys) => Some(keys),
                     Err(e) => return fail("verify", &format!("--public-key {e}"), 2),
                 },
-                (None, Some(config)) => match configured_key(load, Some(config)) {
-                    Ok(key) => key,
+                (true, Some(config)) => match configured_key(load, Some(config)) {
+                    Ok(key) => key.map(KeySet::single),
                     Err(e) => return fail("verify", &e, 2),
                 },
-                (None, None) => None,
+                (true, None) => None,
             };
+            if range.is_some() && key.is_none() {
+                let why = "--from/--to demand signed checkpoints: give --public-key (or --config)";
+                return fail("verify", why, 2);
+            }
             let shipped = match &checkpoints {
                 None => Vec::new(),
                 Some(path) => match read_shipped(path, key.as_ref()) {
@@ -156,8 +178,7 @@ pub fn run(
                     }
                 },
             };
-            let mut report =
-                verify(&files, Options { public_key: key.as_ref(), shipped: &shipped });
+            let mut report = verify(&files, Options { keys: key.as_ref(), shipped: &shipped, range });
             super::witness::verify::apply(&mut report, &files, &witnesses.0, witnesses.1);
             if json {
                 match serde_json::to_vec_pretty(&report) {
@@ -281,6 +302,27 @@ fn witness_keys(
         ));
     }
     Ok((keys, quorum))
+}
+
+/// `--from`, `--to` (RFC 3339): the range, from the epoch or to now when one is left out.
+fn range_of(
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<Option<(std::time::SystemTime, std::time::SystemTime)>, String> {
+    if from.is_none() && to.is_none() {
+        return Ok(None);
+    }
+    let parse = |name: &str, text: Option<&str>, default| match text {
+        None => Ok(default),
+        Some(text) => super::verify::parse_time(text)
+            .ok_or_else(|| format!("{name} {text:?} is not an RFC 3339 time with a zone")),
+    };
+    let from = parse("--from", from, std::time::UNIX_EPOCH)?;
+    let to = parse("--to", to, std::time::SystemTime::now())?;
+    if to < from {
+        return Err("--to is before --from".to_owned());
+    }
+    Ok(Some((from, to)))
 }
 
 /// The public half of `audit.checkpoint_key`, when set.

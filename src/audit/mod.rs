@@ -511,6 +511,8 @@ struct Shared {
     latest: Option<LatestCheckpoint>,
     /// The witnesses checkpoints are pushed to (`audit.witnesses`).
     witnesses: Option<Arc<witness::Hub>>,
+    /// The settings the last lifecycle record named (`lifecycle.rs`).
+    logged: Mutex<Option<LoggedSettings>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -583,6 +585,7 @@ impl AuditLog {
                 node,
                 latest,
                 witnesses,
+                logged: Mutex::new(None),
             }),
         })
     }
@@ -762,10 +765,13 @@ impl AuditLog {
 mod error;
 mod fetches;
 pub use error::AuditError;
+mod lifecycle;
+pub use lifecycle::LoggedSettings;
 mod anchor;
 pub mod chain;
 pub mod checkpoint;
 pub mod commands;
+pub mod keyset;
 pub mod merkle;
 pub mod note;
 pub mod proof;

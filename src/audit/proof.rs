@@ -71,8 +71,8 @@ struct Tree {
     leaves: Vec<Hash>,
     /// (tree size, note, the checkpoint record's sequence).
     checkpoints: Vec<(u64, String, u64)>,
-    /// The line proved, when in this tree.
-    wanted: Option<String>,
+    /// The lines to prove that are in this tree, by sequence.
+    wanted: std::collections::BTreeMap<u64, String>,
     /// Witnesses' cosignatures (`audit_cosignature`): the checkpoint record's sequence, and
     /// the witness's signature lines.
     cosignatures: Vec<(u64, Vec<String>)>,
@@ -93,8 +93,11 @@ struct Members {
 }
 
 /// Reads the trees of `files` (oldest first). A tree whose first record the files do not hold
-/// is left out (its indexes are not known). `want`: the sequence of a line to keep.
-fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofError> {
+/// is left out (its indexes are not known). `want`: the sequences of the lines to keep.
+fn read_trees(
+    files: &[PathBuf],
+    want: &std::collections::BTreeSet<u64>,
+) -> Result<Vec<Tree>, ProofError> {
     let mut trees: Vec<Tree> = Vec::new();
     let mut current: Option<Tree> = None;
     for path in files {
@@ -125,7 +128,7 @@ fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofEr
                     first_sequence: sequence,
                     leaves: Vec::new(),
                     checkpoints: Vec::new(),
-                    wanted: None,
+                    wanted: Default::default(),
                     cosignatures: Vec::new(),
                 });
             }
@@ -139,8 +142,8 @@ fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofEr
                 let lines = c.witness_lines().into_iter().map(|l| format!("{l}\n")).collect();
                 tree.cosignatures.push((c.checkpoint_sequence, lines));
             }
-            if want == Some(sequence) {
-                tree.wanted = Some(String::from_utf8_lossy(&line).into_owned());
+            if want.contains(&sequence) {
+                tree.wanted.insert(sequence, String::from_utf8_lossy(&line).into_owned());
             }
             tree.leaves.push(merkle::leaf_hash(&line));
         }
@@ -151,8 +154,21 @@ fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofEr
 
 /// The proof that record `sequence` of `files` is in the first checkpoint that covers it.
 pub fn prove(files: &[PathBuf], sequence: u64) -> Result<InclusionProof, ProofError> {
-    let trees = read_trees(files, Some(sequence))?;
-    let tree = trees.iter().rev().find(|t| t.wanted.is_some()).ok_or_else(|| {
+    let trees = read_trees(files, &[sequence].into())?;
+    prove_in(&trees, sequence)
+}
+
+/// [`prove`] for each of `sequences`, reading the files once (`evidence export`).
+pub fn prove_many(
+    files: &[PathBuf],
+    sequences: &[u64],
+) -> Result<Vec<Result<InclusionProof, ProofError>>, ProofError> {
+    let trees = read_trees(files, &sequences.iter().copied().collect())?;
+    Ok(sequences.iter().map(|&sequence| prove_in(&trees, sequence)).collect())
+}
+
+fn prove_in(trees: &[Tree], sequence: u64) -> Result<InclusionProof, ProofError> {
+    let tree = trees.iter().rev().find(|t| t.wanted.contains_key(&sequence)).ok_or_else(|| {
         ProofError::Input(format!(
             "no record with event.sequence {sequence} in a chain whose first record (event.\
              previous_hash 64 zeros) the files hold: give every file from the oldest"
@@ -187,7 +203,7 @@ pub fn prove(files: &[PathBuf], sequence: u64) -> Result<InclusionProof, ProofEr
         .unwrap_or_default();
     Ok(InclusionProof {
         format: PROOF_FORMAT.to_owned(),
-        record: tree.wanted.clone().unwrap_or_default(),
+        record: tree.wanted.get(&sequence).cloned().unwrap_or_default(),
         sequence,
         leaf_index: index,
         leaf_hash: merkle::encode(&leaves[index as usize]),
@@ -324,7 +340,7 @@ pub fn consistency(
             old.size, new.size
         )));
     }
-    let trees = read_trees(files, None)?;
+    let trees = read_trees(files, &Default::default())?;
     let has_origin = |t: &&Tree| {
         t.checkpoints.iter().any(|(_, n, _)| note_text(n).is_ok_and(|c| c.origin == new.origin))
     };

@@ -746,6 +746,8 @@ impl Default for LogSection {
 
 mod bounds;
 mod layers;
+mod logged;
+pub use logged::exceptions_text;
 mod problems;
 mod reload;
 #[cfg(test)]

@@ -319,6 +319,12 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // The log says when it was written and under which settings (docs/audit.md, "Lifecycle
+    // records"): queued before the listening lines, so before any request's record.
+    audit
+        .record_start(config.logged_settings())
+        .await
+        .context("cannot queue the proxy_start audit record")?;
     announce(&config.log, format!("robots-proxy listening on {local}"));
     if let Some(tls) = &tls_listener {
         let tls_local = tls.listener.local_addr()?;
@@ -406,6 +412,9 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let _ = directory_stop.send(());
     if let Some(task) = directory_task {
         let _ = task.await;
+    }
+    if let Err(error) = audit.record_stop().await {
+        tracing::error!(%error, "cannot queue the proxy_stop audit record");
     }
     audit.close().await.context("cannot flush the audit log")?;
     tracing::info!("robots-proxy stopped");

@@ -7,6 +7,7 @@ pub mod support;
 mod admin;
 mod archive;
 mod audit_chain;
+mod audit_coverage;
 mod audit_log;
 mod audit_witness;
 mod binary;

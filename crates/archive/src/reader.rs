@@ -95,7 +95,7 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let root = disk::root(state.path());
         let good =
-            crate::archive::history::History::new("http://a.test", "http://a.test/robots.txt");
+            crate::history::History::new("http://a.test", "http://a.test/robots.txt");
         disk::write_history(&root, &good).unwrap();
         let bad = disk::authority_path(&root, "http://b.test");
         std::fs::write(&bad, b"{\"v\":1,\"authori").unwrap();

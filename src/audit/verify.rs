@@ -10,15 +10,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::chain::{link_hash, split_line, GENESIS};
+use super::chain::{Sealed, GENESIS};
 use super::checkpoint::{Previous, PublicKey, Signed};
 
 mod coverage;
+mod shipped;
 mod tree;
+pub use shipped::read_shipped;
 
 mod report;
 pub use report::{Gap, Report};
@@ -166,6 +168,8 @@ struct Fields {
     restart_reason: Option<String>,
     #[serde(rename = "event.reason")]
     reason: Option<String>,
+    #[serde(rename = "event.hash_scheme")]
+    scheme: Option<u64>,
 }
 
 fn parse(line: &[u8]) -> Option<Fields> {
@@ -366,8 +370,8 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
         }
         let Some(fields) = parse(&line.bytes) else {
             // A chained line whose bytes no longer hash right is a changed line, JSON or not.
-            if let (Some((body, hash)), Some(head)) = (split_line(&line.bytes), state.head) {
-                if link_hash(&head, body) != hash {
+            if let (Some(sealed), Some(head)) = (Sealed::parse(&line.bytes), state.head) {
+                if !sealed.follows(&head, &sealed.leaf()) {
                     return Err(Stop::Tampered(
                         Kind::Changed,
                         at,
@@ -388,7 +392,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 "the line is not JSON (and not a torn line: records follow it)".into(),
             ));
         };
-        let Some((body, hash)) = split_line(&line.bytes) else {
+        let Some(sealed) = Sealed::parse(&line.bytes) else {
             return Err(Stop::Tampered(
                 Kind::Inserted,
                 at,
@@ -397,8 +401,15 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                     .into(),
             ));
         };
-        let mut hash_arr = [0u8; 64];
-        hash_arr.copy_from_slice(hash);
+        // The line's scheme is its bytes' (`event.hash_scheme` right before `event.hash`); a
+        // member that says otherwise elsewhere in the line is not the writer's.
+        if fields.scheme != sealed.scheme.member() {
+            let message = "event.hash_scheme is not where the writer puts it: the line was changed";
+            return Err(Stop::Tampered(Kind::Changed, at, message.into()));
+        }
+        // Its leaf, hashed once: the chain's step (scheme 2) and the Merkle tree take it.
+        let leaf = sealed.leaf();
+        let (hash, hash_arr) = (sealed.hash, sealed.hash_array());
         let sequence = fields.sequence;
         // A declared new chain (the writer could not vouch for the tail it found at start):
         // it continues from nothing; what came before it is accounted for by `coverage`.
@@ -422,7 +433,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 out.copy_from_slice(p.as_bytes());
                 // A line that does not hash from the hash it names itself was changed, wherever
                 // it is (issue 39, L3: not "files out of order" or "records missing").
-                if link_hash(&out, body) != hash {
+                if !sealed.follows(&out, &leaf) {
                     return Err(Stop::Tampered(
                         Kind::Changed,
                         at,
@@ -458,7 +469,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 ));
             }
         };
-        if link_hash(&previous, body) != hash
+        if !sealed.follows(&previous, &leaf)
             || (state.head.is_some() && !restart && sequence != Some(state.sequence + 1))
         {
             return Err(break_at(
@@ -481,7 +492,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
             ));
         }
         let checkpoint = fields.action.as_deref() == Some("audit_checkpoint");
-        tree::leaf(&line.bytes, previous == GENESIS, checkpoint, &at, state)?;
+        tree::leaf(&line.bytes, leaf, previous == GENESIS, checkpoint, &at, state)?;
         let proven = if checkpoint {
             check_checkpoint(&line.bytes, &previous, sequence, &at, state)?
         } else {
@@ -734,67 +745,4 @@ fn check_shipped(state: &mut State<'_>) -> Result<(), Stop> {
         ));
     }
     Ok(())
-}
-
-/// Reads the checkpoints of `path` (any audit file: its `audit_checkpoint` records), checking
-/// their signatures with `key` when given.
-pub fn read_shipped(path: &Path, key: Option<&PublicKey>) -> Result<Vec<Shipped>, (Problem, u8)> {
-    let shown = path.display().to_string();
-    let unreadable = |e: io::Error| {
-        (
-            Problem {
-                kind: Kind::Unreadable,
-                file: shown.clone(),
-                line: None,
-                message: format!("cannot read: {e}"),
-            },
-            2,
-        )
-    };
-    let file = File::open(path).map_err(unreadable)?;
-    let mut lines =
-        Lines { reader: BufReader::new(file), ahead: VecDeque::new(), next: 0, done: false };
-    let mut out = Vec::new();
-    while let Some(line) = lines.next().map_err(unreadable)? {
-        let Some(fields) = parse(&line.bytes) else {
-            if lines.peek(0).map_err(unreadable)?.is_none() {
-                break;
-            }
-            return Err((
-                Problem {
-                    kind: Kind::Unparsable,
-                    file: shown.clone(),
-                    line: Some(line.number),
-                    message: "the line is not JSON".into(),
-                },
-                2,
-            ));
-        };
-        if fields.action.as_deref() != Some("audit_checkpoint") {
-            continue;
-        }
-        let from = Location { file: shown.clone(), line: line.number };
-        let (Some(head), Some(records), Some(at)) =
-            (&fields.head, fields.records, &fields.timestamp)
-        else {
-            continue;
-        };
-        if let Some(key) = key {
-            let signed: Signed = serde_json::from_slice(&line.bytes).unwrap_or_default();
-            if !signed.verifies_with(key) {
-                return Err((
-                    Problem {
-                        kind: Kind::BadCheckpoint,
-                        file: shown.clone(),
-                        line: Some(line.number),
-                        message: "the checkpoint's signature does not verify with the key given"
-                            .into(),
-                    },
-                    1,
-                ));
-            }
-        }
-        out.push(Shipped { head: head.clone(), records, at: at.clone(), from });
-    }
-    Ok(out)
 }

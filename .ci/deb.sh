@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Debian package (README "Installing"): builds it with cargo-deb from the DEBUG binary that
+# The Debian package (docs/deployment.md, "Installing"): builds it with cargo-deb from the DEBUG binary that
 # .ci/run has built (no release build in CI), installs it with dpkg -i, checks what it installed
 # (`robots-proxy config check` on /etc/robots-proxy/robots-proxy.toml, as the service's user
 # with the unit's environment; the service started and `robots-proxy health` against it), then

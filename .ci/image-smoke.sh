@@ -15,7 +15,7 @@ name=robots-proxy-smoke-$$
 
 "$engine" build -t "$tag" .
 # The admin port is published under another number, as compose does: the Host rule answers
-# it because ROBOTS_PROXY_ADMIN__HOSTS names it with that port (README "Running in Docker").
+# it because ROBOTS_PROXY_ADMIN__HOSTS names it with that port (docs/deployment.md, "Running in Docker").
 admin_port=${ADMIN_PORT:-19090}
 "$engine" run -d --name "$name" -p 127.0.0.1::8080 -p "127.0.0.1:$admin_port:9090" \
   -e "ROBOTS_PROXY_ADMIN__HOSTS=localhost:$admin_port,127.0.0.1:$admin_port" "$tag" >/dev/null

@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --profile release --bench signing`. The proxy-level comparison (signing every
 //! request against not signing) is `../shared/bench/run.sh` with the configuration in the
-//! README ("Web Bot Auth signatures").
+//! docs/signing.md.
 
 use std::time::SystemTime;
 

@@ -151,12 +151,6 @@ pub struct ClientAcl {
     refused: AtomicU64,
 }
 
-/// Refusals logged at `warn` one by one before the log switches to one line per
-/// [`REFUSAL_LOG_EVERY`] (the others at `debug`), so a scan cannot flood the log.
-const REFUSALS_LOGGED: u64 = 10;
-/// See [`REFUSALS_LOGGED`].
-const REFUSAL_LOG_EVERY: u64 = 1000;
-
 impl ClientAcl {
     /// An access list of `allow`.
     pub fn new(allow: &[IpRange]) -> Self {
@@ -182,7 +176,7 @@ impl ClientAcl {
     /// Counts and logs a refused connection from `peer`.
     pub fn record_refusal(&self, peer: SocketAddr) {
         let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        if n <= REFUSALS_LOGGED || n.is_multiple_of(REFUSAL_LOG_EVERY) {
+        if crate::output::warn_on(n) {
             tracing::warn!(
                 client = %peer,
                 refused_so_far = n,
@@ -413,7 +407,7 @@ impl Authenticator {
     /// [`ClientAcl::record_refusal`]).
     pub fn record_failure(&self, client: SocketAddr, failure: &AuthFailure) {
         let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        if n <= REFUSALS_LOGGED || n.is_multiple_of(REFUSAL_LOG_EVERY) {
+        if crate::output::warn_on(n) {
             tracing::warn!(client = %client, reason = %failure, failures_so_far = n, "proxy authentication failed");
         } else {
             tracing::debug!(client = %client, reason = %failure, "proxy authentication failed");

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::output::terminal;
-use crate::policy::{decide_reading, Reading, Readings};
+use crate::policy::{decide, Claim, Question, Readings, Rules, View};
 use crate::robots::usage::UsagePreferences;
 use crate::robots::usage::{Category, Preference};
-use crate::robots::{ProductToken, Reason, RobotsTxt, Verdict};
+use crate::robots::{ProductToken, RobotsTxt, Verdict};
 
 /// What can go wrong in `check`, each naming the problem.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +150,7 @@ pub fn check_urls_as(
 ) -> Result<Outcome, CheckError> {
     let paths = urls.iter().map(|u| path_of_url(u)).collect::<Result<Vec<_>, _>>()?;
     let mut outcome = Outcome::AllAllowed;
+    let now = std::time::SystemTime::now();
     if explain {
         let token = agent.map_or("(none: only `*` groups apply)".to_owned(), |t| t.to_string());
         writeln!(out, "product token: {token}")?;
@@ -173,32 +174,28 @@ pub fn check_urls_as(
         }
     }
     for (url, path) in urls.iter().zip(&paths) {
-        let readings = if as_proxy {
-            let decoded = robots.has_decoded_patterns();
-            Readings::of(path).to_decide(decoded, false).map(|(r, p)| (r, p.to_owned())).collect()
-        } else {
-            vec![(Reading::AsSent, path.clone())]
-        };
-        let decisions: Vec<_> =
-            readings.iter().map(|&(r, ref p)| decide_reading(robots, agent, r, p)).collect();
-        // The path as written decides, unless it is allowed and another reading is not.
-        let deciding = decisions.iter().position(|d| !d.is_allowed()).unwrap_or(0);
-        let d = &decisions[deciding];
-        let mut word = match d.verdict() {
+        // The proxy's one decision: every reading with `--as-proxy`, else the path as written
+        // (Google's reading).
+        let readings = if as_proxy { Readings::of(path) } else { Readings::exactly(path) };
+        let view = View::offline(Rules::Parsed(robots), false);
+        let question = Question { claim: Claim::asserted(agent, None), readings: &readings, now };
+        let decision = decide(view, question);
+        let each = decision.each();
+        let d = decision.explain();
+        let mut word = match d.verdict {
             Verdict::Allow => "allowed",
             Verdict::Disallow => {
                 outcome = Outcome::SomeDisallowed;
                 "disallowed"
             }
         };
-        let mut why = reason_text(d.reason());
-        if deciding > 0 {
-            let (reading, read) = &readings[deciding];
-            why = format!("{why}; read as {read} by the {reading} reading");
+        let mut why = d.brief();
+        if decision.read_otherwise() {
+            why = format!("{why}; read as {} by the {} reading", d.read_path, d.reading);
         }
         let mut prefs = UsagePreferences::default();
-        for (_, p) in &readings {
-            prefs.combine(&robots.usage(agent, p));
+        for e in &each {
+            prefs.combine(&robots.usage(agent, &e.read_path));
         }
         if d.is_allowed() {
             let refused = purposes.iter().find_map(|&c| {
@@ -213,14 +210,15 @@ pub fn check_urls_as(
             }
         }
         writeln!(out, "{word:<10} {}  ({})", terminal(url), terminal(&why))?;
-        for ((reading, read), d) in readings.iter().zip(&decisions).skip(1) {
-            let verdict = if d.is_allowed() { "allowed" } else { "disallowed" };
+        for e in each.iter().skip(1) {
+            let verdict = if e.is_allowed() { "allowed" } else { "disallowed" };
             writeln!(
                 out,
-                "  reading {reading}: {}  {verdict} ({}; {})",
-                terminal(read),
-                terminal(&reason_text(d.reason())),
-                reading.description()
+                "  reading {}: {}  {verdict} ({}; {})",
+                e.reading,
+                terminal(&e.read_path),
+                terminal(&e.brief()),
+                e.reading.description()
             )?;
         }
         if !prefs.is_unknown() {
@@ -252,17 +250,6 @@ pub fn check_urls_as(
         }
     }
     Ok(outcome)
-}
-
-/// A decision's reason in a few words.
-fn reason_text(reason: Reason<'_>) -> String {
-    match reason {
-        Reason::Rule(rule) => format!("line {}: {}", rule.line(), rule),
-        Reason::NoRuleMatched => "no rule matched".to_owned(),
-        Reason::NoGroupApplies => "no group applies".to_owned(),
-        Reason::RobotsTxt => "/robots.txt is always allowed".to_owned(),
-        Reason::OverBudget => "over the match budget: refused without naming a rule".to_owned(),
-    }
 }
 
 /// One input line of `check --jsonl`.

@@ -1,11 +1,12 @@
 //! Limits that keep one client (or many) from exhausting the proxy: how many connections it
 //! serves, how large a request head may be, and how long a client may leave a response unread.
 //!
-//! The limits that already had a home stay there: `proxy.header_read_timeout` (a client that
-//! sends its headers slowly, "slowloris"; hyper also closes a keep-alive connection idle this
-//! long between requests), `upstream.pool_idle_timeout` (idle connections to origins),
-//! `https.tunnel_idle_timeout` (CONNECT tunnels), `robots.max_body`, `robots.max_redirects`
-//! and `robots.max_concurrent_fetches` (robots.txt fetches).
+//! What bounds a client connection in time (`proxy.header_read_timeout`, this section's
+//! `client_write_timeout` and `client_body_idle_timeout`, `https.tunnel_idle_timeout`,
+//! `proxy.shutdown_grace`) is one `server::ConnectionTimeouts` value per listener; the I/O
+//! wrappers here apply two of its fields (`write` in [`ClientIo`], `head` and `tunnel_idle`
+//! through [`Activity`]). The limits toward origins stay with them: `upstream.pool_idle_timeout`,
+//! `robots.max_body`, `robots.max_redirects` and `robots.max_concurrent_fetches`.
 
 use std::collections::HashMap;
 use std::future::Future as _;
@@ -180,7 +181,6 @@ pub struct ConnectionGate {
     clients: ClientCounts,
     per_client: usize,
     when_full: WhenFull,
-    write_timeout: Duration,
     max_head: usize,
 }
 
@@ -197,7 +197,6 @@ impl ConnectionGate {
             clients: ClientCounts::default(),
             per_client,
             when_full: limits.when_full,
-            write_timeout: limits.client_write_timeout,
             max_head: limits.max_header_bytes(),
         }
     }
@@ -215,13 +214,15 @@ impl ConnectionGate {
     /// The accepted `stream` as a [`ClientIo`] holding its slot, or `None` (the stream is
     /// answered `503` and closed) when every slot is taken in `refuse` mode. With `watch`, a
     /// [`FramingWatch`] reads along (not for a TLS listener, whose bytes are encrypted: the
-    /// watch goes on the decrypted stream there).
+    /// watch goes on the decrypted stream there). A write that waits for the client to read
+    /// fails after `write_timeout` (the connection's `ConnectionTimeouts::write`).
     pub fn admit(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
         slot: Option<OwnedSemaphorePermit>,
         watch: bool,
+        write_timeout: Duration,
     ) -> Option<ClientIo> {
         // Per client first: a connection over its client's cap gives back the slot it may
         // have waited for at once, so one client cannot hold every slot.
@@ -244,7 +245,7 @@ impl ConnectionGate {
             },
         };
         let framing = watch.then(|| FramingWatch::new(self.max_head));
-        let mut io = ClientIo::new(stream, Some(slot), self.write_timeout, framing);
+        let mut io = ClientIo::new(stream, Some(slot), write_timeout, framing);
         io._counted = Some(counted);
         Some(io)
     }
@@ -278,12 +279,16 @@ Content-Length: 77\r\n\
 /// client to read for `write_timeout`, and lets a [`FramingWatch`] read along.
 ///
 /// Only writes are timed: a read may rightly wait while the proxy itself waits (for robots.txt
-/// or the origin), and idle keep-alive connections are hyper's `header_read_timeout`.
+/// or the origin); waits for the client's bytes are bounded by the server
+/// (`server::ConnectionTimeouts`).
 pub struct ClientIo {
     inner: TcpStream,
     _slot: Option<OwnedSemaphorePermit>,
     /// Its place in its client's count (`limits.max_connections_per_client`).
     _counted: Option<Counted>,
+    /// What else counts the connection for as long as it holds its slot (the open-connections
+    /// gauge: see [`ClientIo::counted_by`]).
+    _counts: Option<Box<dyn std::any::Any + Send + Sync>>,
     write_timeout: Duration,
     /// Armed when a write could not proceed, cleared when one does.
     stalled: Option<Pin<Box<Sleep>>>,
@@ -298,7 +303,24 @@ impl ClientIo {
         write_timeout: Duration,
         framing: Option<FramingWatch>,
     ) -> Self {
-        ClientIo { inner, _slot: slot, _counted: None, write_timeout, stalled: None, framing }
+        ClientIo {
+            inner,
+            _slot: slot,
+            _counted: None,
+            _counts: None,
+            write_timeout,
+            stalled: None,
+            framing,
+        }
+    }
+
+    /// Keeps `count` (a guard that counts the connection, such as the open-connections gauge's)
+    /// for as long as the connection holds its slot: through a CONNECT upgrade too, since the
+    /// tunnel or the intercepted connection owns this same I/O. So what it counts is what the
+    /// gate counts (review-house D3).
+    pub fn counted_by(mut self, count: impl std::any::Any + Send + Sync) -> Self {
+        self._counts = Some(Box::new(count));
+        self
     }
 
     /// The verdicts of the framing watch, one per request head (always `Clean` without one).

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 /// mimalloc: the proxy allocates small, short-lived buffers per request on every worker thread,
-/// where glibc's allocator spends a measurable share of the CPU (see the README's benchmarks;
+/// where glibc's allocator spends a measurable share of the CPU (see docs/benchmarks.md;
 /// on `many`, 0.76x the bare proxy with glibc's against 0.98x with mimalloc, 2026-11-26).
 /// Its huge-page hints apply only with `limits.transparent_huge_pages = true`; by default the
 /// process turns huge pages off (`serve::run`).
@@ -284,7 +284,7 @@ fn main() -> ExitCode {
                     println!("CA certificate: {}", files.cert.display());
                     println!("CA key:         {} (mode 0600)", files.key.display());
                     println!(
-                        "Trust the certificate in your crawlers; see README, \"Trusting the CA\"."
+                        "Trust the certificate in your crawlers; see docs/https.md, \"Trusting the CA\"."
                     );
                     ExitCode::SUCCESS
                 }
@@ -355,6 +355,8 @@ fn main() -> ExitCode {
             match serve::check(config, listen, admin_listen) {
                 Ok(config) => {
                     print!("{}", terminal_text(&robots_proxy::config::render(&config)));
+                    // What the audit log's lifecycle records name (`audit.config.sha256`).
+                    println!("# configuration sha256 (audit.config.sha256): {}", config.digest());
                     // What each exception covers, as comments: the output stays a configuration.
                     for line in robots_proxy::policy::exceptions::describe(&config.exceptions) {
                         println!("# {}", terminal(&line));

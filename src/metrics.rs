@@ -33,6 +33,7 @@ mod latency;
 mod report;
 pub mod series;
 pub mod text;
+mod witness;
 
 use activity::{cut, Activity};
 pub use activity::{BlockSummary, BlockedRequest, Counted, TopCounts, MAX_SHOWN_URL};
@@ -63,9 +64,10 @@ pub enum Decision {
     Allow,
     /// robots.txt disallows it: answered 403.
     Disallow,
-    /// A CONNECT refused before any path could be seen (port, mode, domain fronting, a tunnel
-    /// to a site that disallows everything), or any request to a destination the destination
-    /// guard prohibits ([`crate::guard`]).
+    /// Refused before any path was decided: a CONNECT refused (port, mode, domain fronting, a
+    /// tunnel to a site that disallows everything), or a request of any method to a
+    /// destination the destination guard prohibits ([`crate::guard`]). Which of the two:
+    /// `robots_proxy_blocks_total{cause}` ([`Metrics::blocks_by_cause`]).
     Refuse,
     /// A CONNECT relayed as an opaque tunnel (`https.mode = "tunnel"`).
     Tunnel,
@@ -432,6 +434,14 @@ impl Metrics {
         (allowed, blocked)
     }
 
+    /// Blocks so far whose audit action is `cause` (`robots_proxy_blocks_total{cause}`; 0 for
+    /// an action that is not a block). The admin page's refusal tiles count from these, so
+    /// that "CONNECT refused" counts CONNECTs and not the requests the destination guard
+    /// refused, which the `refuse` decision counts too.
+    pub fn blocks_by_cause(&self, cause: crate::audit::AuditAction) -> u64 {
+        self.charts.blocks_by_cause(cause)
+    }
+
     /// Remembers a blocked request for the admin page and counts it by cause ([`series`]).
     /// Records of allowed requests, and of requests held back by pacing (429: they may come
     /// again), are ignored.
@@ -443,14 +453,14 @@ impl Metrics {
         {
             return;
         }
-        let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        let mut activity = crate::sync::lock(&self.activity);
         activity.push(record);
     }
 
     /// What the admin page shows about blocks: the most recent first, and the top `top`
     /// authorities and tokens.
     pub fn blocks(&self, top: usize) -> BlockSummary {
-        let activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        let activity = crate::sync::lock(&self.activity);
         BlockSummary {
             total: activity.total,
             recent: activity.recent.iter().rev().cloned().collect(),
@@ -609,6 +619,7 @@ impl Collector for ScrapeTime {
              written (deleted, or moved away without SIGHUP), and was opened again.",
             audit.file_replaced,
         )?;
+        witness::encode(&mut encoder, &self.audit.witness_counts())?;
         let kept = self.cache.archive().map(|a| a.stats()).unwrap_or_default();
         archive::encode(&mut encoder, kept)?;
         if let Some(fleet) = &self.fleet {

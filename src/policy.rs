@@ -1,12 +1,14 @@
 //! The policy: which product token a request speaks for, and what robots.txt says about it.
 //!
 //! The proxy asks the policy two questions per request: "whose rules?" ([`Policy::token_for`])
-//! and "may it go?" ([`Policy::decide`]). The answer, a [`PolicyDecision`], carries everything a
-//! 403 body, a `Proxy-Status` header and an audit record need, so that the three always agree.
+//! and "may it go?" ([`Policy::decide`]). The answer, a [`Decision`], is made once; its
+//! [`Decision::explain`] carries everything a 403 body, a `Proxy-Status` header and an audit
+//! record need, so that the three always agree.
 
 mod claim;
 #[cfg(test)]
 mod conformance;
+pub mod decision;
 pub mod exceptions;
 pub mod readings;
 mod report;
@@ -24,8 +26,9 @@ use http::HeaderMap;
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::cache::RobotsRules;
-use crate::robots::{Reason, Verdict};
+use crate::robots::Verdict;
 pub use claim::{Claim, Entitled};
+pub use decision::{decide, Decision, Provenance, Question, Rules, View, Why};
 pub use exceptions::{ExceptionEntry, ExceptionVerdict, Exceptions};
 pub use readings::{Reading, Readings};
 pub use report::{PolicyMode, ReportScope};
@@ -97,13 +100,17 @@ impl TokenOrigin {
     }
 }
 
-/// What the policy decided for one request, and why, in terms a person and an auditor read.
+/// Why robots.txt decided as it did on one reading, in terms a person and an auditor read: what
+/// [`Decision::explain`] renders, and every 403 body, audit record, `check` line, `evidence`
+/// report and admin page is written from.
 #[derive(Debug, Clone)]
-pub struct PolicyDecision {
+pub struct Explanation {
     /// Allow or Disallow.
     pub verdict: Verdict,
     /// One sentence: why.
     pub reason: String,
+    /// What kind of reason it is.
+    pub why: Why,
     /// The deciding rule (`disallow: /private`), if a rule decided.
     pub rule: Option<String>,
     /// The deciding rule's line.
@@ -177,7 +184,7 @@ impl Policy {
         memory: &Mutex<RecentRobots>,
         authority: &Authority,
     ) -> Arc<RobotsSnapshot> {
-        let lock = || memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let lock = || crate::sync::lock(memory);
         if let Some(snapshot) = self.store.recent(&lock(), authority) {
             return snapshot;
         }
@@ -320,46 +327,23 @@ impl Policy {
         self.token_with(tied, headers, None)
     }
 
-    /// Whether `token` may fetch every reading of the request's path: the verdict of
-    /// [`Policy::decide`] without the explanation, for the hot path of allowed requests.
-    pub fn is_allowed(
-        &self,
-        snapshot: &RobotsSnapshot,
-        token: Option<&ProductToken>,
-        readings: &Readings,
-    ) -> bool {
-        let (decoded, fold) = (has_decoded_patterns(&snapshot.rules), self.folds_case(snapshot));
-        readings
-            .to_decide(decoded, fold)
-            .all(|(reading, path)| path_allowed(snapshot, token, reading, path))
+    /// What the policy knows of `snapshot`'s site: its rules, whether its origin folds case,
+    /// and the exceptions in force.
+    pub fn view<'a>(&'a self, snapshot: &'a RobotsSnapshot) -> View<'a> {
+        View::of(snapshot, self.folds_case(snapshot)).with_exceptions(&self.exceptions)
     }
 
-    /// Decides whether `token` may fetch the request whose path reads as `readings`: the most
-    /// restrictive reading wins (`shared/spec/README.md`, "What the proxy decides on"), and the
-    /// decision names the first reading that is disallowed.
-    pub fn decide(
-        &self,
-        snapshot: &RobotsSnapshot,
-        token: Option<&ProductToken>,
-        readings: &Readings,
+    /// Decides the request `claim` makes for the path read as `readings` on `snapshot`: the
+    /// one decision ([`decision::decide`]), robots.txt on every reading (the most restrictive
+    /// wins, `shared/spec/README.md`, "What the proxy decides on") and the exceptions.
+    pub fn decide<'a>(
+        &'a self,
+        snapshot: &'a RobotsSnapshot,
+        claim: Claim<'a>,
+        readings: &'a Readings,
         now: SystemTime,
-    ) -> PolicyDecision {
-        let (decoded, fold) = (has_decoded_patterns(&snapshot.rules), self.folds_case(snapshot));
-        let refusing = readings
-            .to_decide(decoded, fold)
-            .skip(1)
-            .find(|&(reading, path)| !path_allowed(snapshot, token, reading, path))
-            .filter(|_| path_allowed(snapshot, token, Reading::AsSent, readings.as_sent()));
-        match refusing {
-            Some((reading, path)) => {
-                let mut d = self.decide_path(snapshot, token, reading, path, now);
-                d.reason =
-                    format!("{} (the path read as {path}: {})", d.reason, reading.description());
-                d.reading = reading;
-                d
-            }
-            None => self.decide_path(snapshot, token, Reading::AsSent, readings.as_sent(), now),
-        }
+    ) -> Decision<'a> {
+        decision::decide(self.view(snapshot), Question { claim, readings, now })
     }
 
     /// The usage preferences robots.txt states for every path of the site, for a request whose
@@ -370,72 +354,6 @@ impl Policy {
         token: Option<&ProductToken>,
     ) -> UsagePreferences {
         snapshot.rules.usage_everywhere(token)
-    }
-
-    /// The AI usage preferences robots.txt states for the request's path, combined over every
-    /// reading the proxy decides robots.txt on ([`Readings::to_decide`]: the decoded readings
-    /// against the patterns read decoded, the case-folded one where the origin folds case),
-    /// per category the most restrictive, as [`crate::robots::RobotsTxt::usage_as`] gives
-    /// them for one reading.
-    pub fn usage_for(
-        &self,
-        snapshot: &RobotsSnapshot,
-        token: Option<&ProductToken>,
-        readings: &Readings,
-    ) -> UsagePreferences {
-        let RobotsRules::Parsed(robots) = &snapshot.rules else {
-            return UsagePreferences::default();
-        };
-        let decoded = robots.has_decoded_patterns() || robots.has_decoded_usage_patterns();
-        let mut prefs = UsagePreferences::default();
-        for (reading, path) in readings.to_decide(decoded, self.folds_case(snapshot)) {
-            prefs.combine(&robots.usage_as(token, path, pattern_reading(reading)));
-        }
-        prefs
-    }
-
-    /// The `tdmrep.json` statement for the request's path, decided on every reading the proxy
-    /// decides robots.txt on ([`Readings::to_decide`], the case-folded one where the origin
-    /// folds case): the statement of the first rule matching some reading that reserves TDM
-    /// rights wins (the most restrictive reading); else the statement for the path as sent.
-    pub fn tdm_statement<'f>(
-        &self,
-        snapshot: &RobotsSnapshot,
-        file: &'f crate::robots::optout::TdmFile,
-        readings: &Readings,
-    ) -> Option<&'f crate::robots::optout::TdmStatement> {
-        let mut as_sent = None;
-        for (reading, path) in readings.to_decide(true, self.folds_case(snapshot)) {
-            let read = pattern_reading(reading);
-            let path = crate::robots::path_as(path, read);
-            let statement = file.statement_for_as(path.as_bytes(), read);
-            if statement.is_some_and(|s| s.reserved == Some(true)) {
-                return statement;
-            }
-            if reading == Reading::AsSent {
-                as_sent = statement;
-            }
-        }
-        as_sent
-    }
-
-    /// Every reading of the request's path with its own decision, the path as sent first (for
-    /// `check --as-proxy` and the admin `/robots` page).
-    pub fn decide_each(
-        &self,
-        snapshot: &RobotsSnapshot,
-        token: Option<&ProductToken>,
-        readings: &Readings,
-        now: SystemTime,
-    ) -> Vec<PolicyDecision> {
-        readings
-            .to_decide(has_decoded_patterns(&snapshot.rules), self.folds_case(snapshot))
-            .map(|(reading, path)| {
-                let mut d = self.decide_path(snapshot, token, reading, path, now);
-                d.reading = reading;
-                d
-            })
-            .collect()
     }
 
     /// Whether the snapshot's origin gets the case-folded reading (`policy.fold_case`): every
@@ -452,91 +370,11 @@ impl Policy {
             }
         }
     }
-
-    /// Decides whether `token` may fetch one reading, `path`, given what the cache knows.
-    fn decide_path(
-        &self,
-        snapshot: &RobotsSnapshot,
-        token: Option<&ProductToken>,
-        reading: Reading,
-        path: &str,
-        now: SystemTime,
-    ) -> PolicyDecision {
-        let mut d = PolicyDecision {
-            verdict: Verdict::Allow,
-            reason: String::new(),
-            rule: None,
-            line: None,
-            group: None,
-            state: snapshot.state,
-            robots_url: snapshot.robots_url.clone(),
-            age: snapshot.age(now),
-            reading: Reading::AsSent,
-            read_path: path.to_owned(),
-            version: match &snapshot.rules {
-                RobotsRules::Parsed(_) => snapshot.version.clone(),
-                RobotsRules::AllowAll | RobotsRules::DisallowAll => None,
-            },
-        };
-        if crate::robots::is_robots_txt_path(path) {
-            d.reason = "/robots.txt is always allowed".to_owned();
-            return d;
-        }
-        match &snapshot.rules {
-            RobotsRules::Parsed(robots) => {
-                let decision = decide_reading(robots, token, reading, path);
-                d.verdict = decision.verdict();
-                d.group = decision
-                    .user_agent_line()
-                    .map(|u| format!("{} (line {})", u.value(), u.line()));
-                if let Reason::Rule(rule) = decision.reason() {
-                    d.rule = Some(rule.to_string());
-                    d.line = Some(rule.line());
-                }
-                d.reason = decision.reason().explain(decision.is_allowed());
-            }
-            RobotsRules::AllowAll => {
-                d.reason = format!(
-                    "robots.txt {} ({}): all paths allowed",
-                    state_word(snapshot.state),
-                    outcome_text(&snapshot.last_outcome)
-                );
-            }
-            RobotsRules::DisallowAll => {
-                d.verdict = Verdict::Disallow;
-                d.reason = format!(
-                    "robots.txt unreachable ({}): all paths disallowed until it can be fetched",
-                    outcome_text(&snapshot.last_outcome)
-                );
-            }
-        }
-        d
-    }
-}
-
-/// Whether one reading, `path`, may be fetched given what the cache knows.
-fn path_allowed(
-    snapshot: &RobotsSnapshot,
-    token: Option<&ProductToken>,
-    reading: Reading,
-    path: &str,
-) -> bool {
-    match &snapshot.rules {
-        RobotsRules::Parsed(robots) if reading != Reading::AsSent => {
-            decide_reading(robots, token, reading, path).is_allowed()
-        }
-        rules => rules.allows(token, path),
-    }
-}
-
-/// Whether the rules have patterns that read differently decoded (see [`Readings::to_decide`]).
-fn has_decoded_patterns(rules: &RobotsRules) -> bool {
-    matches!(rules, RobotsRules::Parsed(robots) if robots.has_decoded_patterns())
 }
 
 /// How the engine reads the patterns for one reading of the path, for every rule source that
 /// matches path patterns (allow/disallow in [`decide_reading`], `Content-Usage` in
-/// [`Policy::usage_for`], `tdmrep.json` in [`Policy::tdm_statement`]): the path as sent against
+/// [`Decision::usage`], `tdmrep.json` in [`Decision::tdm_statement`]): the path as sent against
 /// the patterns as written (Google's reading), the case-folded reading against the patterns
 /// decoded and folded, every other reading against the patterns decoded.
 pub fn pattern_reading(reading: Reading) -> crate::robots::usage::PatternReading {
@@ -563,7 +401,7 @@ pub fn decide_reading<'r>(
     }
 }
 
-fn state_word(state: RobotsState) -> &'static str {
+pub(crate) fn state_word(state: RobotsState) -> &'static str {
     match state {
         RobotsState::Fresh => "fresh",
         RobotsState::Stale => "stale",
@@ -582,7 +420,7 @@ pub fn outcome_text(outcome: &FetchOutcome) -> String {
     }
 }
 
-impl PolicyDecision {
+impl Explanation {
     /// Whether the request may go.
     pub fn is_allowed(&self) -> bool {
         self.verdict == Verdict::Allow

@@ -372,6 +372,10 @@ impl Reloader {
         // applies, the running ones of the others (`robots.max_redirects`, …) until a
         // restart; it is kept under the state_dir the process started with (a restart key).
         let in_force = config::in_force(&self.started, &new);
+        // A `proxy_reconfigured` record when what the log names of the configuration changed.
+        if let Err(e) = self.proxy.audit().record_settings(in_force.logged_settings()).await {
+            tracing::error!(error = %e, "{who}: cannot queue the proxy_reconfigured audit record");
+        }
         let inputs = in_force.disclosure_inputs();
         let now = std::time::SystemTime::now();
         if let Err(e) = self.disclosure.update(&inputs, &self.started.state_dir, now) {

@@ -2,12 +2,14 @@
 //! configured limits applied, for the proxy's listener, the connections read inside an
 //! intercepted CONNECT tunnel and the admin listener.
 //!
-//! The limits a connection gets are an [`HttpSettings`]: how long a client may take to send a
-//! request head (`proxy.header_read_timeout`), how many header fields and bytes it may hold
-//! (`limits.max_headers`, `limits.max_header_bytes`; HTTP/2's `SETTINGS_MAX_HEADER_LIST_SIZE`
-//! is the same byte limit) and whether a `CONNECT` may take the connection over. The framing
-//! watch ([`crate::framing`]) reads along on the stream the caller hands in (it must see the
-//! bytes hyper reads, so it sits below the server).
+//! What bounds a connection in time is one [`ConnectionTimeouts`] value, applied here to every
+//! state of the connection (the table in `docs/architecture.md`, "What bounds a connection",
+//! names the field for each state). What bounds a request head in size is an [`HttpSettings`]:
+//! how many header fields and bytes it may hold (`limits.max_headers`,
+//! `limits.max_header_bytes`; HTTP/2's `SETTINGS_MAX_HEADER_LIST_SIZE` is the same byte limit)
+//! and whether a `CONNECT` may take the connection over. The framing watch
+//! ([`crate::framing`]) reads along on the stream the caller hands in (it must see the bytes
+//! hyper reads, so it sits below the server).
 
 use std::future::Future;
 use std::io;
@@ -59,12 +61,70 @@ impl Protocol {
     }
 }
 
-/// The limits a server applies to its connections.
-#[derive(Debug, Clone, Default)]
+/// What bounds a client connection in time, in each of its states: one value per listener,
+/// built once from the configuration (the proxy's listeners: `proxy::connection_timeouts`,
+/// which also says which of its keys a reload applies), and read by a connection when it is
+/// accepted (a CONNECT reads the tunnel's when it arrives). Every wait for a client is bounded
+/// by one of these fields; `docs/architecture.md` ("What bounds a connection") has the table
+/// of states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnectionTimeouts {
+    /// The client sends nothing: its TLS handshake, its first bytes (the HTTP/2 preface, the
+    /// first byte inside an intercepted tunnel), a request head, the next request on a
+    /// kept-alive connection (HTTP/1; HTTP/2 is then sent `GOAWAY`) and the ack of a PING
+    /// (also the one after `GOAWAY`). `proxy.header_read_timeout` on the proxy's listeners.
+    pub(crate) head: Duration,
+    /// The client stops sending a request body: `limits.client_body_idle_timeout`.
+    pub(crate) body: Duration,
+    /// The client stops reading what is written to it (a response, tunnel bytes):
+    /// `limits.client_write_timeout`.
+    pub(crate) write: Duration,
+    /// After the server asked the connection to finish (shutdown): how long the requests in
+    /// progress may take to be answered before the connection is dropped.
+    /// `proxy.shutdown_grace`.
+    pub(crate) drain: Duration,
+    /// A tunnel (`https.mode = "tunnel"`) in which nothing moved either way:
+    /// `https.tunnel_idle_timeout` (reloadable: a tunnel keeps the one in force when its
+    /// CONNECT arrived).
+    pub(crate) tunnel_idle: Duration,
+}
+
+/// A client did not finish a step (a TLS handshake, its first bytes) within
+/// [`ConnectionTimeouts::head`].
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the client sent nothing for {} (the connection's head timeout)", humantime::format_duration(*.0))]
+pub(crate) struct Stalled(pub(crate) Duration);
+
+impl ConnectionTimeouts {
+    /// The admin listener's: a request head within 10 s, and every other state as long (it
+    /// reads no bodies and opens no tunnels).
+    pub(crate) const ADMIN: ConnectionTimeouts = ConnectionTimeouts::side(Duration::from_secs(10));
+    /// The key directory's (`signing.directory_listen`, a public listener): 5 s for every
+    /// state.
+    pub(crate) const KEY_DIRECTORY: ConnectionTimeouts =
+        ConnectionTimeouts::side(Duration::from_secs(5));
+
+    /// One bound for every state, for a side listener (short requests, no bodies, no tunnels).
+    const fn side(every: Duration) -> ConnectionTimeouts {
+        ConnectionTimeouts {
+            head: every,
+            body: every,
+            write: every,
+            drain: every,
+            tunnel_idle: every,
+        }
+    }
+
+    /// Runs `step`, a step the client must take before a request head can come (a TLS
+    /// handshake, its first bytes), bounded by [`ConnectionTimeouts::head`].
+    pub(crate) async fn first_bytes<F: Future>(&self, step: F) -> Result<F::Output, Stalled> {
+        tokio::time::timeout(self.head, step).await.map_err(|_| Stalled(self.head))
+    }
+}
+
+/// The head limits a server applies to its connections' requests.
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct HttpSettings {
-    /// How long a client may take to send a request head (and, HTTP/1, how long a keep-alive
-    /// connection may sit idle between requests). `None`: hyper's default (30 s).
-    header_read_timeout: Option<Duration>,
     /// Most header fields in a request head (HTTP/1). `None`: hyper's default (100).
     max_headers: Option<usize>,
     /// Largest request head in bytes (HTTP/1 head, HTTP/2 header list). `None`: hyper's
@@ -76,11 +136,6 @@ pub(crate) struct HttpSettings {
 }
 
 impl HttpSettings {
-    /// hyper's defaults, with request heads bounded by `header_read_timeout` when given.
-    pub(crate) fn new(header_read_timeout: Option<Duration>) -> Self {
-        HttpSettings { header_read_timeout, ..HttpSettings::default() }
-    }
-
     /// With the head limits of `limits` (`limits.max_headers`, `limits.max_header_bytes`).
     pub(crate) fn with_limits(mut self, limits: &LimitsSection) -> Self {
         self.max_headers = Some(limits.max_headers);
@@ -94,12 +149,12 @@ impl HttpSettings {
         self
     }
 
-    fn http1(&self) -> http1::Builder {
+    /// HTTP/1: a request head, and the wait for the next one on a kept-alive connection, within
+    /// `timeouts.head` (hyper starts that timer whenever it waits for a head).
+    fn http1(&self, timeouts: &ConnectionTimeouts) -> http1::Builder {
         let mut builder = http1::Builder::new();
         builder.timer(TokioTimer::new()).keep_alive(true);
-        if let Some(timeout) = self.header_read_timeout {
-            builder.header_read_timeout(timeout);
-        }
+        builder.header_read_timeout(timeouts.head);
         if let Some(max) = self.max_headers {
             builder.max_headers(max);
         }
@@ -109,16 +164,14 @@ impl HttpSettings {
         builder
     }
 
-    fn http2(&self) -> http2::Builder<TokioExecutor> {
+    fn http2(&self, timeouts: &ConnectionTimeouts) -> http2::Builder<TokioExecutor> {
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new());
         // A client that sends no frame for as long as a request head may take is sent a PING,
         // and one that does not ack it within that time again is let go: also after GOAWAY,
         // where finishing waits for a PING's ack (review-house D1). A client waiting for a
         // slow answer acks, so its streams run on.
-        if let Some(idle) = self.header_read_timeout {
-            builder.keep_alive_interval(idle).keep_alive_timeout(idle);
-        }
+        builder.keep_alive_interval(timeouts.head).keep_alive_timeout(timeouts.head);
         if let Some(max) = self.max_header_bytes {
             builder.max_header_list_size(u32::try_from(max).unwrap_or(u32::MAX));
         }
@@ -136,15 +189,24 @@ pub(crate) enum ServeError {
     /// Reading the first bytes (to tell HTTP/2 from HTTP/1.1) failed.
     #[error("reading the connection preface failed")]
     Preface(#[source] io::Error),
+    /// Asked to finish (shutdown), the connection was still busy after
+    /// [`ConnectionTimeouts::drain`], and was dropped.
+    #[error(
+        "the connection did not finish within {} of being asked to (shutdown); dropped",
+        humantime::format_duration(*.0)
+    )]
+    Unfinished(Duration),
 }
 
 /// Serves `io` with `service` until the client is done, or, once `stop` completes, until the
 /// request in progress is answered (graceful shutdown: HTTP/1 closes after it, HTTP/2 sends
-/// `GOAWAY`).
+/// `GOAWAY`), for at most `timeouts.drain`. Every wait for the client is bounded by a field of
+/// `timeouts` (see [`ConnectionTimeouts`]).
 pub(crate) async fn serve_connection<I, S, B>(
     io: I,
     protocol: Protocol,
     settings: &HttpSettings,
+    timeouts: &ConnectionTimeouts,
     service: S,
     stop: impl Future<Output = ()>,
 ) -> Result<(), ServeError>
@@ -166,9 +228,8 @@ where
             // The first bytes are part of the first request head: a client that sends none
             // (or too few to tell) for as long as a head may take is let go, as an idle HTTP/1
             // connection is, so a silent connection never holds its slot (review-house D1).
-            let wait = settings.header_read_timeout.unwrap_or(HYPER_HEAD_WAIT);
             let (is_h2, prefix) = tokio::select! {
-                read = tokio::time::timeout(wait, read_preface(&mut io)) => match read {
+                read = timeouts.first_bytes(read_preface(&mut io)) => match read {
                     Ok(read) => read.map_err(ServeError::Preface)?,
                     Err(_) => return Ok(()),
                 },
@@ -176,16 +237,12 @@ where
             };
             let h2 = is_h2 || protocol == Protocol::Http2;
             let version = if h2 { Version::Http2 } else { Version::Http1 };
-            return serve_as(Rewind::new(prefix, io), version, settings, service, stop).await;
+            let io = Rewind::new(prefix, io);
+            return serve_as(io, version, settings, timeouts, service, stop).await;
         }
     };
-    serve_as(io, version, settings, service, stop).await
+    serve_as(io, version, settings, timeouts, service, stop).await
 }
-
-/// How long hyper lets an HTTP/1 client take to send a request head when no
-/// `header_read_timeout` is given; the preface read of a connection with no limit of its own
-/// waits no longer.
-const HYPER_HEAD_WAIT: Duration = Duration::from_secs(30);
 
 /// Who may connect to a side listener (the admin listener, the key directory), how many at
 /// once, and for how long idle. Connections past a cap, or from a client not allowed, are
@@ -198,9 +255,9 @@ pub(crate) struct SideLimits {
     pub(crate) max_connections: usize,
     /// Most connections open at once from one client address.
     pub(crate) per_client: usize,
-    /// How long a client may take to send a request head, and a kept-alive connection may sit
-    /// idle between requests.
-    pub(crate) idle: Duration,
+    /// What bounds its connections in time ([`ConnectionTimeouts::ADMIN`],
+    /// [`ConnectionTimeouts::KEY_DIRECTORY`]).
+    pub(crate) timeouts: ConnectionTimeouts,
 }
 
 /// Logs a connection a side listener closed at once: the first ten at `warn`, then one in a
@@ -217,8 +274,9 @@ fn log_refusal(name: &str, peer: std::net::SocketAddr, why: &str, refused: &mut 
 /// Serves a side listener (the admin listener, the key directory) until `shutdown`
 /// completes: every connection HTTP/1.1, admitted by `limits`, served by a service from
 /// `make_service`, given the address the client connected to (the listener's own, a specific
-/// one for a wildcard bind). Connections open at shutdown finish on their own (short
-/// requests; the process exiting ends them). `name` names the listener in logs.
+/// one for a wildcard bind), bounded by `limits.timeouts`. Connections open at shutdown are
+/// asked to finish, and dropped after `limits.timeouts.drain`. `name` names the listener in
+/// logs.
 pub(crate) async fn serve_side_listener<F, S, B>(
     listener: tokio::net::TcpListener,
     name: &'static str,
@@ -237,6 +295,8 @@ pub(crate) async fn serve_side_listener<F, S, B>(
     tokio::pin!(shutdown);
     let open = crate::limits::ClientCounts::default();
     let mut refused = 0u64;
+    // Told to every connection at shutdown, for it to finish (see `drain`).
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -247,7 +307,10 @@ pub(crate) async fn serve_side_listener<F, S, B>(
                     continue;
                 }
             },
-            () = &mut shutdown => return,
+            () = &mut shutdown => {
+                stop.send_replace(true);
+                return;
+            }
         };
         let client = peer.ip().to_canonical();
         if limits.clients.as_ref().is_some_and(|acl| !acl.allows(client)) {
@@ -260,12 +323,16 @@ pub(crate) async fn serve_side_listener<F, S, B>(
         };
         let Ok(local) = stream.local_addr() else { continue };
         let service = make_service(local);
-        let idle = limits.idle;
+        let timeouts = limits.timeouts;
+        let mut stopping = stopping.clone();
         tokio::spawn(async move {
             let _counted = counted;
-            let settings = HttpSettings::new(Some(idle));
-            let pending = std::future::pending::<()>();
-            let serving = serve_connection(stream, Protocol::Http1, &settings, service, pending);
+            // Writes to a client that reads nothing fail after `timeouts.write`.
+            let stream = crate::limits::ClientIo::new(stream, None, timeouts.write, None);
+            let settings = HttpSettings::default();
+            let stop = async move { drop(stopping.wait_for(|stop| *stop).await) };
+            let serving =
+                serve_connection(stream, Protocol::Http1, &settings, &timeouts, service, stop);
             if let Err(e) = serving.await {
                 tracing::debug!(listener = name, client = %peer, error = %e, "connection ended with an error");
             }
@@ -285,6 +352,7 @@ async fn serve_as<I, S, B>(
     io: I,
     version: Version,
     settings: &HttpSettings,
+    timeouts: &ConnectionTimeouts,
     service: S,
     stop: impl Future<Output = ()>,
 ) -> Result<(), ServeError>
@@ -300,41 +368,31 @@ where
     // task's future for as long as it is open, and an async function's future is as large as
     // its largest state. Unboxed, every HTTP/1 connection would carry room for an HTTP/2 one
     // (and the task, past tokio's 16 KiB, a second box); boxed, it holds what it uses.
+    let drain = timeouts.drain;
     match version {
         Version::Http1 if settings.upgrades => {
-            let conn = settings.http1().serve_connection(TokioIo::new(io), service);
-            Box::pin(drain(conn.with_upgrades(), stop)).await
+            let conn = settings.http1(timeouts).serve_connection(TokioIo::new(io), service);
+            Box::pin(drain_within(conn.with_upgrades(), stop, std::future::pending(), drain)).await
         }
         Version::Http1 => {
-            let conn = settings.http1().serve_connection(TokioIo::new(io), service);
-            Box::pin(drain(conn, stop)).await
+            let conn = settings.http1(timeouts).serve_connection(TokioIo::new(io), service);
+            Box::pin(drain_within(conn, stop, std::future::pending(), drain)).await
         }
         // HTTP/2 has no header read timeout that also ends idle connections, as HTTP/1's
-        // does: a connection on which the client sends nothing for that long is asked to
+        // does: a connection on which the client sends nothing for `timeouts.head` is asked to
         // finish (GOAWAY; streams still open, tunnels included, run to their end), so an idle
         // client does not keep its connection slot. Finishing waits for the client (hyper
         // sends GOAWAY and a PING, and waits for its ack); a client that never acks is let go
         // by the keep-alive PINGs of `http2()` (review-house D1).
-        Version::Http2 => match settings.header_read_timeout {
-            Some(idle) => {
-                let activity = std::sync::Arc::new(Activity::new());
-                let seen = activity.clone();
-                let quiet = async move { seen.quiet(idle).await };
-                let io = WatchedIo::reads(io, activity);
-                let conn = settings.http2().serve_connection(TokioIo::new(io), service);
-                let stop = async move {
-                    tokio::select! {
-                        () = stop => {}
-                        () = quiet => {}
-                    }
-                };
-                Box::pin(drain(conn, stop)).await
-            }
-            None => {
-                let conn = settings.http2().serve_connection(TokioIo::new(io), service);
-                Box::pin(drain(conn, stop)).await
-            }
-        },
+        Version::Http2 => {
+            let activity = std::sync::Arc::new(Activity::new());
+            let seen = activity.clone();
+            let head = timeouts.head;
+            let quiet = async move { seen.quiet(head).await };
+            let io = WatchedIo::reads(io, activity);
+            let conn = settings.http2(timeouts).serve_connection(TokioIo::new(io), service);
+            Box::pin(drain_within(conn, stop, quiet, drain)).await
+        }
     }
 }
 
@@ -402,18 +460,34 @@ where
     }
 }
 
-/// Runs `conn`; when `stop` completes first, asks it to finish gracefully and waits for that.
-async fn drain<C: Drain>(conn: C, stop: impl Future<Output = ()>) -> Result<(), ServeError> {
+/// Runs `conn`. When `quiet` completes (the client went silent), asks it to finish and lets
+/// it: its open streams run on, and a client that stops acking is let go by the connection's
+/// own keep-alive. When `stop` completes (shutdown), asks it to finish and waits at most
+/// `drain` for that.
+async fn drain_within<C: Drain>(
+    conn: C,
+    stop: impl Future<Output = ()>,
+    quiet: impl Future<Output = ()>,
+    drain: Duration,
+) -> Result<(), ServeError> {
     tokio::pin!(conn);
     tokio::pin!(stop);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        () = &mut stop => {
+    tokio::select! {
+        r = conn.as_mut() => return Ok(r?),
+        () = &mut stop => {}
+        () = quiet => {
             conn.as_mut().drain();
-            conn.await
+            tokio::select! {
+                r = conn.as_mut() => return Ok(r?),
+                () = &mut stop => {}
+            }
         }
-    };
-    Ok(result?)
+    }
+    conn.as_mut().drain();
+    match tokio::time::timeout(drain, conn).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(ServeError::Unfinished(drain)),
+    }
 }
 
 /// A stream that first yields bytes already read from it.

@@ -38,7 +38,7 @@
 #             RSS            after steady state; beyond the bare proxy's, per authority; and
 #                            after each round (every system, the bare proxy too, steps up once
 #                            its pooled origin connections have carried ~32 requests each; see
-#                            README, "Memory per site")
+#                            docs/benchmarks.md, "Memory per site")
 #             tenth          the candidate again with robots.cache_memory at a tenth of what
 #                            the WIDE entries weighed: RSS after each of WIDE_PASSES runs,
 #                            robots.txt fetches (evicted entries are fetched again)

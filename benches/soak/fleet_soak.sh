@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fleet soak (issue 23): three robots-proxy instances sharing one redis-server (a fleet, README
+# Fleet soak (issue 23): three robots-proxy instances sharing one redis-server (a fleet, docs/fleet.md
 # "Fleet"), each loaded by its own load client, with Redis stopped halfway through and started
 # again REDIS_DOWN seconds later (empty: no persistence, as after a crash). The origins, the
 # robots.txt faults and the load are those of soak.sh. Then PASS/FAIL lines:

@@ -1,30 +1,8 @@
-//! Fuzz target: the canonical percent-encoding (`normalize`) and the authority of a
-//! request-target (`Authority`), fed untrusted request-targets. (What the proxy forwards and
-//! decides on is the `readings` target's.)
-//!
-//! Besides "never panics", it checks that the canonical form is ASCII and a fixed point.
+//! Fuzz target `normalize_path`: its invariants are in `tests/engine/fuzz/normalize_path.rs`, shared with the
+//! ordinary test that runs them on a corpus (`cargo test --test main engine::fuzz`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use robots_proxy::authority::{Authority, Scheme};
-use robots_proxy::robots::normalize::normalize;
+#[path = "../../tests/engine/fuzz/normalize_path.rs"]
+mod invariants;
 
-fuzz_target!(|data: &[u8]| {
-    let text = String::from_utf8_lossy(data);
-
-    let canonical = normalize(data);
-    assert!(canonical.is_ascii());
-    assert_eq!(normalize(canonical.as_bytes()), canonical, "{text:?}");
-
-    for scheme in [Scheme::Http, Scheme::Https] {
-        if let Ok(authority) = Authority::from_host_port(scheme, &text) {
-            let shown = authority.to_string();
-            assert!(shown.is_ascii(), "{shown:?}");
-            let _ = authority.robots_url();
-            let _ = authority.host_header();
-        }
-    }
-    if let Ok(uri) = text.parse::<http::Uri>() {
-        let _ = Authority::from_uri(&uri);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| invariants::check(data));

@@ -55,9 +55,6 @@ const PAGE: &str = include_str!("page.html");
 /// How many names the "top blocked" lists show.
 const TOP: usize = 10;
 
-/// How long a client may take to send request headers to the admin listener.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Most connections from one client address to the admin listener.
 const MAX_PER_CLIENT: usize = 16;
 
@@ -116,7 +113,7 @@ pub async fn serve_with_reload(
         clients: Some(crate::access::ClientAcl::new(&section.allow_clients)),
         max_connections: section.max_connections,
         per_client: MAX_PER_CLIENT.min(section.max_connections),
-        idle: HEADER_READ_TIMEOUT,
+        timeouts: crate::server::ConnectionTimeouts::ADMIN,
     };
     serve_side_listener(listener, "admin", limits, service, shutdown).await;
     sampler.abort();
@@ -397,6 +394,12 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
                 "tunnel": requests(Decision::Tunnel),
                 "throttle": requests(Decision::Throttle),
                 "unavailable": requests(Decision::Unavailable),
+            },
+            // `refuse` split by what was refused: a CONNECT, or any request to a destination
+            // the guard prohibits (the page's tiles; issue 41, review-ops low 6).
+            "refused": {
+                "connect": metrics.blocks_by_cause(crate::audit::AuditAction::ConnectRefuse),
+                "destination": metrics.blocks_by_cause(crate::audit::AuditAction::DestinationProhibited),
             },
             "blocks": metrics.blocks(TOP),
             // Report-only mode: what enforcement would have refused, per token.

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use super::{bad_request, json_response, Body};
 use crate::authority::Authority;
 use crate::policy::{
-    outcome_text, Category, FetchOutcome, ProductToken, Readings, RobotsSnapshot, RobotsState,
-    RobotsTxt, RuleKind,
+    outcome_text, Category, Claim, Decision, FetchOutcome, ProductToken, Readings, RobotsSnapshot,
+    RobotsState, RobotsTxt, RuleKind,
 };
 use crate::proxy::Proxy;
 
@@ -59,9 +59,12 @@ pub(super) async fn explain(
     };
     let snapshot = policy.robots(&authority).await;
     let now = proxy.clock().now();
-    let decision = policy.decide(&snapshot, token.as_ref(), &readings, now);
-    let each: Vec<Value> = policy
-        .decide_each(&snapshot, token.as_ref(), &readings, now)
+    // The proxy's one decision, for a crawler whose user is tied to the token (what would
+    // decide for that crawler itself; a user is not known here); it counts no exception use.
+    let decided = policy.decide(&snapshot, Claim::tied(token.as_ref(), None), &readings, now);
+    let decision = decided.explain();
+    let each: Vec<Value> = decided
+        .each()
         .into_iter()
         .map(|d| {
             json!({
@@ -91,7 +94,7 @@ pub(super) async fn explain(
             "read_path": decision.read_path,
         },
         "readings": each,
-        "usage": usage_state(&policy, &snapshot, token.as_ref(), &readings),
+        "usage": usage_state(&snapshot, &decided),
         "robots": robots_state(&snapshot, token.as_ref(), now),
     });
     let mut body = body;
@@ -103,8 +106,7 @@ pub(super) async fn explain(
     }
     // The exception that would decide (`[[exceptions]]`, for a token; a user is not known
     // here): it overrides robots.txt's decision above.
-    let exception = policy.exception_would_decide(&snapshot, token.as_ref(), &readings, now);
-    if let (Some(x), Some(map)) = (exception, body.as_object_mut()) {
+    if let (Some(x), Some(map)) = (decided.exception(), body.as_object_mut()) {
         map.insert(
             "exception".to_owned(),
             json!({
@@ -121,16 +123,11 @@ pub(super) async fn explain(
 
 /// The AI usage preferences robots.txt states for this URL (`Content-Usage`,
 /// `Content-Signal`): each category's value (`y`, `n`, `unknown`) and deciding line.
-fn usage_state(
-    policy: &crate::policy::Policy,
-    snapshot: &RobotsSnapshot,
-    token: Option<&ProductToken>,
-    readings: &Readings,
-) -> Value {
+fn usage_state(snapshot: &RobotsSnapshot, decision: &Decision<'_>) -> Value {
     if snapshot.rules.parsed().is_none() {
         return json!({});
     }
-    let prefs = policy.usage_for(snapshot, token, readings);
+    let prefs = decision.usage();
     let mut out = serde_json::Map::new();
     for c in Category::ALL {
         let s = prefs.get(c);

@@ -60,6 +60,9 @@ pub(super) struct Restart {
     pub(super) found: Option<(u64, String)>,
     /// The last checkpoint verified (`audit.restart.anchored_records`).
     pub(super) anchored: Option<u64>,
+    /// The checkpoint key changed (`other_key`): the key id of the file's last checkpoint and
+    /// the proxy's, for the `audit_key_changed` record written after this one.
+    pub(super) key_change: Option<(String, String)>,
 }
 
 impl Restart {
@@ -226,7 +229,7 @@ pub(super) fn resume(file: &mut File, log: &Path, key: Option<&PublicKey>) -> Re
     let restart =
         |reason: &'static str, sentence: String, tail: Option<(u64, [u8; 64])>, anchored| {
             let found = tail.map(|(s, h)| (s, String::from_utf8_lossy(&h).into_owned()));
-            let restart = Restart { reason, sentence, found, anchored };
+            let restart = Restart { reason, sentence, found, anchored, key_change: None };
             tracing::warn!(
                 path = %log.display(), reason, why = %restart.sentence,
                 "the audit log's chain cannot be continued under the checkpoint key: a new chain \
@@ -348,16 +351,22 @@ pub(super) fn resume(file: &mut File, log: &Path, key: Option<&PublicKey>) -> Re
             Some(sequence),
         ),
         Found::NoCheckpoint { other_key, tail } => match other_key {
-            Some(keyid) => restart(
-                "other_key",
-                format!(
-                    "the last checkpoint in the file is signed by key {keyid}, not by this \
-                     proxy's key ({}); none verifies with it",
-                    key.keyid()
-                ),
-                tail,
-                None,
-            ),
+            Some(keyid) => {
+                let mut resumed = restart(
+                    "other_key",
+                    format!(
+                        "the last checkpoint in the file is signed by key {keyid}, not by this \
+                         proxy's key ({}); none verifies with it",
+                        key.keyid()
+                    ),
+                    tail,
+                    None,
+                );
+                if let Some(restart) = &mut resumed.restart {
+                    restart.key_change = Some((keyid, key.keyid().to_owned()));
+                }
+                resumed
+            }
             None => restart(
                 "no_checkpoint",
                 "no checkpoint in the file verifies with this proxy's key (none, or each one \

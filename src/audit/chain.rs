@@ -97,6 +97,12 @@ pub struct Sealed<'a> {
     pub scheme: Scheme,
 }
 
+/// The Merkle leaf hash of a line of the chain as written (without its newline), by its own
+/// scheme ([`Sealed::leaf`]); a line that is not a sealed record is hashed whole.
+pub fn leaf_of_line(line: &[u8]) -> Hash {
+    Sealed::parse(line).map_or_else(|| merkle::leaf_hash(line), |sealed| sealed.leaf())
+}
+
 impl<'a> Sealed<'a> {
     /// The line split, when it ends with `,"event.hash":"<64 lowercase hex>"}`.
     pub fn parse(line: &'a [u8]) -> Option<Sealed<'a>> {

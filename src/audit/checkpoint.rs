@@ -273,7 +273,7 @@ impl PublicKey {
         Self::parse(&bytes).map_err(fail)
     }
 
-    fn parse(bytes: &[u8]) -> Result<PublicKey, String> {
+    pub(super) fn parse(bytes: &[u8]) -> Result<PublicKey, String> {
         let text = std::str::from_utf8(bytes).map_err(|_| "not text".to_owned())?.trim();
         if text.starts_with('{') {
             let value: serde_json::Value =

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::checkpoint::{load_key, PublicKey};
+use super::keyset::KeySet;
 use super::verify::{read_shipped, verify, Options, Status};
 use super::AuditSection;
 use crate::output::terminal;
@@ -31,13 +32,32 @@ pub enum AuditCommand {
         config: Option<PathBuf>,
         /// Check checkpoint signatures with this public key (a JWK, as `audit public-key`
         /// prints it, or a PEM PUBLIC KEY), kept away from the machine that writes the log.
+        /// Give it again for each key the log was signed with, or give a key set (a JWK Set,
+        /// `{"keys": [...]}`); a JWK may carry `valid_from` and `valid_until` (RFC 3339), the
+        /// window in which its checkpoints are accepted (docs/audit.md, "Key sets").
         #[arg(long, value_name = "FILE")]
-        public_key: Option<PathBuf>,
+        public_key: Vec<PathBuf>,
         /// Checkpoints kept away from the machine (any file of audit lines: its
         /// `audit_checkpoint` records): each one within the files' range must be in them, so a
         /// tail cut off after it, or records rewritten before it, are found.
         #[arg(long, value_name = "FILE")]
         checkpoints: Option<PathBuf>,
+        /// Require cosignatures of this witness key (a C2SP vkey, `name+keyid+base64`, or a
+        /// file holding one; repeatable): each of its cosignatures in the files must verify,
+        /// and a checkpoint must be cosigned by `--witness-quorum` of the keys (else exit 3).
+        #[arg(long, value_name = "VKEY")]
+        witness_key: Vec<String>,
+        /// How many of the `--witness-key` keys must cosign one checkpoint (default: all).
+        #[arg(long, value_name = "N", requires = "witness_key")]
+        witness_quorum: Option<usize>,
+        /// Demand coverage from this time (RFC 3339) on: every record from then to `--to` is
+        /// covered by a signed checkpoint, with no gap in their cadence beyond the interval
+        /// plus 10 s (a break is exit 1). Needs a key.
+        #[arg(long, value_name = "T1")]
+        from: Option<String>,
+        /// The end of the range `--from` starts (RFC 3339; default: now).
+        #[arg(long, value_name = "T2")]
+        to: Option<String>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -65,6 +85,13 @@ pub enum AuditCommand {
         /// The checkpoint key's public half (JWK or PEM PUBLIC KEY).
         #[arg(long, value_name = "FILE")]
         public_key: PathBuf,
+        /// Also require a cosignature of this witness key on the checkpoint (a C2SP vkey, or
+        /// a file holding one; repeatable).
+        #[arg(long, value_name = "VKEY")]
+        witness_key: Vec<String>,
+        /// How many of the `--witness-key` keys must have cosigned it (default: all).
+        #[arg(long, value_name = "N", requires = "witness_key")]
+        witness_quorum: Option<usize>,
     },
     /// Prove that the checkpoint NEW extends the checkpoint OLD (both signed-note text files,
     /// as `GET /audit/checkpoint` serves them or `audit.checkpoint.note` holds them), with the
@@ -100,18 +127,40 @@ pub fn run(
     load: &dyn Fn(Option<PathBuf>) -> Result<AuditSection, String>,
 ) -> ExitCode {
     match command {
-        AuditCommand::Verify { files, config, public_key, checkpoints, json } => {
-            let key = match (public_key, config) {
-                (Some(path), _) => match PublicKey::read(&path) {
-                    Ok(key) => Some(key),
+        AuditCommand::Verify {
+            files,
+            config,
+            public_key,
+            checkpoints,
+            witness_key,
+            witness_quorum,
+            from,
+            to,
+            json,
+        } => {
+            let witnesses = match witness_keys(&witness_key, witness_quorum) {
+                Ok(w) => w,
+                Err(e) => return fail("verify", &e, 2),
+            };
+            let range = match range_of(from.as_deref(), to.as_deref()) {
+                Ok(range) => range,
+                Err(e) => return fail("verify", &e, 2),
+            };
+            let key = match (public_key.is_empty(), config) {
+                (false, _) => match KeySet::read(&public_key) {
+                    Ok(keys) => Some(keys),
                     Err(e) => return fail("verify", &format!("--public-key {e}"), 2),
                 },
-                (None, Some(config)) => match configured_key(load, Some(config)) {
-                    Ok(key) => key,
+                (true, Some(config)) => match configured_key(load, Some(config)) {
+                    Ok(key) => key.map(KeySet::single),
                     Err(e) => return fail("verify", &e, 2),
                 },
-                (None, None) => None,
+                (true, None) => None,
             };
+            if range.is_some() && key.is_none() {
+                let why = "--from/--to demand signed checkpoints: give --public-key (or --config)";
+                return fail("verify", why, 2);
+            }
             let shipped = match &checkpoints {
                 None => Vec::new(),
                 Some(path) => match read_shipped(path, key.as_ref()) {
@@ -129,7 +178,9 @@ pub fn run(
                     }
                 },
             };
-            let report = verify(&files, Options { public_key: key.as_ref(), shipped: &shipped });
+            let mut report =
+                verify(&files, Options { keys: key.as_ref(), shipped: &shipped, range });
+            super::witness::verify::apply(&mut report, &files, &witnesses.0, witnesses.1);
             if json {
                 match serde_json::to_vec_pretty(&report) {
                     Ok(mut text) => {
@@ -159,7 +210,11 @@ pub fn run(
             Ok(proof) => print_json("prove", &proof),
             Err(e) => fail("prove", &e.to_string(), e.exit_code()),
         },
-        AuditCommand::CheckProof { proof, public_key } => {
+        AuditCommand::CheckProof { proof, public_key, witness_key, witness_quorum } => {
+            let (witnesses, quorum) = match witness_keys(&witness_key, witness_quorum) {
+                Ok(w) => w,
+                Err(e) => return fail("check-proof", &e, 2),
+            };
             let key = match PublicKey::read(&public_key) {
                 Ok(key) => key,
                 Err(e) => return fail("check-proof", &format!("--public-key {e}"), 2),
@@ -174,8 +229,14 @@ pub fn run(
                 Ok(parsed) => parsed,
                 Err(e) => return fail("check-proof", &e, 2),
             };
-            match super::proof::check(&parsed, &key) {
-                Ok(c) => {
+            let checked = super::proof::check(&parsed, &key).and_then(|c| {
+                super::proof::check_cosigned(&parsed, &witnesses, quorum).map(|names| (c, names))
+            });
+            match checked {
+                Ok((c, names)) => {
+                    if !names.is_empty() {
+                        println!("cosigned by witness(es) {}", terminal(&names.join(", ")));
+                    }
                     println!(
                         "valid: record event.sequence {} is leaf {} of {} tree size {}, signed by key {}",
                         parsed.sequence, parsed.leaf_index, terminal(&c.origin), c.size, key.keyid()
@@ -214,6 +275,55 @@ pub fn run(
             Err(e) => fail("public-key", &e, 1),
         },
     }
+}
+
+/// The witness keys of `--witness-key` (each a vkey, or a file holding one) and the quorum.
+fn witness_keys(
+    given: &[String],
+    quorum: Option<usize>,
+) -> Result<(Vec<super::witness::WitnessKey>, usize), String> {
+    let mut keys = Vec::new();
+    for text in given {
+        let key = match text.parse() {
+            Ok(key) => key,
+            Err(e) => match std::fs::read_to_string(text) {
+                Ok(file) => {
+                    file.trim().parse().map_err(|e| format!("--witness-key {text}: {e}"))?
+                }
+                Err(_) => return Err(format!("--witness-key {text:?}: {e}")),
+            },
+        };
+        keys.push(key);
+    }
+    let quorum = quorum.unwrap_or(keys.len());
+    if !keys.is_empty() && !(1..=keys.len()).contains(&quorum) {
+        return Err(format!(
+            "--witness-quorum {quorum}: from 1 to the {} key(s) given",
+            keys.len()
+        ));
+    }
+    Ok((keys, quorum))
+}
+
+/// `--from`, `--to` (RFC 3339): the range, from the epoch or to now when one is left out.
+fn range_of(
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<Option<(std::time::SystemTime, std::time::SystemTime)>, String> {
+    if from.is_none() && to.is_none() {
+        return Ok(None);
+    }
+    let parse = |name: &str, text: Option<&str>, default| match text {
+        None => Ok(default),
+        Some(text) => super::verify::parse_time(text)
+            .ok_or_else(|| format!("{name} {text:?} is not an RFC 3339 time with a zone")),
+    };
+    let from = parse("--from", from, std::time::UNIX_EPOCH)?;
+    let to = parse("--to", to, std::time::SystemTime::now())?;
+    if to < from {
+        return Err("--to is before --from".to_owned());
+    }
+    Ok(Some((from, to)))
 }
 
 /// The public half of `audit.checkpoint_key`, when set.

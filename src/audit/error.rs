@@ -43,6 +43,9 @@ pub enum AuditError {
         /// Why.
         source: crate::signing::keys::KeyError,
     },
+    /// `audit.witnesses` or `audit.witness_keys` cannot be used.
+    #[error("audit witnesses: {0}")]
+    Witnesses(String),
     /// A record could not be serialised (not expected: every field is a string or a number).
     #[error("cannot serialise an audit record: {0}")]
     Encode(#[from] serde_json::Error),

@@ -509,6 +509,10 @@ struct Shared {
     /// records it writes itself).
     node: Arc<std::sync::OnceLock<String>>,
     latest: Option<LatestCheckpoint>,
+    /// The witnesses checkpoints are pushed to (`audit.witnesses`).
+    witnesses: Option<Arc<witness::Hub>>,
+    /// The settings the last lifecycle record named (`lifecycle.rs`).
+    logged: Mutex<Option<LoggedSettings>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -560,10 +564,14 @@ impl AuditLog {
         let counters = Arc::new(Counters::default());
         let node = Arc::new(std::sync::OnceLock::new());
         let latest = key.is_some().then(LatestCheckpoint::default);
+        let witnesses = witness::hub(&settings, &path)?;
         let mut writer =
             Writer::new(path.clone(), file, &settings, counters.clone(), node.clone(), key);
         if let Some(latest) = &latest {
             writer.publish_to(latest);
+        }
+        if let Some(hub) = &witnesses {
+            writer.feed(hub.clone());
         }
         let handle = runtime.spawn(writer.run(rx));
         Ok(AuditLog {
@@ -576,6 +584,8 @@ impl AuditLog {
                 writer: Mutex::new(Some(handle)),
                 node,
                 latest,
+                witnesses,
+                logged: Mutex::new(None),
             }),
         })
     }
@@ -707,7 +717,7 @@ impl AuditLog {
 
     /// Closes the file and opens the path again, for log rotation: after the file has been
     /// renamed away, records queued before this call go to the old file and later ones to a new
-    /// file at the path. Call it on `SIGHUP` (what logrotate's `postrotate` usually sends).
+    /// file at the path. Called on `SIGUSR1` (logrotate's `postrotate`) and on `SIGHUP`.
     pub async fn reopen(&self) -> Result<(), AuditError> {
         self.request(Command::Reopen).await
     }
@@ -755,10 +765,13 @@ impl AuditLog {
 mod error;
 mod fetches;
 pub use error::AuditError;
+mod lifecycle;
+pub use lifecycle::LoggedSettings;
 mod anchor;
 pub mod chain;
 pub mod checkpoint;
 pub mod commands;
+pub mod keyset;
 pub mod merkle;
 pub mod note;
 pub mod proof;
@@ -771,43 +784,11 @@ mod versions;
 pub use versions::VersionFields;
 mod writer;
 
+pub mod witness;
 pub use published::{CheckpointPage, LatestCheckpoint, CHECKPOINT_PATH};
 mod published;
 
 use writer::Writer;
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn header_values_are_escaped_reversibly() {
-        use super::escape_header_value as e;
-        assert_eq!(
-            e(b"ExampleBot/1.0 (+https://x.example)"),
-            "ExampleBot/1.0 (+https://x.example)"
-        );
-        assert_eq!(e(b"ExampleBot/1.0 caf\xe9"), "ExampleBot/1.0 caf\\xE9");
-        assert_eq!(e("é".as_bytes()), "\\xC3\\xA9");
-        assert_eq!(e(b"a\\b\tc\x7f\x00"), "a\\\\b\tc\\x7F\\x00");
-    }
-
-    use super::*;
-    use std::time::UNIX_EPOCH;
-
-    #[test]
-    fn host_of_authority() {
-        assert_eq!(host_of("http://example.com"), "example.com");
-        assert_eq!(host_of("https://example.com:8443"), "example.com");
-        assert_eq!(host_of("http://[::1]:8080"), "[::1]");
-        assert_eq!(host_of("http://[::1]"), "[::1]");
-        assert_eq!(host_of("example.com:80"), "example.com");
-    }
-
-    #[test]
-    fn timestamp_is_rfc3339_utc_millis() {
-        let at = UNIX_EPOCH + Duration::from_millis(1_795_321_996_123);
-        assert_eq!(timestamp(at), "2026-11-22T04:33:16.123Z");
-        assert_eq!(timestamp(UNIX_EPOCH - Duration::from_secs(5)), "1970-01-01T00:00:00.000Z");
-        let far = UNIX_EPOCH + Duration::from_secs(400_000_000_000);
-        assert_eq!(timestamp(far), "9999-12-31T23:59:59.999Z");
-    }
-}
+mod tests;

@@ -78,8 +78,11 @@ struct Tree {
     leaves: Vec<Hash>,
     /// (tree size, note, the checkpoint record's sequence).
     checkpoints: Vec<(u64, String, u64)>,
-    /// The line proved, when in this tree: its leaf's bytes and its scheme.
-    wanted: Option<(String, Scheme)>,
+    /// The lines to prove that are in this tree, by sequence: each leaf's bytes and its scheme.
+    wanted: std::collections::BTreeMap<u64, (String, Scheme)>,
+    /// Witnesses' cosignatures (`audit_cosignature`): the checkpoint record's sequence, and
+    /// the witness's signature lines.
+    cosignatures: Vec<(u64, Vec<String>)>,
 }
 
 #[derive(Deserialize)]
@@ -92,11 +95,16 @@ struct Members {
     tree_size: Option<u64>,
     #[serde(rename = "audit.checkpoint.note")]
     note: Option<String>,
+    #[serde(rename = "event.action")]
+    action: Option<String>,
 }
 
 /// Reads the trees of `files` (oldest first). A tree whose first record the files do not hold
-/// is left out (its indexes are not known). `want`: the sequence of a line to keep.
-fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofError> {
+/// is left out (its indexes are not known). `want`: the sequences of the lines to keep.
+fn read_trees(
+    files: &[PathBuf],
+    want: &std::collections::BTreeSet<u64>,
+) -> Result<Vec<Tree>, ProofError> {
     let mut trees: Vec<Tree> = Vec::new();
     let mut current: Option<Tree> = None;
     for path in files {
@@ -125,16 +133,23 @@ fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofEr
                     first_sequence: sequence,
                     leaves: Vec::new(),
                     checkpoints: Vec::new(),
-                    wanted: None,
+                    wanted: Default::default(),
+                    cosignatures: Vec::new(),
                 });
             }
             let Some(tree) = current.as_mut() else { continue };
             if let (Some(size), Some(note)) = (m.tree_size, m.note) {
                 tree.checkpoints.push((size, note, sequence));
             }
-            if want == Some(sequence) {
+            let cosignature = m.action.as_deref() == Some("audit_cosignature");
+            let cosigned = cosignature.then(|| super::witness::record::Cosignature::parse(&line));
+            if let Some(c) = cosigned.flatten() {
+                let lines = c.witness_lines().into_iter().map(|l| format!("{l}\n")).collect();
+                tree.cosignatures.push((c.checkpoint_sequence, lines));
+            }
+            if want.contains(&sequence) {
                 let bytes = String::from_utf8_lossy(&sealed.leaf_bytes()).into_owned();
-                tree.wanted = Some((bytes, sealed.scheme));
+                tree.wanted.insert(sequence, (bytes, sealed.scheme));
             }
             tree.leaves.push(sealed.leaf());
         }
@@ -145,15 +160,32 @@ fn read_trees(files: &[PathBuf], want: Option<u64>) -> Result<Vec<Tree>, ProofEr
 
 /// The proof that record `sequence` of `files` is in the first checkpoint that covers it.
 pub fn prove(files: &[PathBuf], sequence: u64) -> Result<InclusionProof, ProofError> {
-    let trees = read_trees(files, Some(sequence))?;
-    let tree = trees.iter().rev().find(|t| t.wanted.is_some()).ok_or_else(|| {
+    let trees = read_trees(files, &[sequence].into())?;
+    prove_in(&trees, sequence)
+}
+
+/// [`prove`] for each of `sequences`, reading the files once (`evidence export`).
+pub fn prove_many(
+    files: &[PathBuf],
+    sequences: &[u64],
+) -> Result<Vec<Result<InclusionProof, ProofError>>, ProofError> {
+    let trees = read_trees(files, &sequences.iter().copied().collect())?;
+    Ok(sequences.iter().map(|&sequence| prove_in(&trees, sequence)).collect())
+}
+
+fn prove_in(trees: &[Tree], sequence: u64) -> Result<InclusionProof, ProofError> {
+    let tree = trees.iter().rev().find(|t| t.wanted.contains_key(&sequence)).ok_or_else(|| {
         ProofError::Input(format!(
             "no record with event.sequence {sequence} in a chain whose first record (event.\
              previous_hash 64 zeros) the files hold: give every file from the oldest"
         ))
     })?;
     let index = sequence - tree.first_sequence;
-    let Some((size, note, at)) = tree.checkpoints.iter().find(|(size, _, _)| *size > index) else {
+    // The first checkpoint that covers it and that witnesses cosigned, else the first.
+    let covers = |(size, _, _): &&(u64, String, u64)| *size > index;
+    let cosigned = |(_, _, at): &&(u64, String, u64)| tree.cosignatures.iter().any(|c| c.0 == *at);
+    let chosen = tree.checkpoints.iter().filter(covers).find(cosigned);
+    let Some((size, note, at)) = chosen.or_else(|| tree.checkpoints.iter().find(covers)) else {
         return Err(ProofError::Input(format!(
             "no checkpoint with a Merkle tree covers event.sequence {sequence} yet (the next \
              checkpoint of the proxy will: at most audit.checkpoint_interval later)"
@@ -175,7 +207,8 @@ pub fn prove(files: &[PathBuf], sequence: u64) -> Result<InclusionProof, ProofEr
     }
     let proof = merkle::inclusion_proof(usize::try_from(index).unwrap_or(usize::MAX), leaves)
         .unwrap_or_default();
-    let (record, scheme) = tree.wanted.clone().unwrap_or((String::new(), Scheme::Leaf));
+    let (record, scheme) =
+        tree.wanted.get(&sequence).cloned().unwrap_or((String::new(), Scheme::Leaf));
     let format = if scheme == Scheme::Line { PROOF_FORMAT_V1 } else { PROOF_FORMAT };
     Ok(InclusionProof {
         format: format.to_owned(),
@@ -186,9 +219,20 @@ pub fn prove(files: &[PathBuf], sequence: u64) -> Result<InclusionProof, ProofEr
         tree_size: *size,
         root: merkle::encode(&root),
         proof: proof.iter().map(merkle::encode).collect(),
-        checkpoint: note.clone(),
+        checkpoint: cosigned_note(note, *at, &tree.cosignatures),
         checkpoint_sequence: *at,
     })
+}
+
+/// The checkpoint `note` (record `at`) with the witnesses' signature lines recorded for it.
+fn cosigned_note(note: &str, at: u64, cosignatures: &[(u64, Vec<String>)]) -> String {
+    let mut out = note.to_owned();
+    for line in cosignatures.iter().filter(|c| c.0 == at).flat_map(|c| &c.1) {
+        if !out.contains(line.as_str()) {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// The checkpoint a note says, unverified.
@@ -257,6 +301,34 @@ pub fn check(proof: &InclusionProof, key: &PublicKey) -> Result<Checkpoint, Proo
     Ok(checkpoint)
 }
 
+/// The names of the `keys` whose cosignatures of the proof's checkpoint verify; an error when
+/// one of them does not verify, or fewer than `quorum` keys cosigned it.
+pub fn check_cosigned(
+    proof: &InclusionProof,
+    keys: &[super::witness::WitnessKey],
+    quorum: usize,
+) -> Result<Vec<String>, ProofError> {
+    let note = &proof.checkpoint;
+    let at = note.rfind("\n\n").ok_or_else(|| ProofError::Input("not a signed note".into()))?;
+    let (text, lines) = (&note[..at + 1], &note[at + 2..]);
+    let mut names = Vec::new();
+    for key in keys {
+        match key.find(text, lines.lines()) {
+            Ok(Some(_)) => names.push(key.name().to_owned()),
+            Ok(None) => {}
+            Err(e) => return Err(ProofError::Invalid(format!("witness {}: {e}", key.name()))),
+        }
+    }
+    if names.len() < quorum {
+        return Err(ProofError::Invalid(format!(
+            "the checkpoint is cosigned by {} of the {} witness key(s) given, not {quorum}",
+            names.len(),
+            keys.len()
+        )));
+    }
+    Ok(names)
+}
+
 /// A consistency proof between two checkpoints, as `audit consistency` prints it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Consistency {
@@ -298,7 +370,7 @@ pub fn consistency(
             old.size, new.size
         )));
     }
-    let trees = read_trees(files, None)?;
+    let trees = read_trees(files, &Default::default())?;
     let has_origin = |t: &&Tree| {
         t.checkpoints.iter().any(|(_, n, _)| note_text(n).is_ok_and(|c| c.origin == new.origin))
     };

@@ -4,14 +4,27 @@
 
 use std::sync::{Arc, RwLock};
 
-/// The note (C2SP tlog-checkpoint, signed-note text) of the last checkpoint written.
+/// The note (C2SP tlog-checkpoint, signed-note text) of the last checkpoint written, and the
+/// witnesses' cosignature lines gathered for it (`audit.witnesses`).
 #[derive(Debug, Clone, Default)]
-pub struct LatestCheckpoint(Arc<RwLock<Option<Arc<str>>>>);
+pub struct LatestCheckpoint(Arc<RwLock<Option<Served>>>);
+
+#[derive(Debug)]
+struct Served {
+    note: Arc<str>,
+    cosignatures: Vec<String>,
+}
 
 impl LatestCheckpoint {
-    /// The last checkpoint's note, if one was written since the start.
+    /// The last checkpoint's note, if one was written since the start, with the witnesses'
+    /// cosignature lines gathered for it after the log's signature.
     pub fn get(&self) -> Option<Arc<str>> {
-        self.0.read().map(|n| n.clone()).unwrap_or(None)
+        let served = self.0.read().ok()?;
+        let served = served.as_ref()?;
+        if served.cosignatures.is_empty() {
+            return Some(served.note.clone());
+        }
+        Some(format!("{}{}", served.note, served.cosignatures.concat()).into())
     }
 
     /// Takes the note of the checkpoint `line` (its `audit.checkpoint.note`).
@@ -24,7 +37,19 @@ impl LatestCheckpoint {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let Ok(Note { note: Some(note) }) = serde_json::from_slice(line) else { return };
         if let Ok(mut latest) = self.0.write() {
-            *latest = Some(note.into());
+            *latest = Some(Served { note: note.into(), cosignatures: Vec::new() });
+        }
+    }
+
+    /// Adds a witness's cosignature `line` (newline included) of the checkpoint `note`, while
+    /// that is still the latest.
+    pub(super) fn add_cosignature(&self, note: &str, line: &str) {
+        if let Ok(mut latest) = self.0.write() {
+            if let Some(served) = latest.as_mut().filter(|s| &*s.note == note) {
+                if !served.cosignatures.iter().any(|l| l == line) {
+                    served.cosignatures.push(line.to_owned());
+                }
+            }
         }
     }
 }

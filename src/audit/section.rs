@@ -40,6 +40,12 @@ pub struct AuditSection {
     /// How soon after a record a signed checkpoint follows it (with `checkpoint_key`).
     #[serde(with = "humantime_serde")]
     pub checkpoint_interval: Duration,
+    /// Witnesses (C2SP tlog-witness submission prefixes, `https://`, or `http://` to a
+    /// loopback address) that each checkpoint is pushed to, for their cosignatures.
+    pub witnesses: Vec<String>,
+    /// The witnesses' public keys (C2SP vkeys, `name+keyid+base64`), one per URL of
+    /// `witnesses`, in the same order.
+    pub witness_keys: Vec<String>,
 }
 
 impl Default for AuditSection {
@@ -52,6 +58,8 @@ impl Default for AuditSection {
             queue_capacity: 4096,
             checkpoint_key: None,
             checkpoint_interval: super::checkpoint::DEFAULT_INTERVAL,
+            witnesses: Vec::new(),
+            witness_keys: Vec::new(),
         }
     }
 }

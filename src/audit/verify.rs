@@ -16,10 +16,15 @@ use serde::{Deserialize, Serialize};
 
 use super::chain::{Sealed, GENESIS};
 use super::checkpoint::{Previous, PublicKey, Signed};
+use super::keyset::KeySet;
 
 mod coverage;
+mod manifest;
+mod range;
 mod shipped;
 mod tree;
+pub use coverage::parse_time;
+use shipped::check_shipped;
 pub use shipped::read_shipped;
 
 mod report;
@@ -74,6 +79,14 @@ pub enum Kind {
     TailCut,
     /// A signed checkpoint given with `--checkpoints` names a record the files do not hold.
     Rewritten,
+    /// A file is shorter than the manifest (`audit_manifest`) that names it says.
+    Truncated,
+    /// A file's bytes are not those the manifest that names it hashed (or were added to a
+    /// rotated file after it was closed).
+    Replaced,
+    /// With `--from`/`--to`: a record in the range that no signed checkpoint covers, or a
+    /// gap in the cadence of signed checkpoints within it.
+    Uncovered,
     /// A file cannot be read.
     Unreadable,
     /// A line is not JSON, and not a torn line.
@@ -138,15 +151,18 @@ pub struct Shipped {
 /// What to verify with.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Options<'a> {
-    /// Check checkpoint signatures with this key.
-    pub public_key: Option<&'a PublicKey>,
+    /// Check checkpoint signatures with these keys (each valid in its window).
+    pub keys: Option<&'a KeySet>,
     /// Checkpoints kept elsewhere that the files must hold.
     pub shipped: &'a [Shipped],
+    /// `--from`, `--to`: the range of time that signed checkpoints must cover (`range.rs`).
+    pub range: Option<(std::time::SystemTime, std::time::SystemTime)>,
 }
 
 /// Verifies `files`, in order, as one chain; checkpoint signatures with `key` when given.
 pub fn verify_files(files: &[PathBuf], key: Option<&PublicKey>) -> Report {
-    verify(files, Options { public_key: key, shipped: &[] })
+    let keys = key.cloned().map(KeySet::single);
+    verify(files, Options { keys: keys.as_ref(), shipped: &[], range: None })
 }
 
 /// The fields of a line that the chain needs.
@@ -254,6 +270,9 @@ struct State<'a> {
     /// a checkpoint earlier than it (a genuine one replayed later in the files) proves nothing.
     signed_time: Option<std::time::SystemTime>,
     tree: tree::Leaves, // The Merkle tree of the chain so far, when known.
+    manifests: Vec<(Location, manifest::Named)>, // `audit_manifest` records read.
+    range: range::Coverage, // `--from`, `--to`.
+    paths: Vec<PathBuf>, // The files given.
 }
 
 enum Stop {
@@ -268,12 +287,13 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
         files: Vec::new(),
         records: 0,
         checkpoints: 0,
-        keyid: options.public_key.map(|k| k.keyid().to_owned()),
+        keyid: options.keys.map(KeySet::keyids),
         last_signed: None,
         unsigned_records: 0,
         torn: Vec::new(),
         notes: Vec::new(),
         unproven: Vec::new(),
+        breaks: Vec::new(),
         problem: None,
     };
     let mut state = State {
@@ -293,6 +313,9 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
         unvouched: None,
         signed_time: None,
         tree: tree::Leaves::default(),
+        manifests: Vec::new(),
+        range: range::Coverage::new(options.range),
+        paths: files.to_vec(),
     };
     for (i, c) in options.shipped.iter().enumerate() {
         state.wanted.insert(c.head.clone(), i);
@@ -300,6 +323,7 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
     let stop = run(files, &mut state);
     if stop.is_ok() {
         coverage::at_end(&mut state);
+        range::at_end(&mut state);
     }
     let mut report = state.report;
     match stop {
@@ -315,6 +339,13 @@ pub fn verify(files: &[PathBuf], options: Options<'_>) -> Report {
     }
     if report.records == 0 && report.status == Status::Intact {
         report.notes.push("the files hold no record".to_owned());
+    }
+    if let (Status::Intact | Status::Unproven, Some(first)) = (report.status, report.breaks.first())
+    {
+        report.status = Status::Tampered;
+        let (file, line) = (first.from.file.clone(), Some(first.from.line));
+        report.problem =
+            Some(Problem { kind: Kind::Uncovered, file, line, message: first.why.clone() });
     }
     if report.status == Status::Intact && !report.unproven.is_empty() {
         report.status = Status::Unproven;
@@ -353,6 +384,7 @@ fn run(files: &[PathBuf], state: &mut State<'_>) -> Result<(), Stop> {
             coverage::rotated_file_end(&shown, state);
         }
     }
+    manifest::check(files, state)?;
     check_shipped(state)
 }
 
@@ -417,6 +449,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
             && fields.previous.as_deref().map(str::as_bytes) == Some(&GENESIS[..]);
         if restart && state.head.is_some() {
             coverage::restart(&fields, &at, state);
+            range::restart(state);
             state.head = None;
         }
         // The hash this record continues from.
@@ -444,6 +477,9 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 }
                 if let Some(head) = state.head {
                     if out != head {
+                        if let Some(stop) = explain(&line.bytes, first_in_file, &at, state) {
+                            return Err(stop);
+                        }
                         return Err(break_at(
                             file,
                             first_in_file,
@@ -492,12 +528,16 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
             ));
         }
         let checkpoint = fields.action.as_deref() == Some("audit_checkpoint");
+        if fields.action.as_deref() == Some("audit_manifest") {
+            manifest::seen(&line.bytes, &at, state);
+        }
         tree::leaf(&line.bytes, leaf, previous == GENESIS, checkpoint, &at, state)?;
         let proven = if checkpoint {
             check_checkpoint(&line.bytes, &previous, sequence, &at, state)?
         } else {
             state.report.unsigned_records += 1;
             coverage::unsigned(&fields, &at, state);
+            range::record(&fields, &at, state);
             false
         };
         // With a key, a restart is vouched for by the checkpoint right after it (its head the
@@ -525,6 +565,13 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
         first_in_file = false;
     }
     Ok(())
+}
+
+/// A break at the first line of a file that is a rotation manifest: the file it names,
+/// checked against it (`manifest.rs`).
+fn explain(line: &[u8], first_in_file: bool, at: &Location, state: &State<'_>) -> Option<Stop> {
+    let manifest = first_in_file && line.windows(16).any(|w| w == b"\"audit_manifest\"");
+    manifest.then(|| manifest::explain(line, at, &state.paths, state)).flatten()
 }
 
 /// Checks a checkpoint record; `Ok(true)` when it verifies with the key given and vouches for
@@ -575,24 +622,23 @@ fn check_checkpoint(
     let this = signed
         .as_previous()
         .map(|p| (p, signed.timestamp.clone().unwrap_or_default(), signed.interval_ms));
-    let Some(key) = state.options.public_key else {
+    let Some(keys) = state.options.keys else {
         state.last_checkpoint = this;
         return Ok(false);
     };
-    let keyid = signed.keyid.as_deref().unwrap_or("");
-    if keyid != key.keyid() {
-        return bad(format!(
-            "the checkpoint is signed by key {keyid:?}, not by the key given ({})",
-            key.keyid()
-        ));
-    }
+    // A key of the set, valid at the checkpoint's time (a key change is no tampering; an
+    // unknown key, or one outside its window, is).
+    let time = signed.timestamp.as_deref().and_then(coverage::parse_time);
+    let key = match keys.valid(signed.keyid.as_deref().unwrap_or(""), time) {
+        Ok(key) => key,
+        Err(why) => return bad(why),
+    };
     if !signed.verifies_with(key) {
         return bad("the checkpoint's signature does not verify: it was forged or changed".into());
     }
     state.last_checkpoint = this;
     // The writer's checkpoints never go back in time, across restarts too: one that does is a
     // genuine checkpoint (and restart) copied later into the files.
-    let time = signed.timestamp.as_deref().and_then(coverage::parse_time);
     if let (Some(time), Some(before)) = (time, state.signed_time) {
         if time < before {
             state.report.notes.push(format!(
@@ -606,6 +652,7 @@ fn check_checkpoint(
     if time.is_some() {
         state.signed_time = time;
     }
+    range::signed(time, signed.interval_ms, at, state);
     state.report.last_signed = Some(at.clone());
     state.report.unsigned_records = 0;
     state.unsigned_from = None;
@@ -712,37 +759,4 @@ fn break_at(
                 .into(),
         ),
     }
-}
-
-/// Every shipped checkpoint within the files' range must be in them.
-fn check_shipped(state: &mut State<'_>) -> Result<(), Stop> {
-    let first = state.first_sequence.unwrap_or(1);
-    coverage::shipped_before(first, state);
-    for (i, c) in state.options.shipped.iter().enumerate() {
-        if state.found[i] || c.records < first {
-            continue;
-        }
-        let last = state.last.clone().unwrap_or(Location { file: String::new(), line: 0 });
-        if c.records > state.sequence {
-            return Err(Stop::Tampered(
-                Kind::TailCut,
-                last,
-                format!(
-                    "the files end at record {} but the signed checkpoint of {} ({}) covers {} \
-                     record(s): the tail was cut off",
-                    state.sequence, c.at, c.from, c.records
-                ),
-            ));
-        }
-        return Err(Stop::Tampered(
-            Kind::Rewritten,
-            last,
-            format!(
-                "the files do not hold record {} with the event.hash {} that the signed \
-                 checkpoint of {} ({}) names: records were rewritten or removed",
-                c.records, c.head, c.at, c.from
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::*;
 
 mod file;
+mod manifest;
 mod state;
 use file::{into_io, write_some};
 pub(super) use file::{open_file, path_id, FileId};
@@ -66,6 +67,10 @@ struct Sink {
     saved: Option<(u64, [u8; 64])>,
     /// The last checkpoint's note, for `GET /audit/checkpoint` (`state.rs`).
     latest: super::LatestCheckpoint,
+    /// The witnesses' history and tasks (`audit.witnesses`), fed every line written whole.
+    witnesses: Option<Arc<super::witness::Hub>>,
+    /// An `audit_manifest` line to write next (`manifest.rs`).
+    manifest: Option<Vec<u8>>,
 }
 
 /// Where a line of a batch ends, and the chain after it.
@@ -130,6 +135,8 @@ impl Sink {
             interval,
             saved: None,
             latest: super::LatestCheckpoint::default(),
+            witnesses: None,
+            manifest: None,
         };
         if let Some(file) = file {
             sink.opened(file);
@@ -234,7 +241,9 @@ impl Sink {
     ) {
         let keyed = self.key.is_some();
         let first = self.restart.is_some() || (keyed && self.start_checkpoint);
-        if !lines.is_empty() || (keyed && (checkpoint || heartbeat)) || first {
+        let manifest = self.manifest.take();
+        if !lines.is_empty() || (keyed && (checkpoint || heartbeat)) || first || manifest.is_some()
+        {
             if self.file.is_none() {
                 if let Err(e) = self.open() {
                     outcome.errors.push(into_io(e));
@@ -256,6 +265,11 @@ impl Sink {
             if let Some(restart) = &self.restart {
                 let leaf = self.chain.seal(&mut batch, &restart.line(node));
                 ends.push(self.line_end(batch.len(), leaf, Own::Restart));
+                if let Some((old, new)) = &restart.key_change {
+                    let line = super::lifecycle::key_changed_line(old, new, node);
+                    let leaf = self.chain.seal(&mut batch, &line);
+                    ends.push(self.line_end(batch.len(), leaf, Own::Restart));
+                }
             }
             if let (true, Some(key)) = (first, &self.key) {
                 // First thing after a start or a restart, before any record.
@@ -272,6 +286,12 @@ impl Sink {
                 ends.push(self.line_end(batch.len(), leaf, Own::Checkpoint(signed.clone())));
                 previous = Some(signed);
                 signed_at = self.chain.sequence;
+            }
+            if let Some(line) = &manifest {
+                let leaf = self.chain.seal(&mut batch, line);
+                let mut end = self.line_end(batch.len(), leaf, Own::None);
+                end.pending = false;
+                ends.push(end);
             }
             for pending in lines {
                 if let Some(announce) = &pending.announce {
@@ -351,19 +371,6 @@ impl Sink {
                 }
             }
         }
-    }
-
-    /// Writes a checkpoint (with a key, when records came since the last), syncs and closes
-    /// the file, keeps the chain's state, then opens the path again.
-    fn reopen(&mut self) -> (Outcome, Result<(), io::Error>) {
-        let mut outcome = self.write(&[], true, true, false);
-        if outcome.errors.is_empty() {
-            self.save_state_unless_saved();
-        }
-        self.file = None;
-        let opened = self.open().map_err(into_io);
-        outcome.open = self.file.as_ref().map(|(_, id)| *id);
-        (outcome, opened)
     }
 }
 
@@ -461,7 +468,11 @@ impl Writer {
             self.write_pending(false).await;
         }
         // Every handle is gone, or `close` was called and the queue is drained: the last
-        // records, and a checkpoint that covers them.
+        // records, the file's manifest, and a checkpoint that covers them.
+        self.write_pending(false).await;
+        if let Some(outcome) = self.on_blocking_pool(Sink::close_with_manifest).await {
+            self.account(outcome);
+        }
         self.checkpoint_now = self.key.is_some();
         self.write_pending(true).await;
         let _ = self.on_blocking_pool(|sink| sink.save_state_unless_saved()).await;

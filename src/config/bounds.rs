@@ -151,6 +151,7 @@ pub(crate) const BOUNDS: &[Bound] = &[
         1,
         1 << 20,
     ),
+    because(size("archive.max_bytes", |c| c.archive.max_bytes, 0, 64 << 40), "0 means no bound"),
     // [pacing]
     duration("pacing.max_crawl_delay", |c| c.pacing.max_crawl_delay, POSITIVE, DAY),
     duration("pacing.max_wait", |c| c.pacing.max_wait, Duration::ZERO, DAY),

@@ -354,6 +354,9 @@ impl Config {
     /// ([`bounds::BOUNDS`]) first, then the rules between keys and the syntax of values.
     fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = bounds::problems(self);
+        if let Err(problems) = crate::audit::witness::configured(&self.audit) {
+            bad.extend(problems);
+        }
         let mut need = |ok: bool, key: &'static str, message: &dyn Fn() -> String| {
             if !ok {
                 bad.push((key, message()));
@@ -460,6 +463,13 @@ impl Config {
             format!(
                 "{} cannot hold even one robots.txt of robots.max_body ({})",
                 r.cache_memory, r.max_body
+            )
+        });
+        let a = &self.archive;
+        need(a.max_bytes.0 == 0 || a.max_bytes >= r.max_body, "archive.max_bytes", &|| {
+            format!(
+                "{} cannot hold even one robots.txt of robots.max_body ({}); 0 means no bound",
+                a.max_bytes, r.max_body
             )
         });
 
@@ -736,6 +746,8 @@ impl Default for LogSection {
 
 mod bounds;
 mod layers;
+mod logged;
+pub use logged::exceptions_text;
 mod problems;
 mod reload;
 #[cfg(test)]

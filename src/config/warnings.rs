@@ -32,7 +32,7 @@ impl Config {
                  robots.txt, tdmrep.json and purge records are not sealed, so whoever can write \
                  to that Redis decides which robots.txt every instance enforces (make a key with \
                  `robots-proxy fleet key new FILE`, give it to every instance, and set \
-                 fleet.key_file; README \"Running a fleet\")"
+                 fleet.key_file; docs/fleet.md)"
                     .to_owned(),
             );
         }

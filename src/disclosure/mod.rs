@@ -192,14 +192,14 @@ impl Disclosure {
     ) -> Result<bool, DisclosureError> {
         if !inputs.section.enabled {
             self.published.store(Arc::new(Published::default()));
-            *self.source.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *crate::sync::lock(&self.source) = None;
             return Ok(false);
         }
         let keys = key_ids(inputs.signing, state_dir, now)?;
-        *self.source.lock().unwrap_or_else(|e| e.into_inner()) =
+        *crate::sync::lock(&self.source) =
             Some((Owned::of(inputs), state_dir.to_owned(), next_change(inputs, now)));
         let doc = Document::generate(inputs, &keys, now);
-        let mut feed = self.feed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut feed = crate::sync::lock(&self.feed);
         let mut next = feed.clone();
         let added = next.record(&doc, now, inputs.section.feed_entries);
         let saved = if added { next.save(&self.feed_path) } else { Ok(()) };
@@ -216,7 +216,7 @@ impl Disclosure {
     /// are logged: the documents served stay as they were.
     pub fn refresh(&self, now: SystemTime) {
         let due = {
-            let source = self.source.lock().unwrap_or_else(|e| e.into_inner());
+            let source = crate::sync::lock(&self.source);
             match &*source {
                 Some((owned, dir, Some(at))) if *at <= now => Some((owned.clone(), dir.clone())),
                 _ => None,
@@ -231,7 +231,7 @@ impl Disclosure {
 
     /// The feed's entries, newest first.
     pub fn entries(&self) -> Vec<feed::Entry> {
-        self.feed.lock().unwrap_or_else(|e| e.into_inner()).entries.clone()
+        crate::sync::lock(&self.feed).entries.clone()
     }
 }
 

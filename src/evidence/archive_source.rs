@@ -9,10 +9,11 @@
 //! what it decides with, so its last window is in force until something replaces it.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::archive::{ArchiveReader, Consequence, Window};
 
-use super::history::{Body, History, InForce, Observation};
+use super::history::{History, InForce, Observation};
 use super::EvidenceError;
 
 /// Reads the archive of `state_dir` into `history`: the windows of `authority`, or of every
@@ -30,6 +31,18 @@ pub(super) fn read_state_dir(
     }
     let reader =
         ArchiveReader::open(state_dir).map_err(|e| EvidenceError::Archive(e.to_string()))?;
+    let reader = Arc::new(reader);
+    // A file that cannot be used is skipped and named (issue 39, L2: one bad file failed every
+    // query on every authority); the file of the authority asked about says so.
+    for skipped in reader.skipped() {
+        let whose = match authority {
+            Some(a) if reader.skipped_file_of(a) == Some(skipped) => {
+                format!(" (the file of {a}: what it knew of {a} is not read)")
+            }
+            _ => String::new(),
+        };
+        history.warn(format!("archive: skipped {skipped}{whose}"));
+    }
     let authorities = match authority {
         Some(a) => vec![a.to_owned()],
         None => reader.authorities(),
@@ -49,20 +62,10 @@ pub(super) fn read_state_dir(
                 if w.folds_case {
                     history.note_folds_case(&name, sha);
                 }
-                if history.body(sha).is_none() {
-                    // A body that cannot be read, or does not hash to its name, is skipped and
-                    // named: it fails only an answer that needs it (issue 39, L2: one bad body
-                    // failed every query on its authority).
-                    match reader.body_checked(sha) {
-                        Ok(Some(bytes)) => {
-                            let body =
-                                Body { bytes: bytes.to_vec(), url: url.clone(), status: w.status };
-                            history.add_body(sha, body);
-                        }
-                        Ok(None) => {}
-                        Err(e) => history.note_unusable_body(sha, e.to_string()),
-                    }
-                }
+                // Read and checked only if the answer needs it: a body that cannot be read, or
+                // does not hash to its name, fails only that answer, naming the file (issue 39,
+                // L2: every window's body was checked, for any question).
+                history.offer_archived_body(sha, &reader, &url, w.status);
             }
             let fetch = w.state == "fresh";
             let note = note(&w);

@@ -7,9 +7,14 @@
 //! * `records.jsonl`: the audit records of the authority whose `@timestamp` is in the interval
 //!   (bounds included), each line exactly as in its file, ordered by time;
 //! * `windows.json`: the authority's windows that overlap the interval;
+//! * `proofs/<event.sequence>.json`: for each record, its inclusion proof against the first
+//!   signed checkpoint that covers it, as `audit prove` prints it (the record, its leaf hash,
+//!   the path to the root, the signed note): the receiver checks each with the public key
+//!   alone (`evidence verify-export DIR --public-key K`, or `audit check-proof` on each);
 //! * `manifest.json`: the authority, the interval, the sources (each audit file with its
-//!   SHA-256), every file written with its SHA-256 and size, and `audit_verify`, the result of
-//!   `audit verify` on the audit files read.
+//!   SHA-256), every file written with its SHA-256 and size, `proofs_missing` (records no
+//!   proof could be made for, and why), and `audit_verify`, the result of `audit verify` on the
+//!   audit files read.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -94,6 +99,7 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
     };
     let (history, records) =
         load_sources(&sources, Some(&authority), &keep, config.robots.max_age)?;
+    super::warn_skipped(&history, "evidence export");
     let windows: Vec<_> = history
         .windows(&authority)
         .into_iter()
@@ -135,6 +141,7 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
         lines.push(b'\n');
     }
     put("records.jsonl".to_owned(), &lines)?;
+    let proofs_missing = write_proofs(&records, &sources, &args.out, &mut put)?;
     let windows_json: Vec<Value> = windows.iter().map(super::report::window_json).collect();
     let windows_text = serde_json::to_vec_pretty(&windows_json).unwrap_or_default();
     put("windows.json".to_owned(), &windows_text)?;
@@ -166,6 +173,7 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
         "versions": written.len(),
         "versions_without_body": missing,
         "records": records.len(),
+        "proofs_missing": proofs_missing,
         "files": files,
         // The `audit verify` report of the audit files read (see `verify_result`).
         "audit_verify": verify_result(&audit_files, &config, args.sources.public_key.as_deref()),
@@ -181,6 +189,47 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
         show(to),
         args.out.display()
     ))
+}
+
+/// Writes a file of the export and lists it in the manifest.
+type Put<'a> = dyn FnMut(String, &[u8]) -> Result<(), EvidenceError> + 'a;
+
+/// Writes `proofs/<sequence>.json` for each record, from the audit files read (oldest first,
+/// as given): the records no proof could be made for, each with why.
+fn write_proofs(
+    records: &[super::Kept],
+    sources: &[Source],
+    out: &Path,
+    put: &mut Put<'_>,
+) -> Result<Vec<Value>, EvidenceError> {
+    let files: Vec<PathBuf> = sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::Audit(path) => Some(path.clone()),
+            Source::StateDir(_) => None,
+        })
+        .collect();
+    let sequences: Vec<u64> =
+        records.iter().filter_map(|k| k.value.get("event.sequence")?.as_u64()).collect();
+    if files.is_empty() || sequences.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dir = out.join("proofs");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| EvidenceError::Export(format!("cannot write {}: {e}", dir.display())))?;
+    let proofs = crate::audit::proof::prove_many(&files, &sequences)
+        .map_err(|e| EvidenceError::Export(format!("cannot prove the records: {e}")))?;
+    let mut missing = Vec::new();
+    for (sequence, proof) in sequences.iter().zip(proofs) {
+        match proof {
+            Ok(proof) => {
+                let text = serde_json::to_vec_pretty(&proof).unwrap_or_default();
+                put(format!("proofs/{sequence}.json"), &text)?;
+            }
+            Err(e) => missing.push(json!({ "sequence": sequence, "why": e.to_string() })),
+        }
+    }
+    Ok(missing)
 }
 
 /// Refuses an `--out` that exists and is not an empty directory.

@@ -14,7 +14,10 @@
 //! after that nothing is known, and nothing is claimed.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
+
+use crate::archive::ArchiveReader;
 
 /// What an authority had in force.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -164,6 +167,34 @@ pub struct History {
     /// Bodies a source holds but that could not be used (unreadable, or not what their
     /// digest says): digest → why.
     unusable: HashMap<String, String>,
+    /// Bodies a state directory's archive holds, read and checked against their digest only
+    /// when an answer asks for one (issue 39, L2: every window's body was read and checked for
+    /// any question, so one bad body failed them all).
+    archived: HashMap<String, Archived>,
+    /// What the sources skipped and the answer should name (an archive's unusable files).
+    warnings: Vec<String>,
+}
+
+/// A body an archive holds, read on first use.
+#[derive(Debug)]
+struct Archived {
+    reader: Arc<ArchiveReader>,
+    url: String,
+    status: Option<u16>,
+    /// Once read: the body, none (not kept), or why it cannot be used.
+    read: OnceLock<Result<Option<Body>, String>>,
+}
+
+impl Archived {
+    fn get(&self, sha256: &str) -> &Result<Option<Body>, String> {
+        self.read.get_or_init(|| match self.reader.body_checked(sha256) {
+            Ok(Some(bytes)) => {
+                Ok(Some(Body { bytes: bytes.to_vec(), url: self.url.clone(), status: self.status }))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        })
+    }
 }
 
 /// Why nothing is known at a time: the earliest and the latest time anything is known of the
@@ -208,6 +239,36 @@ impl History {
         self.folding.contains(&(authority.to_owned(), sha256.to_owned()))
     }
 
+    /// Notes that `reader`'s archive may hold the body of `sha256` (from `url`, fetched with
+    /// `status`): read and checked only if [`History::body`] asks for it and no other source
+    /// gave it.
+    pub fn offer_archived_body(
+        &mut self,
+        sha256: &str,
+        reader: &Arc<ArchiveReader>,
+        url: &str,
+        status: Option<u16>,
+    ) {
+        self.archived.entry(sha256.to_owned()).or_insert_with(|| Archived {
+            reader: reader.clone(),
+            url: url.to_owned(),
+            status,
+            read: OnceLock::new(),
+        });
+    }
+
+    /// Notes something a source skipped, for the answer to name.
+    pub fn warn(&mut self, warning: String) {
+        if !self.warnings.contains(&warning) {
+            self.warnings.push(warning);
+        }
+    }
+
+    /// What the sources skipped (see [`History::warn`]).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     /// Notes that a source's body of `sha256` could not be used, and why.
     pub fn note_unusable_body(&mut self, sha256: &str, why: String) {
         self.unusable.entry(sha256.to_owned()).or_insert(why);
@@ -215,12 +276,19 @@ impl History {
 
     /// Why a source's body of `sha256` could not be used, if one could not.
     pub fn unusable_body(&self, sha256: &str) -> Option<&str> {
-        self.unusable.get(sha256).map(String::as_str)
+        self.unusable.get(sha256).map(String::as_str).or_else(|| {
+            let archived = self.archived.get(sha256)?;
+            archived.get(sha256).as_ref().err().map(String::as_str)
+        })
     }
 
-    /// The bytes of a version, when a source holds them.
+    /// The bytes of a version, when a source holds them (an archive's body is read and checked
+    /// now, the first time it is asked for).
     pub fn body(&self, sha256: &str) -> Option<&Body> {
-        self.bodies.get(sha256)
+        self.bodies.get(sha256).or_else(|| {
+            let archived = self.archived.get(sha256)?;
+            archived.get(sha256).as_ref().ok()?.as_ref()
+        })
     }
 
     /// Every authority with an observation.

@@ -20,6 +20,7 @@ mod overrides;
 mod replay;
 mod report;
 mod time;
+pub mod verify_export;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -240,6 +241,12 @@ pub enum EvidenceSubcommand {
     /// Exit status: 0 when written, 1 when it cannot be (--out not empty, a write error),
     /// 2 for bad input.
     Export(export::ExportArgs),
+    /// Check an export with the public key alone: every record against its inclusion proof
+    /// and signed checkpoint, every version and file against its digest.
+    ///
+    /// Exit status: 0 valid, 1 invalid (a changed byte, a record without a proof, another
+    /// key), 2 unreadable input.
+    VerifyExport(verify_export::VerifyExportArgs),
 }
 
 /// `evidence URL --at TIME`.
@@ -282,6 +289,9 @@ pub struct ReplayArgs {
 pub fn run(command: EvidenceCommand) -> ExitCode {
     let (form, result) = match &command.command {
         Some(EvidenceSubcommand::Export(args)) => ("evidence export", export::run(args)),
+        Some(EvidenceSubcommand::VerifyExport(args)) => {
+            ("evidence verify-export", verify_export::run(args))
+        }
         None => ("evidence", replay_command(&command.replay)),
     };
     let result = result.and_then(|text| write_out(&mut std::io::stdout().lock(), &text));
@@ -291,6 +301,14 @@ pub fn run(command: EvidenceCommand) -> ExitCode {
             eprintln!("robots-proxy {form}: {}", crate::output::terminal(&e.to_string()));
             ExitCode::from(e.exit_status())
         }
+    }
+}
+
+/// Names on stderr what the sources skipped (an archive's authority files that cannot be
+/// used), before the answer or the refusal that may follow from it.
+pub(crate) fn warn_skipped(history: &History, form: &str) {
+    for warning in history.warnings() {
+        eprintln!("robots-proxy {form}: warning: {}", crate::output::terminal(warning));
     }
 }
 
@@ -399,6 +417,7 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
             && field("robots.path") == Some(path.as_str())
     };
     let (history, records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
+    warn_skipped(&history, "evidence");
     let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
     let body = match &window.what {
         InForce::File(digest) => {

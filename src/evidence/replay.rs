@@ -1,10 +1,11 @@
 //! Today's engine on a past version: every reading of the path the proxy decides on, the
-//! token's group, the most restrictive reading wins (as `crate::policy::Policy::decide`).
+//! token's group, the most restrictive reading wins: the proxy's one decision
+//! ([`crate::policy::decide`]) and its one explanation.
 
 use serde::Serialize;
 
-use crate::policy::{decide_reading, Reading, Readings};
-use crate::robots::{ProductToken, Reason, RobotsTxt};
+use crate::policy::{decide, Claim, Explanation, Question, Readings, Rules, View};
+use crate::robots::{ProductToken, RobotsTxt};
 
 use super::history::InForce;
 
@@ -65,76 +66,49 @@ pub(super) fn replay(
     fold_case: bool,
 ) -> Replay {
     let readings = Readings::of(path);
-    let robots = match (what, body) {
-        (InForce::File(_), Some(body)) => RobotsTxt::parse(body),
-        _ => {
-            let allowed = *what != InForce::DisallowAll;
-            let reason = if allowed {
-                "robots.txt answered 4xx (or could not be fetched past robots.give_up_after): \
-                 every path allowed (RFC 9309 §2.3.1.3)"
-            } else {
-                "robots.txt could not be fetched (429, 5xx or a network failure) and no copy was \
-                 kept: every path disallowed (RFC 9309 §2.3.1.4)"
-            };
-            let d = ReadingDecision {
-                reading: Reading::AsSent.name(),
-                description: Reading::AsSent.description(),
-                path: readings.as_sent().to_owned(),
-                allowed,
-                reason: reason.to_owned(),
-                rule: None,
-                line: None,
-                group: None,
-            };
-            return Replay { decision: d.clone(), readings: vec![d], context: Vec::new() };
+    let parsed;
+    let rules = match (what, body) {
+        (InForce::File(_), Some(body)) => {
+            parsed = RobotsTxt::parse(body);
+            Rules::Parsed(&parsed)
         }
+        (InForce::DisallowAll, _) => Rules::DisallowAll,
+        _ => Rules::AllowAll,
     };
-    let each: Vec<ReadingDecision> = readings
-        .to_decide(robots.has_decoded_patterns(), fold_case)
-        .map(|(reading, read)| decide_one(&robots, token, reading, read))
-        .collect();
-    let deciding = each.iter().position(|d| !d.allowed).unwrap_or(0);
-    let mut decision = each[deciding].clone();
-    if deciding > 0 {
-        decision.reason = format!(
-            "{} (the path read as {}: {})",
-            decision.reason, decision.path, decision.description
-        );
+    // The proxy's one decision, on a view of the version alone (no exception is asked: the
+    // evidence report names the exceptions in force separately).
+    let question = Question {
+        claim: Claim::asserted(token, None),
+        readings: &readings,
+        now: std::time::SystemTime::UNIX_EPOCH,
+    };
+    let decided = decide(View::offline(rules, fold_case), question);
+    let decision = reading_decision(decided.explain());
+    if !matches!(rules, Rules::Parsed(_)) {
+        // No file: its consequence decides every path alike.
+        return Replay {
+            decision: decision.clone(),
+            readings: vec![decision],
+            context: Vec::new(),
+        };
     }
+    let each = decided.each().into_iter().map(reading_decision).collect();
     let context =
         decision.line.map_or_else(Vec::new, |line| context(body.unwrap_or_default(), line));
     Replay { decision, readings: each, context }
 }
 
-fn decide_one(
-    robots: &RobotsTxt,
-    token: Option<&ProductToken>,
-    reading: Reading,
-    path: &str,
-) -> ReadingDecision {
-    let mut d = ReadingDecision {
-        reading: reading.name(),
-        description: reading.description(),
-        path: path.to_owned(),
-        allowed: true,
-        reason: String::new(),
-        rule: None,
-        line: None,
-        group: None,
-    };
-    if crate::robots::is_robots_txt_path(path) {
-        d.reason = "/robots.txt is always allowed".to_owned();
-        return d;
+fn reading_decision(e: Explanation) -> ReadingDecision {
+    ReadingDecision {
+        reading: e.reading.name(),
+        description: e.reading.description(),
+        allowed: e.is_allowed(),
+        path: e.read_path,
+        reason: e.reason,
+        rule: e.rule,
+        line: e.line,
+        group: e.group,
     }
-    let decision = decide_reading(robots, token, reading, path);
-    d.allowed = decision.is_allowed();
-    d.group = decision.user_agent_line().map(|u| format!("{} (line {})", u.value(), u.line()));
-    if let Reason::Rule(rule) = decision.reason() {
-        d.rule = Some(rule.to_string());
-        d.line = Some(rule.line());
-    }
-    d.reason = decision.reason().explain(d.allowed);
-    d
 }
 
 /// The lines of `body` from [`CONTEXT_LINES`] before `line` to as many after it. Lines end at

@@ -18,6 +18,8 @@
 //! call to Redis is bounded by `fleet.timeout`. While Redis is out of reach, calls are not
 //! even tried (they fail at once) until the heartbeat, once a second, finds it back.
 
+mod keys;
+pub mod link;
 pub mod pace;
 pub mod robots;
 pub mod seal;
@@ -29,9 +31,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-
-pub use section::{FleetSection, OnRedisError, RedisUrl};
+pub use link::Conn;
+pub use section::{FleetSection, OnRedisError, RedisUrl, Topology};
 
 use crate::cache::SharedError;
 
@@ -55,13 +56,16 @@ pub enum FleetError {
 /// This instance's link to the fleet. Shared (`Arc`) by the robots store, the pace store, the
 /// heartbeat and the admin view.
 pub struct Fleet {
-    client: redis::Client,
-    /// The connection manager reconnects by itself after a dropped connection; after a failed
-    /// call it is replaced all the same, so the heartbeat's next probe always dials afresh
-    /// rather than waiting on a reconnection that gave up.
-    conn: arc_swap::ArcSwap<ConnectionManager>,
-    config: ConnectionManagerConfig,
-    prefix: String,
+    /// Where the store is (`fleet.topology`), and how to connect to it.
+    store: link::Store,
+    /// The connection in use; `None` until the first call, and again after a failed call, so
+    /// the heartbeat's next probe always dials afresh (and, with sentinels, asks them where
+    /// the primary is now) rather than waiting on a reconnection that gave up.
+    conn: arc_swap::ArcSwapOption<Conn>,
+    /// Held while a connection is made, so concurrent calls make one.
+    connecting: tokio::sync::Mutex<()>,
+    /// The names of the fleet's keys ([`keys`]).
+    pub(crate) keys: keys::Keyspace,
     name: String,
     mode: OnRedisError,
     timeout: Duration,
@@ -116,25 +120,22 @@ impl Fleet {
         section: &FleetSection,
         default_name: &str,
     ) -> Result<Option<Arc<Fleet>>, FleetError> {
-        let Some(client) = section.redis.client.clone() else { return Ok(None) };
+        if !section.is_enabled() {
+            return Ok(None);
+        }
         let seal =
             seal::Seal::load(section.key_file.as_deref(), section.previous_key_file.as_deref())?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(section.timeout))
-            .set_response_timeout(Some(section.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_secs(1));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        let store = link::Store::new(section, section.timeout)?;
         let name = if section.instance.is_empty() {
             default_name.to_owned()
         } else {
             section.instance.clone()
         };
         Ok(Some(Arc::new(Fleet {
-            client,
-            conn: arc_swap::ArcSwap::from_pointee(conn),
-            config,
-            prefix: section.key_prefix.clone(),
+            store,
+            conn: arc_swap::ArcSwapOption::empty(),
+            connecting: tokio::sync::Mutex::new(()),
+            keys: keys::Keyspace::new(&section.key_prefix, section.topology == Topology::Cluster),
             name,
             mode: section.on_redis_error,
             timeout: section.timeout,
@@ -197,21 +198,13 @@ impl Fleet {
         &self.redacted_url
     }
 
-    /// `key_prefix` + `rest`.
-    pub(crate) fn key(&self, rest: &str) -> String {
-        let mut key = String::with_capacity(self.prefix.len() + rest.len());
-        key.push_str(&self.prefix);
-        key.push_str(rest);
-        key
-    }
-
     /// A subscription to `channel`, made within `fleet.timeout`.
     pub(crate) async fn subscribe(
         &self,
         channel: &str,
     ) -> Result<redis::aio::PubSub, SubscribeError> {
         let subscribing = async {
-            let mut pubsub = self.client.get_async_pubsub().await?;
+            let mut pubsub = self.store.subscriber().await?;
             pubsub.subscribe(channel).await?;
             Ok(pubsub)
         };
@@ -234,7 +227,7 @@ impl Fleet {
     /// While Redis is known to be out of reach, fails at once (the heartbeat probes).
     pub(crate) async fn call<T, F, Fut>(&self, run: F) -> Result<T, SharedError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         if !self.is_up() && self.down_logged.load(Ordering::Relaxed) {
@@ -246,11 +239,11 @@ impl Fleet {
     /// [`Fleet::call`] even while Redis is known to be out of reach: the heartbeat's probe.
     async fn attempt<T, F, Fut>(&self, run: F) -> Result<T, SharedError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let conn = ConnectionManager::clone(&self.conn.load());
         let work = async {
+            let conn = self.connection().await?;
             if !self.checked.load(Ordering::Relaxed) {
                 match server_fit(conn.clone()).await? {
                     version::Fit::TooOld(why) => return Ok(Err(why)),
@@ -286,7 +279,7 @@ impl Fleet {
                 // the wrong type, a script error, OOM on a write) and is that call's alone.
                 self.mark_up();
                 let n = self.call_errors.fetch_add(1, Ordering::Relaxed) + 1;
-                if n <= 10 || n.is_multiple_of(1000) {
+                if crate::output::warn_on(n) {
                     tracing::warn!(instance = %self.name, error = %e, errors_so_far = n, "fleet: a Redis call failed (the link stays up)");
                 }
                 Err(SharedError(format!("Redis: {e}")))
@@ -301,6 +294,20 @@ impl Fleet {
         }
     }
 
+    /// The connection in use, made now if there is none ([`link::Store::connect`]).
+    async fn connection(&self) -> redis::RedisResult<Conn> {
+        if let Some(conn) = self.conn.load_full() {
+            return Ok(Conn::clone(&conn));
+        }
+        let _one = self.connecting.lock().await;
+        if let Some(conn) = self.conn.load_full() {
+            return Ok(Conn::clone(&conn));
+        }
+        let conn = self.store.connect().await?;
+        self.conn.store(Some(Arc::new(conn.clone())));
+        Ok(conn)
+    }
+
     fn mark_up(&self) {
         if !self.up.swap(true, Ordering::Relaxed) && self.down_logged.swap(false, Ordering::Relaxed)
         {
@@ -311,13 +318,10 @@ impl Fleet {
     /// Takes the link down: `what` happened (for the log), `why` (the error).
     fn mark_down(&self, what: &str, why: String) -> SharedError {
         let was_up = self.up.swap(false, Ordering::Relaxed);
-        if let Ok(fresh) =
-            ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
-        {
-            self.conn.store(Arc::new(fresh));
-            // A new connection, perhaps to another server: its version is checked again.
-            self.checked.store(false, Ordering::Relaxed);
-        }
+        // The next call makes a new connection, perhaps to another server (a sentinel's new
+        // primary): its version is checked again.
+        self.conn.store(None);
+        self.checked.store(false, Ordering::Relaxed);
         if !self.down_logged.swap(true, Ordering::Relaxed) {
             let then = match self.mode {
                 OnRedisError::Local => {
@@ -338,9 +342,22 @@ impl Fleet {
 
 /// What the server's `INFO server` says of its version ([`version::fit`]). An `INFO` the
 /// server refuses (an ACL without it) says nothing, and the server is used.
-async fn server_fit(mut conn: ConnectionManager) -> redis::RedisResult<version::Fit> {
-    match redis::cmd("INFO").arg("server").query_async::<String>(&mut conn).await {
-        Ok(info) => Ok(version::fit(&info)),
+/// On a cluster `INFO` is asked of every primary, and each must fit.
+async fn server_fit(mut conn: Conn) -> redis::RedisResult<version::Fit> {
+    match redis::cmd("INFO").arg("server").query_async::<redis::Value>(&mut conn).await {
+        Ok(redis::Value::Map(nodes)) => {
+            let mut fit = version::Fit::Unknown;
+            for (_, info) in nodes {
+                match redis::from_redis_value::<String>(info).map(|i| version::fit(&i)) {
+                    Ok(version::Fit::TooOld(why)) => return Ok(version::Fit::TooOld(why)),
+                    Ok(version::Fit::Fits) => fit = version::Fit::Fits,
+                    _ => {}
+                }
+            }
+            Ok(fit)
+        }
+        Ok(info) => Ok(redis::from_redis_value::<String>(info)
+            .map_or(version::Fit::Unknown, |i| version::fit(&i))),
         Err(e) if takes_link_down(&e) => Err(e),
         Err(_) => Ok(version::Fit::Unknown),
     }
@@ -348,8 +365,9 @@ async fn server_fit(mut conn: ConnectionManager) -> redis::RedisResult<version::
 
 /// Whether `e` says the link to Redis is down: an I/O error, a timeout, a dropped or refused
 /// connection, one that must be made again, or a server that refuses every call (wrong
-/// credentials, loading, a read-only replica). A key of the wrong type, a script error or an
-/// out-of-memory answer concern one call's keys: Redis answered, the other sites go on.
+/// credentials, loading, a read-only replica, a cluster that is down while it fails over). A
+/// key of the wrong type, a script error or an out-of-memory answer concern one call's keys:
+/// Redis answered, the other sites go on.
 fn takes_link_down(e: &redis::RedisError) -> bool {
     use redis::{ErrorKind, ServerErrorKind};
     e.is_io_error()
@@ -364,6 +382,7 @@ fn takes_link_down(e: &redis::RedisError) -> bool {
                     ServerErrorKind::BusyLoading
                         | ServerErrorKind::MasterDown
                         | ServerErrorKind::ReadOnly
+                        | ServerErrorKind::ClusterDown
                 )
         )
 }

@@ -1,25 +1,34 @@
 //! robots.txt records in Redis: [`SharedRedis`] is the cache's [`SharedRobots`] for a fleet.
 //!
-//! Keys (after `fleet.key_prefix`): `robots:<authority>` holds the record (see
-//! `cache::shared`; it expires `fleet.robots_ttl` after it was last stored at the latest),
-//! `lease:<authority>` the fetch lease (`SET NX PX`, so it expires by itself when its holder
-//! dies; its value names the holder, `instance#nonce#n`, and only the holder deletes it),
-//! `purge-generation` counts purges of everything, and the channel `purge` carries purges to
-//! every instance.
+//! Keys (after `fleet.key_prefix`; on a cluster the authority is the hash tag of a site's
+//! keys and `purge-generation` is in the fleet-wide slot, [`super::keys`]): `robots:<authority>`
+//! holds the record (see `cache::shared`; it expires `fleet.robots_ttl` after it was last
+//! stored at the latest), `lease:<authority>` the fetch lease (`SET NX PX`, so it expires by
+//! itself when its holder dies; its value names the holder, `instance#nonce#n`, and only the
+//! holder deletes it), `purge-generation` counts purges of everything, and the channel `purge`
+//! carries purges to every instance.
 //!
 //! Purge-all touches no record: it moves the counter `purge-generation` on (`INCR`, one
 //! command however many records there are, all or nothing). A record is stored tagged with
-//! the generation current when it is written, and sealed with the fleet's key when there is
-//! one ([`super::seal`]: a record that does not verify is never used), and a record of another
-//! generation is not read ([`SharedRedis::load`] gets the counter and the record, with Redis's clock, in one
-//! script): the
-//! records of earlier generations are gone for the fleet at once, and Redis drops them when
-//! they expire. No call walks the keyspace (`SCAN`), whose length is not the fleet's to bound.
+//! the generation current when its fetch lease was taken, and sealed with the fleet's key when
+//! there is one ([`super::seal`]: a record that does not verify is never used), and a record
+//! of another generation is not read: the records of earlier generations are gone for the
+//! fleet at once, and Redis drops them when they expire. No call walks the keyspace (`SCAN`),
+//! whose length is not the fleet's to bound.
+//!
+//! No script touches the purge generation together with a site's keys (on a cluster they are
+//! in different slots): the generation is read in a call of its own, always *after* the call
+//! on the site's keys ([`SharedRedis::generation_after`]). As the counter only grows, that
+//! order is what makes it safe: a record read and then found of the current generation was
+//! of the current generation when it was read; a lease's generation read after the lease was
+//! taken is that of a fetch that starts after it; a record stored under a generation that has
+//! moved on since is never read (and the store reports it purged).
 //!
 //! A purge wins over a fetch that was in flight when it came: purging an authority deletes its
 //! lease with its record, purging everything moves `purge-generation` on, and a record is
-//! stored only while its fetcher still holds the lease and the generation is the one it took
-//! the lease under (one script). So a result fetched before the purge never comes back.
+//! stored only while its fetcher still holds the lease (one script), and used only while the
+//! generation is the one it took the lease under. So a result fetched before the purge never
+//! comes back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +57,8 @@ pub struct SharedRedis {
     store: Script,
     store_file: Script,
     stamp: Script,
+    swap: Script,
+    drop_own: Script,
     /// Purge messages sent, for their unique seal ([`super::seal`]).
     next_purge: AtomicU64,
     load: Script,
@@ -89,11 +100,13 @@ impl SharedRedis {
             store: Script::new(STORE),
             store_file: Script::new(STORE_FILE),
             stamp: Script::new(&[NOW_MS, STAMP].concat()),
+            swap: Script::new(SWAP),
+            drop_own: Script::new(DROP_OWN),
         }
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Authority, Held>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.held)
     }
 
     /// This instance's lease of `authority`, forgotten (it is being given back); a value no
@@ -138,25 +151,145 @@ impl SharedRedis {
         key: String,
     ) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>), SharedError> {
         let mut invocation = self.load.prepare_invoke();
-        invocation.key(generation_key(&self.fleet)).key(key);
-        let (generation, value, at): (Option<Vec<u8>>, Option<Vec<u8>>, u64) = self
+        invocation.key(key);
+        let (value, at): (Option<Vec<u8>>, u64) = self
             .fleet
             .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         self.observe(at);
-        Ok((generation, value))
+        if value.is_none() {
+            return Ok((None, None));
+        }
+        Ok((Some(self.generation_after().await?), value))
+    }
+
+    /// The purge generation now (`"0"` before the first purge of everything): read in a call
+    /// of its own, after the call on a site's keys whose result it qualifies (see the
+    /// [module documentation](self)), and judged by [`SharedRedis::generation_of`].
+    async fn generation_after(&self) -> Result<Vec<u8>, SharedError> {
+        let key = generation_key(&self.fleet);
+        let raw = self.fleet.call(move |mut c| async move { c.get(key).await }).await?;
+        self.judged(raw).await
+    }
+
+    /// [`SharedRedis::generation_of`], except that with a key a generation gone from Redis (a
+    /// restart without persistence, a failover that lost it, a `DEL`) after this instance used
+    /// a later one than `0` is put back, sealed, as the highest this instance used: the fleet
+    /// goes on sharing under it (records of earlier generations are still not read), rather
+    /// than every instance fetching for itself until the next purge of everything.
+    async fn judged(&self, raw: Option<Vec<u8>>) -> Result<Vec<u8>, SharedError> {
+        let highest = self.fleet.newest.get(Kind::Generation, "*").filter(|n| *n > 0);
+        let (None, Some(highest), true) = (&raw, highest, self.fleet.seal.is_keyed()) else {
+            return Ok(self.generation_of(raw));
+        };
+        let (now, at) = self.stamp_raw().await?;
+        if now.is_some() {
+            return Ok(self.generation_of(now));
+        }
+        let text = highest.to_string();
+        let what = What { kind: Kind::Generation, authority: "*", generation: text.as_bytes() };
+        let value = self.fleet.seal.seal(&what, at, text.as_bytes());
+        let mut invocation = self.swap.prepare_invoke();
+        invocation.key(generation_key(&self.fleet)).arg(Vec::<u8>::new()).arg(value);
+        let swapped: u8 = self
+            .fleet
+            .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        if swapped == 1 {
+            tracing::warn!(
+                instance = %self.fleet.instance(), generation = highest,
+                "fleet: the purge generation was gone from Redis (restarted without \
+                 persistence, failed over, or deleted); put back as the highest this instance \
+                 used"
+            );
+        }
+        Ok(text.into_bytes())
+    }
+
+    /// The purge generation the value `raw` of `purge-generation` says, if it may be used.
+    /// With a key, only a sealed generation ([`Kind::Generation`]) not lower than the highest
+    /// this instance used is: any other (written by hand, garbage, set back) is counted and
+    /// logged, and stands for a generation of this process's own, which
+    /// no other instance's record carries: the instance then uses no shared record and fetches
+    /// for itself until a purge of everything writes a sealed one. Without a key Redis is
+    /// trusted: the counter as it is.
+    fn generation_of(&self, raw: Option<Vec<u8>>) -> Vec<u8> {
+        let seal = &self.fleet.seal;
+        let Some(raw) = raw else { return b"0".to_vec() };
+        let claimed: Vec<u8> = raw
+            .strip_prefix(b"s1 ")
+            .and_then(|head| head.split(|b| *b == b' ').next())
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        if !seal.is_keyed() {
+            // Trusting Redis; a sealed value (an instance with a key) holds the number too.
+            return if claimed.is_empty() { raw } else { claimed };
+        }
+        let what = What { kind: Kind::Generation, authority: "*", generation: &claimed };
+        let number = std::str::from_utf8(&claimed).ok().and_then(|n| n.parse::<u64>().ok());
+        match (seal.open(&what, raw), number) {
+            (Ok(Some(opened)), Some(n)) if opened.record == claimed => {
+                if self.fleet.newest.admit(Kind::Generation, "*", n) {
+                    return claimed;
+                }
+                seal.refuse(&what, Refusal::Older);
+            }
+            (Ok(_), _) => seal.refuse(&what, Refusal::BadSeal),
+            // Counted and logged by `open`.
+            (Err(_), _) => {}
+        }
+        self.unverified_generation()
+    }
+
+    /// A purge generation no record of another process carries ([`SharedRedis::generation_of`]).
+    fn unverified_generation(&self) -> Vec<u8> {
+        format!("unverified.{}", self.fleet.nonce()).into_bytes()
+    }
+
+    /// Purge of everything with a key: the purge generation moved on by one and sealed, written
+    /// only if it is still the value read (compare and set; tried again a few times if another
+    /// instance purged meanwhile). Never below the highest generation this instance used, so a
+    /// generation rolled back by hand is moved past.
+    async fn move_generation_on(&self) -> Result<(), SharedError> {
+        for _ in 0..8 {
+            let (raw, at) = self.stamp_raw().await?;
+            let read = self.generation_of(raw.clone());
+            let number = std::str::from_utf8(&read).ok().and_then(|n| n.parse::<u64>().ok());
+            let highest = self.fleet.newest.get(Kind::Generation, "*").unwrap_or(0);
+            let next = number.unwrap_or(0).max(highest).saturating_add(1).to_string();
+            let what = What { kind: Kind::Generation, authority: "*", generation: next.as_bytes() };
+            let value = self.fleet.seal.seal(&what, at, next.as_bytes());
+            let mut invocation = self.swap.prepare_invoke();
+            invocation.key(generation_key(&self.fleet)).arg(raw.unwrap_or_default()).arg(value);
+            let swapped: u8 = self
+                .fleet
+                .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+                .await?;
+            if swapped == 1 {
+                return Ok(());
+            }
+        }
+        Err(SharedError(
+            "the purge generation kept changing while this instance moved it on; try again".into(),
+        ))
     }
 
     /// The purge generation and Redis's clock (ms), for a record or message sealed now.
     async fn stamp(&self) -> Result<(String, u64), SharedError> {
+        let (raw, at) = self.stamp_raw().await?;
+        Ok((String::from_utf8_lossy(&self.judged(raw).await?).into_owned(), at))
+    }
+
+    /// The value of `purge-generation` as it is (`None`: none) and Redis's clock (ms).
+    async fn stamp_raw(&self) -> Result<(Option<Vec<u8>>, u64), SharedError> {
         let mut invocation = self.stamp.prepare_invoke();
         invocation.key(generation_key(&self.fleet));
-        let (generation, at): (String, u64) = self
+        let (raw, at): (Option<Vec<u8>>, u64) = self
             .fleet
             .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         self.observe(at);
-        Ok((generation, at))
+        Ok((raw, at))
     }
 }
 
@@ -174,26 +307,41 @@ local function now_ms()
 end
 ";
 
-/// KEYS: lease, purge generation. ARGV: the holder's value, ttl (ms). Takes the lease if it is
-/// free: the purge generation then (`"0"` before the first purge of everything) and Redis's
-/// clock (ms, what the record is sealed with), else `false`.
+/// KEYS: lease. ARGV: the holder's value, ttl (ms). Takes the lease if it is free: Redis's
+/// clock (ms, what the record is sealed with), else `false`. (The purge generation is read
+/// after it: [`SharedRedis::generation_after`].)
 const LEASE: &str = r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {redis.call('GET', KEYS[2]) or '0', now_ms()}
+  return now_ms()
 end
 return false
 ";
 
-/// KEYS: purge generation, record. The purge generation, the record (`false` for none) and
-/// Redis's clock (ms): what records' times are converted with ([`StoreClock`]). One round trip.
+/// KEYS: record. The record (`false` for none) and Redis's clock (ms): what records' times are
+/// converted with ([`StoreClock`]).
 const LOAD: &str = r"
-return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), now_ms()}
+return {redis.call('GET', KEYS[1]), now_ms()}
 ";
 
-/// KEYS: purge generation. The purge generation and Redis's clock (ms): what a tdmrep.json
-/// record or a purge message is sealed with.
+/// KEYS: purge generation. The purge generation's value as it is (`false` for none) and
+/// Redis's clock (ms): what a tdmrep.json record, a purge message or a new generation is
+/// sealed with.
 const STAMP: &str = r"
-return {redis.call('GET', KEYS[1]) or '0', now_ms()}
+return {redis.call('GET', KEYS[1]), now_ms()}
+";
+
+/// KEYS: record. ARGV: the value stored. Deletes the record if it is still that value.
+const DROP_OWN: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+";
+
+/// KEYS: purge generation. ARGV: the value read (empty for none), the new value. Writes the
+/// new value only if the generation is still the value read: 1 if written, else 0.
+const SWAP: &str = r"
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
 ";
 
 /// KEYS: lease. ARGV: the holder's value. Deletes the lease only if it is still the holder's.
@@ -202,57 +350,56 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 ";
 
-/// KEYS: record, lease, purge generation. ARGV: the value (the record sealed, or tagged, with
-/// its purge generation: [`super::seal::Seal::seal`]), ttl (ms), the holder's value, the
-/// purge generation the lease was taken under, `fleet.records_memory_percent`. Only while the
-/// lease is still the holder's: gives it back, and stores the value, unless everything was purged since (else 0) or Redis's used memory has reached
-/// the percentage of its `maxmemory` (2: not stored, kept by the fetcher; a user whose ACL
-/// denies INFO has no such check). 1 when stored. A lease that is gone was purged with its
-/// record (or ran out, and another instance fetches).
+/// KEYS: record, lease. ARGV: the value (the record sealed, or tagged, with its purge
+/// generation: [`super::seal::Seal::seal`]), ttl (ms), the holder's value,
+/// `fleet.records_memory_percent`. Only while the lease is still the holder's (else 0): gives
+/// it back, and stores the value unless Redis's used memory has reached the percentage of its
+/// `maxmemory` (2: not stored, kept by the fetcher; a user whose ACL denies INFO has no such
+/// check). 1 when stored. A lease that is gone was purged with its record (or ran out, and
+/// another instance fetches). Whether everything was purged since is asked after it
+/// ([`SharedRedis::generation_after`]): such a record is of an old generation, and never read.
 const STORE: &str = r"
 if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
 redis.call('DEL', KEYS[2])
-local generation = redis.call('GET', KEYS[3]) or '0'
-if generation ~= ARGV[4] then return 0 end
 local memory = redis.pcall('INFO', 'memory')
 if type(memory) ~= 'string' then memory = '' end
 local used = tonumber(string.match(memory, 'used_memory:(%d+)')) or 0
 local max = tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0
-if max > 0 and used * 100 >= max * tonumber(ARGV[5]) then return 2 end
+if max > 0 and used * 100 >= max * tonumber(ARGV[4]) then return 2 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 ";
 
 fn record_key(fleet: &Fleet, authority: &Authority) -> String {
-    fleet.key(&format!("robots:{authority}"))
+    fleet.keys.site("robots", authority, "")
 }
 
 /// The record of another well-known file (`tdmrep`) of `authority`.
 fn file_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
-    fleet.key(&format!("{name}:{authority}"))
+    fleet.keys.site(name, authority, "")
 }
 
 /// The fetch lease of another well-known file of `authority`.
 fn file_lease_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
-    fleet.key(&format!("lease:{name}:{authority}"))
+    fleet.keys.site(&format!("lease:{name}"), authority, "")
 }
 
-/// KEYS: record, purge generation, lease. ARGV: the value (sealed or tagged with its purge
-/// generation), ttl (ms), that generation. Stores the record of a well-known file unless
-/// everything was purged since it was stamped ([`STAMP`]), and gives its fetch lease back.
+/// KEYS: record, lease. ARGV: the value (sealed or tagged with the purge generation it was
+/// stamped with, [`STAMP`]), ttl (ms). Stores the record of a well-known file and gives its
+/// fetch lease back. A record stamped before a purge of everything is of an old generation,
+/// and never read.
 const STORE_FILE: &str = r"
-local generation = redis.call('GET', KEYS[2]) or '0'
-if generation == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
-redis.call('DEL', KEYS[3])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[2])
 return 1
 ";
 
 fn lease_key(fleet: &Fleet, authority: &Authority) -> String {
-    fleet.key(&format!("lease:{authority}"))
+    fleet.keys.site("lease", authority, "")
 }
 
 fn generation_key(fleet: &Fleet) -> String {
-    fleet.key("purge-generation")
+    fleet.keys.fleet_wide("purge-generation")
 }
 
 /// The kind of the record of a well-known file `name`.
@@ -345,18 +492,17 @@ impl SharedRobots for SharedRedis {
         let n = self.next_lease.fetch_add(1, Ordering::Relaxed);
         let holder = format!("{}#{}#{n}", self.fleet.instance(), self.fleet.nonce());
         let mut invocation = self.lease.prepare_invoke();
-        invocation
-            .key(lease_key(&self.fleet, authority))
-            .key(generation_key(&self.fleet))
-            .arg(&holder)
-            .arg(millis(ttl));
+        invocation.key(lease_key(&self.fleet, authority)).arg(&holder).arg(millis(ttl));
         Box::pin(async move {
-            let taken: Option<(String, u64)> = self
+            let taken: Option<u64> = self
                 .fleet
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
-            let Some((generation, at_ms)) = taken else { return Ok(false) };
+            let Some(at_ms) = taken else { return Ok(false) };
             self.observe(at_ms);
+            // Read after the lease is taken: the generation of a fetch that starts after it. If
+            // it cannot be read, the lease lapses by itself and the caller fetches alone.
+            let generation = String::from_utf8_lossy(&self.generation_after().await?).into_owned();
             self.held().insert(authority.clone(), Held { holder, generation, at_ms });
             Ok(true)
         })
@@ -380,21 +526,35 @@ impl SharedRobots for SharedRedis {
             What { kind: Kind::Robots, authority: &name, generation: held.generation.as_bytes() };
         // One MAC per record stored (never per request).
         let value = self.fleet.seal.seal(&what, held.at_ms, &record);
+        let kept = value.clone();
         let mut invocation = self.store.prepare_invoke();
         invocation
             .key(record_key(&self.fleet, authority))
             .key(lease_key(&self.fleet, authority))
-            .key(generation_key(&self.fleet))
             .arg(value)
             .arg(millis(ttl.min(self.fleet.robots_ttl)))
             .arg(held.holder)
-            .arg(held.generation)
             .arg(self.fleet.records_memory_percent);
         Box::pin(async move {
-            let stored: u8 = self
+            let mut stored: u8 = self
                 .fleet
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
+            if stored != PURGED && stored != FULL {
+                // Everything purged since the lease was taken: the record is of an old
+                // generation, never read; as if the purge had come first.
+                if self.generation_after().await? != held.generation.as_bytes() {
+                    stored = PURGED;
+                    // Not left behind either (it would only take memory until it expires):
+                    // deleted unless it was replaced meanwhile.
+                    let mut invocation = self.drop_own.prepare_invoke();
+                    invocation.key(record_key(&self.fleet, authority)).arg(kept);
+                    let _: Result<u8, _> = self
+                        .fleet
+                        .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
+                        .await;
+                }
+            }
             if stored != PURGED && stored != FULL && self.fleet.seal.is_keyed() {
                 // This instance's own record is the newest it knows of.
                 self.fleet.newest.admit(Kind::Robots, &name, held.at_ms);
@@ -419,7 +579,7 @@ impl SharedRobots for SharedRedis {
         authority: Option<&'a Authority>,
     ) -> StoreFuture<'a, Result<(), SharedError>> {
         let fleet = &self.fleet;
-        let channel = fleet.key("purge");
+        let channel = fleet.keys.channel("purge");
         let target = purge_message(authority);
         Box::pin(async move {
             // With a key, sealed with a nonce of its own and Redis's clock: a receiver refuses
@@ -446,9 +606,10 @@ impl SharedRobots for SharedRedis {
                     ];
                     fleet.call(move |mut c| async move { c.del::<_, ()>(&keys).await }).await
                 }
+                // A fetch in flight took its lease under the generation before: its record is
+                // never read.
+                None if fleet.seal.is_keyed() => self.move_generation_on().await,
                 None => {
-                    // A fetch in flight took its lease under the generation before: it stores
-                    // nothing now.
                     let key = generation_key(fleet);
                     fleet.call(move |mut c| async move { c.incr::<_, _, ()>(key, 1).await }).await
                 }
@@ -540,11 +701,9 @@ impl SharedRobots for SharedRedis {
             let mut invocation = self.store_file.prepare_invoke();
             invocation
                 .key(file_key(&self.fleet, name, authority))
-                .key(generation_key(&self.fleet))
                 .key(file_lease_key(&self.fleet, name, authority))
                 .arg(value)
-                .arg(millis(ttl.min(self.fleet.robots_ttl)))
-                .arg(generation);
+                .arg(millis(ttl.min(self.fleet.robots_ttl)));
             let _: u8 = self
                 .fleet
                 .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
@@ -561,7 +720,7 @@ impl SharedRobots for SharedRedis {
 /// and copies fetched meanwhile were this instance's own.
 pub async fn follow_purges(fleet: Arc<Fleet>, cache: Arc<RobotsCache>) {
     use super::Heard;
-    let channel = fleet.key("purge");
+    let channel = fleet.keys.channel("purge");
     let mut first = true;
     let mut replays = PurgeReplays::default();
     loop {

@@ -9,8 +9,8 @@
 //! verification costs tens.
 //!
 //! What is sealed (one MAC, fields length-prefixed so that none can run into the next): a
-//! domain string, the record's kind (`robots`, `tdmrep`, `purge`), its authority (`*` for a
-//! purge of everything), the purge generation it was written under, when it was sealed (Redis's
+//! domain string, the record's kind (`robots`, `tdmrep`, `purge`, `generation`), its authority
+//! (`*` for a purge of everything and for the purge generation), the purge generation it was written under, when it was sealed (Redis's
 //! clock, `TIME`, in milliseconds) and the record itself. So a record sealed for another
 //! authority or another kind does not verify, nor one whose generation tag was changed; and a
 //! record older than one this instance already used for the same authority and kind (a replay
@@ -18,7 +18,7 @@
 //!
 //! The stored value: `s1 <generation> <sealed_at_ms> <mac, 64 hex digits>\n<record>`. Without a
 //! key an instance writes the older form `g<generation>\n<record>` and reads both, trusting
-//! Redis (README "Running a fleet": whoever can write to Redis then decides the robots.txt the
+//! Redis (docs/fleet.md: whoever can write to Redis then decides the robots.txt the
 //! fleet enforces).
 //!
 //! Cost: one MAC per shared write (`SharedRedis::store`, `store_file`, `purge`) and one
@@ -46,11 +46,13 @@ pub enum Kind {
     Tdmrep,
     /// A purge message (the `purge` channel).
     Purge,
+    /// The purge generation (`purge-generation`), which a purge of everything moves on.
+    Generation,
 }
 
 impl Kind {
     /// Every kind, in the order of [`Kind::index`].
-    pub const ALL: [Kind; 3] = [Kind::Robots, Kind::Tdmrep, Kind::Purge];
+    pub const ALL: [Kind; 4] = [Kind::Robots, Kind::Tdmrep, Kind::Purge, Kind::Generation];
 
     /// The kind's name (sealed, and the metric's `kind` label).
     pub fn as_str(self) -> &'static str {
@@ -58,6 +60,7 @@ impl Kind {
             Kind::Robots => "robots",
             Kind::Tdmrep => "tdmrep",
             Kind::Purge => "purge",
+            Kind::Generation => "generation",
         }
     }
 
@@ -265,7 +268,7 @@ pub struct Seal {
     /// `fleet.previous_key_file`: verifies only, while keys change.
     previous: Option<FleetKey>,
     /// Refusals by kind and reason (`robots_proxy_fleet_records_refused_total`).
-    refused: [[AtomicU64; 3]; 3],
+    refused: [[AtomicU64; 3]; 4],
     /// When a refusal was last logged: one line a minute at most.
     logged: Mutex<Option<Instant>>,
 }
@@ -374,7 +377,7 @@ impl Seal {
     /// Counts and (at most once a minute) logs a record not used.
     pub fn refuse(&self, what: &What<'_>, why: Refusal) {
         let n = self.refused[what.kind.index()][why.index()].fetch_add(1, Ordering::Relaxed) + 1;
-        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        let mut logged = crate::sync::lock(&self.logged);
         if logged.is_some_and(|at| at.elapsed() < LOG_EVERY) {
             return;
         }
@@ -420,6 +423,11 @@ impl Default for Newest {
 }
 
 impl Newest {
+    /// The newest seal (or number) used of `kind` for `authority`, if any is remembered.
+    pub fn get(&self, kind: Kind, authority: &str) -> Option<u64> {
+        self.seen.get(&(kind, authority.to_owned()))
+    }
+
     /// Whether a record of `kind` for `authority` sealed at `sealed_at` may be used (no newer
     /// one was): it then becomes the newest.
     pub fn admit(&self, kind: Kind, authority: &str, sealed_at: u64) -> bool {

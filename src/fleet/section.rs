@@ -12,8 +12,15 @@ use crate::units::ByteSize;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct FleetSection {
-    /// `redis://[user:password@]host:port/db` or `rediss://…`; empty: this instance alone.
+    /// `redis://[user:password@]host:port/db` or `rediss://…`; empty: this instance alone. A
+    /// list of node URLs for `topology = "cluster"` (any of its nodes) and `"sentinel"` (the
+    /// sentinels).
     pub redis: RedisUrl,
+    /// What `redis` names: one server (`server`, also a primary behind a fixed address), a
+    /// Redis Cluster (`cluster`) or the sentinels of a monitored primary (`sentinel`).
+    pub topology: Topology,
+    /// With `topology = "sentinel"`: the name the sentinels monitor the primary under.
+    pub sentinel_service: String,
     /// Prefix of every key and channel the fleet uses, so several fleets can share a Redis.
     pub key_prefix: String,
     /// What to do while Redis cannot be reached.
@@ -48,6 +55,8 @@ impl Default for FleetSection {
     fn default() -> Self {
         FleetSection {
             redis: RedisUrl::default(),
+            topology: Topology::Server,
+            sentinel_service: String::new(),
             key_prefix: "robots-proxy:".to_owned(),
             on_redis_error: OnRedisError::Local,
             instance: String::new(),
@@ -86,7 +95,92 @@ impl FleetSection {
         if self.instance.chars().any(|c| c.is_control()) {
             bad.push(("fleet.instance", "must not contain control characters".into()));
         }
+        bad.extend(self.check_topology());
         bad
+    }
+
+    /// `fleet.redis`, `fleet.topology` and `fleet.sentinel_service` together.
+    fn check_topology(&self) -> Vec<(&'static str, String)> {
+        let mut bad = Vec::new();
+        let urls = self.redis.urls();
+        match self.topology {
+            Topology::Server if self.redis.listed => bad.push((
+                "fleet.redis",
+                format!(
+                    "is a list of {} URLs, but fleet.topology is \"server\", which takes one URL \
+                     (a string); a list names the nodes of fleet.topology = \"cluster\" or the \
+                     sentinels of fleet.topology = \"sentinel\"",
+                    urls.len()
+                ),
+            )),
+            Topology::Cluster | Topology::Sentinel if self.is_enabled() => {
+                if let Some(unix) = urls.iter().find(|u| u.contains("unix://")) {
+                    bad.push((
+                        "fleet.redis",
+                        format!(
+                            "{} is a unix socket; fleet.topology = \"{}\" needs TCP addresses \
+                             (redis://host:port or rediss://host:port)",
+                            mask_redis_url(unix),
+                            self.topology.as_str()
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        if self.topology == Topology::Sentinel && self.is_enabled() {
+            if self.sentinel_service.trim().is_empty() {
+                bad.push((
+                    "fleet.sentinel_service",
+                    "must name the primary the sentinels monitor (their `sentinel monitor NAME …`) \
+                     when fleet.topology is \"sentinel\""
+                        .into(),
+                ));
+            }
+        } else if !self.sentinel_service.is_empty() {
+            bad.push((
+                "fleet.sentinel_service",
+                format!(
+                    "is used only with fleet.topology = \"sentinel\" (it is \"{}\")",
+                    self.topology.as_str()
+                ),
+            ));
+        }
+        if self.topology == Topology::Cluster && self.key_prefix.contains(['{', '}']) {
+            bad.push((
+                "fleet.key_prefix",
+                "must not contain { or } with fleet.topology = \"cluster\": the fleet's keys \
+                 carry their own hash tags (README \"Running a fleet\", Redis Cluster)"
+                    .into(),
+            ));
+        }
+        bad
+    }
+}
+
+/// `fleet.topology`: how the fleet's Redis (or Valkey) is deployed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Topology {
+    /// One server at `fleet.redis` (a single URL).
+    #[default]
+    Server,
+    /// A Redis Cluster: `fleet.redis` lists nodes to learn the cluster from (one is enough).
+    Cluster,
+    /// A primary monitored by Redis Sentinel: `fleet.redis` lists the sentinels,
+    /// `fleet.sentinel_service` the primary's name; the primary is asked of them at each
+    /// (re)connection, so a failover is followed.
+    Sentinel,
+}
+
+impl Topology {
+    /// As written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::Server => "server",
+            Topology::Cluster => "cluster",
+            Topology::Sentinel => "sentinel",
+        }
     }
 }
 
@@ -101,19 +195,47 @@ pub enum OnRedisError {
     Refuse,
 }
 
-/// `fleet.redis`: a Redis URL, parsed when the configuration is read; its password never
-/// appears in logs.
+/// `fleet.redis`: a Redis URL, or a list of them (the nodes of a cluster, the sentinels),
+/// parsed when the configuration is read; no password ever appears in logs.
 #[derive(Clone, Default)]
 pub struct RedisUrl {
     text: String,
+    /// The client of the first URL; `None` when there is none (this instance alone).
     pub(crate) client: Option<redis::Client>,
+    /// Every URL, as written (the first is `text`), with its client.
+    pub(crate) all: Vec<(String, redis::Client)>,
+    /// Whether it was written as a list (TOML array), even of one.
+    listed: bool,
 }
 
 impl RedisUrl {
     /// The URL as it may be shown (logs, `/api/summary`, `config check`, errors): see
-    /// [`mask_redis_url`].
+    /// [`mask_redis_url`]; a list as its URLs joined with `, `.
     pub fn redacted(&self) -> String {
+        if self.all.len() > 1 {
+            let shown: Vec<String> = self.all.iter().map(|(t, _)| mask_redis_url(t)).collect();
+            return shown.join(", ");
+        }
         mask_redis_url(&self.text)
+    }
+
+    /// Every URL as written.
+    pub(crate) fn urls(&self) -> Vec<&str> {
+        self.all.iter().map(|(t, _)| t.as_str()).collect()
+    }
+
+    /// A list of URLs, each parsed as [`RedisUrl::try_from`] does; empty URLs are left out.
+    pub fn try_from_list(texts: Vec<String>) -> Result<Self, String> {
+        let mut all = Vec::new();
+        for (i, text) in texts.into_iter().enumerate() {
+            let one = RedisUrl::try_from(text).map_err(|e| format!("[{i}]: {e}"))?;
+            all.extend(one.all);
+        }
+        let (text, client) = match all.first() {
+            Some((t, c)) => (t.clone(), Some(c.clone())),
+            None => (String::new(), None),
+        };
+        Ok(RedisUrl { text, client, all, listed: true })
     }
 }
 
@@ -178,7 +300,7 @@ fn mask_unparsed(text: &str) -> String {
 
 impl PartialEq for RedisUrl {
     fn eq(&self, other: &Self) -> bool {
-        self.text == other.text
+        self.listed == other.listed && self.urls() == other.urls()
     }
 }
 
@@ -211,25 +333,69 @@ impl TryFrom<String> for RedisUrl {
             return Err(format!(
                 "not a Redis URL: expected redis://[user:password@]host:port/db or rediss://…, \
                  got {:?}",
-                RedisUrl { text: trimmed.to_owned(), client: None }.redacted()
+                mask_redis_url(trimmed)
             ));
         }
         let client = redis::Client::open(trimmed).map_err(|e| format!("bad Redis URL: {e}"))?;
-        Ok(RedisUrl { text: trimmed.to_owned(), client: Some(client) })
+        Ok(RedisUrl {
+            text: trimmed.to_owned(),
+            client: Some(client.clone()),
+            all: vec![(trimmed.to_owned(), client)],
+            listed: false,
+        })
     }
 }
 
-/// Written with the password hidden: `robots-proxy config` never shows it.
+/// Written with the password hidden: `robots-proxy config` never shows it. A list stays a
+/// list.
 impl Serialize for RedisUrl {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.listed {
+            let shown: Vec<String> = self.all.iter().map(|(t, _)| mask_redis_url(t)).collect();
+            return shown.serialize(s);
+        }
         s.serialize_str(&self.redacted())
     }
 }
 
+/// A list written as text (an environment variable, `ROBOTS_PROXY_FLEET__REDIS`), as every list
+/// of the configuration may be: `[a, b]`, or `a, b` when each item is a URL (`scheme://`; a
+/// comma inside a URL is percent-encoded).
+fn as_list(text: &str) -> Option<Vec<String>> {
+    let trimmed = text.trim();
+    let bracketed = trimmed.starts_with('[') && trimmed.ends_with(']');
+    if !bracketed && !trimmed.contains(',') {
+        return None;
+    }
+    let items: Vec<String> = trimmed
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .map(|item| item.trim().trim_matches('"').to_owned())
+        .filter(|item| !item.is_empty())
+        .collect();
+    (bracketed || items.iter().all(|i| i.contains("://"))).then_some(items)
+}
+
+/// One URL, or a list of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
 impl<'de> Deserialize<'de> for RedisUrl {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        RedisUrl::try_from(text).map_err(serde::de::Error::custom)
+        match OneOrMany::deserialize(d) {
+            Ok(OneOrMany::One(text)) => match as_list(&text) {
+                Some(list) => RedisUrl::try_from_list(list),
+                None => RedisUrl::try_from(text),
+            },
+            Ok(OneOrMany::Many(texts)) => RedisUrl::try_from_list(texts),
+            Err(_) => Err("expected a Redis URL (a string) or a list of them".to_owned()),
+        }
+        .map_err(serde::de::Error::custom)
     }
 }
 
@@ -246,6 +412,52 @@ mod tests {
         assert!(RedisUrl::try_from(String::new()).unwrap().client.is_none());
         let err = RedisUrl::try_from("http://x:pw@h".to_owned()).unwrap_err();
         assert!(err.contains("not a Redis URL") && !err.contains("pw@"), "{err}");
+    }
+
+    #[test]
+    fn a_list_is_read_from_toml_and_from_text() {
+        #[derive(Deserialize)]
+        struct T {
+            redis: RedisUrl,
+        }
+        let t: T = toml::from_str(r#"redis = ["redis://a:1", "redis://:pw@b:2"]"#).unwrap();
+        assert_eq!(t.redis.urls(), ["redis://a:1", "redis://:pw@b:2"]);
+        assert_eq!(t.redis.redacted(), "redis://a:1, redis://:***@b:2");
+        assert!(!serde_json::to_string(&t.redis).unwrap().contains("pw@"));
+        let t: T = toml::from_str(r#"redis = "[redis://a:1, redis://b:2]""#).unwrap();
+        assert_eq!(t.redis.urls(), ["redis://a:1", "redis://b:2"]);
+        let t: T = toml::from_str(r#"redis = "redis://a:1,redis://b:2""#).unwrap();
+        assert_eq!(t.redis.urls(), ["redis://a:1", "redis://b:2"]);
+        let t: T = toml::from_str(r#"redis = "redis://a:1""#).unwrap();
+        assert_eq!((t.redis.urls(), t.redis.listed), (vec!["redis://a:1"], false));
+        let e = toml::from_str::<T>(r#"redis = ["redis://a:1", "http://b"]"#).err().unwrap();
+        assert!(e.to_string().contains("[1]: not a Redis URL"), "{e}");
+    }
+
+    #[test]
+    fn topology_and_the_shape_of_redis_are_checked_together() {
+        let list = RedisUrl::try_from_list(vec!["redis://a:1".into(), "redis://b:2".into()]);
+        let mut s = FleetSection { redis: list.unwrap(), ..FleetSection::default() };
+        let bad = s.check();
+        assert!(bad.iter().any(|(k, m)| *k == "fleet.redis" && m.contains("cluster")), "{bad:?}");
+        s.topology = Topology::Cluster;
+        assert!(s.check().is_empty(), "{:?}", s.check());
+        s.key_prefix = "{x}:".into();
+        assert!(s.check().iter().any(|(k, _)| *k == "fleet.key_prefix"));
+        s.key_prefix = "x:".into();
+        s.topology = Topology::Sentinel;
+        assert!(s.check().iter().any(|(k, _)| *k == "fleet.sentinel_service"));
+        s.sentinel_service = "mymaster".into();
+        assert!(s.check().is_empty(), "{:?}", s.check());
+        s.topology = Topology::Server;
+        s.redis = RedisUrl::try_from("redis://a:1".to_owned()).unwrap();
+        let bad = s.check();
+        assert!(bad.iter().any(|(k, _)| *k == "fleet.sentinel_service"), "{bad:?}");
+        s.sentinel_service.clear();
+        assert!(s.check().is_empty());
+        s.topology = Topology::Cluster;
+        s.redis = RedisUrl::try_from("unix:///run/r.sock".to_owned()).unwrap();
+        assert!(s.check().iter().any(|(k, m)| *k == "fleet.redis" && m.contains("unix")));
     }
 
     #[test]

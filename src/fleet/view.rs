@@ -6,7 +6,8 @@
 //! that announced themselves, scored by when (Redis's clock, in milliseconds). The
 //! view reads the set and then the announcements (`MGET`); a name whose announcement expired
 //! is not listed, and leaves the set [`FORGET_AFTER`] after it last announced itself. No call
-//! walks the keyspace (`SCAN`): the view costs the same however many keys Redis holds.
+//! walks the keyspace (`SCAN`): the view costs the same however many keys Redis holds. On a
+//! Redis Cluster both are in the fleet-wide slot ([`super::keys`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,8 +73,8 @@ pub type Counts = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 /// `robots_proxy_fleet_redis_round_trip_seconds` gauge); runs until the process ends.
 /// `admin`: where this instance's admin listener is reached ([`Announcement::admin`]).
 pub async fn heartbeat(fleet: Arc<Fleet>, address: String, admin: Vec<String>, counts: Counts) {
-    let key = fleet.key(&format!("instance:{}", fleet.instance()));
-    let index = fleet.key("instances");
+    let key = fleet.keys.fleet_wide(&format!("instance:{}", fleet.instance()));
+    let index = fleet.keys.fleet_wide("instances");
     let forget = u64::try_from(FORGET_AFTER.as_millis()).unwrap_or(u64::MAX);
     let started = humantime::format_rfc3339_seconds(fleet.started).to_string();
     let ttl = HEARTBEAT_TTL.as_secs();
@@ -131,8 +132,7 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, admin: Vec<String>, c
 /// The live instances of the fleet, by name; empty when Redis is out of reach. Two commands,
 /// whatever else Redis holds: the names in the `instances` set, then their announcements.
 pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
-    let index = fleet.key("instances");
-    let announcement = fleet.key("instance:");
+    let index = fleet.keys.fleet_wide("instances");
     let found = fleet
         .call(|mut c| async move {
             let names: Vec<String> = redis::cmd("ZREVRANGE")
@@ -144,7 +144,8 @@ pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
             if names.is_empty() {
                 return Ok(Vec::new());
             }
-            let keys: Vec<String> = names.iter().map(|n| format!("{announcement}{n}")).collect();
+            let keys: Vec<String> =
+                names.iter().map(|n| fleet.keys.fleet_wide(&format!("instance:{n}"))).collect();
             let values: Vec<Option<String>> =
                 redis::cmd("MGET").arg(&keys).query_async(&mut c).await?;
             Ok(values)

@@ -77,7 +77,7 @@ pub(crate) fn load(
 /// proxy's heap is sparse: pooled connections and cache entries spread over many pages, each
 /// of which then counts 2 MiB. With 10,000 sites (`benches/proxy/run.sh`, variant `wide`) the
 /// process held 488 MiB with them and 424 MiB without; requests per second on one site and
-/// eight did not differ beyond the runs' noise (README "Memory per site"). Failing (an old
+/// eight did not differ beyond the runs' noise (docs/benchmarks.md, "Memory per site"). Failing (an old
 /// kernel) leaves the process as it was.
 fn without_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
@@ -111,9 +111,12 @@ fn tell_systemd(state: &str) {
 async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     // Handlers first: a SIGHUP that arrives once the listening lines are out (a supervisor
     // or test reacting to them) must find a handler, not the default action, which kills.
-    // SIGHUP: reload the configuration and reopen the audit log (logrotate).
+    // SIGHUP: reload the configuration and reopen the audit log.
+    // SIGUSR1: reopen the audit log only (logrotate: a rotation must not apply whatever
+    // half-finished edit of the configuration is on disk; review-ops low 10).
     // SIGTERM / SIGINT: stop gracefully.
     let mut hup = signal(SignalKind::hangup())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let clock: Arc<dyn Clock> = robots_proxy::clock::process_clock();
@@ -148,6 +151,8 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let audit_path = config.audit_path();
     let audit = AuditLog::open(audit_path.clone(), config.audit.clone())
         .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
+    // Each checkpoint to the witnesses of audit.witnesses, off the request path (a task each).
+    audit.start_witnesses((*tls).clone());
     // A `robots_fetch` record for every robots.txt result decided with, whatever
     // `audit.all_decisions` says (docs/audit.md): the log names every version in force.
     let fetches = audit.clone();
@@ -314,6 +319,12 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // The log says when it was written and under which settings (docs/audit.md, "Lifecycle
+    // records"): queued before the listening lines, so before any request's record.
+    audit
+        .record_start(config.logged_settings())
+        .await
+        .context("cannot queue the proxy_start audit record")?;
     announce(&config.log, format!("robots-proxy listening on {local}"));
     if let Some(tls) = &tls_listener {
         let tls_local = tls.listener.local_addr()?;
@@ -363,6 +374,17 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
             reloader.reload(Trigger::Signal).await;
         }
     });
+    let reopening = proxy.clone();
+    let usr1_task = tokio::spawn(async move {
+        while usr1.recv().await.is_some() {
+            match reopening.audit().reopen().await {
+                Ok(()) => tracing::info!(
+                    "SIGUSR1: audit log reopened (the configuration was not read again)"
+                ),
+                Err(e) => tracing::error!(error = %e, "SIGUSR1: cannot reopen the audit log"),
+            }
+        }
+    });
     let shutdown = async move {
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM: stopping"),
@@ -383,12 +405,16 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     tell_systemd(&format!("READY=1\nSTATUS=proxy on {local}, admin on {admin_local}"));
     proxy.serve_with_tls(listener, tls_listener, shutdown, grace).await;
     hup_task.abort();
+    usr1_task.abort();
     expiry_task.abort();
     let _ = admin_stop.send(());
     let _ = admin_task.await;
     let _ = directory_stop.send(());
     if let Some(task) = directory_task {
         let _ = task.await;
+    }
+    if let Err(error) = audit.record_stop().await {
+        tracing::error!(%error, "cannot queue the proxy_stop audit record");
     }
     audit.close().await.context("cannot flush the audit log")?;
     tracing::info!("robots-proxy stopped");

@@ -35,16 +35,45 @@ pub(super) fn encode(encoder: &mut DescriptorEncoder, stats: ArchiveStats) -> fm
              next prune) because the site had more than archive.max_versions_per_authority.",
             stats.versions_dropped,
         ),
+        (
+            "archive_bodies_removed",
+            "robots.txt bodies the archive's pruning removed: no window within \
+             archive.retention, nor any window in force, named them.",
+            stats.bodies_removed,
+        ),
     ];
     for (name, help, value) in counters {
         let metric = ConstCounter::new(value);
         metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)?;
     }
-    let failing = ConstGauge::new(i64::from(stats.failing > 0));
-    failing.encode(encoder.encode_descriptor(
-        "archive_failing",
-        "1 while the robots.txt archive cannot write, else 0.",
-        None,
-        failing.metric_type(),
-    )?)
+    let wide = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let gauges = [
+        (
+            "archive_failing",
+            "1 while the robots.txt archive cannot write, else 0.",
+            stats.failing.min(1),
+        ),
+        (
+            "archive_bytes",
+            "What the robots.txt archive takes on disk, as du counts it (counted at each \
+             pruning pass, and kept up to date by each write in between).",
+            stats.bytes,
+        ),
+        (
+            "archive_max_bytes",
+            "archive.max_bytes, the size the robots.txt archive should stay under (0: no bound).",
+            stats.max_bytes,
+        ),
+        (
+            "archive_unusable_files",
+            "Authority files of the robots.txt archive that the last pruning pass could not \
+             read or parse (or set aside as .json.unreadable): the bodies they name are kept.",
+            stats.unusable_files,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let metric = ConstGauge::new(wide(value));
+        metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)?;
+    }
+    Ok(())
 }

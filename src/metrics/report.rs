@@ -51,7 +51,7 @@ impl WouldBlocks {
     pub(super) fn count(&self, record: &AuditRecord) {
         let name = record.product_token.as_deref().unwrap_or("(none)");
         let label = {
-            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = crate::sync::lock(&self.seen);
             seen.total += 1;
             // One token however it is spelt: `ReportBot`, `REPORTBOT` and `reportbot` are one
             // series and one row of the status page, not three.
@@ -74,7 +74,7 @@ impl WouldBlocks {
 
     /// Would-blocks since start, and the `top` tokens with the most.
     pub(super) fn summary(&self, top: usize) -> WouldBlockSummary {
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = crate::sync::lock(&self.seen);
         WouldBlockSummary { total: seen.total, top_tokens: seen.tokens.top(top) }
     }
 }

@@ -182,18 +182,23 @@ impl Charts {
         Charts { causes, state: Mutex::new(State::default()) }
     }
 
+    /// Blocks so far whose cause is `cause` (0 when it is not one of [`CAUSES`]).
+    pub(super) fn blocks_by_cause(&self, cause: AuditAction) -> u64 {
+        CAUSES.iter().position(|c| *c == cause).map_or(0, |i| self.causes[i].get())
+    }
+
     /// Counts a refused request, if it is a block (a `disallow` or `refuse` decision).
     pub(super) fn blocked(&self, record: &AuditRecord) {
         let Some(i) = CAUSES.iter().position(|c| *c == record.action) else { return };
         self.causes[i].inc();
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = crate::sync::lock(&self.state);
         state.blocks += 1;
         state.sites.add(cut(&record.domain, MAX_NAME));
         state.tokens.add(cut(record.product_token.as_deref().unwrap_or("(none)"), MAX_NAME));
     }
 
     fn take(&self, reading: Reading, now: Instant, at: SystemTime) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = crate::sync::lock(&self.state);
         let d = reading.since(&state.last);
         let seconds = state.last_at.map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
         let (sites, sites_other) = named(&state.sites, state.blocks, TOP_NAMED);
@@ -224,7 +229,7 @@ impl Charts {
     }
 
     fn series(&self) -> Series {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = crate::sync::lock(&self.state);
         let samples: Vec<Sample> = state.samples.iter().cloned().collect();
         let window = window(&samples);
         Series { samples, capacity: SAMPLES, window }

@@ -9,7 +9,7 @@
 //! Granted on a claim, one header would take any client out of enforcement, or lend it a
 //! partner's written permission. So a loosening for a token applies only to a request whose
 //! token the proxy knows from credentials: a proxy user (`access.users_file`), or a client
-//! certificate naming a user, tied to that token, as signing already requires (README, "Who
+//! certificate naming a user, tied to that token, as signing already requires (docs/security.md, "Who
 //! may be signed for"). Loosenings for users (`policy.report_users`, an exception's `users`)
 //! apply to the authenticated user, as before. Tightening (a disallow exception) applies to
 //! every claim: a client that says it is AcmeBot is refused what AcmeBot is refused.

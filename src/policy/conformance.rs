@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use proptest::prelude::*;
 
-use super::{Policy, PolicySection, Readings};
+use super::{Claim, Policy, PolicySection, Readings};
 use crate::authority::{Authority, Scheme};
 use crate::cache::{FetchOutcome, RobotsCache, RobotsRules, RobotsSection, RobotsSnapshot};
 use crate::clock::SystemClock;
@@ -74,18 +74,18 @@ fn refusals(
 ) -> [(&'static str, bool); 3] {
     let readings = Readings::of(path);
     let robots = snapshot(&format!("User-agent: *\nDisallow: {pattern}\n"), folds_case);
-    let by_robots = !policy.is_allowed(&robots, None, &readings);
+    let ask = |s| policy.decide(s, Claim::asserted(None, None), &readings, SystemTime::UNIX_EPOCH);
+    let by_robots = !ask(&robots).robots_allowed();
     let usage = snapshot(
         &format!("User-agent: *\nAllow: /\nContent-Usage: {pattern} train-ai=n\n"),
         folds_case,
     );
-    let prefs = policy.usage_for(&usage, None, &readings);
+    let prefs = ask(&usage).usage();
     let by_usage = prefs.get(Category::TrainAi).preference == Preference::Disallow;
     let plain = snapshot("User-agent: *\nAllow: /\n", folds_case);
     let json = format!(r#"[{{"location": "{pattern}", "tdm-reservation": 1}}]"#);
     let file = TdmFile::parse(json.as_bytes()).unwrap();
-    let by_tdmrep =
-        policy.tdm_statement(&plain, &file, &readings).is_some_and(|s| s.reserved == Some(true));
+    let by_tdmrep = ask(&plain).tdm_statement(&file).is_some_and(|s| s.reserved == Some(true));
     [("robots.txt", by_robots), ("Content-Usage", by_usage), ("tdmrep.json", by_tdmrep)]
 }
 
@@ -200,8 +200,9 @@ fn exception(effect: super::exceptions::Effect, pattern: &str, site: &str) -> Po
 fn exception_decides(policy: &Policy, robots: &RobotsSnapshot, path: &str) -> Option<bool> {
     let token = crate::robots::ProductToken::new("TrainBot").unwrap();
     let readings = Readings::of(path);
-    let verdict = policy.exception_would_decide(robots, Some(&token), &readings, SystemTime::now());
-    verdict.map(|v| v.effect == super::exceptions::Effect::Allow)
+    let claim = Claim::tied(Some(&token), None);
+    let decision = policy.decide(robots, claim, &readings, SystemTime::now());
+    decision.exception().map(|v| v.effect == super::exceptions::Effect::Allow)
 }
 
 proptest! {
@@ -231,7 +232,8 @@ proptest! {
 
         let open = snapshot("User-agent: *\nAllow: /\n", folds_case);
         let robots = snapshot(&format!("User-agent: *\nDisallow: {pattern}\n"), folds_case);
-        let refused_by_robots = !plain.is_allowed(&robots, None, &readings);
+        let ask = |s| plain.decide(s, Claim::asserted(None, None), &readings, SystemTime::UNIX_EPOCH);
+        let refused_by_robots = !ask(&robots).robots_allowed();
         let deny = exception(Effect::Disallow, pattern, site);
         let refused = exception_decides(&deny, &open, &path) == Some(false);
         prop_assert_eq!(
@@ -242,7 +244,7 @@ proptest! {
 
         let closed = snapshot("User-agent: *\nDisallow: /\n", folds_case);
         let lifted = snapshot(&format!("User-agent: *\nDisallow: /\nAllow: {pattern}\n"), folds_case);
-        let allowed_by_robots = plain.is_allowed(&lifted, None, &readings);
+        let allowed_by_robots = ask(&lifted).robots_allowed();
         let allow = exception(Effect::Allow, pattern, site);
         let let_through = exception_decides(&allow, &closed, &path) == Some(true);
         prop_assert_eq!(

@@ -102,6 +102,8 @@ pub struct Readings {
     /// The base of the case-folded reading trimmed as Win32 trims a path, when that changes
     /// it ([`trim_as_windows`]).
     windows: Option<String>,
+    /// Only the path as written is decided ([`Readings::exactly`]).
+    exact: bool,
 }
 
 impl Readings {
@@ -113,7 +115,7 @@ impl Readings {
         let path_end = memchr::memchr(b'?', as_sent.as_bytes()).unwrap_or(as_sent.len());
         let (path, query) = as_sent.split_at(path_end);
         if !may_read_differently(path.as_bytes()) {
-            return Readings { as_sent, others: Vec::new(), windows: None };
+            return Readings { as_sent, others: Vec::new(), windows: None, exact: false };
         }
         let mut others: Vec<(Reading, String)> = Vec::new();
         for reading in [Reading::Decoded, Reading::Backslash, Reading::Parameters] {
@@ -123,9 +125,16 @@ impl Readings {
                 others.push((reading, read));
             }
         }
-        let mut readings = Readings { as_sent, others, windows: None };
+        let mut readings = Readings { as_sent, others, windows: None, exact: false };
         readings.windows = trim_as_windows(readings.folded_base());
         readings
+    }
+
+    /// `path_and_query` exactly as written, and no other reading of it: what
+    /// `robots-proxy check` decides without `--as-proxy` (Google's reading, octet for octet).
+    pub fn exactly(path_and_query: &str) -> Readings {
+        let as_sent = path_and_query.to_owned();
+        Readings { as_sent, others: Vec::new(), windows: None, exact: true }
     }
 
     /// What the case-folded reading starts from: the backslash reading, else the decoded one,
@@ -176,6 +185,8 @@ impl Readings {
         decoded_patterns: bool,
         fold_case: bool,
     ) -> impl Iterator<Item = (Reading, &str)> + '_ {
+        let (decoded_patterns, fold_case) =
+            (decoded_patterns && !self.exact, fold_case && !self.exact);
         let add = decoded_patterns && self.others.iter().all(|(r, _)| *r != Reading::Decoded);
         let folded = fold_case.then(|| (Reading::CaseFolded, self.folded_base()));
         let trimmed = self.windows.as_deref().filter(|_| fold_case);

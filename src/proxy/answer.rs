@@ -7,9 +7,11 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
+use super::refusal::Refusal;
 use super::ProxyBody;
+use crate::audit::AuditAction;
 use crate::output;
-use crate::policy::PolicyDecision;
+use crate::policy::Explanation;
 
 /// The name this proxy gives itself in `Proxy-Status`.
 pub(crate) const PROXY_NAME: &str = "robots-proxy";
@@ -97,77 +99,63 @@ pub(crate) fn not_a_proxy_request(proxy_url: &str) -> Response<ProxyBody> {
     )
 }
 
-/// The 403 for a request robots.txt disallows. JSON when the client asked for it.
-pub(crate) fn blocked(
-    decision: &PolicyDecision,
-    url: &str,
-    token: Option<&str>,
-    want_json: bool,
-) -> Response<ProxyBody> {
-    let mut resp = if want_json {
-        let body = serde_json::json!({
-            "error": "robots_disallowed",
-            "url": url,
-            "product_token": token,
-            "robots_url": decision.robots_url,
-            "robots_state": decision.state_word(),
-            "rule": decision.rule,
-            "line": decision.line,
-            "group": decision.group,
-            "reason": decision.reason,
-            "reading": decision.reading.name(),
-            "read_path": decision.read_path,
-        });
-        let mut body = body;
-        if let (Some(version), Some(map)) = (&decision.version, body.as_object_mut()) {
-            map.insert("robots_sha256".to_owned(), version.sha256().into());
-            map.insert("robots_fetched_at".to_owned(), version.fetched_at_text().into());
-        }
-        // C1 controls and Unicode line separators as `\uXXXX`, as in the audit log.
-        let mut bytes = body.to_string().into_bytes();
-        output::json_line(&mut bytes);
-        own(StatusCode::FORBIDDEN, JSON, bytes)
-    } else {
-        let token_line =
-            token.map_or_else(|| "(none found: the `*` group applies)".to_owned(), str::to_owned);
-        let rule_line = match (&decision.rule, decision.line) {
-            (Some(rule), Some(line)) => format!("line {line}: {rule}"),
-            _ => "(none: see reason)".to_owned(),
-        };
-        let group_line = decision.group.as_deref().unwrap_or("(none)");
-        let reading_line = format!(
-            "{}: {} ({})",
-            decision.reading,
-            decision.read_path,
-            decision.reading.description()
-        );
-        // The version line only when a file is in force (not for disallow all).
-        let version_line = decision.version.as_ref().map_or_else(String::new, |v| {
-            format!("Version:       sha256:{}, fetched {}\n", v.sha256(), v.fetched_at_text())
-        });
-        let body = format!(
-            "403 Forbidden: robots.txt does not allow this request.\n\
-             \n\
-             URL:           {url}\n\
-             Product token: {token_line}\n\
-             robots.txt:    {robots} ({state}, {age}s old)\n\
-             {version_line}\
-             Group:         user-agent: {group_line}\n\
-             Rule:          {rule_line}\n\
-             Reading:       {reading_line}\n\
-             Reason:        {reason}\n",
-            robots = decision.robots_url,
-            state = decision.state_word(),
-            age = decision.age.as_secs(),
-            reason = decision.reason,
-        );
-        // The URL, the group and the rule are the crawler's and the origin's bytes: the whole
-        // body is escaped at once, line by line, as every text answer is (`text`).
-        own(StatusCode::FORBIDDEN, TEXT, output::terminal_text(&body))
+/// The 403 for a request robots.txt disallows (JSON when the client asked for it).
+pub(crate) fn blocked(decision: &Explanation, url: &str, token: Option<&str>) -> Refusal {
+    let mut json = serde_json::json!({
+        "error": "robots_disallowed",
+        "url": url,
+        "product_token": token,
+        "robots_url": decision.robots_url,
+        "robots_state": decision.state_word(),
+        "rule": decision.rule,
+        "line": decision.line,
+        "group": decision.group,
+        "reason": decision.reason,
+        "reading": decision.reading.name(),
+        "read_path": decision.read_path,
+    });
+    if let (Some(version), Some(map)) = (&decision.version, json.as_object_mut()) {
+        map.insert("robots_sha256".to_owned(), version.sha256().into());
+        map.insert("robots_fetched_at".to_owned(), version.fetched_at_text().into());
+    }
+    let token_line =
+        token.map_or_else(|| "(none found: the `*` group applies)".to_owned(), str::to_owned);
+    let rule_line = match (&decision.rule, decision.line) {
+        (Some(rule), Some(line)) => format!("line {line}: {rule}"),
+        _ => "(none: see reason)".to_owned(),
     };
-    let h = resp.headers_mut();
-    h.insert("proxy-status", proxy_status("http_request_denied", &decision.reason));
-    resp
+    let group_line = decision.group.as_deref().unwrap_or("(none)");
+    let reading_line = format!(
+        "{}: {} ({})",
+        decision.reading,
+        decision.read_path,
+        decision.reading.description()
+    );
+    // The version line only when a file is in force (not for disallow all).
+    let version_line = decision.version.as_ref().map_or_else(String::new, |v| {
+        format!("Version:       sha256:{}, fetched {}\n", v.sha256(), v.fetched_at_text())
+    });
+    // The URL, the group and the rule are the crawler's and the origin's bytes: the refusal
+    // escapes the whole body at once, line by line, as every text answer is.
+    let text = format!(
+        "403 Forbidden: robots.txt does not allow this request.\n\
+         \n\
+         URL:           {url}\n\
+         Product token: {token_line}\n\
+         robots.txt:    {robots} ({state}, {age}s old)\n\
+         {version_line}\
+         Group:         user-agent: {group_line}\n\
+         Rule:          {rule_line}\n\
+         Reading:       {reading_line}\n\
+         Reason:        {reason}\n",
+        robots = decision.robots_url,
+        state = decision.state_word(),
+        age = decision.age.as_secs(),
+        reason = decision.reason,
+    );
+    Refusal::new(StatusCode::FORBIDDEN, "http_request_denied", AuditAction::RobotsDisallow, text)
+        .details(decision.reason.clone())
+        .json(json)
 }
 
 /// Whether the client prefers a JSON answer.

@@ -12,7 +12,6 @@
 //! The decision and the upstream connection always use the CONNECT authority. A TLS server
 //! name or an inner `Host` / `:authority` naming another host (domain fronting) is refused.
 
-use std::future::pending;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::pipeline::process;
+use super::refusal::Refusal;
 use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditRecord, AuditSubject};
 use crate::authority::{Authority, Scheme};
@@ -105,7 +105,7 @@ pub(super) async fn handle_connect(
             .await
         }
         HttpsMode::Tunnel => {
-            super::tunnel::tunnel(shared, client, req, https, (token, origin)).await
+            super::tunnel::tunnel(shared, &live, client, req, https, (token, origin)).await
         }
         _ => {
             let Some(ca) = live.ca.clone() else {
@@ -115,9 +115,11 @@ pub(super) async fn handle_connect(
                     "500: https.mode is intercept but no CA is loaded\n".to_owned(),
                 );
             };
-            let shared2 = shared.clone();
             // safety: requests inside the tunnel speak for the user who authenticated it.
             let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().cloned();
+            // The inner connection is bounded by the timeouts in force when the CONNECT came.
+            let tunnel =
+                Intercepted { shared: shared.clone(), ca, client, user, timeouts: live.timeouts };
             tokio::spawn(async move {
                 match hyper::upgrade::on(req).await {
                     // The client's own socket, unwrapped from hyper's boxed `Upgraded`: one
@@ -125,11 +127,11 @@ pub(super) async fn handle_connect(
                     Ok(upgraded) => match upgraded.downcast::<TokioIo<crate::limits::ClientIo>>() {
                         Ok(parts) => {
                             let io = parts.io.into_inner();
-                            intercept(shared2, ca, client, https, io, parts.read_buf, user).await
+                            intercept(tunnel, https, io, parts.read_buf).await
                         }
                         Err(upgraded) => {
                             let io = TokioIo::new(upgraded);
-                            intercept(shared2, ca, client, https, io, Bytes::new(), user).await
+                            intercept(tunnel, https, io, Bytes::new()).await
                         }
                     },
                     Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
@@ -147,7 +149,7 @@ async fn refuse(
     req: &Request<Incoming>,
     authority: &Authority,
     token: Option<&ProductToken>,
-    error: &str,
+    error: &'static str,
     reason: String,
 ) -> Response<ProxyBody> {
     let record = connect_record(shared, client, req, authority, token, false, &reason);
@@ -159,11 +161,12 @@ async fn refuse_record(
     shared: &Shared,
     record: AuditRecord,
     scheme: Scheme,
-    error: &str,
+    error: &'static str,
     reason: String,
 ) -> Response<ProxyBody> {
-    let answer = answer::text(StatusCode::FORBIDDEN, error, format!("403 Forbidden: {reason}\n"));
-    shared.refuse(record, scheme, answer).await
+    let text = format!("403 Forbidden: {reason}\n");
+    let refusal = Refusal::new(StatusCode::FORBIDDEN, error, record.action, text);
+    shared.refuse(record, scheme, refusal, false).await
 }
 
 /// The 403 for a CONNECT to a prohibited destination (see `safety::prohibited`).
@@ -211,24 +214,33 @@ pub(super) fn connect_record(
     AuditRecord::new(action, shared.clock.now(), subject, status, reason.to_owned())
 }
 
-/// Intercept mode, after the 200: tell TLS from plain HTTP and serve what is inside.
-/// `buffered` is what the client sent after the CONNECT head and was already read with it.
-async fn intercept<IO>(
+/// An intercepted CONNECT, as its inner connection is served.
+struct Intercepted {
     shared: Arc<Shared>,
+    /// The CA in force when the CONNECT came.
     ca: Arc<crate::tls::ca::CertificateAuthority>,
     client: SocketAddr,
-    connect: Authority,
-    mut io: IO,
-    buffered: Bytes,
+    /// The user who authenticated the CONNECT: requests inside speak for them.
     user: Option<Arc<crate::access::AuthenticatedUser>>,
-) where
+    /// What bounds the inner connection in time: as on the listener (review-house D1).
+    timeouts: crate::server::ConnectionTimeouts,
+}
+
+/// Intercept mode, after the 200: tell TLS from plain HTTP and serve what is inside.
+/// `buffered` is what the client sent after the CONNECT head and was already read with it.
+/// The inner connection has the listener's head limits and its timeouts, and finishes at
+/// shutdown as the listener's connections do.
+async fn intercept<IO>(tunnel: Intercepted, connect: Authority, mut io: IO, buffered: Bytes)
+where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let Intercepted { shared, ca, client, user, timeouts } = tunnel;
     let limits = shared.safety.limits.clone();
-    let settings = shared.tunnel_http.clone();
+    let settings = shared.http;
+    let stop = shared.stopping();
     let prefix = if buffered.is_empty() {
         let mut first = [0u8; 1];
-        match tokio::time::timeout(shared.header_read_timeout, io.read(&mut first)).await {
+        match timeouts.first_bytes(io.read(&mut first)).await {
             Ok(Ok(n)) if n > 0 => Bytes::copy_from_slice(&first[..n]),
             _ => return,
         }
@@ -253,16 +265,19 @@ async fn intercept<IO>(
                 req.extensions_mut().insert(user.clone());
             }
             async move {
-                let answer = inner(shared, &memory, client, authority, None, framing, req).await;
-                Ok::<_, std::convert::Infallible>(answer)
+                let answering = inner(shared, &memory, client, authority, None, framing, req);
+                Ok::<_, std::convert::Infallible>(super::exchange(answering).await)
             }
         });
-        // safety: the same head limits as the listener.
-        let _ = serve_connection(io, Protocol::Http1, &settings, service, pending()).await;
+        // safety: the same head limits and timeouts as the listener.
+        let serving = serve_connection(io, Protocol::Http1, &settings, &timeouts, service, stop);
+        if let Err(e) = serving.await {
+            tracing::debug!(client = %client, error = %e, "intercepted connection ended with an error");
+        }
         return;
     }
     let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
-    let start = match tokio::time::timeout(shared.header_read_timeout, acceptor).await {
+    let start = match timeouts.first_bytes(acceptor).await {
         Ok(Ok(start)) => start,
         Ok(Err(e)) => {
             tracing::debug!(client = %client, error = %e, "bad TLS ClientHello inside CONNECT");
@@ -294,9 +309,7 @@ async fn intercept<IO>(
     };
     // Bounded like the ClientHello: a client that stalls mid-handshake must not hold the
     // connection (and its task) forever.
-    let tls = match tokio::time::timeout(shared.header_read_timeout, start.into_stream(config))
-        .await
-    {
+    let tls = match timeouts.first_bytes(start.into_stream(config)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             // Typically the client does not trust our CA and sent an alert.
@@ -322,12 +335,12 @@ async fn intercept<IO>(
             req.extensions_mut().insert(user.clone());
         }
         async move {
-            let answer = inner(shared, &memory, client, connect, mismatch, framing, req).await;
-            Ok::<_, std::convert::Infallible>(answer)
+            let answering = inner(shared, &memory, client, connect, mismatch, framing, req);
+            Ok::<_, std::convert::Infallible>(super::exchange(answering).await)
         }
     });
-    // safety: the same head limits as the listener.
-    let served = serve_connection(tls, protocol, &settings, service, pending()).await;
+    // safety: the same head limits and timeouts as the listener.
+    let served = serve_connection(tls, protocol, &settings, &timeouts, service, stop).await;
     if let Err(e) = served {
         tracing::debug!(client = %client, error = %e, "intercepted connection ended with an error");
     }

@@ -4,58 +4,57 @@
 //! too, whatever `audit.all_decisions` says.
 
 use std::ops::ControlFlow;
-use std::time::Instant;
 
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{Response, StatusCode};
 
 use super::facts::Facts;
+use super::refusal::Refusal;
 use super::report::Reported;
-use super::{answer, Live, ProxyBody, Shared};
+use super::{Live, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::policy::exceptions::Effect;
-use crate::policy::{ExceptionVerdict, RobotsSnapshot};
+use crate::policy::{Decision, ExceptionVerdict};
 
-/// What [`super::pipeline`]'s robots.txt step does when an exception decides: the 403 of a
-/// disallow (its record written), or the record of an allow, for the step to write once the
-/// request goes on. `None`: no exception decides, robots.txt does.
+/// What [`super::pipeline`]'s robots.txt step does when an exception decides (the decision
+/// names it): the 403 of a disallow (its record written), or the record of an allow, for the
+/// step to write once the request goes on. The exception counts one use.
 pub(super) async fn check(
     shared: &Shared,
     live: &Live,
     facts: &Facts,
-    snapshot: &RobotsSnapshot,
-    started: Instant,
+    decision: &Decision<'_>,
     reported: &mut Reported,
-) -> Option<ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>>> {
+) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
+    let Some(verdict) = decision.exception() else {
+        return ControlFlow::Continue(None);
+    };
+    decision.count_exception();
     let now = shared.clock.now();
-    let policy = &live.policy;
-    let verdict = policy.exception_for(snapshot, facts.claim(), &facts.readings, now)?;
     // The robots.txt verdict it overrides, written next to it.
-    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
-    shared.metrics.decision_time(started);
+    let robots_allowed = decision.robots_allowed();
     match verdict.effect {
         Effect::Allow => {
-            let mut record = facts.audit_record(&decision, now, None);
-            verdict.audit(&mut record, decision.is_allowed());
+            let mut record = facts.record(decision, now, None);
+            verdict.audit(&mut record, robots_allowed);
             facts.decided_by(&record);
-            Some(ControlFlow::Continue(Some(Box::new(record))))
+            ControlFlow::Continue(Some(Box::new(record)))
         }
         Effect::Disallow => {
-            let mut record = facts.audit_record(&decision, now, Some(403));
-            verdict.audit(&mut record, decision.is_allowed());
+            let mut record = facts.record(decision, now, Some(403));
+            verdict.audit(&mut record, robots_allowed);
             facts.decided_by(&record);
             record.reading = Some(verdict.reading.name().to_owned());
             record.read_path =
                 (verdict.read_path != facts.path()).then(|| verdict.read_path.clone());
             let token = facts.token().map(|t| t.as_str());
-            let answer = refused(&verdict, &record.url, token, facts.want_json);
+            let refusal = refused(verdict, &record.url, token);
             // Report-only mode reports a disallow exception like any other refusal.
-            let who = facts.claim();
-            let scheme = facts.authority.scheme();
-            match shared.refuse_or_report(policy, who, record, scheme, answer).await {
-                ControlFlow::Break(refused) => Some(ControlFlow::Break(refused)),
+            let (who, scheme, json) = (facts.claim(), facts.authority.scheme(), facts.want_json);
+            match shared.refuse_or_report(&live.policy, who, record, scheme, refusal, json).await {
+                ControlFlow::Break(refused) => ControlFlow::Break(refused),
                 ControlFlow::Continue(report) => {
                     reported.add(report);
-                    Some(ControlFlow::Continue(None))
+                    ControlFlow::Continue(None)
                 }
             }
         }
@@ -63,31 +62,19 @@ pub(super) async fn check(
 }
 
 /// The 403 of a disallow exception: it names the exception and its reference, not robots.txt.
-fn refused(
-    verdict: &ExceptionVerdict,
-    url: &str,
-    token: Option<&str>,
-    want_json: bool,
-) -> Response<ProxyBody> {
+fn refused(verdict: &ExceptionVerdict, url: &str, token: Option<&str>) -> Refusal {
     let reason = verdict.reason();
-    if want_json {
-        let body = serde_json::json!({
-            "error": "exception_disallowed",
-            "url": url,
-            "product_token": token,
-            "exception": &*verdict.id,
-            "reference": &*verdict.reference,
-            "reason": reason,
-            "reading": verdict.reading.name(),
-            "read_path": verdict.read_path,
-        });
-        let mut resp = answer::text(StatusCode::FORBIDDEN, "http_request_denied", reason);
-        *resp.body_mut() = answer::full(body.to_string());
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        return resp;
-    }
-    let body = format!(
+    let json = serde_json::json!({
+        "error": "exception_disallowed",
+        "url": url,
+        "product_token": token,
+        "exception": &*verdict.id,
+        "reference": &*verdict.reference,
+        "reason": reason,
+        "reading": verdict.reading.name(),
+        "read_path": verdict.read_path,
+    });
+    let text = format!(
         "403 Forbidden: {reason}.\n\
          \n\
          URL:           {url}\n\
@@ -101,7 +88,10 @@ fn refused(
         reading = verdict.reading,
         read_path = verdict.read_path,
     );
-    answer::text(StatusCode::FORBIDDEN, "http_request_denied", body)
+    let action = crate::audit::AuditAction::ExceptionDisallow;
+    Refusal::new(StatusCode::FORBIDDEN, "http_request_denied", action, text)
+        .details(reason)
+        .json(json)
 }
 
 /// An allow exception with `usage` (`usage = ["train-ai"]`) lifts those usage preferences for
@@ -114,15 +104,12 @@ pub(super) async fn lift_usage(
     shared: &Shared,
     live: &Live,
     facts: &Facts,
-    snapshot: &RobotsSnapshot,
+    decision: &Decision<'_>,
     purposes: &mut Vec<crate::usage::Purpose>,
     allowed: &mut Option<Box<AuditRecord>>,
 ) {
-    let now = shared.clock.now();
     let policy = &live.policy;
-    let Some((lifted, verdict)) =
-        policy.usage_lifted(snapshot, facts.claim(), &facts.readings, now)
-    else {
+    let Some((lifted, verdict)) = decision.usage_lifted() else {
         return;
     };
     let before = purposes.len();
@@ -153,9 +140,8 @@ pub(super) async fn lift_usage(
             record.reason = lift;
         }
         None => {
-            let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
-            let mut record = facts.audit_record(&decision, now, None);
-            verdict.audit(&mut record, decision.is_allowed());
+            let mut record = facts.record(decision, shared.clock.now(), None);
+            verdict.audit(&mut record, decision.robots_allowed());
             record.reason = lift;
             *allowed = Some(Box::new(record));
         }

@@ -44,7 +44,7 @@ impl Facts {
     /// answered with `status`: the request's own fields and where its token came from.
     pub(super) fn audit_record(
         &self,
-        decision: &crate::policy::PolicyDecision,
+        decision: &crate::policy::Explanation,
         now: std::time::SystemTime,
         status: Option<u16>,
     ) -> crate::audit::AuditRecord {
@@ -63,6 +63,22 @@ impl Facts {
         record.user_name = self.user_name().map(str::to_owned);
         record.exception = self.exception.get().cloned();
         record
+    }
+
+    /// The audit record of the request's one decision, written at `now` and answered with
+    /// `status`: the base that every record of the request (a refusal, an exception's, a 429,
+    /// a usage event) fills in with its own action and reason.
+    pub(super) fn record(
+        &self,
+        decision: &crate::policy::Decision<'_>,
+        now: std::time::SystemTime,
+        status: Option<u16>,
+    ) -> crate::audit::AuditRecord {
+        let mut explanation = decision.explain();
+        if let Some(site) = decision.site() {
+            explanation.age = site.age(now);
+        }
+        self.audit_record(&explanation, now, status)
     }
 
     /// Notes the exception that decided the request, from its record; the first one stays.

@@ -25,7 +25,7 @@ use super::{pipeline, ConnectionMemory, Proxy, Shared};
 use crate::access::AuthenticatedUser;
 use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
 use crate::limits::ClientIo;
-use crate::server::{serve_connection, Protocol};
+use crate::server::{serve_connection, ConnectionTimeouts, Protocol};
 use crate::tls::listener::{client_certificate_problem, client_name};
 
 /// The TLS listener for clients (`proxy.tls_listen`) and its server configuration
@@ -59,9 +59,8 @@ impl Proxy {
         shutdown: impl Future<Output = ()>,
         grace: Duration,
     ) {
-        // Connections watch `stop` to finish gracefully; each holds a clone of `alive`, so
-        // `all_closed` completes when the last one ends. `quit` stops the accept loops.
-        let (stop, stop_rx) = watch::channel(false);
+        // Connections watch `Shared::stop` to finish gracefully; each holds a clone of `alive`,
+        // so `all_closed` completes when the last one ends. `quit` stops the accept loops.
         let (alive, mut all_closed) = mpsc::channel::<()>(1);
         let (quit, _) = watch::channel(false);
         // safety: a request to one of the proxy's own listeners must never loop back into it.
@@ -71,10 +70,10 @@ impl Proxy {
             }
         }
         self.shared.metrics.set_listening(true);
-        let plain = self.accept(listener, None, quit.subscribe(), &stop_rx, &alive);
+        let plain = self.accept(listener, None, quit.subscribe(), &alive);
         let secure = async {
             if let Some(TlsListener { listener, config }) = tls {
-                self.accept(listener, Some(config), quit.subscribe(), &stop_rx, &alive).await;
+                self.accept(listener, Some(config), quit.subscribe(), &alive).await;
             }
         };
         let quitting = async {
@@ -84,7 +83,7 @@ impl Proxy {
         tokio::join!(plain, secure, quitting);
         self.shared.metrics.set_listening(false);
         drop(alive);
-        let _ = stop.send(true);
+        self.shared.stop.send_replace(true);
         tokio::select! {
             _ = all_closed.recv() => tracing::info!("all connections closed"),
             () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing open connections"),
@@ -98,7 +97,6 @@ impl Proxy {
         listener: TcpListener,
         tls: Option<crate::tls::listener::ListenerTls>,
         mut quit: watch::Receiver<bool>,
-        stop_rx: &watch::Receiver<bool>,
         alive: &mpsc::Sender<()>,
     ) {
         let quitting = async move { drop(quit.wait_for(|quit| *quit).await) };
@@ -122,30 +120,34 @@ impl Proxy {
                 () = &mut quitting => break,
             };
             let _ = stream.set_nodelay(true);
+            // What bounds the connection in time: those in force when it is accepted.
+            let timeouts = self.shared.live.load().timeouts;
             // safety: access.allow_clients and limits.max_connections; refused ones are closed.
             let watch = tls.is_none();
-            let Some(io) = self.shared.safety.admit(stream, peer, slot, watch) else { continue };
+            let admitted = self.shared.safety.admit(stream, peer, slot, watch, timeouts.write);
+            let Some(io) = admitted else { continue };
+            // The gauge counts the connection for as long as it holds its slot, through a
+            // CONNECT too (review-house D3).
+            let io = io.counted_by(self.shared.metrics.connection_opened());
             let shared = self.shared.clone();
-            let mut stop_rx = stop_rx.clone();
-            let stopping = async move { drop(stop_rx.wait_for(|stop| *stop).await) };
+            let stopping = self.shared.stopping();
             let alive = alive.clone();
-            let open = self.shared.metrics.connection_opened();
             let tls = tls.clone();
             // Boxed apart, so a plain connection's task has no room for a TLS handshake.
             tokio::spawn(async move {
-                let _alive = (alive, open);
+                let _alive = alive;
+                let conn = Accepted { shared, peer, timeouts };
                 match tls {
                     None => {
                         let verdicts = io.verdicts();
                         let (protocol, plain) = (Protocol::Http1, Listener::Plain);
-                        let serving =
-                            serve_client(shared, peer, io, verdicts, protocol, plain, stopping);
+                        let serving = serve_client(conn, io, verdicts, protocol, plain, stopping);
                         Box::pin(serving).await;
                     }
                     Some(config) => {
                         // The configuration in force when the client connects.
                         let acceptor = TlsAcceptor::from(config.load_full());
-                        Box::pin(serve_tls_client(shared, peer, io, acceptor, stopping)).await;
+                        Box::pin(serve_tls_client(conn, io, acceptor, stopping)).await;
                     }
                 }
             });
@@ -153,18 +155,26 @@ impl Proxy {
     }
 }
 
-/// A client connection of the TLS listener: the handshake (bounded by
-/// `proxy.header_read_timeout`), the user its certificate names, then HTTP/2 or HTTP/1.1 by
-/// ALPN. A handshake that fails for the client certificate is logged at WARN with its cause
-/// (the client has had a TLS alert).
-async fn serve_tls_client(
+/// An accepted client connection: who it is and what bounds it in time.
+struct Accepted {
     shared: Arc<Shared>,
     peer: SocketAddr,
+    /// Those in force when it was accepted, for its whole life.
+    timeouts: ConnectionTimeouts,
+}
+
+/// A client connection of the TLS listener: the handshake (bounded by
+/// [`ConnectionTimeouts::first_bytes`]), the user its certificate names, then HTTP/2 or
+/// HTTP/1.1 by ALPN. A handshake that fails for the client certificate is logged at WARN with
+/// its cause (the client has had a TLS alert).
+async fn serve_tls_client(
+    conn: Accepted,
     io: ClientIo,
     acceptor: TlsAcceptor,
     stop: impl Future<Output = ()>,
 ) {
-    let handshake = tokio::time::timeout(shared.header_read_timeout, acceptor.accept(io));
+    let Accepted { ref shared, peer, ref timeouts } = conn;
+    let handshake = timeouts.first_bytes(acceptor.accept(io));
     let tls = match handshake.await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
@@ -205,7 +215,7 @@ async fn serve_tls_client(
     let watch = (protocol != Protocol::Http2).then(|| FramingWatch::new(max_head));
     let io = Watched::new(tls, watch);
     let verdicts = io.verdicts();
-    serve_client(shared, peer, io, verdicts, protocol, Listener::Tls(user), stop).await;
+    serve_client(conn, io, verdicts, protocol, Listener::Tls(user), stop).await;
 }
 
 /// Which listener a client connection came through.
@@ -230,8 +240,7 @@ struct Connection {
 /// Serves one client connection of a proxy listener: every request is checked for smuggling
 /// and the request-target limit, then handled (`pipeline::handle`).
 async fn serve_client<I>(
-    shared: Arc<Shared>,
-    peer: SocketAddr,
+    conn: Accepted,
     io: I,
     verdicts: Verdicts,
     protocol: Protocol,
@@ -240,7 +249,8 @@ async fn serve_client<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let settings = shared.listener_http.clone();
+    let Accepted { shared, peer, timeouts } = conn;
+    let settings = shared.http.with_upgrades();
     let (user, over_tls) = match listener {
         Listener::Plain => (None, false),
         Listener::Tls(user) => (user, true),
@@ -281,7 +291,8 @@ async fn serve_client<I>(
             // Boxed: hyper keeps the service's future in the connection for as long
             // as the connection lives, idle or not, and moves it on every request;
             // a pointer is cheaper to move and to keep than the whole request state.
-            let handling = Box::pin(pipeline::handle(shared, memory, *peer, req));
+            // One exchange: it reads the reloadable state once.
+            let handling = Box::pin(super::exchange(pipeline::handle(shared, memory, *peer, req)));
             let resp = handling.await;
             if connect {
                 // safety: a refused CONNECT leaves the connection in HTTP/1.1.
@@ -290,7 +301,7 @@ async fn serve_client<I>(
             Ok::<_, Infallible>(resp)
         }
     });
-    let serving = serve_connection(io, protocol, &settings, service, stop);
+    let serving = serve_connection(io, protocol, &settings, &timeouts, service, stop);
     tokio::select! {
         served = serving => if let Err(e) = served {
             tracing::debug!(client = %peer, error = %e, "client connection ended with an error");

@@ -14,6 +14,7 @@ mod optouts;
 mod pipeline;
 mod pool;
 mod preferences;
+mod refusal;
 mod relay;
 mod report;
 mod safety;
@@ -38,6 +39,7 @@ use crate::guard::DestinationGuard;
 use crate::metrics::{Decision, Metrics};
 use crate::pacing::Pacer;
 use crate::policy::{Policy, RecentRobots, RecentUserAgent, RobotsStore};
+use crate::server::ConnectionTimeouts;
 use crate::signing::Signer;
 use crate::tls::ca::CertificateAuthority;
 use crate::tls::HttpsSection;
@@ -94,21 +96,14 @@ struct Shared {
     pacer: Arc<Pacer>,
     audit: AuditLog,
     client: forward::UpstreamClient,
-    /// `limits.client_body_idle_timeout`: a request body the client stops sending.
-    client_body_idle_timeout: Duration,
     clock: Arc<dyn Clock>,
     via: forward::Via,
     listen: String,
     /// `proxy.tls_listen`, when the TLS listener is on.
     tls_listen: Option<String>,
-    /// How long a client may take for a TLS handshake or its first bytes in a tunnel
-    /// (`proxy.header_read_timeout`).
-    header_read_timeout: Duration,
-    /// How the listener serves its connections: the head limits, `proxy.header_read_timeout`
-    /// and CONNECT upgrades.
-    listener_http: crate::server::HttpSettings,
-    /// How connections read inside a CONNECT tunnel are served: the same head limits.
-    tunnel_http: crate::server::HttpSettings,
+    /// The head limits of every client connection, on the listeners and inside interception
+    /// (the listeners add CONNECT upgrades). What bounds them in time is [`Live::timeouts`].
+    http: crate::server::HttpSettings,
     connect_timeout: Duration,
     /// Access list, authentication, limits and the destination guard (see `safety.rs`).
     safety: safety::Safety,
@@ -117,6 +112,9 @@ struct Shared {
     /// Bumped by every reload, for what must look again at what a reload changed (a tunnel an
     /// exception opened).
     reloads: tokio::sync::watch::Sender<u64>,
+    /// Set at shutdown: every client connection, intercepted ones included, is asked to
+    /// finish, and dropped after [`ConnectionTimeouts::drain`].
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// The part of the configuration a reload replaces (see [`Proxy::reload`]). Everything else in
@@ -133,6 +131,29 @@ struct Live {
     ca: Option<Arc<CertificateAuthority>>,
     /// Web Bot Auth: signs the requests of the identities it knows, last thing before they go.
     signer: Option<Arc<Signer>>,
+    /// What bounds a client connection in time: a connection reads it when it is accepted, a
+    /// CONNECT when it arrives (see [`connection_timeouts`]).
+    timeouts: ConnectionTimeouts,
+}
+
+/// The proxy's [`ConnectionTimeouts`], from `config`: on a reload (`running`, those in force),
+/// only the reloadable key (`https.tunnel_idle_timeout`) is taken from `config`; the others
+/// apply after a restart (`config::reload::restart_reason`).
+fn connection_timeouts(
+    config: &Config,
+    running: Option<&ConnectionTimeouts>,
+) -> ConnectionTimeouts {
+    let tunnel_idle = config.https.tunnel_idle_timeout;
+    if let Some(running) = running {
+        return ConnectionTimeouts { tunnel_idle, ..*running };
+    }
+    ConnectionTimeouts {
+        head: config.proxy.header_read_timeout,
+        body: config.limits.client_body_idle_timeout,
+        write: config.limits.client_write_timeout,
+        drain: config.proxy.shutdown_grace,
+        tunnel_idle,
+    }
 }
 
 /// What a reload builds besides the configuration, because building it may fail or costs a
@@ -147,8 +168,14 @@ pub struct LiveParts {
 }
 
 impl Live {
-    fn new(config: &Config, store: &Arc<dyn RobotsStore>, parts: LiveParts) -> Self {
+    fn new(
+        config: &Config,
+        store: &Arc<dyn RobotsStore>,
+        parts: LiveParts,
+        timeouts: ConnectionTimeouts,
+    ) -> Self {
         Live {
+            timeouts,
             https: config.https.clone(),
             ca: parts.ca,
             signer: parts.signer,
@@ -181,15 +208,18 @@ impl Shared {
         }
     }
 
-    /// The one way a request is refused: counts it (once, from what the record says was
-    /// done), lists it among the blocks on the admin page, logs it, writes its audit record,
-    /// and gives back the answer.
+    /// The one way a request is refused: writes the refusal into its record, counts it (once,
+    /// from what the record says was done), lists it among the blocks on the admin page, logs
+    /// it, writes its audit record, and gives back the answer ([`refusal::Refusal`], JSON when
+    /// the client asked for it).
     async fn refuse(
         &self,
-        record: AuditRecord,
+        mut record: AuditRecord,
         scheme: Scheme,
-        answer: Response<ProxyBody>,
+        refusal: refusal::Refusal,
+        want_json: bool,
     ) -> Response<ProxyBody> {
+        refusal.stamp(&mut record);
         self.metrics.count(Decision::of(record.action), scheme);
         self.metrics.blocked(&record);
         tracing::info!(
@@ -201,15 +231,51 @@ impl Shared {
             "refused"
         );
         self.write_audit(record).await;
-        answer
+        refusal.into_response(want_json)
     }
 
     /// The reloadable settings in force now. A request reads them once, so that a reload in
     /// the middle of it cannot mix old and new (say, decide by one token header and strip
-    /// another).
+    /// another); so does a CONNECT, and its tunnel keeps them. In builds with debug
+    /// assertions (the tests), a second reading inside one [`exchange`] panics.
     fn live(&self) -> Arc<Live> {
+        count_live_read();
         self.live.load_full()
     }
+
+    /// Completes once the proxy is shutting down (see [`Shared::stop`]).
+    fn stopping(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stop = self.stop.subscribe();
+        async move { drop(stop.wait_for(|stop| *stop).await) }
+    }
+}
+
+/// Counts a reading of [`Live`] in the exchange running on this task, if any; in builds with
+/// debug assertions, panics at the second (review-house D4).
+fn count_live_read() {
+    #[cfg(debug_assertions)]
+    let _ = LIVE_READS.try_with(|reads| {
+        reads.set(reads.get() + 1);
+        assert!(
+            reads.get() == 1,
+            "the reloadable state (Live) was read twice in one request or CONNECT: read it \
+             once and pass it down (docs/architecture.md)"
+        );
+    });
+}
+
+#[cfg(debug_assertions)]
+tokio::task_local! {
+    /// How many times the exchange running on this task has read [`Live`].
+    static LIVE_READS: std::cell::Cell<u32>;
+}
+
+/// Runs `handling`, one request or one CONNECT, as one exchange: in builds with debug
+/// assertions, one that reads [`Live`] more than once panics (review-house D4).
+async fn exchange<F: std::future::Future>(handling: F) -> F::Output {
+    #[cfg(debug_assertions)]
+    let handling = LIVE_READS.scope(std::cell::Cell::new(0), handling);
+    handling.await
 }
 
 /// What the composition root builds once for the process and hands to [`Proxy::new`].
@@ -262,9 +328,10 @@ impl Proxy {
             Some(pacer.clone()),
             fleet.clone(),
         ));
+        let timeouts = connection_timeouts(config, None);
+        let live = Live::new(config, &store, LiveParts { ca, signer }, timeouts);
         let shared = Shared {
-            client_body_idle_timeout: config.limits.client_body_idle_timeout,
-            live: ArcSwap::from_pointee(Live::new(config, &store, LiveParts { ca, signer })),
+            live: ArcSwap::from_pointee(live),
             metrics,
             store,
             pacer,
@@ -275,18 +342,12 @@ impl Proxy {
             via: forward::Via::new(&config.proxy.via),
             listen: config.proxy.listen.to_string(),
             tls_listen: config.proxy.tls_listen.map(|a| a.to_string()),
-            header_read_timeout: config.proxy.header_read_timeout,
-            listener_http: crate::server::HttpSettings::new(Some(config.proxy.header_read_timeout))
-                .with_limits(&config.limits)
-                .with_upgrades(),
-            // Inside interception the same head and idle limits as on the listener: a client
-            // that goes silent in its tunnel does not hold its connection slot (review-house D1).
-            tunnel_http: crate::server::HttpSettings::new(Some(config.proxy.header_read_timeout))
-                .with_limits(&config.limits),
+            http: crate::server::HttpSettings::default().with_limits(&config.limits),
             connect_timeout: config.upstream.connect_timeout,
             safety: safety::Safety::new(config, guard)?,
             fleet,
             reloads: tokio::sync::watch::Sender::new(0),
+            stop: tokio::sync::watch::Sender::new(false),
         };
         Ok(Proxy { shared: Arc::new(shared) })
     }
@@ -304,8 +365,11 @@ impl Proxy {
     pub fn reload(&self, config: &Config, parts: LiveParts) -> Result<Reloaded, ProxyError> {
         let pacing = self.shared.pacer.prepare(&config.pacing)?;
         let users = self.shared.safety.prepare_users(config)?;
-        let live = Live::new(config, &self.shared.store, parts);
-        live.policy.exceptions().carry_counts(self.shared.live().policy.exceptions());
+        let running = self.shared.live.load();
+        let timeouts = connection_timeouts(config, Some(&running.timeouts));
+        let live = Live::new(config, &self.shared.store, parts, timeouts);
+        live.policy.exceptions().carry_counts(running.policy.exceptions());
+        drop(running);
         // Nothing below can fail.
         self.shared.pacer.apply(pacing);
         let users_file = self.shared.safety.apply(config, users);
@@ -380,4 +444,54 @@ struct ConnectionMemory {
     over_tls: bool,
     /// Told when a request of the connection proves its user (`limits.auth_timeout`).
     authenticated: tokio::sync::Notify,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reload_changes_only_the_reloadable_connection_timeout() {
+        let started = Config::default();
+        let running = connection_timeouts(&started, None);
+        assert_eq!(running.head, started.proxy.header_read_timeout);
+        assert_eq!(running.drain, started.proxy.shutdown_grace);
+        let mut new = started.clone();
+        new.proxy.header_read_timeout = Duration::from_secs(7);
+        new.limits.client_write_timeout = Duration::from_secs(8);
+        new.limits.client_body_idle_timeout = Duration::from_secs(9);
+        new.proxy.shutdown_grace = Duration::from_secs(10);
+        new.https.tunnel_idle_timeout = Duration::from_secs(11);
+        let reloaded = connection_timeouts(&new, Some(&running));
+        assert_eq!(
+            reloaded,
+            ConnectionTimeouts { tunnel_idle: Duration::from_secs(11), ..running }
+        );
+        let fresh = connection_timeouts(&new, None);
+        assert_eq!(
+            (fresh.head, fresh.write, fresh.body, fresh.drain, fresh.tunnel_idle),
+            (
+                new.proxy.header_read_timeout,
+                new.limits.client_write_timeout,
+                new.limits.client_body_idle_timeout,
+                new.proxy.shutdown_grace,
+                new.https.tunnel_idle_timeout
+            )
+        );
+    }
+
+    #[cfg(debug_assertions)]
+    #[tokio::test]
+    async fn one_reading_of_live_per_exchange_holds_and_a_second_panics() {
+        exchange(async { count_live_read() }).await;
+        // Outside an exchange (the admin's view, a tunnel's reload watch) nothing is counted.
+        count_live_read();
+        count_live_read();
+        let twice = tokio::spawn(exchange(async {
+            count_live_read();
+            count_live_read();
+        }));
+        let panicked = twice.await.expect_err("a second reading in one exchange panics");
+        assert!(panicked.is_panic());
+    }
 }

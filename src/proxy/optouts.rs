@@ -266,12 +266,12 @@ pub(super) fn apply(
 /// purposes (not `off`) is `train-ai`: the file is fetched (or taken from the cache) before
 /// the request leaves, and applied when the response head has come (its header overrides it).
 ///
-/// Decided on every reading of the path, as robots.txt is ([`crate::policy::Policy::tdm_statement`]).
+/// Decided on every reading of the path, as robots.txt is ([`crate::policy::Decision::tdm_statement`]).
 pub(super) async fn file_statement(
     policy: &crate::policy::Policy,
     usage: &UsagePolicy,
     facts: &Facts,
-    snapshot: &crate::policy::RobotsSnapshot,
+    decision: &crate::policy::Decision<'_>,
     purposes: &[crate::usage::Purpose],
 ) -> Option<TdmStatement> {
     if !usage.tdmrep() || !purposes.iter().any(|p| p.category == Category::TrainAi) {
@@ -279,7 +279,7 @@ pub(super) async fn file_statement(
     }
     let site = policy.tdmrep(&facts.authority).await;
     let file = site.file.as_ref()?;
-    policy.tdm_statement(snapshot, file, &facts.readings).cloned()
+    decision.tdm_statement(file).cloned()
 }
 
 #[cfg(test)]

@@ -5,11 +5,15 @@
 //!
 //! 1. [`read_facts`]: the request's facts, read once (authority, path readings, token, client);
 //! 2. [`robots_txt`]: the robots.txt snapshot for the authority (the destination guard first);
-//! 3. [`check_robots`]: every reading of the path must be allowed (403 otherwise);
-//! 4. [`check_usage`]: AI usage preferences stated in robots.txt (403);
-//! 5. [`pace`]: the site's pace (wait, or 429);
-//! 6. [`forward`]: to the origin, streamed;
-//! 7. [`check_response`]: usage preferences stated by the response (`Content-Usage`).
+//!    then the request's one decision ([`crate::policy::Policy::decide`]), which every later
+//!    step uses;
+//! 3. [`undecidable`]: the fleet's store out of reach (503), an untrusted origin (502);
+//! 4. [`check_robots`]: every reading of the path must be allowed, or an exception allow it
+//!    (403 otherwise);
+//! 5. [`check_usage`]: AI usage preferences stated in robots.txt (403);
+//! 6. [`pace`]: the site's pace (wait, or 429);
+//! 7. [`forward`]: to the origin, streamed;
+//! 8. [`check_response`]: usage preferences stated by the response (`Content-Usage`).
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
@@ -20,14 +24,15 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use super::facts::Facts;
-use super::report::{Report, Reported};
+use super::refusal::Refusal;
+use super::report::Reported;
 use super::{answer, connect, forward, preferences, safety, throttle};
 use super::{ConnectionMemory, Live, ProxyBody, Shared};
 use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
-use crate::metrics::Decision;
+use crate::metrics::Decision as Counted;
 use crate::pacing::PacePermit;
-use crate::policy::{Policy, Readings, RobotsSnapshot, UsagePreferences};
+use crate::policy::{Decision, Policy, Readings, RobotsSnapshot, UsagePreferences};
 use crate::signing::Signing;
 use crate::usage::{Purpose, Settled};
 
@@ -125,9 +130,14 @@ async fn steps(
 ) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
     let signing = plan_signing(shared, live, facts, &req);
     let snapshot = robots_txt(shared, live, memory, facts).await?;
-    let mut allowed = check_robots(shared, live, facts, &snapshot, started, reported).await?;
-    let usage = check_usage(shared, live, facts, &snapshot, reported, &mut allowed).await?;
-    let _permit = pace(shared, facts, &snapshot).await?;
+    // The one decision of the request: every later step uses it, none decides again.
+    let decision =
+        live.policy.decide(&snapshot, facts.claim(), &facts.readings, shared.clock.now());
+    shared.metrics.decision_time(started);
+    undecidable(shared, facts, &decision).await?;
+    let mut allowed = check_robots(shared, live, facts, &decision, reported).await?;
+    let usage = check_usage(shared, live, facts, &decision, reported, &mut allowed).await?;
+    let _permit = pace(shared, facts, &decision).await?;
     // Built and signed now, after robots.txt and the pace: the key is the one that signs at
     // the moment the request leaves.
     let prepared = prepare(shared, live, facts, req, signing.as_ref());
@@ -146,7 +156,7 @@ async fn steps(
     let (upstream, _) = prepared?;
     let resp = forward(shared, live, facts, upstream).await?;
     let signature = (signed, cosign.as_ref());
-    let checking = check_response(shared, live, facts, &snapshot, usage, signature, resp, reported);
+    let checking = check_response(shared, live, facts, &decision, usage, signature, resp, reported);
     ControlFlow::Continue(checking.await)
 }
 
@@ -164,7 +174,7 @@ fn read_facts(
     let token = live.policy.token_for_connection(
         safety::tied_token(req),
         req.headers(),
-        &mut memory.user_agent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+        &mut crate::sync::lock(&memory.user_agent),
     );
     Facts::of(req, client, authority, readings, token)
 }
@@ -191,7 +201,7 @@ fn plan_signing<'s>(
     if let Some(token) = plan.refused {
         let n = shared.metrics.signing_refused();
         let user = facts.user_name().unwrap_or("-");
-        if n <= 10 || n.is_multiple_of(1000) {
+        if crate::output::warn_on(n) {
             tracing::warn!(
                 client = %facts.client, user, token = token.as_str(), refused_so_far = n,
                 "not signed as {token}: the user is neither tied to that token in \
@@ -206,9 +216,7 @@ fn plan_signing<'s>(
 
 /// Step 2: the robots.txt snapshot of the authority, from the connection's memory or the
 /// store. Refused first when the destination guard prohibits an IP literal (before robots.txt
-/// is even fetched) or the robots.txt fetch went to a prohibited address; a 503 when the
-/// fleet's shared state is required and out of reach; a 502 when the origin's certificate is
-/// not trusted.
+/// is even fetched) or the robots.txt fetch went to a prohibited address.
 async fn robots_txt(
     shared: &Shared,
     live: &Live,
@@ -225,24 +233,35 @@ async fn robots_txt(
     if let Some(why) = safety::robots_prohibited(&snapshot) {
         return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, why)).await);
     }
-    if let Some(answer) = fleet_unavailable(&snapshot) {
+    ControlFlow::Continue(snapshot)
+}
+
+/// Step 3: a request that cannot be decided on what robots.txt gave: a 503 when the fleet's
+/// shared state is required and out of reach, a 502 when the origin's certificate is not
+/// trusted. The 503's record is the decision's (no rule decided: nothing was read).
+async fn undecidable(
+    shared: &Shared,
+    facts: &Facts,
+    decision: &Decision<'_>,
+) -> ControlFlow<Response<ProxyBody>> {
+    let Some(snapshot) = decision.site() else {
+        return ControlFlow::Continue(());
+    };
+    if let Some(refusal) = fleet_unavailable(snapshot) {
         // Audited and counted (`unavailable`) like every answer the proxy gives itself.
-        let subject =
-            preferences::Subject { facts, snapshot: &snapshot, signed: None, cosign: None };
-        let mut record = subject.decision_record(shared, &live.policy, Some(503));
-        record.action = crate::audit::AuditAction::FleetUnavailable;
-        record.outcome = crate::audit::AuditOutcome::Failure;
+        let mut record = facts.record(decision, shared.clock.now(), None);
         record.reason = FLEET_UNAVAILABLE_REASON.to_owned();
         (record.rule, record.line) = (None, None);
-        let refusing = Box::pin(shared.refuse(record, facts.authority.scheme(), answer));
+        let scheme = facts.authority.scheme();
+        let refusing = Box::pin(shared.refuse(record, scheme, refusal, facts.want_json));
         return ControlFlow::Break(refusing.await);
     }
-    if let Some(answer) = untrusted_origin(&snapshot) {
+    if let Some(answer) = untrusted_origin(snapshot) {
         shared.metrics.upstream_error("tls_certificate_error");
         shared.metrics.count(crate::metrics::Decision::Unavailable, facts.authority.scheme());
         return ControlFlow::Break(answer);
     }
-    ControlFlow::Continue(snapshot)
+    ControlFlow::Continue(())
 }
 
 /// The audit reason of a request answered 503 because the fleet's store is out of reach.
@@ -252,11 +271,12 @@ pub(super) const FLEET_UNAVAILABLE_REASON: &str = "the fleet's shared store is o
 /// With a fleet whose shared state is required (`fleet.on_redis_error = "refuse"`) and out of
 /// reach, the request cannot be decided: answer 503. The client is told no more than that:
 /// where the store is and why it failed are for the operator's log.
-pub(super) fn fleet_unavailable(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
+pub(super) fn fleet_unavailable(snapshot: &RobotsSnapshot) -> Option<Refusal> {
     snapshot.fleet_unavailable()?;
-    Some(answer::text(
+    Some(Refusal::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "proxy_internal_error",
+        crate::audit::AuditAction::FleetUnavailable,
         "503 Service Unavailable: the fleet's shared store cannot be reached\n".to_owned(),
     ))
 }
@@ -277,79 +297,58 @@ fn untrusted_origin(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
     ))
 }
 
-/// Step 3: robots.txt. Every reading of the path must be allowed; the explained decision (and
-/// its audit record) is made only for a refusal or with `audit.all_decisions`. An allowed
-/// request's record comes back unwritten, for [`steps`] to write once the request goes on.
+/// Step 4: robots.txt, and the exception that overrides it. Every reading of the path must be
+/// allowed. An allowed request's record (`audit.all_decisions`, or an allow exception's) comes
+/// back unwritten, for [`steps`] to write once the request goes on. A refusal goes through
+/// [`Shared::refuse_or_report`], so that report-only mode lets it go on.
 async fn check_robots(
     shared: &Shared,
     live: &Live,
     facts: &Facts,
-    snapshot: &RobotsSnapshot,
-    started: Instant,
+    decision: &Decision<'_>,
     reported: &mut Reported,
 ) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
-    // `[[exceptions]]`: one empty check when none is configured.
-    if live.policy.has_exceptions() {
-        let excepting =
-            Box::pin(super::exception::check(shared, live, facts, snapshot, started, reported));
-        if let Some(flow) = excepting.await {
-            return flow;
+    if decision.exception().is_some() {
+        let excepting = Box::pin(super::exception::check(shared, live, facts, decision, reported));
+        return excepting.await;
+    }
+    if decision.is_allowed() {
+        if !shared.audit.all_decisions() {
+            return ControlFlow::Continue(None);
         }
+        // `robots.signature.keyid` is set once the request is signed (`steps`).
+        return ControlFlow::Continue(Some(Box::new(facts.record(
+            decision,
+            shared.clock.now(),
+            None,
+        ))));
     }
-    if shared.audit.all_decisions()
-        || !live.policy.is_allowed(snapshot, facts.token(), &facts.readings)
-    {
-        // Boxed: the audit record and the explanation are big, and the allowed requests that
-        // never come here should not carry room for them.
-        let deciding = Box::pin(decide_and_audit(shared, &live.policy, facts, snapshot, started));
-        return match deciding.await {
-            Err(blocked) => ControlFlow::Break(blocked),
-            Ok(Decided::Allowed(record)) => ControlFlow::Continue(Some(record)),
-            // Report-only mode: its `would_block` record is the request's record.
-            Ok(Decided::Reported(details)) => {
-                reported.add(details);
-                ControlFlow::Continue(None)
-            }
-        };
-    }
-    shared.metrics.decision_time(started);
-    ControlFlow::Continue(None)
+    // Boxed: the audit record and the explanation are big, and the allowed requests that
+    // never come here should not carry room for them.
+    Box::pin(refuse_robots(shared, &live.policy, facts, decision, reported)).await
 }
 
-/// What [`decide_and_audit`] lets go on.
-enum Decided {
-    /// Allowed: its record, not yet written.
-    Allowed(Box<AuditRecord>),
-    /// Refused, but only reported (report-only mode): what enforcement would have done.
-    Reported(Report),
-}
-
-/// The explained decision for a request that is blocked, or that is audited although
-/// allowed (`audit.all_decisions`): the 403, its record written, when the request is blocked;
-/// the record, not yet written, when it may go on. A refusal goes through
-/// [`Shared::refuse_or_report`], so that report-only mode lets it go on.
-async fn decide_and_audit(
+/// The 403 of a request robots.txt disallows, its record written; or, in report-only mode,
+/// its `would_block` record written and the request let go on.
+async fn refuse_robots(
     shared: &Shared,
     policy: &Policy,
     facts: &Facts,
-    snapshot: &RobotsSnapshot,
-    started: Instant,
-) -> Result<Decided, Response<ProxyBody>> {
-    let now = shared.clock.now();
-    let decision = policy.decide(snapshot, facts.token(), &facts.readings, now);
-    shared.metrics.decision_time(started);
-    let status = (!decision.is_allowed()).then_some(403);
-    let record = facts.audit_record(&decision, now, status);
-    if decision.is_allowed() {
-        // `robots.signature.keyid` is set once the request is signed (`steps`).
-        return Ok(Decided::Allowed(Box::new(record)));
-    }
+    decision: &Decision<'_>,
+    reported: &mut Reported,
+) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
+    let explanation = decision.explain();
+    let record = facts.audit_record(&explanation, shared.clock.now(), Some(403));
     let token = facts.token().map(|t| t.as_str());
-    let answer = answer::blocked(&decision, &record.url, token, facts.want_json);
-    let who = facts.claim();
-    match shared.refuse_or_report(policy, who, record, facts.authority.scheme(), answer).await {
-        ControlFlow::Break(blocked) => Err(blocked),
-        ControlFlow::Continue(details) => Ok(Decided::Reported(details)),
+    let refusal = answer::blocked(&explanation, &record.url, token);
+    let (who, scheme) = (facts.claim(), facts.authority.scheme());
+    match shared.refuse_or_report(policy, who, record, scheme, refusal, facts.want_json).await {
+        ControlFlow::Break(blocked) => ControlFlow::Break(blocked),
+        // Report-only mode: its `would_block` record is the request's record.
+        ControlFlow::Continue(details) => {
+            reported.add(details);
+            ControlFlow::Continue(None)
+        }
     }
 }
 
@@ -362,14 +361,14 @@ struct Usage {
     tdm_file: Option<crate::policy::optout::TdmStatement>,
 }
 
-/// Step 4: AI usage preferences (`crate::usage`), only for crawlers with configured purposes:
+/// Step 5: AI usage preferences (`crate::usage`), only for crawlers with configured purposes:
 /// an enforced purpose that robots.txt disallows for the path is refused. An exception that
 /// lifts a preference writes itself into `allowed`, the request's record still to be written.
 async fn check_usage(
     shared: &Shared,
     live: &Live,
     facts: &Facts,
-    snapshot: &RobotsSnapshot,
+    decision: &Decision<'_>,
     reported: &mut Reported,
     allowed: &mut Option<Box<AuditRecord>>,
 ) -> ControlFlow<Response<ProxyBody>, Usage> {
@@ -380,19 +379,19 @@ async fn check_usage(
     };
     if !purposes.is_empty() && live.policy.has_exceptions() {
         let lifting =
-            super::exception::lift_usage(shared, live, facts, snapshot, &mut purposes, allowed);
+            super::exception::lift_usage(shared, live, facts, decision, &mut purposes, allowed);
         Box::pin(lifting).await;
     }
     if purposes.is_empty() {
         let preferences = UsagePreferences::default();
         return ControlFlow::Continue(Usage { purposes, preferences, tdm_file: None });
     }
-    let preferences = live.policy.usage_for(snapshot, facts.token(), &facts.readings);
+    let preferences = decision.usage();
     // A request whose robots.txt refusal was only reported is not reported again for its
     // usage preference: one `would_block` per request (`Reported::any`).
     let blocking = live.usage.blocking(&purposes, &preferences, Settled::No);
     if let Some(block) = blocking.filter(|_| !reported.any()) {
-        let subject = preferences::Subject { facts, snapshot, signed: None, cosign: None };
+        let subject = preferences::Subject { facts, decision, signed: None, cosign: None };
         let action = crate::audit::AuditAction::UsageDisallow;
         let refusal = Box::pin(preferences::refuse(
             shared,
@@ -406,25 +405,30 @@ async fn check_usage(
         reported.add(refusal.await?);
     }
     let tdm_file =
-        super::optouts::file_statement(&live.policy, &live.usage, facts, snapshot, &purposes).await;
+        super::optouts::file_statement(&live.policy, &live.usage, facts, decision, &purposes).await;
     ControlFlow::Continue(Usage { purposes, preferences, tdm_file })
 }
 
-/// Step 5: politeness (`crate::pacing`): wait for the site's pace, or answer 429. The permit is
+/// Step 6: politeness (`crate::pacing`): wait for the site's pace, or answer 429. The permit is
 /// held until the origin's response headers arrive.
 async fn pace(
     shared: &Shared,
     facts: &Facts,
-    snapshot: &RobotsSnapshot,
+    decision: &Decision<'_>,
 ) -> ControlFlow<Response<ProxyBody>, PacePermit> {
     if !shared.pacer.is_enabled() {
         return ControlFlow::Continue(PacePermit::default());
     }
-    let admitting = Box::pin(shared.pacer.admit(&facts.authority, snapshot, facts.token()));
+    let Some(snapshot) = decision.site() else {
+        return ControlFlow::Continue(PacePermit::default());
+    };
+    let admitting = Box::pin(
+        shared.pacer.admit(&facts.authority, || snapshot.rules.crawl_delay(facts.token())),
+    );
     match admitting.await {
         Ok(permit) => ControlFlow::Continue(permit),
         Err(throttled) => ControlFlow::Break(
-            Box::pin(throttle::refused(shared, facts, snapshot, &throttled)).await,
+            Box::pin(throttle::refused(shared, facts, decision, &throttled)).await,
         ),
     }
 }
@@ -437,7 +441,7 @@ struct Signed<'s> {
     cosign: Option<crate::signing::Cosign>,
 }
 
-/// Step 6, first half: the request to the origin, built and signed (the last change made to
+/// Step 7, first half: the request to the origin, built and signed (the last change made to
 /// it), with the key id that signed it; or the proxy's own answer when it cannot be built
 /// (400) or signed (500).
 fn prepare<'s>(
@@ -471,7 +475,7 @@ fn prepare<'s>(
     let mut upstream = match forwarded {
         Ok(r) => r,
         Err(e) => {
-            shared.metrics.count(Decision::Allow, authority.scheme());
+            shared.metrics.count(Counted::Allow, authority.scheme());
             return ControlFlow::Break(answer::text(
                 StatusCode::BAD_REQUEST,
                 "http_request_error",
@@ -486,13 +490,13 @@ fn prepare<'s>(
     match sign(shared, facts, signing, &mut upstream, client.as_ref()) {
         ControlFlow::Continue(signed) => ControlFlow::Continue((upstream, signed)),
         ControlFlow::Break(refused) => {
-            shared.metrics.count(Decision::Allow, authority.scheme());
+            shared.metrics.count(Counted::Allow, authority.scheme());
             ControlFlow::Break(refused)
         }
     }
 }
 
-/// Step 6: the request to the origin, and its response. Counted as allowed only once the
+/// Step 7: the request to the origin, and its response. Counted as allowed only once the
 /// origin's answer is known ([`check_response`]): it may still be refused (the guard at
 /// connect time) or withheld (usage preferences), and each request counts once.
 async fn forward(
@@ -509,7 +513,7 @@ async fn forward(
         forward::Timeouts {
             response: live.response_timeout,
             body_idle: live.body_idle_timeout,
-            client_body_idle: shared.client_body_idle_timeout,
+            client_body_idle: live.timeouts.body,
         },
         &shared.via,
         &shared.metrics,
@@ -577,7 +581,7 @@ fn sign<'s>(
                 // No key of the identity signs now (a gap between key windows): counted and
                 // logged, the first ten and then every thousandth (issue 41).
                 let n = shared.metrics.signing_unsigned();
-                if n <= 10 || n.is_multiple_of(1000) {
+                if crate::output::warn_on(n) {
                     tracing::warn!(
                         authority = %facts.authority, unsigned_so_far = n,
                         "no key of the signing identity signs now: the request leaves unsigned \
@@ -603,7 +607,7 @@ fn sign<'s>(
 /// every thousandth at `warn`; the audit record (with `audit.all_decisions`) says why too.
 fn cosign_skipped(shared: &Shared, facts: &Facts, why: &crate::signing::Skipped) {
     let n = shared.metrics.cosign_skipped(why.reason.as_str());
-    if n <= 10 || n.is_multiple_of(1000) {
+    if crate::output::warn_on(n) {
         tracing::warn!(
             client = %facts.client, authority = %facts.authority, reason = why.reason.as_str(),
             skipped_so_far = n,
@@ -614,24 +618,24 @@ fn cosign_skipped(shared: &Shared, facts: &Facts, why: &crate::signing::Skipped)
     }
 }
 
-/// Step 7: the origin's response, counted as allowed, or withheld when its `Content-Usage`
+/// Step 8: the origin's response, counted as allowed, or withheld when its `Content-Usage`
 /// header disallows an enforced purpose of the crawler (unless only reported).
 #[allow(clippy::too_many_arguments)]
 async fn check_response(
     shared: &Shared,
     live: &Live,
     facts: &Facts,
-    snapshot: &RobotsSnapshot,
+    decision: &Decision<'_>,
     usage: Usage,
     (signed, cosign): (Option<&str>, Option<&crate::signing::Cosign>),
     resp: Response<ProxyBody>,
     reported: &mut Reported,
 ) -> Response<ProxyBody> {
     if usage.purposes.is_empty() {
-        shared.metrics.count(Decision::Allow, facts.authority.scheme());
+        shared.metrics.count(Counted::Allow, facts.authority.scheme());
         return resp;
     }
-    let subject = preferences::Subject { facts, snapshot, signed, cosign };
+    let subject = preferences::Subject { facts, decision, signed, cosign };
     let answer = Box::pin(preferences::on_response(
         shared,
         &live.policy,

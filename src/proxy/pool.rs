@@ -78,7 +78,7 @@ struct Connecting<'a> {
 
 impl Drop for Connecting<'_> {
     fn drop(&mut self) {
-        let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut idle = crate::sync::lock(self.idle);
         if let Some(done) = idle.connecting.remove(self.authority) {
             done.notify_waiters();
         }
@@ -315,7 +315,7 @@ impl OriginPool {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
-        self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.idle)
     }
 
     /// An idle connection to `authority` that is ready for a request; closed ones are dropped
@@ -442,7 +442,7 @@ async fn reap(idle: Weak<Mutex<Idle>>, idle_timeout: Duration, period: Duration)
         ticks.tick().await;
         let Some(idle) = idle.upgrade() else { return };
         let now = Instant::now();
-        let mut idle = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut idle = crate::sync::lock(&idle);
         idle.retain(|c| {
             !c.sender.is_closed()
                 && (!c.sender.is_ready() || now.duration_since(c.since) < idle_timeout)

@@ -7,22 +7,23 @@ use std::ops::ControlFlow;
 use http::{HeaderValue, Response, StatusCode};
 
 use super::facts::Facts;
+use super::refusal::Refusal;
 use super::report::{Report, Reported};
-use super::{answer, ProxyBody, Shared};
+use super::{ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
 use crate::policy::optout::{self, OptOutField, Unparsed};
-use crate::policy::{Category, Preference, RobotsSnapshot, UsagePreferences};
+use crate::policy::{Category, Decision, Preference, UsagePreferences};
 use crate::usage::{Purpose, Settled, UsageBlock, UsagePolicy};
 
 /// The response header that carries usage preferences (draft-ietf-aipref-attach).
 pub(super) const CONTENT_USAGE: &str = "content-usage";
 
-/// What the request is, for the answers and audit records of this module: its facts, the
-/// robots.txt it was decided on, and the key id it left signed with, if it was forwarded signed
-/// (with what became of the client's signature under `signing.client_signatures = "cosign"`).
+/// What the request is, for the answers and audit records of this module: its facts, its one
+/// decision, and the key id it left signed with, if it was forwarded signed (with what became
+/// of the client's signature under `signing.client_signatures = "cosign"`).
 pub(super) struct Subject<'a> {
     pub(super) facts: &'a Facts,
-    pub(super) snapshot: &'a RobotsSnapshot,
+    pub(super) decision: &'a Decision<'a>,
     pub(super) signed: Option<&'a str>,
     pub(super) cosign: Option<&'a crate::signing::Cosign>,
 }
@@ -49,22 +50,6 @@ pub(super) fn stamp_signature(
 
 fn purposes_text(purposes: &[Purpose]) -> String {
     purposes.iter().map(|p| p.category.label()).collect::<Vec<_>>().join(",")
-}
-
-impl Subject<'_> {
-    /// The audit record of the robots.txt decision for this request, answered with `status`:
-    /// the base that usage, pacing and other refusals fill in with their own action and reason.
-    pub(super) fn decision_record(
-        &self,
-        shared: &Shared,
-        policy: &crate::policy::Policy,
-        status: Option<u16>,
-    ) -> AuditRecord {
-        let now = shared.clock.now();
-        let facts = self.facts;
-        let decision = policy.decide(self.snapshot, facts.token(), &facts.readings, now);
-        facts.audit_record(&decision, now, status)
-    }
 }
 
 /// The members of a `Content-Usage` value the proxy does not read as a preference, as
@@ -124,13 +109,12 @@ pub(super) fn usage_audit(
 fn record(
     shared: &Shared,
     subject: &Subject<'_>,
-    policy: &crate::policy::Policy,
     action: AuditAction,
     reason: &str,
     status: Option<u16>,
     usage: UsageAudit,
 ) -> AuditRecord {
-    let mut record = subject.decision_record(shared, policy, status);
+    let mut record = subject.facts.record(subject.decision, shared.clock.now(), status);
     record.action = action;
     record.outcome = if status.is_some() { AuditOutcome::Failure } else { AuditOutcome::Success };
     record.reason = reason.to_owned();
@@ -177,44 +161,41 @@ pub(super) async fn refuse_with(
     let mut usage = usage_audit(purposes, prefs, block);
     usage.tdm_policy = extra.tdm_policy;
     usage.unparsed = extra.unparsed;
-    let rec = record(shared, subject, policy, action, &block.reason, Some(403), usage);
+    let rec = record(shared, subject, action, &block.reason, Some(403), usage);
     let url = subject.facts.url();
     let token = subject.facts.token().map_or("(none)", |t| t.as_str());
-    let mut resp = if subject.facts.want_json {
-        let body = serde_json::json!({
-            "error": "usage_disallowed",
-            "url": url,
-            "product_token": subject.facts.token().map(|t| t.as_str()),
-            "purpose": block.category.label(),
-            "preference": format!("{}={}", block.category.label(), stated.preference.as_str()),
-            "source": block.source,
-            "line": block.line,
-            "reason": block.reason,
-        });
-        answer::own(StatusCode::FORBIDDEN, answer::JSON, body.to_string())
-    } else {
-        let body = format!(
-            "403 Forbidden: the site's AI usage preferences do not allow this crawler's purpose.\n\
-             \n\
-             URL:           {url}\n\
-             Product token: {token}\n\
-             Purpose:       {purpose}\n\
-             Preference:    {label}={value} ({source})\n\
-             robots.txt:    {robots}\n\
-             Reason:        {reason}\n",
-            purpose = block.category.label(),
-            label = block.category.label(),
-            value = stated.preference.as_str(),
-            source = block.source,
-            robots = subject.snapshot.robots_url,
-            reason = block.reason,
-        );
-        answer::own(StatusCode::FORBIDDEN, answer::TEXT, body)
-    };
-    resp.headers_mut()
-        .insert("proxy-status", answer::proxy_status("http_request_denied", &block.reason));
-    let who = subject.facts.claim();
-    shared.refuse_or_report(policy, who, rec, subject.facts.authority.scheme(), resp).await
+    let json = serde_json::json!({
+        "error": "usage_disallowed",
+        "url": url,
+        "product_token": subject.facts.token().map(|t| t.as_str()),
+        "purpose": block.category.label(),
+        "preference": format!("{}={}", block.category.label(), stated.preference.as_str()),
+        "source": block.source,
+        "line": block.line,
+        "reason": block.reason,
+    });
+    let text = format!(
+        "403 Forbidden: the site's AI usage preferences do not allow this crawler's purpose.\n\
+         \n\
+         URL:           {url}\n\
+         Product token: {token}\n\
+         Purpose:       {purpose}\n\
+         Preference:    {label}={value} ({source})\n\
+         robots.txt:    {robots}\n\
+         Reason:        {reason}\n",
+        purpose = block.category.label(),
+        label = block.category.label(),
+        value = stated.preference.as_str(),
+        source = block.source,
+        robots = subject.decision.site().map_or("", |s| s.robots_url.as_str()),
+        reason = block.reason,
+    );
+    let refusal = Refusal::new(StatusCode::FORBIDDEN, "http_request_denied", action, text)
+        .details(block.reason.clone())
+        .json(json);
+    let (who, scheme) = (subject.facts.claim(), subject.facts.authority.scheme());
+    let json = subject.facts.want_json;
+    shared.refuse_or_report(policy, who, rec, scheme, refusal, json).await
 }
 
 /// Applies the response's `Content-Usage` header (and the other opt-outs of
@@ -315,15 +296,7 @@ pub(super) async fn on_response(
                     unparsed: unparsed.clone(),
                 };
                 let reason = format!("forwarded with Content-Usage: {merged}");
-                let rec = record(
-                    shared,
-                    subject,
-                    policy,
-                    AuditAction::UsageAnnotate,
-                    &reason,
-                    None,
-                    usage,
-                );
+                let rec = record(shared, subject, AuditAction::UsageAnnotate, &reason, None, usage);
                 shared.write_audit(rec).await;
                 recorded = true;
             }
@@ -348,7 +321,7 @@ pub(super) async fn on_response(
              as they could be and did not withhold it"
         );
         let action = AuditAction::UsageUnparsed;
-        let rec = record(shared, subject, policy, action, &reason, None, usage);
+        let rec = record(shared, subject, action, &reason, None, usage);
         shared.write_audit(rec).await;
     }
     shared.metrics.count(crate::metrics::Decision::Allow, subject.facts.authority.scheme());

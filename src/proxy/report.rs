@@ -17,6 +17,7 @@ use std::ops::ControlFlow;
 use http::{HeaderValue, Response};
 
 use super::answer::PROXY_NAME;
+use super::refusal::Refusal;
 use super::{ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Scheme;
@@ -99,12 +100,14 @@ impl Shared {
         who: Who<'_>,
         mut record: AuditRecord,
         scheme: Scheme,
-        answer: Response<ProxyBody>,
+        refusal: Refusal,
+        want_json: bool,
     ) -> ControlFlow<Response<ProxyBody>, Report> {
         if !policy.reports(who) {
-            return ControlFlow::Break(self.refuse(record, scheme, answer).await);
+            return ControlFlow::Break(self.refuse(record, scheme, refusal, want_json).await);
         }
-        drop(answer);
+        // What enforcement would have answered, in the record; the request goes on.
+        refusal.stamp(&mut record);
         let would = record.action;
         let details = format!("refused ({would}): {}", record.reason);
         record.would_action = Some(would);
@@ -135,9 +138,13 @@ pub(super) async fn refuse_connect(
     record: AuditRecord,
     reason: String,
 ) -> ControlFlow<Response<ProxyBody>, Report> {
-    let body = format!("403 Forbidden: {reason}\n");
-    let answer = super::answer::text(http::StatusCode::FORBIDDEN, "http_request_denied", body);
-    shared.refuse_or_report(policy, who, record, Scheme::Https, answer).await
+    let refusal = Refusal::new(
+        http::StatusCode::FORBIDDEN,
+        "http_request_denied",
+        record.action,
+        format!("403 Forbidden: {reason}\n"),
+    );
+    shared.refuse_or_report(policy, who, record, Scheme::Https, refusal, false).await
 }
 
 #[cfg(test)]

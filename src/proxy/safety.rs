@@ -67,12 +67,13 @@ impl Safety {
         peer: SocketAddr,
         slot: Option<OwnedSemaphorePermit>,
         watch: bool,
+        write_timeout: std::time::Duration,
     ) -> Option<ClientIo> {
         if !self.acl.allows(peer.ip()) {
             self.acl.record_refusal(peer);
             return None;
         }
-        self.gate.admit(stream, peer, slot, watch)
+        self.gate.admit(stream, peer, slot, watch, write_timeout)
     }
 
     /// Whether the proxy authenticates its users (`access.users_file`).
@@ -309,9 +310,10 @@ pub(super) async fn prohibited(
     let action = AuditAction::DestinationProhibited;
     let record = AuditRecord::new(action, shared.clock.now(), subject, Some(403), why.to_owned());
     let told = client_reason(what.authority.host(), why);
-    let answer = answer::text(
+    let refusal = super::refusal::Refusal::new(
         StatusCode::FORBIDDEN,
         "destination_ip_prohibited",
+        action,
         format!(
             "403 Forbidden: {told}\n\nURL: {url}\n\nThis proxy does not connect to loopback, \
              private, link-local, shared (CGNAT), multicast, reserved, benchmarking, \
@@ -320,7 +322,7 @@ pub(super) async fn prohibited(
              access.allow_destinations.\n"
         ),
     );
-    shared.refuse(record, what.authority.scheme(), answer).await
+    shared.refuse(record, what.authority.scheme(), refusal, false).await
 }
 
 /// What a client is told of a prohibited destination. A client that named an IP address is told

@@ -25,7 +25,7 @@ use crate::authority::{Authority, Scheme};
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
 use crate::policy::exceptions::Effect;
-use crate::policy::{Category, PolicyDecision, Preference, ProductToken, RobotsState};
+use crate::policy::{Category, Explanation, Preference, ProductToken, RobotsState};
 use crate::usage::Settled;
 use std::net::SocketAddr;
 
@@ -40,7 +40,7 @@ fn tunnel_record(
     req: &Request<Incoming>,
     authority: &Authority,
     token: Option<&ProductToken>,
-    decision: &PolicyDecision,
+    decision: &Explanation,
     refused: Option<&str>,
 ) -> AuditRecord {
     let allowed = refused.is_none();
@@ -72,26 +72,26 @@ fn tunnel_record(
 }
 
 /// Tunnel mode: refuse when every path is disallowed, else relay bytes.
+/// `live` is the reloadable state the CONNECT read when it arrived: the tunnel is decided and
+/// bounded by it (review-house D4).
 pub(super) async fn tunnel(
     shared: Arc<Shared>,
+    live: &super::Live,
     client: SocketAddr,
     req: Request<Incoming>,
     authority: Authority,
     (token, origin): (Option<ProductToken>, crate::policy::TokenOrigin),
 ) -> Response<ProxyBody> {
-    let live = shared.live();
     let snapshot = live.policy.robots(&authority).await;
     // safety: the robots.txt fetch went to a prohibited address.
     if let Some(why) = safety::robots_prohibited(&snapshot) {
         return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
     }
-    if let Some(answer) = super::pipeline::fleet_unavailable(&snapshot) {
+    if let Some(refusal) = super::pipeline::fleet_unavailable(&snapshot) {
         let reason = super::pipeline::FLEET_UNAVAILABLE_REASON;
-        let mut record =
+        let record =
             connect_record(&shared, client, &req, &authority, token.as_ref(), false, reason);
-        record.action = AuditAction::FleetUnavailable;
-        record.status_code = Some(503);
-        return shared.refuse(record, Scheme::Https, answer).await;
+        return shared.refuse(record, Scheme::Https, refusal, false).await;
     }
     let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
     // Who a refusal is for, and the refusals only reported (report-only mode).
@@ -99,15 +99,10 @@ pub(super) async fn tunnel(
     let who = Who { token: token.as_ref(), origin, user: user.as_ref().map(|u| u.name.as_str()) };
     let mut reported = Reported::default();
     // For the audit record: the group that applies and, when every path is disallowed, the
-    // rule that disallows `/`.
-    let decide_root = || {
-        live.policy.decide(
-            &snapshot,
-            token.as_ref(),
-            &crate::policy::Readings::of("/"),
-            shared.clock.now(),
-        )
-    };
+    // rule that disallows `/`. Decided once, explained when a record is written.
+    let root = crate::policy::Readings::of("/");
+    let decision = live.policy.decide(&snapshot, who, &root, shared.clock.now());
+    let decide_root = || decision.explain();
     // The record of a refused tunnel: decided as `/`, with `reason`.
     let refused_record = |reason: &str| {
         tunnel_record(
@@ -244,7 +239,7 @@ pub(super) async fn tunnel(
         let tdm = if prefs.get(Category::TrainAi).preference == Preference::Disallow {
             None
         } else {
-            tdm_everywhere(&live, &authority, &purposes).await
+            tdm_everywhere(live, &authority, &purposes).await
         };
         if tdm.is_some() {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, "tdmrep.json");
@@ -308,7 +303,8 @@ pub(super) async fn tunnel(
             tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
         shared.write_audit(record).await;
     }
-    let idle = live.https.tunnel_idle_timeout;
+    // https.tunnel_idle_timeout, as in force when the CONNECT arrived.
+    let idle = live.timeouts.tunnel_idle;
     let relaying = async move {
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,

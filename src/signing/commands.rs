@@ -176,7 +176,7 @@ pub enum KeysCommand {
 }
 
 /// Runs `robots-proxy keys …`: prints the report and gives the exit status, as every
-/// subcommand does (README, "Exit status"): 0, 1 when the work failed or the configuration is
+/// subcommand does (docs/check.md, "Exit status"): 0, 1 when the work failed or the configuration is
 /// invalid, 2 for a bad argument. `load` reads the layered
 /// configuration (the file given, the environment) and gives its `[signing]` section and
 /// `state_dir`, or says why it cannot.

@@ -44,8 +44,6 @@ pub const MEDIA_TYPE: &str = "application/http-message-signatures-directory+json
 pub const MAX_CONNECTIONS: usize = 256;
 /// Most connections from one client address (a reverse proxy in front counts as one).
 pub const MAX_PER_CLIENT: usize = 32;
-/// How long a connection may wait to send a request head, or sit idle between requests.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// `Content-Digest` (RFC 9530).
 pub static CONTENT_DIGEST: header::HeaderName = header::HeaderName::from_static("content-digest");
 /// The `tag` of the directory's own signatures.
@@ -306,7 +304,7 @@ pub async fn serve_current(
         clients: None,
         max_connections: MAX_CONNECTIONS,
         per_client: MAX_PER_CLIENT,
-        idle: IDLE_TIMEOUT,
+        timeouts: crate::server::ConnectionTimeouts::KEY_DIRECTORY,
     };
     crate::server::serve_side_listener(listener, "key directory", limits, service, shutdown).await;
 }

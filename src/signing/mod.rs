@@ -406,9 +406,7 @@ impl<'a> Signing<'a> {
             self.make(slot, &mut base, created, true)?
         } else {
             let cache = &self.identity.cache[slot];
-            let hit = cache
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
+            let hit = crate::sync::read(cache)
                 .get(base.as_str())
                 .filter(|c| c.created == created)
                 .map(|c| (c.input.clone(), c.signature.clone()));
@@ -417,7 +415,7 @@ impl<'a> Signing<'a> {
                 None => {
                     let values: Box<str> = base.as_str().into();
                     let made = self.make(slot, &mut base, created, false)?;
-                    let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
+                    let mut map = crate::sync::write(cache);
                     if map.len() >= CACHE_LIMIT {
                         map.retain(|_, c| c.created == created);
                         if map.len() >= CACHE_LIMIT {

@@ -160,6 +160,19 @@ fn cache_smaller_than_one_body() {
     assert_eq!(m, "100KiB cannot hold even one robots.txt of robots.max_body (500KiB)");
 }
 
+/// Issue 41, M4: `archive.max_bytes` is checked by `config check`: a bound that cannot hold
+/// one robots.txt is refused, naming both keys; past its range, naming the range.
+#[test]
+fn archive_max_bytes_below_one_body_or_out_of_range() {
+    let m = file_problem("[archive]\nmax_bytes = \"100KiB\"\n", "archive.max_bytes");
+    assert_eq!(
+        m,
+        "100KiB cannot hold even one robots.txt of robots.max_body (500KiB); 0 means no bound"
+    );
+    let m = file_problem("[archive]\nmax_bytes = \"70000GiB\"\n", "archive.max_bytes");
+    assert!(m.contains("65536GiB") && m.contains("0 means no bound"), "{m}");
+}
+
 #[test]
 fn bad_log_level() {
     let m = file_problem("[log]\nlevel = \"robots_proxy=loud\"\n", "log.level");
@@ -333,4 +346,51 @@ fn huge_durations_and_counts_are_refused_naming_the_key_and_the_bound() {
         assert_eq!(problem.origin, Some(Origin::Env(Some(var.to_string()))), "{problem}");
         assert!(problem.message.contains(&format!("is more than {bound}")), "{problem}");
     }
+}
+
+/// Issue 39, item 6: `audit.witnesses` and `audit.witness_keys` are checked, each problem
+/// named: a URL that is not https (or http to loopback), a key that is not a cosignature vkey,
+/// counts that differ, witnesses without a checkpoint key.
+#[test]
+fn witnesses_and_their_keys_are_checked() {
+    let good = "witness.example.net/w1+9980d344+BE8bb9KowqGpPx4NXo0KbDsvnkp9HIteLzptnAseT3oo";
+    let keyed = "[audit]\ncheckpoint_key = \"/audit.pem\"\n";
+    let m = file_problem(
+        &format!(
+            "{keyed}witnesses = [\"http://witness.example.net\"]\nwitness_keys = [\"{good}\"]\n"
+        ),
+        "audit.witnesses",
+    );
+    assert_eq!(m, "entry 1 (\"http://witness.example.net\"): http is allowed only to a loopback address: use https");
+    let log_key = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k";
+    let m = file_problem(
+        &format!("{keyed}witnesses = [\"https://w.example\"]\nwitness_keys = [\"{log_key}\"]\n"),
+        "audit.witness_keys",
+    );
+    assert!(m.starts_with("entry 1 (") && m.contains("signature type 0x01"), "{m}");
+    let bad_id = good.replace("9980d344", "00000000");
+    let m = file_problem(
+        &format!("{keyed}witnesses = [\"https://w.example\"]\nwitness_keys = [\"{bad_id}\"]\n"),
+        "audit.witness_keys",
+    );
+    assert!(m.contains("does not match the name and key (SHA-256 gives 9980d344)"), "{m}");
+    let m = file_problem(
+        &format!("{keyed}witnesses = [\"https://a.example\", \"https://b.example\"]\nwitness_keys = [\"{good}\"]\n"),
+        "audit.witness_keys",
+    );
+    assert_eq!(m, "2 witness URL(s) and 1 key(s): give one key per URL, in the same order");
+    let m = file_problem(
+        &format!("[audit]\nwitnesses = [\"https://w.example\"]\nwitness_keys = [\"{good}\"]\n"),
+        "audit.witnesses",
+    );
+    assert_eq!(m, "witnesses cosign checkpoints: set audit.checkpoint_key too");
+    let mut config = Config::default();
+    config.audit.checkpoint_key = Some("/audit.pem".into());
+    config.audit.witnesses = vec!["http://127.0.0.1:7000/".into(), "https://w.example/p".into()];
+    config.audit.witness_keys = vec![good.into(), good.replace("w1", "w2")];
+    let e = config.validate().unwrap_err().to_string();
+    assert!(e.contains("audit.witness_keys") && e.contains("does not match"), "{e}");
+    config.audit.witness_keys[1] = good.into();
+    let e = config.validate().unwrap_err().to_string();
+    assert!(e.contains("the key name witness.example.net/w1 is given twice"), "{e}");
 }

@@ -14,12 +14,14 @@
 //!   difference named and explained;
 //! * `check_cli`: the `check` command as a process (exit codes, messages, `--explain`, `--jsonl`);
 //! * `heap`: what a compiled robots.txt keeps on the heap, against the cache's weight of it;
-//! * `decoded`: patterns read decoded, for the readings other than the path as sent.
+//! * `decoded`: patterns read decoded, for the readings other than the path as sent;
+//! * `fuzz`: the fuzz targets' invariants (the files `fuzz/fuzz_targets/` call) run on a corpus.
 
 mod check_cli;
 mod decoded;
 mod differential;
 mod fixtures;
+mod fuzz;
 mod google;
 mod heap;
 mod pathological;

@@ -226,3 +226,53 @@ fn config_check_warns_about_a_fleet_without_a_key() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("fleet.key_file") && err.contains("chmod 600"), "{err}");
 }
+
+/// The purge generation is sealed as the records are (issue 40 item 4): a purge of everything
+/// writes it sealed; one written by hand (set back, or plain) is counted and never used, the
+/// disallowed path staying 403; one deleted (a restart without persistence) is put back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_generation_written_by_hand_is_never_used() {
+    let Some(redis) = Redis::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let key = new_key(dir.path(), "fleet.key");
+    let f =
+        fleet(2, &redis, "generation", &[("ROBOTS_PROXY_FLEET__KEY_FILE", key.to_str().unwrap())]);
+    until_fleet_up(&f, 1).await;
+    let origin = TimedOrigin::start(DISALLOW, Duration::ZERO).await;
+    let generation = "test-generation:purge-generation";
+    let mut c = redis.connection();
+    still_refused(&f, &origin, "before").await;
+
+    // A genuine purge of everything: the generation is sealed.
+    let admin = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    let resp = admin.post(format!("{}/cache/purge-all", f.instances[1].admin())).send().await;
+    assert_eq!(resp.unwrap().status(), 200);
+    let sealed: Vec<u8> = c.get(generation).unwrap();
+    assert!(sealed.starts_with(b"s1 1 "), "{}", String::from_utf8_lossy(&sealed));
+    still_refused(&f, &origin, "sealed").await;
+
+    // Set back by hand, and a plain counter ahead: neither is used.
+    for (name, forged) in [("set-back", "0"), ("plain", "7")] {
+        let before = refused(&f, 0, "generation", "unsealed").await
+            + refused(&f, 1, "generation", "unsealed").await;
+        let _: () = c.set(generation, forged).unwrap();
+        purge(&f, 0, &origin).await;
+        still_refused(&f, &origin, name).await;
+        let after = refused(&f, 0, "generation", "unsealed").await
+            + refused(&f, 1, "generation", "unsealed").await;
+        assert!(after > before, "{name}: not counted ({before} -> {after})");
+    }
+
+    // Gone (as after a restart without persistence): put back, sealed, as the highest used.
+    let _: () = c.del(generation).unwrap();
+    purge(&f, 0, &origin).await;
+    still_refused(&f, &origin, "deleted").await;
+    let back: Vec<u8> = c.get(generation).unwrap();
+    assert!(back.starts_with(b"s1 1 "), "{}", String::from_utf8_lossy(&back));
+    // The next purge of everything moves past every generation used.
+    let resp = admin.post(format!("{}/cache/purge-all", f.instances[0].admin())).send().await;
+    assert_eq!(resp.unwrap().status(), 200);
+    let next: Vec<u8> = c.get(generation).unwrap();
+    assert!(next.starts_with(b"s1 2 "), "{}", String::from_utf8_lossy(&next));
+    still_refused(&f, &origin, "after").await;
+}

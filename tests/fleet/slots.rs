@@ -96,7 +96,9 @@ async fn a_slot_given_back_is_announced_only_while_a_request_waits() {
     let (admitted, at) = waiter.await.unwrap();
     assert_eq!(admitted, Ok(true), "the waiter gets the slot");
     let after = at.duration_since(freed);
-    assert!(after < Duration::from_millis(800), "woken {after:?} after the slot was given back");
+    // Woken by the announcement, not by its own look every 2 s (a wide margin for a loaded
+    // machine, review-tests F6; that the give-back was announced is counted below).
+    assert!(after < Duration::from_millis(1500), "woken {after:?} after the slot was given back");
     assert!(redis.calls("PUBLISH") - before >= 1, "the slot given back was not announced");
 }
 

@@ -302,3 +302,191 @@ async fn a_corrupt_body_is_written_again_and_fails_only_the_answer_that_needs_it
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(&d1) && err.contains("do not match"), "{err}");
 }
+
+/// What `du -sB1` says the archive under `state` takes on disk.
+fn du(state: &Path) -> f64 {
+    let out = std::process::Command::new("du")
+        .arg("-sB1")
+        .arg(state.join("robots-archive"))
+        .output()
+        .expect("du runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().next().and_then(|n| n.parse().ok()).expect("du prints a size")
+}
+
+/// Waits (at most 10 s) until `robots_proxy_archive_bytes` is what `du` counts (a pruning pass
+/// counted it), and answers the metrics text.
+async fn archive_bytes_settled(proxy: &ProxyProcess, state: &Path) -> String {
+    let mut text = String::new();
+    for _ in 0..500 {
+        text = get(&format!("{}/metrics", proxy.admin())).await.1;
+        if super::support::sample(&text, "robots_proxy_archive_bytes") == du(state) {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("robots_proxy_archive_bytes never matched du ({}):\n{text}", du(state));
+}
+
+/// Issue 41, review-ops M4: `archive.max_bytes` with many robots.txt versions. Over the bound,
+/// nothing that evidence needs within retention is removed (every version is within the
+/// default 400 days): the archive stays over, says so in the log and in
+/// `robots_proxy_archive_bytes` (what `du` counts), and `evidence` still answers for the first
+/// version. With a retention the replaced versions have left, the pass removes their bodies,
+/// counted, and keeps the one in force: the archive is under the bound again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_bytes_removes_only_what_left_retention_and_says_when_it_cannot() {
+    let origin = Origin::start(V1).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let bound = 500 * 1024;
+    let env = [("ROBOTS_PROXY_STATE_DIR", dir), ("ROBOTS_PROXY_ARCHIVE__MAX_BYTES", "500KiB")];
+    let proxy = ProxyProcess::start(&[], &env);
+    let authority = origin.base();
+    // 24 versions of about 40 KiB: about twice the bound in bodies alone.
+    let versions = 24;
+    let mut digests = Vec::new();
+    for n in 0..versions {
+        let mut body = format!("User-agent: *\nDisallow: /v{n}-private\n");
+        while body.len() < 40 * 1024 {
+            body.push_str(&format!("# version {n}: padding to make each body weigh something\n"));
+        }
+        digests.push(sha256_hex(body.as_bytes()));
+        origin.set_robots(200, &body);
+        assert_eq!(refetch(&proxy, &origin, &format!("/v{n}-private/a")).await, 403);
+    }
+    let windows = windows_on_disk(state.path(), &authority, versions).await;
+    let bodies = || walk_files(&state.path().join("robots-archive/bodies")).len();
+    super::support::wait_until("every body written", || bodies() == versions).await;
+    // Counted as they are written, before any pruning pass.
+    let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
+    assert!(super::support::sample(&metrics, "robots_proxy_archive_bytes") > bound as f64);
+    assert_eq!(super::support::sample(&metrics, "robots_proxy_archive_max_bytes"), bound as f64);
+
+    // Started again: the pass at the start counts the archive (as du does), finds it over the
+    // bound with nothing retention lets go, removes nothing and says so.
+    drop(proxy);
+    let proxy = ProxyProcess::start(&[], &env);
+    let metrics = archive_bytes_settled(&proxy, state.path()).await;
+    assert!(super::support::sample(&metrics, "robots_proxy_archive_bytes") > bound as f64);
+    assert_eq!(super::support::sample(&metrics, "robots_proxy_archive_bodies_removed_total"), 0.0);
+    proxy.wait_for_stderr("over archive.max_bytes with only what evidence needs", 1).await;
+    assert_eq!(bodies(), versions, "nothing within retention is removed for size");
+    let first = robots_proxy::robots_version::rfc3339_millis(windows[0].first_fetched);
+    let url = format!("{authority}/v0-private/x");
+    let args = ["evidence", &url, "--at", &first, "--token", "ArchiveBot", "--state-dir", dir];
+    let out = super::support::run(&args, &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the first version still answers: {said}{err}");
+    assert!(said.contains(&digests[0]), "{said}");
+
+    // A retention every replaced version has left: the pass at the start removes their
+    // bodies (counted), keeps the one in force, and the archive is under the bound.
+    drop(proxy);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let short = [env[0], env[1], ("ROBOTS_PROXY_ARCHIVE__RETENTION", "1s")];
+    let proxy = ProxyProcess::start(&[], &short);
+    let metrics = archive_bytes_settled(&proxy, state.path()).await;
+    let removed = super::support::sample(&metrics, "robots_proxy_archive_bodies_removed_total");
+    assert_eq!(removed, (versions - 1) as f64, "{metrics}");
+    assert!(super::support::sample(&metrics, "robots_proxy_archive_bytes") <= bound as f64);
+    let left = walk_files(&state.path().join("robots-archive/bodies"));
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].ends_with(digests[versions - 1].as_str()), "the body in force stays");
+    assert!(!proxy.stderr().contains("over archive.max_bytes"), "{}", proxy.stderr());
+}
+
+/// Issue 39, L2: one authority file that does not parse failed `evidence --state-dir` for
+/// every authority (`ArchiveReader::open` read them all or nothing), and every window's body
+/// was read and checked whatever time was asked about. Now the bad file is skipped and named
+/// (and its own authority's question says that its file is the one skipped), the proxy counts
+/// it in `robots_proxy_archive_unusable_files`, and only the body of the window asked about is
+/// read: another version's body replaced by a FIFO, which blocks whoever opens it, costs the
+/// answer nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_skips_a_corrupt_authority_file_and_reads_only_the_body_it_asks_about() {
+    const VA: &str = "User-agent: *\nDisallow: /a-private\n";
+    const V2: &str = "User-agent: *\nDisallow: /v2-private\n";
+    let a = Origin::start(VA).await;
+    let b = Origin::start(V1).await;
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap();
+    let env = [("ROBOTS_PROXY_STATE_DIR", dir)];
+    let proxy = ProxyProcess::start(&[], &env);
+    assert_eq!(refetch(&proxy, &a, "/a-private/x").await, 403);
+    assert_eq!(refetch(&proxy, &b, "/v1-private/x").await, 403);
+    b.set_robots(200, V2);
+    assert_eq!(refetch(&proxy, &b, "/v2-private/x").await, 403);
+    let (auth_a, auth_b) = (a.base(), b.base());
+    let windows_a = windows_on_disk(state.path(), &auth_a, 1).await;
+    let windows_b = windows_on_disk(state.path(), &auth_b, 2).await;
+    let body = |d: &str| state.path().join(format!("robots-archive/bodies/{}/{d}", &d[..2]));
+    let (d1, d2) = (sha256_hex(V1.as_bytes()), sha256_hex(V2.as_bytes()));
+    super::support::wait_until("every body written", || {
+        body(&d1).is_file() && body(&d2).is_file() && body(&sha256_hex(VA.as_bytes())).is_file()
+    })
+    .await;
+    drop(proxy);
+
+    // a's authority file cut short; b's first version's body a FIFO.
+    let file_a = state
+        .path()
+        .join(format!("robots-archive/authorities/{}.json", sha256_hex(auth_a.as_bytes())));
+    let text = std::fs::read(&file_a).unwrap();
+    std::fs::write(&file_a, &text[..text.len() / 2]).unwrap();
+    std::fs::remove_file(body(&d1)).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(body(&d1)).status().unwrap();
+    assert!(made.success());
+
+    let reader = ArchiveReader::open(state.path()).expect("one bad file does not fail the rest");
+    assert_eq!(reader.authorities(), std::slice::from_ref(&auth_b));
+    assert_eq!(reader.skipped().len(), 1, "{:?}", reader.skipped());
+    assert_eq!(reader.skipped()[0].path, file_a);
+    assert!(reader.skipped_file_of(&auth_a).is_some() && reader.skipped_file_of(&auth_b).is_none());
+
+    let at = |w: &Window| robots_proxy::robots_version::rfc3339_millis(w.first_fetched);
+    let ask = |url: String, when: String| {
+        let bin = env!("CARGO_BIN_EXE_robots-proxy");
+        let args = ["evidence", &url, "--at", &when, "--token", "ArchiveBot", "--state-dir", dir];
+        std::process::Command::new("timeout")
+            .arg("20")
+            .arg(bin)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // b under v2: answered at once (v1's FIFO is never opened), a's file named.
+    let out = ask(format!("{auth_b}/v2-private/y"), at(&windows_b[1]));
+    let (said, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{said}{err}");
+    assert!(said.contains(&d2), "{said}");
+    let name = file_a.file_name().unwrap().to_str().unwrap();
+    assert!(
+        err.contains("skipped") && err.contains(name) && err.contains("does not parse"),
+        "{err}"
+    );
+    assert!(!err.contains("the file of"), "b's own file is fine: {err}");
+    // a: nothing known from this archive, and the warning says its own file is the skipped one.
+    let out = ask(format!("{auth_a}/a-private/y"), at(&windows_a[0]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("the file of {auth_a}")), "{err}");
+
+    // The proxy counts the file it cannot use (its first pruning pass, at the start).
+    std::fs::remove_file(body(&d1)).unwrap();
+    let proxy = ProxyProcess::start(&[], &env);
+    let mut unusable = 0.0;
+    for _ in 0..250 {
+        let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
+        unusable = super::support::sample(&metrics, "robots_proxy_archive_unusable_files");
+        if unusable == 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(unusable, 1.0, "{}", proxy.stderr());
+}

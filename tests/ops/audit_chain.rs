@@ -10,33 +10,33 @@ use sha2::{Digest, Sha256};
 
 use super::support::{proxied_client, run, Origin, ProxyProcess};
 
-const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+pub(super) const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
-fn text(bytes: &[u8]) -> String {
+pub(super) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn lines(path: &Path) -> Vec<String> {
+pub(super) fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect()
 }
 
-fn write_lines(path: &Path, lines: &[String]) {
+pub(super) fn write_lines(path: &Path, lines: &[String]) {
     std::fs::write(path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
 }
 
 /// `audit verify` with `args`: (exit status, stdout, stderr).
-fn verify(args: &[&str]) -> (i32, String, String) {
+pub(super) fn verify(args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["audit", "verify"];
     all.extend_from_slice(args);
     let out = run(&all, &[]);
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
-fn s(path: &Path) -> &str {
+pub(super) fn s(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
+pub(super) async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
     let client = proxied_client(proxy.proxy_addr);
     for i in 0..n {
         let url = format!("{}/private/{tag}-{i}", origin.base());
@@ -46,7 +46,7 @@ async fn block(proxy: &ProxyProcess, origin: &Origin, n: usize, tag: &str) {
 }
 
 /// Waits (up to 10 s) until `path` holds a line containing `needle` `times` times.
-async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
+pub(super) async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
     for _ in 0..500 {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         if text.lines().filter(|l| l.contains(needle)).count() >= times {
@@ -80,7 +80,7 @@ fn hash_line(previous: &str, body: &str) -> (String, String) {
 /// Recomputes every `event.hash` (and `audit.checkpoint.head`) of `lines` after an edit, as
 /// docs/audit.md says the chain is computed: what someone who rewrites the file without the
 /// checkpoint key can do.
-fn rechain(lines: &mut [String]) {
+pub(super) fn rechain(lines: &mut [String]) {
     let mut head: Option<String> = None;
     for line in lines.iter_mut() {
         let at = line.rfind(",\"event.hash\":\"").unwrap();
@@ -193,7 +193,9 @@ async fn audit_verify_passes_a_real_rotated_log_and_names_each_tampering() {
     assert_eq!(verify(&[&current]).0, 0);
 
     // Each tampering, on copies; the first line that breaks the chain is named.
-    const RECORD: usize = 3; // a blocked request's record (line 1 is the robots_version record)
+    // A blocked request's record: line 1 is the manifest of the rotated file, 2 the
+    // checkpoint that signs it, 3 the robots_version record.
+    const RECORD: usize = 4;
     type Edit = Box<dyn Fn(&mut Vec<String>)>;
     let cases: Vec<(&str, Edit, String)> = vec![
         (
@@ -420,9 +422,10 @@ fn an_unreadable_checkpoint_key_is_refused_naming_the_file() {
 }
 
 /// The review's `forge.py` (issue 39's review, appendix): drops the lines for which `drop`
-/// holds and every checkpoint, and recomputes `event.sequence`, `event.previous_hash` and
+/// holds and every checkpoint (and every manifest, which names the bytes it changes), and
+/// recomputes `event.sequence`, `event.previous_hash` and
 /// `event.hash` without the key.
-fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
+pub(super) fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
     let mut head: Option<String> = None;
     let mut sequence = 0;
     let mut out = Vec::new();
@@ -432,7 +435,8 @@ fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
             head = r["event.previous_hash"].as_str().map(str::to_owned);
             sequence = r["event.sequence"].as_u64().unwrap() - 1;
         }
-        if drop(&raw) || r.get("event.action").is_some_and(|a| a == "audit_checkpoint") {
+        let own = ["audit_checkpoint", "audit_manifest"];
+        if drop(&raw) || r.get("event.action").is_some_and(|a| own.iter().any(|o| a == o)) {
             continue;
         }
         let had_previous = r.contains_key("event.previous_hash");
@@ -455,14 +459,14 @@ fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
 
 /// A proxy with a checkpoint key in a new state directory: the environment, the public key
 /// file (in the state directory's parent's temporary directory).
-struct Keyed {
-    state: tempfile::TempDir,
-    public_key: PathBuf,
-    key: PathBuf,
+pub(super) struct Keyed {
+    pub(super) state: tempfile::TempDir,
+    pub(super) public_key: PathBuf,
+    pub(super) key: PathBuf,
 }
 
 impl Keyed {
-    fn new() -> Keyed {
+    pub(super) fn new() -> Keyed {
         let state = tempfile::tempdir().unwrap();
         let keys = state.path().join("keys");
         let made = run(&["keys", "new", "audit", "--dir", s(&keys)], &[]);
@@ -475,7 +479,7 @@ impl Keyed {
         keyed
     }
 
-    fn env(&self) -> [(&str, &str); 3] {
+    pub(super) fn env(&self) -> [(&str, &str); 3] {
         [
             ("ROBOTS_PROXY_STATE_DIR", s(self.state.path())),
             ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&self.key)),
@@ -483,7 +487,7 @@ impl Keyed {
         ]
     }
 
-    async fn stop(proxy: &mut ProxyProcess) {
+    pub(super) async fn stop(proxy: &mut ProxyProcess) {
         proxy.signal("TERM");
         assert!(proxy.wait_exit(Duration::from_secs(10)).await.success());
     }
@@ -559,7 +563,7 @@ async fn a_restart_after_a_rotation_continues_the_chain() {
 }
 
 /// `robots-proxy audit ARGS…`: (exit status, stdout, stderr).
-fn audit(args: &[&str]) -> (i32, String, String) {
+pub(super) fn audit(args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["audit"];
     all.extend_from_slice(args);
     let out = run(&all, &[]);

@@ -315,7 +315,7 @@ fn config_check_and_serve_refuse_huge_counts_naming_the_key() {
     }
 }
 
-/// Exit statuses are the same across subcommands (README, "Exit status"; issue 27 §13): 1 for an
+/// Exit statuses are the same across subcommands (docs/check.md, "Exit status"; issue 27 §13): 1 for an
 /// invalid configuration in every command that reads it, 2 for a bad argument.
 #[test]
 fn exit_statuses_are_consistent_across_subcommands() {
@@ -385,4 +385,56 @@ async fn limits_transparent_huge_pages_off_by_default_and_kept_with_true() {
     }
     assert_eq!(thp_enabled(&default.pid().to_string()).as_deref(), Some("0"));
     assert_eq!(thp_enabled(&kept.pid().to_string()), Some(own));
+}
+
+/// Review-ops low 10: logrotate's `postrotate` sent SIGHUP, which also reloads the
+/// configuration, so a nightly rotation applied (or refused) whatever edit was on disk.
+/// SIGUSR1 reopens the audit log and nothing else: the rotated file keeps the records before,
+/// a new file at `audit.path` takes the ones after, and a changed configuration on disk is
+/// neither applied nor refused (no reload is counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigusr1_reopens_the_audit_log_without_reading_the_configuration() {
+    let origin = Origin::start("User-agent: FooBot\nDisallow: /private\n").await;
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("robots-proxy.toml");
+    write_atomically(&file, &policy_config(state.path(), Some("FooBot"), ""));
+    let proxy = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let client = proxied_client(proxy.proxy_addr);
+    let url = |n: u32| format!("{}/private/{n}", origin.base());
+    assert_eq!(client.get(url(1)).send().await.unwrap().status(), 403);
+    let audit = state.path().join("audit.jsonl");
+    super::support::wait_until("the first block is audited", || {
+        std::fs::read_to_string(&audit).is_ok_and(|t| t.contains("/private/1"))
+    })
+    .await;
+
+    // An edit half done (FooBot no longer the default, and a section that does not exist),
+    // then the rotation: rename, SIGUSR1.
+    write_atomically(&file, &policy_config(state.path(), None, "[nope]\nx = 1\n"));
+    let rotated = state.path().join("audit.jsonl.1");
+    std::fs::rename(&audit, &rotated).unwrap();
+    proxy.signal("USR1");
+    proxy.wait_for_stderr("SIGUSR1: audit log reopened", 1).await;
+    assert_eq!(client.get(url(2)).send().await.unwrap().status(), 403, "FooBot's rules stay");
+    super::support::wait_until("the next block goes to the new file", || {
+        std::fs::read_to_string(&audit).is_ok_and(|t| t.contains("/private/2"))
+    })
+    .await;
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(old.contains("/private/1") && !old.contains("/private/2"), "{old}");
+    let (_, metrics) = get(&format!("{}/metrics", proxy.admin())).await;
+    assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="applied"}"#), 0.0);
+    assert_eq!(sample(&metrics, r#"robots_proxy_config_reloads_total{result="refused"}"#), 0.0);
+    assert_eq!(sample(&metrics, "robots_proxy_config_last_reload_successful"), 1.0);
+    let log = proxy.stderr();
+    assert!(!log.contains("configuration is refused") && !log.contains("nope"), "{log}");
+    assert!(!log.contains("configuration reloaded"), "{log}");
+    // Reopened by the signal, not found replaced at the next write.
+    assert_eq!(sample(&metrics, "robots_proxy_audit_file_replaced_total"), 0.0, "{log}");
+    // The two files are one chain, in order.
+    let out = super::support::run(
+        &["audit", "verify", rotated.to_str().unwrap(), audit.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 }

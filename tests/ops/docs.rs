@@ -1,4 +1,4 @@
-//! The docs are true of the binary: the README's metrics table against a running proxy's
+//! The docs are true of the binary: the metrics table (docs/metrics.md) against a running proxy's
 //! `/metrics`, in both of its formats (the classic one checked by `promtool` when it is there).
 
 use std::collections::BTreeSet;
@@ -6,11 +6,10 @@ use std::process::{Command, Stdio};
 
 use super::support::ProxyProcess;
 
-/// The metric names in the README's metrics table (`| \`robots_proxy_…\` | type | …`).
-fn readme_metrics() -> BTreeSet<String> {
-    let readme = include_str!("../../README.md");
-    readme
-        .lines()
+/// The metric names in the metrics table of docs/metrics.md (`| \`robots_proxy_…\` | type | …`).
+fn documented_metrics() -> BTreeSet<String> {
+    let page = include_str!("../../docs/metrics.md");
+    page.lines()
         .filter_map(|l| l.strip_prefix("| `robots_proxy_"))
         .filter_map(|rest| rest.split_once('`'))
         .map(|(name, _)| format!("robots_proxy_{name}"))
@@ -30,7 +29,7 @@ async fn scrape(p: &ProxyProcess, accept: Option<&str>) -> (String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readme_metrics_table_is_what_metrics_exposes_in_both_formats() {
+async fn the_documented_metrics_table_is_what_metrics_exposes_in_both_formats() {
     let state = tempfile::tempdir().unwrap();
     let p = ProxyProcess::start(
         &[],
@@ -49,20 +48,25 @@ async fn the_readme_metrics_table_is_what_metrics_exposes_in_both_formats() {
         .filter_map(|l| l.split(' ').next())
         .map(str::to_owned)
         .collect();
-    let documented = readme_metrics();
+    let documented = documented_metrics();
     let undocumented: Vec<_> = exposed.difference(&documented).collect();
-    assert!(undocumented.is_empty(), "exposed but not in the README's table: {undocumented:?}");
+    assert!(
+        undocumented.is_empty(),
+        "exposed but not in docs/metrics.md's table: {undocumented:?}"
+    );
     // Fleet metrics appear only with a fleet (`fleet.redis`), the would-block counter's series
     // (one per token and action) only once a request was reported in report-only mode
     // (`tests/proxy/report.rs` checks it), the exception expiry only with `[[exceptions]]`
-    // (tests/ops/exceptions.rs); every other documented metric is exposed by this proxy.
+    // (tests/ops/exceptions.rs), the witnesses' pushes only with `audit.witnesses`
+    // (tests/ops/audit_witness.rs); every other documented metric is exposed by this proxy.
     let missing: Vec<_> = documented
         .difference(&exposed)
         .filter(|name| !name.starts_with("robots_proxy_fleet_"))
         .filter(|name| *name != "robots_proxy_would_block_total")
         .filter(|name| *name != "robots_proxy_exception_expiry_seconds")
+        .filter(|name| *name != "robots_proxy_audit_witness_pushes_total")
         .collect();
-    assert!(missing.is_empty(), "in the README's table but not exposed: {missing:?}");
+    assert!(missing.is_empty(), "in docs/metrics.md's table but not exposed: {missing:?}");
     promtool_accepts(&text);
 
     // OpenMetrics for a scraper that asks for it, as Prometheus does.

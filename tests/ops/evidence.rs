@@ -224,14 +224,16 @@ async fn evidence_replays_each_version_from_the_audit_files_alone() {
     // A robots_version record whose body was changed no longer matches its digest.
     let altered = state.path().join("altered.jsonl");
     let original = std::fs::read_to_string(&audit).unwrap();
-    let first = original.lines().next().unwrap();
+    // The first robots_version record (after the proxy's proxy_start record).
+    let (at, first) =
+        original.lines().enumerate().find(|(_, l)| l.contains("\"robots_version\"")).unwrap();
     assert!(
         first.contains("\"robots_version\"") && first.contains("Disallow: /private"),
         "{first}"
     );
     let changed = first.replacen("Disallow: /private", "Disallow: /privatE", 1);
     std::fs::write(&altered, original.replacen(first, &changed, 1)).unwrap();
-    let altered_line = format!("{}:1:", altered.display());
+    let altered_line = format!("{}:{}:", altered.display(), at + 1);
     let missing = state.path().join("missing.jsonl");
     for (args, says) in [
         (

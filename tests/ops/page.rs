@@ -360,3 +360,49 @@ async fn status_page_shows_exceptions_and_their_use_counts_in_headless_chromium(
     assert!(dom.contains("</td><td class=\"num\">3</td></tr>"), "three uses:\n{dom}");
     assert!(dom.contains("Recorded exceptions <span class=\"muted\" id=\"exceptions-count\">(1)"));
 }
+
+/// Issue 41, review-ops low 6: the "CONNECT refused" tile counted plain GETs the destination
+/// guard refused (both are the `refuse` decision). Three GETs to the proxy's own listener (a
+/// destination the guard always prohibits) and two CONNECTs to a port outside
+/// `https.connect_ports`: the tiles say 2 CONNECTs refused and 3 destinations refused, their
+/// sum is the `refuse` decision's count, and with the disallowed tile they add up to the
+/// blocks the page lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_counts_connect_refusals_apart_from_destination_refusals() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start("User-agent: *\nDisallow: /members\n").await;
+    let p = InProcess::start().await;
+    let client = p.client();
+    for n in 0..3 {
+        let own = format!("http://{}/self-{n}", p.proxy_addr);
+        assert_eq!(client.get(&own).send().await.unwrap().status(), 403);
+    }
+    let blocked = format!("{}/members/a", origin.base());
+    assert_eq!(client.get(&blocked).send().await.unwrap().status(), 403);
+    for _ in 0..2 {
+        let mut tcp = tokio::net::TcpStream::connect(p.proxy_addr).await.unwrap();
+        let connect = "CONNECT 127.0.0.1:25 HTTP/1.1\r\nHost: 127.0.0.1:25\r\n\r\n";
+        tcp.write_all(connect.as_bytes()).await.unwrap();
+        let mut head = vec![0u8; 12];
+        tcp.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 403", "{}", String::from_utf8_lossy(&head));
+    }
+    p.audit.flush().await.unwrap();
+    let (status, summary) = super::support::get_json(&format!("{}/api/summary", p.admin())).await;
+    assert_eq!(status, 200);
+    assert_eq!(summary["refused"]["connect"], 2, "{summary}");
+    assert_eq!(summary["refused"]["destination"], 3, "{summary}");
+    assert_eq!(summary["requests"]["refuse"], 5, "{summary}");
+    assert_eq!(summary["requests"]["disallow"], 1, "{summary}");
+    assert_eq!(summary["blocks"]["total"], 6, "{summary}");
+
+    let Some(browser) = chromium() else {
+        crate::skip::missing("chromium", "apt-get install chromium");
+        return;
+    };
+    let (dom, log) = dump_dom(browser, format!("{}/", p.admin())).await;
+    assert_eq!(text_of(&dom, "refused-connect"), "2", "chromium stderr:\n{log}");
+    assert_eq!(text_of(&dom, "refused-destination"), "3");
+    assert_eq!(text_of(&dom, "req-disallow"), "1");
+    assert!(dom.contains("(6 since start)"), "{dom}");
+}

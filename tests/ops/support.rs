@@ -26,6 +26,8 @@ use robots_proxy::clock::{Clock, ManualClock};
 use robots_proxy::config::Config;
 use robots_proxy::proxy::Proxy;
 
+pub mod witness;
+
 type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// Bytes in each chunk of `/slow/N`.

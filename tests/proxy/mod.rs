@@ -28,6 +28,7 @@ mod signing_choice;
 mod signing_cosign;
 mod signing_directory;
 mod signing_scope;
+mod stalls;
 mod streaming;
 pub(crate) mod tls_listener;
 mod tunnel_policy;

@@ -29,14 +29,14 @@ const ROBOTS: &str = "User-agent: AliceBot\nDisallow: /\n\nUser-agent: *\nDisall
 /// The certificates of a TLS listener test, as PEM files in a temporary directory: the
 /// listener's own (for 127.0.0.1 and localhost, from `listener-ca.pem`), the CA of client
 /// certificates (`clients-ca.pem`) and the client certificates made with [`Pki::client`].
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
     listener_ca: TestCa,
     clients_ca: TestCa,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let listener_ca = TestCa::new("robots-proxy tests listener CA");
         let clients_ca = TestCa::new("robots-proxy tests clients CA");
@@ -74,7 +74,7 @@ impl Pki {
     }
 
     /// Sets the TLS listener up, with client certificates in `mode` when given.
-    fn configure(&self, c: &mut Config, mode: Option<ClientCertificate>) {
+    pub(crate) fn configure(&self, c: &mut Config, mode: Option<ClientCertificate>) {
         c.proxy.tls_listen = Some("127.0.0.1:0".parse().unwrap());
         c.proxy.tls_certificate = Some(self.path("proxy.pem"));
         c.proxy.tls_key = Some(self.path("proxy-key.pem"));
@@ -254,7 +254,7 @@ async fn curl_proxy_http2_when_this_curl_has_it() {
 
 /// A TLS connection to the listener at `addr`, trusting the listener's CA, offering `alpn`,
 /// with a client certificate when given.
-async fn tls_to(
+pub(crate) async fn tls_to(
     addr: std::net::SocketAddr,
     pki: &Pki,
     alpn: &[&[u8]],

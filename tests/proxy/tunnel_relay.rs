@@ -411,3 +411,55 @@ async fn tunnel_client_that_reads_nothing_is_let_go_after_the_write_timeout() {
     stalled_client_let_go(Via::Plain).await;
     stalled_client_let_go(Via::Tls).await;
 }
+
+/// The status of a `CONNECT target` sent on a new connection to `proxy`'s plain listener, and
+/// the connection.
+async fn connect_status(proxy: &HttpsProxy, target: &str) -> (u16, TcpStream) {
+    let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+    let request = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(WAIT, stream.read_u8()).await.expect("an answer") {
+            Ok(byte) => head.push(byte),
+            Err(_) => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, stream)
+}
+
+/// A tunnel where nothing moves holds its connection slot (`limits.max_connections = 1`: a
+/// second CONNECT meanwhile is refused with 503) until `https.tunnel_idle_timeout`, then gives
+/// it back (the next CONNECT opens).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tunnel_gives_its_slot_back() {
+    let idle = Duration::from_millis(500);
+    let upstream = Upstream::start().await;
+    let listener_ca = TestCa::new("robots-proxy tests listener CA");
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = proxy(&upstream, &listener_ca, dir.path(), |c| {
+        c.https.tunnel_idle_timeout = idle;
+        c.limits.max_connections = 1;
+        c.limits.when_full = robots_proxy::limits::WhenFull::Refuse;
+    })
+    .await;
+    let stream = connect_to(&proxy, &listener_ca, Via::Plain).await;
+    let mut stream = open(stream, &upstream.target(), b"echo\n").await;
+    let since = Instant::now();
+    let (held, _) = connect_status(&proxy, &upstream.target()).await;
+    assert_eq!(held, 503, "the idle tunnel holds the one slot");
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(8), stream.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the idle tunnel is still open after 8 s");
+    assert!(since.elapsed() >= idle - Duration::from_millis(100), "{:?}", since.elapsed());
+    loop {
+        let (status, _) = connect_status(&proxy, &upstream.target()).await;
+        if status == 200 {
+            break;
+        }
+        assert!(since.elapsed() < Duration::from_secs(8), "the slot is never given back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -20,7 +20,7 @@ use super::{Fields, Gap, Location, State};
 const SLACK: Duration = Duration::from_secs(10);
 
 fn keyed(state: &State<'_>) -> bool {
-    state.options.public_key.is_some()
+    state.options.keys.is_some()
 }
 
 /// Pushes the span of unsigned records up to `to`, if any.
@@ -169,8 +169,8 @@ pub(super) fn shipped_before(first: u64, state: &mut State<'_>) {
     });
 }
 
-/// An RFC 3339 `@timestamp`.
-pub(super) fn parse_time(text: &str) -> Option<std::time::SystemTime> {
+/// An RFC 3339 time (with its offset), as `@timestamp` is written.
+pub fn parse_time(text: &str) -> Option<std::time::SystemTime> {
     use time::format_description::well_known::Rfc3339;
     time::OffsetDateTime::parse(text, &Rfc3339).ok().map(std::time::SystemTime::from)
 }

@@ -28,6 +28,9 @@ pub struct Report {
     /// With a key (or shipped checkpoints): the records no checkpoint in the files vouches
     /// for where the writer would have signed them (status `unproven`).
     pub unproven: Vec<Gap>,
+    /// With `--from`/`--to`: each break in the coverage of the range (the first is the
+    /// problem; status `tampered`).
+    pub breaks: Vec<Gap>,
     /// The first problem, when not intact.
     pub problem: Option<Problem>,
 }
@@ -67,6 +70,9 @@ impl Report {
         }
         for gap in &self.unproven {
             let _ = writeln!(out, "{gap}");
+        }
+        for gap in self.breaks.iter().skip(1) {
+            let _ = writeln!(out, "{}: uncovered: {}", gap.from, gap.why);
         }
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");

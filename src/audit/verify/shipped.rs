@@ -1,16 +1,51 @@
-//! `audit verify --checkpoints FILE`: the checkpoints kept elsewhere, which the files must hold.
+//! Checkpoints shipped elsewhere (`--checkpoints FILE`): read them, and check that the files
+//! hold every one within their range.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::Path;
 
-use super::{parse, Kind, Lines, Location, Problem, Shipped};
-use crate::audit::checkpoint::{PublicKey, Signed};
+use super::{coverage, parse, Kind, Lines, Location, Problem, Shipped, State, Stop};
+use crate::audit::checkpoint::Signed;
+use crate::audit::keyset::KeySet;
+
+/// Every shipped checkpoint within the files' range must be in them.
+pub(super) fn check_shipped(state: &mut State<'_>) -> Result<(), Stop> {
+    let first = state.first_sequence.unwrap_or(1);
+    coverage::shipped_before(first, state);
+    for (i, c) in state.options.shipped.iter().enumerate() {
+        if state.found[i] || c.records < first {
+            continue;
+        }
+        let last = state.last.clone().unwrap_or(Location { file: String::new(), line: 0 });
+        if c.records > state.sequence {
+            return Err(Stop::Tampered(
+                Kind::TailCut,
+                last,
+                format!(
+                    "the files end at record {} but the signed checkpoint of {} ({}) covers {} \
+                     record(s): the tail was cut off",
+                    state.sequence, c.at, c.from, c.records
+                ),
+            ));
+        }
+        return Err(Stop::Tampered(
+            Kind::Rewritten,
+            last,
+            format!(
+                "the files do not hold record {} with the event.hash {} that the signed \
+                 checkpoint of {} ({}) names: records were rewritten or removed",
+                c.records, c.head, c.at, c.from
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// Reads the checkpoints of `path` (any audit file: its `audit_checkpoint` records), checking
-/// their signatures with `key` when given.
-pub fn read_shipped(path: &Path, key: Option<&PublicKey>) -> Result<Vec<Shipped>, (Problem, u8)> {
+/// their signatures with `keys` when given.
+pub fn read_shipped(path: &Path, keys: Option<&KeySet>) -> Result<Vec<Shipped>, (Problem, u8)> {
     let shown = path.display().to_string();
     let unreadable = |e: io::Error| {
         (
@@ -51,19 +86,20 @@ pub fn read_shipped(path: &Path, key: Option<&PublicKey>) -> Result<Vec<Shipped>
         else {
             continue;
         };
-        if let Some(key) = key {
+        if let Some(keys) = keys {
             let signed: Signed = serde_json::from_slice(&line.bytes).unwrap_or_default();
-            if !signed.verifies_with(key) {
-                return Err((
-                    Problem {
-                        kind: Kind::BadCheckpoint,
-                        file: shown.clone(),
-                        line: Some(line.number),
-                        message: "the checkpoint's signature does not verify with the key given"
-                            .into(),
-                    },
-                    1,
-                ));
+            let time = signed.timestamp.as_deref().and_then(coverage::parse_time);
+            let problem = match keys.valid(signed.keyid.as_deref().unwrap_or(""), time) {
+                Err(why) => Some(why),
+                Ok(key) if !signed.verifies_with(key) => {
+                    Some("the checkpoint's signature does not verify with the key given".to_owned())
+                }
+                Ok(_) => None,
+            };
+            if let Some(message) = problem {
+                let at = Some(line.number);
+                let kind = Kind::BadCheckpoint;
+                return Err((Problem { kind, file: shown.clone(), line: at, message }, 1));
             }
         }
         out.push(Shipped { head: head.clone(), records, at: at.clone(), from });

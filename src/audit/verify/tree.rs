@@ -19,6 +19,8 @@ struct Members {
     edge: Option<Vec<String>>,
     #[serde(rename = "audit.checkpoint.note")]
     note: Option<String>,
+    #[serde(rename = "audit.checkpoint.keyid")]
+    keyid: Option<String>,
 }
 
 /// The tree of the chain so far, when known, and whether a checkpoint in it named its tree.
@@ -59,6 +61,7 @@ fn check(bytes: &[u8], at: &Location, state: &mut State<'_>) -> Result<(), Stop>
         root: None,
         edge: None,
         note: None,
+        keyid: None,
     });
     let (Some(size), Some(root), Some(edge), Some(text)) = (m.size, m.root, m.edge, m.note) else {
         if state.tree.named {
@@ -91,7 +94,8 @@ fn check(bytes: &[u8], at: &Location, state: &mut State<'_>) -> Result<(), Stop>
         Some(_) => {}
         None => state.tree.tree = Some(named),
     }
-    let said = match state.options.public_key {
+    let key = state.options.keys.zip(m.keyid.as_deref()).and_then(|(k, id)| k.by_keyid(id));
+    let said = match key {
         Some(key) => note::open(&text, key),
         None => text
             .rfind("\n\n")

@@ -10,6 +10,13 @@ impl Writer {
             sink.latest = latest.clone();
         }
     }
+
+    /// Feeds every line written whole, and each checkpoint, to the witnesses' `hub`.
+    pub(in crate::audit) fn feed(&mut self, hub: std::sync::Arc<crate::audit::witness::Hub>) {
+        if let Some(sink) = self.sink.as_mut() {
+            sink.witnesses = Some(hub);
+        }
+    }
 }
 
 impl Sink {
@@ -44,6 +51,15 @@ impl Sink {
                 }
             }
             start = line.end;
+        }
+        if let Some(hub) = &self.witnesses {
+            let mut start = 0;
+            let whole = ends.iter().take_while(|line| line.end <= done).map(|line| {
+                let bytes = &batch[start..line.end - 1];
+                start = line.end;
+                (bytes, matches!(line.kind, Own::Checkpoint(_)))
+            });
+            hub.took(whole);
         }
         if signed {
             self.save_state();

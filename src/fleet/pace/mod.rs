@@ -46,10 +46,11 @@
 //! (spacing across instances, the concurrency of the fleet, `queue_limit`, refusals on
 //! arrival) would then hold only per window.
 //!
-//! Keys (after `fleet.key_prefix`): `pace:<authority>` (hash, see [`scripts`]),
+//! Keys (after `fleet.key_prefix`; on a cluster the authority is each key's hash tag,
+//! [`super::keys`]): `pace:<authority>` (hash, see [`scripts`]),
 //! `queue:<authority>` (requests with no Crawl-delay), `queue:<authority>#<line>` (one per
 //! Crawl-delay lane), `slots:<authority>` and `slotq:<authority>` (sorted sets);
-//! `gone:<member>`, the mark a
+//! `gone:<authority>|<member>`, the mark a
 //! give-back leaves after a call that timed out here ([`scripts::GIVE_BACK`], one lease);
 //! channel `slot-freed`.
 
@@ -177,10 +178,11 @@ impl RedisPace {
         let notices: Arc<Notices> = Arc::new(
             moka::sync::Cache::builder()
                 .max_capacity(crate::pacing::MAX_SITES)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .expire_after(ForgetWhenIdle(window.clone()))
                 .build(),
         );
-        let channel = fleet.key("slot-freed");
+        let channel = fleet.keys.channel("slot-freed");
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(follow_slots(fleet.clone(), channel.clone(), Arc::downgrade(&notices)));
         }
@@ -197,6 +199,7 @@ impl RedisPace {
             next_id: AtomicU64::new(0),
             here: moka::sync::Cache::builder()
                 .max_capacity(crate::pacing::MAX_SITES)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .expire_after(ForgetWhenIdle(window))
                 .build(),
             notices,
@@ -250,12 +253,13 @@ impl RedisPace {
         let arrival = Instant::now();
         let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
         let member = self.unique();
+        let site = &self.fleet.keys;
         let keys = Keys {
-            pace: self.fleet.key(&format!("pace:{authority}")),
-            queue: self.fleet.key(&queue_key(authority, lane)),
-            slots: self.fleet.key(&format!("slots:{authority}")),
-            gone: self.fleet.key(&format!("gone:{member}")),
-            slotq: self.fleet.key(&format!("slotq:{authority}")),
+            pace: site.site("pace", authority, ""),
+            queue: site.site("queue", authority, &lane_suffix(lane)),
+            slots: site.site("slots", authority, ""),
+            gone: site.site("gone", authority, &format!("|{member}")),
+            slotq: site.site("slotq", authority, ""),
         };
         let slots = limits.concurrency.unwrap_or(0);
         let one_way = self.fleet.round_trip().min(self.fleet.timeout) / 2;
@@ -421,13 +425,14 @@ struct Keys {
     slotq: String,
 }
 
-/// The queue (before `fleet.key_prefix`) a request of `lane` joins, as in the schedule: each
-/// Crawl-delay lane (robots.txt group) has its own, `queue:<authority>#<line>`, and requests
-/// with no Crawl-delay share `queue:<authority>`. (`#` is never part of an authority.)
-fn queue_key(authority: &Authority, lane: Option<Lane>) -> String {
+/// What follows `queue:<authority>` in the queue a request of `lane` joins, as in the
+/// schedule: each Crawl-delay lane (robots.txt group) has its own, `queue:<authority>#<line>`,
+/// and requests with no Crawl-delay share `queue:<authority>`. (`#` is never part of an
+/// authority.)
+fn lane_suffix(lane: Option<Lane>) -> String {
     match lane {
-        Some(lane) => format!("queue:{authority}#{}", lane.line),
-        None => format!("queue:{authority}"),
+        Some(lane) => format!("#{}", lane.line),
+        None => String::new(),
     }
 }
 
@@ -537,7 +542,7 @@ pub(super) type Try =
 pub(super) fn give_back(
     fleet: Arc<Fleet>,
     lapses: Instant,
-    make: impl Fn(redis::aio::ConnectionManager) -> Try + Send + Sync + 'static,
+    make: impl Fn(super::Conn) -> Try + Send + Sync + 'static,
 ) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
     runtime.spawn(async move {

@@ -123,7 +123,7 @@ async fn give_back_all(
         for ((key, pace), (members, lapses)) in by_site {
             let (fleet, release, channel) = (fleet.clone(), release.clone(), channel.clone());
             let (keys, members) = (Arc::new((key, pace, channel)), Arc::new(members));
-            let make = move |mut c: redis::aio::ConnectionManager| -> super::Try {
+            let make = move |mut c: crate::fleet::Conn| -> super::Try {
                 let (release, keys, members) = (release.clone(), keys.clone(), members.clone());
                 Box::pin(async move {
                     let mut invocation = release.prepare_invoke();

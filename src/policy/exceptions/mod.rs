@@ -23,7 +23,7 @@ pub use section::{describe, parse_expires, problems, Effect, ExceptionEntry};
 use super::{decide_reading, Claim, Reading};
 use crate::authority::{Authority, SiteName};
 use crate::robots::usage::Category;
-use crate::robots::{ProductToken, RobotsTxt};
+use crate::robots::RobotsTxt;
 
 /// The exceptions in force: compiled from `[[exceptions]]`, replaced as a whole on a reload.
 #[derive(Debug, Default)]
@@ -251,7 +251,7 @@ impl Exceptions {
         }
     }
 
-    fn find(
+    pub(in crate::policy) fn find(
         &self,
         authority: &Authority,
         claim: Claim<'_>,
@@ -525,80 +525,6 @@ impl super::Policy {
     #[inline]
     pub fn has_exceptions(&self) -> bool {
         !self.exceptions.is_empty()
-    }
-
-    /// The exception that decides this request, if one does (see [`Exceptions::decide`]): every
-    /// reading of the path is looked at, a disallow exception wins over robots.txt and over any
-    /// allow, an allow must cover every reading robots.txt disallowed. Counts a use.
-    pub fn exception_for(
-        &self,
-        snapshot: &super::RobotsSnapshot,
-        claim: Claim<'_>,
-        readings: &super::Readings,
-        now: SystemTime,
-    ) -> Option<ExceptionVerdict> {
-        self.exception_with(snapshot, claim, readings, now, true)
-    }
-
-    /// [`Policy::exception_for`] without counting a use (the admin's `/robots?url=`), for a
-    /// crawler whose user is tied to `token`: what would decide for that crawler itself.
-    pub fn exception_would_decide(
-        &self,
-        snapshot: &super::RobotsSnapshot,
-        token: Option<&ProductToken>,
-        readings: &super::Readings,
-        now: SystemTime,
-    ) -> Option<ExceptionVerdict> {
-        self.exception_with(snapshot, Claim::tied(token, None), readings, now, false)
-    }
-
-    fn exception_with(
-        &self,
-        snapshot: &super::RobotsSnapshot,
-        claim: Claim<'_>,
-        readings: &super::Readings,
-        now: SystemTime,
-        count: bool,
-    ) -> Option<ExceptionVerdict> {
-        let token = claim.token;
-        if self.exceptions.is_empty() {
-            return None;
-        }
-        let fold = self.folds_case(snapshot);
-        // Every reading, decoded ones included, against the exception's patterns.
-        let all: Vec<(Reading, &str)> = readings.to_decide(true, fold).collect();
-        let decoded = super::has_decoded_patterns(&snapshot.rules);
-        let disallowed: Vec<(Reading, &str)> = readings
-            .to_decide(decoded, fold)
-            .filter(|&(r, p)| !super::path_allowed(snapshot, token, r, p))
-            .collect();
-        let authority = &snapshot.authority;
-        if count {
-            self.exceptions.decide(authority, claim, &all, &disallowed, now)
-        } else {
-            self.exceptions.find(authority, claim, &all, &disallowed, now)
-        }
-    }
-}
-
-impl super::Policy {
-    /// The usage categories an allow exception with `usage` lifts for this request (every
-    /// reading of its path in scope), and that exception. Counts no use: the caller counts
-    /// one ([`Exceptions::count`]) when the lift dropped a purpose of the crawler and no
-    /// other decision of the same exception was counted for the request.
-    pub fn usage_lifted(
-        &self,
-        snapshot: &super::RobotsSnapshot,
-        claim: Claim<'_>,
-        readings: &super::Readings,
-        now: SystemTime,
-    ) -> Option<(Vec<Category>, ExceptionVerdict)> {
-        if self.exceptions.is_empty() {
-            return None;
-        }
-        let all: Vec<(Reading, &str)> =
-            readings.to_decide(true, self.folds_case(snapshot)).collect();
-        self.exceptions.lifted_usage(&snapshot.authority, claim, &all, now)
     }
 }
 

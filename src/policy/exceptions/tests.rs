@@ -2,6 +2,7 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::policy::{Readings, TokenOrigin};
+use crate::robots::ProductToken;
 
 fn entry(effect: Effect) -> ExceptionEntry {
     ExceptionEntry {

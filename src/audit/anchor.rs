@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::chain::{link_hash, read_head, split_line, Chain, Segment};
+use super::chain::{read_head, split_line, Chain, Sealed, Segment};
 use super::checkpoint::{Previous, PublicKey, Signed};
 use super::merkle;
 use super::timestamp;
@@ -131,7 +131,8 @@ fn load(log: &Path) -> Option<State> {
 }
 
 /// The Merkle tree after the checkpoint `line` (its tree, as its `audit.checkpoint.tree_size`,
-/// `tree_edge` and `root` say when they add up, with the line itself as the next leaf) and
+/// `tree_edge` and `root` say when they add up, with the line itself as the next leaf, by its
+/// own scheme: a checkpoint written before scheme 2 continues a tree whose next lines are) and
 /// its origin (its note's first line). `None` for a checkpoint without a tree.
 pub(super) fn segment_after(line: &[u8]) -> Option<Segment> {
     #[derive(Deserialize)]
@@ -153,7 +154,7 @@ pub(super) fn segment_after(line: &[u8]) -> Option<Segment> {
         return None;
     }
     let origin = m.note.split('\n').next().filter(|o| !o.is_empty())?.to_owned();
-    tree.push(line);
+    tree.push_hash(Sealed::parse(line)?.leaf());
     Some(Segment { tree, origin })
 }
 
@@ -163,7 +164,7 @@ fn checkpoint_at(
     line: &[u8],
     key: &PublicKey,
 ) -> Result<(u64, [u8; 64], Previous), Option<String>> {
-    let (body, hash) = split_line(line).ok_or(None)?;
+    let sealed = Sealed::parse(line).ok_or(None)?;
     let signed: Signed = serde_json::from_slice(line).map_err(|_| None)?;
     let sequence: Option<u64> = serde_json::from_slice::<Link>(line).ok().and_then(|l| l.sequence);
     if signed.keyid.as_deref() != Some(key.keyid()) {
@@ -172,15 +173,11 @@ fn checkpoint_at(
     let head = signed.head.as_deref().unwrap_or("");
     let ok = signed.verifies_with(key)
         && head.len() == 64
-        && link_hash(head.as_bytes(), body) == hash
+        && sealed.follows(head.as_bytes(), &sealed.leaf())
         && sequence.is_some()
         && signed.records.map(|r| r + 1) == sequence;
     match (ok, sequence, signed.as_previous()) {
-        (true, Some(sequence), Some(previous)) => {
-            let mut out = [0u8; 64];
-            out.copy_from_slice(hash);
-            Ok((sequence, out, previous))
-        }
+        (true, Some(sequence), Some(previous)) => Ok((sequence, sealed.hash_array(), previous)),
         _ => Err(None),
     }
 }
@@ -494,7 +491,7 @@ fn forward(
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let Some((body, hash)) = split_line(line) else {
+        let Some(sealed) = Sealed::parse(line) else {
             torn = true;
             continue;
         };
@@ -506,7 +503,7 @@ fn forward(
         if torn && named.is_none() {
             return broken(format!("a cut line after record {seq} is not followed by a new start"));
         }
-        if named.is_some_and(|n| n != at) || link_hash(&at, body) != hash {
+        if named.is_some_and(|n| n != at) || !sealed.follows(&at, &sealed.leaf()) {
             return broken(format!("the record after record {seq} does not continue the chain"));
         }
         if link.sequence != Some(seq + 1) {
@@ -518,7 +515,7 @@ fn forward(
         if link.action.as_deref() == Some("audit_checkpoint") {
             return broken(format!("the checkpoint at record {} does not verify", seq + 1));
         }
-        at.copy_from_slice(hash);
+        at = sealed.hash_array();
         seq += 1;
         after += 1;
         torn = false;

@@ -4,24 +4,30 @@
 //! Every line the writer writes ends with the members it adds:
 //!
 //! ```text
-//! {…the record…,"event.sequence":N[,"event.previous_hash":"P"],"event.hash":"H"}
+//! {…the record…,"event.sequence":N[,"event.previous_hash":"P"],"event.hash_scheme":2,"event.hash":"H"}
 //! ```
 //!
-//! `H` is the lowercase hex SHA-256 of the previous record's `event.hash` (64 hex characters),
-//! a newline, and the line without its `,"event.hash":"H"` member and without its newline
-//! (which is a JSON object again). `event.sequence` counts the records of the chain from 1;
-//! `event.previous_hash` is on the first record written after the writer opens a file (start,
-//! rotation, recovery from a failed write): it names the hash the chain continues from, so a
-//! file can be checked alone, and a sequence of files in order. The chain starts from
-//! [`GENESIS`]. `docs/audit.md` ("The hash chain") describes it for verifiers.
+//! `BODY` is the line without its `,"event.hash":"H"` member and without its newline (a JSON
+//! object again). Its Merkle leaf hash is `L` = SHA-256(0x00 || BODY) (RFC 6962), and `H` is the
+//! lowercase hex SHA-256 of the previous record's `event.hash` (64 hex characters), a newline
+//! and `L` (32 bytes): one pass over the line ([`Scheme::Leaf`], scheme 2). Lines written
+//! before (up to 7c3d168) carry no `event.hash_scheme`: `H` = SHA-256(previous hash, newline,
+//! BODY) and the leaf is the whole line as written ([`Scheme::Line`], scheme 1); both are
+//! read, each line by its own bytes ([`Sealed`]). `event.sequence` counts the records of the
+//! chain from 1; `event.previous_hash` is on the first record written after the writer opens a
+//! file (start, rotation, recovery from a failed write): it names the hash the chain continues
+//! from, so a file can be checked alone, and a sequence of files in order. The chain starts
+//! from [`GENESIS`]. `docs/audit.md` ("The hash chain") describes it for verifiers.
 //!
-//! Per record: one SHA-256 over the bytes already in the batch, no allocation.
+//! Per record: one SHA-256 over the bytes already in the batch (and one over 97 bytes), no
+//! allocation.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 
 use sha2::{Digest, Sha256};
 
+use super::merkle::{self, Hash};
 use crate::robots_version::hex_into;
 
 /// The hash the chain starts from: 64 zeros.
@@ -32,6 +38,113 @@ pub const HASH_MEMBER: &[u8] = b",\"event.hash\":\"";
 
 /// The length of the end of a line from `,"event.hash":"` on: the member, 64 hex digits, `"}`.
 pub const HASH_TAIL: usize = HASH_MEMBER.len() + 64 + 2;
+
+/// The member that ends the body of a line of scheme 2 (right before `event.hash`).
+pub const SCHEME_MEMBER: &[u8] = b",\"event.hash_scheme\":2";
+
+/// How a line's `event.hash` and Merkle leaf are computed, as its own bytes say: scheme 2 when
+/// its body ends with [`SCHEME_MEMBER`], else scheme 1. Never guessed from whether a hash
+/// matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Scheme 1 (written up to 7c3d168): `event.hash` = SHA-256(previous hash, `\n`, BODY);
+    /// the leaf is the line as written.
+    Line,
+    /// Scheme 2: the leaf is BODY; `event.hash` = SHA-256(previous hash, `\n`, leaf hash).
+    Leaf,
+}
+
+impl Scheme {
+    /// The value of `event.hash_scheme` that goes with it (absent for scheme 1).
+    pub fn member(self) -> Option<u64> {
+        match self {
+            Scheme::Line => None,
+            Scheme::Leaf => Some(2),
+        }
+    }
+}
+
+/// The leaf hash of a line of scheme 2 whose body (without its final `}`) is `body`:
+/// SHA-256(0x00 || body || `}`).
+pub fn leaf_of_body(body: &[u8]) -> Hash {
+    let mut h = Sha256::new();
+    h.update([0u8]);
+    h.update(body);
+    h.update(b"}");
+    h.finalize().into()
+}
+
+/// The `event.hash` (lowercase hex) of a line of scheme 2 after `head`, from its leaf hash.
+pub fn link_leaf(head: &[u8], leaf: &Hash) -> [u8; 64] {
+    let mut hasher = Sha256::new();
+    hasher.update(head);
+    hasher.update(b"\n");
+    hasher.update(leaf);
+    let mut out = [0u8; 64];
+    hex_into(&hasher.finalize(), &mut out);
+    out
+}
+
+/// A line of the chain (without its newline), split: what the hash covers and the hash.
+#[derive(Debug, Clone, Copy)]
+pub struct Sealed<'a> {
+    line: &'a [u8],
+    /// The line without its `event.hash` member and without its final `}`.
+    pub body: &'a [u8],
+    /// Its `event.hash`, 64 lowercase hex digits.
+    pub hash: &'a [u8],
+    /// How it was hashed.
+    pub scheme: Scheme,
+}
+
+/// The Merkle leaf hash of a line of the chain as written (without its newline), by its own
+/// scheme ([`Sealed::leaf`]); a line that is not a sealed record is hashed whole.
+pub fn leaf_of_line(line: &[u8]) -> Hash {
+    Sealed::parse(line).map_or_else(|| merkle::leaf_hash(line), |sealed| sealed.leaf())
+}
+
+impl<'a> Sealed<'a> {
+    /// The line split, when it ends with `,"event.hash":"<64 lowercase hex>"}`.
+    pub fn parse(line: &'a [u8]) -> Option<Sealed<'a>> {
+        let (body, hash) = split_line(line)?;
+        let scheme = if body.ends_with(SCHEME_MEMBER) { Scheme::Leaf } else { Scheme::Line };
+        Some(Sealed { line, body, hash, scheme })
+    }
+
+    /// Its Merkle leaf hash: SHA-256(0x00 || the leaf's bytes).
+    pub fn leaf(&self) -> Hash {
+        match self.scheme {
+            Scheme::Line => merkle::leaf_hash(self.line),
+            Scheme::Leaf => leaf_of_body(self.body),
+        }
+    }
+
+    /// The bytes of its Merkle leaf: the line as written (scheme 1), or without its
+    /// `event.hash` member (scheme 2).
+    pub fn leaf_bytes(&self) -> std::borrow::Cow<'a, [u8]> {
+        match self.scheme {
+            Scheme::Line => self.line.into(),
+            Scheme::Leaf => [self.body, b"}"].concat().into(),
+        }
+    }
+
+    /// Whether its `event.hash` follows from `head` (the hash it continues from), given its
+    /// leaf hash `leaf` (from [`Sealed::leaf`]: computed once per line).
+    pub fn follows(&self, head: &[u8], leaf: &Hash) -> bool {
+        let expected = match self.scheme {
+            Scheme::Line => link_line(head, self.body),
+            Scheme::Leaf => link_leaf(head, leaf),
+        };
+        expected == self.hash
+    }
+
+    /// Its `event.hash` as an array.
+    pub fn hash_array(&self) -> [u8; 64] {
+        let mut out = [0u8; 64];
+        out.copy_from_slice(self.hash);
+        out
+    }
+}
 
 /// The chain's state in the writer.
 #[derive(Debug, Clone)]
@@ -71,8 +184,9 @@ impl Default for Chain {
 }
 
 impl Chain {
-    /// Appends `line` (a JSON object, newline included) to `batch` with the chain's members.
-    pub(super) fn seal(&mut self, batch: &mut Vec<u8>, line: &[u8]) {
+    /// Appends `line` (a JSON object, newline included) to `batch` with the chain's members
+    /// (scheme 2); returns its leaf hash.
+    pub(super) fn seal(&mut self, batch: &mut Vec<u8>, line: &[u8]) -> Hash {
         let start = batch.len();
         let body = line.strip_suffix(b"\n").unwrap_or(line);
         // Every record is a JSON object: `}` ends it.
@@ -87,21 +201,19 @@ impl Chain {
             batch.push(b'"');
             self.mark = false;
         }
-        let mut hasher = Sha256::new();
-        hasher.update(self.head);
-        hasher.update(b"\n");
-        hasher.update(&batch[start..]);
-        hasher.update(b"}");
-        hex_into(&hasher.finalize(), &mut self.head);
+        batch.extend_from_slice(SCHEME_MEMBER);
+        // One pass over the line: its leaf, then the chain's step from the leaf's hash.
+        let leaf = leaf_of_body(&batch[start..]);
+        self.head = link_leaf(&self.head, &leaf);
         self.known = true;
         batch.extend_from_slice(HASH_MEMBER);
         batch.extend_from_slice(&self.head);
         batch.extend_from_slice(b"\"}");
-        // The line as written, without its newline, is the Merkle tree's next leaf.
         if let Some(segment) = &mut self.tree {
-            segment.tree.push(&batch[start..]);
+            segment.tree.push_hash(leaf);
         }
         batch.push(b'\n');
+        leaf
     }
 
     /// The head as text.
@@ -111,9 +223,9 @@ impl Chain {
     }
 }
 
-/// The lowercase hex SHA-256 of `head`, a newline and `body` (the hash of a record whose
-/// line without its `event.hash` member is `body`).
-pub fn link_hash(head: &[u8], body_without_brace: &[u8]) -> [u8; 64] {
+/// The `event.hash` of a line of scheme 1 after `head`: the lowercase hex SHA-256 of `head`, a
+/// newline and `body` with its `}` (the line without its `event.hash` member).
+fn link_line(head: &[u8], body_without_brace: &[u8]) -> [u8; 64] {
     let mut hasher = Sha256::new();
     hasher.update(head);
     hasher.update(b"\n");
@@ -199,23 +311,65 @@ mod tests {
     fn seal_appends_sequence_previous_and_hash_and_split_reads_them_back() {
         let mut chain = Chain::default();
         let mut batch = Vec::new();
-        chain.seal(&mut batch, b"{\"a\":1}\n");
-        chain.seal(&mut batch, b"{\"b\":2}\n");
+        let leaf1 = chain.seal(&mut batch, b"{\"a\":1}\n");
+        let leaf2 = chain.seal(&mut batch, b"{\"b\":2}\n");
         let text = String::from_utf8(batch.clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with(
             "{\"a\":1,\"event.sequence\":1,\"event.previous_hash\":\"0000000000000000"
         ));
-        assert!(lines[1].starts_with("{\"b\":2,\"event.sequence\":2,\"event.hash\":\""));
-        let (body, hash) = split_line(lines[0].as_bytes()).unwrap();
-        assert_eq!(link_hash(&GENESIS, body), hash);
-        let (body2, hash2) = split_line(lines[1].as_bytes()).unwrap();
-        assert_eq!(&link_hash(hash, body2)[..], hash2);
-        assert_eq!(&chain.head[..], hash2);
+        assert!(lines[1].starts_with(
+            "{\"b\":2,\"event.sequence\":2,\"event.hash_scheme\":2,\"event.hash\":\""
+        ));
+        // Scheme 2: the leaf is the line without its event.hash member, and the hash follows
+        // from the previous hash and the leaf's hash.
+        let one = Sealed::parse(lines[0].as_bytes()).unwrap();
+        assert_eq!(one.scheme, Scheme::Leaf);
+        assert_eq!(one.leaf(), leaf1);
+        let body = format!("{}}}", std::str::from_utf8(one.body).unwrap());
+        assert_eq!(merkle::leaf_hash(body.as_bytes()), leaf1);
+        assert_eq!(&one.leaf_bytes()[..], body.as_bytes());
+        assert_eq!(link_leaf(&GENESIS, &leaf1), one.hash);
+        assert!(one.follows(&GENESIS, &leaf1));
+        assert!(!one.follows(&[b'1'; 64], &leaf1));
+        let two = Sealed::parse(lines[1].as_bytes()).unwrap();
+        assert_eq!(two.leaf(), leaf2);
+        assert!(two.follows(one.hash, &leaf2));
+        assert!(!two.follows(one.hash, &leaf1));
+        assert_eq!(&chain.head[..], two.hash);
+        // One byte changed: the leaf and so the hash no longer follow.
+        let changed = lines[1].replace("\"b\":2", "\"b\":3");
+        let changed = Sealed::parse(changed.as_bytes()).unwrap();
+        assert!(!changed.follows(one.hash, &changed.leaf()));
         // Each line is JSON.
         for line in lines {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             assert!(v["event.hash"].is_string());
+            assert_eq!(v["event.hash_scheme"], 2);
+        }
+    }
+
+    /// Lines written before (scheme 1, tests/fixtures/audit-v1, by 7c3d168) are read by their
+    /// own rule: the hash over the body, the leaf over the line as written.
+    #[test]
+    fn lines_of_the_first_scheme_follow_by_their_own_rule() {
+        let text = include_str!("../../tests/fixtures/audit-v1/audit.jsonl.1");
+        let mut head: Option<[u8; 64]> = None;
+        for line in text.lines() {
+            let sealed = Sealed::parse(line.as_bytes()).unwrap();
+            assert_eq!(sealed.scheme, Scheme::Line);
+            assert_eq!(sealed.leaf(), merkle::leaf_hash(line.as_bytes()));
+            assert_eq!(&sealed.leaf_bytes()[..], line.as_bytes());
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let from = match v["event.previous_hash"].as_str() {
+                Some(p) => p.as_bytes().try_into().unwrap(),
+                None => head.unwrap(),
+            };
+            assert!(sealed.follows(&from, &sealed.leaf()), "{line}");
+            // The same line read as scheme 2 does not follow: no line passes under both.
+            let as_two = Sealed { scheme: Scheme::Leaf, ..sealed };
+            assert!(!as_two.follows(&from, &as_two.leaf()));
+            head = Some(sealed.hash_array());
         }
     }
 

@@ -178,7 +178,8 @@ pub fn run(
                     }
                 },
             };
-            let mut report = verify(&files, Options { keys: key.as_ref(), shipped: &shipped, range });
+            let mut report =
+                verify(&files, Options { keys: key.as_ref(), shipped: &shipped, range });
             super::witness::verify::apply(&mut report, &files, &witnesses.0, witnesses.1);
             if json {
                 match serde_json::to_vec_pretty(&report) {

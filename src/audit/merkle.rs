@@ -1,7 +1,9 @@
 //! The Merkle tree of the audit log (RFC 6962 §2.1, RFC 9162 §2.1): every line of a chain
-//! segment, as written and without its newline, is a leaf, in the order of the log.
+//! segment is a leaf, in the order of the log; which bytes of a line are its leaf is the
+//! chain's to say (`chain::Sealed::leaf`: the line without its `event.hash` member, or, for
+//! lines written before scheme 2, the line as written).
 //!
-//! leaf hash = SHA-256(0x00 || line), node hash = SHA-256(0x01 || left || right), the root of
+//! leaf hash = SHA-256(0x00 || leaf), node hash = SHA-256(0x01 || left || right), the root of
 //! the empty tree is SHA-256 of nothing. The writer keeps only the tree's right edge
 //! ([`Tree`], O(log n) hashes); `audit prove` and `audit consistency` read every leaf of the
 //! files given and compute the proofs ([`inclusion_proof`], [`consistency_proof`]), which a
@@ -68,11 +70,6 @@ impl Tree {
     /// The right edge (see [`Tree`]).
     pub fn edge(&self) -> &[Hash] {
         &self.edge
-    }
-
-    /// Appends the leaf `line`.
-    pub fn push(&mut self, line: &[u8]) {
-        self.push_hash(leaf_hash(line));
     }
 
     /// Appends a leaf by its hash.
@@ -291,7 +288,7 @@ mod tests {
         let mut tree = Tree::default();
         let mut hashes = Vec::new();
         for (leaf, want) in ct_leaves().iter().zip(want) {
-            tree.push(leaf);
+            tree.push_hash(leaf_hash(leaf));
             hashes.push(leaf_hash(leaf));
             assert_eq!(hex(&tree.root()), want, "size {}", tree.size());
             assert_eq!(hex(&root_of(&hashes)), want);

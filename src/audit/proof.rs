@@ -8,13 +8,18 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::chain::{split_line, GENESIS};
+use super::chain::{Scheme, Sealed, GENESIS, SCHEME_MEMBER};
 use super::checkpoint::PublicKey;
 use super::merkle::{self, Hash};
 use super::note::{self, Checkpoint, NoteError};
 
-/// The first member of a proof file.
-pub const PROOF_FORMAT: &str = "robots-proxy audit inclusion proof v1";
+/// The first member of a proof file of a line of scheme 2: its `record` is the line without
+/// its `event.hash` member, the leaf's bytes.
+pub const PROOF_FORMAT: &str = "robots-proxy audit inclusion proof v2";
+
+/// The first member of a proof file of a line written before scheme 2: its `record` is the
+/// line as written, the leaf's bytes then.
+pub const PROOF_FORMAT_V1: &str = "robots-proxy audit inclusion proof v1";
 
 /// Why a proof cannot be made or checked.
 #[derive(Debug, thiserror::Error)]
@@ -43,9 +48,11 @@ impl ProofError {
 /// One record's inclusion in a signed checkpoint, as `audit prove` prints it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InclusionProof {
-    /// [`PROOF_FORMAT`].
+    /// [`PROOF_FORMAT`] (or [`PROOF_FORMAT_V1`]).
     pub format: String,
-    /// The record proved: its line as written, without the newline (the leaf).
+    /// The record proved: the bytes of its leaf, every one of which the proof covers (the line
+    /// without its newline and without its `event.hash` member; in `v1` proofs, of lines
+    /// written before, the line as written).
     pub record: String,
     /// Its `event.sequence`.
     pub sequence: u64,
@@ -71,8 +78,8 @@ struct Tree {
     leaves: Vec<Hash>,
     /// (tree size, note, the checkpoint record's sequence).
     checkpoints: Vec<(u64, String, u64)>,
-    /// The lines to prove that are in this tree, by sequence.
-    wanted: std::collections::BTreeMap<u64, String>,
+    /// The lines to prove that are in this tree, by sequence: each leaf's bytes and its scheme.
+    wanted: std::collections::BTreeMap<u64, (String, Scheme)>,
     /// Witnesses' cosignatures (`audit_cosignature`): the checkpoint record's sequence, and
     /// the witness's signature lines.
     cosignatures: Vec<(u64, Vec<String>)>,
@@ -117,9 +124,7 @@ fn read_trees(
                 line.pop();
             }
             // Only lines of the chain are leaves (torn lines are not).
-            if split_line(&line).is_none() {
-                continue;
-            }
+            let Some(sealed) = Sealed::parse(&line) else { continue };
             let Ok(m) = serde_json::from_slice::<Members>(&line) else { continue };
             let Some(sequence) = m.sequence else { continue };
             if m.previous.as_deref().map(str::as_bytes) == Some(&GENESIS[..]) {
@@ -143,9 +148,10 @@ fn read_trees(
                 tree.cosignatures.push((c.checkpoint_sequence, lines));
             }
             if want.contains(&sequence) {
-                tree.wanted.insert(sequence, String::from_utf8_lossy(&line).into_owned());
+                let bytes = String::from_utf8_lossy(&sealed.leaf_bytes()).into_owned();
+                tree.wanted.insert(sequence, (bytes, sealed.scheme));
             }
-            tree.leaves.push(merkle::leaf_hash(&line));
+            tree.leaves.push(sealed.leaf());
         }
     }
     trees.extend(current);
@@ -201,9 +207,12 @@ fn prove_in(trees: &[Tree], sequence: u64) -> Result<InclusionProof, ProofError>
     }
     let proof = merkle::inclusion_proof(usize::try_from(index).unwrap_or(usize::MAX), leaves)
         .unwrap_or_default();
+    let (record, scheme) =
+        tree.wanted.get(&sequence).cloned().unwrap_or((String::new(), Scheme::Leaf));
+    let format = if scheme == Scheme::Line { PROOF_FORMAT_V1 } else { PROOF_FORMAT };
     Ok(InclusionProof {
-        format: PROOF_FORMAT.to_owned(),
-        record: tree.wanted.get(&sequence).cloned().unwrap_or_default(),
+        format: format.to_owned(),
+        record,
         sequence,
         leaf_index: index,
         leaf_hash: merkle::encode(&leaves[index as usize]),
@@ -242,8 +251,29 @@ fn opened(text: &str, key: &PublicKey, what: &str) -> Result<Checkpoint, ProofEr
 /// Checks a proof alone, with the public key: the checkpoint's signature, and the record's
 /// path to its root. The checkpoint it is proved against, when valid.
 pub fn check(proof: &InclusionProof, key: &PublicKey) -> Result<Checkpoint, ProofError> {
-    if proof.format != PROOF_FORMAT {
-        return Err(ProofError::Input(format!("not a proof of format {PROOF_FORMAT:?}")));
+    // The record is the leaf's bytes in both formats; the format says which bytes those are,
+    // and the record must be of that form (a whole line of scheme 1, or a line of scheme 2
+    // without its event.hash member).
+    let of_form = match proof.format.as_str() {
+        PROOF_FORMAT => Some(proof.record.as_bytes().ends_with(&[SCHEME_MEMBER, b"}"].concat())),
+        PROOF_FORMAT_V1 => {
+            Some(Sealed::parse(proof.record.as_bytes()).is_some_and(|s| s.scheme == Scheme::Line))
+        }
+        _ => None,
+    };
+    match of_form {
+        None => {
+            return Err(ProofError::Input(format!(
+                "not a proof of format {PROOF_FORMAT:?} (or {PROOF_FORMAT_V1:?})"
+            )))
+        }
+        Some(false) => {
+            return Err(ProofError::Invalid(format!(
+                "the record is not a leaf of the form its format {:?} says",
+                proof.format
+            )))
+        }
+        Some(true) => {}
     }
     let checkpoint = opened(&proof.checkpoint, key, "the checkpoint")?;
     let invalid = |m: &str| Err(ProofError::Invalid(m.to_owned()));

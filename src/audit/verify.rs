@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::chain::{link_hash, split_line, GENESIS};
+use super::chain::{Sealed, GENESIS};
 use super::checkpoint::{Previous, PublicKey, Signed};
 use super::keyset::KeySet;
 
@@ -184,6 +184,8 @@ struct Fields {
     restart_reason: Option<String>,
     #[serde(rename = "event.reason")]
     reason: Option<String>,
+    #[serde(rename = "event.hash_scheme")]
+    scheme: Option<u64>,
 }
 
 fn parse(line: &[u8]) -> Option<Fields> {
@@ -400,8 +402,8 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
         }
         let Some(fields) = parse(&line.bytes) else {
             // A chained line whose bytes no longer hash right is a changed line, JSON or not.
-            if let (Some((body, hash)), Some(head)) = (split_line(&line.bytes), state.head) {
-                if link_hash(&head, body) != hash {
+            if let (Some(sealed), Some(head)) = (Sealed::parse(&line.bytes), state.head) {
+                if !sealed.follows(&head, &sealed.leaf()) {
                     return Err(Stop::Tampered(
                         Kind::Changed,
                         at,
@@ -422,7 +424,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 "the line is not JSON (and not a torn line: records follow it)".into(),
             ));
         };
-        let Some((body, hash)) = split_line(&line.bytes) else {
+        let Some(sealed) = Sealed::parse(&line.bytes) else {
             return Err(Stop::Tampered(
                 Kind::Inserted,
                 at,
@@ -431,8 +433,15 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                     .into(),
             ));
         };
-        let mut hash_arr = [0u8; 64];
-        hash_arr.copy_from_slice(hash);
+        // The line's scheme is its bytes' (`event.hash_scheme` right before `event.hash`); a
+        // member that says otherwise elsewhere in the line is not the writer's.
+        if fields.scheme != sealed.scheme.member() {
+            let message = "event.hash_scheme is not where the writer puts it: the line was changed";
+            return Err(Stop::Tampered(Kind::Changed, at, message.into()));
+        }
+        // Its leaf, hashed once: the chain's step (scheme 2) and the Merkle tree take it.
+        let leaf = sealed.leaf();
+        let (hash, hash_arr) = (sealed.hash, sealed.hash_array());
         let sequence = fields.sequence;
         // A declared new chain (the writer could not vouch for the tail it found at start):
         // it continues from nothing; what came before it is accounted for by `coverage`.
@@ -457,7 +466,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 out.copy_from_slice(p.as_bytes());
                 // A line that does not hash from the hash it names itself was changed, wherever
                 // it is (issue 39, L3: not "files out of order" or "records missing").
-                if link_hash(&out, body) != hash {
+                if !sealed.follows(&out, &leaf) {
                     return Err(Stop::Tampered(
                         Kind::Changed,
                         at,
@@ -496,7 +505,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
                 ));
             }
         };
-        if link_hash(&previous, body) != hash
+        if !sealed.follows(&previous, &leaf)
             || (state.head.is_some() && !restart && sequence != Some(state.sequence + 1))
         {
             return Err(break_at(
@@ -522,7 +531,7 @@ fn verify_file(file: &str, lines: &mut Lines, state: &mut State<'_>) -> Result<(
         if fields.action.as_deref() == Some("audit_manifest") {
             manifest::seen(&line.bytes, &at, state);
         }
-        tree::leaf(&line.bytes, previous == GENESIS, checkpoint, &at, state)?;
+        tree::leaf(&line.bytes, leaf, previous == GENESIS, checkpoint, &at, state)?;
         let proven = if checkpoint {
             check_checkpoint(&line.bytes, &previous, sequence, &at, state)?
         } else {

@@ -80,6 +80,8 @@ struct LineEnd {
     pending: bool,
     head: [u8; 64],
     sequence: u64,
+    /// Its Merkle leaf hash.
+    leaf: super::merkle::Hash,
     /// What the line is, when it is one of the writer's own that changes its state.
     kind: Own,
 }
@@ -261,12 +263,12 @@ impl Sink {
             let mut previous = self.previous.clone();
             let mut signed_at = self.checkpointed;
             if let Some(restart) = &self.restart {
-                self.chain.seal(&mut batch, &restart.line(node));
-                ends.push(self.line_end(batch.len(), Own::Restart));
+                let leaf = self.chain.seal(&mut batch, &restart.line(node));
+                ends.push(self.line_end(batch.len(), leaf, Own::Restart));
                 if let Some((old, new)) = &restart.key_change {
                     let line = super::lifecycle::key_changed_line(old, new, node);
-                    self.chain.seal(&mut batch, &line);
-                    ends.push(self.line_end(batch.len(), Own::Restart));
+                    let leaf = self.chain.seal(&mut batch, &line);
+                    ends.push(self.line_end(batch.len(), leaf, Own::Restart));
                 }
             }
             if let (true, Some(key)) = (first, &self.key) {
@@ -280,14 +282,14 @@ impl Sink {
                     node,
                     self.chain.tree.as_ref(),
                 );
-                self.chain.seal(&mut batch, &line);
-                ends.push(self.line_end(batch.len(), Own::Checkpoint(signed.clone())));
+                let leaf = self.chain.seal(&mut batch, &line);
+                ends.push(self.line_end(batch.len(), leaf, Own::Checkpoint(signed.clone())));
                 previous = Some(signed);
                 signed_at = self.chain.sequence;
             }
             if let Some(line) = &manifest {
-                self.chain.seal(&mut batch, line);
-                let mut end = self.line_end(batch.len(), Own::None);
+                let leaf = self.chain.seal(&mut batch, line);
+                let mut end = self.line_end(batch.len(), leaf, Own::None);
                 end.pending = false;
                 ends.push(end);
             }
@@ -295,14 +297,14 @@ impl Sink {
                 if let Some(announce) = &pending.announce {
                     if self.versions.first_time(&announce.version) {
                         let line = super::versions::line(announce, node);
-                        self.chain.seal(&mut batch, &line);
-                        let mut end = self.line_end(batch.len(), Own::None);
+                        let leaf = self.chain.seal(&mut batch, &line);
+                        let mut end = self.line_end(batch.len(), leaf, Own::None);
                         end.pending = false;
                         ends.push(end);
                     }
                 }
-                self.chain.seal(&mut batch, &pending.line);
-                ends.push(self.line_end(batch.len(), Own::None));
+                let leaf = self.chain.seal(&mut batch, &pending.line);
+                ends.push(self.line_end(batch.len(), leaf, Own::None));
             }
             // A closing checkpoint when records came since the last one; the cadence's
             // whether or not they did (unless the start's was just written).
@@ -319,8 +321,8 @@ impl Sink {
                     node,
                     self.chain.tree.as_ref(),
                 );
-                self.chain.seal(&mut batch, &line);
-                ends.push(self.line_end(batch.len(), Own::Checkpoint(signed)));
+                let leaf = self.chain.seal(&mut batch, &line);
+                ends.push(self.line_end(batch.len(), leaf, Own::Checkpoint(signed)));
             }
             let Some((file, _)) = self.file.as_mut() else {
                 self.chain = before;
@@ -340,10 +342,8 @@ impl Sink {
                     // The tree holds the lines that reached the file whole, no more.
                     self.chain.tree = before.tree.clone();
                     if let Some(segment) = &mut self.chain.tree {
-                        let mut start = 0;
                         for line in ends.iter().take_while(|line| line.end <= last.end) {
-                            segment.tree.push(&batch[start..line.end - 1]);
-                            start = line.end;
+                            segment.tree.push_hash(line.leaf);
                         }
                     }
                 }

@@ -422,8 +422,9 @@ async fn pace(
     let Some(snapshot) = decision.site() else {
         return ControlFlow::Continue(PacePermit::default());
     };
-    let admitting =
-        Box::pin(shared.pacer.admit(&facts.authority, || snapshot.rules.crawl_delay(facts.token())));
+    let admitting = Box::pin(
+        shared.pacer.admit(&facts.authority, || snapshot.rules.crawl_delay(facts.token())),
+    );
     match admitting.await {
         Ok(permit) => ControlFlow::Continue(permit),
         Err(throttled) => ControlFlow::Break(

@@ -132,6 +132,7 @@ async fn records_use_ecs_field_names() {
         "event.action",
         "event.dataset",
         "event.hash",
+        "event.hash_scheme",
         "event.outcome",
         "event.previous_hash",
         "event.reason",

@@ -57,6 +57,26 @@ pub(super) async fn wait_for_lines(path: &Path, needle: &str, times: usize) {
     panic!("{} never held {times} line(s) with {needle:?}", path.display());
 }
 
+/// The line (without its newline) and `event.hash` of `body` (the line without its
+/// `event.hash` member and final `}`) after `previous`, as docs/audit.md says the writer
+/// computes them: scheme 2 (`event.hash_scheme` 2 last in the body) hashes the leaf,
+/// SHA-256(0x00, BODY), then SHA-256(previous, "\n", leaf hash); scheme 1 (lines written
+/// before) SHA-256(previous, "\n", BODY).
+fn hash_line(previous: &str, body: &str) -> (String, String) {
+    let mut hasher = Sha256::new();
+    hasher.update(previous.as_bytes());
+    hasher.update(b"\n");
+    if body.ends_with(",\"event.hash_scheme\":2") {
+        let leaf = Sha256::new().chain_update([0u8]).chain_update(body).chain_update("}");
+        hasher.update(leaf.finalize());
+    } else {
+        hasher.update(body.as_bytes());
+        hasher.update(b"}");
+    }
+    let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    (format!("{body},\"event.hash\":\"{hash}\"}}"), hash)
+}
+
 /// Recomputes every `event.hash` (and `audit.checkpoint.head`) of `lines` after an edit, as
 /// docs/audit.md says the chain is computed: what someone who rewrites the file without the
 /// checkpoint key can do.
@@ -75,13 +95,8 @@ pub(super) fn rechain(lines: &mut [String]) {
             let old = value["audit.checkpoint.head"].as_str().unwrap();
             body = body.replace(old, &previous);
         }
-        let mut hasher = Sha256::new();
-        hasher.update(previous.as_bytes());
-        hasher.update(b"\n");
-        hasher.update(body.as_bytes());
-        hasher.update(b"}");
-        let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        *line = format!("{body},\"event.hash\":\"{hash}\"}}");
+        let (new, hash) = hash_line(&previous, &body);
+        *line = new;
         head = Some(hash);
     }
 }
@@ -425,7 +440,7 @@ pub(super) fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
             continue;
         }
         let had_previous = r.contains_key("event.previous_hash");
-        for k in ["event.sequence", "event.previous_hash", "event.hash"] {
+        for k in ["event.sequence", "event.previous_hash", "event.hash_scheme", "event.hash"] {
             r.remove(k);
         }
         sequence += 1;
@@ -434,13 +449,9 @@ pub(super) fn forge(path: &Path, drop: impl Fn(&str) -> bool) {
         if out.is_empty() || had_previous {
             body += &format!(",\"event.previous_hash\":\"{}\"", head.as_ref().unwrap());
         }
-        let mut hasher = Sha256::new();
-        hasher.update(head.as_ref().unwrap().as_bytes());
-        hasher.update(b"\n");
-        hasher.update(body.as_bytes());
-        hasher.update(b"}");
-        let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        out.push(format!("{body},\"event.hash\":\"{hash}\"}}"));
+        body += ",\"event.hash_scheme\":2";
+        let (line, hash) = hash_line(head.as_ref().unwrap(), &body);
+        out.push(line);
         head = Some(hash);
     }
     write_lines(path, &out);
@@ -604,7 +615,10 @@ async fn a_record_is_proved_to_a_third_party_and_checkpoints_are_consistent() {
     let (code, proof, err) = audit(&["prove", "--sequence", &sequence, s(&path)]);
     assert_eq!(code, 0, "{err}");
     let parsed: serde_json::Value = serde_json::from_str(&proof).unwrap();
-    assert_eq!(parsed["record"].as_str().unwrap(), record);
+    // The record proved is the leaf: the line without its event.hash member (scheme 2), every
+    // byte of which the proof covers.
+    assert_eq!(parsed["format"], "robots-proxy audit inclusion proof v2");
+    assert_eq!(parsed["record"].as_str().unwrap(), without_hash(record));
     assert!(parsed["checkpoint"].as_str().unwrap().starts_with("robots-proxy/audit/"));
     let dir = tempfile::tempdir().unwrap();
     let proof_file = dir.path().join("proof.json");
@@ -716,4 +730,232 @@ async fn the_directory_listener_serves_the_latest_checkpoint() {
     assert!(checkpoint.origin.starts_with("robots-proxy/audit/"), "{note}");
     assert!(notes(&path).iter().any(|(_, n)| *n == note), "the served note is in the log");
     Keyed::stop(&mut p).await;
+}
+
+/// A line of scheme 2 without its `event.hash` member: its Merkle leaf.
+fn without_hash(line: &str) -> String {
+    format!("{}}}", &line[..line.rfind(",\"event.hash\":\"").unwrap()])
+}
+
+/// The log of tests/fixtures/audit-v1 (written by 7c3d168, which hashed each line twice:
+/// scheme 1; `make.sh` there made it) copied into a new state directory, with its checkpoint
+/// key as the proxy wants it (owner only). (The directory, the rotated file, the current file,
+/// the public key.)
+fn first_scheme_log() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit-v1");
+    let state = tempfile::tempdir().unwrap();
+    for name in ["audit.jsonl.1", "audit.jsonl", "audit-chain.json", "audit.jwk"] {
+        std::fs::copy(fixture.join(name), state.path().join(name)).unwrap();
+    }
+    let keys = state.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    std::fs::copy(fixture.join("audit.pem"), keys.join("audit.pem")).unwrap();
+    std::fs::set_permissions(keys.join("audit.pem"), std::fs::Permissions::from_mode(0o600))
+        .unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (rotated, current) = (state.path().join("audit.jsonl.1"), state.path().join("audit.jsonl"));
+    let key = s(&state.path().join("audit.jwk")).to_owned();
+    (state, rotated, current, key)
+}
+
+/// `audit prove` of record `sequence` in `files`, checked by `check-proof` with `key`: the
+/// proof's JSON. A copy with the record changed is invalid.
+fn prove_and_check(files: &[&str], sequence: u64, key: &str, dir: &Path) -> serde_json::Value {
+    let mut args = vec!["prove", "--sequence"];
+    let sequence = sequence.to_string();
+    args.push(&sequence);
+    args.extend_from_slice(files);
+    let (code, proof, err) = audit(&args);
+    assert_eq!(code, 0, "{err}");
+    let file = dir.join(format!("proof-{sequence}.json"));
+    std::fs::write(&file, &proof).unwrap();
+    let (code, out, err) = audit(&["check-proof", s(&file), "--public-key", key]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("valid:"), "{out}");
+    std::fs::write(&file, proof.replace("/private/", "/privatE/")).unwrap();
+    let (code, _, err) = audit(&["check-proof", s(&file), "--public-key", key]);
+    assert_eq!(code, 1, "a changed record: {err}");
+    serde_json::from_str(&proof).unwrap()
+}
+
+/// The `event.sequence` of the first line of `lines` that contains `needle`.
+fn sequence_of(lines: &[String], needle: &str) -> u64 {
+    let line = lines.iter().find(|l| l.contains(needle)).unwrap();
+    let value: serde_json::Value = serde_json::from_str(line).unwrap();
+    value["event.sequence"].as_u64().unwrap()
+}
+
+/// Issues 37 and 39 (speed): lines are now hashed once (scheme 2). A log written before, by
+/// the scheme that hashed each line twice (a rotation, a heartbeat, a restart, all signed),
+/// still verifies intact with the key and without, proves its records (`v1` proofs, the line
+/// as written) and its checkpoints' consistency; and each tampering with it still fails,
+/// named.
+#[test]
+fn a_log_of_the_first_scheme_still_verifies_and_tampering_still_fails() {
+    let (state, rotated, current, key) = first_scheme_log();
+    let (r, c) = (s(&rotated).to_owned(), s(&current).to_owned());
+    assert!(!std::fs::read_to_string(&current).unwrap().contains("event.hash_scheme"));
+    let (code, out, err) = verify(&["--public-key", &key, &r, &c]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("intact") && out.contains("7 checkpoint(s)"), "{out}");
+    assert_eq!(verify(&[&r, &c]).0, 0);
+    assert_eq!(verify(&[&c]).0, 0, "the current file alone");
+
+    // A record proved as written, to the first checkpoint that covers it.
+    let new = lines(&current);
+    let sequence = sequence_of(&new, "/private/b-2");
+    let proof = prove_and_check(&[&r, &c], sequence, &key, state.path());
+    assert_eq!(proof["format"], "robots-proxy audit inclusion proof v1");
+    let record = new.iter().find(|l| l.contains("/private/b-2")).unwrap();
+    assert_eq!(proof["record"].as_str().unwrap(), record);
+    // Consistency from the first checkpoint of the chain to the last.
+    let ours = [notes(&rotated), notes(&current)].concat();
+    let (old, last) = (state.path().join("old.note"), state.path().join("new.note"));
+    std::fs::write(&old, &ours[1].1).unwrap();
+    std::fs::write(&last, &ours[ours.len() - 1].1).unwrap();
+    let (code, out, err) =
+        audit(&["consistency", s(&old), s(&last), "--log", &r, &c, "--public-key", &key]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // Tampering, on copies of the current file (its first records are a robots_version and
+    // checkpoints; line 8 is a blocked request's record).
+    let at = new.iter().position(|l| l.contains("/private/b-2")).unwrap();
+    type Edit = Box<dyn Fn(&mut Vec<String>)>;
+    let cases: Vec<(&str, Edit, String)> = vec![
+        (
+            "changed",
+            Box::new(move |l: &mut Vec<String>| {
+                l[at] = l[at].replacen("/private/", "/privatE/", 1)
+            }),
+            format!("audit.jsonl:{}: changed", at + 1),
+        ),
+        (
+            "deleted",
+            Box::new(move |l: &mut Vec<String>| {
+                l.remove(at);
+            }),
+            format!("audit.jsonl:{}: deleted", at + 1),
+        ),
+        (
+            "swapped",
+            Box::new(move |l: &mut Vec<String>| l.swap(at, at + 1)),
+            format!("audit.jsonl:{}: reordered", at + 1),
+        ),
+        (
+            "marked",
+            // The line claimed for scheme 2 by the member, its bytes otherwise the same.
+            Box::new(move |l: &mut Vec<String>| {
+                let i = l[at].rfind(",\"event.hash\":\"").unwrap();
+                l[at].insert_str(i, ",\"event.hash_scheme\":2");
+            }),
+            format!("audit.jsonl:{}: changed", at + 1),
+        ),
+    ];
+    for (name, edit, expected) in cases {
+        let mut l = new.clone();
+        edit(&mut l);
+        let copy = state.path().join(format!("{name}.jsonl"));
+        write_lines(&copy, &l);
+        let (code, out, err) = verify(&["--public-key", &key, &r, s(&copy)]);
+        assert_eq!(code, 1, "{name}: {out}{err}");
+        let expected = expected.replace("audit.jsonl", &format!("{name}.jsonl"));
+        assert!(out.contains(&expected), "{name}: expected {expected:?} in\n{out}");
+    }
+    // A record rewritten and every hash after it recomputed by scheme 1: the checkpoint's
+    // Merkle root shows it without a key, its signature with one.
+    let mut l = new.clone();
+    l[at] = l[at].replacen("/private/", "/public//", 1);
+    rechain(&mut l);
+    let copy = state.path().join("rechained.jsonl");
+    write_lines(&copy, &l);
+    let (code, out, _) = verify(&[s(&copy)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Merkle root mismatch"), "{out}");
+    let (code, out, _) = verify(&["--public-key", &key, &r, s(&copy)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("bad checkpoint"), "{out}");
+}
+
+/// An upgrade: the proxy that hashes each line once starts on a log written by the scheme
+/// before (it ends with that proxy's closing checkpoint), continues its chain and its Merkle
+/// tree under the same origin (no restart), and the mixed log verifies as one: records of
+/// both schemes are proved, a checkpoint of the old scheme is consistent with one of the new,
+/// and tampering on either side of the upgrade fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_of_the_first_scheme_continues_in_the_second_after_an_upgrade() {
+    let origin = Origin::start(ROBOTS).await;
+    let (state, rotated, current, key) = first_scheme_log();
+    let before = lines(&current);
+    let pem = state.path().join("keys/audit.pem");
+    let env = [
+        ("ROBOTS_PROXY_STATE_DIR", s(state.path())),
+        ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", s(&pem)),
+        ("ROBOTS_PROXY_AUDIT__CHECKPOINT_INTERVAL", "2s"),
+    ];
+    let mut proxy = ProxyProcess::start(&[], &env);
+    block(&proxy, &origin, 3, "e").await;
+    wait_for_lines(&current, "/private/e-2", 1).await;
+    Keyed::stop(&mut proxy).await;
+    let after = lines(&current);
+    assert_eq!(after[..before.len()], before[..], "the old lines stay as they are");
+    let added = &after[before.len()..];
+    assert!(added.iter().all(|l| l.contains(",\"event.hash_scheme\":2,\"event.hash\":\"")));
+    assert!(!after.iter().any(|l| l.contains("audit_chain_restart")), "one chain, one tree");
+    let first: serde_json::Value = serde_json::from_str(&added[0]).unwrap();
+    let last_old: serde_json::Value = serde_json::from_str(before.last().unwrap()).unwrap();
+    assert_eq!(first["event.previous_hash"], last_old["event.hash"]);
+    let (r, c) = (s(&rotated).to_owned(), s(&current).to_owned());
+    let (code, out, err) = verify(&["--public-key", &key, &r, &c]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("starts again"), "{out}");
+    assert_eq!(verify(&[&r, &c]).0, 0);
+
+    // A record of each scheme proved to the first checkpoint that covers it, the old one to a
+    // checkpoint the new proxy signed.
+    let old_proof =
+        prove_and_check(&[&r, &c], sequence_of(&after, "/private/d-3"), &key, state.path());
+    assert_eq!(old_proof["format"], "robots-proxy audit inclusion proof v1");
+    let new_record = after.iter().find(|l| l.contains("/private/e-1")).unwrap();
+    let new_proof =
+        prove_and_check(&[&r, &c], sequence_of(&after, "/private/e-1"), &key, state.path());
+    assert_eq!(new_proof["format"], "robots-proxy audit inclusion proof v2");
+    assert_eq!(new_proof["record"].as_str().unwrap(), without_hash(new_record));
+    // The last checkpoint of the old scheme against the last of the new: one growing log.
+    let note = |line: &String| {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let size = v["audit.checkpoint.tree_size"].as_u64()?;
+        Some((size, v["audit.checkpoint.note"].as_str()?.to_owned()))
+    };
+    let last_old = before.iter().rev().find_map(note).unwrap();
+    let last_new = added.iter().rev().find_map(note).unwrap();
+    assert!(last_old.0 < last_new.0);
+    let (old, new) = (state.path().join("old.note"), state.path().join("new.note"));
+    std::fs::write(&old, &last_old.1).unwrap();
+    std::fs::write(&new, &last_new.1).unwrap();
+    let (code, out, err) =
+        audit(&["consistency", s(&old), s(&new), "--log", &r, &c, "--public-key", &key]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // Tampering before and after the upgrade: changed records are named.
+    for needle in ["/private/d-1", "/private/e-0"] {
+        let mut l = after.clone();
+        let at = l.iter().position(|x| x.contains(needle)).unwrap();
+        l[at] = l[at].replacen("/private/", "/privatE/", 1);
+        let copy = state.path().join("tampered.jsonl");
+        write_lines(&copy, &l);
+        let (code, out, _) = verify(&["--public-key", &key, &r, s(&copy)]);
+        assert_eq!(code, 1, "{needle}: {out}");
+        assert!(out.contains(&format!("tampered.jsonl:{}: changed", at + 1)), "{needle}: {out}");
+    }
+    // A new record rewritten and the hashes after it recomputed: caught by the Merkle root.
+    let mut l = after.clone();
+    let at = l.iter().position(|x| x.contains("/private/e-0")).unwrap();
+    l[at] = l[at].replacen("/private/", "/public//", 1);
+    rechain(&mut l);
+    let copy = state.path().join("rechained.jsonl");
+    write_lines(&copy, &l);
+    let (code, out, _) = verify(&[&r, s(&copy)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Merkle root mismatch"), "{out}");
 }

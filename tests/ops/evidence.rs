@@ -527,7 +527,8 @@ fn evidence_refuses_audit_files_whose_chain_is_broken() {
         "robots.state": "unreachable",
     })
     .to_string();
-    // Sealed as the writer does (docs/audit.md, "The hash chain").
+    // Sealed as the writer did before scheme 2 (docs/audit.md, "The hash chain": scheme 1,
+    // which every verifier still reads).
     let genesis = "0".repeat(64);
     let body = format!(
         "{},\"event.sequence\":1,\"event.previous_hash\":\"{genesis}\"",

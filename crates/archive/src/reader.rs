@@ -94,8 +94,7 @@ mod tests {
     fn a_bad_authority_file_is_skipped_and_named() {
         let state = tempfile::tempdir().unwrap();
         let root = disk::root(state.path());
-        let good =
-            crate::history::History::new("http://a.test", "http://a.test/robots.txt");
+        let good = crate::history::History::new("http://a.test", "http://a.test/robots.txt");
         disk::write_history(&root, &good).unwrap();
         let bad = disk::authority_path(&root, "http://b.test");
         std::fs::write(&bad, b"{\"v\":1,\"authori").unwrap();

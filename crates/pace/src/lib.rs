@@ -55,9 +55,9 @@
 #![warn(missing_docs, unreachable_pub)]
 
 // The crates this one stands on, under the names the project uses for them.
-use robots_proxy_sync as sync;
 use robots_proxy_authority as authority;
 use robots_proxy_engine as robots;
+use robots_proxy_sync as sync;
 
 mod local;
 mod schedule;

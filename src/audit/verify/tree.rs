@@ -30,11 +30,13 @@ pub(super) struct Leaves {
     named: bool,
 }
 
-/// Takes in the line `bytes` (as written, without its newline) as the next leaf: a new tree
+/// Takes in the line `bytes` (as written, without its newline), whose leaf hash is `leaf`
+/// (`chain::Sealed::leaf`), as the next leaf: a new tree
 /// when it starts a chain (it continues from [`crate::audit::chain::GENESIS`]); a checkpoint's
 /// tree is checked first.
 pub(super) fn leaf(
     bytes: &[u8],
+    leaf: merkle::Hash,
     starts_chain: bool,
     checkpoint: bool,
     at: &Location,
@@ -47,7 +49,7 @@ pub(super) fn leaf(
         check(bytes, at, state)?;
     }
     if let Some(tree) = &mut state.tree.tree {
-        tree.push(bytes);
+        tree.push_hash(leaf);
     }
     Ok(())
 }

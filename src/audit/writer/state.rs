@@ -21,9 +21,15 @@ impl Writer {
 
 impl Sink {
     /// A line that ends at `end`; with [`Own::None`], a caller's record.
-    pub(super) fn line_end(&self, end: usize, kind: Own) -> LineEnd {
+    pub(super) fn line_end(
+        &self,
+        end: usize,
+        leaf: crate::audit::merkle::Hash,
+        kind: Own,
+    ) -> LineEnd {
         let pending = kind == Own::None;
-        LineEnd { end, pending, head: self.chain.head, sequence: self.chain.sequence, kind }
+        let (head, sequence) = (self.chain.head, self.chain.sequence);
+        LineEnd { end, pending, head, sequence, leaf, kind }
     }
 
     /// Takes in the state the writer's own lines of `batch` change, for those that reached

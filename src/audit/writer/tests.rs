@@ -7,6 +7,17 @@ fn line(n: u32) -> Pending {
     format!("{{\"n\":{n}}}\n").into_bytes().into()
 }
 
+/// A forger's line, as docs/audit.md says the writer makes it (scheme 2): `body` (the record
+/// with its `event.sequence` and `event.previous_hash`, without its final `}`) after `head`;
+/// the line (without its newline) and its hash.
+fn forged_line(head: &str, body: &str) -> (String, String) {
+    use crate::audit::chain::{leaf_of_body, link_leaf, SCHEME_MEMBER};
+    let body = format!("{body}{}", std::str::from_utf8(SCHEME_MEMBER).unwrap());
+    let hash = link_leaf(head.as_bytes(), &leaf_of_body(body.as_bytes()));
+    let hash = String::from_utf8(hash.to_vec()).unwrap();
+    (format!("{body},\"event.hash\":\"{hash}\"}}"), hash)
+}
+
 /// Records lost to a failed write take no place in the chain: the next record written
 /// continues from the last one in the file, and the file verifies.
 #[cfg(target_os = "linux")]
@@ -42,7 +53,7 @@ mod anchoring {
     //! writer's file written as the proxy writes it and forged as the review's `forge.py` does.
 
     use super::*;
-    use crate::audit::chain::{link_hash, split_line, GENESIS};
+    use crate::audit::chain::{split_line, GENESIS};
     use crate::audit::checkpoint::PublicKey;
     use crate::audit::verify::{read_shipped, verify, verify_files, Options, Report, Status};
     use crate::signing::keys::{KeyName, SigningKey};
@@ -84,7 +95,7 @@ mod anchoring {
             }
             let first = out.is_empty();
             let had_previous = r.contains_key("event.previous_hash");
-            for k in ["event.sequence", "event.previous_hash", "event.hash"] {
+            for k in ["event.sequence", "event.previous_hash", "event.hash_scheme", "event.hash"] {
                 r.remove(k);
             }
             sequence += 1;
@@ -93,9 +104,8 @@ mod anchoring {
             if first || had_previous {
                 body += &format!(",\"event.previous_hash\":\"{}\"", head.as_ref().unwrap());
             }
-            let hash = link_hash(head.as_ref().unwrap().as_bytes(), body.as_bytes());
-            let hash = String::from_utf8(hash.to_vec()).unwrap();
-            out += &format!("{body},\"event.hash\":\"{hash}\"}}\n");
+            let (line, hash) = forged_line(head.as_ref().unwrap(), &body);
+            out += &format!("{line}\n");
             head = Some(hash);
         }
         std::fs::write(path, out).unwrap();
@@ -213,10 +223,15 @@ mod anchoring {
             let (_, opened) = first.reopen();
             opened.unwrap();
             drop(first);
-            // The new file holds the manifest of the rotated one (and its checkpoint), no
-            // record of a caller.
+            // With a key, the new file holds the manifest of the rotated one (and its
+            // checkpoint); without one, nothing (a manifest is written only with a key). No
+            // record of a caller either way.
             let new = std::fs::read_to_string(&path).unwrap();
-            assert!(new.starts_with("{") && new.contains("\"audit_manifest\""), "{new}");
+            if keyed {
+                assert!(new.starts_with("{") && new.contains("\"audit_manifest\""), "{new}");
+            } else {
+                assert!(!new.contains("\"audit_manifest\""), "{new}");
+            }
             assert!(!new.contains("\"n\":"), "{new}");
             let mut second = sink(&path, key);
             second.write(&[line(3)], true, true, false);
@@ -330,9 +345,8 @@ mod anchoring {
             } else {
                 format!("{record},\"event.sequence\":{sequence}")
             };
-            let hash = String::from_utf8(link_hash(head.as_bytes(), body.as_bytes()).to_vec());
-            let hash = hash.unwrap();
-            out += &format!("{body},\"event.hash\":\"{hash}\"}}\n");
+            let (line, hash) = forged_line(&head, &body);
+            out += &format!("{line}\n");
             head = hash;
         }
         std::fs::write(path, out).unwrap();
@@ -411,7 +425,7 @@ mod merkle_tree {
     //! names the root before it in a signed note; a restart continues the tree.
 
     use super::*;
-    use crate::audit::chain::link_hash;
+    use crate::audit::chain::Sealed;
     use crate::audit::checkpoint::PublicKey;
     use crate::audit::merkle::{self, Tree};
     use crate::audit::note;
@@ -458,7 +472,7 @@ mod merkle_tree {
                 assert_eq!((said.size, said.root), (i as u64, tree.root()));
                 origins.push(said.origin);
             }
-            tree.push(l.as_bytes());
+            tree.push_hash(Sealed::parse(l.as_bytes()).unwrap().leaf());
         }
         assert!(checkpoints >= 3, "{text}");
         origins.dedup();
@@ -468,9 +482,9 @@ mod merkle_tree {
         // tree's (consistent with each other) and re-chains the hashes: the root is caught.
         let last = lines.len() - 1;
         let mut other = Tree::default();
-        other.push(b"forged");
+        other.push_hash(merkle::leaf_hash(b"forged"));
         for l in &lines[1..last] {
-            other.push(l.as_bytes());
+            other.push_hash(Sealed::parse(l.as_bytes()).unwrap().leaf());
         }
         let mut r: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(lines[last]).unwrap();
@@ -480,6 +494,7 @@ mod merkle_tree {
         r.insert("audit.checkpoint.tree_edge".into(), edge.into());
         let previous = r.remove("event.previous_hash");
         r.remove("event.hash");
+        r.remove("event.hash_scheme");
         let sequence = r.remove("event.sequence").unwrap();
         let json = serde_json::Value::Object(r).to_string();
         let mut body = format!("{},\"event.sequence\":{sequence}", &json[..json.len() - 1]);
@@ -488,10 +503,9 @@ mod merkle_tree {
         }
         let before: serde_json::Value = serde_json::from_str(lines[last - 1]).unwrap();
         let head = before["event.hash"].as_str().unwrap();
-        let hash = String::from_utf8(link_hash(head.as_bytes(), body.as_bytes()).to_vec());
-        let forged_line = format!("{body},\"event.hash\":\"{}\"}}", hash.unwrap());
+        let (forged_last, _) = forged_line(head, &body);
         let mut forged = lines[..last].join("\n");
-        forged += &format!("\n{forged_line}\n");
+        forged += &format!("\n{forged_last}\n");
         std::fs::write(&path, forged).unwrap();
         for key in [Some(&public), None] {
             let report = verify_files(std::slice::from_ref(&path), key);

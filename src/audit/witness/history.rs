@@ -319,24 +319,24 @@ mod tests {
         };
         // Lines before the first checkpoint the history sees: it starts from its edge.
         for i in 0..5 {
-            tree.push(format!("old {i}").as_bytes());
+            tree.push_hash(merkle::leaf_hash(format!("old {i}").as_bytes()));
         }
         for round in 0..6u64 {
             let line = format!("checkpoint {round}");
             history.checkpoint(&written(&tree, "o"), line.as_bytes());
             sizes.push(tree.size());
-            tree.push(line.as_bytes());
+            tree.push_hash(merkle::leaf_hash(line.as_bytes()));
             for i in 0..round * 3 {
                 let line = format!("record {round} {i}");
                 history.line(line.as_bytes());
-                tree.push(line.as_bytes());
+                tree.push_hash(merkle::leaf_hash(line.as_bytes()));
             }
         }
         let newest = *sizes.last().unwrap();
         let root = {
             let mut t = Tree::default();
             for i in 0..5 {
-                t.push(format!("old {i}").as_bytes());
+                t.push_hash(merkle::leaf_hash(format!("old {i}").as_bytes()));
             }
             t
         };

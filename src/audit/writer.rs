@@ -265,11 +265,6 @@ impl Sink {
             if let Some(restart) = &self.restart {
                 let leaf = self.chain.seal(&mut batch, &restart.line(node));
                 ends.push(self.line_end(batch.len(), leaf, Own::Restart));
-                if let Some((old, new)) = &restart.key_change {
-                    let line = super::lifecycle::key_changed_line(old, new, node);
-                    let leaf = self.chain.seal(&mut batch, &line);
-                    ends.push(self.line_end(batch.len(), leaf, Own::Restart));
-                }
             }
             if let (true, Some(key)) = (first, &self.key) {
                 // First thing after a start or a restart, before any record.
@@ -286,6 +281,14 @@ impl Sink {
                 ends.push(self.line_end(batch.len(), leaf, Own::Checkpoint(signed.clone())));
                 previous = Some(signed);
                 signed_at = self.chain.sequence;
+            }
+            // A key change is named after the restart's checkpoint, which must follow the
+            // restart directly (`audit verify` demands it: a forger can write a restart, not its
+            // checkpoint).
+            if let Some((old, new)) = self.restart.as_ref().and_then(|r| r.key_change.as_ref()) {
+                let line = super::lifecycle::key_changed_line(old, new, node);
+                let leaf = self.chain.seal(&mut batch, &line);
+                ends.push(self.line_end(batch.len(), leaf, Own::Restart));
             }
             if let Some(line) = &manifest {
                 let leaf = self.chain.seal(&mut batch, line);

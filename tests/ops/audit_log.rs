@@ -11,6 +11,9 @@ const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
 /// The `url.full` of every whole line (ended by a newline, parsed as JSON) in `path`.
 /// How many whole `robots_fetch` records `path` holds.
+/// The whole lines of records that are about no request and that the writer counts as any
+/// record: `robots_fetch` and the lifecycle records (`proxy_start`, `proxy_stop`,
+/// `proxy_reconfigured`).
 fn fetch_records(path: &Path) -> usize {
     let bytes = std::fs::read(path).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
@@ -18,7 +21,12 @@ fn fetch_records(path: &Path) -> usize {
     whole
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|v| v["event.action"] == "robots_fetch")
+        .filter(|v| {
+            matches!(
+                v["event.action"].as_str(),
+                Some("robots_fetch" | "proxy_start" | "proxy_stop" | "proxy_reconfigured")
+            )
+        })
         .count()
 }
 
@@ -50,20 +58,6 @@ async fn metric_reaches(proxy: &ProxyProcess, name: &str, at_least: f64) {
     panic!("{name} never reached {at_least}; stderr:\n{}", proxy.stderr());
 }
 
-/// Waits (up to 5 s) until `/readyz` answers 200.
-async fn ready_soon(proxy: &ProxyProcess) {
-    let mut last = serde_json::Value::Null;
-    for _ in 0..250 {
-        let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
-        if status == 200 {
-            return;
-        }
-        last = ready;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("/readyz never answered 200: {last}");
-}
-
 async fn blocked(proxy: &ProxyProcess, url: &str) {
     let resp = proxied_client(proxy.proxy_addr).get(url).send().await.unwrap();
     assert_eq!(resp.status(), 403, "{url}");
@@ -83,11 +77,15 @@ async fn a_full_disk_keeps_readyz_failing_until_its_loss_is_recorded() {
     std::os::unix::fs::symlink("/dev/full", &path).unwrap();
     let dir = state.path().to_str().unwrap();
     let proxy = ProxyProcess::start(&[], &[("ROBOTS_PROXY_STATE_DIR", dir)]);
-    // Nothing lost yet (the listener's loop may start just after the address is printed).
-    ready_soon(&proxy).await;
+    // The proxy's own `proxy_start` record is its first write: lost on the full disk, so the
+    // proxy is not ready from its start (a log that cannot be written is not ready).
+    metric_reaches(&proxy, "robots_proxy_audit_records_failed_total", 1.0).await;
+    let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
+    assert_eq!(status, 503, "{ready}");
 
     blocked(&proxy, &format!("{}/private/1", origin.base())).await;
-    metric_reaches(&proxy, "robots_proxy_audit_records_failed_total", 1.0).await;
+    // `proxy_start`, the request's `robots_fetch` record and its own.
+    metric_reaches(&proxy, "robots_proxy_audit_records_failed_total", 3.0).await;
     for _ in 0..3 {
         let (status, ready) = get_json(&format!("{}/readyz", proxy.admin())).await;
         assert_eq!(status, 503, "{ready}");
@@ -109,12 +107,13 @@ async fn a_full_disk_keeps_readyz_failing_until_its_loss_is_recorded() {
     let gap = &lines[0];
     assert_eq!(gap["event.action"], "audit_records_lost", "{gap}");
     assert_eq!(gap["event.outcome"], "failure", "{gap}");
-    // The request's record, its robots.txt's `robots_fetch` record, and the three that the
-    // checks on the full disk could not write.
-    assert_eq!(gap["audit.records_lost"], 5, "{gap}");
+    // The `proxy_start` record (the disk was full from the start), the request's record, its
+    // robots.txt's `robots_fetch` record, and the four that the checks on the full disk (the
+    // one at the start, then three) could not write.
+    assert_eq!(gap["audit.records_lost"], 7, "{gap}");
     assert!(gap["event.reason"].as_str().unwrap().contains("No space left"), "{gap}");
     assert!(gap.get("url.full").is_none(), "about the log, not a request: {gap}");
-    assert_eq!(metric(&proxy, "robots_proxy_audit_records_failed_total").await, 5.0);
+    assert_eq!(metric(&proxy, "robots_proxy_audit_records_failed_total").await, 7.0);
     assert_eq!(metric(&proxy, "robots_proxy_audit_records_written_total").await, 1.0);
     assert!(proxy.stderr().contains("audit log is writable again"), "{}", proxy.stderr());
 
@@ -188,8 +187,8 @@ async fn fsync_always_answers_only_after_the_record_is_written() {
     for client in clients {
         client.await.unwrap();
     }
-    // 80 refusals, the warm-up's, and its robots.txt's `robots_fetch` record.
-    assert_eq!(metric(&proxy, "robots_proxy_audit_records_written_total").await, 82.0);
+    // `proxy_start`, 80 refusals, the warm-up's, and its robots.txt's `robots_fetch` record.
+    assert_eq!(metric(&proxy, "robots_proxy_audit_records_written_total").await, 83.0);
 }
 
 /// Writes that fail part-way (the file reaches the process's file size limit, `ulimit -f`,
@@ -212,8 +211,8 @@ async fn a_write_cut_short_counts_each_record_once() {
         let proxy = ProxyProcess::start_under("trap '' XFSZ; ulimit -f 40", &[], &env);
         let client = proxied_client(proxy.proxy_addr);
         blocked(&proxy, &format!("{}/private/warm", origin.base())).await;
-        // The warm-up's record and its robots.txt's `robots_fetch` record.
-        let mut made = 2;
+        // `proxy_start`, the warm-up's record and its robots.txt's `robots_fetch` record.
+        let mut made = 3;
         for burst in 0..20 {
             let mut requests = Vec::new();
             for n in 0..32 {

@@ -20,9 +20,19 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Every whole line of `path`, parsed.
+/// The records of the file but the lifecycle ones (`proxy_start`, `proxy_stop`,
+/// `proxy_reconfigured`: about the process, not robots.txt), in order.
 fn records(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| {
+            !matches!(
+                r["event.action"].as_str(),
+                Some("proxy_start" | "proxy_stop" | "proxy_reconfigured")
+            )
+        })
+        .collect()
 }
 
 fn actions(records: &[serde_json::Value]) -> Vec<String> {

@@ -39,10 +39,18 @@ def main():
     meta = json.loads(out)
     members = set(meta["workspace_members"])
     own = [p for p in meta["packages"] if p["id"] in members]
-    if len(own) != 1 or not own[0].get("rust_version"):
-        sys.exit(f"{manifest}: expected one package with a rust-version")
-    claimed = version(own[0]["rust_version"])
+    # The workspace's root package claims the version; every crate of the workspace claims the
+    # same one.
+    root_package = [p for p in own
+                    if pathlib.Path(p["manifest_path"]).resolve() == manifest.resolve()]
+    if len(root_package) != 1 or not root_package[0].get("rust_version"):
+        sys.exit(f"{manifest}: expected its package to have a rust-version")
+    claimed = version(root_package[0]["rust_version"])
     errors = []
+    for p in own:
+        if not p.get("rust_version") or version(p["rust_version"]) != claimed:
+            errors.append(f"{p['manifest_path']}: rust-version {p.get('rust_version')}, "
+                          f"but the workspace's is {shown(claimed)}")
 
     needs = sorted(
         ((version(p["rust_version"]), p["name"], p["version"])

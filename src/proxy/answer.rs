@@ -100,24 +100,15 @@ pub(crate) fn not_a_proxy_request(proxy_url: &str) -> Response<ProxyBody> {
 }
 
 /// The 403 for a request robots.txt disallows (JSON when the client asked for it).
-pub(crate) fn blocked(decision: &Explanation, url: &str, token: Option<&str>) -> Refusal {
-    let mut json = serde_json::json!({
-        "error": "robots_disallowed",
-        "url": url,
-        "product_token": token,
-        "robots_url": decision.robots_url,
-        "robots_state": decision.state_word(),
-        "rule": decision.rule,
-        "line": decision.line,
-        "group": decision.group,
-        "reason": decision.reason,
-        "reading": decision.reading.name(),
-        "read_path": decision.read_path,
-    });
-    if let (Some(version), Some(map)) = (&decision.version, json.as_object_mut()) {
-        map.insert("robots_sha256".to_owned(), version.sha256().into());
-        map.insert("robots_fetched_at".to_owned(), version.fetched_at_text().into());
-    }
+/// The JSON form is built only for a client that asked for it (`want_json`): the deny path
+/// answers most refusals as text, and a JSON object of a dozen members is not free.
+pub(crate) fn blocked(
+    decision: &Explanation,
+    url: &str,
+    token: Option<&str>,
+    want_json: bool,
+) -> Refusal {
+    let json = want_json.then(|| blocked_json(decision, url, token));
     let token_line =
         token.map_or_else(|| "(none found: the `*` group applies)".to_owned(), str::to_owned);
     let rule_line = match (&decision.rule, decision.line) {
@@ -153,9 +144,39 @@ pub(crate) fn blocked(decision: &Explanation, url: &str, token: Option<&str>) ->
         age = decision.age.as_secs(),
         reason = decision.reason,
     );
-    Refusal::new(StatusCode::FORBIDDEN, "http_request_denied", AuditAction::RobotsDisallow, text)
-        .details(decision.reason.clone())
-        .json(json)
+    let refusal = Refusal::new(
+        StatusCode::FORBIDDEN,
+        "http_request_denied",
+        AuditAction::RobotsDisallow,
+        text,
+    )
+    .details(decision.reason.clone());
+    match json {
+        Some(json) => refusal.json(json),
+        None => refusal,
+    }
+}
+
+/// The JSON body of [`blocked`].
+fn blocked_json(decision: &Explanation, url: &str, token: Option<&str>) -> serde_json::Value {
+    let mut json = serde_json::json!({
+        "error": "robots_disallowed",
+        "url": url,
+        "product_token": token,
+        "robots_url": decision.robots_url,
+        "robots_state": decision.state_word(),
+        "rule": decision.rule,
+        "line": decision.line,
+        "group": decision.group,
+        "reason": decision.reason,
+        "reading": decision.reading.name(),
+        "read_path": decision.read_path,
+    });
+    if let (Some(version), Some(map)) = (&decision.version, json.as_object_mut()) {
+        map.insert("robots_sha256".to_owned(), version.sha256().into());
+        map.insert("robots_fetched_at".to_owned(), version.fetched_at_text().into());
+    }
+    json
 }
 
 /// Whether the client prefers a JSON answer.

@@ -340,7 +340,7 @@ async fn refuse_robots(
     let explanation = decision.explain();
     let record = facts.audit_record(&explanation, shared.clock.now(), Some(403));
     let token = facts.token().map(|t| t.as_str());
-    let refusal = answer::blocked(&explanation, &record.url, token);
+    let refusal = answer::blocked(&explanation, &record.url, token, facts.want_json);
     let (who, scheme) = (facts.claim(), facts.authority.scheme());
     match shared.refuse_or_report(policy, who, record, scheme, refusal, facts.want_json).await {
         ControlFlow::Break(blocked) => ControlFlow::Break(blocked),

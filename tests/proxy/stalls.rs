@@ -2,7 +2,7 @@
 //! `server::ConnectionTimeouts` gives that state (docs/architecture.md, "What bounds a
 //! connection"), and its connection slot is given back: with `limits.max_connections = 1` in
 //! `refuse` mode, a request meanwhile is refused with `503`, and one after is served. The
-//! bounds are 500 ms; the tests allow 8 s (a loaded machine), far below "never".
+//! bounds are 2 s; the tests allow 8 s (a loaded machine), far below "never".
 //!
 //! Also here: a request in progress at shutdown is dropped after `proxy.shutdown_grace`, and
 //! `robots_proxy_open_connections` counts an intercepted tunnel for as long as it holds its
@@ -26,8 +26,10 @@ use super::tls_support::{closed_within, connect, tls_over, HttpsProxy, TlsOrigin
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 
-/// The bound under test, for every state.
-const BOUND: Duration = Duration::from_millis(500);
+/// The bound under test, for every state: long enough that the request sent "meanwhile" comes
+/// while the stalled connection still holds its slot, on a loaded machine too (at 500 ms, one
+/// CI run under a release build saw the slot already given back).
+const BOUND: Duration = Duration::from_secs(2);
 
 /// How long a stalled client may stay connected before the test fails: well above [`BOUND`],
 /// far below "never".

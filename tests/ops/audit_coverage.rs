@@ -156,7 +156,14 @@ async fn lifecycle_records_and_a_key_change_verify_with_a_key_set() {
 
     // A key set with windows: the switch time between the two runs is fine; key 1 valid only
     // until before its first checkpoint is not.
-    let switch = changed[0]["@timestamp"].as_str().unwrap();
+    // The switch is the restart under key 2: its checkpoint (signed by key 2) follows the
+    // restart record directly, and `audit_key_changed` comes after that checkpoint.
+    let restart = all
+        .iter()
+        .rev()
+        .find(|r| r["event.action"] == "audit_chain_restart")
+        .expect("the restart under key 2");
+    let switch = restart["@timestamp"].as_str().unwrap();
     let jwk = |file: &str, extra: &str| {
         let mut v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();

@@ -208,6 +208,8 @@ def main():
     # version in each file; they are not requests' records and robots-proxy does not count them
     # in audit_records_written_total.
     versions = 0
+    # proxy_stop records are written at shutdown, after /metrics was read for the last time.
+    stops = 0
     refused_at = []
     audit_bytes = 0
     per_log = {}
@@ -229,6 +231,8 @@ def main():
                      rec.get("http.response.status_code"))] += 1
             if rec.get("event.action") == "robots_version":
                 versions += 1
+            elif rec.get("event.action") == "proxy_stop":
+                stops += 1
             if rec.get("http.response.status_code") == 403:
                 audited_403 += 1
                 audit_ids[rec.get("url.query", "")] += 1
@@ -275,9 +279,10 @@ def main():
         check(disallow + refuse == client_403,
               f"proxy's counters: disallow {disallow:.0f} + refuse {refuse:.0f} = client 403s "
               f"{client_403}")
-        check(written == audit_lines - versions and lost == 0,
+        check(written == audit_lines - versions - stops and lost == 0,
               f"audit_records_written_total {written:.0f} = audit lines {audit_lines} less "
-              f"{versions} robots_version records, records lost {lost:.0f}")
+              f"{versions} robots_version records and {stops} proxy_stop records written "
+              f"after the last scrape, records lost {lost:.0f}")
         fetches = {dict(labels).get("outcome"): int(v) for (name, labels), v in metrics.items()
                    if name == "robots_proxy_robots_fetches_total" and v}
         info(f"robots.txt fetches by outcome: {fetches}")

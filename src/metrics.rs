@@ -662,6 +662,21 @@ impl Collector for ScrapeTime {
                     }
                 }
             }
+            {
+                let mut family = encoder.encode_descriptor(
+                    "fleet_pace_restores",
+                    "Times this instance put back into Redis the pace it knows (the starts it \
+                     made, the concurrency slots it holds) after the heartbeat found the store's \
+                     state lost or Redis back after an outage, by outcome (whole, cut_short: \
+                     Redis out of reach again meanwhile).",
+                    None,
+                    MetricType::Counter,
+                )?;
+                for (outcome, whole) in [("whole", true), ("cut_short", false)] {
+                    let counter = ConstCounter::new(fleet.pace_restores(whole));
+                    counter.encode(family.encode_family(&[("outcome", outcome)])?)?;
+                }
+            }
         }
         if let Some(pacer) = &self.pacer {
             let p = pacer.stats();

@@ -99,6 +99,12 @@ pub struct Fleet {
     pub(crate) seal: seal::Seal,
     /// The newest seal used per authority and kind (a replayed older record is refused).
     pub(crate) newest: seal::Newest,
+    /// Moved on each time the heartbeat finds that Redis lost the fleet's state (a new epoch,
+    /// [`view`]) or is back after being out of reach: the pace puts back what it knows then.
+    losses: tokio::sync::watch::Sender<u64>,
+    /// Times the pace was put back whole, and times a try was cut short (Redis out of reach
+    /// again): `robots_proxy_fleet_pace_restores_total`.
+    restores: [AtomicU64; 2],
 }
 
 /// A random token for this process: std's hasher keys come from the operating system's
@@ -153,6 +159,8 @@ impl Fleet {
             nonce: process_nonce(),
             seal,
             newest: seal::Newest::default(),
+            losses: tokio::sync::watch::Sender::new(0),
+            restores: [AtomicU64::new(0), AtomicU64::new(0)],
         })))
     }
 
@@ -191,6 +199,26 @@ impl Fleet {
     /// Shared records refused, of `kind` for `why` (`robots_proxy_fleet_records_refused_total`).
     pub fn records_refused(&self, kind: seal::Kind, why: seal::Refusal) -> u64 {
         self.seal.refused(kind, why)
+    }
+
+    /// Told each time the store lost the fleet's state or is back after an outage ([`view`]).
+    pub(crate) fn losses(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.losses.subscribe()
+    }
+
+    /// The heartbeat found the store lost or back: the pace puts back what it knows.
+    pub(crate) fn store_lost(&self) {
+        self.losses.send_modify(|n| *n += 1);
+    }
+
+    /// The pace was put back (`whole`), or a try was cut short.
+    pub(crate) fn restored(&self, whole: bool) {
+        self.restores[usize::from(!whole)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Times the pace was put back into Redis, whole (`true`) or cut short (`false`).
+    pub fn pace_restores(&self, whole: bool) -> u64 {
+        self.restores[usize::from(!whole)].load(Ordering::Relaxed)
     }
 
     /// `fleet.redis`, its password hidden.

@@ -10,7 +10,7 @@
 //! Redis Cluster both are in the fleet-wide slot ([`super::keys`]).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,12 +23,23 @@ pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// The most instances the view lists (the latest to announce themselves).
 const LIST_MAX: isize = 1000;
 
-/// KEYS: the announcement, the `instances` set. ARGV: the announcement (JSON), its ttl (s),
-/// the name, how long a name stays in the set (ms). Announces the instance and returns the
-/// announcement it replaced (another process of the same name, or this one's last). The set is
-/// scored by Redis's clock (`TIME`), so instances whose clocks disagree keep one another in
-/// the view (review-fleet N9).
+/// KEYS: the announcement, the `instances` set, the store's epoch. ARGV: the announcement
+/// (JSON), its ttl (s), the name, how long a name stays in the set (ms), an epoch for a store
+/// that has none. Announces the instance and returns the announcement it replaced (another
+/// process of the same name, or this one's last) and the store's epoch. The set is scored by
+/// Redis's clock (`TIME`), so instances whose clocks disagree keep one another in the view
+/// (review-fleet N9).
+///
+/// The epoch is a random value the first instance to find none writes: a store that lost it
+/// (restarted without persistence, flushed, a failover to a replica that never had it) lost
+/// the fleet's pace with it, and every instance puts back what it knows
+/// (`pace::ledger`, review-fleet N3).
 const ANNOUNCE: &str = r"
+local epoch = redis.call('GET', KEYS[3])
+if not epoch then
+  epoch = ARGV[5]
+  redis.call('SET', KEYS[3], epoch)
+end
 local before = redis.call('GET', KEYS[1])
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 local t = redis.call('TIME')
@@ -37,7 +48,7 @@ local forget = tonumber(ARGV[4])
 redis.call('ZADD', KEYS[2], now, ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.format('%d', now - forget))
 redis.call('PEXPIRE', KEYS[2], forget)
-return before
+return {before, epoch}
 ";
 
 /// What an instance says about itself.
@@ -75,7 +86,10 @@ pub type Counts = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 pub async fn heartbeat(fleet: Arc<Fleet>, address: String, admin: Vec<String>, counts: Counts) {
     let key = fleet.keys.fleet_wide(&format!("instance:{}", fleet.instance()));
     let index = fleet.keys.fleet_wide("instances");
+    let epoch_key = fleet.keys.fleet_wide("epoch");
     let forget = u64::try_from(FORGET_AFTER.as_millis()).unwrap_or(u64::MAX);
+    // The store's epoch when last seen.
+    let mut epoch: Option<String> = None;
     let started = humantime::format_rfc3339_seconds(fleet.started).to_string();
     let ttl = HEARTBEAT_TTL.as_secs();
     let announce = redis::Script::new(ANNOUNCE);
@@ -98,13 +112,34 @@ pub async fn heartbeat(fleet: Arc<Fleet>, address: String, admin: Vec<String>, c
         };
         let Ok(json) = serde_json::to_string(&me) else { continue };
         let mut invocation = announce.prepare_invoke();
-        invocation.key(&key).key(&index).arg(json).arg(ttl).arg(&me.name).arg(forget);
+        let fresh =
+            format!("{}#{}", fleet.nonce(), humantime::format_rfc3339_nanos(SystemTime::now()));
+        invocation.key(&key).key(&index).key(&epoch_key);
+        invocation.arg(json).arg(ttl).arg(&me.name).arg(forget).arg(fresh);
+        let was_down = !fleet.is_up();
         let began = Instant::now();
         // One round trip, which is also the probe (review-fleet N2: a PING before it made two,
         // and a link whose round trip exceeded half of fleet.timeout never came up).
-        let announced: Result<Option<String>, _> =
+        let announced: Result<(Option<String>, String), _> =
             fleet.attempt(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
-        if let Ok(Some(before)) = &announced {
+        if let Ok((_, now)) = &announced {
+            let lost = epoch.as_ref().is_some_and(|e| e != now);
+            if lost {
+                tracing::warn!(
+                    instance = %me.name,
+                    "fleet: Redis lost the fleet's state (restarted without persistence, \
+                     flushed, or failed over to a replica without it); putting back the slots \
+                     this instance holds and the starts it made"
+                );
+            }
+            // Back after an outage: what this instance admitted alone meanwhile, and what a
+            // failover lost, go back too.
+            if lost || (was_down && epoch.is_some()) {
+                fleet.store_lost();
+            }
+            epoch = Some(now.clone());
+        }
+        if let Ok((Some(before), _)) = &announced {
             let other = serde_json::from_str::<Announcement>(before).ok();
             if let Some(other) = other.filter(|o| o.nonce != me.nonce) {
                 // Seen once, it may be this instance's own before a restart, gone since; seen

@@ -8,6 +8,7 @@ mod memory;
 mod pacing;
 mod purges;
 mod refresh_ahead;
+mod restore;
 mod scripts;
 mod sealing;
 mod secrets;

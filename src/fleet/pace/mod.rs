@@ -69,6 +69,7 @@ use crate::pacing::{
     PaceFuture, PaceStore, Refusal,
 };
 
+mod ledger;
 mod scripts;
 mod slots;
 
@@ -156,12 +157,15 @@ pub struct RedisPace {
     here: moka::sync::Cache<Authority, Arc<Here>>,
     /// The same, by slots key.
     notices: Arc<Notices>,
+    /// The starts this instance reserved and made, put back when the store lost them.
+    ledger: Arc<ledger::Ledger>,
 }
 
 /// What [`scripts::BEGIN`] said.
 enum Begun {
-    /// Started (after sleeping `wait`), holding its slot if there is a limit.
-    Started { wait: Duration },
+    /// Started (after sleeping `wait`), holding its slot if there is a limit; the script ran
+    /// at `now` on Redis's clock.
+    Started { wait: Duration, now: u64 },
     /// No slot free.
     Busy,
     /// The spaced start would come past the deadline: refused, out of the queue.
@@ -187,6 +191,11 @@ impl RedisPace {
             runtime.spawn(follow_slots(fleet.clone(), channel.clone(), Arc::downgrade(&notices)));
         }
         let slots = slots::Slots::new(fleet.clone(), lease.max(Duration::from_secs(1)), channel);
+        let ledger = Arc::new(ledger::Ledger::new(window.clone()));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (ledger, slots) = (Arc::downgrade(&ledger), Arc::downgrade(&slots));
+            runtime.spawn(ledger::restore_on_loss(fleet.clone(), ledger, slots, window.clone()));
+        }
         RedisPace {
             fleet,
             local: LocalPace::new(keep),
@@ -203,6 +212,7 @@ impl RedisPace {
                 .expire_after(ForgetWhenIdle(window))
                 .build(),
             notices,
+            ledger,
         }
     }
 
@@ -211,12 +221,25 @@ impl RedisPace {
         format!("{}#{}#{n}", self.fleet.instance(), self.fleet.nonce())
     }
 
-    /// This instance's answer while Redis is out of reach.
-    async fn without_fleet(&self, ask: PaceAsk<'_>) -> Result<Admission, Held> {
+    /// This instance's answer while Redis is out of reach. What it admits is remembered for
+    /// when the store is back ([`ledger`]): its start, and its slot, put into Redis then.
+    async fn without_fleet(
+        &self,
+        ask: PaceAsk<'_>,
+        keys: &Keys,
+        spacing: &Spacing,
+    ) -> Result<Admission, Held> {
         if self.fleet.refuses_when_down() {
             return Err(Held::Unavailable);
         }
-        self.local.admit(ask).await
+        let mut admission = self.local.admit(ask).await?;
+        self.ledger.started_alone(&keys.pace, spacing);
+        if let Some(local) = admission.slot.take() {
+            let member = self.unique();
+            let shared = self.slots.hold_alone(&keys.slots, &keys.pace, &member);
+            admission.slot = Some(Box::new((local, shared)));
+        }
+        Ok(admission)
     }
 
     /// After a RESERVE or BEGIN of `member` failed here (timed out, most often: it may still
@@ -268,6 +291,7 @@ impl RedisPace {
             line: lane.map_or(0, |l| l.line),
             delay: lane.map_or(0, |l| micros(with_margin(l.delay, one_way))),
         };
+        let (floor_rate, floor_lane) = self.ledger.floors(&keys.pace, &spacing);
         let mut invocation = spacing.invocation(&self.reserve, &keys);
         invocation
             .arg(micros(limits.max_wait))
@@ -276,16 +300,24 @@ impl RedisPace {
             .arg(millis(self.keep.get()).max(1000))
             .arg(slots)
             .arg(micros(self.lease))
-            .arg(micros(QUEUE_LAPSE));
-        let reserved: Result<(String, u64, String, u64), _> =
+            .arg(micros(QUEUE_LAPSE))
+            .arg(floor_rate)
+            .arg(floor_lane);
+        let reserved: Result<(String, u64, String, u64, u64), _> =
             self.fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
-        let (verdict, wait, bound, waiting) = match reserved {
+        let (verdict, wait, bound, waiting, now) = match reserved {
             Ok(r) => r,
             Err(_) => {
                 self.forget(&keys, &member);
-                return self.without_fleet(ask).await;
+                return self.without_fleet(ask, &keys, &spacing).await;
             }
         };
+        self.ledger.measured(now, Instant::now(), one_way);
+        match verdict.as_str() {
+            "go" => self.ledger.wrote(&keys.pace, &spacing, now, true),
+            "wait" => self.ledger.wrote(&keys.pace, &spacing, now.saturating_add(wait), false),
+            _ => {}
+        }
         let wait = Duration::from_micros(wait);
         let bound = match bound.as_str() {
             "rate" => Some(Bound::Rate),
@@ -299,7 +331,7 @@ impl RedisPace {
             }
             "wait" => {}
             // Given back already (cannot happen to a new member): as if out of reach.
-            "gone" => return self.without_fleet(ask).await,
+            "gone" => return self.without_fleet(ask, &keys, &spacing).await,
             "too_long" => {
                 let bound = bound.unwrap_or(Bound::Rate);
                 return Err(Held::Refused(Refusal::TooLong { wait, bound }));
@@ -342,7 +374,9 @@ impl RedisPace {
             let left = latest.saturating_duration_since(Instant::now());
             let forget = limits.max_wait.saturating_add(QUEUE_LAPSE);
             match self.start(&keys, &member, &spacing, (left, forget), slots).await {
-                Ok(Begun::Started { wait: until_start }) => {
+                Ok(Begun::Started { wait: until_start, now }) => {
+                    let start = now.saturating_add(micros(until_start));
+                    self.ledger.wrote(&keys.pace, &spacing, start, true);
                     let slot = (slots > 0).then(|| self.slot(&keys, &member));
                     if !until_start.is_zero() {
                         tokio::time::sleep(until_start).await;
@@ -362,7 +396,7 @@ impl RedisPace {
                 Err(()) => {
                     queued.key = None;
                     self.forget(&keys, &member);
-                    return self.without_fleet(ask).await;
+                    return self.without_fleet(ask, &keys, &spacing).await;
                 }
             }
             let now = Instant::now();
@@ -397,14 +431,14 @@ impl RedisPace {
             .arg(slots)
             .arg(micros(self.lease))
             .arg(micros(forget));
-        let begun: (String, u64, String) = self
+        let begun: (String, u64, String, u64) = self
             .fleet
             .call(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await
             .map_err(|_| ())?;
         let wait = Duration::from_micros(begun.1);
         Ok(match (begun.0.as_str(), begun.2.as_str()) {
-            ("ok", _) => Begun::Started { wait },
+            ("ok", _) => Begun::Started { wait, now: begun.3 },
             ("busy", _) => Begun::Busy,
             // Given back here already: this call is not this request's.
             ("gone", _) => return Err(()),

@@ -15,22 +15,28 @@
 
 /// KEYS: pace, queue (of the request's group), slots, the member's give-back mark
 /// ([`GIVE_BACK`]), the slot queue. ARGV: interval, lane line, delay, max_wait, queue_limit,
-/// member, keep (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait.
+/// member, keep (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait,
+/// the instance's own next starts of the rate and of the lane (floors, `ledger`: 0 for none).
 ///
 /// `Schedule::reserve`: `start = max(now, rate, lane)`; refuses a wait past `max_wait`, and a
 /// request that would wait (for its start, or for a slot: none free now, or requests of the
 /// fleet already wait for one in the slot queue, first come first served) when `queue_limit`
 /// of its group wait already. A request that need not wait starts at once: it takes its slot and is
 /// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
-/// Returns `{verdict, wait, bound, waiting}` (`waiting` is 0 for `go`); `gone`, changing
-/// nothing, when the instance already gave the member back (the call timed out there).
+/// Returns `{verdict, wait, bound, waiting, now}` (`waiting` is 0 for `go`; `now`, Redis's
+/// clock); `gone`, changing nothing, when the instance already gave the member back (the call
+/// timed out there).
+///
+/// A spacing's next start is the larger of the pace's and the instance's floor: a pace that
+/// Redis lost (a restart without persistence, a failover) is never earlier than what the
+/// instance asking knows (review-fleet N3).
 ///
 /// What only a request that may wait needs is done only for one: the lapsed slots (of a holder
 /// that died) are pruned only when the slots look full, and the queue is pruned and counted
 /// only when the request would join it. A site whose limits do not bind costs Redis a few
 /// commands per request.
 pub(super) const RESERVE: &str = r"
-if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0, 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
@@ -46,15 +52,15 @@ local lapse = tonumber(ARGV[10])
 local start = now
 local bound = ''
 if interval > 0 then
-  local n = tonumber(redis.call('HGET', KEYS[1], 'rate') or '0')
+  local n = math.max(tonumber(redis.call('HGET', KEYS[1], 'rate') or '0'), tonumber(ARGV[11]))
   if n > start then start = n; bound = 'rate' end
 end
 if delay > 0 then
-  local n = tonumber(redis.call('HGET', KEYS[1], lane) or '0')
+  local n = math.max(tonumber(redis.call('HGET', KEYS[1], lane) or '0'), tonumber(ARGV[12]))
   if n > start or (n == start and bound ~= '') then start = n; bound = 'crawl_delay' end
 end
 local wait = start - now
-if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0} end
+if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0, now} end
 local free = true
 if slots > 0 then
   free = redis.call('ZCARD', KEYS[3]) < slots
@@ -71,7 +77,7 @@ local waiting = 0
 if bound ~= '' or not free then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   waiting = redis.call('ZCARD', KEYS[2])
-  if waiting >= queue_limit then return {'queue_full', wait, bound, waiting} end
+  if waiting >= queue_limit then return {'queue_full', wait, bound, waiting, now} end
 end
 if interval > 0 then redis.call('HSET', KEYS[1], 'rate', start + interval) end
 if delay > 0 then redis.call('HSET', KEYS[1], lane, start + delay) end
@@ -84,11 +90,11 @@ if bound == '' and free then
     local ttl = math.floor(lease / 1000) + 1000
     if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   end
-  return {'go', 0, '', waiting}
+  return {'go', 0, '', waiting, now}
 end
 redis.call('ZADD', KEYS[2], now + max_wait + lapse, member)
 redis.call('PEXPIRE', KEYS[2], keep_ms)
-return {'wait', wait, bound, waiting}
+return {'wait', wait, bound, waiting, now}
 ";
 
 /// KEYS: pace, queue (of the request's group), slots, the member's give-back mark, the slot
@@ -108,9 +114,10 @@ return {'wait', wait, bound, waiting}
 /// the request leaves the queue) when that is past its deadline. A request that finds no slot
 /// free is marked in the pace (`slot-waiters`: until its deadline), so that slots given back
 /// are announced (RELEASE). Otherwise records the start
-/// and returns `{'ok', start - now, bound}`; the request stays in the queue until `start`.
+/// and returns `{'ok', start - now, bound, now}` (`now`: Redis's clock); the request stays in
+/// the queue until `start`.
 pub(super) const BEGIN: &str = r"
-if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, ''} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
@@ -138,7 +145,7 @@ if slots > 0 then
       redis.call('HSET', KEYS[1], 'slot-waiters', waits)
       redis.call('PEXPIRE', KEYS[1], keep_ms)
     end
-    return {'busy', 0, ''}
+    return {'busy', 0, '', now}
   end
 end
 local start = now
@@ -154,7 +161,7 @@ end
 if slots > 0 then redis.call('ZREM', KEYS[5], member) end
 if bound ~= '' and start - now > remaining then
   redis.call('ZREM', KEYS[2], member)
-  return {'too_long', start - now, bound}
+  return {'too_long', start - now, bound, now}
 end
 if interval > 0 then
   redis.call('HSET', KEYS[1], 'last:rate', start)
@@ -173,7 +180,7 @@ if slots > 0 then
   if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
 end
 redis.call('ZADD', KEYS[2], 'XX', start, member)
-return {'ok', start - now, bound}
+return {'ok', start - now, bound, now}
 ";
 
 /// KEYS: slots, pace. ARGV: channel, then the members given back (one or more). Gives the

@@ -34,6 +34,10 @@ struct Held {
     member: String,
     /// When it was taken or last renewed.
     renewed: Instant,
+    /// Whether it is in Redis: taken there, or put back there ([`Slots::restore`]). A slot of a
+    /// request this instance's own pace admitted while Redis was out of reach is not, until the
+    /// store is back.
+    shared: bool,
 }
 
 /// A slot handed to the give-back task.
@@ -74,8 +78,20 @@ impl Slots {
     /// The slot `member` of `key` (the authority's pace key `pace`), just taken: renewed while
     /// held, given back when dropped.
     pub(super) fn hold(self: &Arc<Self>, key: &str, pace: &str, member: &str) -> Slot {
+        self.held_as(key, pace, member, true)
+    }
+
+    /// A slot of `key` held by a request this instance's own pace admitted while Redis was out
+    /// of reach: not in Redis, and put there when the store is back ([`Slots::restore`]), so the
+    /// fleet's concurrency counts it from then on.
+    pub(super) fn hold_alone(self: &Arc<Self>, key: &str, pace: &str, member: &str) -> Slot {
+        self.held_as(key, pace, member, false)
+    }
+
+    fn held_as(self: &Arc<Self>, key: &str, pace: &str, member: &str, shared: bool) -> Slot {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let held = Held { key: key.to_owned(), member: member.to_owned(), renewed: Instant::now() };
+        let (key, member) = (key.to_owned(), member.to_owned());
+        let held = Held { key, member, renewed: Instant::now(), shared };
         if let Ok(mut all) = self.held.lock() {
             all.insert(id, held);
         }
@@ -94,7 +110,8 @@ pub(super) struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let held = self.slots.held.lock().ok().and_then(|mut all| all.remove(&self.id));
-        let Some(held) = held else { return };
+        // A slot that is not in Redis has nothing to give back there.
+        let Some(held) = held.filter(|h| h.shared) else { return };
         let lapses = held.renewed + self.slots.lease;
         let pace = std::mem::take(&mut self.pace);
         // Fails only once the task has ended (the runtime is going away): the slot lapses.
@@ -154,7 +171,7 @@ async fn renew_all(fleet: Arc<Fleet>, lease: Duration, held: Weak<Mutex<HashMap<
         let due: Vec<(u64, String, String)> = match all.lock() {
             Ok(all) => all
                 .iter()
-                .filter(|(_, h)| now.saturating_duration_since(h.renewed) >= every)
+                .filter(|(_, h)| h.shared && now.saturating_duration_since(h.renewed) >= every)
                 .map(|(id, h)| (*id, h.key.clone(), h.member.clone()))
                 .collect(),
             Err(_) => return,
@@ -174,5 +191,71 @@ async fn renew_all(fleet: Arc<Fleet>, lease: Duration, held: Weak<Mutex<HashMap<
                 };
             }
         }
+    }
+}
+
+/// KEYS: slots. ARGV: lease, then the members. Puts back the slots an instance holds that the
+/// store no longer has (a restart, a failover), each for a lease from now; one still there is
+/// left as it is.
+const RESTORE_SLOTS: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local lease = tonumber(ARGV[1])
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'NX', now + lease, ARGV[i]) end
+local ttl = math.floor(lease / 1000) + 1000
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+";
+
+impl Slots {
+    /// Puts every slot this instance holds back into Redis (review-fleet N3: a restart or a
+    /// failover had forgotten them, and `concurrency` more requests could start meanwhile).
+    /// A slot given back while this runs (its request answered) is taken out again. Returns how
+    /// many were put back, or `Err` when Redis was out of reach (tried again at the next loss
+    /// or return).
+    pub(super) async fn restore(self: &Arc<Self>, fleet: &Arc<Fleet>) -> Result<usize, ()> {
+        let mut by_key: HashMap<String, Vec<(u64, String)>> = HashMap::new();
+        for (id, held) in crate::sync::lock(&self.held).iter() {
+            by_key.entry(held.key.clone()).or_default().push((*id, held.member.clone()));
+        }
+        let script = Script::new(RESTORE_SLOTS);
+        let mut restored = 0;
+        for (key, members) in by_key {
+            for chunk in members.chunks(MOST_PER_CALL) {
+                let mut invocation = script.prepare_invoke();
+                invocation.key(&key).arg(super::micros(self.lease));
+                for (_, member) in chunk {
+                    invocation.arg(member);
+                }
+                let put: Result<(), _> =
+                    fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
+                put.map_err(|_| ())?;
+                // Those still held are in Redis now, renewed and given back as any other; those
+                // given back meanwhile may have been put back after their RELEASE: out again.
+                let mut gone = Vec::new();
+                {
+                    let mut all = crate::sync::lock(&self.held);
+                    for (id, member) in chunk {
+                        match all.get_mut(id) {
+                            Some(held) => {
+                                held.shared = true;
+                                held.renewed = Instant::now();
+                                restored += 1;
+                            }
+                            None => gone.push(member.clone()),
+                        }
+                    }
+                }
+                if !gone.is_empty() {
+                    let (key, lapses) = (key.clone(), Instant::now() + self.lease);
+                    super::give_back(fleet.clone(), lapses, move |mut c| {
+                        let mut zrem = redis::cmd("ZREM");
+                        zrem.arg(&key).arg(&gone);
+                        Box::pin(async move { zrem.query_async::<()>(&mut c).await })
+                    });
+                }
+            }
+        }
+        Ok(restored)
     }
 }

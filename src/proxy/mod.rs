@@ -11,9 +11,6 @@ mod facts;
 mod forward;
 mod listener;
 mod optouts;
-/// How much of an HTML page is read for its `<meta>` opt-outs (for the conformance kit).
-#[cfg(test)]
-pub(crate) use optouts::META_PREFIX_BYTES;
 mod pipeline;
 mod pool;
 mod preferences;

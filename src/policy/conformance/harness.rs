@@ -25,9 +25,8 @@ use crate::usage::{Settled, UsageCrawler, UsagePolicy, UsageSection};
 /// The authenticated proxy user tied to [`TOKEN`] in [`Who::Tied`].
 pub(in crate::policy) const USER: &str = "crawler-1";
 
-/// The most bytes of an HTML response read for its `<meta>` opt-outs (the proxy's
-/// `proxy::optouts::META_PREFIX_BYTES`).
-pub(in crate::policy) const META_PREFIX_BYTES: usize = crate::proxy::META_PREFIX_BYTES;
+/// The most bytes of an HTML response read for its `<meta>` opt-outs.
+pub(in crate::policy) use optout::META_PREFIX_BYTES;
 
 /// How a site's bodies (robots.txt, `tdmrep.json`, the HTML page) are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,8 +178,9 @@ pub(in crate::policy) struct Site {
     pub(in crate::policy) robots: String,
     /// The rules of `tdmrep.json` (JSON objects), when it has any.
     pub(in crate::policy) tdmrep: Vec<String>,
-    /// `X-Robots-Tag` values of every response.
-    pub(in crate::policy) x_robots_tag: Vec<String>,
+    /// The opt-out header fields of every response (`X-Robots-Tag`, `Content-Usage`,
+    /// `tdm-reservation`): name and value.
+    pub(in crate::policy) headers: Vec<(&'static str, String)>,
     /// `<meta>` elements in the head of every HTML response.
     pub(in crate::policy) meta: Vec<String>,
     /// `[[exceptions]]`.
@@ -326,7 +326,7 @@ impl Site {
             written_at: written_at.to_owned(),
             robots: String::new(),
             tdmrep: Vec::new(),
-            x_robots_tag: Vec::new(),
+            headers: Vec::new(),
             meta: Vec::new(),
             exceptions: Vec::new(),
             report_tokens: Vec::new(),
@@ -395,11 +395,20 @@ impl Site {
         Some(format!("[\n{}\n]\n", rules.join(",\n")))
     }
 
-    /// The `X-Robots-Tag` values of a response: each between the filler's directives.
-    pub(in crate::policy) fn x_robots_tags(&self) -> Vec<String> {
-        let filler = |n: usize| "nosnippet, max-snippet: 20, ".repeat(n / 28);
-        let (before, after) = (filler(self.pad_before), filler(self.pad_after));
-        self.x_robots_tag.iter().map(|v| format!("{before}{v}, {after}noarchive")).collect()
+    /// The values of the response's header field `name`, each between filler of its kind
+    /// (other directives, other members), as the site's padding asks.
+    pub(in crate::policy) fn header(&self, name: &str) -> Vec<String> {
+        let filler: &str = match name {
+            "x-robots-tag" => "nosnippet, max-snippet: 20, ",
+            "content-usage" => "search=y, ai-use=y, ",
+            _ => "0, ",
+        };
+        let pad = |n: usize| filler.repeat(n / filler.len());
+        let (before, after) = (pad(self.pad_before), pad(self.pad_after));
+        let values = self.headers.iter().filter(|(n, _)| *n == name);
+        values
+            .map(|(_, v)| format!("{before}{v}, {after}").trim_end_matches([',', ' ']).to_owned())
+            .collect()
     }
 
     /// The HTML page's start: its head with the `<meta>` elements between the filler.
@@ -518,11 +527,21 @@ impl Site {
             let mut prefs = decision.usage();
             refused = usage.blocking(&purposes, &prefs, Settled::No).is_some();
             if !refused {
-                // The response: the file's statement for the path, the header, the page.
+                // The response (`proxy::preferences::on_response`, `proxy::optouts::apply`):
+                // its `Content-Usage`, `X-Robots-Tag` and `tdm-reservation` fields, its page's
+                // `<meta>` elements, and the file's statement for the path (the meta wins
+                // over the header, which wins over the file).
+                let mut unparsed = optout::Unparsed::default();
+                for value in self.header("content-usage") {
+                    let field = optout::OptOutField::ContentUsage;
+                    let text = optout::field_text(field, value.as_bytes(), &mut unparsed);
+                    prefs.add_header_read(&text);
+                }
                 let tdm = policy.tdmrep(&authority).await;
                 let file = tdm.file.as_ref().and_then(|f| decision.tdm_statement(f)).cloned();
                 let name = token.as_ref().map(ProductToken::as_str);
-                let noai = self.x_robots_tags().iter().any(|v| optout::x_robots_noai(v, name));
+                let noai =
+                    self.header("x-robots-tag").iter().any(|v| optout::x_robots_noai(v, name));
                 let head = page.head();
                 if let Some(head) = &head {
                     served.decoded.fetch_max(head.len(), Ordering::Relaxed);
@@ -531,7 +550,13 @@ impl Site {
                 if noai || meta.as_ref().is_some_and(|m| m.noai) {
                     prefs.add_signal(Category::TrainAi, Preference::Disallow, "noai");
                 }
-                let statement = meta.and_then(|m| m.tdm).or(file);
+                let lines = self.header("tdm-reservation");
+                let header = optout::tdm_reservation_lines(
+                    lines.iter().map(|v| v.as_bytes()),
+                    &mut unparsed,
+                )
+                .map(|reserved| optout::TdmStatement { reserved: Some(reserved), policy: None });
+                let statement = meta.and_then(|m| m.tdm).or(header).or(file);
                 if statement.is_some_and(|s| s.reserved == Some(true)) {
                     prefs.add_signal(Category::TrainAi, Preference::Disallow, "tdmrep");
                 }

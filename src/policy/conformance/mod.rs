@@ -134,12 +134,32 @@ struct XRobotsTag;
 struct MetaRobots;
 /// A disallow `[[exceptions]]` entry for `T` at the site with the path `P`.
 struct ExceptionDisallow;
+/// `Content-Signal: ai-train=no` in the crawler's robots.txt group (Cloudflare's Content
+/// Signals).
+struct ContentSignal;
+/// `Content-Usage: train-ai=n` on the response (draft-ietf-aipref-attach).
+struct ContentUsageHeader;
+/// `tdm-reservation: 1` on the response (TDMRep).
+struct TdmReservationHeader;
+/// `<meta name="tdm-reservation" content="1">` in the HTML head of the response (TDMRep).
+struct MetaTdmReservation;
 
 /// Every rule source. A new one is covered by every family once it is here.
-pub(super) static SOURCES: &[&dyn RuleSource] =
-    &[&RobotsDisallow, &ContentUsage, &TdmrepJson, &XRobotsTag, &MetaRobots, &ExceptionDisallow];
+pub(super) static SOURCES: &[&dyn RuleSource] = &[
+    &RobotsDisallow,
+    &ContentUsage,
+    &ContentSignal,
+    &TdmrepJson,
+    &ContentUsageHeader,
+    &TdmReservationHeader,
+    &XRobotsTag,
+    &MetaRobots,
+    &MetaTdmReservation,
+    &ExceptionDisallow,
+];
 
 const NO_PATH: &str = "it states no path: it is the response's own and holds for every path";
+const GROUP_WIDE: &str = "it states no path: it holds for every path its group's rules allow";
 const THE_RESPONSE: &str =
     "it comes with the response of the authority asked, whatever its spelling";
 const NO_BODY: &str = "it is a header (or configuration), not a body: no coding applies";
@@ -148,11 +168,20 @@ const CONFIGURATION: &str =
 
 /// The (source, family) pairs that do not apply, as docs/testing.md lists them.
 pub(super) const NOT_APPLICABLE: &[(&str, Family)] = &[
+    ("Content-Signal", Family::Readings),
+    ("Content-Usage header", Family::Readings),
+    ("Content-Usage header", Family::Authority),
+    ("Content-Usage header", Family::Codings),
+    ("tdm-reservation header", Family::Readings),
+    ("tdm-reservation header", Family::Authority),
+    ("tdm-reservation header", Family::Codings),
     ("X-Robots-Tag", Family::Readings),
     ("X-Robots-Tag", Family::Authority),
     ("X-Robots-Tag", Family::Codings),
     ("meta robots", Family::Readings),
     ("meta robots", Family::Authority),
+    ("meta tdm-reservation", Family::Readings),
+    ("meta tdm-reservation", Family::Authority),
     ("exception", Family::Codings),
     ("exception", Family::OversizeBody),
 ];
@@ -225,15 +254,10 @@ impl RuleSource for XRobotsTag {
         Ground::Usage
     }
     fn support(&self, family: Family) -> Support {
-        match family {
-            Family::Readings => Support::NotApplicable(NO_PATH),
-            Family::Authority => Support::NotApplicable(THE_RESPONSE),
-            Family::Codings => Support::NotApplicable(NO_BODY),
-            Family::Provenance | Family::OversizeBody | Family::LongRequest => Support::Applies,
-        }
+        header_support(family)
     }
     fn refuse(&self, site: &mut Site, _pattern: &str, token: &str) {
-        site.x_robots_tag.push(format!("{token}: noai"));
+        site.headers.push(("x-robots-tag", format!("{token}: noai")));
     }
 }
 
@@ -341,19 +365,27 @@ pub(super) fn source(name: &str) -> &'static dyn RuleSource {
 
 #[test]
 fn the_pairs_that_do_not_apply_are_the_documented_table() {
-    let found: Vec<(&str, Family)> = SOURCES
+    let found: Vec<(&str, Family, &str)> = SOURCES
         .iter()
         .flat_map(|s| Family::ALL.iter().map(move |f| (s, *f)))
-        .filter(|(s, f)| matches!(s.support(*f), Support::NotApplicable(_)))
-        .map(|(s, f)| (s.name(), f))
+        .filter_map(|(s, f)| match s.support(f) {
+            Support::NotApplicable(why) => Some((s.name(), f, why)),
+            Support::Applies => None,
+        })
         .collect();
-    assert_eq!(found, NOT_APPLICABLE);
-    // docs/testing.md shows the same table.
+    let pairs: Vec<(&str, Family)> = found.iter().map(|(s, f, _)| (*s, *f)).collect();
+    assert_eq!(pairs, NOT_APPLICABLE);
+    // docs/testing.md shows the same table, with the same reasons.
     let doc = include_str!("../../../docs/testing.md");
-    for (source, family) in NOT_APPLICABLE {
-        let row = format!("| {source} | {family:?} |");
+    for (source, family, why) in &found {
+        let row = format!("| {source} | {family:?} | {why} |");
         assert!(doc.contains(&row), "docs/testing.md lacks the row {row:?}");
     }
+    let rows = doc
+        .lines()
+        .filter(|l| Family::ALL.iter().any(|f| l.contains(&format!(" | {f:?} | it "))))
+        .count();
+    assert_eq!(rows, found.len(), "docs/testing.md has rows no source declares");
     // Every family runs on some source, and the names are unique.
     for family in Family::ALL {
         assert!(sources_for(family).next().is_some(), "{family:?} runs on no source");
@@ -362,4 +394,90 @@ fn the_pairs_that_do_not_apply_are_the_documented_table() {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), SOURCES.len());
+}
+
+/// How a response header source answers the families: no path, no body, the response's own.
+fn header_support(family: Family) -> Support {
+    match family {
+        Family::Readings => Support::NotApplicable(NO_PATH),
+        Family::Authority => Support::NotApplicable(THE_RESPONSE),
+        Family::Codings => Support::NotApplicable(NO_BODY),
+        Family::Provenance | Family::OversizeBody | Family::LongRequest => Support::Applies,
+    }
+}
+
+impl RuleSource for ContentSignal {
+    fn name(&self) -> &'static str {
+        "Content-Signal"
+    }
+    fn ground(&self) -> Ground {
+        Ground::Usage
+    }
+    fn limit(&self) -> Limit {
+        Limit::Prefix(harness::robots_limit())
+    }
+    fn support(&self, family: Family) -> Support {
+        match family {
+            Family::Readings => Support::NotApplicable(GROUP_WIDE),
+            _ => Support::Applies,
+        }
+    }
+    fn refuse(&self, site: &mut Site, _pattern: &str, token: &str) {
+        site.robots
+            .push_str(&format!("User-agent: {token}\nAllow: /\nContent-Signal: ai-train=no\n"));
+    }
+}
+
+impl RuleSource for ContentUsageHeader {
+    fn name(&self) -> &'static str {
+        "Content-Usage header"
+    }
+    fn ground(&self) -> Ground {
+        Ground::Usage
+    }
+    fn limit(&self) -> Limit {
+        Limit::Unbounded
+    }
+    fn support(&self, family: Family) -> Support {
+        header_support(family)
+    }
+    fn refuse(&self, site: &mut Site, _pattern: &str, _token: &str) {
+        site.headers.push(("content-usage", "train-ai=n".into()));
+    }
+}
+
+impl RuleSource for TdmReservationHeader {
+    fn name(&self) -> &'static str {
+        "tdm-reservation header"
+    }
+    fn ground(&self) -> Ground {
+        Ground::Usage
+    }
+    fn limit(&self) -> Limit {
+        Limit::Unbounded
+    }
+    fn support(&self, family: Family) -> Support {
+        header_support(family)
+    }
+    fn refuse(&self, site: &mut Site, _pattern: &str, _token: &str) {
+        site.headers.push(("tdm-reservation", "1".into()));
+    }
+}
+
+impl RuleSource for MetaTdmReservation {
+    fn name(&self) -> &'static str {
+        "meta tdm-reservation"
+    }
+    fn ground(&self) -> Ground {
+        Ground::Usage
+    }
+    fn limit(&self) -> Limit {
+        Limit::Prefix(harness::META_PREFIX_BYTES)
+    }
+    fn support(&self, family: Family) -> Support {
+        MetaRobots.support(family)
+    }
+    fn refuse(&self, site: &mut Site, _pattern: &str, _token: &str) {
+        site.meta.push(r#"<meta name="tdm-reservation" content="1">"#.into());
+    }
 }

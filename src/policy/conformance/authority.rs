@@ -1,6 +1,6 @@
 //! [`Family::Authority`]: a rule written for one spelling of an authority refuses the request
 //! made with every other spelling of it (case, a trailing dot, the default port written or an
-//! empty one, Unicode or punycode, every IPv4 form, an IPv4-mapped IPv6 literal), with one
+//! empty one, Unicode or punycode, every IPv4 form, every IPv6 form, an IPv4-mapped IPv6 literal), with one
 //! robots.txt fetch for all of them; and never applies to another authority (another scheme,
 //! port, host or address). Spec README, "Fetching and caching robots.txt": one robots.txt per
 //! authority; IDN hosts and their punycode form are the same authority.
@@ -39,35 +39,42 @@ const ADDRESSED: &[&str] = &[
     "[::ffff:7f00:1]:80",
 ];
 
-/// Other authorities: another host or address, near the two above.
+/// Spellings of one IPv6 address (`http://[::1]`, port 80).
+const ADDRESSED6: &[&str] =
+    &["[::1]", "[0:0:0:0:0:0:0:1]", "[::0:1]", "[0::1]:80", "[0000::0001]", "[::1]:"];
+
+/// Other authorities: another host or address, near the three above.
 const OTHERS: &[&str] = &[
     "buecher.example",
     "xn--bcher-kva.example.org",
     "other.example",
     "example",
     "127.0.0.2",
-    "[::1]",
+    "[::2]",
     "128.1",
 ];
 
 /// The same hosts on other ports: other authorities, which a rule written with a host alone
 /// in configuration covers ([`Ports::AsWritten`]: `host` is any port).
 const OTHER_PORTS: &[&str] =
-    &["xn--bcher-kva.example:8080", "xn--bcher-kva.example:81", "127.0.0.1:8080", "127.1:81"];
+    &["xn--bcher-kva.example:8080", "xn--bcher-kva.example:81", "127.0.0.1:8080", "127.1:81", "[::1]:8080"];
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
     fn a_rule_for_one_spelling_holds_for_every_spelling_and_no_other_authority(
-        names in any::<bool>(),
+        set in 0usize..3,
         written in any::<prop::sample::Index>(),
         asked in proptest::collection::vec(any::<prop::sample::Index>(), 1..4),
         other in proptest::sample::select(OTHERS),
         port in proptest::sample::select(OTHER_PORTS),
     ) {
-        let spellings = if names { NAMED } else { ADDRESSED };
-        let extra = if names { NAMED_WRITTEN } else { &[] };
+        let (spellings, extra) = match set {
+            0 => (NAMED, NAMED_WRITTEN),
+            1 => (ADDRESSED, &[][..]),
+            _ => (ADDRESSED6, &[][..]),
+        };
         // An empty port (`host:`) is the default one in a request-target (RFC 3986 §3.2.3);
         // configuration has no scheme to take a default from and refuses it at load.
         let all: Vec<&str> =

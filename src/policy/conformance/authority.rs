@@ -56,8 +56,13 @@ const OTHERS: &[&str] = &[
 
 /// The same hosts on other ports: other authorities, which a rule written with a host alone
 /// in configuration covers ([`Ports::AsWritten`]: `host` is any port).
-const OTHER_PORTS: &[&str] =
-    &["xn--bcher-kva.example:8080", "xn--bcher-kva.example:81", "127.0.0.1:8080", "127.1:81", "[::1]:8080"];
+const OTHER_PORTS: &[&str] = &[
+    "xn--bcher-kva.example:8080",
+    "xn--bcher-kva.example:81",
+    "127.0.0.1:8080",
+    "127.1:81",
+    "[::1]:8080",
+];
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]

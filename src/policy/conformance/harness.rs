@@ -43,6 +43,8 @@ pub(in crate::policy) enum Coding {
     GzipTwice,
     /// `Transfer-Encoding: gzip, chunked`.
     TransferGzip,
+    /// `Content-Encoding: identity, X-GZIP` (names are case-insensitive, `x-gzip` is gzip).
+    NamedOtherwise,
     /// A UTF-8 byte-order mark first.
     Bom,
     /// Lines ending in CR LF.
@@ -57,13 +59,14 @@ pub(in crate::policy) enum Coding {
 
 impl Coding {
     /// Every coding.
-    pub(in crate::policy) const ALL: [Coding; 11] = [
+    pub(in crate::policy) const ALL: [Coding; 12] = [
         Coding::Identity,
         Coding::Gzip,
         Coding::Deflate,
         Coding::RawDeflate,
         Coding::GzipTwice,
         Coding::TransferGzip,
+        Coding::NamedOtherwise,
         Coding::Bom,
         Coding::Crlf,
         Coding::Cr,
@@ -105,6 +108,10 @@ impl Coding {
             }
             Coding::TransferGzip => {
                 coded(http::header::TRANSFER_ENCODING, "gzip, chunked");
+                gzip(text.as_bytes())
+            }
+            Coding::NamedOtherwise => {
+                coded(http::header::CONTENT_ENCODING, "identity, X-GZIP");
                 gzip(text.as_bytes())
             }
             Coding::Bom => [&b"\xEF\xBB\xBF"[..], text.as_bytes()].concat(),
@@ -210,6 +217,8 @@ pub(in crate::policy) enum Who {
     Header(String),
     /// The user [`USER`], tied to this token by its credentials (and a browser's User-Agent).
     Tied(String),
+    /// No token sent: `policy.default_token` (set to [`TOKEN`] for every site) names it.
+    Default,
 }
 
 impl Who {
@@ -461,8 +470,11 @@ impl Site {
             decoded: AtomicUsize::new(0),
         });
         let store = RobotsCache::with_fetcher(settings, Arc::new(SystemClock), origin.clone());
-        let section =
-            PolicySection { report_tokens: self.report_tokens.clone(), ..PolicySection::default() };
+        let section = PolicySection {
+            report_tokens: self.report_tokens.clone(),
+            default_token: Some(ProductToken::new(TOKEN).expect("a valid token")),
+            ..PolicySection::default()
+        };
         let exceptions = Arc::new(Exceptions::new(&self.exceptions));
         let policy = Policy::new(&section, Arc::new(store)).with_exceptions(exceptions);
         let usage = UsagePolicy::new(&UsageSection {
@@ -511,6 +523,7 @@ impl Site {
                 headers.insert(http::header::USER_AGENT, browser);
                 tied = Some(ProductToken::new(token).expect("a valid token"));
             }
+            Who::Default => {}
         }
         let user = tied.as_ref().map(|_| USER);
         let (token, origin) = policy.token_for_user(tied.as_ref(), &headers);

@@ -1,5 +1,6 @@
 //! [`Family::Provenance`]: a source's refusal holds for the crawler's token however it came
-//! (asserted in User-Agent, in the token header, or known from credentials); a privilege
+//! (asserted in User-Agent or in the token header, the configured default, or known from
+//! credentials); a privilege
 //! granted to a token ([`super::PRIVILEGES`]: report-only scope, an allow exception, a usage
 //! lift) follows the token only when it is known from credentials, never the same token
 //! asserted (`policy::claim`).
@@ -23,9 +24,15 @@ fn spelled() -> impl Strategy<Value = (String, String)> {
 }
 
 /// Every way a request may carry `token`: asserted in User-Agent, asserted in the token
-/// header, tied to the authenticated user.
-fn every_way(token: &str, user_agent: &str) -> [Who; 3] {
-    [Who::UserAgent(user_agent.into()), Who::Header(token.into()), Who::Tied(token.into())]
+/// header, the configured default (asserted too: nobody proved it), tied to the authenticated
+/// user.
+fn every_way(token: &str, user_agent: &str) -> [Who; 4] {
+    [
+        Who::UserAgent(user_agent.into()),
+        Who::Header(token.into()),
+        Who::Default,
+        Who::Tied(token.into()),
+    ]
 }
 
 proptest! {
@@ -40,21 +47,27 @@ proptest! {
         for s in sources_for(Family::Provenance) {
             let mut site = Site::new();
             s.refuse(&mut site, "/private", TOKEN);
-            for who in every_way(&token, &user_agent) {
-                let ask = Ask { who: who.clone(), ..Ask::path(&site, &path) };
-                prop_assert!(site.outcome(&ask).enforced, "{} lets {:?} through", s.name(), who);
+            let asks = |site: &Site| -> Vec<Ask> {
+                every_way(&token, &user_agent)
+                    .into_iter()
+                    .map(|who| Ask { who, ..Ask::path(site, &path) })
+                    .collect()
+            };
+            let (outcomes, _) = site.judge(&asks(&site));
+            for (ask, outcome) in asks(&site).iter().zip(outcomes) {
+                prop_assert!(outcome.enforced, "{} lets {:?} through", s.name(), ask.who);
             }
             for privilege in PRIVILEGES {
                 let mut granted = site.clone();
                 (privilege.grant)(&mut granted, TOKEN);
-                for who in every_way(&token, &user_agent) {
-                    let ask = Ask { who: who.clone(), ..Ask::path(&granted, &path) };
-                    let enforced = granted.outcome(&ask).enforced;
-                    let lifted = matches!(who, Who::Tied(_)) && privilege.lifts.contains(&s.ground());
+                let (outcomes, _) = granted.judge(&asks(&granted));
+                for (ask, outcome) in asks(&granted).iter().zip(outcomes) {
+                    let tied = matches!(ask.who, Who::Tied(_));
+                    let lifted = tied && privilege.lifts.contains(&s.ground());
                     prop_assert_eq!(
-                        enforced, !lifted,
+                        outcome.enforced, !lifted,
                         "{} with {} granted to {}, asked by {:?}",
-                        s.name(), privilege.name, TOKEN, who
+                        s.name(), privilege.name, TOKEN, ask.who
                     );
                 }
             }

@@ -75,7 +75,7 @@ fn agree(pattern: &str, path: &str, folds_case: bool) -> Result<(), TestCaseErro
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn every_rule_source_refuses_the_same_readings(
@@ -99,7 +99,7 @@ fn wildcard_pattern() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn both_matchers_agree_on_generated_wildcard_patterns(
@@ -135,7 +135,7 @@ fn the_reviews_readings_are_refused_by_every_source() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Issue 37 (review-core): an allow exception for `pattern` over a robots.txt that
     /// disallows everything lets through exactly what `Allow: pattern` beside `Disallow: /`

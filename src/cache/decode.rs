@@ -319,6 +319,21 @@ impl Decoder {
         &self.chain.output().out
     }
 
+    /// The bytes decoded so far as text: in UTF-8 when they start with a UTF-16 byte-order
+    /// mark (transcoded as [`Decoder::finish`] does), else as they came. The one reading of a
+    /// body's start as text, for every reader of a prefix (the proxy's `<meta>` opt-outs), so
+    /// that a page in UTF-16 says what it says in UTF-8 (found by the conformance kit,
+    /// `policy::conformance`). Call [`Decoder::flush`] first.
+    pub(crate) fn text(&self) -> std::borrow::Cow<'_, [u8]> {
+        let out = &self.chain.output().out;
+        match out.get(..2) {
+            Some([0xff, 0xfe] | [0xfe, 0xff]) => {
+                std::borrow::Cow::Owned(utf16_to_utf8(out.clone(), self.limit))
+            }
+            _ => std::borrow::Cow::Borrowed(out),
+        }
+    }
+
     /// The decoded body (at most `limit + 1` bytes), in UTF-8 when it was UTF-16 with a BOM.
     /// A stream that ends early is an error, unless the cap was reached first; an empty body
     /// is an empty file whatever its `Content-Encoding` says.
@@ -521,6 +536,23 @@ mod tests {
             utf16_to_utf8(vec![0xff, 0xfe, 0x00, 0xd8, b'a', 0], 100),
             "\u{FFFD}a".as_bytes()
         );
+    }
+
+    /// A prefix in UTF-16 reads as text as the whole body does (the conformance kit found a
+    /// UTF-16 page's `<meta name="robots" content="noai">` unread).
+    #[test]
+    fn a_prefix_in_utf16_reads_as_text() {
+        let page = "<html><head><meta name=\"robots\" content=\"noai\"></head>";
+        for little_endian in [true, false] {
+            let mut decoder = Decoder::new(&HeaderMap::new(), 16 * 1024).unwrap();
+            decoder.push(&utf16(page, little_endian)).unwrap();
+            decoder.flush().unwrap();
+            assert_eq!(&*decoder.text(), page.as_bytes());
+            assert_ne!(decoder.decoded(), page.as_bytes());
+        }
+        let mut decoder = Decoder::new(&HeaderMap::new(), 16 * 1024).unwrap();
+        decoder.push(page.as_bytes()).unwrap();
+        assert_eq!(&*decoder.text(), page.as_bytes());
     }
 
     #[test]

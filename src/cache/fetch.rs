@@ -268,14 +268,10 @@ where
     ) -> Result<Fetched, FetchError> {
         let code = status.as_u16();
         if status.is_success() {
-            let max_age = freshness_hint(response.headers());
-            let folds_case = case_insensitive_server(response.headers());
-            let decoder = Decoder::new(response.headers(), self.body_limit)?;
+            let headers = response.headers().clone();
+            let decoder = Decoder::new(&headers, self.body_limit)?;
             let body = read_capped(response.into_body(), decoder).await?;
-            let robots = RobotsTxt::parse_with_limit(&body, self.body_limit)
-                .with_case_insensitive_origin(folds_case);
-            let (robots, body) = (Arc::new(robots), bytes::Bytes::from(body));
-            return Ok(Fetched::Robots { status: code, robots, body, max_age });
+            return Ok(robots_answer(code, &headers, body, self.body_limit));
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             return Ok(Fetched::Unreachable { outcome: FetchOutcome::Status(code) });
@@ -351,9 +347,27 @@ where
     }
 }
 
+/// A 2xx robots.txt answer, from its response head and its body as [`Decoder::finish`] gave it
+/// (at most `limit + 1` decoded bytes): the file parsed to at most `limit` bytes, whether its
+/// origin reads paths case-insensitively, and the lifetime its `Cache-Control` asks for. The
+/// one step from received bytes to rules, for the HTTP fetcher and the conformance kit
+/// (`policy::conformance`), which serves the same file in every coding through it.
+pub(crate) fn robots_answer(
+    status: u16,
+    headers: &HeaderMap,
+    body: Vec<u8>,
+    limit: usize,
+) -> Fetched {
+    let max_age = freshness_hint(headers);
+    let folds_case = case_insensitive_server(headers);
+    let robots = RobotsTxt::parse_with_limit(&body, limit).with_case_insensitive_origin(folds_case);
+    let (robots, body) = (Arc::new(robots), bytes::Bytes::from(body));
+    Fetched::Robots { status, robots, body, max_age }
+}
+
 /// The number of body bytes worth parsing: the configured limit, never below RFC 9309 §2.5's
 /// 500 KiB.
-pub(super) fn body_limit(configured: u64) -> usize {
+pub(crate) fn body_limit(configured: u64) -> usize {
     usize::try_from(configured).unwrap_or(usize::MAX).max(MIN_SIZE_LIMIT)
 }
 

@@ -51,7 +51,7 @@
 mod archived;
 mod class;
 pub(crate) mod decode;
-mod fetch;
+pub(crate) mod fetch;
 mod fetching;
 mod persist;
 mod refresh;
@@ -429,7 +429,8 @@ impl RobotsCache {
         Self::with_fetcher(settings, clock, Arc::new(fetcher))
     }
 
-    fn with_fetcher(
+    /// A cache that fetches through `fetcher` (the HTTP fetcher, or a test's).
+    pub(crate) fn with_fetcher(
         settings: RobotsSection,
         clock: Arc<dyn Clock>,
         fetcher: Arc<dyn Fetch>,

@@ -14,7 +14,9 @@ use hyper::body::{Body, Frame};
 
 use super::facts::Facts;
 use super::{BodyError, ProxyBody};
-use crate::policy::optout::{self, HtmlMeta, OptOutField, TdmStatement, Unparsed};
+use crate::policy::optout::{
+    self, HtmlMeta, OptOutField, TdmStatement, Unparsed, META_PREFIX_BYTES,
+};
 use crate::policy::{Category, DecodeError, Decoder, Preference, UsagePreferences};
 use crate::usage::UsagePolicy;
 
@@ -53,10 +55,6 @@ pub(super) fn log_unparsed(facts: &Facts, unparsed: &Unparsed) {
         );
     }
 }
-
-/// The most bytes of an HTML response read before deciding, to find its `<meta>` elements:
-/// reading stops earlier at `</head>` or `<body`, or when the body ends.
-pub(super) const META_PREFIX_BYTES: usize = 16 * 1024;
 
 /// A body whose first frames were read already (to look at an HTML head): they are sent first,
 /// then the rest of the body as it comes.
@@ -174,7 +172,8 @@ pub(super) async fn read_meta(
         }
     }
     let token = facts.token().map(|t| t.as_str());
-    let page = decoder.decoded();
+    // As text: a page in UTF-16 (with its byte-order mark) is transcoded, once.
+    let page = decoder.text();
     let meta = optout::html_meta(&page[..page.len().min(META_PREFIX_BYTES)], token);
     let rest = (!ended).then_some(body);
     let body = Prefixed { read, rest }.boxed_unsync();

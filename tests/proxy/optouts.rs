@@ -529,4 +529,49 @@ async fn meta_opt_outs_are_read_in_a_coded_page() {
     assert_eq!(resp.body.len(), String::from_utf8_lossy(&free).len(), "{resp:?}");
 }
 
+/// Issue 38 (the conformance kit, `policy::conformance`): a page in UTF-16 with its
+/// byte-order mark (which a browser reads before any charset) says in its head what it would
+/// say in UTF-8: its `noai` and `tdm-reservation` withhold it, plain or gzip-coded; the same
+/// page without them goes through unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_opt_outs_are_read_in_a_utf16_page() {
+    use std::io::Write;
+    let page = |meta: &str| {
+        format!("<!doctype html><html><head><title>t</title>{meta}</head><body>x</body></html>")
+    };
+    let utf16 = |text: &str, little: bool| -> Vec<u8> {
+        let bom: [u8; 2] = if little { [0xFF, 0xFE] } else { [0xFE, 0xFF] };
+        let units =
+            text.encode_utf16()
+                .flat_map(|u| if little { u.to_le_bytes() } else { u.to_be_bytes() });
+        bom.into_iter().chain(units).collect()
+    };
+    let gzip = |bytes: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let html = |body: Vec<u8>| Reply::ok(body).header("Content-Type", "text/html; charset=utf-16");
+    let origin = Origin::with_robots(Reply::ok("User-agent: *\nAllow: /\n")).await;
+    origin.route(TDMREP, Reply::status(404));
+    let noai = page(r#"<meta name="robots" content="noai">"#);
+    let reserved = page(r#"<meta name="tdm-reservation" content="1">"#);
+    origin.route("/le-noai", html(utf16(&noai, true)));
+    origin.route("/be-tdm", html(utf16(&reserved, false)));
+    origin.route(
+        "/gz-le-tdm",
+        html(gzip(&utf16(&reserved, true))).header("Content-Encoding", "gzip"),
+    );
+    let free = utf16(&page(""), true);
+    origin.route("/le-free", html(free.clone()));
+    let proxy = trainer_proxy().await;
+    for path in ["/le-noai", "/be-tdm", "/gz-le-tdm"] {
+        let resp = raw_get(proxy.addr, &format!("{}{path}", origin.base_url()), "x", UA).await;
+        assert_eq!(resp.status, 403, "{path}: {resp:?}");
+    }
+    let resp = raw_get(proxy.addr, &format!("{}/le-free", origin.base_url()), "x", UA).await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert_eq!(resp.body.len(), String::from_utf8_lossy(&free).len(), "{resp:?}");
+}
+
 const UA: &str = "User-Agent: AcmeTrainer/1.0\r\nAccept-Encoding: gzip, deflate\r\n";

@@ -349,6 +349,10 @@ impl TdmFile {
     }
 }
 
+/// The most bytes of an HTML response read for its `<meta>` elements (the prefix given to
+/// [`html_meta`]): reading stops earlier at `</head>` or `<body`, or when the body ends.
+pub const META_PREFIX_BYTES: usize = 16 * 1024;
+
 /// What the `<meta>` elements of an HTML head say about TDM and AI uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HtmlMeta {

@@ -4,8 +4,8 @@
 //! A reload reopens the audit log (log rotation sends SIGHUP too), reads the users file again,
 //! then reads the configuration from the sources the process started with and checks it as
 //! `serve` would (`preflight`). A configuration with any error is refused as a whole: the
-//! running one stays, and the report lists every error. Otherwise what [`crate::config::RELOADABLE`]
-//! names is applied to requests and connections that start from now on; open connections and
+//! running one stays, and the report lists every error. Otherwise what the typed list
+//! [`crate::config::RELOADABLE`] names is applied to requests and connections that start from now on; open connections and
 //! tunnels keep the settings they started with, and the robots cache and the pace are kept.
 //! Changes to other keys are reported as needing a restart, with the reason
 //! ([`crate::config::restart_reason`]).
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cache::RobotsCache;
-use crate::config::{self, Change, Config, ConfigError};
+use crate::config::{self, Applier, Change, Config, ConfigError};
 use crate::on_disk::FileContents;
 use crate::proxy::{LiveParts, Proxy};
 use crate::signing::Signer;
@@ -334,7 +334,7 @@ impl Reloader {
             report.outcome = Outcome::Preview;
             return report;
         }
-        let ca_on_disk = on_disk.iter().any(|k| matches!(*k, "https.ca_cert" | "https.ca_key"));
+        let ca_on_disk = on_disk.iter().any(|k| config::applied_by(Applier::Ca).any(|c| c == *k));
         let ca = match self.ca_for(applied, &new, ca_on_disk) {
             Ok(ca) => ca,
             Err(e) => return report.refuse(Some("https.ca_cert"), &e),
@@ -420,15 +420,8 @@ impl Reloader {
         report: &ReloadReport,
         new: &Config,
     ) -> Result<Option<Arc<rustls::ServerConfig>>, crate::tls::listener::ListenerTlsError> {
-        const KEYS: [&str; 4] = [
-            "proxy.tls_certificate",
-            "proxy.tls_key",
-            "access.client_ca",
-            "access.client_certificate",
-        ];
-        if self.listener_tls.is_none()
-            || !report.changed.iter().any(|c| KEYS.contains(&c.key.as_str()))
-        {
+        let changed = |c: &Change| config::applied_by(Applier::ListenerTls).any(|k| k == c.key);
+        if self.listener_tls.is_none() || !report.changed.iter().any(changed) {
             return Ok(None);
         }
         // tls_listen itself needs a restart: the listener that runs is the one started with.

@@ -421,5 +421,16 @@ async fn sighup_applies_every_reloadable_key() {
         probe(key, false, &fx, &p).await;
     }
     assert!(probed.len() >= 14, "{probed:?}");
+
+    // Every key of [signing] at once taken away, with the key directory listening: `serve`
+    // refuses to start so (the directory would publish no key), so a reload refuses it too,
+    // rather than report it applied while the directory goes on publishing the old keys.
+    let mut values = base.clone();
+    values.insert("signing.keys".into(), "[]".into());
+    write_atomically(&file, &render(&values));
+    let (code, report) = super::support::post_json(&format!("{}/api/reload", p.admin())).await;
+    assert_eq!(code, 422, "{report:#}");
+    let errors = report["errors"].as_array().unwrap();
+    assert!(errors.iter().any(|e| e["key"] == "signing.keys"), "{report:#}");
     eprintln!("{} keys reloaded, {} probed, in {:?}", keys.len(), probed.len(), started.elapsed());
 }

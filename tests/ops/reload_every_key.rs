@@ -11,7 +11,8 @@
 //! - where it is cheap to observe, the behaviour follows, through a real client
 //!   ([`probe`]: the token sources, header and default, case folding, the policy mode, the
 //!   exceptions, the pace, the allowed clients and destinations, the users file, the HTTPS mode
-//!   and ports, the log level), at the base value before and after, and at the other value.
+//!   and ports, the log level, the audit of every decision, the disclosure served), at the
+//!   base value before and after, and at the other value.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -124,6 +125,8 @@ impl Fixture {
             ("policy.default_token", "\"BaseBot\"".into()),
             ("pacing.enabled", "true".into()),
             ("pacing.max_wait", "\"50ms\"".into()),
+            ("disclosure.enabled", "true".into()),
+            ("disclosure.crawlers", "[{ token = \"OtherBot\", name = \"Other\" }]".into()),
             ("disclosure.operator", "\"Example Org\"".into()),
             ("disclosure.contact", "\"mailto:bots@example.com\"".into()),
             ("disclosure.public_url", "\"https://bots.example.com\"".into()),
@@ -208,13 +211,13 @@ fn another_value(key: &str, fx: &Fixture) -> Option<String> {
             "[{ token = \"OtherBot\", keys = [\"k1\"], agent = \"https://bots.example.com\" }]"
                 .to_owned()
         }
-        "disclosure.enabled" => "true".to_owned(),
+        "disclosure.enabled" => "false".to_owned(),
         "disclosure.operator" => "\"Another Org\"".to_owned(),
         "disclosure.operator_url" => "\"https://example.com/\"".to_owned(),
         "disclosure.contact" => "\"mailto:crawling@example.com\"".to_owned(),
         "disclosure.public_url" => "\"https://crawlers.example.com\"".to_owned(),
         "disclosure.feed_entries" => "20".to_owned(),
-        "disclosure.crawlers" => "[{ token = \"OtherBot\", name = \"Other\" }]".to_owned(),
+        "disclosure.crawlers" => "[{ token = \"OtherBot\", name = \"Another\" }]".to_owned(),
         _ => return None,
     };
     Some(value)
@@ -300,6 +303,42 @@ async fn probe(key: &str, changed: bool, fx: &Fixture, p: &ProxyProcess) -> Opti
         }
         "https.mode" => connect(proxy, "127.0.0.1:443").await,
         "https.connect_ports" => connect(proxy, "127.0.0.1:8443").await,
+        // Whether an allowed request gets a record: its record comes before the refusal's.
+        "audit.all_decisions" => {
+            let audit = fx.at("state").join("audit.jsonl");
+            let count = |action: &str| {
+                let text = std::fs::read_to_string(&audit).unwrap_or_default();
+                text.lines()
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .filter(|r| r["event.action"] == action)
+                    .count()
+            };
+            let (allowed, refused) = (count("robots_allow"), count("robots_disallow"));
+            status(proxy, &format!("{base}/page"), UA).await;
+            status(proxy, &format!("{base}/private/2"), UA).await;
+            super::support::wait_until("the refusal's record", || {
+                count("robots_disallow") > refused
+            })
+            .await;
+            (count("robots_allow") > allowed).to_string()
+        }
+        // The disclosure the key directory listener serves.
+        "disclosure.enabled" => {
+            super::support::get(&format!("http://{}/crawlers.json", directory(p)))
+                .await
+                .0
+                .to_string()
+        }
+        "disclosure.operator" | "disclosure.contact" | "disclosure.crawlers" => {
+            let url = format!("http://{}/crawlers.json", directory(p));
+            let (code, json) = get_json(&url).await;
+            assert_eq!(code, 200, "{json:#}");
+            match key {
+                "disclosure.operator" => json["operator"]["name"].to_string(),
+                "disclosure.contact" => json["operator"]["contact"].to_string(),
+                _ => json["crawlers"][0]["name"].to_string(),
+            }
+        }
         // A new origin's robots.txt fetch is logged at debug.
         "log.level" => {
             let before = p.stderr().len();
@@ -335,6 +374,16 @@ async fn probe(key: &str, changed: bool, fx: &Fixture, p: &ProxyProcess) -> Opti
         ("https.mode", true) => "HTTP/1.1 403",
         ("https.connect_ports", false) => "HTTP/1.1 403",
         ("https.connect_ports", true) => "HTTP/1.1 200",
+        ("audit.all_decisions", false) => "false",
+        ("audit.all_decisions", true) => "true",
+        ("disclosure.enabled", false) => "200",
+        ("disclosure.enabled", true) => "404",
+        ("disclosure.operator", false) => "\"Example Org\"",
+        ("disclosure.operator", true) => "\"Another Org\"",
+        ("disclosure.contact", false) => "\"mailto:bots@example.com\"",
+        ("disclosure.contact", true) => "\"mailto:crawling@example.com\"",
+        ("disclosure.crawlers", false) => "\"Other\"",
+        ("disclosure.crawlers", true) => "\"Another\"",
         ("log.level", false) => "false",
         ("log.level", true) => "true",
         _ => unreachable!("every probe has both sides"),
@@ -345,6 +394,13 @@ async fn probe(key: &str, changed: bool, fx: &Fixture, p: &ProxyProcess) -> Opti
         if changed { "at its other value" } else { "at its base value" }
     );
     Some(seen)
+}
+
+/// The key directory listener's address, as the process printed it.
+fn directory(p: &ProxyProcess) -> String {
+    let log = p.stderr();
+    let line = log.lines().find_map(|l| l.strip_prefix("robots-proxy key directory listening on "));
+    line.expect("the key directory listens").trim().to_owned()
 }
 
 /// Sends SIGHUP and waits for reload number `n` to be applied; panics with the errors when it
@@ -420,7 +476,7 @@ async fn sighup_applies_every_reloadable_key() {
     for key in &probed {
         probe(key, false, &fx, &p).await;
     }
-    assert!(probed.len() >= 14, "{probed:?}");
+    assert!(probed.len() >= 19, "{probed:?}");
 
     // Every key of [signing] at once taken away, with the key directory listening: `serve`
     // refuses to start so (the directory would publish no key), so a reload refuses it too,

@@ -22,7 +22,8 @@ pub enum Scope {
     Tables,
 }
 
-/// The part of the running proxy that puts a reloadable key in force (`src/reload.rs`).
+/// The part of the running proxy that puts a reloadable key in force (each one a `Reload`
+/// part of the reloader, `src/reload/parts.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applier {
     /// `Proxy::reload`: the state a request or a CONNECT reads once (`Live`: policy, usage,
@@ -46,6 +47,22 @@ pub enum Applier {
     Signer,
     /// The public disclosure of the crawlers.
     Disclosure,
+}
+
+impl Applier {
+    /// Every applier: each is one part of the reloader (`src/reload/parts.rs`).
+    pub const ALL: [Applier; 10] = [
+        Applier::Live,
+        Applier::Access,
+        Applier::Pacer,
+        Applier::RobotsCache,
+        Applier::AuditLog,
+        Applier::LogFilter,
+        Applier::ListenerTls,
+        Applier::Ca,
+        Applier::Signer,
+        Applier::Disclosure,
+    ];
 }
 
 /// One entry of [`RELOADABLE`]: what it covers and what applies it.

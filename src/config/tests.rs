@@ -202,6 +202,9 @@ fn every_key_is_reloadable_or_has_a_restart_reason() {
     for entry in RESTART_ONLY {
         assert!(keys.iter().any(|k| entry.covers(k)), "{entry:?} covers no key");
     }
+    for applier in Applier::ALL {
+        assert!(applied_by(applier).next().is_some(), "{applier:?} applies no key");
+    }
     // Sections and lists of tables cover their keys, not their neighbours.
     assert!(is_reloadable("exceptions") && is_reloadable("exceptions.id"));
     assert!(!is_reloadable("exceptionsx") && !is_reloadable("policy"));

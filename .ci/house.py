@@ -127,8 +127,8 @@ module('proxy', 'the listeners, a request\'s steps (`pipeline.rs`), CONNECT, int
        '`policy`', 'access audit authority clock config error fleet framing guard limits metrics '
        'output pacing policy server signing tls usage sync')
 module('reload', 'the one `Reloader` (SIGHUP and `POST /api/reload`): applies a configuration to '
-       'the running collaborators', 'cache config disclosure logging on_disk preflight proxy '
-       'signing tls')
+       'the running collaborators, one `Reload` part each', 'audit cache config disclosure '
+       'logging on_disk preflight proxy signing tls')
 module('robots', 'the robots.txt engine: parse once, decide many times; pure, no I/O: the '
        'crate `crates/engine`', '')
 module('robots_version', 'a robots.txt version (the body as parsed, its SHA-256, when and from where it was fetched): in the crate `crates/archive`', '')

@@ -750,6 +750,7 @@ mod logged;
 pub use logged::exceptions_text;
 mod problems;
 mod reload;
+mod reloadable;
 #[cfg(test)]
 mod tests;
 mod warnings;
@@ -758,6 +759,8 @@ pub use bounds::{bounds, BoundKind, BoundSpec};
 use layers::*;
 use problems::*;
 pub use problems::{ConfigError, Origin, Problem};
-pub use reload::{
-    changes, in_force, is_reloadable, is_secret, needs_restart, restart_reason, Change, RELOADABLE,
+pub use reload::{changes, in_force, is_secret, needs_restart, Change};
+pub use reloadable::{
+    applied_by, is_reloadable, reloadability, restart_reason, summary as reload_summary, Applier,
+    ReloadKey, Reloadability, RestartKey, Scope, RELOADABLE, RESTART_ONLY, UNCLASSIFIED,
 };

@@ -1,107 +1,13 @@
 //! What a reload changes: the configuration's keys compared one by one ([`changes`]), which of
-//! them a running proxy applies ([`RELOADABLE`]) and why the others need a restart
-//! ([`restart_reason`]), with secrets masked ([`is_secret`]).
+//! them a running proxy applies ([`super::RELOADABLE`]) and why the others need a restart
+//! ([`super::restart_reason`]), with secrets masked ([`is_secret`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use figment::value::Value;
 use serde::Serialize;
 
-use super::{Config, Schema};
-
-/// Keys (or, ending in `.`, sections) that a running proxy applies on a reload (SIGHUP,
-/// `POST /api/reload`), for requests and connections that start afterwards. Every other key
-/// takes effect only after a restart; [`restart_reason`] says why.
-pub const RELOADABLE: &[&str] = &[
-    "policy.",
-    "usage.",
-    "audit.all_decisions",
-    "audit.fsync",
-    "audit.fsync_interval",
-    "log.level",
-    "upstream.response_timeout",
-    "upstream.body_idle_timeout",
-    "exceptions",
-    "exceptions.",
-    "access.users_file",
-    "access.allow_clients",
-    "access.allow_destinations",
-    "access.client_ca",
-    "access.client_certificate",
-    "proxy.tls_certificate",
-    "proxy.tls_key",
-    "pacing.",
-    "robots.max_age",
-    "robots.min_age",
-    "robots.give_up_after",
-    "robots.retry_initial",
-    "robots.retry_max",
-    "robots.refresh_ahead",
-    "https.mode",
-    "https.connect_ports",
-    "https.audit_tunnels",
-    "https.tunnel_idle_timeout",
-    "https.ca_cert",
-    "https.ca_key",
-    "signing.lifetime",
-    "signing.components",
-    "signing.reuse",
-    "signing.keep_client_signatures",
-    "signing.client_signatures",
-    "signing.keys_dir",
-    "signing.directory_lifetime",
-    "signing.keys",
-    "signing.identities",
-    "disclosure.",
-];
-
-/// Whether `key` is applied on a reload (see [`RELOADABLE`]).
-pub fn is_reloadable(key: &str) -> bool {
-    RELOADABLE.iter().any(|r| if r.ends_with('.') { key.starts_with(r) } else { key == *r })
-}
-
-/// Why a change to `key` (one that is not [`is_reloadable`]) takes effect only after a restart.
-pub fn restart_reason(key: &str) -> &'static str {
-    const LISTENER: &str = "the address of a listener: binding it again would drop the \
-                            connections open on it";
-    match key {
-        "proxy.listen" | "proxy.tls_listen" | "admin.listen" | "signing.directory_listen" => {
-            LISTENER
-        }
-        "state_dir" => {
-            "holds the robots.txt state, the archive, the default CA and the audit log, which \
-             are opened at start"
-        }
-        "https.upstream_ca_file" => {
-            "the TLS client configuration for origins is built once, shared by forwards, \
-             tunnels and robots.txt fetches"
-        }
-        "log.format" => "the log subscriber is installed at start",
-        "proxy.via"
-        | "proxy.header_read_timeout"
-        | "proxy.shutdown_grace"
-        | "proxy.shutdown_delay" => "read by the listener when the proxy starts",
-        _ if key.starts_with("fleet.") => {
-            "the Redis connection, the shared robots.txt store and the shared pace are built \
-             at start"
-        }
-        _ if key.starts_with("admin.") => "the admin listener's settings apply when it is bound",
-        "limits.transparent_huge_pages" => "set for the process when it starts",
-        _ if key.starts_with("limits.") => {
-            "the connection gate and the listeners' HTTP settings are built when they are bound"
-        }
-        _ if key.starts_with("upstream.") => "the pool of origin connections is built at start",
-        _ if key.starts_with("robots.") => {
-            "the robots.txt fetcher, its slots and the cache's memory bound are built at start \
-             (the cache is kept across reloads)"
-        }
-        _ if key.starts_with("audit.") => {
-            "the audit log file is opened at start (a reload reopens the same path)"
-        }
-        _ if key.starts_with("archive.") => "the robots.txt archive is opened at start",
-        _ => "applied at start only",
-    }
-}
+use super::{is_reloadable, Config, Schema};
 
 /// Whether the value of `key` is a secret, shown as `***` in a reload's report: a key named
 /// for a password, secret, credential or token file. (`fleet.redis` is shown with its

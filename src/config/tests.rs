@@ -171,6 +171,51 @@ fn reloadable_keys_and_restart_changes() {
     }
 }
 
+/// Every key of the configuration is either applied by a reload ([`RELOADABLE`]) or has the
+/// reason it needs a restart ([`RESTART_ONLY`]); none is in both by name, and every entry of
+/// either table covers a key (review-house B8, issue 38 item 7).
+#[test]
+fn every_key_is_reloadable_or_has_a_restart_reason() {
+    let schema = Schema::new();
+    let mut keys: Vec<&str> = schema
+        .kinds
+        .iter()
+        .filter(|(_, kind)| **kind != KeyKind::Section)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    // A deprecated alias, serialised only when set (so not in the schema).
+    keys.push("signing.keep_client_signatures");
+    let unclassified: Vec<&&str> =
+        keys.iter().filter(|k| reloadability(k) == Reloadability::Unclassified).collect();
+    assert!(
+        unclassified.is_empty(),
+        "neither reloadable nor with a restart reason: {unclassified:?}"
+    );
+    for entry in RELOADABLE {
+        assert!(keys.iter().any(|k| entry.covers(k)), "{entry:?} covers no key");
+        assert!(
+            !RESTART_ONLY.iter().any(|r| r.key == entry.key),
+            "{} is both reloadable and restart-only",
+            entry.key
+        );
+    }
+    for entry in RESTART_ONLY {
+        assert!(keys.iter().any(|k| entry.covers(k)), "{entry:?} covers no key");
+    }
+    for applier in Applier::ALL {
+        assert!(applied_by(applier).next().is_some(), "{applier:?} applies no key");
+    }
+    // Sections and lists of tables cover their keys, not their neighbours.
+    assert!(is_reloadable("exceptions") && is_reloadable("exceptions.id"));
+    assert!(!is_reloadable("exceptionsx") && !is_reloadable("policy"));
+    assert_eq!(
+        restart_reason("admin.listen"),
+        restart_reason("proxy.listen"),
+        "key before section"
+    );
+    assert_eq!(restart_reason("nothing.here"), UNCLASSIFIED);
+}
+
 /// A reload's report masks secrets: the Redis password (userinfo or `pass=`) never shows, and a
 /// change of the password alone is still reported, masked.
 #[test]

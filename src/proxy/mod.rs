@@ -86,6 +86,13 @@ pub struct Reloaded {
     pub users_file: Option<Option<std::path::PathBuf>>,
 }
 
+/// A reload built and checked by [`Proxy::prepare_reload`], not yet in force.
+pub struct PreparedReload {
+    pacing: crate::pacing::PacingPlan,
+    users: safety::UsersChange,
+    live: Live,
+}
+
 /// Everything a request handler needs, shared by all connections.
 struct Shared {
     /// What a configuration reload changes; read once per request.
@@ -363,19 +370,35 @@ impl Proxy {
     /// are the audit log's to apply ([`AuditLog::reconfigure`]), the robots.txt lifetimes the
     /// cache's.
     pub fn reload(&self, config: &Config, parts: LiveParts) -> Result<Reloaded, ProxyError> {
+        let prepared = self.prepare_reload(config, parts)?;
+        Ok(self.apply_reload(config, prepared))
+    }
+
+    /// The first half of [`Proxy::reload`]: builds and checks everything for `config`, and
+    /// changes nothing.
+    pub fn prepare_reload(
+        &self,
+        config: &Config,
+        parts: LiveParts,
+    ) -> Result<PreparedReload, ProxyError> {
         let pacing = self.shared.pacer.prepare(&config.pacing)?;
         let users = self.shared.safety.prepare_users(config)?;
         let running = self.shared.live.load();
         let timeouts = connection_timeouts(config, Some(&running.timeouts));
         let live = Live::new(config, &self.shared.store, parts, timeouts);
         live.policy.exceptions().carry_counts(running.policy.exceptions());
-        drop(running);
-        // Nothing below can fail.
+        Ok(PreparedReload { pacing, users, live })
+    }
+
+    /// The second half of [`Proxy::reload`]: puts in force what [`Proxy::prepare_reload`] built
+    /// from `config`. Nothing here can fail.
+    pub fn apply_reload(&self, config: &Config, prepared: PreparedReload) -> Reloaded {
+        let PreparedReload { pacing, users, live } = prepared;
         self.shared.pacer.apply(pacing);
         let users_file = self.shared.safety.apply(config, users);
         self.shared.live.store(Arc::new(live));
         self.shared.reloads.send_modify(|n| *n = n.wrapping_add(1));
-        Ok(Reloaded { users_file })
+        Reloaded { users_file }
     }
 
     /// Reads `access.users_file` again (SIGHUP) and puts its users in force; a file that cannot

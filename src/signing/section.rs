@@ -483,6 +483,15 @@ impl SigningSection {
         if self.keys_dir.as_os_str().is_empty() {
             bad.push(("signing.keys_dir", "must not be empty".into()));
         }
+        // `serve` cannot start the key directory without a key; a reload checked here refuses
+        // it too, instead of leaving the directory publishing the keys it had.
+        if self.directory_listen.is_some() && self.keys.is_empty() {
+            bad.push((
+                "signing.keys",
+                "is empty while signing.directory_listen is set: the key directory would                  publish no key (add keys, or leave directory_listen out)"
+                    .into(),
+            ));
+        }
         for (i, key) in self.keys.iter().enumerate() {
             let entry = || format!("entry {} ({})", i + 1, key.name);
             if self.keys[..i].iter().any(|k| k.name == key.name) {

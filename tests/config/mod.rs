@@ -7,7 +7,7 @@ mod env;
 mod file;
 mod logging;
 mod pacing;
-mod shipped;
+pub(crate) mod shipped;
 mod validate;
 
 use std::path::{Path, PathBuf};

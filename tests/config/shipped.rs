@@ -14,7 +14,7 @@ fn shipped() -> PathBuf {
 
 /// `section.key` for every `key = value` line, commented out (`# key = `) or not when
 /// `commented` is true.
-fn keys(toml: &str, commented: bool) -> BTreeSet<String> {
+pub(crate) fn keys(toml: &str, commented: bool) -> BTreeSet<String> {
     let mut section = String::new();
     let mut keys = BTreeSet::new();
     for line in toml.lines() {
@@ -128,4 +128,36 @@ fn shipped_file_leaves_out_only_the_version_and_the_optional_token() {
             "signing.directory_listen"
         ]
     );
+}
+
+/// The comment at the top of the shipped file, as one line of words (without the `#`s).
+fn header(text: &str) -> String {
+    let lines = text.lines().take_while(|l| l.starts_with('#'));
+    let words: Vec<&str> =
+        lines.flat_map(|l| l.trim_start_matches('#').split_whitespace()).collect();
+    words.join(" ")
+}
+
+/// Issue 38 item 7: every key the shipped file documents is either applied by a reload (the
+/// typed list, `config::RELOADABLE`) or has the reason it needs a restart
+/// (`config::RESTART_ONLY`); the file's header quotes the list as the code renders it, and
+/// names every key or section that needs a restart.
+#[test]
+fn every_documented_key_is_reloadable_or_needs_a_restart_and_the_header_says_which() {
+    use robots_proxy::config::{reloadability, Reloadability, Scope, RESTART_ONLY};
+    let text = std::fs::read_to_string(shipped()).unwrap();
+    let documented = keys(&text, true);
+    let unclassified: Vec<&String> =
+        documented.iter().filter(|k| reloadability(k) == Reloadability::Unclassified).collect();
+    assert!(unclassified.is_empty(), "neither reloadable nor restart-only: {unclassified:?}");
+    let header = header(&text);
+    let summary = config::reload_summary();
+    assert!(header.contains(&summary), "the header does not quote\n{summary}\n---\n{header}");
+    for entry in RESTART_ONLY {
+        let named = match entry.scope {
+            Scope::Section => format!("[{}]", entry.key),
+            Scope::Key | Scope::Tables => entry.key.to_owned(),
+        };
+        assert!(header.contains(&named), "the header's restart list does not name {named}");
+    }
 }

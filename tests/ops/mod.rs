@@ -28,6 +28,7 @@ mod quick_start;
 mod rebinding;
 pub(crate) mod refresh_ahead;
 mod reload_all;
+mod reload_every_key;
 mod reload_files;
 mod report_reload;
 mod side_limits;

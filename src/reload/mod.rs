@@ -4,8 +4,8 @@
 //! A reload reopens the audit log (log rotation sends SIGHUP too), reads the users file again,
 //! then reads the configuration from the sources the process started with and checks it as
 //! `serve` would (`preflight`). A configuration with any error is refused as a whole: the
-//! running one stays, and the report lists every error. Otherwise what [`crate::config::RELOADABLE`]
-//! names is applied to requests and connections that start from now on; open connections and
+//! running one stays, and the report lists every error. Otherwise what the typed list
+//! [`crate::config::RELOADABLE`] names is applied to requests and connections that start from now on; open connections and
 //! tunnels keep the settings they started with, and the robots cache and the pace are kept.
 //! Changes to other keys are reported as needing a restart, with the reason
 //! ([`crate::config::restart_reason`]).
@@ -19,13 +19,16 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cache::RobotsCache;
-use crate::config::{self, Change, Config, ConfigError};
+use crate::config::{self, Applier, Change, Config, ConfigError};
 use crate::on_disk::FileContents;
-use crate::proxy::{LiveParts, Proxy};
+use crate::proxy::Proxy;
 use crate::signing::Signer;
 use crate::tls::ca::{CaError, CertificateAuthority};
 use crate::tls::listener::ListenerTls;
 use crate::tls::HttpsMode;
+
+mod parts;
+use parts::{LogFilter, Reload, Reloading};
 
 /// Reads the configuration again from the sources the process started with (file,
 /// environment, flags), checked as `serve` checks it.
@@ -215,7 +218,7 @@ impl Reloader {
         listener_tls: Option<ListenerTls>,
     ) -> Self {
         let started_files = FileContents::read(&started);
-        Reloader {
+        let reloader = Reloader {
             load,
             proxy,
             cache,
@@ -225,7 +228,12 @@ impl Reloader {
             applied: tokio::sync::Mutex::new((started.clone(), started_files.clone())),
             started,
             started_files,
-        }
+        };
+        debug_assert!(
+            parts::covers_every_applier(&reloader.parts()),
+            "an applier of config::RELOADABLE has no part in the reloader"
+        );
+        reloader
     }
 
     /// Reloads (or, for [`Trigger::Preview`], compares only), logs the report and returns it.
@@ -334,57 +342,52 @@ impl Reloader {
             report.outcome = Outcome::Preview;
             return report;
         }
-        let ca_on_disk = on_disk.iter().any(|k| matches!(*k, "https.ca_cert" | "https.ca_key"));
+        let ca_on_disk = on_disk.iter().any(|k| config::applied_by(Applier::Ca).any(|c| c == *k));
         let ca = match self.ca_for(applied, &new, ca_on_disk) {
             Ok(ca) => ca,
             Err(e) => return report.refuse(Some("https.ca_cert"), &e),
         };
-        let listener_tls = match self.listener_tls_for(&report, &new) {
-            Ok(tls) => tls,
-            Err(e) => return report.refuse(Some("proxy.tls_certificate"), &e),
-        };
-        let reloaded = match self.proxy.reload(&new, LiveParts { ca, signer: signer.clone() }) {
-            Ok(reloaded) => reloaded,
-            Err(e) => return report.refuse(Some("access.users_file"), &e),
-        };
-        if let Some(file) = reloaded.users_file {
-            report.users_file = file.map(|file| UsersReport {
-                file: file.display().to_string(),
-                reloaded: true,
-                error: None,
-            });
-        }
-        if let (Some(in_force), Some(tls)) = (&self.listener_tls, listener_tls) {
-            in_force.store(tls);
-            tracing::info!("{who}: the TLS listener's certificate, key and client CA reloaded");
-        }
-        self.cache.reconfigure(&new.robots);
-        if let (Some(directory), Some(signer)) = (&self.directory, signer) {
-            directory.store(signer);
-        }
-        if let Err(e) = self.proxy.audit().reconfigure(&new.audit).await {
-            tracing::error!(error = %e, "{who}: cannot apply the audit options");
-        }
-        if let Err(e) = crate::logging::set_filter(&new.log, rust_log.as_deref()) {
-            tracing::error!(error = %e, "{who}: cannot apply log.level");
-        }
-        // What is disclosed follows what is in force: the new values of the keys a reload
-        // applies, the running ones of the others (`robots.max_redirects`, …) until a
-        // restart; it is kept under the state_dir the process started with (a restart key).
+        let changed: Vec<String> = report.changed.iter().map(|c| c.key.clone()).collect();
         let in_force = config::in_force(&self.started, &new);
-        // A `proxy_reconfigured` record when what the log names of the configuration changed.
-        if let Err(e) = self.proxy.audit().record_settings(in_force.logged_settings()).await {
-            tracing::error!(error = %e, "{who}: cannot queue the proxy_reconfigured audit record");
+        let reloading = Reloading {
+            who,
+            new: &new,
+            in_force: &in_force,
+            started: &self.started,
+            changed: &changed,
+            rust_log: rust_log.as_deref(),
+            signer,
+            ca,
+        };
+        // Every part is prepared, then every part applied: one that cannot be prepared
+        // refuses the reload with nothing applied.
+        let mut applying = Vec::new();
+        for part in self.parts() {
+            match part.prepare(&reloading) {
+                Ok(apply) => applying.push(apply),
+                Err(refused) => return report.refuse(Some(refused.key), &refused.message),
+            }
         }
-        let inputs = in_force.disclosure_inputs();
-        let now = std::time::SystemTime::now();
-        if let Err(e) = self.disclosure.update(&inputs, &self.started.state_dir, now) {
-            tracing::error!(error = %e, "{who}: the crawler disclosure is not up to date");
+        for apply in applying {
+            apply(&mut report).await;
         }
         *applied = new;
         *applied_files = files;
         report.outcome = Outcome::Applied;
         report
+    }
+
+    /// The parts a reload brings up to date, in the order they are prepared and applied.
+    fn parts(&self) -> [&dyn Reload; 7] {
+        [
+            &self.listener_tls,
+            &self.proxy,
+            &*self.cache,
+            &self.directory,
+            self.proxy.audit(),
+            &LogFilter,
+            &*self.disclosure,
+        ]
     }
 
     /// Reads the users file in force again; `None` without one.
@@ -409,32 +412,6 @@ impl Reloader {
                     error: Some(e.to_string()),
                 })
             }
-        }
-    }
-
-    /// The TLS listener's configuration for `new`, read again when the report says its
-    /// certificate, key or client verification changed (a key, or a file on disk); `None`
-    /// when nothing changed or there is no TLS listener.
-    fn listener_tls_for(
-        &self,
-        report: &ReloadReport,
-        new: &Config,
-    ) -> Result<Option<Arc<rustls::ServerConfig>>, crate::tls::listener::ListenerTlsError> {
-        const KEYS: [&str; 4] = [
-            "proxy.tls_certificate",
-            "proxy.tls_key",
-            "access.client_ca",
-            "access.client_certificate",
-        ];
-        if self.listener_tls.is_none()
-            || !report.changed.iter().any(|c| KEYS.contains(&c.key.as_str()))
-        {
-            return Ok(None);
-        }
-        // tls_listen itself needs a restart: the listener that runs is the one started with.
-        match crate::preflight::listener_files(new) {
-            Some(files) => crate::tls::listener::listener_config(files).map(Some),
-            None => Ok(None),
         }
     }
 

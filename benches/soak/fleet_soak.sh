@@ -23,6 +23,13 @@
 #     each is printed.
 # Exit status 0 when every check passes.
 #
+# TOPOLOGY=cluster runs the fleet on a Redis Cluster instead (fleet.topology = "cluster"): three
+# primaries and three replicas (REDIS_PORT..REDIS_PORT+5, cluster-node-timeout 2 s), and halfway
+# the primary serving the fleet-wide slot ({fleet}: the heartbeat, the view) is killed (-9) and
+# its replica promoted: the checks are the same, "stopped" being the kill and "started" the
+# first write the new primary answers.
+#   TOPOLOGY=cluster benches/soak/fleet_soak.sh       # the 10-minute run with a failover
+#
 #   benches/soak/fleet_soak.sh                         # the full run: 600 s
 #   DURATION=60 benches/soak/fleet_soak.sh             # the short run (CI-sized, ~2 min in all)
 #   SKIP_BUILD=1 RATE=0 DURATION=120 benches/soak/fleet_soak.sh
@@ -50,6 +57,7 @@ PROXY_PORT=${PROXY_PORT:-18231}         # first instance; the others follow
 REDIS_PORT=${REDIS_PORT:-18240}
 REDIS_DOWN=${REDIS_DOWN:-10}            # seconds Redis stays stopped, halfway through
 ON_REDIS_ERROR=${ON_REDIS_ERROR:-local} # fleet.on_redis_error
+TOPOLOGY=${TOPOLOGY:-server}            # server (one redis-server) or cluster (see above)
 REJOIN_WITHIN=${REJOIN_WITHIN:-30}      # seconds after Redis is back to be in the fleet again
 PHASE_SECONDS=${PHASE_SECONDS:-15}
 HANG_SECONDS=${HANG_SECONDS:-10}
@@ -67,7 +75,9 @@ NAMES=(a b c)
 (( FAULTS <= ORIGINS )) || die "FAULTS ($FAULTS) is more than ORIGINS ($ORIGINS)"
 (( DURATION >= 4 * REDIS_DOWN )) || die "DURATION ($DURATION) must be at least 4 x REDIS_DOWN ($REDIS_DOWN)"
 [[ $ON_REDIS_ERROR == local || $ON_REDIS_ERROR == refuse ]] || die "ON_REDIS_ERROR is local or refuse"
+[[ $TOPOLOGY == server || $TOPOLOGY == cluster ]] || die "TOPOLOGY is server or cluster"
 need python3; need curl; need jq; need redis-server
+[[ $TOPOLOGY == cluster ]] && need redis-cli
 trap stop_all EXIT
 mkdir -p "$RUN_DIR"
 log "run directory: $RUN_DIR"
@@ -80,7 +90,9 @@ for (( p = ORIGIN_PORT; p <= last_port; p++ )); do
   if (( p > last_port - FAULTS )); then specs+=("fault:$p"); fault_ports+=("$p"); else specs+=("$p"); fi
 done
 for i in "${!NAMES[@]}"; do proxy_ports+=("$(( PROXY_PORT + i ))"); done
-ports_free "${ports[@]}" "$FAULT_PORT" "${proxy_ports[@]}" "$REDIS_PORT"
+redis_ports=("$REDIS_PORT")
+[[ $TOPOLOGY == cluster ]] && redis_ports=($(seq "$REDIS_PORT" $(( REDIS_PORT + 5 ))))
+ports_free "${ports[@]}" "$FAULT_PORT" "${proxy_ports[@]}" "${redis_ports[@]}"
 
 # forget NAME:PID: drops a process stopped here from the list stop_all goes through.
 forget() {
@@ -98,7 +110,53 @@ start_redis() {
   remember redis-server "$REDIS_PID"
   wait_port "$REDIS_PORT" "$REDIS_PID" 10 || die "redis-server did not start"
 }
-start_redis
+# start_cluster: six cluster nodes made into three primaries with a replica each; sets
+# CLUSTER_PIDS (port -> pid).
+declare -A CLUSTER_PIDS
+start_cluster() {
+  local port
+  for port in "${redis_ports[@]}"; do
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+      --cluster-enabled yes --cluster-config-file "$RUN_DIR/nodes-$port.conf" \
+      --cluster-node-timeout 2000 --maxmemory 256mb --maxmemory-policy noeviction \
+      >>"$RUN_DIR/redis-$port.log" 2>&1 </dev/null &
+    CLUSTER_PIDS[$port]=$!
+    remember "redis-$port" "$!"
+    wait_port "$port" "$!" 10 || die "redis-server on $port did not start"
+  done
+  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${redis_ports[@]}") \
+    --cluster-replicas 1 --cluster-yes >"$RUN_DIR/cluster-create.log" 2>&1 ||
+    die "redis-cli --cluster create failed (see $RUN_DIR/cluster-create.log)"
+  for _ in $(seq 100); do
+    ok=0
+    for port in "${redis_ports[@]}"; do
+      redis-cli -p "$port" cluster info | grep -q '^cluster_state:ok' && ok=$(( ok + 1 ))
+    done
+    (( ok == ${#redis_ports[@]} )) && return 0
+    sleep 0.2
+  done
+  die "the cluster never said cluster_state:ok"
+}
+
+# fleet_primary: the port of the primary serving the fleet-wide slot ({fleet}).
+fleet_primary() {
+  local slot
+  slot=$(redis-cli -p "$REDIS_PORT" cluster keyslot fleet)
+  redis-cli -p "$REDIS_PORT" cluster nodes | awk -v s="$slot" '$3 ~ /master/ && $3 !~ /fail/ {
+    for (i = 9; i <= NF; i++) {
+      n = split($i, r, "-"); lo = r[1]; hi = (n == 2 ? r[2] : r[1]);
+      if (s + 0 >= lo + 0 && s + 0 <= hi + 0) { split($2, a, "@"); split(a[1], b, ":"); print b[2] }
+    }
+  }'
+}
+
+if [[ $TOPOLOGY == cluster ]]; then
+  start_cluster
+  REDIS_URLS=$(printf 'redis://127.0.0.1:%s,' "${redis_ports[@]}"); REDIS_URLS=${REDIS_URLS%,}
+else
+  start_redis
+  REDIS_URLS="redis://127.0.0.1:$REDIS_PORT"
+fi
 
 offsets=() i=0
 for p in "${fault_ports[@]}"; do offsets+=("$p=$(( (2 * i) % 6 ))"); i=$(( i + 1 )); done
@@ -116,7 +174,8 @@ proxy_pids=() admins=()
 for i in "${!NAMES[@]}"; do
   name=${NAMES[$i]}
   start_proxy "$RUN_DIR/$name" "${proxy_ports[$i]}" \
-    ROBOTS_PROXY_FLEET__REDIS="redis://127.0.0.1:$REDIS_PORT" \
+    ROBOTS_PROXY_FLEET__REDIS="$REDIS_URLS" \
+    ROBOTS_PROXY_FLEET__TOPOLOGY="$TOPOLOGY" \
     ROBOTS_PROXY_FLEET__INSTANCE="$name" \
     ROBOTS_PROXY_FLEET__KEY_PREFIX="fleet-soak-$$:" \
     ROBOTS_PROXY_FLEET__ON_REDIS_ERROR="$ON_REDIS_ERROR" \
@@ -174,7 +233,11 @@ done
 
 per_rate=0
 (( RATE > 0 )) && per_rate=$(( (RATE + ${#NAMES[@]} - 1) / ${#NAMES[@]} ))
-log "load: ${#NAMES[@]} instances x $CONNS connections for ${DURATION}s (rate ${RATE}/s in all, 0 = unlimited); Redis stopped at $(( DURATION / 2 ))s for ${REDIS_DOWN}s"
+if [[ $TOPOLOGY == cluster ]]; then
+  log "load: ${#NAMES[@]} instances x $CONNS connections for ${DURATION}s (rate ${RATE}/s in all, 0 = unlimited); a cluster primary killed at $(( DURATION / 2 ))s"
+else
+  log "load: ${#NAMES[@]} instances x $CONNS connections for ${DURATION}s (rate ${RATE}/s in all, 0 = unlimited); Redis stopped at $(( DURATION / 2 ))s for ${REDIS_DOWN}s"
+fi
 overflows_before=$(listen_overflows)
 loadgens=()
 for i in "${!NAMES[@]}"; do
@@ -187,16 +250,38 @@ for i in "${!NAMES[@]}"; do
   loadgens+=("$!")
 done
 
-# Halfway: Redis goes away, then comes back empty.
+# Halfway: Redis goes away, then comes back empty; or a cluster primary dies and its replica
+# takes over.
 sleep $(( DURATION / 2 ))
-stop_pid redis-server "$REDIS_PID"
-forget "redis-server:$REDIS_PID"
-echo "$(since) redis_stopped" >>"$RUN_DIR/events.tsv"
-log "redis-server stopped"
-sleep "$REDIS_DOWN"
-start_redis
-echo "$(since) redis_started" >>"$RUN_DIR/events.tsv"
-log "redis-server (pid $REDIS_PID) started again"
+if [[ $TOPOLOGY == cluster ]]; then
+  victim=$(fleet_primary)
+  [[ -n $victim ]] || die "no primary serves the fleet-wide slot"
+  live=$REDIS_PORT
+  for port in "${redis_ports[@]}"; do [[ $port != "$victim" ]] && { live=$port; break; }; done
+  kill -KILL "${CLUSTER_PIDS[$victim]}"
+  forget "redis-$victim:${CLUSTER_PIDS[$victim]}"
+  echo "$(since) redis_stopped" >>"$RUN_DIR/events.tsv"
+  log "cluster primary on $victim killed"
+  failed_over=0
+  for _ in $(seq 300); do
+    if [[ $(redis-cli -c -p "$live" set "fleet-soak-probe-{fleet}" 1 2>/dev/null) == OK ]]; then
+      failed_over=1; break
+    fi
+    sleep 0.1
+  done
+  (( failed_over )) || die "the cluster never promoted a replica for the fleet-wide slot"
+  echo "$(since) redis_started" >>"$RUN_DIR/events.tsv"
+  log "failover done: the fleet-wide slot is served by $(fleet_primary)"
+else
+  stop_pid redis-server "$REDIS_PID"
+  forget "redis-server:$REDIS_PID"
+  echo "$(since) redis_stopped" >>"$RUN_DIR/events.tsv"
+  log "redis-server stopped"
+  sleep "$REDIS_DOWN"
+  start_redis
+  echo "$(since) redis_started" >>"$RUN_DIR/events.tsv"
+  log "redis-server (pid $REDIS_PID) started again"
+fi
 
 loadgen_rc=0
 for pid in "${loadgens[@]}"; do wait "$pid" || loadgen_rc=$?; done
@@ -207,7 +292,7 @@ for entry in "${PIDS[@]}"; do
 done
 
 echo
-echo "== fleet soak: ${#NAMES[@]} instances x $CONNS connections, ${DURATION}s, Redis down ${REDIS_DOWN}s halfway (on_redis_error $ON_REDIS_ERROR), $ORIGINS origins ($FAULTS with robots.txt faults), run dir $RUN_DIR"
+echo "== fleet soak ($TOPOLOGY): ${#NAMES[@]} instances x $CONNS connections, ${DURATION}s, Redis down ${REDIS_DOWN}s halfway (on_redis_error $ON_REDIS_ERROR), $ORIGINS origins ($FAULTS with robots.txt faults), run dir $RUN_DIR"
 (( loadgen_rc == 0 )) || fail "a load client exited with status $loadgen_rc"
 echo "INFO  listen-queue overflows (TcpExt ListenOverflows, all listeners) during the load: $overflows"
 for i in "${!NAMES[@]}"; do

@@ -103,7 +103,7 @@ forget() {
 
 # start_redis: a redis-server without persistence; sets REDIS_PID.
 start_redis() {
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$RUN_DIR" \
     --maxmemory 256mb --maxmemory-policy noeviction \
     >>"$RUN_DIR/redis.log" 2>&1 </dev/null &
   REDIS_PID=$!
@@ -118,6 +118,7 @@ start_cluster() {
   for port in "${redis_ports[@]}"; do
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
       --cluster-enabled yes --cluster-config-file "$RUN_DIR/nodes-$port.conf" \
+      --dir "$RUN_DIR" --dbfilename "dump-$port.rdb" \
       --cluster-node-timeout 2000 --maxmemory 256mb --maxmemory-policy noeviction \
       >>"$RUN_DIR/redis-$port.log" 2>&1 </dev/null &
     CLUSTER_PIDS[$port]=$!

@@ -7,10 +7,13 @@ use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// One `redis-server` process.
+/// One `redis-server` process, with a working directory of its own (a replica writes the
+/// primary's snapshot there during a full sync; in the test's working directory it was left
+/// behind as `dump.rdb`).
 struct Node {
     port: u16,
     child: Option<Child>,
+    _dir: tempfile::TempDir,
 }
 
 impl Node {
@@ -20,15 +23,17 @@ impl Node {
     }
 
     fn spawn_at(port: u16, args: &[&str]) -> Node {
+        let dir = tempfile::tempdir().unwrap();
         let child = Command::new("redis-server")
             .args(args)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", dir.path().to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server starts");
-        let node = Node { port, child: Some(child) };
+        let node = Node { port, child: Some(child), _dir: dir };
         node.until_listening();
         node
     }
@@ -113,8 +118,6 @@ impl Cluster {
                         conf.to_str().unwrap(),
                         "--cluster-node-timeout",
                         "1000",
-                        "--dir",
-                        dir.path().to_str().unwrap(),
                     ],
                 )
             })

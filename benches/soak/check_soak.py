@@ -467,12 +467,17 @@ def check_fleet(args, run, names):
     for name in names:
         seen = polls.get(name, [])
         down = [t for t, up, _ in seen if stopped <= t and up == "0"]
+        # A failover can take an instance out for less than one poll: its log says it went.
+        log_path = os.path.join(run, name, "proxy.log")
+        logged = os.path.exists(log_path) and any(
+            "fleet: Redis is out of reach" in line
+            for line in open(log_path, encoding="utf-8", errors="replace"))
         back = [t for t, up, n in seen
                 if t >= started and up == "1" and n.isdigit() and int(n) >= len(names)]
         before = [t for t, up, n in seen if t < stopped and up == "1"]
         check(bool(before), f"{name}: in the fleet before the restart ({len(before)} polls)")
-        check(bool(down), f"{name}: saw Redis go (fleet_up 0 at "
-              f"{down[0] if down else '-'}s)")
+        check(bool(down) or logged, f"{name}: saw Redis go (fleet_up 0 at "
+              f"{down[0] if down else '-'}s" + (", and logged it" if logged else "") + ")")
         rejoin = back[0] - started if back else None
         check(rejoin is not None and rejoin <= args.rejoin_within,
               f"{name}: rejoined the fleet (fleet_up 1, {len(names)} instances seen) "

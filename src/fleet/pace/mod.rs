@@ -39,7 +39,11 @@
 //! no task per request; 33-36 us of the instance's CPU per request (40 before, 28-30 alone)
 //! and 17-20 us of Redis's. Fleet against one instance alone, three runs of 5-7 rounds:
 //! 0.83, 0.74, 0.77 before; 1.18, 0.93, 1.16 after (the shared machine's noise is large: a
-//! round's own ratio ranged 0.6-1.6). Leasing a
+//! round's own ratio ranged 0.6-1.6). On 2026-11-29 the same bench gave 0.18: the N8 margin
+//! (half the round trip to Redis, [`with_margin`]) was added whole to `default_rps` 100,000's
+//! 10 us spacing, one request per round trip; with the margin capped at a quarter of the
+//! spacing, 0.58 (12,663 against 21,950 requests/s, medians of 5 interleaved rounds, a build
+//! running beside it): short of the 0.9 of issue 40, not yet explained. Leasing a
 //! site's budget to an instance for a short window, or reserving several starts per call,
 //! would take Redis off the path of most requests; neither is done: a start leased and
 //! unused still holds every other instance back by its spacing, and the fleet's guarantees

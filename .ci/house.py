@@ -38,7 +38,7 @@ CRATES = [
     ('robots-proxy', '.', 'the proxy, its listeners and stores, and the `robots-proxy` binary '
      '(`src/`); re-exports the crates below under their module names',
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
-     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync'),
+     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only'),
     ('robots-proxy-pace', 'crates/pace', 'politeness per site (module `pacing`): Crawl-delay, '
      'rates, concurrency; a pure schedule, the `PaceStore` seam and the in-process store',
      'robots-proxy-engine robots-proxy-authority robots-proxy-sync'),
@@ -57,6 +57,8 @@ CRATES = [
      'have poisoned it (module `sync`)', ''),
     ('robots-proxy-units', 'crates/units', 'the units the configuration is written in (module '
      '`units`): sizes', ''),
+    ('robots-proxy-owner-only', 'crates/owner_only', 'the mode check of private keys and of the '
+     'directories that hold them, and their whole-or-nothing writes (module `owner_only`)', ''),
     ('robots-proxy-output', 'crates/output', 'one output encoding per kind of sink, for text '
      'outsiders wrote (module `output`)', ''),
 ]
@@ -114,7 +116,8 @@ module('on_disk', 'the files a configuration names and what they hold, so a relo
        'contents', 'config preflight tls')
 module('output', 'one output encoding per kind of sink, for text outsiders wrote: the crate '
        '`crates/output`', '')
-module('owner_only', 'the mode check of private keys and of the directories that hold them', '')
+module('owner_only', 'the mode check of private keys and of the directories that hold them: the '
+       'crate `crates/owner_only`', '')
 module('pacing', 'politeness: Crawl-delay and a pace per site across every crawler; `PaceStore` and `LocalPace`: the crate `crates/pace`', '')
 module('policy', 'the one door to the rules: product token, readings, decision, exceptions, '
        'report-only, the audit record; re-exports what others need of `cache` and `archive`',

@@ -28,7 +28,7 @@ pub mod metrics;
 pub mod notify;
 pub mod on_disk;
 pub use robots_proxy_output as output;
-pub mod owner_only;
+pub use robots_proxy_owner_only as owner_only;
 pub use robots_proxy_pace as pacing;
 pub mod policy;
 pub mod preflight;

@@ -1,8 +1,11 @@
 //! Private keys, and the directories that hold them, must be their owner's alone: the mode
-//! check shared by the interception CA's key ([`crate::tls::ca`]) and the Web Bot Auth signing
-//! keys ([`crate::signing::keys`]). A file others may read gives the key away; a directory
-//! others may write lets them replace a key (unlink, then create) with one they know. And
-//! such files are written whole or not at all ([`write_new`]).
+//! check shared by the interception CA's key (`robots_proxy::tls::ca`), the Web Bot Auth
+//! signing keys (`robots_proxy::signing::keys`) and the fleet's key file. A file others may
+//! read gives the key away; a directory others may write lets them replace a key (unlink, then
+//! create) with one they know. And such files are written whole or not at all ([`write_new`]).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 use std::path::Path;
 

@@ -38,7 +38,15 @@ CRATES = [
     ('robots-proxy', '.', 'the proxy, its listeners and stores, and the `robots-proxy` binary '
      '(`src/`); re-exports the crates below under their module names',
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
-     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only'),
+     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
+     'robots-proxy-access robots-proxy-net'),
+    ('robots-proxy-net', 'crates/net', 'connections, both ways: the one `serve_connection` and its '
+     '`ConnectionTimeouts` (module `server`), the connection gate and limits (module `limits`), '
+     'the destination guard and its connector (module `guard`), TLS (module `tls`); never `config`',
+     'robots-proxy-access robots-proxy-framing robots-proxy-owner-only robots-proxy-sync '
+     'robots-proxy-units'),
+    ('robots-proxy-access', 'crates/access', 'who may use the proxy (module `access`): the client '
+     'access list, proxy authentication and the users file', 'robots-proxy-engine robots-proxy-output'),
     ('robots-proxy-pace', 'crates/pace', 'politeness per site (module `pacing`): Crawl-delay, '
      'rates, concurrency; a pure schedule, the `PaceStore` seam and the in-process store',
      'robots-proxy-engine robots-proxy-authority robots-proxy-sync'),
@@ -74,7 +82,7 @@ def module(name, job, reaches):
 
 
 module('access', 'who may use the proxy: the client access list, proxy authentication and '
-       'the users file', 'robots output')
+       'the users file: the crate `crates/access`', '')
 module('admin', 'the admin listener: metrics, health, live decisions, purges, reload, the status '
        'page; reaches robots.txt only through `policy`', 'access audit authority config fleet '
        'metrics policy proxy reload server')
@@ -104,10 +112,10 @@ module('fleet', 'the fleet on Redis: `[fleet]`, the link, shared robots.txt reco
        '`cache::SharedRobots`), the shared pace (implements `pacing::PaceStore`), the fleet view; '
        'never `proxy` or `config`', 'authority cache clock output owner_only pacing units sync')
 module('framing', 'request smuggling checks on the bytes a client sends: the crate `crates/framing`', '')
-module('guard', 'the destination guard: where the proxy may connect (SSRF), and its connector',
-       'access sync')
-module('limits', 'connection and request limits: the connection gate, head sizes, write timeouts',
-       'framing units')
+module('guard', 'the destination guard: where the proxy may connect (SSRF), and its connector: '
+       'in the crate `crates/net`', '')
+module('limits', 'connection and request limits: the connection gate, head sizes, write '
+       'timeouts: in the crate `crates/net`', '')
 module('logging', 'operational logs (tracing), apart from the audit log', 'audit config output')
 module('metrics', 'Prometheus metrics, the status page\'s series and the recent blocks',
        'archive audit authority cache fleet pacing sync')
@@ -136,11 +144,11 @@ module('robots', 'the robots.txt engine: parse once, decide many times; pure, no
        'crate `crates/engine`', '')
 module('robots_version', 'a robots.txt version (the body as parsed, its SHA-256, when and from where it was fetched): in the crate `crates/archive`', '')
 module('server', 'the one way a connection is served (`serve_connection`): HTTP/1.1 or HTTP/2 '
-       'with the configured limits, for every listener', 'access limits')
+       'with the configured limits, for every listener: in the crate `crates/net`', '')
 module('signing', 'Web Bot Auth: keys, the signer, cosigning, the key directory, `robots-proxy '
        'keys`; never `config`', 'authority clock owner_only robots server sync')
 module('tls', 'the one crypto provider, the proxy\'s CA, the verified client for origins, the '
-       'TLS listener', 'guard owner_only')
+       'TLS listener: in the crate `crates/net`', '')
 module('sync', 'the one way a lock is taken when a panicking thread may have poisoned it: the '
        'crate `crates/sync`', '')
 module('units', 'units the configuration is written in (sizes)', '')

@@ -23,8 +23,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-use crate::framing::{FramingWatch, Verdicts};
-use crate::units::ByteSize;
+use robots_proxy_framing::{FramingWatch, Verdicts};
+use robots_proxy_units::ByteSize;
 
 /// What happens to a connection beyond `limits.max_connections`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,7 +95,7 @@ pub const MIN_HEADER_BYTES: ByteSize = ByteSize(8 * 1024);
 pub const MAX_HEADER_BYTES: ByteSize = ByteSize(1024 * 1024);
 
 impl LimitsSection {
-    /// Every rule broken, as (key, message), for [`crate::config::Config::validate`].
+    /// Every rule broken, as (key, message), for `robots_proxy::config::Config::validate`.
     pub fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
         // The range of each value is in the one table of bounds (src/config/bounds.rs); what
@@ -421,25 +421,32 @@ impl AsyncWrite for ClientIo {
 /// When bytes last moved on a connection or relay, for an idle limit: one clock reading per
 /// transfer, and one timer for the whole connection, looked at when it fires. Shared by the
 /// tunnel relay (`proxy::relay`) and the HTTP/2 idle limit (`server`).
-pub(crate) struct Activity {
+pub struct Activity {
     start: tokio::time::Instant,
     /// Nanoseconds from `start` to the last transfer.
     last: std::sync::atomic::AtomicU64,
 }
 
+impl Default for Activity {
+    fn default() -> Self {
+        Activity::new()
+    }
+}
+
 impl Activity {
-    pub(crate) fn new() -> Self {
+    /// Nothing moved yet: the idle limit counts from now.
+    pub fn new() -> Self {
         Activity { start: tokio::time::Instant::now(), last: std::sync::atomic::AtomicU64::new(0) }
     }
 
     /// Bytes moved now.
-    pub(crate) fn touch(&self) {
+    pub fn touch(&self) {
         let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.last.store(nanos, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Completes once nothing has moved for `idle`.
-    pub(crate) async fn quiet(&self, idle: Duration) {
+    pub async fn quiet(&self, idle: Duration) {
         let timer = tokio::time::sleep(idle);
         tokio::pin!(timer);
         loop {
@@ -458,7 +465,7 @@ impl Activity {
 /// A stream whose transfers count in an [`Activity`]: every read that brought bytes, and
 /// with [`WatchedIo::both_ways`] every write that sent some too. The HTTP/2 idle limit watches
 /// what its client sends; the tunnel relay watches both directions on the client side.
-pub(crate) struct WatchedIo<T, A> {
+pub struct WatchedIo<T, A> {
     io: T,
     activity: A,
     writes: bool,
@@ -466,12 +473,12 @@ pub(crate) struct WatchedIo<T, A> {
 
 impl<T, A: std::ops::Deref<Target = Activity>> WatchedIo<T, A> {
     /// Reads count; writes do not.
-    pub(crate) fn reads(io: T, activity: A) -> Self {
+    pub fn reads(io: T, activity: A) -> Self {
         WatchedIo { io, activity, writes: false }
     }
 
     /// Reads and writes count.
-    pub(crate) fn both_ways(io: T, activity: A) -> Self {
+    pub fn both_ways(io: T, activity: A) -> Self {
         WatchedIo { io, activity, writes: true }
     }
 }

@@ -46,7 +46,7 @@ use hyper_util::rt::TokioIo;
 use ipnet::IpNet;
 use tokio::net::TcpStream;
 
-use crate::access::IpRange;
+use robots_proxy_access::IpRange;
 
 /// Why an address is prohibited as a destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,6 +33,9 @@
 //! m=7168 KiB with t=5): memory of at least 7168 KiB, and memory times passes of at least
 //! 35840 KiB.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -50,7 +53,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::robots::ProductToken;
+use robots_proxy_engine::ProductToken;
 
 /// The realm named in `Proxy-Authenticate`.
 pub const REALM: &str = "robots-proxy";
@@ -176,7 +179,7 @@ impl ClientAcl {
     /// Counts and logs a refused connection from `peer`.
     pub fn record_refusal(&self, peer: SocketAddr) {
         let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        if crate::output::warn_on(n) {
+        if robots_proxy_output::warn_on(n) {
             tracing::warn!(
                 client = %peer,
                 refused_so_far = n,
@@ -228,7 +231,7 @@ pub enum AccessError {
     Name(String),
     /// A product token that cannot be used.
     #[error("product token: {0}")]
-    Token(#[from] crate::robots::InvalidToken),
+    Token(#[from] robots_proxy_engine::InvalidToken),
     /// Hashing failed.
     #[error("cannot hash the password: {0}")]
     Hash(String),
@@ -407,7 +410,7 @@ impl Authenticator {
     /// [`ClientAcl::record_refusal`]).
     pub fn record_failure(&self, client: SocketAddr, failure: &AuthFailure) {
         let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        if crate::output::warn_on(n) {
+        if robots_proxy_output::warn_on(n) {
             tracing::warn!(client = %client, reason = %failure, failures_so_far = n, "proxy authentication failed");
         } else {
             tracing::debug!(client = %client, reason = %failure, "proxy authentication failed");

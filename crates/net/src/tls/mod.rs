@@ -21,7 +21,6 @@ pub fn provider() -> Arc<CryptoProvider> {
 /// How CONNECT requests (HTTPS through the proxy) are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
 pub enum HttpsMode {
     /// Terminate the client's TLS with a certificate from the proxy's CA, decide every request
     /// inside exactly as for plain HTTP, and forward over a fresh, verified TLS connection.

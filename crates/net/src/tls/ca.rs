@@ -179,9 +179,9 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
 }
 
 /// Writes `bytes` to `path`, which must not exist, all at once
-/// ([`crate::owner_only::write_new`]), so `path` is either absent or whole.
+/// ([`robots_proxy_owner_only::write_new`]), so `path` is either absent or whole.
 fn put_in_place(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
-    crate::owner_only::write_new(path, bytes, mode).map_err(|source| match source.kind() {
+    robots_proxy_owner_only::write_new(path, bytes, mode).map_err(|source| match source.kind() {
         std::io::ErrorKind::AlreadyExists => CaError::Exists(path.to_owned()),
         _ => CaError::Io { path: path.to_owned(), source },
     })
@@ -218,7 +218,7 @@ pub struct CertificateAuthority {
 /// Refuses a CA key that the file's group or others may read or write (as SSH refuses a
 /// private key that others can read). A key `ca init` or `serve` made has mode 0600.
 fn check_key_mode(path: &Path) -> Result<(), CaError> {
-    match crate::owner_only::too_open(path, crate::owner_only::KEY_FILE) {
+    match robots_proxy_owner_only::too_open(path, robots_proxy_owner_only::KEY_FILE) {
         Ok(None) => Ok(()),
         Ok(Some(mode)) => Err(CaError::KeyMode { path: path.to_owned(), mode }),
         Err(source) => Err(CaError::Io { path: path.to_owned(), source }),

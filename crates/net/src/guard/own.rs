@@ -49,7 +49,7 @@ impl OwnListeners {
 
     /// Adds a listen address (once).
     pub(super) fn add(&self, addr: SocketAddr) {
-        let mut listeners = crate::sync::write(&self.listeners);
+        let mut listeners = robots_proxy_sync::write(&self.listeners);
         if !listeners.contains(&addr) {
             listeners.push(addr);
         }
@@ -57,7 +57,7 @@ impl OwnListeners {
 
     /// The listen addresses known so far.
     pub(super) fn listeners(&self) -> Vec<SocketAddr> {
-        crate::sync::read(&self.listeners).clone()
+        robots_proxy_sync::read(&self.listeners).clone()
     }
 
     /// Whether a connection to `addr` would arrive at one of the listeners.
@@ -65,7 +65,7 @@ impl OwnListeners {
         let ip = super::canonical(addr.ip());
         let mut wildcard = false;
         {
-            let listeners = crate::sync::read(&self.listeners);
+            let listeners = robots_proxy_sync::read(&self.listeners);
             for listen in listeners.iter().filter(|l| l.port() == addr.port()) {
                 let listen_ip = super::canonical(listen.ip());
                 if listen_ip == ip || ip.is_unspecified() {
@@ -90,7 +90,7 @@ impl OwnListeners {
     /// The local interface addresses, from the last [`INTERFACES_TTL`] or asked for now.
     /// `None` when the system cannot tell.
     fn interface_addresses(&self) -> Option<Arc<[IpAddr]>> {
-        let mut cached = crate::sync::lock(&self.interfaces);
+        let mut cached = robots_proxy_sync::lock(&self.interfaces);
         if let Some((read, addrs)) = cached.as_ref() {
             if read.elapsed() < INTERFACES_TTL {
                 return addrs.clone();

@@ -8,7 +8,7 @@
 //! how many header fields and bytes it may hold (`limits.max_headers`,
 //! `limits.max_header_bytes`; HTTP/2's `SETTINGS_MAX_HEADER_LIST_SIZE` is the same byte limit)
 //! and whether a `CONNECT` may take the connection over. The framing watch
-//! ([`crate::framing`]) reads along on the stream the caller hands in (it must see the bytes
+//! (`robots_proxy_framing`) reads along on the stream the caller hands in (it must see the bytes
 //! hyper reads, so it sits below the server).
 
 use std::future::Future;
@@ -32,13 +32,13 @@ use crate::limits::{Activity, LimitsSection, WatchedIo};
 /// `X-Content-Type-Options: nosniff`: none of them is meant to be read as anything but the type
 /// it names, whatever outsider text it quotes. The one place that says so; a response
 /// forwarded from an origin is never stamped (it goes on as received).
-pub(crate) fn stamp_own_answer(headers: &mut http::HeaderMap) {
+pub fn stamp_own_answer(headers: &mut http::HeaderMap) {
     headers.insert(http::header::X_CONTENT_TYPE_OPTIONS, http::HeaderValue::from_static("nosniff"));
 }
 
 /// The HTTP version a connection is served with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Protocol {
+pub enum Protocol {
     /// Read the first bytes: the HTTP/2 connection preface (RFC 9113 §3.4) means HTTP/2,
     /// anything else HTTP/1.1. For TLS connections whose ALPN may not say.
     Auto,
@@ -52,7 +52,7 @@ impl Protocol {
     /// The protocol ALPN chose: `h2` is HTTP/2, `http/1.1` HTTP/1.1; without ALPN (or with
     /// another protocol) it is told by the first bytes, so that a client with prior knowledge
     /// of HTTP/2 is served too.
-    pub(crate) fn from_alpn(alpn: Option<&[u8]>) -> Protocol {
+    pub fn from_alpn(alpn: Option<&[u8]>) -> Protocol {
         match alpn {
             Some(b"h2") => Protocol::Http2,
             Some(b"http/1.1") => Protocol::Http1,
@@ -68,41 +68,40 @@ impl Protocol {
 /// by one of these fields; `docs/architecture.md` ("What bounds a connection") has the table
 /// of states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ConnectionTimeouts {
+pub struct ConnectionTimeouts {
     /// The client sends nothing: its TLS handshake, its first bytes (the HTTP/2 preface, the
     /// first byte inside an intercepted tunnel), a request head, the next request on a
     /// kept-alive connection (HTTP/1; HTTP/2 is then sent `GOAWAY`) and the ack of a PING
     /// (also the one after `GOAWAY`). `proxy.header_read_timeout` on the proxy's listeners.
-    pub(crate) head: Duration,
+    pub head: Duration,
     /// The client stops sending a request body: `limits.client_body_idle_timeout`.
-    pub(crate) body: Duration,
+    pub body: Duration,
     /// The client stops reading what is written to it (a response, tunnel bytes):
     /// `limits.client_write_timeout`.
-    pub(crate) write: Duration,
+    pub write: Duration,
     /// After the server asked the connection to finish (shutdown): how long the requests in
     /// progress may take to be answered before the connection is dropped.
     /// `proxy.shutdown_grace`.
-    pub(crate) drain: Duration,
+    pub drain: Duration,
     /// A tunnel (`https.mode = "tunnel"`) in which nothing moved either way:
     /// `https.tunnel_idle_timeout` (reloadable: a tunnel keeps the one in force when its
     /// CONNECT arrived).
-    pub(crate) tunnel_idle: Duration,
+    pub tunnel_idle: Duration,
 }
 
 /// A client did not finish a step (a TLS handshake, its first bytes) within
 /// [`ConnectionTimeouts::head`].
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the client sent nothing for {} (the connection's head timeout)", humantime::format_duration(*.0))]
-pub(crate) struct Stalled(pub(crate) Duration);
+pub struct Stalled(pub Duration);
 
 impl ConnectionTimeouts {
     /// The admin listener's: a request head within 10 s, and every other state as long (it
     /// reads no bodies and opens no tunnels).
-    pub(crate) const ADMIN: ConnectionTimeouts = ConnectionTimeouts::side(Duration::from_secs(10));
+    pub const ADMIN: ConnectionTimeouts = ConnectionTimeouts::side(Duration::from_secs(10));
     /// The key directory's (`signing.directory_listen`, a public listener): 5 s for every
     /// state.
-    pub(crate) const KEY_DIRECTORY: ConnectionTimeouts =
-        ConnectionTimeouts::side(Duration::from_secs(5));
+    pub const KEY_DIRECTORY: ConnectionTimeouts = ConnectionTimeouts::side(Duration::from_secs(5));
 
     /// One bound for every state, for a side listener (short requests, no bodies, no tunnels).
     const fn side(every: Duration) -> ConnectionTimeouts {
@@ -117,14 +116,14 @@ impl ConnectionTimeouts {
 
     /// Runs `step`, a step the client must take before a request head can come (a TLS
     /// handshake, its first bytes), bounded by [`ConnectionTimeouts::head`].
-    pub(crate) async fn first_bytes<F: Future>(&self, step: F) -> Result<F::Output, Stalled> {
+    pub async fn first_bytes<F: Future>(&self, step: F) -> Result<F::Output, Stalled> {
         tokio::time::timeout(self.head, step).await.map_err(|_| Stalled(self.head))
     }
 }
 
 /// The head limits a server applies to its connections' requests.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct HttpSettings {
+pub struct HttpSettings {
     /// Most header fields in a request head (HTTP/1). `None`: hyper's default (100).
     max_headers: Option<usize>,
     /// Largest request head in bytes (HTTP/1 head, HTTP/2 header list). `None`: hyper's
@@ -137,14 +136,14 @@ pub(crate) struct HttpSettings {
 
 impl HttpSettings {
     /// With the head limits of `limits` (`limits.max_headers`, `limits.max_header_bytes`).
-    pub(crate) fn with_limits(mut self, limits: &LimitsSection) -> Self {
+    pub fn with_limits(mut self, limits: &LimitsSection) -> Self {
         self.max_headers = Some(limits.max_headers);
         self.max_header_bytes = Some(limits.max_header_bytes());
         self
     }
 
     /// With `CONNECT` taking the connection over (`hyper::upgrade::on`).
-    pub(crate) fn with_upgrades(mut self) -> Self {
+    pub fn with_upgrades(mut self) -> Self {
         self.upgrades = true;
         self
     }
@@ -182,7 +181,7 @@ impl HttpSettings {
 /// Why serving a connection ended early.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub(crate) enum ServeError {
+pub enum ServeError {
     /// hyper gave up on the connection (a malformed message, an I/O error, a timeout).
     #[error(transparent)]
     Http(#[from] hyper::Error),
@@ -202,7 +201,7 @@ pub(crate) enum ServeError {
 /// request in progress is answered (graceful shutdown: HTTP/1 closes after it, HTTP/2 sends
 /// `GOAWAY`), for at most `timeouts.drain`. Every wait for the client is bounded by a field of
 /// `timeouts` (see [`ConnectionTimeouts`]).
-pub(crate) async fn serve_connection<I, S, B>(
+pub async fn serve_connection<I, S, B>(
     io: I,
     protocol: Protocol,
     settings: &HttpSettings,
@@ -248,16 +247,16 @@ where
 /// once, and for how long idle. Connections past a cap, or from a client not allowed, are
 /// closed as soon as they are accepted, so they hold no file descriptor the proxy needs.
 #[derive(Debug)]
-pub(crate) struct SideLimits {
+pub struct SideLimits {
     /// The clients allowed; `None`: every client.
-    pub(crate) clients: Option<crate::access::ClientAcl>,
+    pub clients: Option<robots_proxy_access::ClientAcl>,
     /// Most connections open at once.
-    pub(crate) max_connections: usize,
+    pub max_connections: usize,
     /// Most connections open at once from one client address.
-    pub(crate) per_client: usize,
+    pub per_client: usize,
     /// What bounds its connections in time ([`ConnectionTimeouts::ADMIN`],
     /// [`ConnectionTimeouts::KEY_DIRECTORY`]).
-    pub(crate) timeouts: ConnectionTimeouts,
+    pub timeouts: ConnectionTimeouts,
 }
 
 /// Logs a connection a side listener closed at once: the first ten at `warn`, then one in a
@@ -277,7 +276,7 @@ fn log_refusal(name: &str, peer: std::net::SocketAddr, why: &str, refused: &mut 
 /// one for a wildcard bind), bounded by `limits.timeouts`. Connections open at shutdown are
 /// asked to finish, and dropped after `limits.timeouts.drain`. `name` names the listener in
 /// logs.
-pub(crate) async fn serve_side_listener<F, S, B>(
+pub async fn serve_side_listener<F, S, B>(
     listener: tokio::net::TcpListener,
     name: &'static str,
     limits: SideLimits,
@@ -491,14 +490,14 @@ async fn drain_within<C: Drain>(
 }
 
 /// A stream that first yields bytes already read from it.
-pub(crate) struct Rewind<T> {
+pub struct Rewind<T> {
     prefix: Option<Bytes>,
     inner: T,
 }
 
 impl<T> Rewind<T> {
     /// `inner`, with `prefix` read again first.
-    pub(crate) fn new(prefix: Bytes, inner: T) -> Self {
+    pub fn new(prefix: Bytes, inner: T) -> Self {
         Rewind { prefix: (!prefix.is_empty()).then_some(prefix), inner }
     }
 }

@@ -39,7 +39,11 @@ CRATES = [
      '(`src/`); re-exports the crates below under their module names',
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
-     'robots-proxy-access robots-proxy-net'),
+     'robots-proxy-access robots-proxy-net robots-proxy-identity'),
+    ('robots-proxy-identity', 'crates/identity', 'the crawlers\' identity, Web Bot Auth (module '
+     '`signing`): keys, the signer, cosigning, the key directory, `robots-proxy keys`; never '
+     '`config`', 'robots-proxy-authority robots-proxy-clock robots-proxy-engine robots-proxy-net '
+     'robots-proxy-owner-only robots-proxy-sync'),
     ('robots-proxy-net', 'crates/net', 'connections, both ways: the one `serve_connection` and its '
      '`ConnectionTimeouts` (module `server`), the connection gate and limits (module `limits`), '
      'the destination guard and its connector (module `guard`), TLS (module `tls`); never `config`',
@@ -146,7 +150,7 @@ module('robots_version', 'a robots.txt version (the body as parsed, its SHA-256,
 module('server', 'the one way a connection is served (`serve_connection`): HTTP/1.1 or HTTP/2 '
        'with the configured limits, for every listener: in the crate `crates/net`', '')
 module('signing', 'Web Bot Auth: keys, the signer, cosigning, the key directory, `robots-proxy '
-       'keys`; never `config`', 'authority clock owner_only robots server sync')
+       'keys`; never `config`: the crate `crates/identity`', '')
 module('tls', 'the one crypto provider, the proxy\'s CA, the verified client for origins, the '
        'TLS listener: in the crate `crates/net`', '')
 module('sync', 'the one way a lock is taken when a panicking thread may have poisoned it: the '

@@ -12,7 +12,7 @@
 //!
 //! A key must be its owner's alone, and so must its directory: a key file its group or others
 //! may read, or a keys directory they may write (and so replace a key with one they know), is
-//! refused with the `chmod` that fixes it ([`crate::owner_only`], the rule of the CA key too).
+//! refused with the `chmod` that fixes it (`robots_proxy_owner_only`, the rule of the CA key too).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -197,11 +197,11 @@ impl SigningKey {
         create_private_dir(dir)?;
         check_dir(dir)?;
         let pem = pem_encode(document.as_ref());
-        crate::owner_only::write_new(path, pem.as_bytes(), 0o600).map_err(|source| match source
-            .kind()
-        {
-            std::io::ErrorKind::AlreadyExists => KeyError::Exists(path.to_owned()),
-            _ => KeyError::Io { path: path.to_owned(), source },
+        robots_proxy_owner_only::write_new(path, pem.as_bytes(), 0o600).map_err(|source| {
+            match source.kind() {
+                std::io::ErrorKind::AlreadyExists => KeyError::Exists(path.to_owned()),
+                _ => KeyError::Io { path: path.to_owned(), source },
+            }
         })?;
         Self::from_pkcs8(name, path, document.as_ref())
     }
@@ -210,7 +210,7 @@ impl SigningKey {
     /// directory writable by its owner only.
     pub fn load(name: &KeyName, path: &Path) -> Result<SigningKey, KeyError> {
         check_dir(directory_of(path))?;
-        match crate::owner_only::too_open(path, crate::owner_only::KEY_FILE) {
+        match robots_proxy_owner_only::too_open(path, robots_proxy_owner_only::KEY_FILE) {
             Ok(None) => {}
             Ok(Some(mode)) => return Err(KeyError::FileMode { path: path.to_owned(), mode }),
             Err(source) => return Err(KeyError::Io { path: path.to_owned(), source }),
@@ -293,7 +293,7 @@ fn create_private_dir(dir: &Path) -> Result<(), KeyError> {
 
 /// Refuses a keys directory its group or others may write.
 fn check_dir(dir: &Path) -> Result<(), KeyError> {
-    match crate::owner_only::too_open(dir, crate::owner_only::KEY_DIR) {
+    match robots_proxy_owner_only::too_open(dir, robots_proxy_owner_only::KEY_DIR) {
         Ok(None) => Ok(()),
         Ok(Some(mode)) => Err(KeyError::DirMode { path: dir.to_owned(), mode }),
         Err(source) => Err(KeyError::Io { path: dir.to_owned(), source }),

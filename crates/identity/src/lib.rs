@@ -39,11 +39,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64ct::{Base64, Encoding};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::authority::Authority;
-use crate::robots::ProductToken;
 pub use cosign::{ClientSignature, Cosign, Left, SkipReason, Skipped};
 use keys::{KeyError, SigningKey};
 pub use request::Target;
+use robots_proxy_authority::Authority;
+use robots_proxy_engine::ProductToken;
 pub use section::{
     AgentType, ClientSignatures, Component, KeyEntry, SigningIdentity, SigningSection, TokenPattern,
 };
@@ -406,7 +406,7 @@ impl<'a> Signing<'a> {
             self.make(slot, &mut base, created, true)?
         } else {
             let cache = &self.identity.cache[slot];
-            let hit = crate::sync::read(cache)
+            let hit = robots_proxy_sync::read(cache)
                 .get(base.as_str())
                 .filter(|c| c.created == created)
                 .map(|c| (c.input.clone(), c.signature.clone()));
@@ -415,7 +415,7 @@ impl<'a> Signing<'a> {
                 None => {
                     let values: Box<str> = base.as_str().into();
                     let made = self.make(slot, &mut base, created, false)?;
-                    let mut map = crate::sync::write(cache);
+                    let mut map = robots_proxy_sync::write(cache);
                     if map.len() >= CACHE_LIMIT {
                         map.retain(|_, c| c.created == created);
                         if map.len() >= CACHE_LIMIT {
@@ -504,11 +504,7 @@ fn sf_string(text: &str) -> Result<String, SigningError> {
 /// vector E.2.3): `("@authority";req "content-digest");created=…;expires=…;keyid="…";`
 /// `tag="http-message-signatures-directory"`, no `alg` (the vector has none; the key's JWK
 /// says what it is).
-pub(crate) fn directory_params(
-    created: u64,
-    expires: u64,
-    keyid: &str,
-) -> Result<String, SigningError> {
+pub fn directory_params(created: u64, expires: u64, keyid: &str) -> Result<String, SigningError> {
     let int = |n: u64| {
         i64::try_from(n)
             .ok()

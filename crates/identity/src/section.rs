@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::keys::KeyName;
-use crate::robots::ProductToken;
+use robots_proxy_engine::ProductToken;
 
 /// The longest signature lifetime accepted: the draft recommends at most 24 hours.
 pub const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
@@ -272,14 +272,14 @@ impl AgentUrl {
 
     /// Its authority (scheme, host, port), normalised; `None` if the host is not one the
     /// proxy can name (the URL itself was checked when it was read).
-    pub fn authority(&self) -> Option<crate::authority::Authority> {
+    pub fn authority(&self) -> Option<robots_proxy_authority::Authority> {
         let url = url::Url::parse(&self.0).ok()?;
         let scheme = match url.scheme() {
-            "https" => crate::authority::Scheme::Https,
-            _ => crate::authority::Scheme::Http,
+            "https" => robots_proxy_authority::Scheme::Https,
+            _ => robots_proxy_authority::Scheme::Http,
         };
         let host_port = format!("{}:{}", url.host_str()?, url.port_or_known_default()?);
-        crate::authority::Authority::from_host_port(scheme, &host_port).ok()
+        robots_proxy_authority::Authority::from_host_port(scheme, &host_port).ok()
     }
 }
 
@@ -441,8 +441,8 @@ impl SigningSection {
         }
     }
 
-    /// Every rule broken, as (key, message), for [`crate::config::Config`]'s validation.
-    pub(crate) fn check(&self) -> Vec<(&'static str, String)> {
+    /// Every rule broken, as (key, message), for `robots_proxy::config::Config`'s validation.
+    pub fn check(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
         // lifetime, reuse and directory_lifetime have their ranges in the table of bounds
         // (src/config/bounds.rs); what is left here is how values relate.

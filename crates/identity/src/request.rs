@@ -24,7 +24,7 @@ pub struct Target<'r> {
 
 impl Target<'_> {
     /// `@path` (RFC 9421 §2.2.6): the path, `/` when empty.
-    pub(crate) fn path(&self) -> &str {
+    pub fn path(&self) -> &str {
         let path = self.path_and_query.split_once('?').map_or(self.path_and_query, |(p, _)| p);
         if path.is_empty() {
             "/"
@@ -34,7 +34,7 @@ impl Target<'_> {
     }
 
     /// The query without its `?`, if the target has one.
-    pub(crate) fn query(&self) -> Option<&str> {
+    pub fn query(&self) -> Option<&str> {
         self.path_and_query.split_once('?').map(|(_, q)| q)
     }
 }
@@ -42,14 +42,14 @@ impl Target<'_> {
 /// The components every request signature covers, in order: the configured ones (with
 /// `@authority` added first when it is missing), then the identity's `Signature-Agent` member.
 #[derive(Debug, Clone)]
-pub(crate) struct Coverage {
+pub struct Coverage {
     components: Vec<Component>,
     /// `("@method" "@authority" "@path" "signature-agent";key="sig1")`
     inner: String,
 }
 
 impl Coverage {
-    pub(crate) fn new(configured: &[Component]) -> Coverage {
+    pub fn new(configured: &[Component]) -> Coverage {
         let mut components: Vec<Component> = Vec::with_capacity(configured.len() + 1);
         if !configured.contains(&Component::Authority) {
             components.push(Component::Authority);
@@ -74,7 +74,7 @@ impl Coverage {
     /// Appends to `base` one line per covered component (RFC 9421 §2.5), each ending in `\n`:
     /// every line of the signature base but `"@signature-params"`. These lines are also what
     /// a reused signature is keyed on: the values of every covered component.
-    pub(crate) fn lines(&self, target: &Target<'_>, agent_value: &str, base: &mut String) {
+    pub fn lines(&self, target: &Target<'_>, agent_value: &str, base: &mut String) {
         for c in &self.components {
             base.push('"');
             base.push_str(c.name());
@@ -115,20 +115,14 @@ impl Coverage {
     /// `keyid` is a base64url thumbprint and `nonce` base64: both fit a structured string.
     /// (What [`Coverage::input_field`] writes after the label.)
     #[cfg(test)]
-    pub(crate) fn params(
-        &self,
-        created: u64,
-        expires: u64,
-        keyid: &str,
-        nonce: Option<&str>,
-    ) -> String {
+    pub fn params(&self, created: u64, expires: u64, keyid: &str, nonce: Option<&str>) -> String {
         params_of(&self.inner, created, expires, keyid, nonce)
     }
 
     /// The whole `Signature-Input` field of a request signature, `sig1=` and its parameters
     /// ([`Coverage::params`]), with a fresh `nonce` when `fresh`: made in one buffer, which
     /// becomes the field's bytes. The parameters are `input[LABEL.len() + 1..]`.
-    pub(crate) fn input_field(
+    pub fn input_field(
         &self,
         created: u64,
         expires: u64,
@@ -151,13 +145,13 @@ impl Coverage {
     }
 
     /// The covered components, in order, without the `Signature-Agent` member.
-    pub(crate) fn components(&self) -> &[Component] {
+    pub fn components(&self) -> &[Component] {
         &self.components
     }
 }
 
 /// [`Coverage::params`] for the inner list `inner` (`(…)`).
-pub(crate) fn params_of(
+pub fn params_of(
     inner: &str,
     created: u64,
     expires: u64,
@@ -226,7 +220,7 @@ fn nonce_bytes() -> Result<[u8; 16], SigningError> {
 /// Appends a fresh `nonce` (RFC 9421 §2.3) to `out`: 16 random bytes, base64 (24 characters).
 /// It makes every per-request signature different, even for two identical requests in the
 /// same second.
-pub(crate) fn push_nonce(out: &mut String) -> Result<(), SigningError> {
+pub fn push_nonce(out: &mut String) -> Result<(), SigningError> {
     let bytes = nonce_bytes()?;
     let mut buf = [0u8; 24];
     let text = Base64::encode(&bytes, &mut buf).map_err(|e| SigningError::Fields(e.to_string()))?;
@@ -235,7 +229,7 @@ pub(crate) fn push_nonce(out: &mut String) -> Result<(), SigningError> {
 }
 
 /// A fresh `nonce`, as [`push_nonce`] writes it.
-pub(crate) fn nonce() -> Result<String, SigningError> {
+pub fn nonce() -> Result<String, SigningError> {
     let mut out = String::with_capacity(24);
     push_nonce(&mut out)?;
     Ok(out)

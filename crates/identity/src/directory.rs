@@ -33,7 +33,7 @@ use tokio::net::TcpListener;
 
 use super::keys::{Jwk, SigningKey};
 use super::{directory_params, Signer, SigningError, SIGNATURE, SIGNATURE_INPUT};
-use crate::clock::Clock;
+use robots_proxy_clock::Clock;
 
 /// Where the directory is served.
 pub const PATH: &str = "/.well-known/http-message-signatures-directory";
@@ -229,7 +229,7 @@ pub fn answer<B>(signer: &Signer, req: &Request<B>, now: SystemTime) -> Response
 }
 
 /// Other documents served on the directory's listener (the public disclosure of the crawlers,
-/// `crate::disclosure`), tried before the directory.
+/// `robots_proxy::disclosure`), tried before the directory.
 pub trait Pages: Send + Sync {
     /// The answer to a request for `path` at `now`, or `None` when `path` is not one of them.
     fn answer(
@@ -296,17 +296,24 @@ pub async fn serve_current(
                 .and_then(|p| p.answer(req.method(), req.uri().path(), req.headers(), now));
             let mut resp = page.unwrap_or_else(|| answer(&signer.load(), &req, now));
             // Every answer of this listener (the directory, its errors, the public pages).
-            crate::server::stamp_own_answer(resp.headers_mut());
+            robots_proxy_net::server::stamp_own_answer(resp.headers_mut());
             async move { Ok::<_, Infallible>(resp) }
         })
     };
-    let limits = crate::server::SideLimits {
+    let limits = robots_proxy_net::server::SideLimits {
         clients: None,
         max_connections: MAX_CONNECTIONS,
         per_client: MAX_PER_CLIENT,
-        timeouts: crate::server::ConnectionTimeouts::KEY_DIRECTORY,
+        timeouts: robots_proxy_net::server::ConnectionTimeouts::KEY_DIRECTORY,
     };
-    crate::server::serve_side_listener(listener, "key directory", limits, service, shutdown).await;
+    robots_proxy_net::server::serve_side_listener(
+        listener,
+        "key directory",
+        limits,
+        service,
+        shutdown,
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -39,7 +39,10 @@ CRATES = [
      '(`src/`); re-exports the crates below under their module names',
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
-     'robots-proxy-access robots-proxy-net robots-proxy-identity'),
+     'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit'),
+    ('robots-proxy-audit', 'crates/audit', 'the audit log (module `audit`): record schema, writer, '
+     'hash chain, signed checkpoints, witnesses, `audit verify`; never `config`',
+     'robots-proxy-archive robots-proxy-clock robots-proxy-identity robots-proxy-output'),
     ('robots-proxy-identity', 'crates/identity', 'the crawlers\' identity, Web Bot Auth (module '
      '`signing`): keys, the signer, cosigning, the key directory, `robots-proxy keys`; never '
      '`config`', 'robots-proxy-authority robots-proxy-clock robots-proxy-engine robots-proxy-net '
@@ -92,8 +95,7 @@ module('admin', 'the admin listener: metrics, health, live decisions, purges, re
        'metrics policy proxy reload server')
 module('archive', 'the archive of every robots.txt version decided with and the windows it was in force: the crate `crates/archive`', '')
 module('audit', 'the audit log: record schema, writer, hash chain, signed checkpoints, `audit '
-       'verify`; never `config` (`main` hands it its section)',
-       'archive clock output robots_version signing')
+       'verify`; never `config` (`main` hands it its section): the crate `crates/audit`', '')
 module('authority', 'the key robots.txt is cached under (scheme, host, port): the crate '
        '`crates/authority`', '')
 module('cache', 'the robots store: one robots.txt per authority, one coalesced fetch, RFC 9309 '

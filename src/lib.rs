@@ -10,7 +10,7 @@
 pub use robots_proxy_access as access;
 pub mod admin;
 pub use robots_proxy_archive as archive;
-pub mod audit;
+pub use robots_proxy_audit as audit;
 pub use robots_proxy_authority as authority;
 pub mod cache;
 pub mod check;

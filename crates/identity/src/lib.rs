@@ -23,6 +23,9 @@
 //! for requests with the same values of every covered component: a reused signature never
 //! covers another path or method than the one it was made for.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod commands;
 pub mod cosign;
 pub mod directory;

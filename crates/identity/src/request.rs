@@ -49,6 +49,7 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// The coverage of `configured` (`signing.components`), `@authority` added when missing.
     pub fn new(configured: &[Component]) -> Coverage {
         let mut components: Vec<Component> = Vec::with_capacity(configured.len() + 1);
         if !configured.contains(&Component::Authority) {

@@ -48,7 +48,7 @@ struct Sink {
     /// The hash chain (`chain.rs`): it continues across files.
     chain: super::chain::Chain,
     /// The key that signs checkpoints (`audit.checkpoint_key`).
-    key: Option<Arc<crate::signing::keys::SigningKey>>,
+    key: Option<Arc<robots_proxy_identity::keys::SigningKey>>,
     /// `event.sequence` of the last checkpoint (or of the last record found at start): a
     /// closing checkpoint is written only when records came after it.
     checkpointed: u64,
@@ -117,7 +117,7 @@ impl Sink {
         path: PathBuf,
         file: Option<(File, FileId)>,
         node: Arc<std::sync::OnceLock<String>>,
-        key: Option<Arc<crate::signing::keys::SigningKey>>,
+        key: Option<Arc<robots_proxy_identity::keys::SigningKey>>,
         interval: Duration,
     ) -> Sink {
         let mut sink = Sink {
@@ -402,7 +402,7 @@ pub(super) struct Writer {
     /// The last error, for the next `flush`.
     error: Option<io::Error>,
     /// The key that signs checkpoints, and how soon after a record a checkpoint follows.
-    key: Option<Arc<crate::signing::keys::SigningKey>>,
+    key: Option<Arc<robots_proxy_identity::keys::SigningKey>>,
     checkpoint_interval: Duration,
     /// When the next checkpoint is due (records were written since the last).
     checkpoint_due: Option<Instant>,
@@ -420,7 +420,7 @@ impl Writer {
         settings: &AuditSection,
         counters: Arc<Counters>,
         node: Arc<std::sync::OnceLock<String>>,
-        key: Option<Arc<crate::signing::keys::SigningKey>>,
+        key: Option<Arc<robots_proxy_identity::keys::SigningKey>>,
     ) -> Writer {
         counters.set_open(Some(file.1));
         Writer {
@@ -504,7 +504,7 @@ impl Writer {
     async fn next(&mut self, rx: &mut mpsc::Receiver<Command>) -> Option<Command> {
         loop {
             let sync = (self.dirty && self.fsync == FsyncPolicy::Interval)
-                .then(|| crate::clock::deadline_after(self.last_sync, self.fsync_interval));
+                .then(|| robots_proxy_clock::deadline_after(self.last_sync, self.fsync_interval));
             let deadline = match (sync, self.checkpoint_due) {
                 (None, None) => return rx.recv().await,
                 (Some(a), Some(b)) => a.min(b),
@@ -578,7 +578,7 @@ impl Writer {
                 FsyncPolicy::Always => true,
                 FsyncPolicy::Interval => {
                     Instant::now()
-                        >= crate::clock::deadline_after(self.last_sync, self.fsync_interval)
+                        >= robots_proxy_clock::deadline_after(self.last_sync, self.fsync_interval)
                 }
             };
         let checkpoint = std::mem::take(&mut self.checkpoint_now);
@@ -636,7 +636,7 @@ impl Writer {
             map.insert("service.node.name".to_owned(), node.into());
         }
         let mut line = record.to_string().into_bytes();
-        crate::output::json_line(&mut line);
+        robots_proxy_output::json_line(&mut line);
         line.push(b'\n');
         line
     }

@@ -61,7 +61,7 @@ pub struct CheckpointPage(pub Option<LatestCheckpoint>);
 /// The path it is served at.
 pub const CHECKPOINT_PATH: &str = "/audit/checkpoint";
 
-impl crate::signing::directory::Pages for CheckpointPage {
+impl robots_proxy_identity::directory::Pages for CheckpointPage {
     fn answer(
         &self,
         method: &http::Method,

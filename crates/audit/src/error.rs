@@ -41,7 +41,7 @@ pub enum AuditError {
         /// The key file.
         path: PathBuf,
         /// Why.
-        source: crate::signing::keys::KeyError,
+        source: robots_proxy_identity::keys::KeyError,
     },
     /// `audit.witnesses` or `audit.witness_keys` cannot be used.
     #[error("audit witnesses: {0}")]

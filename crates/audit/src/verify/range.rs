@@ -43,7 +43,7 @@ impl Coverage {
 }
 
 fn show(at: SystemTime) -> String {
-    crate::audit::timestamp(at)
+    crate::timestamp(at)
 }
 
 /// A record that is not a checkpoint.

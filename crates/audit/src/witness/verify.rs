@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use super::record::Cosignature;
 use super::WitnessKey;
-use crate::audit::verify::{Gap, Kind, Location, Problem, Report, Status};
+use crate::verify::{Gap, Kind, Location, Problem, Report, Status};
 
 /// Checks the cosignatures of `keys` in `files` (already verified as a chain into `report`),
 /// requiring `quorum` of them on a checkpoint; amends `report`.

@@ -7,8 +7,8 @@ use std::io::{self, BufReader};
 use std::path::Path;
 
 use super::{coverage, parse, Kind, Lines, Location, Problem, Shipped, State, Stop};
-use crate::audit::checkpoint::Signed;
-use crate::audit::keyset::KeySet;
+use crate::checkpoint::Signed;
+use crate::keyset::KeySet;
 
 /// Every shipped checkpoint within the files' range must be in them.
 pub(super) fn check_shipped(state: &mut State<'_>) -> Result<(), Stop> {

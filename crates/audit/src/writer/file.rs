@@ -8,7 +8,7 @@ use super::super::AuditError;
 
 /// Which file a handle or a path leads to: the device and inode numbers (`None` where the
 /// platform has none to give).
-pub(in crate::audit) type FileId = Option<(u64, u64)>;
+pub(crate) type FileId = Option<(u64, u64)>;
 
 pub(super) fn file_id(meta: &std::fs::Metadata) -> FileId {
     #[cfg(unix)]
@@ -24,7 +24,7 @@ pub(super) fn file_id(meta: &std::fs::Metadata) -> FileId {
 }
 
 /// The file `path` leads to now, following symbolic links as opening it does.
-pub(in crate::audit) fn path_id(path: &Path) -> io::Result<FileId> {
+pub(crate) fn path_id(path: &Path) -> io::Result<FileId> {
     std::fs::metadata(path).map(|meta| file_id(&meta))
 }
 
@@ -32,7 +32,7 @@ pub(in crate::audit) fn path_id(path: &Path) -> io::Result<FileId> {
 /// newline (so that the next record starts a line of its own), and syncs the directory, so
 /// that the file's name (new, or new since a rotation renamed the old one) survives a power
 /// failure as the records synced into it do.
-pub(in crate::audit) fn open_file(path: &Path) -> Result<(File, FileId), AuditError> {
+pub(crate) fn open_file(path: &Path) -> Result<(File, FileId), AuditError> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     if let Some(dir) = dir {
         std::fs::create_dir_all(dir)

@@ -14,7 +14,7 @@ use base64ct::Encoding;
 use serde::Serialize;
 
 use super::timestamp;
-use crate::robots_version::RobotsVersion;
+use robots_proxy_archive::robots_version::RobotsVersion;
 
 /// The `robots.sha256` and `robots.fetched_at` fields of a record decided on a robots.txt
 /// version: a shared pointer to the version, so a record copies no digest.

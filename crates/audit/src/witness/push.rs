@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::history::seed_from_file;
 use super::{Hub, PushCounts, Witness, Written, PUSH_TIMEOUT};
-use crate::audit::merkle;
+use crate::merkle;
 
 pub(super) type Client =
     hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
@@ -62,8 +62,8 @@ pub(super) struct Task {
     pub(super) counts: Arc<PushCounts>,
     pub(super) hub: Arc<Hub>,
     pub(super) client: Client,
-    pub(super) log: mpsc::WeakSender<crate::audit::Command>,
-    pub(super) served: crate::audit::LatestCheckpoint,
+    pub(super) log: mpsc::WeakSender<crate::Command>,
+    pub(super) served: crate::LatestCheckpoint,
     pub(super) node: Arc<std::sync::OnceLock<String>>,
     /// The origin and tree size the witness last cosigned (or said it had, with a 409).
     pub(super) acked: Option<(String, u64)>,
@@ -99,8 +99,8 @@ impl Task {
                 let node = self.node.get().map(String::as_str);
                 let record = super::record::line(&self.witness, checkpoint, &line, time, node);
                 if let Some(log) = self.log.upgrade() {
-                    let pending = crate::audit::writer::Pending::from(record);
-                    let _ = log.send(crate::audit::Command::Record(pending, None)).await;
+                    let pending = crate::writer::Pending::from(record);
+                    let _ = log.send(crate::Command::Record(pending, None)).await;
                 }
             }
             Err(error) => {

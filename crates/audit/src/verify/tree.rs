@@ -5,8 +5,8 @@
 //! from the first checkpoint's right edge, once that edge adds up to its root.
 
 use super::{Kind, Location, State, Stop};
-use crate::audit::merkle::{self, Tree};
-use crate::audit::note;
+use crate::merkle::{self, Tree};
+use crate::note;
 
 /// The members of a checkpoint that name its tree.
 #[derive(serde::Deserialize)]
@@ -32,7 +32,7 @@ pub(super) struct Leaves {
 
 /// Takes in the line `bytes` (as written, without its newline), whose leaf hash is `leaf`
 /// (`chain::Sealed::leaf`), as the next leaf: a new tree
-/// when it starts a chain (it continues from [`crate::audit::chain::GENESIS`]); a checkpoint's
+/// when it starts a chain (it continues from [`crate::chain::GENESIS`]); a checkpoint's
 /// tree is checked first.
 pub(super) fn leaf(
     bytes: &[u8],

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use super::checkpoint::PublicKey;
 use super::merkle::{self, Hash};
-use crate::signing::keys::SigningKey;
+use robots_proxy_identity::keys::SigningKey;
 
 /// The signature type byte of Ed25519 in a signed note.
 const ED25519: u8 = 0x01;
@@ -139,7 +139,7 @@ pub fn parse_text(text: &str) -> Result<Checkpoint, NoteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signing::keys::KeyName;
+    use robots_proxy_identity::keys::KeyName;
 
     #[test]
     fn a_signed_checkpoint_opens_with_its_key_only() {

@@ -10,8 +10,8 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use crate::audit::chain::{split_line, GENESIS};
-use crate::audit::merkle::{self, Hash, Tree};
+use crate::chain::{split_line, GENESIS};
+use crate::merkle::{self, Hash, Tree};
 
 use super::Written;
 
@@ -44,7 +44,7 @@ pub(crate) struct Span {
 impl History {
     /// A line of the chain written whole (without its newline).
     pub(crate) fn line(&mut self, line: &[u8]) {
-        self.pending.push(crate::audit::chain::leaf_of_line(line));
+        self.pending.push(crate::chain::leaf_of_line(line));
     }
 
     /// A checkpoint record written whole (`line`, without its newline; `written`, what it
@@ -78,7 +78,7 @@ impl History {
             self.checkpoints.retain(|t| t.size() >= base);
         }
         // The checkpoint's own line is the next leaf.
-        self.pending.push(crate::audit::chain::leaf_of_line(line));
+        self.pending.push(crate::chain::leaf_of_line(line));
     }
 
     /// The span from the tree of `old` leaves on, when the history holds it (origin
@@ -246,7 +246,7 @@ pub(crate) fn seed_from_file(
             if span.end() == until {
                 break;
             }
-            span.leaves.push(crate::audit::chain::leaf_of_line(&line));
+            span.leaves.push(crate::chain::leaf_of_line(&line));
             if span.leaves.len() > 4 * MAX_LEAVES {
                 return Err(format!("more than {} records behind", 4 * MAX_LEAVES));
             }

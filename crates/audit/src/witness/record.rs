@@ -15,13 +15,13 @@ pub(crate) fn line(
     node: Option<&str>,
 ) -> Vec<u8> {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(time);
-    let cosigned_at = crate::audit::timestamp(at);
+    let cosigned_at = crate::timestamp(at);
     let name = witness.key.name();
     let mut record = serde_json::Map::new();
     let mut put = |k: &str, value: serde_json::Value| {
         record.insert(k.to_owned(), value);
     };
-    put("@timestamp", crate::audit::timestamp(std::time::SystemTime::now()).into());
+    put("@timestamp", crate::timestamp(std::time::SystemTime::now()).into());
     put("event.action", "audit_cosignature".into());
     put("event.outcome", "success".into());
     put(
@@ -41,7 +41,7 @@ pub(crate) fn line(
     put("audit.cosignature.root", super::merkle::encode(&checkpoint.root).into());
     put("audit.cosignature.checkpoint_sequence", checkpoint.sequence.into());
     put("audit.cosignature.note", format!("{}{signature}", checkpoint.note).into());
-    crate::audit::close_record(record, node)
+    crate::close_record(record, node)
 }
 
 /// The members of an `audit_cosignature` record that `audit verify` and `audit prove` use.

@@ -45,6 +45,9 @@
 //! that state tries to write an `audit_records_lost` record, which says how many records were
 //! lost; the first that is written ends the episode.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -67,7 +70,7 @@ pub const EVENT_DATASET: &str = "robots_proxy.audit";
 
 /// The end of every record that is about no request (`robots_fetch`, `robots_version`,
 /// `audit_checkpoint`, `audit_chain_restart`): the dataset, the ECS version and the node, then
-/// the one JSON line, with the characters [`crate::output::json_line`] escapes, and its newline.
+/// the one JSON line, with the characters [`robots_proxy_output::json_line`] escapes, and its newline.
 fn close_record(
     mut record: serde_json::Map<String, serde_json::Value>,
     node: Option<&str>,
@@ -78,7 +81,7 @@ fn close_record(
         record.insert("service.node.name".to_owned(), node.into());
     }
     let mut out = serde_json::Value::Object(record).to_string().into_bytes();
-    crate::output::json_line(&mut out);
+    robots_proxy_output::json_line(&mut out);
     out.push(b'\n');
     out
 }
@@ -242,7 +245,7 @@ pub struct AuditRecord {
     #[serde(rename = "user.name", skip_serializing_if = "Option::is_none")]
     pub user_name: Option<String>,
     /// The reading of the path that decided (`as-sent`, `decoded`, `backslash`,
-    /// `parameters`: see [`crate::policy::Reading`]), for decisions on the rules.
+    /// `parameters`: see `robots_proxy::policy::Reading`), for decisions on the rules.
     #[serde(rename = "robots.reading", skip_serializing_if = "Option::is_none")]
     pub reading: Option<String>,
     /// The path and query as that reading reads it, when it differs from `robots.path`.
@@ -436,7 +439,7 @@ pub fn escape_header_value(bytes: &[u8]) -> String {
 /// instead of panicking, as formatting them directly with humantime would.
 pub fn timestamp(at: SystemTime) -> String {
     // One format for `@timestamp` and `robots.fetched_at`.
-    crate::robots_version::rfc3339_millis(at)
+    robots_proxy_archive::robots_version::rfc3339_millis(at)
 }
 
 /// Counters of the writer's work since [`AuditLog::open`].
@@ -549,7 +552,7 @@ impl AuditLog {
     /// the writer task on the current tokio runtime.
     ///
     /// The file is opened here, not in the task, so that a bad path stops start-up with an error
-    /// naming it. Use [`crate::config::Config::audit_path`] for `path`.
+    /// naming it. Use `robots_proxy::config::Config::audit_path` for `path`.
     pub fn open(path: PathBuf, settings: AuditSection) -> Result<Self, AuditError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| AuditError::NoRuntime)?;
         let key = match &settings.checkpoint_key {
@@ -694,7 +697,7 @@ impl AuditLog {
     pub async fn record(&self, record: AuditRecord) -> Result<(), AuditError> {
         let node = self.shared.node.get().map(String::as_str);
         let mut line = serde_json::to_vec(&Line::new(&record, node))?;
-        crate::output::json_line(&mut line); // U+2028, U+2029, C1 as `\uXXXX` (docs/audit.md)
+        robots_proxy_output::json_line(&mut line); // U+2028, U+2029, C1 as `\uXXXX` (docs/audit.md)
         line.push(b'\n');
         let announce = record.robots_version.map(|VersionFields(version)| versions::Announce {
             version,

@@ -13,7 +13,7 @@ use super::checkpoint::{load_key, PublicKey};
 use super::keyset::KeySet;
 use super::verify::{read_shipped, verify, Options, Status};
 use super::AuditSection;
-use crate::output::terminal;
+use robots_proxy_output::terminal;
 
 /// `robots-proxy audit …`
 #[derive(Debug, clap::Subcommand)]
@@ -184,7 +184,7 @@ pub fn run(
             if json {
                 match serde_json::to_vec_pretty(&report) {
                     Ok(mut text) => {
-                        crate::output::json_line(&mut text);
+                        robots_proxy_output::json_line(&mut text);
                         println!("{}", String::from_utf8_lossy(&text));
                     }
                     Err(e) => return fail("verify", &e.to_string(), 2),
@@ -202,7 +202,7 @@ pub fn run(
                     );
                 }
             } else {
-                print!("{}", crate::output::terminal_text(&report.render()));
+                print!("{}", robots_proxy_output::terminal_text(&report.render()));
             }
             ExitCode::from(report.exit_code())
         }
@@ -343,7 +343,7 @@ fn configured_key(
 fn print_json<T: serde::Serialize>(command: &str, value: &T) -> ExitCode {
     match serde_json::to_vec_pretty(value) {
         Ok(mut text) => {
-            crate::output::json_line(&mut text);
+            robots_proxy_output::json_line(&mut text);
             println!("{}", String::from_utf8_lossy(&text));
             ExitCode::SUCCESS
         }

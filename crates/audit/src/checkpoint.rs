@@ -32,7 +32,7 @@ use base64ct::{Base64UrlUnpadded, Encoding};
 use ring::signature::{UnparsedPublicKey, ED25519};
 
 use super::timestamp;
-use crate::signing::keys::{Jwk, KeyError, KeyName, SigningKey};
+use robots_proxy_identity::keys::{Jwk, KeyError, KeyName, SigningKey};
 
 /// The first line of every signed message.
 pub const MESSAGE_TAG: &str = "robots-proxy audit checkpoint v1";

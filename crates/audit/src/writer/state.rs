@@ -1,18 +1,18 @@
-//! The chain's state file beside the log (`crate::audit::anchor`), written by the sink, and
+//! The chain's state file beside the log (`crate::anchor`), written by the sink, and
 //! the writer's own lines taken in (the last checkpoint, published for `GET /audit/checkpoint`).
 
 use super::{LineEnd, Own, Sink, Writer};
 
 impl Writer {
     /// Publishes each checkpoint's note to `latest` (`GET /audit/checkpoint`).
-    pub(in crate::audit) fn publish_to(&mut self, latest: &super::super::LatestCheckpoint) {
+    pub(crate) fn publish_to(&mut self, latest: &super::super::LatestCheckpoint) {
         if let Some(sink) = self.sink.as_mut() {
             sink.latest = latest.clone();
         }
     }
 
     /// Feeds every line written whole, and each checkpoint, to the witnesses' `hub`.
-    pub(in crate::audit) fn feed(&mut self, hub: std::sync::Arc<crate::audit::witness::Hub>) {
+    pub(crate) fn feed(&mut self, hub: std::sync::Arc<crate::witness::Hub>) {
         if let Some(sink) = self.sink.as_mut() {
             sink.witnesses = Some(hub);
         }
@@ -21,12 +21,7 @@ impl Writer {
 
 impl Sink {
     /// A line that ends at `end`; with [`Own::None`], a caller's record.
-    pub(super) fn line_end(
-        &self,
-        end: usize,
-        leaf: crate::audit::merkle::Hash,
-        kind: Own,
-    ) -> LineEnd {
+    pub(super) fn line_end(&self, end: usize, leaf: crate::merkle::Hash, kind: Own) -> LineEnd {
         let pending = kind == Own::None;
         let (head, sequence) = (self.chain.head, self.chain.sequence);
         LineEnd { end, pending, head, sequence, leaf, kind }

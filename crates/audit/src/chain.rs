@@ -28,7 +28,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use sha2::{Digest, Sha256};
 
 use super::merkle::{self, Hash};
-use crate::robots_version::hex_into;
+use robots_proxy_archive::robots_version::hex_into;
 
 /// The hash the chain starts from: 64 zeros.
 pub const GENESIS: [u8; 64] = [b'0'; 64];
@@ -353,7 +353,7 @@ mod tests {
     /// own rule: the hash over the body, the leaf over the line as written.
     #[test]
     fn lines_of_the_first_scheme_follow_by_their_own_rule() {
-        let text = include_str!("../../tests/fixtures/audit-v1/audit.jsonl.1");
+        let text = include_str!("../../../tests/fixtures/audit-v1/audit.jsonl.1");
         let mut head: Option<[u8; 64]> = None;
         for line in text.lines() {
             let sealed = Sealed::parse(line.as_bytes()).unwrap();

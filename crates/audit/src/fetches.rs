@@ -10,7 +10,7 @@
 //! (`robots.expires_at`), so `evidence` tells a time the proxy was deciding with it from a time
 //! it was not (stopped, or idle past the expiry: the next request would have fetched again).
 
-use crate::archive::Observation;
+use robots_proxy_archive::Observation;
 
 use super::{timestamp, versions, writer, AuditError, AuditLog, Command};
 

@@ -11,7 +11,7 @@ fn line(n: u32) -> Pending {
 /// with its `event.sequence` and `event.previous_hash`, without its final `}`) after `head`;
 /// the line (without its newline) and its hash.
 fn forged_line(head: &str, body: &str) -> (String, String) {
-    use crate::audit::chain::{leaf_of_body, link_leaf, SCHEME_MEMBER};
+    use crate::chain::{leaf_of_body, link_leaf, SCHEME_MEMBER};
     let body = format!("{body}{}", std::str::from_utf8(SCHEME_MEMBER).unwrap());
     let hash = link_leaf(head.as_bytes(), &leaf_of_body(body.as_bytes()));
     let hash = String::from_utf8(hash.to_vec()).unwrap();
@@ -53,10 +53,10 @@ mod anchoring {
     //! writer's file written as the proxy writes it and forged as the review's `forge.py` does.
 
     use super::*;
-    use crate::audit::chain::{split_line, GENESIS};
-    use crate::audit::checkpoint::PublicKey;
-    use crate::audit::verify::{read_shipped, verify, verify_files, Options, Report, Status};
-    use crate::signing::keys::{KeyName, SigningKey};
+    use crate::chain::{split_line, GENESIS};
+    use crate::checkpoint::PublicKey;
+    use crate::verify::{read_shipped, verify, verify_files, Options, Report, Status};
+    use robots_proxy_identity::keys::{KeyName, SigningKey};
 
     fn key(dir: &Path) -> Arc<SigningKey> {
         let name: KeyName = "audit".parse().unwrap();
@@ -315,7 +315,7 @@ mod anchoring {
         let mut all = std::fs::read(&rotated).unwrap();
         all.extend(std::fs::read(&path).unwrap());
         std::fs::write(&shipped, all).unwrap();
-        let keys = crate::audit::keyset::KeySet::single(public.clone());
+        let keys = crate::keyset::KeySet::single(public.clone());
         let shipped = read_shipped(&shipped, Some(&keys)).unwrap();
         let options = Options { keys: Some(&keys), shipped: &shipped, range: None };
         let both = verify(&[rotated.clone(), path.clone()], options);
@@ -425,12 +425,12 @@ mod merkle_tree {
     //! names the root before it in a signed note; a restart continues the tree.
 
     use super::*;
-    use crate::audit::chain::Sealed;
-    use crate::audit::checkpoint::PublicKey;
-    use crate::audit::merkle::{self, Tree};
-    use crate::audit::note;
-    use crate::audit::verify::{verify_files, Kind, Status};
-    use crate::signing::keys::{KeyName, SigningKey};
+    use crate::chain::Sealed;
+    use crate::checkpoint::PublicKey;
+    use crate::merkle::{self, Tree};
+    use crate::note;
+    use crate::verify::{verify_files, Kind, Status};
+    use robots_proxy_identity::keys::{KeyName, SigningKey};
 
     fn sink(path: &Path, key: &Arc<SigningKey>) -> Sink {
         let node = Arc::new(std::sync::OnceLock::new());

@@ -38,7 +38,22 @@ CRATES = [
     ('robots-proxy', '.', 'the proxy, its listeners and stores, and the `robots-proxy` binary '
      '(`src/`); re-exports the crates below under their module names',
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
-     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync'),
+     'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
+     'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit'),
+    ('robots-proxy-audit', 'crates/audit', 'the audit log (module `audit`): record schema, writer, '
+     'hash chain, signed checkpoints, witnesses, `audit verify`; never `config`',
+     'robots-proxy-archive robots-proxy-clock robots-proxy-identity robots-proxy-output'),
+    ('robots-proxy-identity', 'crates/identity', 'the crawlers\' identity, Web Bot Auth (module '
+     '`signing`): keys, the signer, cosigning, the key directory, `robots-proxy keys`; never '
+     '`config`', 'robots-proxy-authority robots-proxy-clock robots-proxy-engine robots-proxy-net '
+     'robots-proxy-owner-only robots-proxy-sync'),
+    ('robots-proxy-net', 'crates/net', 'connections, both ways: the one `serve_connection` and its '
+     '`ConnectionTimeouts` (module `server`), the connection gate and limits (module `limits`), '
+     'the destination guard and its connector (module `guard`), TLS (module `tls`); never `config`',
+     'robots-proxy-access robots-proxy-framing robots-proxy-owner-only robots-proxy-sync '
+     'robots-proxy-units'),
+    ('robots-proxy-access', 'crates/access', 'who may use the proxy (module `access`): the client '
+     'access list, proxy authentication and the users file', 'robots-proxy-engine robots-proxy-output'),
     ('robots-proxy-pace', 'crates/pace', 'politeness per site (module `pacing`): Crawl-delay, '
      'rates, concurrency; a pure schedule, the `PaceStore` seam and the in-process store',
      'robots-proxy-engine robots-proxy-authority robots-proxy-sync'),
@@ -57,6 +72,8 @@ CRATES = [
      'have poisoned it (module `sync`)', ''),
     ('robots-proxy-units', 'crates/units', 'the units the configuration is written in (module '
      '`units`): sizes', ''),
+    ('robots-proxy-owner-only', 'crates/owner_only', 'the mode check of private keys and of the '
+     'directories that hold them, and their whole-or-nothing writes (module `owner_only`)', ''),
     ('robots-proxy-output', 'crates/output', 'one output encoding per kind of sink, for text '
      'outsiders wrote (module `output`)', ''),
 ]
@@ -72,14 +89,13 @@ def module(name, job, reaches):
 
 
 module('access', 'who may use the proxy: the client access list, proxy authentication and '
-       'the users file', 'robots output')
+       'the users file: the crate `crates/access`', '')
 module('admin', 'the admin listener: metrics, health, live decisions, purges, reload, the status '
        'page; reaches robots.txt only through `policy`', 'access audit authority config fleet '
        'metrics policy proxy reload server')
 module('archive', 'the archive of every robots.txt version decided with and the windows it was in force: the crate `crates/archive`', '')
 module('audit', 'the audit log: record schema, writer, hash chain, signed checkpoints, `audit '
-       'verify`; never `config` (`main` hands it its section)',
-       'archive clock output robots_version signing')
+       'verify`; never `config` (`main` hands it its section): the crate `crates/audit`', '')
 module('authority', 'the key robots.txt is cached under (scheme, host, port): the crate '
        '`crates/authority`', '')
 module('cache', 'the robots store: one robots.txt per authority, one coalesced fetch, RFC 9309 '
@@ -102,10 +118,10 @@ module('fleet', 'the fleet on Redis: `[fleet]`, the link, shared robots.txt reco
        '`cache::SharedRobots`), the shared pace (implements `pacing::PaceStore`), the fleet view; '
        'never `proxy` or `config`', 'authority cache clock output owner_only pacing units sync')
 module('framing', 'request smuggling checks on the bytes a client sends: the crate `crates/framing`', '')
-module('guard', 'the destination guard: where the proxy may connect (SSRF), and its connector',
-       'access sync')
-module('limits', 'connection and request limits: the connection gate, head sizes, write timeouts',
-       'framing units')
+module('guard', 'the destination guard: where the proxy may connect (SSRF), and its connector: '
+       'in the crate `crates/net`', '')
+module('limits', 'connection and request limits: the connection gate, head sizes, write '
+       'timeouts: in the crate `crates/net`', '')
 module('logging', 'operational logs (tracing), apart from the audit log', 'audit config output')
 module('metrics', 'Prometheus metrics, the status page\'s series and the recent blocks',
        'archive audit authority cache fleet pacing sync')
@@ -114,7 +130,8 @@ module('on_disk', 'the files a configuration names and what they hold, so a relo
        'contents', 'config preflight tls')
 module('output', 'one output encoding per kind of sink, for text outsiders wrote: the crate '
        '`crates/output`', '')
-module('owner_only', 'the mode check of private keys and of the directories that hold them', '')
+module('owner_only', 'the mode check of private keys and of the directories that hold them: the '
+       'crate `crates/owner_only`', '')
 module('pacing', 'politeness: Crawl-delay and a pace per site across every crawler; `PaceStore` and `LocalPace`: the crate `crates/pace`', '')
 module('policy', 'the one door to the rules: product token, readings, decision, exceptions, '
        'report-only, the audit record; re-exports what others need of `cache` and `archive`',
@@ -133,11 +150,11 @@ module('robots', 'the robots.txt engine: parse once, decide many times; pure, no
        'crate `crates/engine`', '')
 module('robots_version', 'a robots.txt version (the body as parsed, its SHA-256, when and from where it was fetched): in the crate `crates/archive`', '')
 module('server', 'the one way a connection is served (`serve_connection`): HTTP/1.1 or HTTP/2 '
-       'with the configured limits, for every listener', 'access limits')
+       'with the configured limits, for every listener: in the crate `crates/net`', '')
 module('signing', 'Web Bot Auth: keys, the signer, cosigning, the key directory, `robots-proxy '
-       'keys`; never `config`', 'authority clock owner_only robots server sync')
+       'keys`; never `config`: the crate `crates/identity`', '')
 module('tls', 'the one crypto provider, the proxy\'s CA, the verified client for origins, the '
-       'TLS listener', 'guard owner_only')
+       'TLS listener: in the crate `crates/net`', '')
 module('sync', 'the one way a lock is taken when a panicking thread may have poisoned it: the '
        'crate `crates/sync`', '')
 module('units', 'units the configuration is written in (sizes)', '')

@@ -7,10 +7,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod access;
+pub use robots_proxy_access as access;
 pub mod admin;
 pub use robots_proxy_archive as archive;
-pub mod audit;
+pub use robots_proxy_audit as audit;
 pub use robots_proxy_authority as authority;
 pub mod cache;
 pub mod check;
@@ -21,14 +21,14 @@ mod error;
 pub mod evidence;
 pub mod fleet;
 pub use robots_proxy_framing as framing;
-pub mod guard;
-pub mod limits;
+pub use robots_proxy_net::guard;
+pub use robots_proxy_net::limits;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod on_disk;
 pub use robots_proxy_output as output;
-pub mod owner_only;
+pub use robots_proxy_owner_only as owner_only;
 pub use robots_proxy_pace as pacing;
 pub mod policy;
 pub mod preflight;
@@ -36,9 +36,9 @@ pub mod proxy;
 pub mod reload;
 pub use robots_proxy_archive::robots_version;
 pub use robots_proxy_engine as robots;
-pub(crate) mod server;
-pub mod signing;
+pub use robots_proxy_identity as signing;
+pub use robots_proxy_net::server;
+pub use robots_proxy_net::tls;
 pub use robots_proxy_sync as sync;
-pub mod tls;
 pub use robots_proxy_units as units;
 pub mod usage;

@@ -540,7 +540,7 @@ impl Config {
             });
         }
 
-        // [access] and [limits] (see src/access.rs, src/limits.rs).
+        // [access] and [limits] (see crates/access/src/lib.rs, crates/net/src/limits.rs).
         need(!self.access.allow_clients.is_empty(), "access.allow_clients", &|| {
             "must list at least one range, or no client could use the proxy (loopback: \
              127.0.0.0/8, ::1/128)"

@@ -17,6 +17,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::reload_every_key::{connect, status};
 use super::support::{get_json, post_json, write_atomically, KeepAlive, Origin, ProxyProcess};
 use crate::proxy::tls_support::TlsOrigin;
 
@@ -68,29 +69,9 @@ fn config(state: &Path, tls: &TlsOrigin, ca_file: &Path, k: &Knobs) -> String {
     )
 }
 
-/// A new connection's answer to `GET url` (0: closed without one).
+/// A new connection's answer to `GET url` as `test/1.0` (0: closed without one).
 async fn fresh_get(proxy: SocketAddr, url: &str, extra: &str) -> u16 {
-    let Ok(mut s) = tokio::net::TcpStream::connect(proxy).await else { return 0 };
-    let head = format!(
-        "GET {url} HTTP/1.1\r\nHost: x\r\nUser-Agent: test/1.0\r\n{extra}Connection: close\r\n\r\n"
-    );
-    if s.write_all(head.as_bytes()).await.is_err() {
-        return 0;
-    }
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut buf)).await;
-    let text = String::from_utf8_lossy(&buf);
-    text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
-/// The status line of a new CONNECT to `target`.
-async fn fresh_connect(proxy: SocketAddr, target: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
-    let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
-    s.write_all(head.as_bytes()).await.unwrap();
-    let mut buf = [0u8; 256];
-    let n = tokio::time::timeout(WAIT, s.read(&mut buf)).await.unwrap().unwrap_or(0);
-    String::from_utf8_lossy(&buf[..n]).lines().next().unwrap_or_default().to_owned()
+    status(proxy, url, &format!("User-Agent: test/1.0\r\n{extra}")).await
 }
 
 /// An HTTP/1.1 client over TLS inside one CONNECT tunnel, kept open.
@@ -251,7 +232,7 @@ async fn every_section(via: Via) {
     n += 1;
     let report = reload(&p, via, n).await;
     assert_changed(&p, &report, "https.mode");
-    assert!(fresh_connect(p.proxy_addr, &tls.host()).await.starts_with("HTTP/1.1 403"));
+    assert!(connect(p.proxy_addr, &tls.host()).await.starts_with("HTTP/1.1 403"));
     assert_eq!(tunnel.get("/page").await, 200, "the tunnel opened before the reload");
     assert_eq!(tls.connections(), tunnels, "through the same tunnel");
 

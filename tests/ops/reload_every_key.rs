@@ -242,7 +242,7 @@ fn render(values: &BTreeMap<String, String>) -> String {
 }
 
 /// The status of a new connection's `GET url` with `headers` (0: closed without an answer).
-async fn status(proxy: SocketAddr, url: &str, headers: &str) -> u16 {
+pub(super) async fn status(proxy: SocketAddr, url: &str, headers: &str) -> u16 {
     let Ok(mut s) = tokio::net::TcpStream::connect(proxy).await else { return 0 };
     let head = format!("GET {url} HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n");
     if s.write_all(head.as_bytes()).await.is_err() {
@@ -255,7 +255,7 @@ async fn status(proxy: SocketAddr, url: &str, headers: &str) -> u16 {
 }
 
 /// The status line of a new CONNECT to `target`.
-async fn connect(proxy: SocketAddr, target: &str) -> String {
+pub(super) async fn connect(proxy: SocketAddr, target: &str) -> String {
     let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
     let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
     s.write_all(head.as_bytes()).await.unwrap();

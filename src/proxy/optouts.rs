@@ -142,8 +142,9 @@ pub(super) async fn read_meta(
     let mut read = VecDeque::new();
     let mut coded = 0usize;
     let mut ended = false;
+    let mut head = HeadEnd::default();
     while decoder.decoded().len() < META_PREFIX_BYTES
-        && !head_ended(decoder.decoded())
+        && !head.found(decoder.decoded())
         && coded < META_CODED_BYTES
     {
         match body.frame().await {
@@ -190,10 +191,32 @@ fn not_read(facts: &Facts, why: &str) {
     );
 }
 
-/// Whether `prefix` holds the end of the HTML head already.
-fn head_ended(prefix: &[u8]) -> bool {
-    let has = |needle: &[u8]| prefix.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle));
-    has(b"</head") || has(b"<body")
+/// Looks for the end of the HTML head in a prefix that grows by a frame at a time, scanning
+/// each byte about once: an origin that sends its page one byte per frame must not make the
+/// proxy scan the whole prefix again for every byte (quadratic in [`META_PREFIX_BYTES`]).
+#[derive(Default)]
+struct HeadEnd {
+    /// How much of the prefix was scanned already.
+    scanned: usize,
+    /// Bytes looked at in all, for the tests (the work, not the time).
+    examined: usize,
+}
+
+impl HeadEnd {
+    /// The markers that end the head.
+    const MARKERS: [&'static [u8]; 2] = [b"</head", b"<body"];
+    /// A marker may straddle what was scanned and what is new by this many bytes.
+    const OVERLAP: usize = 5;
+
+    /// Whether `prefix` (the page so far: what was given last time and more) holds the end of
+    /// the head.
+    fn found(&mut self, prefix: &[u8]) -> bool {
+        let from = self.scanned.saturating_sub(Self::OVERLAP).min(prefix.len());
+        let new = &prefix[from..];
+        self.scanned = prefix.len();
+        self.examined += new.len();
+        Self::MARKERS.iter().any(|m| new.windows(m.len()).any(|w| w.eq_ignore_ascii_case(m)))
+    }
 }
 
 /// Merges `X-Robots-Tag: noai` (when `usage.x_robots_tag`: the header, or `<meta
@@ -286,6 +309,23 @@ mod tests {
     use std::io::Write;
 
     use super::*;
+
+    #[test]
+    fn the_head_end_is_found_across_frames_scanning_each_byte_about_once() {
+        // One byte per frame: the whole prefix, grown a byte at a time.
+        let page = format!("<html><HEAD>{}</HeAd><body>", "x".repeat(META_PREFIX_BYTES - 40));
+        let mut head = HeadEnd::default();
+        let end = (1..=page.len()).find(|&n| head.found(&page.as_bytes()[..n]));
+        assert_eq!(end, Some(page.find("</HeAd").unwrap() + "</head".len()));
+        // Scanning the prefix again for every byte would look at n²/2 bytes (2 GiB here).
+        let n = end.unwrap();
+        assert!(head.examined <= (HeadEnd::OVERLAP + 1) * n, "{} bytes looked at", head.examined);
+        // `<body` alone ends the head too; no marker, no end.
+        let mut head = HeadEnd::default();
+        assert!(!head.found(b"<html><bo"));
+        assert!(head.found(b"<html><bodY>"));
+        assert!(!HeadEnd::default().found(b"<html><head><title>"));
+    }
 
     fn html(coding: &str) -> Response<ProxyBody> {
         let body =

@@ -503,7 +503,10 @@ impl History {
 /// observation to the latest of its observations and what they say it lasted to; one per
 /// observation naming no fetch. What audit files say ends at their last record (`audit_end`,
 /// of the files or of the one instance whose records the window was built from).
-fn known(observed: &[&Observation], audit_end: Option<SystemTime>) -> Vec<(SystemTime, SystemTime)> {
+fn known(
+    observed: &[&Observation],
+    audit_end: Option<SystemTime>,
+) -> Vec<(SystemTime, SystemTime)> {
     let mut fetches: BTreeMap<SystemTime, (SystemTime, SystemTime)> = BTreeMap::new();
     let mut known = Vec::new();
     for o in observed {

@@ -217,7 +217,12 @@ mod tests {
         Kept { file: PathBuf::from("b.jsonl"), line: 7, raw: Vec::new(), value, at: t(at) }
     }
 
-    fn choose_at(h: &History, flag: Option<&str>, records: &[Kept], at: u64) -> Result<Option<Chosen>, EvidenceError> {
+    fn choose_at(
+        h: &History,
+        flag: Option<&str>,
+        records: &[Kept],
+        at: u64,
+    ) -> Result<Option<Chosen>, EvidenceError> {
         choose(flag, h, &h.instances_at("http://a.test", t(at)), records, "http://a.test", t(at))
     }
 

@@ -436,13 +436,11 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
                 .to_owned(),
         ));
     }
-    let (history, mut records) =
-        load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
+    let (history, mut records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
     warn_skipped(&history, "evidence");
     // Which instance's records answer (issue 39, L5: see `instances`).
     let each = history.instances_at(&name, at);
-    let chosen =
-        instances::choose(args.instance.as_deref(), &history, &each, &records, &name, at)?;
+    let chosen = instances::choose(args.instance.as_deref(), &history, &each, &records, &name, at)?;
     let scope = match &chosen {
         Some(c) => {
             records.retain(|k| {

@@ -423,7 +423,10 @@ async fn evidence_tells_the_instances_of_a_fleet_apart() {
         (&v2.as_str().into(), &false.into()),
         "{answer:#}"
     );
-    assert_eq!((&answer["instance"], &answer["instance_chosen_by"]), (&"instance-1".into(), &"record".into()));
+    assert_eq!(
+        (&answer["instance"], &answer["instance_chosen_by"]),
+        (&"instance-1".into(), &"record".into())
+    );
     assert_eq!(answer["instances_disagree"], true, "{answer:#}");
     let each: Vec<_> = answer["instances"]
         .as_array()
@@ -440,14 +443,28 @@ async fn evidence_tells_the_instances_of_a_fleet_apart() {
         "{answer:#}"
     );
     assert!(
-        answer["records"].as_array().unwrap().iter().all(|r| r["service.node.name"] == "instance-1"),
+        answer["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["service.node.name"] == "instance-1"),
         "{answer:#}"
     );
 
     // A URL no record at that time names an instance for: which instance decided is not
     // known, and the answer depends on it: refused, naming what each had.
     let other = format!("{base}/secret/x");
-    let (code, out, err) = evidence(&[&other, "--at", &tb, "--token", "ExampleBot", files[0], files[1], files[2], files[3]]);
+    let (code, out, err) = evidence(&[
+        &other,
+        "--at",
+        &tb,
+        "--token",
+        "ExampleBot",
+        files[0],
+        files[1],
+        files[2],
+        files[3],
+    ]);
     assert_eq!(code, 1, "{out}{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("instances disagree"), "{err}");
@@ -474,7 +491,8 @@ async fn evidence_tells_the_instances_of_a_fleet_apart() {
         "{at_b:#}"
     );
     // For a person: the instance, and the one line saying they disagree.
-    let mut args = vec![other.as_str(), "--at", &tb, "--token", "ExampleBot", "--instance", "instance-0"];
+    let mut args =
+        vec![other.as_str(), "--at", &tb, "--token", "ExampleBot", "--instance", "instance-0"];
     args.extend(files);
     let (code, text, err) = evidence(&args);
     assert_eq!(code, 0, "{err}");
@@ -488,7 +506,10 @@ async fn evidence_tells_the_instances_of_a_fleet_apart() {
     args.extend(files);
     let (code, out, err) = evidence(&args);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("\"instance-9\"") && err.contains("they name \"instance-0\", \"instance-1\""), "{err}");
+    assert!(
+        err.contains("\"instance-9\"") && err.contains("they name \"instance-0\", \"instance-1\""),
+        "{err}"
+    );
 }
 
 /// A fetch that gave no file is in force too, with its RFC 9309 consequence: 404, everything

@@ -44,7 +44,7 @@ pub(super) struct Chosen {
 }
 
 /// `service.node.name` of a record.
-fn node_name(record: &Value) -> Option<&str> {
+pub(super) fn node_name(record: &Value) -> Option<&str> {
     record.get("service.node.name").and_then(Value::as_str)
 }
 
@@ -76,20 +76,7 @@ pub(super) fn choose(
     at: SystemTime,
 ) -> Result<Option<Chosen>, EvidenceError> {
     if let Some(name) = flag {
-        let named = history.instances();
-        if !named.contains(&Some(name)) {
-            let known: Vec<String> = named.iter().flatten().map(|n| format!("{n:?}")).collect();
-            let known = if known.is_empty() {
-                "they name none (service.node.name is written only in a fleet, fleet.redis)"
-                    .to_owned()
-            } else {
-                format!("they name {}", known.join(", "))
-            };
-            return Err(EvidenceError::Unknown(format!(
-                "--instance {name:?}: no record of the --audit files names this instance \
-                 (service.node.name); {known}"
-            )));
-        }
+        named(history, name)?;
         return Ok(Some(Chosen { name: name.to_owned(), by: ChosenBy::Flag }));
     }
     if instances.each.len() < 2 {
@@ -121,6 +108,25 @@ pub(super) fn choose(
         )));
     }
     Ok(None)
+}
+
+/// Refuses `--instance NAME` when no record of the audit files names it, listing those that
+/// are named.
+pub(super) fn named(history: &History, name: &str) -> Result<(), EvidenceError> {
+    let named = history.instances();
+    if named.contains(&Some(name)) {
+        return Ok(());
+    }
+    let known: Vec<String> = named.iter().flatten().map(|n| format!("{n:?}")).collect();
+    let known = if known.is_empty() {
+        "they name none (service.node.name is written only in a fleet, fleet.redis)".to_owned()
+    } else {
+        format!("they name {}", known.join(", "))
+    };
+    Err(EvidenceError::Unknown(format!(
+        "--instance {name:?}: no record of the --audit files names this instance \
+         (service.node.name); {known}"
+    )))
 }
 
 /// One instance's entry in the answer: what it had in force and the decision on it.

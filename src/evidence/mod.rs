@@ -180,6 +180,11 @@ pub struct SourceArgs {
     /// the configured `audit.checkpoint_key`, if any.
     #[arg(long = "public-key", value_name = "FILE")]
     pub public_key: Option<PathBuf>,
+    /// Answer for this instance of a fleet: from the audit records it wrote
+    /// (`service.node.name`, its `fleet.instance`) alone. Without it, when the instances
+    /// disagree at TIME and no record at TIME for the URL names one, the answer is refused.
+    #[arg(long, value_name = "NAME")]
+    pub instance: Option<String>,
 }
 
 impl SourceArgs {
@@ -192,6 +197,19 @@ impl SourceArgs {
             sources.push(Source::StateDir(config.state_dir.clone()));
         }
         sources
+    }
+
+    /// Refuses `--instance` with an archive among the sources: an archive does not name its
+    /// instance.
+    fn check_instance(&self, sources: &[Source]) -> Result<(), EvidenceError> {
+        if self.instance.is_some() && sources.iter().any(|s| matches!(s, Source::StateDir(_))) {
+            return Err(EvidenceError::Argument(
+                "--instance picks the records an instance wrote (service.node.name), which \
+                 only audit files carry: give that instance's --audit files, without --state-dir"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
     }
 
     /// `audit verify` of each `--audit` file alone (files of several instances are several
@@ -288,11 +306,6 @@ pub struct ReplayArgs {
     /// break); without it, a broken chain is exit 1.
     #[arg(long)]
     pub allow_tampered: bool,
-    /// Answer for this instance of a fleet: from the audit records it wrote
-    /// (`service.node.name`, its `fleet.instance`) alone. Without it, when the instances
-    /// disagree at TIME and no record at TIME for the URL names one, the answer is refused.
-    #[arg(long, value_name = "NAME")]
-    pub instance: Option<String>,
     /// The sources and configuration.
     #[command(flatten)]
     pub sources: SourceArgs,
@@ -429,24 +442,16 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
             && field("robots.authority") == Some(name.as_str())
             && field("robots.path") == Some(path.as_str())
     };
-    if args.instance.is_some() && sources.iter().any(|s| matches!(s, Source::StateDir(_))) {
-        return Err(EvidenceError::Argument(
-            "--instance picks the records an instance wrote (service.node.name), which only \
-             audit files carry: give that instance's --audit files, without --state-dir"
-                .to_owned(),
-        ));
-    }
+    args.sources.check_instance(&sources)?;
     let (history, mut records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
     warn_skipped(&history, "evidence");
     // Which instance's records answer (issue 39, L5: see `instances`).
     let each = history.instances_at(&name, at);
-    let chosen = instances::choose(args.instance.as_deref(), &history, &each, &records, &name, at)?;
+    let flag = args.sources.instance.as_deref();
+    let chosen = instances::choose(flag, &history, &each, &records, &name, at)?;
     let scope = match &chosen {
         Some(c) => {
-            records.retain(|k| {
-                k.value.get("service.node.name").and_then(serde_json::Value::as_str)
-                    == Some(c.name.as_str())
-            });
+            records.retain(|k| instances::node_name(&k.value) == Some(c.name.as_str()));
             history::Scope::Instance(Some(c.name.as_str()))
         }
         None => history::Scope::All,
@@ -650,12 +655,12 @@ mod tests {
             near: Duration::from_secs(3600),
             json: false,
             allow_tampered: false,
-            instance: None,
             sources: SourceArgs {
                 config: None,
                 state_dirs: Vec::new(),
                 audits: Vec::new(),
                 public_key: None,
+                instance: None,
             },
         }
     }

@@ -510,6 +510,52 @@ async fn evidence_tells_the_instances_of_a_fleet_apart() {
         err.contains("\"instance-9\"") && err.contains("they name \"instance-0\", \"instance-1\""),
         "{err}"
     );
+
+    // The export: each instance's windows besides the merged ones; with --instance, that
+    // instance's windows and records alone.
+    let first = blocks_naming(&audit_a, &v1).remove(0);
+    let from = shifted(first["robots.fetched_at"].as_str().unwrap(), -1000);
+    let to = shifted(&tb, 1000);
+    let scratch = tempfile::tempdir().unwrap();
+    let export = |out: &Path, more: &[&str]| {
+        let mut args = vec!["export", "--authority", &base, "--from", &from, "--to", &to];
+        args.extend(["--out", out.to_str().unwrap()]);
+        args.extend(files);
+        args.extend_from_slice(more);
+        let (code, out, err) = evidence(&args);
+        assert_eq!(code, 0, "{out}{err}");
+    };
+    let read = |path: std::path::PathBuf| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    };
+    let digests = |windows: &serde_json::Value| -> Vec<serde_json::Value> {
+        windows.as_array().unwrap().iter().map(|w| w["sha256"].clone()).collect()
+    };
+    let all = scratch.path().join("all");
+    export(&all, &[]);
+    let each = read(all.join("instance_windows.json"));
+    let each: Vec<_> = each
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["instance"].clone(), digests(&e["windows"])))
+        .collect();
+    assert_eq!(
+        each,
+        [
+            ("instance-0".into(), vec![v1.as_str().into()]),
+            ("instance-1".into(), vec![v2.as_str().into()])
+        ]
+    );
+    let one = scratch.path().join("instance-0");
+    export(&one, &["--instance", "instance-0"]);
+    assert_eq!(digests(&read(one.join("windows.json"))), [serde_json::Value::from(v1.as_str())]);
+    assert_eq!(read(one.join("manifest.json"))["instance"], "instance-0");
+    assert!(!one.join("instance_windows.json").exists());
+    let exported = records(&one.join("records.jsonl"));
+    assert!(
+        !exported.is_empty() && exported.iter().all(|r| r["service.node.name"] == "instance-0")
+    );
 }
 
 /// A fetch that gave no file is in force too, with its RFC 9309 consequence: 404, everything

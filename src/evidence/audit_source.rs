@@ -11,6 +11,8 @@
 //! * a `robots_allow` or `robots_disallow` record naming no version: no file in force at its
 //!   `@timestamp`, everything allowed (`robots.state` `unavailable`, or a verdict to allow) or
 //!   disallowed (`unreachable`).
+//!
+//! Each observation names the instance whose record it is (`service.node.name`, in a fleet).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -87,8 +89,8 @@ pub(super) fn read_file(
             .as_str()
             .ok_or_else(|| bad("@timestamp is not a string".to_owned()))
             .and_then(|s| parse_time(s).map_err(|e| bad(format!("@timestamp: {e}"))))?;
-        history.audit_record_at(at);
-        take(&value, at, history).map_err(bad)?;
+        let instance = history.audit_record_at(at, text(&value, "service.node.name"));
+        take(&value, at, instance, history).map_err(bad)?;
         if keep(&value, at) {
             kept.push(Kept { file: path.to_owned(), line: number, raw: raw.clone(), value, at });
         }
@@ -100,8 +102,13 @@ fn text<'v>(record: &'v Value, field: &str) -> Option<&'v str> {
     record.get(field).and_then(Value::as_str)
 }
 
-/// What one record tells of the history.
-fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), String> {
+/// What one record (written by `instance`) tells of the history.
+fn take(
+    record: &Value,
+    at: SystemTime,
+    instance: Option<std::sync::Arc<str>>,
+    history: &mut History,
+) -> Result<(), String> {
     let Some(authority) = text(record, "robots.authority") else { return Ok(()) };
     // A `would_block` (report-only mode) tells what its refusal would have: the action
     // enforcement would have taken.
@@ -118,6 +125,7 @@ fn take(record: &Value, at: SystemTime, history: &mut History) -> Result<(), Str
     let seen = |what: InForce| Observation {
         fetch_key: fetched_at,
         from_audit: true,
+        instance: instance.clone(),
         ..Observation::at(at, what)
     };
     match text(record, "robots.sha256") {

@@ -6,7 +6,10 @@
 //!   byte for byte (its SHA-256 is its name);
 //! * `records.jsonl`: the audit records of the authority whose `@timestamp` is in the interval
 //!   (bounds included), each line exactly as in its file, ordered by time;
-//! * `windows.json`: the authority's windows that overlap the interval;
+//! * `windows.json`: the authority's windows that overlap the interval (with `--instance`, from
+//!   that instance's records alone);
+//! * `instance_windows.json`, when the records of several instances of a fleet name the
+//!   authority and no `--instance` is given: each instance's windows from its own records;
 //! * `proofs/<event.sequence>.json`: for each record, its inclusion proof against the first
 //!   signed checkpoint that covers it, as `audit prove` prints it (the record, its leaf hash,
 //!   the path to the root, the signed note): the receiver checks each with the public key
@@ -23,7 +26,7 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 
-use super::history::InForce;
+use super::history::{InForce, Scope};
 use super::time::show;
 use super::{
     file_sha256, load_sources, parse_authority, parse_time, EvidenceError, Source, SourceArgs,
@@ -92,19 +95,46 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
     refuse_non_empty(&args.out)?;
     let config = args.sources.load_config()?;
     let sources = args.sources.sources(&config);
+    args.sources.check_instance(&sources)?;
     let keep = |record: &Value, at: SystemTime| {
         from <= at
             && at <= to
             && record.get("robots.authority").and_then(Value::as_str) == Some(authority.as_str())
     };
-    let (history, records) =
+    let (history, mut records) =
         load_sources(&sources, Some(&authority), &keep, config.robots.max_age)?;
     super::warn_skipped(&history, "evidence export");
-    let windows: Vec<_> = history
-        .windows(&authority)
-        .into_iter()
-        .filter(|w| w.from <= to && w.replaced_at.unwrap_or(w.last_confirmed) >= from)
-        .collect();
+    // One instance's records and windows (`--instance`), else every source's; with several
+    // instances, each one's windows too (issue 39, L5: they may have held different versions).
+    let instance = args.sources.instance.as_deref();
+    let scope = match instance {
+        Some(name) => {
+            super::instances::named(&history, name)?;
+            records.retain(|k| super::instances::node_name(&k.value) == Some(name));
+            Scope::Instance(Some(name))
+        }
+        None => Scope::All,
+    };
+    let overlapping = |scope: Scope<'_>| -> Vec<super::history::Window> {
+        history
+            .windows_in(&authority, scope)
+            .into_iter()
+            .filter(|w| w.from <= to && w.replaced_at.unwrap_or(w.last_confirmed) >= from)
+            .collect()
+    };
+    let windows = overlapping(scope);
+    let each = history.instances_at(&authority, from).each;
+    let instance_windows: Vec<Value> = if instance.is_none() && each.len() > 1 {
+        each.iter()
+            .map(|e| {
+                let w = overlapping(Scope::Instance(e.instance.as_deref()));
+                let w: Vec<Value> = w.iter().map(super::report::window_json).collect();
+                json!({ "instance": e.instance, "windows": w })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
 
     let write_error = |path: &Path, e: std::io::Error| {
         EvidenceError::Export(format!("cannot write {}: {e}", path.display()))
@@ -145,6 +175,10 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
     let windows_json: Vec<Value> = windows.iter().map(super::report::window_json).collect();
     let windows_text = serde_json::to_vec_pretty(&windows_json).unwrap_or_default();
     put("windows.json".to_owned(), &windows_text)?;
+    if !instance_windows.is_empty() {
+        let text = serde_json::to_vec_pretty(&instance_windows).unwrap_or_default();
+        put("instance_windows.json".to_owned(), &text)?;
+    }
 
     let mut described = Vec::new();
     let mut audit_files = Vec::new();
@@ -165,6 +199,7 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
     }
     let manifest = json!({
         "authority": authority,
+        "instance": instance,
         "from": show(from),
         "to": show(to),
         "generated_at": show(SystemTime::now()),

@@ -8,12 +8,19 @@
 //! `@timestamp`). Versions are keyed by digest alone, so the same bytes from several sources
 //! (instances of a fleet, rotated files) are one version, and their observations one timeline.
 //!
+//! Every observation from an audit record names the instance that wrote it (`service.node.name`,
+//! none outside a fleet): the windows can be built from every source ([`Scope::All`]) or from one
+//! instance's records alone ([`Scope::Instance`]), and [`History::instances_at`] says what each
+//! instance had in force at a time, and whether they disagree (issue 39, L5: instances of a
+//! fleet that each fetch a robots.txt larger than `fleet.max_shared_body` can hold different
+//! versions at once, and the merged timeline gave one instance's answer for another's request).
+//!
 //! The windows of an authority: its observations sorted by time, runs of the same thing merged.
 //! A window runs from its first observation (`from`) to the first observation of the next
 //! window (`replaced_at`); the last window runs to its last observation (`last_confirmed`):
 //! after that nothing is known, and nothing is claimed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
@@ -77,6 +84,9 @@ pub struct Observation {
     /// Whether it comes from audit files, whose knowledge ends at their last record: a
     /// stretch is cut there (a stopped proxy decides nothing).
     pub from_audit: bool,
+    /// The instance whose audit record it comes from (`service.node.name`); none for a record
+    /// without it (a proxy outside a fleet) and for an archive's observations.
+    pub instance: Option<Arc<str>>,
 }
 
 impl Observation {
@@ -91,7 +101,67 @@ impl Observation {
             fetch_key: None,
             until: None,
             from_audit: false,
+            instance: None,
         }
+    }
+}
+
+/// Which observations a view of the history is built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Every source's.
+    All,
+    /// Those of the audit records one instance wrote (`service.node.name`; `None`: the records
+    /// that name no instance). An archive's observations name no instance and are left out.
+    Instance(Option<&'a str>),
+}
+
+impl Scope<'_> {
+    fn holds(&self, o: &Observation) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Instance(name) => o.from_audit && o.instance.as_deref() == *name,
+        }
+    }
+}
+
+/// What one instance had in force at a time ([`History::instances_at`]).
+#[derive(Debug, Clone)]
+pub struct InstanceInForce {
+    /// The instance (`service.node.name`; `None`: records that name none).
+    pub instance: Option<String>,
+    /// Its window in force then, or why none is known.
+    pub window: Result<Window, Unknown>,
+}
+
+impl InstanceInForce {
+    /// What was in force, `None` when nothing is known.
+    pub fn what(&self) -> Option<&InForce> {
+        self.window.as_ref().ok().map(|w| &w.what)
+    }
+}
+
+/// What each instance that the audit files show with the authority had in force at a time.
+#[derive(Debug, Clone, Default)]
+pub struct Instances {
+    /// One per instance, in name order (the records naming none first).
+    pub each: Vec<InstanceInForce>,
+}
+
+impl Instances {
+    /// Whether they disagree: two instances had different things in force, or one is known
+    /// and another is not.
+    pub fn disagree(&self) -> bool {
+        let mut seen = self.each.iter().map(InstanceInForce::what);
+        match seen.next() {
+            Some(first) => seen.any(|w| w != first),
+            None => false,
+        }
+    }
+
+    /// The entry of `instance`.
+    pub fn of(&self, instance: Option<&str>) -> Option<&InstanceInForce> {
+        self.each.iter().find(|e| e.instance.as_deref() == instance)
     }
 }
 
@@ -164,6 +234,9 @@ pub struct History {
     folding: std::collections::HashSet<(String, String)>,
     /// The latest `@timestamp` of the audit files read: they know nothing after it.
     audit_end: Option<SystemTime>,
+    /// The same per instance (`service.node.name`; `None`: records naming none): the audit
+    /// records of each instance the files hold, and the last time each knows of.
+    instance_end: BTreeMap<Option<Arc<str>>, SystemTime>,
     /// Bodies a source holds but that could not be used (unreadable, or not what their
     /// digest says): digest → why.
     unusable: HashMap<String, String>,
@@ -218,9 +291,28 @@ impl History {
         self.bodies.entry(sha256.to_owned()).or_insert(body);
     }
 
-    /// Notes an audit record's `@timestamp`: the audit files know of the time up to it.
-    pub fn audit_record_at(&mut self, at: SystemTime) {
+    /// Notes an audit record's `@timestamp` and the instance that wrote it: the audit files
+    /// (and that instance's records) know of the time up to it. Returns the instance's name as
+    /// the history keeps it, for the record's observations ([`Observation::instance`]).
+    pub fn audit_record_at(&mut self, at: SystemTime, instance: Option<&str>) -> Option<Arc<str>> {
         self.audit_end = Some(self.audit_end.map_or(at, |end| end.max(at)));
+        let key = instance.map(|name| {
+            self.instance_end
+                .keys()
+                .flatten()
+                .find(|k| &***k == name)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(name))
+        });
+        let end = self.instance_end.entry(key.clone()).or_insert(at);
+        *end = (*end).max(at);
+        key
+    }
+
+    /// The instances the audit files' records name (`service.node.name`), in name order;
+    /// `None` first when some records name none (a proxy outside a fleet).
+    pub fn instances(&self) -> Vec<Option<&str>> {
+        self.instance_end.keys().map(Option::as_deref).collect()
     }
 
     /// Adds an observation for `authority` (`scheme://host[:port]`).
@@ -296,10 +388,15 @@ impl History {
         self.observations.keys().map(String::as_str)
     }
 
-    /// The windows of `authority`, oldest first.
+    /// The windows of `authority`, oldest first, from every source.
     pub fn windows(&self, authority: &str) -> Vec<Window> {
+        self.windows_in(authority, Scope::All)
+    }
+
+    /// The windows of `authority` built from the observations of `scope`, oldest first.
+    pub fn windows_in(&self, authority: &str, scope: Scope<'_>) -> Vec<Window> {
         let Some(observed) = self.observations.get(authority) else { return Vec::new() };
-        let mut observed: Vec<&Observation> = observed.iter().collect();
+        let mut observed: Vec<&Observation> = observed.iter().filter(|o| scope.holds(o)).collect();
         observed.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.what.cmp(&b.what)));
         let mut windows: Vec<Window> = Vec::new();
         let mut members: Vec<Vec<&Observation>> = Vec::new();
@@ -339,41 +436,53 @@ impl History {
                 }
             }
         }
+        let audit_end = match scope {
+            Scope::All => self.audit_end,
+            Scope::Instance(name) => {
+                self.instance_end.iter().find(|(k, _)| k.as_deref() == name).map(|(_, end)| *end)
+            }
+        };
         for (w, m) in windows.iter_mut().zip(members) {
-            w.known = self.known(&m);
+            w.known = known(&m, audit_end);
         }
         windows
-    }
-
-    /// The stretches `observed` (one window's) make known: one per fetch named, from its
-    /// first observation to the latest of its observations and what they say it lasted to;
-    /// one per observation naming no fetch. What audit files say ends at their last record.
-    fn known(&self, observed: &[&Observation]) -> Vec<(SystemTime, SystemTime)> {
-        let mut fetches: BTreeMap<SystemTime, (SystemTime, SystemTime)> = BTreeMap::new();
-        let mut known = Vec::new();
-        for o in observed {
-            let mut end = o.until.unwrap_or(o.at).max(o.at);
-            if let (true, Some(last)) = (o.from_audit, self.audit_end) {
-                end = end.min(last).max(o.at);
-            }
-            match o.fetch_key {
-                Some(key) => {
-                    let k = fetches.entry(key).or_insert((o.at, end));
-                    k.0 = k.0.min(o.at);
-                    k.1 = k.1.max(end);
-                }
-                None => known.push((o.at, end)),
-            }
-        }
-        known.extend(fetches.into_values());
-        known.sort();
-        known
     }
 
     /// The window of `authority` in force at `at`, or why there is none: the earliest time
     /// anything is known for it, and the last (`None` each when nothing is known at all).
     pub fn in_force_at(&self, authority: &str, at: SystemTime) -> Result<Window, Unknown> {
-        let windows = self.windows(authority);
+        self.in_force_in(authority, at, Scope::All)
+    }
+
+    /// What each instance whose audit records name `authority` had in force for it at `at`,
+    /// each from its own records alone.
+    pub fn instances_at(&self, authority: &str, at: SystemTime) -> Instances {
+        let named: BTreeSet<Option<&str>> = self
+            .observations
+            .get(authority)
+            .into_iter()
+            .flatten()
+            .filter(|o| o.from_audit)
+            .map(|o| o.instance.as_deref())
+            .collect();
+        let each = named
+            .into_iter()
+            .map(|name| InstanceInForce {
+                instance: name.map(str::to_owned),
+                window: self.in_force_in(authority, at, Scope::Instance(name)),
+            })
+            .collect();
+        Instances { each }
+    }
+
+    /// [`History::in_force_at`], from the observations of `scope`.
+    pub fn in_force_in(
+        &self,
+        authority: &str,
+        at: SystemTime,
+        scope: Scope<'_>,
+    ) -> Result<Window, Unknown> {
+        let windows = self.windows_in(authority, scope);
         if let Some(w) = windows.iter().find(|w| w.covers(at)) {
             return Ok(w.clone());
         }
@@ -388,6 +497,35 @@ impl History {
             gap,
         })
     }
+}
+
+/// The stretches `observed` (one window's) make known: one per fetch named, from its first
+/// observation to the latest of its observations and what they say it lasted to; one per
+/// observation naming no fetch. What audit files say ends at their last record (`audit_end`,
+/// of the files or of the one instance whose records the window was built from).
+fn known(
+    observed: &[&Observation],
+    audit_end: Option<SystemTime>,
+) -> Vec<(SystemTime, SystemTime)> {
+    let mut fetches: BTreeMap<SystemTime, (SystemTime, SystemTime)> = BTreeMap::new();
+    let mut known = Vec::new();
+    for o in observed {
+        let mut end = o.until.unwrap_or(o.at).max(o.at);
+        if let (true, Some(last)) = (o.from_audit, audit_end) {
+            end = end.min(last).max(o.at);
+        }
+        match o.fetch_key {
+            Some(key) => {
+                let k = fetches.entry(key).or_insert((o.at, end));
+                k.0 = k.0.min(o.at);
+                k.1 = k.1.max(end);
+            }
+            None => known.push((o.at, end)),
+        }
+    }
+    known.extend(fetches.into_values());
+    known.sort();
+    known
 }
 
 #[cfg(test)]
@@ -474,7 +612,7 @@ mod tests {
         fetched(&mut h, 110, file("v2"), 113);
         fetched(&mut h, 120, file("v1"), 123);
         seen(&mut h, 121, file("v1"), 120);
-        h.audit_record_at(t(121));
+        h.audit_record_at(t(121), None);
         assert_eq!(h.in_force_at("http://a.test", t(111)).unwrap().what, file("v2"));
         // v2 expired at 113 and nothing was fetched until 120: nothing is known.
         assert!(h.in_force_at("http://a.test", t(115)).is_err());
@@ -513,5 +651,83 @@ mod tests {
         let w = h.windows("http://a.test");
         assert_eq!(w.len(), 2);
         assert_eq!(w[0].replaced_at, Some(t(300)));
+    }
+
+    /// An instance's audit record at `at` in force `what`, fetched at `key` until `until`.
+    fn by(h: &mut History, instance: &str, at: u64, what: InForce, key: u64, until: u64) {
+        let name = h.audit_record_at(t(at), Some(instance));
+        let o = Observation {
+            fetch_key: Some(t(key)),
+            fetch: at == key,
+            until: Some(t(until)),
+            from_audit: true,
+            instance: name,
+            ..Observation::at(t(at), what)
+        };
+        h.observe("http://a.test", o);
+    }
+
+    /// Issue 39, L5: two instances each fetched for themselves; A kept v1 while B had v2. Each
+    /// instance's history is its own records; the merged one gave B's answer for A's time.
+    #[test]
+    fn each_instance_has_its_own_timeline() {
+        let mut h = History::default();
+        by(&mut h, "a", 100, file("v1"), 100, 1000);
+        by(&mut h, "b", 200, file("v2"), 200, 1000);
+        by(&mut h, "b", 250, file("v2"), 200, 1000);
+        by(&mut h, "a", 300, file("v1"), 100, 1000);
+        assert_eq!(h.instances(), [Some("a"), Some("b")]);
+        let a = Scope::Instance(Some("a"));
+        let b = Scope::Instance(Some("b"));
+        // The merged timeline: v2 from B's fetch on, back to v1 at A's record.
+        assert_eq!(h.in_force_at("http://a.test", t(250)).unwrap().what, file("v2"));
+        assert_eq!(h.in_force_in("http://a.test", t(250), a).unwrap().what, file("v1"));
+        assert_eq!(h.in_force_in("http://a.test", t(250), b).unwrap().what, file("v2"));
+        assert_eq!(h.windows_in("http://a.test", a).len(), 1);
+        // Each instance's records end at its own last record: B knows nothing after 250.
+        assert!(h.in_force_in("http://a.test", t(280), b).is_err());
+        assert_eq!(h.in_force_in("http://a.test", t(280), a).unwrap().what, file("v1"));
+        // What each had at 250: they disagree; before B's first fetch B knew nothing, which
+        // is a disagreement too.
+        let at = |s| h.instances_at("http://a.test", t(s));
+        let each = at(250);
+        let names: Vec<_> = each.each.iter().map(|e| e.instance.clone()).collect();
+        assert_eq!(names, [Some("a".to_owned()), Some("b".to_owned())]);
+        assert_eq!(each.of(Some("a")).and_then(|e| e.what().cloned()), Some(file("v1")));
+        assert_eq!(each.of(Some("b")).and_then(|e| e.what().cloned()), Some(file("v2")));
+        assert!(each.disagree());
+        assert!(at(150).disagree());
+        assert!(at(150).of(Some("b")).unwrap().window.is_err());
+        // An unknown instance has no records: nothing is known from them.
+        assert!(h.in_force_in("http://a.test", t(250), Scope::Instance(Some("c"))).is_err());
+    }
+
+    #[test]
+    fn instances_that_had_the_same_version_agree() {
+        let mut h = History::default();
+        by(&mut h, "a", 100, file("v1"), 100, 1000);
+        by(&mut h, "b", 110, file("v1"), 110, 1000);
+        by(&mut h, "b", 400, file("v1"), 110, 1000);
+        // A's last record (of anything) at 400: its files know of A up to then.
+        h.audit_record_at(t(400), Some("a"));
+        assert!(!h.instances_at("http://a.test", t(200)).disagree());
+        assert_eq!(h.instances_at("http://a.test", t(200)).each.len(), 2);
+        // An archive's observation names no instance: not one of the instances, and left out
+        // of each instance's view.
+        let archived = Observation { until: Some(t(900)), ..Observation::at(t(300), file("v9")) };
+        h.observe("http://a.test", archived);
+        let each = h.instances_at("http://a.test", t(350));
+        assert_eq!(each.each.len(), 2);
+        assert!(!each.disagree());
+        let a = h.in_force_in("http://a.test", t(350), Scope::Instance(Some("a")));
+        assert_eq!(a.unwrap().what, file("v1"));
+        // Records naming no instance (a proxy outside a fleet) are one instance of their own.
+        let name = h.audit_record_at(t(120), None);
+        assert_eq!(name, None);
+        let o = Observation { from_audit: true, ..Observation::at(t(120), file("v0")) };
+        h.observe("http://a.test", o);
+        assert_eq!(h.instances(), [None, Some("a"), Some("b")]);
+        assert_eq!(h.instances_at("http://a.test", t(120)).each.len(), 3);
+        assert!(h.instances_at("http://a.test", t(120)).disagree());
     }
 }

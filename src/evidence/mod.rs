@@ -6,7 +6,9 @@
 //! `robots_version` records and the records that name each version, see [`audit_source`]) and
 //! state directories (`--state-dir`). Every source is read into one [`history::History`]: the
 //! same digest from several sources (instances of a fleet, rotated files) is one version, and
-//! its windows are built from everything every source knows of it.
+//! its windows are built from everything every source knows of it. The instances of a fleet
+//! are told apart by their records' `service.node.name`: the answer is for one instance's
+//! records when they disagree (see [`instances`]).
 //!
 //! It never makes up an answer: when no source knows what was in force at that time, it says
 //! so (exit 1) with the earliest time anything is known. Bad input (an unreadable file, a line
@@ -16,6 +18,7 @@ mod archive_source;
 mod audit_source;
 pub mod export;
 pub mod history;
+mod instances;
 mod overrides;
 mod replay;
 mod report;
@@ -70,6 +73,10 @@ pub enum EvidenceError {
     /// No source knows what was in force: the refusal.
     #[error("{0}")]
     Unknown(String),
+    /// The instances of a fleet had different things in force and nothing says which one
+    /// decided (issue 39, L5): the refusal, naming what each had.
+    #[error("{0}")]
+    Ambiguous(String),
     /// The export could not be written (or `--out` is not empty).
     #[error("{0}")]
     Export(String),
@@ -87,6 +94,7 @@ impl EvidenceError {
     pub fn exit_status(&self) -> u8 {
         match self {
             EvidenceError::Unknown(_)
+            | EvidenceError::Ambiguous(_)
             | EvidenceError::Export(_)
             | EvidenceError::Output(_)
             | EvidenceError::Tampered(_) => 1,
@@ -172,6 +180,11 @@ pub struct SourceArgs {
     /// the configured `audit.checkpoint_key`, if any.
     #[arg(long = "public-key", value_name = "FILE")]
     pub public_key: Option<PathBuf>,
+    /// Answer for this instance of a fleet: from the audit records it wrote
+    /// (`service.node.name`, its `fleet.instance`) alone. Without it, when the instances
+    /// disagree at TIME and no record at TIME for the URL names one, the answer is refused.
+    #[arg(long, value_name = "NAME")]
+    pub instance: Option<String>,
 }
 
 impl SourceArgs {
@@ -184,6 +197,19 @@ impl SourceArgs {
             sources.push(Source::StateDir(config.state_dir.clone()));
         }
         sources
+    }
+
+    /// Refuses `--instance` with an archive among the sources: an archive does not name its
+    /// instance.
+    fn check_instance(&self, sources: &[Source]) -> Result<(), EvidenceError> {
+        if self.instance.is_some() && sources.iter().any(|s| matches!(s, Source::StateDir(_))) {
+            return Err(EvidenceError::Argument(
+                "--instance picks the records an instance wrote (service.node.name), which \
+                 only audit files carry: give that instance's --audit files, without --state-dir"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
     }
 
     /// `audit verify` of each `--audit` file alone (files of several instances are several
@@ -416,26 +442,23 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
             && field("robots.authority") == Some(name.as_str())
             && field("robots.path") == Some(path.as_str())
     };
-    let (history, records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
+    args.sources.check_instance(&sources)?;
+    let (history, mut records) = load_sources(&sources, Some(&name), &keep, config.robots.max_age)?;
     warn_skipped(&history, "evidence");
-    let window = history.in_force_at(&name, at).map_err(|known| refusal(&name, at, known))?;
-    let body = match &window.what {
-        InForce::File(digest) => {
-            Some(history.body(digest).ok_or_else(|| match history.unusable_body(digest) {
-                Some(why) => EvidenceError::Archive(format!(
-                    "robots.txt version sha256:{digest} of {name} was in force at {}, and the \
-                     only body of it cannot be used: {why}",
-                    time::show(at)
-                )),
-                None => EvidenceError::Unknown(format!(
-                    "robots.txt version sha256:{digest} of {name} was in force at {}, but no \
-                     source holds its body (no robots_version record for it): nothing to replay",
-                    time::show(at)
-                )),
-            })?)
+    // Which instance's records answer (issue 39, L5: see `instances`).
+    let each = history.instances_at(&name, at);
+    let flag = args.sources.instance.as_deref();
+    let chosen = instances::choose(flag, &history, &each, &records, &name, at)?;
+    let scope = match &chosen {
+        Some(c) => {
+            records.retain(|k| instances::node_name(&k.value) == Some(c.name.as_str()));
+            history::Scope::Instance(Some(c.name.as_str()))
         }
-        _ => None,
+        None => history::Scope::All,
     };
+    let window =
+        history.in_force_in(&name, at, scope).map_err(|known| refusal(&name, at, known))?;
+    let body = body_in_force(&history, &window.what, &name, at)?;
     // The chain of every audit file the answer rests on (issue 39, M1): a broken one is
     // refused unless asked for (`--allow-tampered`); the answer names each file's status.
     let chains = args.sources.check_chains(&config)?;
@@ -455,25 +478,52 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
             )));
         }
     }
-    // The case-folded reading: by configuration, or because the archive says the fetch of this
-    // version named a case-insensitive server (the proxy then decided with it).
-    let detected = config.policy.fold_case == FoldCase::Detect
-        && matches!(&window.what, InForce::File(d) if history.folds_case(&name, d));
-    let fold = folds_case(&config, &authority) || detected;
-    let replayed =
-        replay::replay(&window.what, body.map(|b| &b.bytes[..]), token.as_ref(), &path, fold);
-    // Exceptions and usage preferences, as the proxy applies them (issue 39, M4).
-    let overrides = overrides::apply(
-        &config,
-        &authority,
-        token.as_ref(),
-        args.user.as_deref(),
-        &path,
-        at,
-        body.map(|b| &b.bytes[..]),
-        fold,
-        &replayed,
-    );
+    // The decision on what was in force: robots.txt's rules, read case-folded by configuration
+    // or because the archive says the fetch of this version named a case-insensitive server
+    // (the proxy then decided with it); then exceptions and usage preferences, as the proxy
+    // applies them (issue 39, M4).
+    let decide = |what: &InForce, body: Option<&history::Body>| {
+        let detected = config.policy.fold_case == FoldCase::Detect
+            && matches!(what, InForce::File(d) if history.folds_case(&name, d));
+        let fold = folds_case(&config, &authority) || detected;
+        let bytes = body.map(|b| &b.bytes[..]);
+        let replayed = replay::replay(what, bytes, token.as_ref(), &path, fold);
+        let overrides = overrides::apply(
+            &config,
+            &authority,
+            token.as_ref(),
+            args.user.as_deref(),
+            &path,
+            at,
+            bytes,
+            fold,
+            &replayed,
+        );
+        (fold, replayed, overrides)
+    };
+    let (fold, replayed, overrides) = decide(&window.what, body);
+    // What each instance had in force, and its decision on it (when its body is at hand).
+    let entries: Vec<instances::Entry> = if each.each.len() < 2 {
+        Vec::new()
+    } else {
+        each.each
+            .iter()
+            .map(|e| {
+                let window = e.window.as_ref().ok();
+                let decision = window.and_then(|w| {
+                    let body = body_in_force(&history, &w.what, &name, at).ok()?;
+                    let (_, replayed, o) = decide(&w.what, body);
+                    Some((o.allowed, o.reason.clone().unwrap_or(replayed.decision.reason)))
+                });
+                instances::Entry {
+                    instance: e.instance.clone(),
+                    what: window.map(|w| w.what.clone()),
+                    fetched_at: window.and_then(|w| w.fetched_before(at)),
+                    decision,
+                }
+            })
+            .collect()
+    };
     let disagrees = overrides::disagreeing(&records, token.as_ref(), overrides.allowed);
     let sources_disagree = sources_disagree(&sources, &name, at, config.robots.max_age)?;
     let answer = report::Answer {
@@ -494,8 +544,33 @@ pub fn replay_command(args: &ReplayArgs) -> Result<String, EvidenceError> {
         overrides: &overrides,
         disagrees: &disagrees,
         sources_disagree: sources_disagree.as_ref(),
+        instance: chosen.as_ref(),
+        instances: &entries,
+        instances_disagree: each.disagree(),
     };
     Ok(if args.json { report::json(&answer) } else { report::text(&answer) })
+}
+
+/// The body of what was in force for `authority` at `at` (none when no file was), or why it
+/// cannot be replayed.
+fn body_in_force<'h>(
+    history: &'h History,
+    what: &InForce,
+    authority: &str,
+    at: SystemTime,
+) -> Result<Option<&'h history::Body>, EvidenceError> {
+    let InForce::File(digest) = what else { return Ok(None) };
+    let at = time::show(at);
+    history.body(digest).map(Some).ok_or_else(|| match history.unusable_body(digest) {
+        Some(why) => EvidenceError::Archive(format!(
+            "robots.txt version sha256:{digest} of {authority} was in force at {at}, and the \
+             only body of it cannot be used: {why}"
+        )),
+        None => EvidenceError::Unknown(format!(
+            "robots.txt version sha256:{digest} of {authority} was in force at {at}, but no \
+             source holds its body (no robots_version record for it): nothing to replay"
+        )),
+    })
 }
 
 /// With both audit files and an archive among the sources: what each kind alone says was in
@@ -585,6 +660,7 @@ mod tests {
                 state_dirs: Vec::new(),
                 audits: Vec::new(),
                 public_key: None,
+                instance: None,
             },
         }
     }

@@ -36,6 +36,12 @@ pub(super) struct Answer<'a> {
     pub(super) disagrees: &'a [Value],
     /// What the audit files and the archive each say, when they differ.
     pub(super) sources_disagree: Option<&'a Value>,
+    /// The instance whose records answer, when one was chosen.
+    pub(super) instance: Option<&'a super::instances::Chosen>,
+    /// What each instance that knew the authority had in force, when there are several.
+    pub(super) instances: &'a [super::instances::Entry],
+    /// Whether those instances disagree at TIME.
+    pub(super) instances_disagree: bool,
 }
 
 /// The chain of each audit file, for `--json`.
@@ -142,6 +148,13 @@ pub(super) fn json(a: &Answer<'_>) -> String {
         "usage": a.overrides.usage,
         "disagrees_with": a.disagrees,
         "sources_disagree": a.sources_disagree,
+        "instance": a.instance.map(|c| &c.name),
+        "instance_chosen_by": a.instance.map(|c| match c.by {
+            super::instances::ChosenBy::Flag => "--instance",
+            super::instances::ChosenBy::Record(_) => "record",
+        }),
+        "instances": super::instances::json_list(a.instances),
+        "instances_disagree": a.instances_disagree,
         "rule": d.rule,
         "line": d.line,
         "group": d.group,
@@ -173,6 +186,11 @@ pub(super) fn text(a: &Answer<'_>) -> String {
     let _ = writeln!(out, "at:         {}", show(a.at));
     let token = a.token.map_or("(none)", |t| t.as_str());
     let _ = writeln!(out, "token:      {} ({})", terminal(token), a.token_source);
+    out.push_str(&crate::output::terminal_text(&super::instances::text(
+        a.instance,
+        a.instances,
+        a.instances_disagree,
+    )));
     match &w.what {
         InForce::File(sha) => {
             let _ = writeln!(out, "robots.txt: sha256:{sha}");

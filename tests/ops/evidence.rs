@@ -4,12 +4,14 @@
 //! within each window and today's decision on it; a refusal before the first fetch; exit 2 for
 //! bad input (a changed `robots_version` body too); an export whose manifest names the digests
 //! of its files; two instances' files merged; the same from the state directory's archive with
-//! the proxy stopped; a 404 and a 503 in force replayed with their consequence.
+//! the proxy stopped; a 404 and a 503 in force replayed with their consequence; two instances of
+//! a fleet that had different versions at once told apart (`--instance`, issue 39, L5).
 
 use std::path::Path;
 use std::time::Duration;
 
 use super::support::{post_json, proxied_client, run, wait_until, Origin, ProxyProcess};
+use crate::fleet::support::{fleet, Redis};
 
 const V1: &str = "User-agent: *\nDisallow: /private\n";
 const V2: &str = "# version two\nUser-agent: *\nDisallow: /secret\n";
@@ -377,6 +379,183 @@ async fn evidence_merges_the_audit_files_of_two_instances() {
         evidence(&[&format!("{base}/secret/x"), "--at", &tb, "--audit", audit_a.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no robots.txt version is known"), "{err}");
+}
+
+/// Issue 39, L5: two instances of a fleet (a real redis-server) that each fetch robots.txt for
+/// themselves (`fleet.max_shared_body = 0B`, as for a body over the limit): A keeps version 1
+/// while B has fetched version 2. Over both audit files, the answer for B's request is B's
+/// version, and says what each instance had and that they disagree; for a URL no record at that
+/// time names an instance for, it is refused as ambiguous; `--instance` answers from each one's
+/// records alone; an instance no record names is refused, naming those that are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_tells_the_instances_of_a_fleet_apart() {
+    let Some(redis) = Redis::start().await else { return };
+    let origin = Origin::start(V1).await;
+    let mut f =
+        fleet(2, &redis, "evidence-instances", &[("ROBOTS_PROXY_FLEET__MAX_SHARED_BODY", "0B")]);
+    let (audit_a, audit_b) =
+        (f.state_dir(0).join("audit.jsonl"), f.state_dir(1).join("audit.jsonl"));
+    let base = origin.base();
+    let (v1, v2) = (sha256_hex(V1.as_bytes()), sha256_hex(V2.as_bytes()));
+
+    assert_eq!(fetch(&f.instances[0], &format!("{base}/private/a")).await, 403);
+    origin.set_robots(200, V2);
+    assert_eq!(fetch(&f.instances[1], &format!("{base}/secret/b")).await, 403);
+    // A still decides with its copy of version 1, which allows /secret.
+    assert_eq!(fetch(&f.instances[0], &format!("{base}/private/a2")).await, 403);
+    assert_eq!(fetch(&f.instances[0], &format!("{base}/secret/a")).await, 200);
+    wait_until("the blocks recorded", || {
+        blocks_naming(&audit_a, &v1).len() == 2 && blocks_naming(&audit_b, &v2).len() == 1
+    })
+    .await;
+    drop(std::mem::take(&mut f.instances));
+    let under_v2 = blocks_naming(&audit_b, &v2).remove(0);
+    assert_eq!(under_v2["service.node.name"], "instance-1", "{under_v2}");
+    let tb = under_v2["@timestamp"].as_str().unwrap().to_owned();
+    let files = ["--audit", audit_a.to_str().unwrap(), "--audit", audit_b.to_str().unwrap()];
+
+    // B's request: the record at that time names B, whose version 2 disallowed it; A had
+    // version 1 then, which allows the path.
+    let secret_b = format!("{base}/secret/b");
+    let answer = replay_from(&secret_b, &tb, &files);
+    assert_eq!(
+        (&answer["sha256"], &answer["allowed"]),
+        (&v2.as_str().into(), &false.into()),
+        "{answer:#}"
+    );
+    assert_eq!(
+        (&answer["instance"], &answer["instance_chosen_by"]),
+        (&"instance-1".into(), &"record".into())
+    );
+    assert_eq!(answer["instances_disagree"], true, "{answer:#}");
+    let each: Vec<_> = answer["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["instance"].clone(), e["sha256"].clone(), e["allowed"].clone()))
+        .collect();
+    assert_eq!(
+        each,
+        [
+            ("instance-0".into(), v1.as_str().into(), true.into()),
+            ("instance-1".into(), v2.as_str().into(), false.into())
+        ],
+        "{answer:#}"
+    );
+    assert!(
+        answer["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["service.node.name"] == "instance-1"),
+        "{answer:#}"
+    );
+
+    // A URL no record at that time names an instance for: which instance decided is not
+    // known, and the answer depends on it: refused, naming what each had.
+    let other = format!("{base}/secret/x");
+    let (code, out, err) = evidence(&[
+        &other,
+        "--at",
+        &tb,
+        "--token",
+        "ExampleBot",
+        files[0],
+        files[1],
+        files[2],
+        files[3],
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("instances disagree"), "{err}");
+    assert!(err.contains(&format!("\"instance-0\" had robots.txt sha256:{v1}")), "{err}");
+    assert!(err.contains(&format!("\"instance-1\" had robots.txt sha256:{v2}")), "{err}");
+
+    // --instance answers from each one's records alone.
+    let with = |name: &'static str| {
+        let mut args = files.to_vec();
+        args.extend(["--instance", name]);
+        replay_from(&other, &tb, &args)
+    };
+    let at_a = with("instance-0");
+    assert_eq!(
+        (&at_a["sha256"], &at_a["allowed"], &at_a["instance"], &at_a["instance_chosen_by"]),
+        (&v1.as_str().into(), &true.into(), &"instance-0".into(), &"--instance".into()),
+        "{at_a:#}"
+    );
+    assert_eq!(at_a["instances_disagree"], true, "{at_a:#}");
+    let at_b = with("instance-1");
+    assert_eq!(
+        (&at_b["sha256"], &at_b["allowed"], &at_b["instance"]),
+        (&v2.as_str().into(), &false.into(), &"instance-1".into()),
+        "{at_b:#}"
+    );
+    // For a person: the instance, and the one line saying they disagree.
+    let mut args =
+        vec![other.as_str(), "--at", &tb, "--token", "ExampleBot", "--instance", "instance-0"];
+    args.extend(files);
+    let (code, text, err) = evidence(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("instance:   \"instance-0\" (--instance)"), "{text}");
+    let line: Vec<_> = text.lines().filter(|l| l.contains("INSTANCES DISAGREE")).collect();
+    assert_eq!(line.len(), 1, "{text}");
+    assert!(line[0].contains(&v1) && line[0].contains(&v2), "{text}");
+
+    // An instance no record names.
+    let mut args = vec![other.as_str(), "--at", &tb, "--instance", "instance-9"];
+    args.extend(files);
+    let (code, out, err) = evidence(&args);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("\"instance-9\"") && err.contains("they name \"instance-0\", \"instance-1\""),
+        "{err}"
+    );
+
+    // The export: each instance's windows besides the merged ones; with --instance, that
+    // instance's windows and records alone.
+    let first = blocks_naming(&audit_a, &v1).remove(0);
+    let from = shifted(first["robots.fetched_at"].as_str().unwrap(), -1000);
+    let to = shifted(&tb, 1000);
+    let scratch = tempfile::tempdir().unwrap();
+    let export = |out: &Path, more: &[&str]| {
+        let mut args = vec!["export", "--authority", &base, "--from", &from, "--to", &to];
+        args.extend(["--out", out.to_str().unwrap()]);
+        args.extend(files);
+        args.extend_from_slice(more);
+        let (code, out, err) = evidence(&args);
+        assert_eq!(code, 0, "{out}{err}");
+    };
+    let read = |path: std::path::PathBuf| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    };
+    let digests = |windows: &serde_json::Value| -> Vec<serde_json::Value> {
+        windows.as_array().unwrap().iter().map(|w| w["sha256"].clone()).collect()
+    };
+    let all = scratch.path().join("all");
+    export(&all, &[]);
+    let each = read(all.join("instance_windows.json"));
+    let each: Vec<_> = each
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["instance"].clone(), digests(&e["windows"])))
+        .collect();
+    assert_eq!(
+        each,
+        [
+            ("instance-0".into(), vec![v1.as_str().into()]),
+            ("instance-1".into(), vec![v2.as_str().into()])
+        ]
+    );
+    let one = scratch.path().join("instance-0");
+    export(&one, &["--instance", "instance-0"]);
+    assert_eq!(digests(&read(one.join("windows.json"))), [serde_json::Value::from(v1.as_str())]);
+    assert_eq!(read(one.join("manifest.json"))["instance"], "instance-0");
+    assert!(!one.join("instance_windows.json").exists());
+    let exported = records(&one.join("records.jsonl"));
+    assert!(
+        !exported.is_empty() && exported.iter().all(|r| r["service.node.name"] == "instance-0")
+    );
 }
 
 /// A fetch that gave no file is in force too, with its RFC 9309 consequence: 404, everything

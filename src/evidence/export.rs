@@ -13,7 +13,9 @@
 //! * `proofs/<event.sequence>.json`: for each record, its inclusion proof against the first
 //!   signed checkpoint that covers it, as `audit prove` prints it (the record, its leaf hash,
 //!   the path to the root, the signed note): the receiver checks each with the public key
-//!   alone (`evidence verify-export DIR --public-key K`, or `audit check-proof` on each);
+//!   alone (`evidence verify-export DIR --public-key K`, or `audit check-proof` on each); when
+//!   the records come from several instances of a fleet (each numbers and chains its own),
+//!   `proofs/<instance>/<event.sequence>.json`, each proved from that instance's files;
 //! * `manifest.json`: the authority, the interval, the sources (each audit file with its
 //!   SHA-256), every file written with its SHA-256 and size, `proofs_missing` (records no
 //!   proof could be made for, and why), and `audit_verify`, the result of `audit verify` on the
@@ -229,8 +231,13 @@ pub fn run(args: &ExportArgs) -> Result<String, EvidenceError> {
 /// Writes a file of the export and lists it in the manifest.
 type Put<'a> = dyn FnMut(String, &[u8]) -> Result<(), EvidenceError> + 'a;
 
-/// Writes `proofs/<sequence>.json` for each record, from the audit files read (oldest first,
-/// as given): the records no proof could be made for, each with why.
+/// Writes each record's proof, from the audit files read (oldest first, as given): the records
+/// no proof could be made for, each with why.
+///
+/// Each instance of a fleet numbers and chains its own records, so a record is proved against
+/// its own instance's files alone (the files whose records name that `service.node.name`);
+/// with one instance (or none) the proofs are `proofs/<sequence>.json`, with several
+/// `proofs/<instance>/<sequence>.json` ([`proof_path`]), since their sequences collide.
 fn write_proofs(
     records: &[super::Kept],
     sources: &[Source],
@@ -244,27 +251,87 @@ fn write_proofs(
             Source::StateDir(_) => None,
         })
         .collect();
-    let sequences: Vec<u64> =
-        records.iter().filter_map(|k| k.value.get("event.sequence")?.as_u64()).collect();
-    if files.is_empty() || sequences.is_empty() {
+    let mut by_instance: std::collections::BTreeMap<Option<&str>, Vec<u64>> = Default::default();
+    for k in records {
+        if let Some(sequence) = k.value.get("event.sequence").and_then(Value::as_u64) {
+            let instance = super::instances::node_name(&k.value);
+            by_instance.entry(instance).or_default().push(sequence);
+        }
+    }
+    if files.is_empty() || by_instance.is_empty() {
         return Ok(Vec::new());
     }
-    let dir = out.join("proofs");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| EvidenceError::Export(format!("cannot write {}: {e}", dir.display())))?;
-    let proofs = crate::audit::proof::prove_many(&files, &sequences)
-        .map_err(|e| EvidenceError::Export(format!("cannot prove the records: {e}")))?;
+    let several = by_instance.len() > 1;
+    let file_instances: Vec<Option<String>> = files.iter().map(|f| file_instance(f)).collect();
     let mut missing = Vec::new();
-    for (sequence, proof) in sequences.iter().zip(proofs) {
-        match proof {
-            Ok(proof) => {
-                let text = serde_json::to_vec_pretty(&proof).unwrap_or_default();
-                put(format!("proofs/{sequence}.json"), &text)?;
+    for (instance, sequences) in &by_instance {
+        let own: Vec<PathBuf> = files
+            .iter()
+            .zip(&file_instances)
+            .filter(|(_, of)| of.as_deref() == *instance)
+            .map(|(f, _)| f.clone())
+            .collect();
+        let proofs = crate::audit::proof::prove_many(&own, sequences)
+            .map_err(|e| EvidenceError::Export(format!("cannot prove the records: {e}")))?;
+        for (&sequence, proof) in sequences.iter().zip(proofs) {
+            let name = proof_path(sequence, instance.filter(|_| several));
+            match proof {
+                Ok(proof) => {
+                    let path = out.join(&name);
+                    if let Some(dir) = path.parent() {
+                        std::fs::create_dir_all(dir).map_err(|e| {
+                            EvidenceError::Export(format!("cannot write {}: {e}", dir.display()))
+                        })?;
+                    }
+                    let text = serde_json::to_vec_pretty(&proof).unwrap_or_default();
+                    put(name, &text)?;
+                }
+                Err(e) => missing.push(json!({
+                    "sequence": sequence,
+                    "instance": instance,
+                    "why": e.to_string(),
+                })),
             }
-            Err(e) => missing.push(json!({ "sequence": sequence, "why": e.to_string() })),
         }
     }
     Ok(missing)
+}
+
+/// Where an export keeps a record's proof: `proofs/<sequence>.json`, or under its instance's
+/// directory when the export holds the records of several instances (`instance`): the name
+/// itself when it is a plain file name (letters, digits, `.`, `_`, `-`, not starting with a
+/// dot), else `x-` and its bytes in hex, so no name reaches outside `proofs/`.
+pub(super) fn proof_path(sequence: u64, instance: Option<&str>) -> String {
+    match instance {
+        None => format!("proofs/{sequence}.json"),
+        Some(name) => {
+            let plain = !name.is_empty()
+                && !name.starts_with('.')
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+            let dir = if plain {
+                name.to_owned()
+            } else {
+                let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+                format!("x-{hex}")
+            };
+            format!("proofs/{dir}/{sequence}.json")
+        }
+    }
+}
+
+/// The instance whose records an audit file holds: the `service.node.name` of its first record
+/// that has one (`None` for the file of a proxy outside a fleet, or one that cannot be read).
+fn file_instance(path: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).ok()?;
+    for line in std::io::BufReader::new(file).split(b'\n').map_while(Result::ok) {
+        if let Ok(value) = serde_json::from_slice::<Value>(&line) {
+            if let Some(name) = super::instances::node_name(&value) {
+                return Some(name.to_owned());
+            }
+        }
+    }
+    None
 }
 
 /// Refuses an `--out` that exists and is not an empty directory.

@@ -82,14 +82,22 @@ pub fn run(args: &VerifyExportArgs) -> Result<String, EvidenceError> {
         let Some(sequence) = value.get("event.sequence").and_then(Value::as_u64) else {
             return Err(tampered(format!("{at}: the record has no event.sequence")));
         };
-        let proof_path = dir.join("proofs").join(format!("{sequence}.json"));
-        let proof: InclusionProof = match std::fs::read(&proof_path) {
+        // The records of several instances keep their proofs under their instance's name
+        // (their sequences collide); one instance's, or a single proxy's, directly.
+        let instance = super::instances::node_name(&value);
+        let own = super::export::proof_path(sequence, instance);
+        let name = if instance.is_some() && dir.join(&own).exists() {
+            own
+        } else {
+            super::export::proof_path(sequence, None)
+        };
+        let proof: InclusionProof = match std::fs::read(dir.join(&name)) {
             Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| tampered(format!("proofs/{sequence}.json is not a proof: {e}")))?,
+                .map_err(|e| tampered(format!("{name} is not a proof: {e}")))?,
             Err(_) => {
                 return Err(tampered(format!(
-                    "{at}: no proof (proofs/{sequence}.json): the record is not proven (see \
-                     manifest.json proofs_missing)"
+                    "{at}: no proof ({name}): the record is not proven (see manifest.json \
+                     proofs_missing)"
                 )))
             }
         };
@@ -100,11 +108,10 @@ pub fn run(args: &VerifyExportArgs) -> Result<String, EvidenceError> {
             || leaf.is_some_and(|leaf| proof.record.as_bytes() == &*leaf);
         if !proves {
             return Err(tampered(format!(
-                "{at}: the record is not the one proofs/{sequence}.json proves: it was changed"
+                "{at}: the record is not the one {name} proves: it was changed"
             )));
         }
-        let checkpoint = check(&proof, &key)
-            .map_err(|e| tampered(format!("{at}: proofs/{sequence}.json: {e}")))?;
+        let checkpoint = check(&proof, &key).map_err(|e| tampered(format!("{at}: {name}: {e}")))?;
         checkpoints.insert((checkpoint.origin, checkpoint.size));
         proved += 1;
     }

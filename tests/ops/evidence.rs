@@ -391,8 +391,26 @@ async fn evidence_merges_the_audit_files_of_two_instances() {
 async fn evidence_tells_the_instances_of_a_fleet_apart() {
     let Some(redis) = Redis::start().await else { return };
     let origin = Origin::start(V1).await;
-    let mut f =
-        fleet(2, &redis, "evidence-instances", &[("ROBOTS_PROXY_FLEET__MAX_SHARED_BODY", "0B")]);
+    // Signed checkpoints every second, so that each instance's records can be proved.
+    let keys = tempfile::tempdir().unwrap();
+    let made = run(&["keys", "new", "audit", "--dir", keys.path().to_str().unwrap()], &[]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let pem = keys.path().join("audit.pem");
+    let pem = pem.to_str().unwrap();
+    let public = run(&["audit", "public-key"], &[("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", pem)]);
+    assert!(public.status.success(), "{}", String::from_utf8_lossy(&public.stderr));
+    let jwk = keys.path().join("audit.jwk");
+    std::fs::write(&jwk, &public.stdout).unwrap();
+    let mut f = fleet(
+        2,
+        &redis,
+        "evidence-instances",
+        &[
+            ("ROBOTS_PROXY_FLEET__MAX_SHARED_BODY", "0B"),
+            ("ROBOTS_PROXY_AUDIT__CHECKPOINT_KEY", pem),
+            ("ROBOTS_PROXY_AUDIT__CHECKPOINT_INTERVAL", "1s"),
+        ],
+    );
     let (audit_a, audit_b) =
         (f.state_dir(0).join("audit.jsonl"), f.state_dir(1).join("audit.jsonl"));
     let base = origin.base();
@@ -408,6 +426,16 @@ async fn evidence_tells_the_instances_of_a_fleet_apart() {
         blocks_naming(&audit_a, &v1).len() == 2 && blocks_naming(&audit_b, &v2).len() == 1
     })
     .await;
+    // A checkpoint after every record about the site, in both files.
+    let checkpointed = |path: &Path| {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let last_block = lines.iter().rposition(|l| l.contains("\"robots.authority\""));
+        let last_checkpoint = lines.iter().rposition(|l| l.contains("\"audit_checkpoint\""));
+        matches!((last_block, last_checkpoint), (Some(b), Some(c)) if c > b)
+    };
+    wait_until("checkpoints after the blocks", || checkpointed(&audit_a) && checkpointed(&audit_b))
+        .await;
     drop(std::mem::take(&mut f.instances));
     let under_v2 = blocks_naming(&audit_b, &v2).remove(0);
     assert_eq!(under_v2["service.node.name"], "instance-1", "{under_v2}");
@@ -533,6 +561,13 @@ async fn evidence_tells_the_instances_of_a_fleet_apart() {
     };
     let all = scratch.path().join("all");
     export(&all, &[]);
+    // Each instance numbers and chains its own records: their proofs are kept apart, each made
+    // from that instance's file, and the receiver checks them all with the public key alone.
+    assert!(all.join("proofs/instance-0").is_dir() && all.join("proofs/instance-1").is_dir());
+    let (code, out, err) =
+        evidence(&["verify-export", all.to_str().unwrap(), "--public-key", jwk.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(read(all.join("manifest.json"))["proofs_missing"], serde_json::json!([]));
     let each = read(all.join("instance_windows.json"));
     let each: Vec<_> = each
         .as_array()
@@ -556,6 +591,9 @@ async fn evidence_tells_the_instances_of_a_fleet_apart() {
     assert!(
         !exported.is_empty() && exported.iter().all(|r| r["service.node.name"] == "instance-0")
     );
+    let (code, out, err) =
+        evidence(&["verify-export", one.to_str().unwrap(), "--public-key", jwk.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
 }
 
 /// A fetch that gave no file is in force too, with its RFC 9309 consequence: 404, everything

@@ -50,13 +50,16 @@
 
 mod archived;
 mod class;
+mod core;
 pub(crate) mod decode;
 pub(crate) mod fetch;
 mod fetching;
+mod files;
 mod persist;
 mod refresh;
 mod section;
 mod shared;
+mod sitefile;
 mod slots;
 mod state;
 mod store;
@@ -69,13 +72,11 @@ pub use archived::ResultHook;
 pub use shared::{SharedError, SharedRobots};
 pub use store::{PurgedAll, RobotsStore, StoreFuture, StoreStats};
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hyper_util::client::legacy::connect::Connect;
-use tokio::sync::{watch, Mutex};
 
 use crate::authority::Authority;
 use crate::clock::Clock;
@@ -352,11 +353,8 @@ struct Inner {
     settings: arc_swap::ArcSwap<RobotsSection>,
     clock: Arc<dyn Clock>,
     fetcher: Arc<dyn Fetch>,
-    entries: moka::future::Cache<Authority, Arc<RobotsSnapshot>>,
-    /// Fetches in flight. Checked and changed together with `entries` while the lock is held,
-    /// so a request either joins a fetch or sees the entry that fetch stored.
-    in_flight: Mutex<HashMap<Authority, InFlight>>,
-    next_fetch_id: AtomicU64,
+    /// robots.txt per authority: the entries and the store's core ([`files`], [`core`]).
+    robots: files::Files<sitefile::Robots>,
     /// `robots.max_concurrent_fetches` and `…_per_host`: fetches beyond them wait for a slot,
     /// within `fetch_timeout`.
     fetch_slots: slots::FetchSlots,
@@ -395,19 +393,6 @@ impl RecentRobots {
     const CAPACITY: usize = 8;
 }
 
-/// A fetch in flight: its id (so a purged fetch does not store its result) and where its
-/// result will appear.
-struct InFlight {
-    id: u64,
-    result: watch::Receiver<Option<Arc<RobotsSnapshot>>>,
-}
-
-/// What a request found under the lock.
-enum Found {
-    Current(Arc<RobotsSnapshot>),
-    Fetching(watch::Receiver<Option<Arc<RobotsSnapshot>>>),
-}
-
 impl RobotsCache {
     /// A cache that fetches over plain HTTP with `settings` and tells time by `clock`. An
     /// `https` authority gets [`FetchOutcome::Network`]`("https not supported yet")`, that
@@ -441,16 +426,7 @@ impl RobotsCache {
             settings.max_concurrent_fetches_per_host,
         );
         let settings_body = settings.max_body.0;
-        // LRU: moka's default admission (TinyLFU) may refuse to keep a new authority at all,
-        // and a negative-cache or back-off entry that is not kept refetches on every request.
-        let entries = moka::future::Cache::builder()
-            .max_capacity(settings.cache_memory.0)
-            .eviction_policy(moka::policy::EvictionPolicy::lru())
-            .weigher(|_key: &Authority, value: &Arc<RobotsSnapshot>| {
-                u32::try_from(value.weight()).unwrap_or(u32::MAX)
-            })
-            .time_to_live(ttl)
-            .build();
+        let robots = files::Files::new(settings.cache_memory.0, ttl);
         let well_known =
             wellknown::WellKnown::new(fetcher.clone(), clock.clone(), settings.fetch_timeout);
         RobotsCache {
@@ -458,9 +434,7 @@ impl RobotsCache {
                 settings: arc_swap::ArcSwap::from_pointee(settings),
                 clock,
                 fetcher,
-                entries,
-                in_flight: Mutex::new(HashMap::new()),
-                next_fetch_id: AtomicU64::new(0),
+                robots,
                 fetch_slots,
                 counters: Counters::default(),
                 generation: AtomicU64::new(0),
@@ -556,43 +530,31 @@ impl RobotsCache {
     pub async fn get(&self, authority: &Authority) -> Arc<RobotsSnapshot> {
         let now = self.inner.clock.now();
         let counters = &self.inner.counters;
-        if let Some(snapshot) = self.inner.entries.get(authority).await {
+        if let Some(snapshot) = self.inner.robots.entries.get(authority).await {
             if snapshot.is_current(now) {
                 counters.hits.fetch_add(1, Ordering::Relaxed);
                 Inner::refresh_ahead(&self.inner, &snapshot, now);
                 return snapshot;
             }
-            if snapshot.failing_since.is_some() {
-                // A failing origin's retry is due: what is in force while it fails (its stale
-                // copy, disallow all, or allow all after the give-up) stays in force until the
-                // retry's answer arrives, and requests do not wait for it.
-                Inner::refetch_in_background(&self.inner, authority).await;
-                counters.hits.fetch_add(1, Ordering::Relaxed);
-                if snapshot.state == RobotsState::Fresh {
-                    // A copy whose refresh failed, now past its lifetime: served as the stale
-                    // copy it is until the retry answers.
-                    let stale = RobotsSnapshot { state: RobotsState::Stale, ..(*snapshot).clone() };
-                    return Arc::new(stale);
-                }
-                return snapshot;
-            }
         }
         let mut missed = false;
         for _ in 0..JOIN_ATTEMPTS {
-            let mut result = match Inner::find_or_fetch(&self.inner, authority).await {
-                Found::Current(snapshot) if !missed => {
+            let wait = match Inner::ask(&self.inner, authority).await {
+                // Current (it just came), or in force while its retry runs: a failing
+                // origin's stale copy, disallow all, or allow all after the give-up stays in
+                // force until the retry's answer arrives, and requests do not wait for it.
+                self::core::Asked::Use(snapshot) if !missed => {
                     counters.hits.fetch_add(1, Ordering::Relaxed);
                     return snapshot;
                 }
-                Found::Current(snapshot) => return snapshot,
-                Found::Fetching(result) => result,
+                self::core::Asked::Use(snapshot) => return snapshot,
+                self::core::Asked::Wait(wait) => wait,
             };
             if !missed {
                 missed = true;
                 counters.misses.fetch_add(1, Ordering::Relaxed);
             }
-            let done = result.wait_for(Option::is_some).await.ok().and_then(|r| r.clone());
-            if let Some(snapshot) = done {
+            if let Some(snapshot) = files::wait_for(wait).await {
                 return snapshot;
             }
             // The fetch task ended without a result (the runtime is shutting down).
@@ -605,7 +567,7 @@ impl RobotsCache {
     /// What the cache holds for `authority`, current or not, without fetching.
     /// With a fleet, what the shared store holds when this instance holds nothing.
     pub async fn peek(&self, authority: &Authority) -> Option<Arc<RobotsSnapshot>> {
-        if let Some(local) = self.inner.entries.get(authority).await {
+        if let Some(local) = self.inner.robots.entries.get(authority).await {
             return Some(local);
         }
         let shared = self.inner.shared.get()?;
@@ -629,11 +591,11 @@ impl RobotsCache {
     /// Drops this instance's copy of the robots.txt of `authority` only (another instance of
     /// the fleet purged it).
     pub async fn purge_local(&self, authority: &Authority) {
-        let mut in_flight = self.inner.in_flight.lock().await;
+        let robots = &self.inner.robots;
+        let mut core = robots.core.lock().await;
         persist::forget(&self.inner, Some(authority)).await;
-        in_flight.remove(authority);
         self.inner.well_known.forget(Some(authority));
-        self.inner.entries.invalidate(authority).await;
+        robots.purge(&mut core, Some(authority)).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -650,27 +612,27 @@ impl RobotsCache {
     /// Drops every copy this instance holds (another instance of the fleet purged them all,
     /// or purges may have been missed while the fleet was out of reach).
     pub async fn purge_all_local(&self) {
-        let mut in_flight = self.inner.in_flight.lock().await;
+        let robots = &self.inner.robots;
+        let mut core = robots.core.lock().await;
         persist::forget(&self.inner, None).await;
-        in_flight.clear();
         self.inner.well_known.forget(None);
-        self.inner.entries.invalidate_all();
+        robots.purge(&mut core, None).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Authorities cached (approximate: moka counts lazily).
     pub fn entry_count(&self) -> u64 {
-        self.inner.entries.entry_count()
+        self.inner.robots.entries.entry_count()
     }
 
     /// Bytes the cached entries weigh (approximate), against `cache_memory`.
     pub fn weighted_size(&self) -> u64 {
-        self.inner.entries.weighted_size()
+        self.inner.robots.entries.weighted_size()
     }
 
     /// Fetches started since the cache was made (first fetches and refetches).
     pub fn fetches_started(&self) -> u64 {
-        self.inner.next_fetch_id.load(Ordering::Relaxed)
+        self.inner.robots.fetches_started()
     }
 
     /// Hits, misses and fetch outcomes since the cache was made.
@@ -686,6 +648,6 @@ impl RobotsCache {
 
     /// Runs moka's pending maintenance (evictions, counts), so the getters above are exact.
     pub async fn run_pending_tasks(&self) {
-        self.inner.entries.run_pending_tasks().await;
+        self.inner.robots.entries.run_pending_tasks().await;
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::core::Asked;
 use super::files::{self, Job};
 use super::sitefile::Robots;
-use super::{archived, persist, shared, state, FetchOutcome, Inner, RobotsSnapshot};
+use super::{archived, lease, persist, shared, state, FetchOutcome, Inner, RobotsSnapshot};
 use crate::authority::Authority;
 
 impl Inner {
@@ -54,7 +54,9 @@ impl Inner {
         let authority = job.authority.clone();
         tracing::debug!(%authority, "fetching robots.txt");
         if let Some(shared) = this.shared.get() {
-            match shared::refresh(&this, shared.as_ref(), &authority, job.ahead).await {
+            match lease::through_fleet::<Robots>(&this, shared.as_ref(), &authority, job.ahead)
+                .await
+            {
                 Ok((snapshot, keep)) => {
                     return Inner::store(&this, job, snapshot, keep, None).await;
                 }

@@ -55,6 +55,7 @@ pub(crate) mod decode;
 pub(crate) mod fetch;
 mod fetching;
 mod files;
+mod lease;
 mod persist;
 mod refresh;
 mod section;
@@ -69,7 +70,8 @@ pub use class::FetchClass;
 pub use section::RobotsSection;
 
 pub use archived::ResultHook;
-pub use shared::{SharedError, SharedRobots};
+pub use shared::{Shared, SharedError};
+pub use sitefile::FileKind;
 pub use store::{PurgedAll, RobotsStore, StoreFuture, StoreStats};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -363,13 +365,14 @@ struct Inner {
     /// [`RecentRobots`] checks to know its copies are still the cache's.
     generation: AtomicU64,
     /// The fleet's shared store, when robots.txt is shared ([`RobotsCache::share_with`]).
-    shared: std::sync::OnceLock<Arc<dyn SharedRobots>>,
+    shared: std::sync::OnceLock<Arc<dyn Shared>>,
     /// Bytes of a body worth parsing (as the fetcher reads them).
     body_limit: usize,
     /// Where what RFC 9309's rules need is kept across restarts ([`RobotsCache::persist_in`]).
     persist: std::sync::OnceLock<Arc<persist::Persist>>,
-    /// `/.well-known/tdmrep.json` per authority, fetched by `fetcher` ([`wellknown`]).
-    well_known: wellknown::WellKnown,
+    /// `/.well-known/tdmrep.json` per authority, fetched by `fetcher` ([`wellknown`]): the
+    /// store's second kind, on the same core.
+    tdmrep: files::Files<wellknown::Tdmrep>,
     /// Where every result taken in is archived ([`RobotsCache::archive_to`]).
     archive: std::sync::OnceLock<Arc<crate::archive::Archive>>,
     /// Told of every result archived ([`RobotsCache::on_result`]): the audit log.
@@ -427,8 +430,7 @@ impl RobotsCache {
         );
         let settings_body = settings.max_body.0;
         let robots = files::Files::new(settings.cache_memory.0, ttl);
-        let well_known =
-            wellknown::WellKnown::new(fetcher.clone(), clock.clone(), settings.fetch_timeout);
+        let tdmrep = files::Files::new(wellknown::MAX_BYTES, wellknown::TDMREP_LIFETIME);
         RobotsCache {
             inner: Arc::new(Inner {
                 settings: arc_swap::ArcSwap::from_pointee(settings),
@@ -441,16 +443,16 @@ impl RobotsCache {
                 shared: std::sync::OnceLock::new(),
                 body_limit: fetch::body_limit(settings_body),
                 persist: std::sync::OnceLock::new(),
-                well_known,
+                tdmrep,
                 archive: std::sync::OnceLock::new(),
                 on_result: std::sync::OnceLock::new(),
             }),
         }
     }
 
-    /// Shares robots.txt with a fleet through `shared` from now on (see [`SharedRobots`]).
+    /// Shares robots.txt with a fleet through `shared` from now on (see [`Shared`]).
     /// Only the first call counts.
-    pub fn share_with(&self, shared: Arc<dyn SharedRobots>) {
+    pub fn share_with(&self, shared: Arc<dyn Shared>) {
         let _ = self.inner.shared.set(shared);
     }
 
@@ -571,7 +573,7 @@ impl RobotsCache {
             return Some(local);
         }
         let shared = self.inner.shared.get()?;
-        let record = shared.load(authority).await.ok()??;
+        let record = shared.load(FileKind::Robots, authority).await.ok()??;
         shared::decode(authority, &record, self.inner.body_limit, shared.store_clock())
             .map(|(s, _)| Arc::new(s))
     }
@@ -594,7 +596,8 @@ impl RobotsCache {
         let robots = &self.inner.robots;
         let mut core = robots.core.lock().await;
         persist::forget(&self.inner, Some(authority)).await;
-        self.inner.well_known.forget(Some(authority));
+        let tdmrep = &self.inner.tdmrep;
+        tdmrep.purge(&mut *tdmrep.core.lock().await, Some(authority)).await;
         robots.purge(&mut core, Some(authority)).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
@@ -615,7 +618,8 @@ impl RobotsCache {
         let robots = &self.inner.robots;
         let mut core = robots.core.lock().await;
         persist::forget(&self.inner, None).await;
-        self.inner.well_known.forget(None);
+        let tdmrep = &self.inner.tdmrep;
+        tdmrep.purge(&mut *tdmrep.core.lock().await, None).await;
         robots.purge(&mut core, None).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }

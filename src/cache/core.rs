@@ -181,6 +181,7 @@ impl<K: SiteFile, W: Clone> Core<K, W> {
     }
 
     /// Fetches started so far.
+    #[cfg(test)]
     pub(crate) fn fetches_started(&self) -> u64 {
         self.next_id
     }

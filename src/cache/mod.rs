@@ -1,4 +1,5 @@
-//! The robots cache: one robots.txt per authority, fetched once, kept under RFC 9309's rules.
+//! The site-file store: one robots.txt (and one `tdmrep.json`) per authority, fetched once,
+//! kept under RFC 9309's rules (and TDMRep's lifetimes).
 //!
 //! The rest of the crate reaches it only through the policy, which asks the [`RobotsStore`]
 //! trait (get, peek, purge, stats), so that a fleet-wide store (Redis) can sit behind the same
@@ -14,13 +15,15 @@
 //!   and the injected [`Clock`], because moka hides expired entries and a stale copy must stay
 //!   usable while the origin fails. moka itself only bounds memory (a weigher on the compiled
 //!   size) and drops entries nobody asked for in `give_up_after + max_age`.
-//! * **One fetch per authority**: a map of fetches in flight, guarded by an async mutex, is
-//!   checked together with the cache, so every request that finds the entry missing *or due*
-//!   joins the one fetch in flight. The first fetch and refetches go the same way. moka's
-//!   `get_with` coalescing is not used: when its leading caller is dropped it restarts the
-//!   init in another caller, which would fetch twice.
-//! * **Each fetch is its own task** (`tokio::spawn`): a client that hangs up drops only its
-//!   wait, never the fetch the others wait for, and the result is cached all the same.
+//! * **One fetch per authority**, owned by the store: the store's sans-IO core (`core.rs`,
+//!   `handle_*`/`poll_*`, shared with `tdmrep.json`, [`wellknown`]) is asked under its lock
+//!   together with the entries, so every request that finds the entry missing *or due* joins
+//!   the one fetch in flight. The first fetch and refetches go the same way. moka's `get_with`
+//!   coalescing is not used: when its leading caller is dropped it restarts the init in
+//!   another caller, which would fetch twice.
+//! * **Each fetch is its own task** (`tokio::spawn`, by the driver: [`files`],
+//!   `fetching.rs`): a client that hangs up drops only its wait, never the fetch the others
+//!   wait for, and the result is cached all the same.
 //! * **Refresh ahead** (`refresh_ahead`): in the last share of an entry's lifetime, the first
 //!   request that finds it (through [`RobotsCache::get`] or [`RobotsCache::recent`]) claims
 //!   the entry's [`RefreshMark`] and spawns its refetch; every request goes on with the entry,

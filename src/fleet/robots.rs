@@ -4,10 +4,10 @@
 //! Keys (after `fleet.key_prefix`; on a cluster the authority is the hash tag of a site's
 //! keys and `purge-generation` is in the fleet-wide slot, [`super::keys`]): `robots:<authority>`
 //! holds the record (see `cache::shared`; it expires `fleet.robots_ttl` after it was last
-//! stored at the latest), `lease:<authority>` the fetch lease (for `tdmrep.json`:
-//! `tdmrep:<authority>` and `lease:tdmrep:<authority>`, under the same rules) (`SET NX PX`, so it expires by
+//! stored at the latest), `lease:<authority>` the fetch lease (`SET NX PX`, so it expires by
 //! itself when its holder dies; its value names the holder, `instance#nonce#n`, and only the
-//! holder deletes it), `purge-generation` counts purges of everything, and the channel `purge`
+//! holder deletes it); `tdmrep:<authority>` and `lease:tdmrep:<authority>` the same for
+//! `tdmrep.json`, under the same rules; `purge-generation` counts purges of everything, and the channel `purge`
 //! carries purges to every instance.
 //!
 //! Purge-all touches no record: it moves the counter `purge-generation` on (`INCR`, one

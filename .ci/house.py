@@ -98,8 +98,9 @@ module('audit', 'the audit log: record schema, writer, hash chain, signed checkp
        'verify`; never `config` (`main` hands it its section): the crate `crates/audit`', '')
 module('authority', 'the key robots.txt is cached under (scheme, host, port): the crate '
        '`crates/authority`', '')
-module('cache', 'the robots store: one robots.txt per authority, one coalesced fetch, RFC 9309 '
-       'status and lifetime rules, persistence; fetches through `guard`, hands every result to '
+module('cache', 'the site-file store (robots.txt, tdmrep.json): a sans-IO core (one fetch per '
+       'authority, owned by the store) with a thin driver, RFC 9309 status and lifetime rules, '
+       'one fleet lease loop, persistence; fetches through `guard`, hands every result to '
        '`archive`', 'archive authority clock error guard robots robots_version units')
 module('check', '`robots-proxy check`: a robots.txt against URLs, offline', 'output policy robots')
 module('clock', 'wall-clock time behind a seam, for tests: the crate `crates/clock`', '')
@@ -115,7 +116,7 @@ module('evidence', '`robots-proxy evidence`: past decisions replayed offline fro
        'the audit log; nothing reaches it but `main`', 'archive audit authority check config '
        'output policy robots robots_version usage')
 module('fleet', 'the fleet on Redis: `[fleet]`, the link, shared robots.txt records (implements '
-       '`cache::SharedRobots`), the shared pace (implements `pacing::PaceStore`), the fleet view; '
+       '`cache::Shared`), the shared pace (implements `pacing::PaceStore`), the fleet view; '
        'never `proxy` or `config`', 'authority cache clock output owner_only pacing units sync')
 module('framing', 'request smuggling checks on the bytes a client sends: the crate `crates/framing`', '')
 module('guard', 'the destination guard: where the proxy may connect (SSRF), and its connector: '

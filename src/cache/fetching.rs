@@ -1,81 +1,83 @@
-//! The fetch of one authority's robots.txt, coalesced: one fetch in flight per authority
-//! (the `in_flight` map, under its lock), the status table applied to its result, the entry
-//! stored unless a purge came meanwhile, and the result handed to every request waiting.
+//! robots.txt's driver on the store's core ([`super::core`], through [`super::files`]): the
+//! fetch the core asks for runs on a task of its own, through the fleet's lease when there is
+//! one, else from the disk's copy or the origin; the status table is applied to its result;
+//! the entry is stored (and kept on disk) unless a purge came meanwhile; the result is archived
+//! and handed to every request waiting.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::sync::watch;
-
-use super::{
-    archived, persist, shared, state, FetchOutcome, Found, InFlight, Inner, RobotsSnapshot,
-};
+use super::core::Asked;
+use super::files::{self, Job};
+use super::sitefile::Robots;
+use super::{archived, lease, persist, shared, state, FetchOutcome, Inner, RobotsSnapshot};
 use crate::authority::Authority;
 
 impl Inner {
-    /// Starts a fetch of `authority` unless one is in flight or the entry is current, without
-    /// waiting for it.
-    pub(super) async fn refetch_in_background(this: &Arc<Self>, authority: &Authority) {
-        drop(Inner::find_or_fetch(this, authority).await);
+    /// Under the store's lock: the entry to use, or where to wait for the fetch in flight (a
+    /// new one started when none is).
+    pub(super) async fn ask(
+        this: &Arc<Self>,
+        authority: &Authority,
+    ) -> Asked<RobotsSnapshot, files::Wait<RobotsSnapshot>> {
+        let (asked, job) = this.robots.ask(this.clock.now(), authority).await;
+        if let Some(job) = job {
+            Inner::spawn(this, job);
+        }
+        asked
     }
 
-    /// Under the lock: the current entry, the fetch in flight, or a new fetch.
-    pub(super) async fn find_or_fetch(this: &Arc<Self>, authority: &Authority) -> Found {
-        let mut in_flight = this.in_flight.lock().await;
-        if let Some(fetch) = in_flight.get(authority) {
-            return Found::Fetching(fetch.result.clone());
+    /// Runs `job` on a task of its own: a request that stops waiting cancels nothing. Should
+    /// the task fail (a bug), its waiters are answered as unreachable and the next request asks
+    /// again.
+    pub(super) fn spawn(this: &Arc<Self>, job: Job<Robots>) {
+        if job.ahead {
+            this.counters.refreshes.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(authority = %job.authority, "refreshing robots.txt ahead of its expiry");
         }
-        // Checked again under the lock: a fetch that just finished stored its entry before
-        // leaving the map.
-        if let Some(snapshot) = this.entries.get(authority).await {
-            if snapshot.is_current(this.clock.now()) {
-                return Found::Current(snapshot);
+        let this = this.clone();
+        tokio::spawn(async move {
+            let run = tokio::spawn(Inner::fetch(this.clone(), job.clone()));
+            if let Err(e) = run.await {
+                let outcome = FetchOutcome::Network(format!("robots.txt fetch task failed: {e}"));
+                let snapshot =
+                    RobotsSnapshot::unreachable_now(&job.authority, outcome, this.clock.now());
+                this.robots.abandon(job, snapshot).await;
             }
-        }
-        let id = this.next_fetch_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let (sender, result) = watch::channel(None);
-        in_flight.insert(authority.clone(), InFlight { id, result: result.clone() });
-        drop(in_flight);
-        tokio::spawn(Inner::fetch(this.clone(), authority.clone(), id, sender, false));
-        Found::Fetching(result)
+        });
     }
 
     /// The fetch task: fetch, apply the status table, store (unless purged meanwhile), and
-    /// hand the result to every waiting request. `ahead`: a refresh of the entry in force
-    /// ahead of its expiry ([`Inner::refresh`]).
-    pub(super) async fn fetch(
-        this: Arc<Self>,
-        authority: Authority,
-        id: u64,
-        sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
-        ahead: bool,
-    ) {
+    /// hand the result to every waiting request. `job.ahead`: a refresh of the entry in force
+    /// ahead of its expiry (`refresh.rs`).
+    async fn fetch(this: Arc<Self>, job: Job<Robots>) {
+        let authority = job.authority.clone();
         tracing::debug!(%authority, "fetching robots.txt");
         if let Some(shared) = this.shared.get() {
-            match shared::refresh(&this, shared.as_ref(), &authority, ahead).await {
+            match lease::through_fleet::<Robots>(&this, shared.as_ref(), &authority, job.ahead)
+                .await
+            {
                 Ok((snapshot, keep)) => {
-                    return Inner::store(&this, &authority, id, snapshot, keep, None, sender).await
+                    return Inner::store(&this, job, snapshot, keep, None).await;
                 }
                 Err(e) if shared.required() => {
                     let outcome = FetchOutcome::Fleet(e.to_string());
                     let snapshot =
                         RobotsSnapshot::unreachable_now(&authority, outcome, this.clock.now());
                     // Not stored: the next request asks the fleet again.
-                    this.in_flight.lock().await.remove(&authority);
-                    sender.send_replace(Some(Arc::new(snapshot)));
-                    return;
+                    return this.robots.abandon(job, snapshot).await;
                 }
                 Err(e) => {
                     tracing::debug!(%authority, error = %e, "fleet out of reach: fetching robots.txt here");
                 }
             }
         }
-        let mut prev = this.entries.get(&authority).await;
+        let mut prev = this.robots.entries.get(&authority).await;
         if prev.is_none() {
             // Not in memory (first request since the start): what was kept on disk.
             if let Some(kept) = persist::load(&this, &authority).await {
                 if kept.is_current(this.clock.now()) {
-                    return Inner::store(&this, &authority, id, kept, true, None, sender).await;
+                    return Inner::store(&this, job, kept, true, None).await;
                 }
                 prev = Some(Arc::new(kept));
             }
@@ -99,38 +101,33 @@ impl Inner {
             }
         };
         let save = keep.then_some(body);
-        Inner::store(&this, &authority, id, snapshot, keep, save, sender).await;
+        Inner::store(&this, job, snapshot, keep, save).await;
     }
 
-    /// Stores the result of fetch `id` (unless purged meanwhile, or `keep` is false), keeps it
-    /// on disk when `save` holds the fetched body (`Some(None)`: the body already kept), and
-    /// hands it to every waiting request.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn store(
+    /// Hands the result of `job` to the core: stored (unless purged meanwhile, or `keep` is
+    /// false) and kept on disk when `save` holds the fetched body (`Some(None)`: the body
+    /// already kept); then archived, and handed to every waiting request.
+    async fn store(
         this: &Arc<Self>,
-        authority: &Authority,
-        id: u64,
+        job: Job<Robots>,
         snapshot: RobotsSnapshot,
         keep: bool,
         save: Option<Option<bytes::Bytes>>,
-        sender: watch::Sender<Option<Arc<RobotsSnapshot>>>,
     ) {
-        let snapshot = Arc::new(snapshot);
-        let mut in_flight = this.in_flight.lock().await;
-        let ours = in_flight.get(authority).is_some_and(|f| f.id == id);
-        let still_wanted = ours && keep;
-        if still_wanted {
-            this.entries.insert(authority.clone(), snapshot.clone()).await;
-            this.generation.fetch_add(1, Ordering::AcqRel);
-            if let Some(body) = save {
-                persist::save(this, &snapshot, body);
+        let after = this
+            .robots
+            .finish(job, snapshot, keep, |stored| {
+                this.generation.fetch_add(1, Ordering::AcqRel);
+                if let Some(body) = save {
+                    persist::save(this, stored, body);
+                }
+            })
+            .await;
+        for output in after {
+            if let super::core::Output::Archive { value, keep, stored } = &output {
+                archived::taken_in(this, value, *keep, *stored).await;
             }
+            files::answer(output);
         }
-        if ours {
-            in_flight.remove(authority);
-        }
-        drop(in_flight);
-        archived::taken_in(this, &snapshot, keep, still_wanted).await;
-        sender.send_replace(Some(snapshot));
     }
 }

@@ -1,4 +1,5 @@
-//! The robots cache: one robots.txt per authority, fetched once, kept under RFC 9309's rules.
+//! The site-file store: one robots.txt (and one `tdmrep.json`) per authority, fetched once,
+//! kept under RFC 9309's rules (and TDMRep's lifetimes).
 //!
 //! The rest of the crate reaches it only through the policy, which asks the [`RobotsStore`]
 //! trait (get, peek, purge, stats), so that a fleet-wide store (Redis) can sit behind the same
@@ -14,13 +15,15 @@
 //!   and the injected [`Clock`], because moka hides expired entries and a stale copy must stay
 //!   usable while the origin fails. moka itself only bounds memory (a weigher on the compiled
 //!   size) and drops entries nobody asked for in `give_up_after + max_age`.
-//! * **One fetch per authority**: a map of fetches in flight, guarded by an async mutex, is
-//!   checked together with the cache, so every request that finds the entry missing *or due*
-//!   joins the one fetch in flight. The first fetch and refetches go the same way. moka's
-//!   `get_with` coalescing is not used: when its leading caller is dropped it restarts the
-//!   init in another caller, which would fetch twice.
-//! * **Each fetch is its own task** (`tokio::spawn`): a client that hangs up drops only its
-//!   wait, never the fetch the others wait for, and the result is cached all the same.
+//! * **One fetch per authority**, owned by the store: the store's sans-IO core (`core.rs`,
+//!   `handle_*`/`poll_*`, shared with `tdmrep.json`, [`wellknown`]) is asked under its lock
+//!   together with the entries, so every request that finds the entry missing *or due* joins
+//!   the one fetch in flight. The first fetch and refetches go the same way. moka's `get_with`
+//!   coalescing is not used: when its leading caller is dropped it restarts the init in
+//!   another caller, which would fetch twice.
+//! * **Each fetch is its own task** (`tokio::spawn`, by the driver: [`files`],
+//!   `fetching.rs`): a client that hangs up drops only its wait, never the fetch the others
+//!   wait for, and the result is cached all the same.
 //! * **Refresh ahead** (`refresh_ahead`): in the last share of an entry's lifetime, the first
 //!   request that finds it (through [`RobotsCache::get`] or [`RobotsCache::recent`]) claims
 //!   the entry's [`RefreshMark`] and spawns its refetch; every request goes on with the entry,
@@ -50,13 +53,17 @@
 
 mod archived;
 mod class;
+mod core;
 pub(crate) mod decode;
 pub(crate) mod fetch;
 mod fetching;
+mod files;
+mod lease;
 mod persist;
 mod refresh;
 mod section;
 mod shared;
+mod sitefile;
 mod slots;
 mod state;
 mod store;
@@ -66,16 +73,15 @@ pub use class::FetchClass;
 pub use section::RobotsSection;
 
 pub use archived::ResultHook;
-pub use shared::{SharedError, SharedRobots};
+pub use shared::{Shared, SharedError};
+pub use sitefile::FileKind;
 pub use store::{PurgedAll, RobotsStore, StoreFuture, StoreStats};
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hyper_util::client::legacy::connect::Connect;
-use tokio::sync::{watch, Mutex};
 
 use crate::authority::Authority;
 use crate::clock::Clock;
@@ -352,11 +358,8 @@ struct Inner {
     settings: arc_swap::ArcSwap<RobotsSection>,
     clock: Arc<dyn Clock>,
     fetcher: Arc<dyn Fetch>,
-    entries: moka::future::Cache<Authority, Arc<RobotsSnapshot>>,
-    /// Fetches in flight. Checked and changed together with `entries` while the lock is held,
-    /// so a request either joins a fetch or sees the entry that fetch stored.
-    in_flight: Mutex<HashMap<Authority, InFlight>>,
-    next_fetch_id: AtomicU64,
+    /// robots.txt per authority: the entries and the store's core ([`files`], [`core`]).
+    robots: files::Files<sitefile::Robots>,
     /// `robots.max_concurrent_fetches` and `…_per_host`: fetches beyond them wait for a slot,
     /// within `fetch_timeout`.
     fetch_slots: slots::FetchSlots,
@@ -365,13 +368,14 @@ struct Inner {
     /// [`RecentRobots`] checks to know its copies are still the cache's.
     generation: AtomicU64,
     /// The fleet's shared store, when robots.txt is shared ([`RobotsCache::share_with`]).
-    shared: std::sync::OnceLock<Arc<dyn SharedRobots>>,
+    shared: std::sync::OnceLock<Arc<dyn Shared>>,
     /// Bytes of a body worth parsing (as the fetcher reads them).
     body_limit: usize,
     /// Where what RFC 9309's rules need is kept across restarts ([`RobotsCache::persist_in`]).
     persist: std::sync::OnceLock<Arc<persist::Persist>>,
-    /// `/.well-known/tdmrep.json` per authority, fetched by `fetcher` ([`wellknown`]).
-    well_known: wellknown::WellKnown,
+    /// `/.well-known/tdmrep.json` per authority, fetched by `fetcher` ([`wellknown`]): the
+    /// store's second kind, on the same core.
+    tdmrep: files::Files<wellknown::Tdmrep>,
     /// Where every result taken in is archived ([`RobotsCache::archive_to`]).
     archive: std::sync::OnceLock<Arc<crate::archive::Archive>>,
     /// Told of every result archived ([`RobotsCache::on_result`]): the audit log.
@@ -393,19 +397,6 @@ pub struct RecentRobots {
 impl RecentRobots {
     /// How many authorities one holder remembers; beyond it the oldest is forgotten.
     const CAPACITY: usize = 8;
-}
-
-/// A fetch in flight: its id (so a purged fetch does not store its result) and where its
-/// result will appear.
-struct InFlight {
-    id: u64,
-    result: watch::Receiver<Option<Arc<RobotsSnapshot>>>,
-}
-
-/// What a request found under the lock.
-enum Found {
-    Current(Arc<RobotsSnapshot>),
-    Fetching(watch::Receiver<Option<Arc<RobotsSnapshot>>>),
 }
 
 impl RobotsCache {
@@ -441,42 +432,30 @@ impl RobotsCache {
             settings.max_concurrent_fetches_per_host,
         );
         let settings_body = settings.max_body.0;
-        // LRU: moka's default admission (TinyLFU) may refuse to keep a new authority at all,
-        // and a negative-cache or back-off entry that is not kept refetches on every request.
-        let entries = moka::future::Cache::builder()
-            .max_capacity(settings.cache_memory.0)
-            .eviction_policy(moka::policy::EvictionPolicy::lru())
-            .weigher(|_key: &Authority, value: &Arc<RobotsSnapshot>| {
-                u32::try_from(value.weight()).unwrap_or(u32::MAX)
-            })
-            .time_to_live(ttl)
-            .build();
-        let well_known =
-            wellknown::WellKnown::new(fetcher.clone(), clock.clone(), settings.fetch_timeout);
+        let robots = files::Files::new(settings.cache_memory.0, ttl);
+        let tdmrep = files::Files::new(wellknown::MAX_BYTES, wellknown::TDMREP_LIFETIME);
         RobotsCache {
             inner: Arc::new(Inner {
                 settings: arc_swap::ArcSwap::from_pointee(settings),
                 clock,
                 fetcher,
-                entries,
-                in_flight: Mutex::new(HashMap::new()),
-                next_fetch_id: AtomicU64::new(0),
+                robots,
                 fetch_slots,
                 counters: Counters::default(),
                 generation: AtomicU64::new(0),
                 shared: std::sync::OnceLock::new(),
                 body_limit: fetch::body_limit(settings_body),
                 persist: std::sync::OnceLock::new(),
-                well_known,
+                tdmrep,
                 archive: std::sync::OnceLock::new(),
                 on_result: std::sync::OnceLock::new(),
             }),
         }
     }
 
-    /// Shares robots.txt with a fleet through `shared` from now on (see [`SharedRobots`]).
+    /// Shares robots.txt with a fleet through `shared` from now on (see [`Shared`]).
     /// Only the first call counts.
-    pub fn share_with(&self, shared: Arc<dyn SharedRobots>) {
+    pub fn share_with(&self, shared: Arc<dyn Shared>) {
         let _ = self.inner.shared.set(shared);
     }
 
@@ -556,43 +535,31 @@ impl RobotsCache {
     pub async fn get(&self, authority: &Authority) -> Arc<RobotsSnapshot> {
         let now = self.inner.clock.now();
         let counters = &self.inner.counters;
-        if let Some(snapshot) = self.inner.entries.get(authority).await {
+        if let Some(snapshot) = self.inner.robots.entries.get(authority).await {
             if snapshot.is_current(now) {
                 counters.hits.fetch_add(1, Ordering::Relaxed);
                 Inner::refresh_ahead(&self.inner, &snapshot, now);
                 return snapshot;
             }
-            if snapshot.failing_since.is_some() {
-                // A failing origin's retry is due: what is in force while it fails (its stale
-                // copy, disallow all, or allow all after the give-up) stays in force until the
-                // retry's answer arrives, and requests do not wait for it.
-                Inner::refetch_in_background(&self.inner, authority).await;
-                counters.hits.fetch_add(1, Ordering::Relaxed);
-                if snapshot.state == RobotsState::Fresh {
-                    // A copy whose refresh failed, now past its lifetime: served as the stale
-                    // copy it is until the retry answers.
-                    let stale = RobotsSnapshot { state: RobotsState::Stale, ..(*snapshot).clone() };
-                    return Arc::new(stale);
-                }
-                return snapshot;
-            }
         }
         let mut missed = false;
         for _ in 0..JOIN_ATTEMPTS {
-            let mut result = match Inner::find_or_fetch(&self.inner, authority).await {
-                Found::Current(snapshot) if !missed => {
+            let wait = match Inner::ask(&self.inner, authority).await {
+                // Current (it just came), or in force while its retry runs: a failing
+                // origin's stale copy, disallow all, or allow all after the give-up stays in
+                // force until the retry's answer arrives, and requests do not wait for it.
+                self::core::Asked::Use(snapshot) if !missed => {
                     counters.hits.fetch_add(1, Ordering::Relaxed);
                     return snapshot;
                 }
-                Found::Current(snapshot) => return snapshot,
-                Found::Fetching(result) => result,
+                self::core::Asked::Use(snapshot) => return snapshot,
+                self::core::Asked::Wait(wait) => wait,
             };
             if !missed {
                 missed = true;
                 counters.misses.fetch_add(1, Ordering::Relaxed);
             }
-            let done = result.wait_for(Option::is_some).await.ok().and_then(|r| r.clone());
-            if let Some(snapshot) = done {
+            if let Some(snapshot) = files::wait_for(wait).await {
                 return snapshot;
             }
             // The fetch task ended without a result (the runtime is shutting down).
@@ -605,11 +572,11 @@ impl RobotsCache {
     /// What the cache holds for `authority`, current or not, without fetching.
     /// With a fleet, what the shared store holds when this instance holds nothing.
     pub async fn peek(&self, authority: &Authority) -> Option<Arc<RobotsSnapshot>> {
-        if let Some(local) = self.inner.entries.get(authority).await {
+        if let Some(local) = self.inner.robots.entries.get(authority).await {
             return Some(local);
         }
         let shared = self.inner.shared.get()?;
-        let record = shared.load(authority).await.ok()??;
+        let record = shared.load(FileKind::Robots, authority).await.ok()??;
         shared::decode(authority, &record, self.inner.body_limit, shared.store_clock())
             .map(|(s, _)| Arc::new(s))
     }
@@ -629,11 +596,12 @@ impl RobotsCache {
     /// Drops this instance's copy of the robots.txt of `authority` only (another instance of
     /// the fleet purged it).
     pub async fn purge_local(&self, authority: &Authority) {
-        let mut in_flight = self.inner.in_flight.lock().await;
+        let robots = &self.inner.robots;
+        let mut core = robots.core.lock().await;
         persist::forget(&self.inner, Some(authority)).await;
-        in_flight.remove(authority);
-        self.inner.well_known.forget(Some(authority));
-        self.inner.entries.invalidate(authority).await;
+        let tdmrep = &self.inner.tdmrep;
+        tdmrep.purge(&mut *tdmrep.core.lock().await, Some(authority)).await;
+        robots.purge(&mut core, Some(authority)).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -650,27 +618,28 @@ impl RobotsCache {
     /// Drops every copy this instance holds (another instance of the fleet purged them all,
     /// or purges may have been missed while the fleet was out of reach).
     pub async fn purge_all_local(&self) {
-        let mut in_flight = self.inner.in_flight.lock().await;
+        let robots = &self.inner.robots;
+        let mut core = robots.core.lock().await;
         persist::forget(&self.inner, None).await;
-        in_flight.clear();
-        self.inner.well_known.forget(None);
-        self.inner.entries.invalidate_all();
+        let tdmrep = &self.inner.tdmrep;
+        tdmrep.purge(&mut *tdmrep.core.lock().await, None).await;
+        robots.purge(&mut core, None).await;
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Authorities cached (approximate: moka counts lazily).
     pub fn entry_count(&self) -> u64 {
-        self.inner.entries.entry_count()
+        self.inner.robots.entries.entry_count()
     }
 
     /// Bytes the cached entries weigh (approximate), against `cache_memory`.
     pub fn weighted_size(&self) -> u64 {
-        self.inner.entries.weighted_size()
+        self.inner.robots.entries.weighted_size()
     }
 
     /// Fetches started since the cache was made (first fetches and refetches).
     pub fn fetches_started(&self) -> u64 {
-        self.inner.next_fetch_id.load(Ordering::Relaxed)
+        self.inner.robots.fetches_started()
     }
 
     /// Hits, misses and fetch outcomes since the cache was made.
@@ -686,6 +655,6 @@ impl RobotsCache {
 
     /// Runs moka's pending maintenance (evictions, counts), so the getters above are exact.
     pub async fn run_pending_tasks(&self) {
-        self.inner.entries.run_pending_tasks().await;
+        self.inner.robots.entries.run_pending_tasks().await;
     }
 }

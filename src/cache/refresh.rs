@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::watch;
-
-use super::{state, InFlight, Inner, RobotsSnapshot};
+use super::{state, Inner, RobotsSnapshot};
 
 /// Set once, by the request that starts the refresh of an entry ahead of its expiry. A copy of
 /// a snapshot (`Clone`) starts unclaimed: it is another entry.
@@ -46,25 +44,12 @@ impl Inner {
     }
 
     /// The refresh task: the usual coalesced fetch (a request that finds the entry expired
-    /// meanwhile joins it), run only if no fetch is in flight and `from` is still the entry in
-    /// force (not purged or replaced since).
+    /// meanwhile joins it), started only if no fetch is in flight and `from` is still the entry
+    /// in force (not purged or replaced since): the core's [`super::core::Core::handle_refresh`].
     async fn refresh(this: Arc<Self>, from: Arc<RobotsSnapshot>) {
-        let authority = &from.authority;
-        let mut in_flight = this.in_flight.lock().await;
-        if in_flight.contains_key(authority) {
-            return;
+        if let Some(job) = this.robots.refresh(&from.authority, &from).await {
+            Inner::spawn(&this, job);
         }
-        match this.entries.get(authority).await {
-            Some(entry) if Arc::ptr_eq(&entry, &from) => {}
-            _ => return,
-        }
-        let id = this.next_fetch_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let (sender, result) = watch::channel(None);
-        in_flight.insert(authority.clone(), InFlight { id, result });
-        drop(in_flight);
-        this.counters.refreshes.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(%authority, "refreshing robots.txt ahead of its expiry");
-        Inner::fetch(this.clone(), authority.clone(), id, sender, true).await;
     }
 }
 
@@ -152,7 +137,7 @@ mod tests {
         done: impl Fn(&Arc<RobotsSnapshot>) -> bool,
     ) {
         for _ in 0..1000 {
-            if cache.inner.entries.get(a).await.is_some_and(|s| done(&s)) {
+            if cache.inner.robots.entries.get(a).await.is_some_and(|s| done(&s)) {
                 return;
             }
             tokio::task::yield_now().await;

@@ -1,6 +1,9 @@
-//! robots.txt shared with a fleet: one fetch per authority for every instance.
+//! Site files shared with a fleet: one fetch per authority and file for every instance.
 //!
-//! A [`SharedRobots`] (Redis, in `crate::fleet`) keeps, per authority, a record of what RFC
+//! A [`Shared`] store (Redis, in `crate::fleet`) keeps, per authority and [`FileKind`], a
+//! record, and a fetch lease; every kind goes through the same lease-and-poll loop
+//! (`lease.rs`, [`super::lease::through_fleet`]). robots.txt's record (this module) keeps
+//! what RFC
 //! 9309's rules need: the raw body (capped as a local fetch is) with its SHA-256 and the status
 //! of its fetch (so every instance names the same robots.txt version), the rules' kind, the state,
 //! the last outcome, when it was fetched, when it expires, and the failure count and start
@@ -8,7 +11,8 @@
 //! (`state::next_snapshot`) runs where the fetch runs, so every instance reaches the same
 //! state from the same answers.
 //!
-//! When a local entry is missing or due, the instance's one fetch task ([`refresh`]):
+//! When a local entry is missing or due, the instance's one fetch task
+//! ([`super::lease::through_fleet`]):
 //! 1. loads the shared record, and uses it when it is still current (no origin fetch);
 //! 2. otherwise takes the authority's fetch lease (which expires by itself, so an instance
 //!    that dies holding it delays the others only until then), looks at the record once more
@@ -32,6 +36,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::fetch::Fetched;
+use super::sitefile::FileKind;
 use super::store::StoreFuture;
 use super::{state, FetchClass, FetchOutcome, Inner, RobotsRules, RobotsSnapshot, RobotsState};
 use crate::authority::Authority;
@@ -44,38 +49,48 @@ use crate::robots_version::RobotsVersion;
 #[error("{0}")]
 pub struct SharedError(pub String);
 
-/// Where a fleet's robots.txt records live (see the [module documentation](self)).
-pub trait SharedRobots: Send + Sync + 'static {
-    /// The record kept for `authority`, if any.
+/// Where a fleet's site-file records live (see the [module documentation](self)): one family
+/// of calls for every [`FileKind`] (robots.txt, `tdmrep.json`), so every kind gets the same
+/// lease, the same purge rules and the same seal.
+pub trait Shared: Send + Sync + 'static {
+    /// The record of `kind` kept for `authority`, if any.
     fn load<'a>(
         &'a self,
+        kind: FileKind,
         authority: &'a Authority,
     ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>>;
 
-    /// Takes the fetch lease of `authority` for `ttl`: `true` when this instance got it.
+    /// Takes the fetch lease of `kind` for `authority` for `ttl`: `true` when this instance
+    /// got it (and should fetch), `false` when another instance fetches it now.
     fn lease<'a>(
         &'a self,
+        kind: FileKind,
         authority: &'a Authority,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, SharedError>>;
 
-    /// Gives the fetch lease of `authority` back without storing anything.
-    fn release<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>>;
+    /// Gives the fetch lease of `kind` for `authority` back without storing anything.
+    fn release<'a>(
+        &'a self,
+        kind: FileKind,
+        authority: &'a Authority,
+    ) -> StoreFuture<'a, Result<(), SharedError>>;
 
-    /// Stores the record of `authority` for `ttl` (at most: the store may keep it for less, or
-    /// not at all when it is full) and gives the fetch lease back. `false` when nothing was
-    /// stored because the lease is no longer this instance's: the authority was purged since it
-    /// was taken (or the lease ran out and another instance fetches). The result must then not
-    /// be kept here either: it may predate the purge.
+    /// Stores the record of `kind` for `authority` for `ttl` (at most: the store may keep it
+    /// for less, or not at all when it is full) and gives the fetch lease back. `false` when
+    /// nothing was stored because the lease is no longer this instance's: the authority was
+    /// purged since it was taken (or the lease ran out and another instance fetches). The
+    /// result must then not be kept here either: it may predate the purge.
     fn store<'a>(
         &'a self,
+        kind: FileKind,
         authority: &'a Authority,
         record: Vec<u8>,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, SharedError>>;
 
-    /// Drops the record of `authority` (every record with `None`) and tells every instance
-    /// to drop its local copy.
+    /// Drops every record of `authority` (every record with `None`) and tells every instance
+    /// to drop its local copies.
     fn purge<'a>(
         &'a self,
         authority: Option<&'a Authority>,
@@ -85,8 +100,8 @@ pub trait SharedRobots: Send + Sync + 'static {
     /// (`fleet.on_redis_error = "refuse"`), rather than decided on this instance's own fetch.
     fn required(&self) -> bool;
 
-    /// The largest robots.txt body shared (`fleet.max_shared_body`): the result of a fetch
-    /// with a larger one is kept only by the instance that fetched it.
+    /// The largest body shared (`fleet.max_shared_body`): the result of a fetch with a larger
+    /// one is kept only by the instance that fetched it.
     fn max_body(&self) -> usize;
 
     /// The store's clock as seen from this instance: every time written into a shared record
@@ -94,40 +109,6 @@ pub trait SharedRobots: Send + Sync + 'static {
     /// read ([`StoreClock`]). A store without a clock of its own uses this instance's.
     fn store_clock(&self) -> &StoreClock {
         StoreClock::local()
-    }
-
-    /// The record of another well-known file of `authority` (`name`: `tdmrep`, see
-    /// [`super::wellknown`]), if one is kept. A store that shares none has none.
-    fn load_file<'a>(
-        &'a self,
-        _name: &'static str,
-        _authority: &'a Authority,
-    ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
-        Box::pin(async { Ok(None) })
-    }
-
-    /// Takes the fetch lease of another well-known file of `authority` for `ttl`: `true` when
-    /// this instance got it (and should fetch), `false` when another instance fetches it now.
-    /// A store that shares none always answers `true`.
-    fn lease_file<'a>(
-        &'a self,
-        _name: &'static str,
-        _authority: &'a Authority,
-        _ttl: Duration,
-    ) -> StoreFuture<'a, Result<bool, SharedError>> {
-        Box::pin(async { Ok(true) })
-    }
-
-    /// Stores the record of another well-known file of `authority` for `ttl` (at most), and
-    /// gives its fetch lease back. A store that shares none drops it.
-    fn store_file<'a>(
-        &'a self,
-        _name: &'static str,
-        _authority: &'a Authority,
-        _record: Vec<u8>,
-        _ttl: Duration,
-    ) -> StoreFuture<'a, Result<(), SharedError>> {
-        Box::pin(async { Ok(()) })
     }
 }
 
@@ -284,118 +265,83 @@ pub(super) fn decode(
     Some((snapshot, body))
 }
 
-/// The snapshot for `authority`, through the fleet: the shared record when it is current,
-/// else one fetch for the whole fleet (see the [module documentation](self)); and whether to
-/// keep it (not when no fetch slot came free, [`no_slot`]).
-///
-/// `ahead`: a refresh ahead of expiry (`robots.refresh_ahead`). A current record in its refresh
-/// window is then refetched all the same, under the lease, so one instance of the fleet
-/// refreshes it; the others (their own refresh waiting on the lease) take the record it stores.
-pub(super) async fn refresh(
-    inner: &Arc<Inner>,
-    shared: &dyn SharedRobots,
-    authority: &Authority,
-    ahead: bool,
-) -> Result<(RobotsSnapshot, bool), SharedError> {
-    let settings: &super::RobotsSection = &inner.settings.load_full();
-    let share = settings.refresh_ahead;
-    // Whether a record is used as it is, without a fetch.
-    let usable = |snapshot: &RobotsSnapshot, now| {
-        snapshot.is_current(now) && !(ahead && state::refresh_due(snapshot, now, share))
-    };
-    let lease = settings.fetch_timeout.saturating_add(LEASE_SLACK);
-    // Past this, give up waiting for another instance and fetch here (it must have lost
-    // its lease twice over: the store is misbehaving).
-    let give_up = crate::clock::deadline_after(
-        tokio::time::Instant::now(),
-        lease.saturating_mul(2).saturating_add(settings.fetch_timeout),
-    );
-    let body_limit = inner.body_limit;
-    loop {
-        let record = shared.load(authority).await?;
-        let prev =
-            record.as_deref().and_then(|r| decode(authority, r, body_limit, shared.store_clock()));
-        if let Some((snapshot, _)) = &prev {
-            if usable(snapshot, inner.clock.now()) {
-                return Ok((snapshot.clone(), true));
-            }
+/// robots.txt through the fleet's loop: a fetch slot is the ticket, the status table's
+/// lifetimes decide when a record is used as it is.
+impl super::lease::FetchHere for super::sitefile::Robots {
+    type Ticket = super::slots::Slot;
+
+    async fn ticket(
+        inner: &Arc<Inner>,
+        authority: &Authority,
+        deadline: tokio::time::Instant,
+    ) -> Option<super::slots::Slot> {
+        acquire_slot(inner, authority, deadline).await
+    }
+
+    async fn fetch(
+        inner: &Arc<Inner>,
+        authority: &Authority,
+        slot: super::slots::Slot,
+        start: tokio::time::Instant,
+        deadline: tokio::time::Instant,
+    ) -> Option<Fetched> {
+        fetch_with_slot(inner, authority, slot, start, deadline).await
+    }
+
+    fn body_of(answer: &Fetched) -> Option<Bytes> {
+        match answer {
+            Fetched::Robots { body, .. } => Some(body.clone()),
+            _ => None,
         }
-        // The lease is taken only with a local fetch slot in hand, so that it does not run
-        // out while this instance waits for one (another instance would then fetch too). The
-        // wait for the slot counts against `fetch_timeout` ([`acquire_slot`]).
-        let start = tokio::time::Instant::now();
-        let deadline = crate::clock::deadline_after(start, settings.fetch_timeout);
-        let Some(slot) = acquire_slot(inner, authority, deadline).await else {
-            let prev_snapshot = prev.as_ref().map(|(s, _)| s);
-            let now = inner.clock.now();
-            return Ok((no_slot(prev_snapshot, authority, now, settings), false));
-        };
-        if shared.lease(authority, lease).await? {
-            // Looked at again under the lease: another instance may have stored its record and
-            // given the lease back between the look above and taking it.
-            let record = shared.load(authority).await?;
-            let prev = match record
-                .as_deref()
-                .and_then(|r| decode(authority, r, body_limit, shared.store_clock()))
-            {
-                Some((snapshot, _)) if usable(&snapshot, inner.clock.now()) => {
-                    shared.release(authority).await?;
-                    return Ok((snapshot, true));
-                }
-                newer => newer.or(prev),
-            };
-            let Some(fetched) = fetch_with_slot(inner, authority, slot, start, deadline).await
-            else {
-                shared.release(authority).await?;
-                let prev_snapshot = prev.as_ref().map(|(s, _)| s);
-                let now = inner.clock.now();
-                return Ok((no_slot(prev_snapshot, authority, now, settings), false));
-            };
-            let body = match &fetched {
-                Fetched::Robots { body, .. } => Some(body.clone()),
-                _ => prev.as_ref().and_then(|(_, body)| body.clone()),
-            };
-            let now = inner.clock.now();
-            let prev_snapshot = prev.as_ref().map(|(s, _)| s);
-            let snapshot = state::next_snapshot(prev_snapshot, authority, fetched, now, settings);
-            let shared_body = body.as_ref().filter(|_| snapshot.rules.parsed().is_some());
-            if shared_body.is_some_and(|b| b.len() > shared.max_body()) {
-                // Too large to share (fleet.max_shared_body): kept here only; every instance
-                // fetches it for itself.
-                tracing::debug!(%authority, "robots.txt larger than fleet.max_shared_body: not shared");
-                shared.release(authority).await?;
-                return Ok((snapshot, true));
-            }
-            let record = encode(&snapshot, shared_body, shared.store_clock());
-            let ttl = record_ttl(&snapshot, now, inner);
-            let keep = match shared.store(authority, record, ttl).await {
-                Ok(stored) => stored,
-                Err(e) => {
-                    tracing::debug!(%authority, error = %e, "robots.txt not shared with the fleet");
-                    true
-                }
-            };
-            if !keep {
-                tracing::debug!(%authority, "robots.txt purged while it was fetched: not kept");
-            }
-            return Ok((snapshot, keep));
-        }
-        drop(slot);
-        if tokio::time::Instant::now() >= give_up {
-            return Err(SharedError(format!(
-                "no instance of the fleet stored the robots.txt of {authority} in time"
-            )));
-        }
-        tokio::time::sleep(POLL).await;
+    }
+
+    fn keeps_body(value: &RobotsSnapshot) -> bool {
+        value.rules.parsed().is_some()
+    }
+
+    fn body_limit(inner: &Inner) -> usize {
+        inner.body_limit
+    }
+
+    fn no_fetch(
+        prev: Option<&RobotsSnapshot>,
+        authority: &Authority,
+        now: SystemTime,
+        settings: &super::RobotsSection,
+    ) -> RobotsSnapshot {
+        no_slot(prev, authority, now, settings)
+    }
+
+    /// A current record in its refresh window is not used as it is by a refresh ahead of
+    /// expiry: the instance that takes the lease refetches it, and the others take the record
+    /// it stores.
+    fn usable(
+        value: &RobotsSnapshot,
+        now: SystemTime,
+        ahead: bool,
+        settings: &super::RobotsSection,
+    ) -> bool {
+        value.is_current(now) && !(ahead && state::refresh_due(value, now, settings.refresh_ahead))
+    }
+
+    fn record_ttl(
+        value: &RobotsSnapshot,
+        now: SystemTime,
+        settings: &super::RobotsSection,
+    ) -> Duration {
+        record_ttl(value, now, settings)
     }
 }
 
 /// How long the shared store may keep a record: past its expiry, as long as the local cache
 /// would keep it (a stale copy stays usable while the origin fails, up to the give-up). The
 /// fleet keeps it for `fleet.robots_ttl` at most.
-fn record_ttl(snapshot: &RobotsSnapshot, now: SystemTime, inner: &Inner) -> Duration {
+pub(super) fn record_ttl(
+    snapshot: &RobotsSnapshot,
+    now: SystemTime,
+    settings: &super::RobotsSection,
+) -> Duration {
     let until_expiry = snapshot.expires_at.duration_since(now).unwrap_or_default();
-    let settings = inner.settings.load();
     let keep = settings.give_up_after.saturating_add(settings.max_age);
     until_expiry.max(keep).min(super::MAX_TTL).max(Duration::from_secs(1))
 }
@@ -415,7 +361,7 @@ pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Opt
 
 /// A fetch slot for `authority` ([`super::slots`]: at most `max_concurrent_fetches` at once,
 /// `max_concurrent_fetches_per_host` to one host), or `None` when none came free by `deadline`.
-async fn acquire_slot(
+pub(super) async fn acquire_slot(
     inner: &Arc<Inner>,
     authority: &Authority,
     deadline: tokio::time::Instant,
@@ -438,7 +384,7 @@ async fn acquire_slot(
 /// A fetch still running after [`super::slots::SLOW_AFTER`] gives its global slot back for the
 /// next site's fetch ([`super::slots::Slot::become_slow`]); when the pool of slow fetches is
 /// full it is cut short, and counts as unreachable.
-async fn fetch_with_slot(
+pub(super) async fn fetch_with_slot(
     inner: &Arc<Inner>,
     authority: &Authority,
     mut slot: super::slots::Slot,

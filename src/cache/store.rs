@@ -103,7 +103,7 @@ impl RobotsStore for RobotsCache {
     }
 
     fn tdmrep<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Arc<TdmSite>> {
-        Box::pin(self.inner.well_known.get(authority, self.inner.shared.get()))
+        Box::pin(super::Inner::tdmrep(&self.inner, authority))
     }
 
     fn peek<'a>(

@@ -4,7 +4,7 @@
 //! it set, the instance:
 //!
 //! * shares robots.txt ([`robots::SharedRedis`], behind the cache's
-//!   [`crate::cache::SharedRobots`] seam): one fetch per authority for the whole fleet, a
+//!   [`crate::cache::Shared`] seam): one fetch per authority for the whole fleet, a
 //!   purge on any instance reaches every instance within a second (pub/sub);
 //! * shares the pace ([`pace::RedisPace`], behind [`crate::pacing::PaceStore`]): starts are
 //!   reserved atomically by a server-side script on Redis's own clock (`TIME`), concurrency

@@ -1,11 +1,13 @@
-//! robots.txt records in Redis: [`SharedRedis`] is the cache's [`SharedRobots`] for a fleet.
+//! Site-file records in Redis: [`SharedRedis`] is the cache's [`Shared`] store for a fleet,
+//! one implementation for every [`FileKind`] (robots.txt and `tdmrep.json`).
 //!
 //! Keys (after `fleet.key_prefix`; on a cluster the authority is the hash tag of a site's
 //! keys and `purge-generation` is in the fleet-wide slot, [`super::keys`]): `robots:<authority>`
 //! holds the record (see `cache::shared`; it expires `fleet.robots_ttl` after it was last
 //! stored at the latest), `lease:<authority>` the fetch lease (`SET NX PX`, so it expires by
 //! itself when its holder dies; its value names the holder, `instance#nonce#n`, and only the
-//! holder deletes it), `purge-generation` counts purges of everything, and the channel `purge`
+//! holder deletes it); `tdmrep:<authority>` and `lease:tdmrep:<authority>` the same for
+//! `tdmrep.json`, under the same rules; `purge-generation` counts purges of everything, and the channel `purge`
 //! carries purges to every instance.
 //!
 //! Purge-all touches no record: it moves the counter `purge-generation` on (`INCR`, one
@@ -40,7 +42,7 @@ use redis::{AsyncCommands, Script};
 use super::seal::{Kind, PurgeReplays, Refusal, What};
 use super::Fleet;
 use crate::authority::{Authority, Scheme};
-use crate::cache::{RobotsCache, SharedError, SharedRobots, StoreFuture};
+use crate::cache::{FileKind, RobotsCache, Shared, SharedError, StoreFuture};
 use crate::clock::{Clock, StoreClock};
 
 /// The fleet's robots.txt records.
@@ -48,14 +50,13 @@ pub struct SharedRedis {
     fleet: Arc<Fleet>,
     /// Each lease this instance holds: it gives back only its own lease (one that ran out and
     /// was taken by another instance is that instance's).
-    held: Mutex<HashMap<Authority, Held>>,
+    held: Mutex<HashMap<(FileKind, Authority), Held>>,
     next_lease: AtomicU64,
     /// Records not stored because Redis's memory was at `fleet.records_memory_percent`.
     full: AtomicU64,
     lease: Script,
     release: Script,
     store: Script,
-    store_file: Script,
     stamp: Script,
     swap: Script,
     drop_own: Script,
@@ -98,21 +99,20 @@ impl SharedRedis {
             lease: Script::new(&[NOW_MS, LEASE].concat()),
             release: Script::new(RELEASE),
             store: Script::new(STORE),
-            store_file: Script::new(STORE_FILE),
             stamp: Script::new(&[NOW_MS, STAMP].concat()),
             swap: Script::new(SWAP),
             drop_own: Script::new(DROP_OWN),
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Authority, Held>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<(FileKind, Authority), Held>> {
         crate::sync::lock(&self.held)
     }
 
-    /// This instance's lease of `authority`, forgotten (it is being given back); a value no
-    /// lease has when this instance holds none.
-    fn take_held(&self, authority: &Authority) -> Held {
-        self.held().remove(authority).unwrap_or_default()
+    /// This instance's lease of `kind` for `authority`, forgotten (it is being given back); a
+    /// value no lease has when this instance holds none.
+    fn take_held(&self, kind: FileKind, authority: &Authority) -> Held {
+        self.held().remove(&(kind, authority.clone())).unwrap_or_default()
     }
 
     /// The record of `kind` for `authority` in `value` (as read, with the purge generation
@@ -370,43 +370,28 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 ";
 
-fn record_key(fleet: &Fleet, authority: &Authority) -> String {
-    fleet.keys.site("robots", authority, "")
+/// The record of `kind` for `authority`: `robots:<authority>`, `tdmrep:<authority>`.
+fn record_key(fleet: &Fleet, kind: FileKind, authority: &Authority) -> String {
+    fleet.keys.site(kind.name(), authority, "")
 }
 
-/// The record of another well-known file (`tdmrep`) of `authority`.
-fn file_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
-    fleet.keys.site(name, authority, "")
-}
-
-/// The fetch lease of another well-known file of `authority`.
-fn file_lease_key(fleet: &Fleet, name: &str, authority: &Authority) -> String {
-    fleet.keys.site(&format!("lease:{name}"), authority, "")
-}
-
-/// KEYS: record, lease. ARGV: the value (sealed or tagged with the purge generation it was
-/// stamped with, [`STAMP`]), ttl (ms). Stores the record of a well-known file and gives its
-/// fetch lease back. A record stamped before a purge of everything is of an old generation,
-/// and never read.
-const STORE_FILE: &str = r"
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('DEL', KEYS[2])
-return 1
-";
-
-fn lease_key(fleet: &Fleet, authority: &Authority) -> String {
-    fleet.keys.site("lease", authority, "")
+/// The fetch lease of `kind` for `authority`: `lease:<authority>` for robots.txt (the first
+/// kind, named before there were others), `lease:<name>:<authority>` for every other.
+fn lease_key(fleet: &Fleet, kind: FileKind, authority: &Authority) -> String {
+    match kind {
+        FileKind::Robots => fleet.keys.site("lease", authority, ""),
+        other => fleet.keys.site(&format!("lease:{}", other.name()), authority, ""),
+    }
 }
 
 fn generation_key(fleet: &Fleet) -> String {
     fleet.keys.fleet_wide("purge-generation")
 }
 
-/// The kind of the record of a well-known file `name`.
-fn file_kind(name: &str) -> Kind {
-    match name {
-        "tdmrep" => Kind::Tdmrep,
-        // The only other file is robots.txt itself.
+/// The seal's kind of the records of `kind`.
+fn seal_kind(kind: FileKind) -> Kind {
+    match kind {
+        FileKind::Tdmrep => Kind::Tdmrep,
         _ => Kind::Robots,
     }
 }
@@ -473,26 +458,29 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-impl SharedRobots for SharedRedis {
+impl Shared for SharedRedis {
     fn load<'a>(
         &'a self,
+        kind: FileKind,
         authority: &'a Authority,
     ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
         Box::pin(async move {
-            let (generation, value) = self.load_at(record_key(&self.fleet, authority)).await?;
-            Ok(self.open(Kind::Robots, authority, generation, value))
+            let (generation, value) =
+                self.load_at(record_key(&self.fleet, kind, authority)).await?;
+            Ok(self.open(seal_kind(kind), authority, generation, value))
         })
     }
 
     fn lease<'a>(
         &'a self,
+        kind: FileKind,
         authority: &'a Authority,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, SharedError>> {
         let n = self.next_lease.fetch_add(1, Ordering::Relaxed);
         let holder = format!("{}#{}#{n}", self.fleet.instance(), self.fleet.nonce());
         let mut invocation = self.lease.prepare_invoke();
-        invocation.key(lease_key(&self.fleet, authority)).arg(&holder).arg(millis(ttl));
+        invocation.key(lease_key(&self.fleet, kind, authority)).arg(&holder).arg(millis(ttl));
         Box::pin(async move {
             let taken: Option<u64> = self
                 .fleet
@@ -503,34 +491,41 @@ impl SharedRobots for SharedRedis {
             // Read after the lease is taken: the generation of a fetch that starts after it. If
             // it cannot be read, the lease lapses by itself and the caller fetches alone.
             let generation = String::from_utf8_lossy(&self.generation_after().await?).into_owned();
-            self.held().insert(authority.clone(), Held { holder, generation, at_ms });
+            self.held().insert((kind, authority.clone()), Held { holder, generation, at_ms });
             Ok(true)
         })
     }
 
-    fn release<'a>(&'a self, authority: &'a Authority) -> StoreFuture<'a, Result<(), SharedError>> {
+    fn release<'a>(
+        &'a self,
+        kind: FileKind,
+        authority: &'a Authority,
+    ) -> StoreFuture<'a, Result<(), SharedError>> {
         let mut invocation = self.release.prepare_invoke();
-        invocation.key(lease_key(&self.fleet, authority)).arg(self.take_held(authority).holder);
+        invocation
+            .key(lease_key(&self.fleet, kind, authority))
+            .arg(self.take_held(kind, authority).holder);
         Box::pin(self.fleet.call(move |mut c| async move { invocation.invoke_async(&mut c).await }))
     }
 
     fn store<'a>(
         &'a self,
+        kind: FileKind,
         authority: &'a Authority,
         record: Vec<u8>,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, SharedError>> {
-        let held = self.take_held(authority);
+        let held = self.take_held(kind, authority);
         let name = authority.to_string();
-        let what =
-            What { kind: Kind::Robots, authority: &name, generation: held.generation.as_bytes() };
+        let sealed = seal_kind(kind);
+        let what = What { kind: sealed, authority: &name, generation: held.generation.as_bytes() };
         // One MAC per record stored (never per request).
         let value = self.fleet.seal.seal(&what, held.at_ms, &record);
         let kept = value.clone();
         let mut invocation = self.store.prepare_invoke();
         invocation
-            .key(record_key(&self.fleet, authority))
-            .key(lease_key(&self.fleet, authority))
+            .key(record_key(&self.fleet, kind, authority))
+            .key(lease_key(&self.fleet, kind, authority))
             .arg(value)
             .arg(millis(ttl.min(self.fleet.robots_ttl)))
             .arg(held.holder)
@@ -548,7 +543,7 @@ impl SharedRobots for SharedRedis {
                     // Not left behind either (it would only take memory until it expires):
                     // deleted unless it was replaced meanwhile.
                     let mut invocation = self.drop_own.prepare_invoke();
-                    invocation.key(record_key(&self.fleet, authority)).arg(kept);
+                    invocation.key(record_key(&self.fleet, kind, authority)).arg(kept);
                     let _: Result<u8, _> = self
                         .fleet
                         .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
@@ -557,7 +552,7 @@ impl SharedRobots for SharedRedis {
             }
             if stored != PURGED && stored != FULL && self.fleet.seal.is_keyed() {
                 // This instance's own record is the newest it knows of.
-                self.fleet.newest.admit(Kind::Robots, &name, held.at_ms);
+                self.fleet.newest.admit(sealed, &name, held.at_ms);
             }
             if stored == FULL {
                 let n = self.full.fetch_add(1, Ordering::Relaxed) + 1;
@@ -565,7 +560,7 @@ impl SharedRobots for SharedRedis {
                     tracing::warn!(
                         instance = %self.fleet.instance(), times = n,
                         "fleet: Redis's used memory has reached fleet.records_memory_percent of \
-                         its maxmemory; robots.txt records are not shared (each instance fetches \
+                         its maxmemory; site-file records (robots.txt, tdmrep.json) are not shared (each instance fetches \
                          for itself) until expired records make room"
                     );
                 }
@@ -598,12 +593,10 @@ impl SharedRobots for SharedRedis {
                 Some(a) => {
                     // The lease goes with the record: a fetch in flight then stores nothing.
                     // The authority's tdmrep.json goes too.
-                    let keys = [
-                        record_key(fleet, a),
-                        lease_key(fleet, a),
-                        file_key(fleet, "tdmrep", a),
-                        file_lease_key(fleet, "tdmrep", a),
-                    ];
+                    let keys = [FileKind::Robots, FileKind::Tdmrep]
+                        .into_iter()
+                        .flat_map(|kind| [record_key(fleet, kind, a), lease_key(fleet, kind, a)])
+                        .collect::<Vec<_>>();
                     fleet.call(move |mut c| async move { c.del::<_, ()>(&keys).await }).await
                 }
                 // A fetch in flight took its lease under the generation before: its record is
@@ -646,70 +639,6 @@ impl SharedRobots for SharedRedis {
 
     fn store_clock(&self) -> &StoreClock {
         &self.times
-    }
-
-    fn load_file<'a>(
-        &'a self,
-        name: &'static str,
-        authority: &'a Authority,
-    ) -> StoreFuture<'a, Result<Option<Vec<u8>>, SharedError>> {
-        Box::pin(async move {
-            let (generation, value) = self.load_at(file_key(&self.fleet, name, authority)).await?;
-            Ok(self.open(file_kind(name), authority, generation, value))
-        })
-    }
-
-    fn lease_file<'a>(
-        &'a self,
-        name: &'static str,
-        authority: &'a Authority,
-        ttl: Duration,
-    ) -> StoreFuture<'a, Result<bool, SharedError>> {
-        let key = file_lease_key(&self.fleet, name, authority);
-        let holder = format!("{}#{}", self.fleet.instance(), self.fleet.nonce());
-        Box::pin(async move {
-            let taken: Option<String> = self
-                .fleet
-                .call(move |mut c| async move {
-                    redis::cmd("SET")
-                        .arg(key)
-                        .arg(holder)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(millis(ttl))
-                        .query_async(&mut c)
-                        .await
-                })
-                .await?;
-            Ok(taken.is_some())
-        })
-    }
-
-    fn store_file<'a>(
-        &'a self,
-        name: &'static str,
-        authority: &'a Authority,
-        record: Vec<u8>,
-        ttl: Duration,
-    ) -> StoreFuture<'a, Result<(), SharedError>> {
-        Box::pin(async move {
-            let (generation, at) = self.stamp().await?;
-            let site = authority.to_string();
-            let what =
-                What { kind: file_kind(name), authority: &site, generation: generation.as_bytes() };
-            let value = self.fleet.seal.seal(&what, at, &record);
-            let mut invocation = self.store_file.prepare_invoke();
-            invocation
-                .key(file_key(&self.fleet, name, authority))
-                .key(file_lease_key(&self.fleet, name, authority))
-                .arg(value)
-                .arg(millis(ttl.min(self.fleet.robots_ttl)));
-            let _: u8 = self
-                .fleet
-                .call(move |mut c| async move { invocation.invoke_async(&mut c).await })
-                .await?;
-            Ok(())
-        })
     }
 }
 

@@ -21,9 +21,9 @@
 //! Redis (docs/fleet.md: whoever can write to Redis then decides the robots.txt the
 //! fleet enforces).
 //!
-//! Cost: one MAC per shared write (`SharedRedis::store`, `store_file`, `purge`) and one
-//! verification per shared read (`SharedRedis::load`, `load_file`, a purge message): never per
-//! request, since a request is decided on the local cache's parsed copy and reaches these only
+//! Cost: one MAC per shared write (`SharedRedis::store` for every site file, `purge`) and one
+//! verification per shared read (`SharedRedis::load` for every site file, a purge message):
+//! never per request, since a request is decided on the local cache's parsed copy and reaches these only
 //! when that copy is missing or due.
 
 use std::path::{Path, PathBuf};

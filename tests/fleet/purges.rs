@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use robots_proxy::authority::{Authority, Scheme};
-use robots_proxy::cache::SharedRobots;
+use robots_proxy::cache::{FileKind, Shared};
 use robots_proxy::fleet::robots::SharedRedis;
 
 use super::scripts::link;
@@ -142,19 +142,19 @@ async fn a_store_after_a_purge_stores_nothing() {
     let a = site();
     let ttl = Duration::from_secs(30);
     for everything in [false, true] {
-        assert!(fetcher.lease(&a, ttl).await.unwrap());
+        assert!(fetcher.lease(FileKind::Robots, &a, ttl).await.unwrap());
         admin.purge((!everything).then_some(&a)).await.unwrap();
-        let stored = fetcher.store(&a, b"pre-purge".to_vec(), ttl).await.unwrap();
+        let stored = fetcher.store(FileKind::Robots, &a, b"pre-purge".to_vec(), ttl).await.unwrap();
         assert!(!stored, "stored after a purge (of everything: {everything})");
-        assert_eq!(fetcher.load(&a).await.unwrap(), None);
+        assert_eq!(fetcher.load(FileKind::Robots, &a).await.unwrap(), None);
         // The lease is free: the next fetch can start at once.
-        assert!(admin.lease(&a, ttl).await.unwrap());
-        admin.release(&a).await.unwrap();
+        assert!(admin.lease(FileKind::Robots, &a, ttl).await.unwrap());
+        admin.release(FileKind::Robots, &a).await.unwrap();
     }
     // Without a purge, the store stores.
-    assert!(fetcher.lease(&a, ttl).await.unwrap());
-    assert!(fetcher.store(&a, b"record".to_vec(), ttl).await.unwrap());
-    assert_eq!(fetcher.load(&a).await.unwrap().as_deref(), Some(&b"record"[..]));
+    assert!(fetcher.lease(FileKind::Robots, &a, ttl).await.unwrap());
+    assert!(fetcher.store(FileKind::Robots, &a, b"record".to_vec(), ttl).await.unwrap());
+    assert_eq!(fetcher.load(FileKind::Robots, &a).await.unwrap().as_deref(), Some(&b"record"[..]));
 }
 
 /// Review-fleet N10: with loopback re-opened (`access.allow_destinations`, as the harness

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use robots_proxy::authority::{Authority, Scheme};
-use robots_proxy::cache::SharedRobots;
+use robots_proxy::cache::{FileKind, Shared};
 use robots_proxy::fleet::pace::RedisPace;
 use robots_proxy::fleet::robots::SharedRedis;
 use robots_proxy::fleet::{Fleet, FleetSection, RedisUrl};
@@ -42,17 +42,26 @@ async fn only_the_holder_of_the_fetch_lease_gives_it_back() {
     let late = SharedRedis::new(link(&redis, "lease-owner", "gw"));
     let holder = SharedRedis::new(link(&redis, "lease-owner", "gw"));
     let a = site();
-    assert!(late.lease(&a, Duration::from_millis(200)).await.unwrap());
-    assert!(!holder.lease(&a, Duration::from_secs(30)).await.unwrap());
+    assert!(late.lease(FileKind::Robots, &a, Duration::from_millis(200)).await.unwrap());
+    assert!(!holder.lease(FileKind::Robots, &a, Duration::from_secs(30)).await.unwrap());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(holder.lease(&a, Duration::from_secs(30)).await.unwrap(), "the lease ran out");
-    late.release(&a).await.unwrap();
-    assert!(!late.lease(&a, Duration::from_secs(30)).await.unwrap(), "released another's lease");
-    late.store(&a, b"record".to_vec(), Duration::from_secs(30)).await.unwrap();
-    assert!(!late.lease(&a, Duration::from_secs(30)).await.unwrap(), "stored over another's lease");
+    assert!(
+        holder.lease(FileKind::Robots, &a, Duration::from_secs(30)).await.unwrap(),
+        "the lease ran out"
+    );
+    late.release(FileKind::Robots, &a).await.unwrap();
+    assert!(
+        !late.lease(FileKind::Robots, &a, Duration::from_secs(30)).await.unwrap(),
+        "released another's lease"
+    );
+    late.store(FileKind::Robots, &a, b"record".to_vec(), Duration::from_secs(30)).await.unwrap();
+    assert!(
+        !late.lease(FileKind::Robots, &a, Duration::from_secs(30)).await.unwrap(),
+        "stored over another's lease"
+    );
     // The holder's own give-back works.
-    holder.release(&a).await.unwrap();
-    assert!(late.lease(&a, Duration::from_secs(30)).await.unwrap());
+    holder.release(FileKind::Robots, &a).await.unwrap();
+    assert!(late.lease(FileKind::Robots, &a, Duration::from_secs(30)).await.unwrap());
 }
 
 /// The pace of an instance named `name`; slots last `lease`.

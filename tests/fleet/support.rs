@@ -143,13 +143,16 @@ impl Drop for Redis {
 }
 
 /// An origin that notes what arrives and when. `/robots.txt` answers `robots` (as it was when
-/// the request arrived) after `robots_delay`; `/hold` answers after 300 ms (to measure requests in flight), `/slow/MS`
+/// the request arrived) after `robots_delay`; `/.well-known/tdmrep.json` after 300 ms (or as
+/// set); `/hold` answers after 300 ms (to measure requests in flight), `/slow/MS`
 /// after MS milliseconds; anything else at once.
 pub struct TimedOrigin {
     pub addr: SocketAddr,
     arrivals: Arc<Mutex<Vec<(String, Instant)>>>,
     most_in_flight: Arc<AtomicUsize>,
     robots: Arc<Mutex<String>>,
+    /// How long `/.well-known/tdmrep.json` takes, in ms (300 unless set).
+    tdmrep_ms: Arc<AtomicUsize>,
 }
 
 impl TimedOrigin {
@@ -161,14 +164,18 @@ impl TimedOrigin {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let robots = Arc::new(Mutex::new(robots.to_owned()));
         let shared_robots = robots.clone();
+        let tdmrep_ms = Arc::new(AtomicUsize::new(300));
+        let shared_tdmrep_ms = tdmrep_ms.clone();
         let (a, m) = (arrivals.clone(), most_in_flight.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { return };
                 let (a, m, f, robots) = (a.clone(), m.clone(), in_flight.clone(), robots.clone());
+                let tdmrep_ms = tdmrep_ms.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let (a, m, f, robots) = (a.clone(), m.clone(), f.clone(), robots.clone());
+                        let tdmrep_ms = tdmrep_ms.load(Ordering::SeqCst) as u64;
                         async move {
                             let target = req.uri().path().to_owned();
                             a.lock().unwrap().push((target.clone(), Instant::now()));
@@ -185,7 +192,7 @@ impl TimedOrigin {
                                 // TDMRep: reserved under /reserved/ only.
                                 "/.well-known/tdmrep.json" => {
                                     // Slow enough that instances asking together overlap.
-                                    tokio::time::sleep(Duration::from_millis(300)).await;
+                                    tokio::time::sleep(Duration::from_millis(tdmrep_ms)).await;
                                     r#"[{"location": "/reserved/", "tdm-reservation": 1}]"#
                                         .to_owned()
                                 }
@@ -211,7 +218,18 @@ impl TimedOrigin {
                 });
             }
         });
-        TimedOrigin { addr, arrivals, most_in_flight, robots: shared_robots }
+        TimedOrigin {
+            addr,
+            arrivals,
+            most_in_flight,
+            robots: shared_robots,
+            tdmrep_ms: shared_tdmrep_ms,
+        }
+    }
+
+    /// `/.well-known/tdmrep.json` takes `delay` from now on.
+    pub fn set_tdmrep_delay(&self, delay: Duration) {
+        self.tdmrep_ms.store(delay.as_millis() as usize, Ordering::SeqCst);
     }
 
     /// Serves `robots` as robots.txt from now on.

@@ -72,3 +72,58 @@ async fn instances_asking_at_once_share_one_tdmrep_json_fetch() {
     assert_eq!(origin.hits(FILE), 1, "one fetch for the fleet");
     drop(redis);
 }
+
+/// tdmrep.json is slow (1.5 s). Instance 0 starts the fleet's fetch under its lease; meanwhile
+/// instance 1 purges the site (then everything). The fetch's pre-purge answer still answers the
+/// request that waited for it, but it is not stored in Redis, so instance 1 fetches the file
+/// again, and instance 0 did not keep it either. (tdmrep.json had a lease loop of its own whose
+/// store ignored the lease and stamped the purge generation at store time: the pre-purge record
+/// was stored and used by the whole fleet. It now goes through robots.txt's loop and store.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_wins_over_a_tdmrep_json_fetch_in_flight() {
+    let Some(redis) = Redis::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("robots-proxy.toml");
+    let usage = "[usage]\ntrain_ai = \"enforce\"\n\n[[usage.crawlers]]\ntoken = \"AcmeTrainer\"\n\
+                 purposes = [\"train-ai\"]\n";
+    std::fs::write(&file, usage).unwrap();
+    let config = file.to_string_lossy().into_owned();
+    let f = fleet(2, &redis, "tdmrep-purge", &[("ROBOTS_PROXY_CONFIG", &config)]);
+    super::until_fleet_up(&f, 1).await;
+    let admin = crate::proxy::support::reqwest_builder().no_proxy().build().unwrap();
+    for everything in [false, true] {
+        let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+        origin.set_tdmrep_delay(Duration::from_millis(1500));
+        let first = client(f.instances[0].proxy_addr);
+        let url = origin.url("/reserved/a");
+        let in_flight = tokio::spawn(async move {
+            first.get(url).header("user-agent", "AcmeTrainer/1.0").send().await.unwrap().status()
+        });
+        origin.until_arrived(FILE).await;
+        let purge = if everything {
+            format!("{}/cache/purge-all", f.instances[1].admin())
+        } else {
+            format!("{}/cache/purge?authority={}", f.instances[1].admin(), origin.url(""))
+        };
+        let resp = admin.post(purge).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+        assert_eq!(in_flight.await.unwrap(), 403, "the waiting request has the fetch's answer");
+        let key = format!("test-tdmrep-purge:tdmrep:http://{}", origin.addr);
+        let records = redis.keys(&key);
+        assert!(records.is_empty(), "the pre-purge result was stored ({everything}): {records:?}");
+        origin.set_tdmrep_delay(Duration::ZERO);
+        assert_eq!(get_as(&f, 1, &origin.url("/reserved/b")).await, 403);
+        assert_eq!(
+            origin.hits(FILE),
+            2,
+            "instance 1 used the pre-purge result (all: {everything})"
+        );
+        assert_eq!(get_as(&f, 0, &origin.url("/reserved/c")).await, 403);
+        assert_eq!(
+            origin.hits(FILE),
+            2,
+            "instance 0 took the fleet's new record (all: {everything})"
+        );
+    }
+    drop(redis);
+}

@@ -85,14 +85,17 @@ fn part<R, T: TryFrom<R, Error = Problems>>(problems: &mut Problems, raw: R) -> 
 impl TryFrom<RawConfig> for Config {
     type Error = Problems;
 
-    /// Every section through its own `TryFrom`, in the order of the file, then
-    /// `[[exceptions]]` and the rules between sections: every problem at once.
+    /// `state_dir`, the rules between sections, every section through its own `TryFrom` in
+    /// the order of the file, then `[[exceptions]]`: every problem at once.
     fn try_from(raw: RawConfig) -> Result<Config, Problems> {
         let mut problems = Problems::new();
         problems.need(!raw.state_dir.as_os_str().is_empty(), "state_dir", || {
             "must not be empty".into()
         });
-        let across = super::across::problems(&raw);
+        // The rules between sections first: where a key breaks one of them and a rule of its
+        // own section too, the first problem named is the one between sections, as it was
+        // before the sections were converted one by one.
+        problems.absorb(super::across::problems(&raw));
         let p = &mut problems;
         let (proxy, admin, upstream, robots, policy, audit, archive, log) = (
             part(p, raw.proxy),
@@ -117,7 +120,6 @@ impl TryFrom<RawConfig> for Config {
         let exceptions = crate::policy::exceptions::checked(raw.exceptions)
             .map_err(|found| problems.absorb(found))
             .ok();
-        problems.absorb(across);
         let built = (|| {
             Some(Config {
                 state_dir: raw.state_dir,

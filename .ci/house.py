@@ -42,21 +42,23 @@ CRATES = [
      'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit'),
     ('robots-proxy-audit', 'crates/audit', 'the audit log (module `audit`): record schema, writer, '
      'hash chain, signed checkpoints, witnesses, `audit verify`; never `config`',
-     'robots-proxy-archive robots-proxy-clock robots-proxy-identity robots-proxy-output'),
+     'robots-proxy-archive robots-proxy-clock robots-proxy-identity robots-proxy-output '
+     'robots-proxy-units'),
     ('robots-proxy-identity', 'crates/identity', 'the crawlers\' identity, Web Bot Auth (module '
      '`signing`): keys, the signer, cosigning, the key directory, `robots-proxy keys`; never '
      '`config`', 'robots-proxy-authority robots-proxy-clock robots-proxy-engine robots-proxy-net '
-     'robots-proxy-owner-only robots-proxy-sync'),
+     'robots-proxy-owner-only robots-proxy-sync robots-proxy-units'),
     ('robots-proxy-net', 'crates/net', 'connections, both ways: the one `serve_connection` and its '
      '`ConnectionTimeouts` (module `server`), the connection gate and limits (module `limits`), '
      'the destination guard and its connector (module `guard`), TLS (module `tls`); never `config`',
      'robots-proxy-access robots-proxy-framing robots-proxy-owner-only robots-proxy-sync '
      'robots-proxy-units'),
     ('robots-proxy-access', 'crates/access', 'who may use the proxy (module `access`): the client '
-     'access list, proxy authentication and the users file', 'robots-proxy-engine robots-proxy-output'),
+     'access list, proxy authentication and the users file',
+     'robots-proxy-engine robots-proxy-output robots-proxy-units'),
     ('robots-proxy-pace', 'crates/pace', 'politeness per site (module `pacing`): Crawl-delay, '
      'rates, concurrency; a pure schedule, the `PaceStore` seam and the in-process store',
-     'robots-proxy-engine robots-proxy-authority robots-proxy-sync'),
+     'robots-proxy-engine robots-proxy-authority robots-proxy-sync robots-proxy-units'),
     ('robots-proxy-archive', 'crates/archive', 'robots.txt versions (module `robots_version`) and '
      'the archive of every version decided with and when it was in force (module `archive`)',
      'robots-proxy-units'),
@@ -71,7 +73,8 @@ CRATES = [
     ('robots-proxy-sync', 'crates/sync', 'the one way a lock is taken when a panicking thread may '
      'have poisoned it (module `sync`)', ''),
     ('robots-proxy-units', 'crates/units', 'the units the configuration is written in (module '
-     '`units`): sizes', ''),
+     '`units`): sizes, the bounds of durations, sizes and counts, and `Problems`, the error of '
+     'every section\'s `TryFrom<Raw…>`', ''),
     ('robots-proxy-owner-only', 'crates/owner_only', 'the mode check of private keys and of the '
      'directories that hold them, and their whole-or-nothing writes (module `owner_only`)', ''),
     ('robots-proxy-output', 'crates/output', 'one output encoding per kind of sink, for text '
@@ -104,13 +107,14 @@ module('cache', 'the site-file store (robots.txt, tdmrep.json): a sans-IO core (
        '`archive`', 'archive authority clock error guard robots robots_version units')
 module('check', '`robots-proxy check`: a robots.txt against URLs, offline', 'output policy robots')
 module('clock', 'wall-clock time behind a seam, for tests: the crate `crates/clock`', '')
-module('config', 'layered configuration: the figment merge, problems with suggestions, the one '
-       'table of bounds, cross-key checks; the sections live with their owners, and no owner '
-       'reaches back into `config`', 'access archive audit authority cache disclosure fleet guard '
+module('config', 'layered configuration: the figment merge, problems with suggestions and '
+       'origins, the raw configuration converted section by section (each section\'s `TryFrom` '
+       'lives with its owner, and no owner reaches back into `config`), the rules between '
+       'sections', 'access archive audit authority cache disclosure fleet guard '
        'limits pacing policy robots signing tls units usage')
 module('disclosure', 'the public disclosure of the crawlers (`/crawlers`, `.json`, `.atom`, the '
        'Signature Agent Cards) and its feed; never `config`', 'cache guard output pacing policy '
-       'robots robots_version signing tls usage sync')
+       'robots robots_version signing tls units usage sync')
 module('error', 'an error and its causes on one line, for people', '')
 module('evidence', '`robots-proxy evidence`: past decisions replayed offline from the archive and '
        'the audit log; nothing reaches it but `main`', 'archive audit authority check config '
@@ -136,7 +140,7 @@ module('owner_only', 'the mode check of private keys and of the directories that
 module('pacing', 'politeness: Crawl-delay and a pace per site across every crawler; `PaceStore` and `LocalPace`: the crate `crates/pace`', '')
 module('policy', 'the one door to the rules: product token, readings, decision, exceptions, '
        'report-only, the audit record; re-exports what others need of `cache` and `archive`',
-       'archive audit authority cache robots robots_version sync')
+       'archive audit authority cache robots robots_version sync units')
 module('preflight', 'what a configuration needs from the machine (files that must parse, '
        'directories that must be creatable), creating nothing', 'access audit config fleet '
        'signing tls')
@@ -158,8 +162,9 @@ module('tls', 'the one crypto provider, the proxy\'s CA, the verified client for
        'TLS listener: in the crate `crates/net`', '')
 module('sync', 'the one way a lock is taken when a panicking thread may have poisoned it: the '
        'crate `crates/sync`', '')
-module('units', 'units the configuration is written in (sizes)', '')
-module('usage', 'AI usage preferences for each crawler\'s purpose', 'robots')
+module('units', 'units the configuration is written in (sizes), the bounds and `Problems` of '
+       'every section\'s `TryFrom`', '')
+module('usage', 'AI usage preferences for each crawler\'s purpose', 'robots units')
 module('main', 'the binary: the command line (`src/main.rs`) and `src/main/serve.rs`, the one '
        'composition root of `serve`, which builds every collaborator once and passes them in',
        'access admin archive audit cache check clock config disclosure evidence fleet guard '

@@ -32,7 +32,7 @@ pub use decision::{decide, Decision, Provenance, Question, Rules, View, Why};
 pub use exceptions::{ExceptionEntry, ExceptionVerdict, Exceptions};
 pub use readings::{Reading, Readings};
 pub use report::{PolicyMode, ReportScope};
-pub use section::{FoldCase, PolicySection, TokenHeader, TokenSource};
+pub use section::{FoldCase, PolicySection, RawPolicySection, TokenHeader, TokenSource};
 
 // The types the proxy and the admin listener need from the robots store and the engine: they
 // reach both only through the policy.

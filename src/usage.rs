@@ -60,7 +60,7 @@ pub struct UsageCrawler {
 
 /// `[usage]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct UsageSection {
     /// Mode for the `train-ai` purpose.
     pub train_ai: UsageMode,
@@ -94,9 +94,22 @@ impl Default for UsageSection {
     }
 }
 
+crate::units::raw_section!(UsageSection, RawUsageSection, "usage");
+
+impl TryFrom<RawUsageSection> for UsageSection {
+    type Error = crate::units::Problems;
+
+    /// The crawlers: each a token or a user, with known purposes.
+    fn try_from(raw: RawUsageSection) -> Result<Self, Self::Error> {
+        let section = raw.0;
+        let problems: crate::units::Problems = section.problems().into_iter().collect();
+        problems.or_build(|| section)
+    }
+}
+
 impl UsageSection {
-    /// Every problem with the section, as (key, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
+    /// Every problem with the crawlers, as (key, message).
+    fn problems(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         for (i, c) in self.crawlers.iter().enumerate() {
             if c.token.is_none() == c.user.is_none() {

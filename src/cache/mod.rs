@@ -70,7 +70,7 @@ mod store;
 pub mod wellknown;
 
 pub use class::FetchClass;
-pub use section::RobotsSection;
+pub use section::{RawRobotsSection, RobotsSection, ROBOTS_BOUNDS};
 
 pub use archived::ResultHook;
 pub use shared::{Shared, SharedError};

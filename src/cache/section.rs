@@ -4,11 +4,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::ByteSize;
+use crate::units::bounds::{
+    because, count, duration, size, wide, Bound, GIB, KIB, MIB, POSITIVE, YEAR,
+};
+use crate::units::{raw_section, ByteSize, Problems};
 
 /// `[robots]`: the rows of `shared/spec/README.md`, "Fetching and caching".
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct RobotsSection {
     /// The User-Agent the proxy fetches robots.txt with.
     pub user_agent: String,
@@ -57,17 +60,96 @@ pub struct RobotsSection {
 /// so a busy site's robots.txt is fetched at most twice as often as without it.
 pub(crate) const MAX_REFRESH_AHEAD: f64 = 0.5;
 
-impl RobotsSection {
-    /// What is wrong with `refresh_ahead`, if anything.
-    pub(crate) fn check_refresh_ahead(&self) -> Option<String> {
-        let share = self.refresh_ahead;
-        (!(0.0..=MAX_REFRESH_AHEAD).contains(&share)).then(|| {
+raw_section!(RobotsSection, RawRobotsSection, "robots");
+
+/// The bounds of `[robots]`.
+pub const ROBOTS_BOUNDS: &[Bound<RobotsSection>] = &[
+    duration("robots.connect_timeout", |c| c.connect_timeout, POSITIVE, DAY),
+    duration("robots.fetch_timeout", |c| c.fetch_timeout, POSITIVE, DAY),
+    because(
+        size("robots.max_body", |c| c.max_body, 500 * KIB, 64 * MIB),
+        "RFC 9309 §2.5 requires parsing at least 500 KiB",
+    ),
+    // RFC 9309 §2.3.1.2: "crawlers SHOULD follow at least five consecutive redirects"; more
+    // than 20 only makes redirect loops expensive.
+    count("robots.max_redirects", |c| u64::from(c.max_redirects), 0, 20),
+    count("robots.max_concurrent_fetches", |c| wide(c.max_concurrent_fetches), 1, 65_536),
+    count(
+        "robots.max_concurrent_fetches_per_host",
+        |c| wide(c.max_concurrent_fetches_per_host),
+        1,
+        65_536,
+    ),
+    duration("robots.max_age", |c| c.max_age, POSITIVE, YEAR),
+    duration("robots.min_age", |c| c.min_age, Duration::ZERO, YEAR),
+    duration("robots.give_up_after", |c| c.give_up_after, Duration::ZERO, YEAR),
+    duration("robots.retry_initial", |c| c.retry_initial, POSITIVE, MONTH),
+    duration("robots.retry_max", |c| c.retry_max, Duration::ZERO, MONTH),
+    size("robots.cache_memory", |c| c.cache_memory, 0, 1024 * GIB),
+];
+
+const DAY: Duration = crate::units::bounds::DAY;
+const MONTH: Duration = Duration::from_secs(30 * 24 * 3600);
+
+impl TryFrom<RawRobotsSection> for RobotsSection {
+    type Error = Problems;
+
+    /// The bounds, the User-Agent, and the durations and sizes against each other.
+    fn try_from(raw: RawRobotsSection) -> Result<Self, Problems> {
+        let r = raw.0;
+        let mut problems = Problems::new();
+        problems.bounds(ROBOTS_BOUNDS, &r);
+        problems.need(!r.user_agent.trim().is_empty(), "robots.user_agent", || {
+            "must not be empty: origins see it on every robots.txt fetch".into()
+        });
+        problems.need(
+            r.user_agent.trim().is_empty() || http::HeaderValue::from_str(&r.user_agent).is_ok(),
+            "robots.user_agent",
+            || format!("{:?} is not a valid header value (no control characters)", r.user_agent),
+        );
+        problems.need(r.connect_timeout <= r.fetch_timeout, "robots.connect_timeout", || {
             format!(
-                "{share} is not a share of the lifetime from 0 (off) to {MAX_REFRESH_AHEAD} \
-                 (a refresh in the last half of it)"
+                "{} is longer than robots.fetch_timeout ({}), which includes connecting",
+                show(r.connect_timeout),
+                show(r.fetch_timeout)
             )
-        })
+        });
+        problems.need(r.min_age <= r.max_age, "robots.min_age", || {
+            format!("{} is longer than robots.max_age ({})", show(r.min_age), show(r.max_age))
+        });
+        problems.need(r.retry_initial <= r.retry_max, "robots.retry_initial", || {
+            format!(
+                "{} is longer than robots.retry_max ({})",
+                show(r.retry_initial),
+                show(r.retry_max)
+            )
+        });
+        if let Some(problem) = refresh_ahead_problem(r.refresh_ahead) {
+            problems.push("robots.refresh_ahead", problem);
+        }
+        problems.need(r.cache_memory >= r.max_body, "robots.cache_memory", || {
+            format!(
+                "{} cannot hold even one robots.txt of robots.max_body ({})",
+                r.cache_memory, r.max_body
+            )
+        });
+        problems.or_build(|| r)
     }
+}
+
+/// What is wrong with `robots.refresh_ahead`, if anything.
+fn refresh_ahead_problem(share: f64) -> Option<String> {
+    (!(0.0..=MAX_REFRESH_AHEAD).contains(&share)).then(|| {
+        format!(
+            "{share} is not a share of the lifetime from 0 (off) to {MAX_REFRESH_AHEAD} \
+             (a refresh in the last half of it)"
+        )
+    })
+}
+
+/// A duration as the messages write it.
+fn show(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
 }
 
 impl Default for RobotsSection {
@@ -97,12 +179,19 @@ mod tests {
 
     #[test]
     fn refresh_ahead_is_a_share_from_zero_to_half() {
-        let with = |refresh_ahead| RobotsSection { refresh_ahead, ..RobotsSection::default() };
+        let with = |refresh_ahead| {
+            RobotsSection::try_from(RawRobotsSection(RobotsSection {
+                refresh_ahead,
+                ..RobotsSection::default()
+            }))
+        };
         for ok in [0.0, 0.2, 0.5] {
-            assert_eq!(with(ok).check_refresh_ahead(), None, "{ok}");
+            assert!(with(ok).is_ok(), "{ok}");
         }
         for bad in [0.51, 1.0, -0.1, f64::NAN, f64::INFINITY] {
-            assert!(with(bad).check_refresh_ahead().is_some(), "{bad}");
+            let problems = with(bad).unwrap_err().into_vec();
+            assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+            assert_eq!(problems[0].0, "robots.refresh_ahead");
         }
     }
 }

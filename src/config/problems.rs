@@ -19,7 +19,7 @@ pub(super) fn extraction_problems(
     first: figment::Error,
     figment: &Figment,
     env: &EnvProvider,
-) -> (Vec<Problem>, Option<Config>) {
+) -> (Vec<Problem>, Option<RawConfig>) {
     let mut problems = Vec::new();
     // A source that could not be read at all (a TOML syntax error) leaves nothing to retry.
     let Ok(Value::Dict(_, mut merged)) = figment.extract::<Value>() else {
@@ -43,7 +43,7 @@ pub(super) fn extraction_problems(
             break;
         }
         let retry = Figment::from(Serialized::defaults(Value::Dict(Tag::Default, merged.clone())));
-        match retry.extract::<Config>() {
+        match retry.extract::<RawConfig>() {
             Ok(rest) => return (problems, Some(rest)),
             Err(next) => error = next,
         }

@@ -35,7 +35,9 @@ use serde_json::{json, Value};
 
 pub use document::{Document, Inputs, KeyIds};
 pub use feed::Feed;
-pub use section::{CrawlerEntry, DisclosureSection, Trigger};
+pub use section::{
+    CrawlerEntry, DisclosureSection, RawDisclosureSection, Trigger, DISCLOSURE_BOUNDS,
+};
 
 use crate::signing::directory::{not_modified, Pages};
 use crate::signing::{Signer, SigningError, SigningSection};

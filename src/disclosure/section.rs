@@ -9,13 +9,15 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use crate::robots::ProductToken;
+use crate::units::bounds::{count, wide, Bound};
+use crate::units::{raw_section, Problems};
 
 /// Most feed entries `disclosure.feed_entries` may keep.
 pub const MAX_FEED_ENTRIES: usize = 1000;
 
 /// `[disclosure]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct DisclosureSection {
     /// Serve `/crawlers`, `/crawlers.json`, `/crawlers.atom` and the cards on the key directory
     /// listener.
@@ -109,21 +111,33 @@ fn is_https(text: &str) -> bool {
     url::Url::parse(text).is_ok_and(|u| u.scheme() == "https" && u.host_str().is_some())
 }
 
+raw_section!(DisclosureSection, RawDisclosureSection, "disclosure");
+
+/// The bounds of `[disclosure]`.
+pub const DISCLOSURE_BOUNDS: &[Bound<DisclosureSection>] =
+    &[count("disclosure.feed_entries", |c| wide(c.feed_entries), 1, wide(MAX_FEED_ENTRIES))];
+
+impl TryFrom<RawDisclosureSection> for DisclosureSection {
+    type Error = Problems;
+
+    /// The bounds, what `enabled` needs, the URLs, and the crawlers. (That the key directory
+    /// listener is set when `enabled` is a rule between sections, checked by the
+    /// configuration.)
+    fn try_from(raw: RawDisclosureSection) -> Result<Self, Problems> {
+        let section = raw.0;
+        let mut problems = Problems::new();
+        problems.bounds(DISCLOSURE_BOUNDS, &section);
+        problems.absorb(section.rules().into_iter().collect());
+        problems.or_build(|| section)
+    }
+}
+
 impl DisclosureSection {
-    /// Every problem, as (key, message). `directory_listen` says whether
-    /// `signing.directory_listen` is set (the listener the disclosure is served on).
-    pub fn problems(&self, directory_listen: bool) -> Vec<(String, String)> {
+    /// Every problem besides the bounds, as (key, message).
+    fn rules(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let mut bad = |key: &str, message: String| out.push((key.to_owned(), message));
         if self.enabled {
-            if !directory_listen {
-                bad(
-                    "disclosure.enabled",
-                    "the disclosure is served on the key directory listener: set \
-                     signing.directory_listen (and signing.keys)"
-                        .into(),
-                );
-            }
             if self.operator.trim().is_empty() {
                 bad("disclosure.operator", "must name the organisation when enabled".into());
             }
@@ -164,7 +178,6 @@ impl DisclosureSection {
                 );
             }
         }
-        // feed_entries has its range in the table of bounds (src/config/bounds.rs).
         for (i, c) in self.crawlers.iter().enumerate() {
             let key = |field: &str| format!("disclosure.crawlers[{}].{field}", i + 1);
             match c.token.as_deref() {
@@ -241,9 +254,10 @@ mod tests {
             }],
             ..DisclosureSection::default()
         };
-        let keys: Vec<String> = section.problems(false).into_iter().map(|(k, _)| k).collect();
+        let checked = DisclosureSection::try_from(RawDisclosureSection(section));
+        let keys: Vec<String> =
+            checked.unwrap_err().into_vec().into_iter().map(|(k, _)| k).collect();
         for key in [
-            "disclosure.enabled",
             "disclosure.operator",
             "disclosure.contact",
             "disclosure.operator_url",
@@ -254,6 +268,6 @@ mod tests {
         ] {
             assert!(keys.iter().any(|k| k == key), "{key} not in {keys:?}");
         }
-        assert!(DisclosureSection::default().problems(false).is_empty());
+        assert!(DisclosureSection::try_from(RawDisclosureSection::default()).is_ok());
     }
 }

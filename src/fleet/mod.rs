@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use link::Conn;
-pub use section::{FleetSection, OnRedisError, RedisUrl, Topology};
+pub use section::{FleetSection, OnRedisError, RawFleetSection, RedisUrl, Topology, FLEET_BOUNDS};
 
 use crate::cache::SharedError;
 

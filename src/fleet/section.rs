@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::units::ByteSize;
+use crate::units::bounds::{count, duration, size, Bound, MIB, MINUTE, POSITIVE, YEAR};
+use crate::units::{raw_section, ByteSize, Problems};
 
 /// `[fleet]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct FleetSection {
     /// `redis://[user:password@]host:port/db` or `rediss://…`; empty: this instance alone. A
     /// list of node URLs for `topology = "cluster"` (any of its nodes) and `"sentinel"` (the
@@ -70,14 +71,38 @@ impl Default for FleetSection {
     }
 }
 
+raw_section!(FleetSection, RawFleetSection, "fleet");
+
+/// The bounds of `[fleet]`.
+pub const FLEET_BOUNDS: &[Bound<FleetSection>] = &[
+    duration("fleet.timeout", |c| c.timeout, POSITIVE, MINUTE),
+    duration("fleet.robots_ttl", |c| c.robots_ttl, MINUTE, YEAR),
+    size("fleet.max_shared_body", |c| c.max_shared_body, 0, 64 * MIB),
+    count("fleet.records_memory_percent", |c| u64::from(c.records_memory_percent), 1, 100),
+];
+
+impl TryFrom<RawFleetSection> for FleetSection {
+    type Error = Problems;
+
+    /// The bounds, the key prefix and files, the instance name, and the topology with the
+    /// shape of `fleet.redis`.
+    fn try_from(raw: RawFleetSection) -> Result<Self, Problems> {
+        let section = raw.0;
+        let mut problems = Problems::new();
+        problems.bounds(FLEET_BOUNDS, &section);
+        problems.absorb(section.rules().into_iter().collect());
+        problems.or_build(|| section)
+    }
+}
+
 impl FleetSection {
     /// Whether this instance is part of a fleet.
     pub fn is_enabled(&self) -> bool {
         self.redis.client.is_some()
     }
 
-    /// What serde cannot say: the key and the problem, one per problem.
-    pub fn check(&self) -> Vec<(&'static str, String)> {
+    /// What serde cannot say, besides the bounds: the key and the problem, one per problem.
+    fn rules(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
         if self.is_enabled() && self.key_prefix.is_empty() {
             bad.push((
@@ -85,7 +110,6 @@ impl FleetSection {
                 "must not be empty (it keeps the fleet's keys apart)".into(),
             ));
         }
-        // fleet.timeout's range is in the table of bounds (src/config/bounds.rs).
         if self.previous_key_file.is_some() && self.key_file.is_none() {
             bad.push((
                 "fleet.previous_key_file",
@@ -403,6 +427,13 @@ impl<'de> Deserialize<'de> for RedisUrl {
 mod tests {
     use super::*;
 
+    fn check(s: &FleetSection) -> Vec<(String, String)> {
+        FleetSection::try_from(RawFleetSection(s.clone()))
+            .err()
+            .map(Problems::into_vec)
+            .unwrap_or_default()
+    }
+
     #[test]
     fn urls_are_parsed_and_passwords_hidden() {
         let url = RedisUrl::try_from("redis://app:s3cret@127.0.0.1:6379/2".to_owned()).unwrap();
@@ -438,26 +469,26 @@ mod tests {
     fn topology_and_the_shape_of_redis_are_checked_together() {
         let list = RedisUrl::try_from_list(vec!["redis://a:1".into(), "redis://b:2".into()]);
         let mut s = FleetSection { redis: list.unwrap(), ..FleetSection::default() };
-        let bad = s.check();
-        assert!(bad.iter().any(|(k, m)| *k == "fleet.redis" && m.contains("cluster")), "{bad:?}");
+        let bad = check(&s);
+        assert!(bad.iter().any(|(k, m)| k == "fleet.redis" && m.contains("cluster")), "{bad:?}");
         s.topology = Topology::Cluster;
-        assert!(s.check().is_empty(), "{:?}", s.check());
+        assert!(check(&s).is_empty(), "{:?}", check(&s));
         s.key_prefix = "{x}:".into();
-        assert!(s.check().iter().any(|(k, _)| *k == "fleet.key_prefix"));
+        assert!(check(&s).iter().any(|(k, _)| k == "fleet.key_prefix"));
         s.key_prefix = "x:".into();
         s.topology = Topology::Sentinel;
-        assert!(s.check().iter().any(|(k, _)| *k == "fleet.sentinel_service"));
+        assert!(check(&s).iter().any(|(k, _)| k == "fleet.sentinel_service"));
         s.sentinel_service = "mymaster".into();
-        assert!(s.check().is_empty(), "{:?}", s.check());
+        assert!(check(&s).is_empty(), "{:?}", check(&s));
         s.topology = Topology::Server;
         s.redis = RedisUrl::try_from("redis://a:1".to_owned()).unwrap();
-        let bad = s.check();
-        assert!(bad.iter().any(|(k, _)| *k == "fleet.sentinel_service"), "{bad:?}");
+        let bad = check(&s);
+        assert!(bad.iter().any(|(k, _)| k == "fleet.sentinel_service"), "{bad:?}");
         s.sentinel_service.clear();
-        assert!(s.check().is_empty());
+        assert!(check(&s).is_empty());
         s.topology = Topology::Cluster;
         s.redis = RedisUrl::try_from("unix:///run/r.sock".to_owned()).unwrap();
-        assert!(s.check().iter().any(|(k, m)| *k == "fleet.redis" && m.contains("unix")));
+        assert!(check(&s).iter().any(|(k, m)| k == "fleet.redis" && m.contains("unix")));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `[policy]`: where the product token comes from, the policy's own section. Parsed, not
-//! checked: a bad header name or token is an error naming the key when the file is read.
+//! `[policy]`: where the product token comes from, the policy's own section. A bad header name
+//! or token is an error naming the key when the file is read; the rest is checked by
+//! `TryFrom<RawPolicySection>`.
 
 use std::fmt;
 
@@ -7,6 +8,7 @@ use http::HeaderName;
 use serde::{Deserialize, Serialize};
 
 use crate::robots::ProductToken;
+use crate::units::{raw_section, Problems};
 
 /// Where the product token comes from.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -33,7 +35,7 @@ impl TokenSource {
 
 /// `[policy]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct PolicySection {
     /// Sources of the product token, tried in order; the first that gives one wins.
     pub token_sources: Vec<TokenSource>,
@@ -84,6 +86,89 @@ impl Default for PolicySection {
         }
     }
 }
+
+raw_section!(PolicySection, RawPolicySection, "policy");
+
+impl TryFrom<RawPolicySection> for PolicySection {
+    type Error = Problems;
+
+    /// The token sources, the token header against the headers the proxy strips, the sites
+    /// and the report tokens and users.
+    fn try_from(raw: RawPolicySection) -> Result<Self, Problems> {
+        let pol = raw.0;
+        let mut problems = Problems::new();
+        problems.need(!pol.token_sources.is_empty(), "policy.token_sources", || {
+            "must name at least one of: header, user-agent, default".into()
+        });
+        let mut seen = Vec::new();
+        for source in &pol.token_sources {
+            problems.need(!seen.contains(source), "policy.token_sources", || {
+                format!("{} is listed twice", source.name())
+            });
+            seen.push(*source);
+        }
+        // Parsed already (a header name, a product token); what is left is how they combine
+        // with the rest of the request.
+        problems.need(
+            !RESERVED_HEADERS.contains(&pol.token_header.name().as_str()),
+            "policy.token_header",
+            || {
+                format!(
+                    "{:?} cannot be used: the proxy strips this header before forwarding, and the \
+                 request needs it",
+                    pol.token_header.to_string()
+                )
+            },
+        );
+        for site in &pol.fold_case_sites {
+            problems.need(is_site(site), "policy.fold_case_sites", || {
+                format!(
+                    "{site:?} is not a site: write a host or host:port, such as \
+                         \"shop.example.com\" or \"10.0.0.5:8080\""
+                )
+            });
+        }
+        for token in &pol.report_tokens {
+            problems.need(ProductToken::new(token).is_ok(), "policy.report_tokens", || {
+                format!(
+                    "{token:?} is not a product token (letters, digits, \"_\", \"-\" and \".\", \
+                     in words separated by single spaces)"
+                )
+            });
+        }
+        for user in &pol.report_users {
+            problems.need(!user.trim().is_empty(), "policy.report_users", || {
+                "a user name must not be empty".into()
+            });
+        }
+        problems.or_build(|| pol)
+    }
+}
+
+/// Whether `s` is a host or `host:port` as `policy.fold_case_sites` takes them: nothing more
+/// (no scheme, user, path or query), the host normalised as a request's
+/// ([`crate::authority::SiteName`]).
+fn is_site(s: &str) -> bool {
+    crate::authority::SiteName::parse(s).is_ok()
+}
+
+/// Headers that `policy.token_header` must not name: stripping them before forwarding would
+/// break the request or hide it (hop-by-hop and framing headers, `Host`, `User-Agent`, `Via`).
+const RESERVED_HEADERS: &[&str] = &[
+    "connection",
+    "content-length",
+    "content-type",
+    "host",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "user-agent",
+    "via",
+];
 
 /// `policy.token_header`: a parsed header name, shown as the operator wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -394,3 +394,39 @@ fn witnesses_and_their_keys_are_checked() {
     let e = config.validate().unwrap_err().to_string();
     assert!(e.contains("the key name witness.example.net/w1 is given twice"), "{e}");
 }
+
+/// A configuration built in code is refused by `Config::validate` exactly as the same values
+/// written in a file are by the loader (`serve`, `config check` and every reload): both go
+/// through the one conversion, each section's `TryFrom` and the rules between sections.
+#[test]
+fn validate_refuses_what_the_loader_refuses_with_the_same_problems() {
+    type Set = fn(&mut Config);
+    let rows: &[(&str, Set)] = &[
+        ("[proxy]\nvia = \"a b\"\n", |c| c.proxy.via = "a b".into()),
+        ("[robots]\nrefresh_ahead = 0.9\n", |c| c.robots.refresh_ahead = 0.9),
+        ("[audit]\nqueue_capacity = 0\n", |c| c.audit.queue_capacity = 0),
+        ("[pacing]\ndefault_rps = -1.0\n", |c| c.pacing.default_rps = -1.0),
+        ("[limits]\nmax_headers = 0\n", |c| c.limits.max_headers = 0),
+        ("[fleet]\nprevious_key_file = \"/k\"\n", |c| {
+            c.fleet.previous_key_file = Some("/k".into())
+        }),
+        ("[signing]\nreuse = \"2days\"\n", |c| c.signing.reuse = Duration::from_secs(2 * 86400)),
+        ("[disclosure]\nfeed_entries = 0\n", |c| c.disclosure.feed_entries = 0),
+        ("[archive]\nmax_bytes = \"1KiB\"\n", |c| {
+            c.archive.max_bytes = robots_proxy::config::ByteSize(1024)
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (toml, set) in rows {
+        let path = write(dir.path(), "c.toml", toml);
+        let loaded = load_err(sources(Some(&path), &[]));
+        let mut config = Config::default();
+        set(&mut config);
+        let validated = config.validate().unwrap_err();
+        let shown = |e: &robots_proxy::config::ConfigError| -> Vec<(Option<String>, String)> {
+            e.problems().iter().map(|p| (p.key.clone(), p.message.clone())).collect()
+        };
+        assert!(!shown(&loaded).is_empty(), "{toml}");
+        assert_eq!(shown(&loaded), shown(&validated), "{toml}");
+    }
+}

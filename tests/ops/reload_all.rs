@@ -581,3 +581,82 @@ async fn reloads_under_traffic_lose_no_request_and_no_audit_record() {
     assert_eq!(count("robots_allow"), ok);
     assert_eq!(count("robots_disallow"), refused);
 }
+
+/// One bad value per section (and one rule between sections): `(what to add to the file, the
+/// key refused, a part of its message)`. Every section's `TryFrom` and the rules between
+/// sections are one conversion, so `config check`, the loader (what `serve` runs) and a reload
+/// must refuse each with the same key, origin and message.
+const BAD_VALUES: &[(&str, &str, &str)] = &[
+    ("[proxy]\nvia = \"a b\"\n", "proxy.via", "is not a valid Via pseudonym"),
+    ("[admin]\nhosts = [\"a/b\"]\n", "admin.hosts", "is not a host name or IP address"),
+    ("[upstream]\nconnect_timeout = \"0s\"\n", "upstream.connect_timeout", "longer than zero"),
+    ("[robots]\nrefresh_ahead = 0.9\n", "robots.refresh_ahead", "is not a share of the lifetime"),
+    ("[policy]\ntoken_sources = []\n", "policy.token_sources", "must name at least one of"),
+    ("[audit]\nqueue_capacity = 0\n", "audit.queue_capacity", "must be at least 1"),
+    (
+        "[archive]\nmax_versions_per_authority = 0\n",
+        "archive.max_versions_per_authority",
+        "at least 1",
+    ),
+    ("[log]\nlevel = \"a=b=c\"\n", "log.level", "is not a valid filter"),
+    ("connect_ports = [0]\n", "https.connect_ports", "0 is not a port"),
+    ("[pacing]\ndefault_rps = -1.0\n", "pacing.default_rps", "is not a rate"),
+    ("[[usage.crawlers]]\ntoken = \"a\"\npurposes = []\n", "usage.crawlers", "purposes is empty"),
+    ("[access]\nallow_clients = []\n", "access.allow_clients", "must list at least one range"),
+    (
+        "[limits]\nmax_request_line = \"32KiB\"\nmax_header_bytes = \"16KiB\"\n",
+        "limits.max_request_line",
+        "is more than limits.max_header_bytes",
+    ),
+    ("[fleet]\nprevious_key_file = \"/k\"\n", "fleet.previous_key_file", "needs fleet.key_file"),
+    ("[signing]\nlifetime = \"5m\"\nreuse = \"10m\"\n", "signing.reuse", "is not shorter than"),
+    ("[disclosure]\ncontact = \"gopher://x\"\n", "disclosure.contact", "neither an https URL"),
+    (
+        "[[exceptions]]\nid = \"x\"\nauthorities = []\ntokens = [\"a\"]\neffect = \"disallow\"\n\
+         reference = \"r\"\ngranted_by = \"g\"\n",
+        "exceptions[1].authorities",
+        "must name at least one host",
+    ),
+    // Between sections: the archive against robots.max_body.
+    ("[archive]\nmax_bytes = \"1KiB\"\n", "archive.max_bytes", "cannot hold even one robots.txt"),
+];
+
+/// Every row of [`BAD_VALUES`] is refused alike by the loader, `config check` and a reload
+/// (`POST /api/reload`), with the one problem, its key, its origin (the file) and the same
+/// message; the running configuration stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_check_the_loader_and_a_reload_refuse_each_bad_value_alike() {
+    let origin = Origin::start(ROBOTS).await;
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("robots-proxy.toml");
+    write_atomically(&file, &plain(state.path(), ""));
+    let p = ProxyProcess::start(&["--config", file.to_str().unwrap()], &[]);
+    let private = format!("{}/private/1", origin.base());
+    for (extra, key, part) in BAD_VALUES {
+        write_atomically(&file, &plain(state.path(), extra));
+        let sources =
+            robots_proxy::config::ConfigSources { file: Some(file.clone()), ..Default::default() };
+        let e = robots_proxy::config::load(sources).expect_err(key);
+        let [problem] = e.problems() else { panic!("{key}: one problem: {e}") };
+        assert_eq!(problem.key.as_deref(), Some(*key), "{e}");
+        assert!(problem.message.contains(part), "{key}: {e}");
+        let from = problem.origin.as_ref().map(ToString::to_string);
+        assert_eq!(from, Some(format!("file {}", file.display())), "{e}");
+
+        let out =
+            super::support::run(&["config", "check", "--config", file.to_str().unwrap()], &[]);
+        assert_eq!(out.status.code(), Some(1), "{key}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&problem.to_string()), "{key}: {problem}\n{stderr}");
+
+        let (status, report) = post_json(&format!("{}/api/reload", p.admin())).await;
+        assert_eq!(status, 422, "{key}: {report:#}");
+        let errors = report["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 1, "{key}: {report:#}");
+        assert_eq!(errors[0]["key"], *key, "{report:#}");
+        assert_eq!(errors[0]["message"], problem.message.as_str(), "{report:#}");
+        assert_eq!(errors[0]["origin"], from.unwrap().as_str(), "{report:#}");
+    }
+    // The running configuration stayed in force all along.
+    assert_eq!(fresh_get(p.proxy_addr, &private, "").await, 403);
+}

@@ -99,7 +99,7 @@ impl<'de> Deserialize<'de> for IpRange {
 
 /// `[access]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct AccessSection {
     /// Client addresses allowed to connect; others are disconnected at once.
     pub allow_clients: Vec<IpRange>,
@@ -143,6 +143,34 @@ impl Default for AccessSection {
             client_ca: None,
             client_certificate: ClientCertificate::Optional,
         }
+    }
+}
+
+robots_proxy_units::raw_section!(AccessSection, RawAccessSection, "access");
+
+impl TryFrom<RawAccessSection> for AccessSection {
+    type Error = robots_proxy_units::Problems;
+
+    /// The client ranges, and the client certificates against their CAs. (`access.client_ca`
+    /// against `proxy.tls_listen` is a rule between sections, checked by the configuration.)
+    fn try_from(raw: RawAccessSection) -> Result<Self, Self::Error> {
+        let a = raw.0;
+        let mut problems = robots_proxy_units::Problems::new();
+        problems.need(!a.allow_clients.is_empty(), "access.allow_clients", || {
+            "must list at least one range, or no client could use the proxy (loopback: \
+             127.0.0.0/8, ::1/128)"
+                .into()
+        });
+        problems.need(
+            a.client_certificate != ClientCertificate::Required || a.client_ca.is_some(),
+            "access.client_certificate",
+            || {
+                "\"required\" needs access.client_ca, the CAs that certificates are verified \
+                 against"
+                    .into()
+            },
+        );
+        problems.or_build(|| a)
     }
 }
 

@@ -42,7 +42,10 @@ use std::path::PathBuf;
 pub use disk::{SkippedFile, DIR};
 pub use history::{Consequence, Window};
 pub use reader::ArchiveReader;
-pub use section::{ArchiveSection, DEFAULT_MAX_VERSIONS_PER_AUTHORITY, DEFAULT_RETENTION};
+pub use section::{
+    ArchiveSection, RawArchiveSection, ARCHIVE_BOUNDS, DEFAULT_MAX_VERSIONS_PER_AUTHORITY,
+    DEFAULT_RETENTION,
+};
 pub use writer::{Archive, ArchiveStats, Observation};
 
 /// Why an archive could not be read.

@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::ByteSize;
+use crate::units::bounds::{because, count, duration, size, wide, Bound, CENTURY};
+use crate::units::{raw_section, ByteSize, Problems};
 
 /// `[archive]`: whether every robots.txt version decided with is kept under
 /// `state_dir/robots-archive/`, and for how long replaced versions are kept.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct ArchiveSection {
     /// Keep the archive.
     pub enabled: bool,
@@ -44,5 +45,29 @@ impl Default for ArchiveSection {
             max_versions_per_authority: DEFAULT_MAX_VERSIONS_PER_AUTHORITY,
             max_bytes: ByteSize(0),
         }
+    }
+}
+
+raw_section!(ArchiveSection, RawArchiveSection, "archive");
+
+/// The bounds of `[archive]`. (`archive.max_bytes` against `robots.max_body` is a rule between
+/// sections, checked by the configuration.)
+pub const ARCHIVE_BOUNDS: &[Bound<ArchiveSection>] = &[
+    because(
+        duration("archive.retention", |c| c.retention, Duration::ZERO, CENTURY),
+        "0s keeps only the windows in force",
+    ),
+    count("archive.max_versions_per_authority", |c| wide(c.max_versions_per_authority), 1, 1 << 20),
+    because(size("archive.max_bytes", |c| c.max_bytes, 0, 64 << 40), "0 means no bound"),
+];
+
+impl TryFrom<RawArchiveSection> for ArchiveSection {
+    type Error = Problems;
+
+    /// The bounds.
+    fn try_from(raw: RawArchiveSection) -> Result<Self, Problems> {
+        let mut problems = Problems::new();
+        problems.bounds(ARCHIVE_BOUNDS, &raw.0);
+        problems.or_build(|| raw.0)
     }
 }

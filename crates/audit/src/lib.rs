@@ -58,7 +58,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-pub use section::{AuditSection, FsyncPolicy};
+pub use section::{AuditSection, FsyncPolicy, RawAuditSection, AUDIT_BOUNDS};
 
 /// The version of the Elastic Common Schema the field names follow, written in every line as
 /// `ecs.version`.

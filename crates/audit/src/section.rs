@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use robots_proxy_units::bounds::{because, count, duration, wide, Bound, DAY, SECOND};
+use robots_proxy_units::{raw_section, Problems};
+
 /// When the audit log is synced to disk.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -20,7 +23,7 @@ pub enum FsyncPolicy {
 
 /// `[audit]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct AuditSection {
     /// The audit log file (JSON lines). Relative paths are under `state_dir`.
     pub path: PathBuf,
@@ -61,5 +64,38 @@ impl Default for AuditSection {
             witnesses: Vec::new(),
             witness_keys: Vec::new(),
         }
+    }
+}
+
+raw_section!(AuditSection, RawAuditSection, "audit");
+
+/// The bounds of `[audit]`.
+pub const AUDIT_BOUNDS: &[Bound<AuditSection>] = &[
+    duration("audit.fsync_interval", |c| c.fsync_interval, Duration::ZERO, DAY),
+    count("audit.queue_capacity", |c| wide(c.queue_capacity), 1, 1 << 20),
+    because(
+        duration("audit.checkpoint_interval", |c| c.checkpoint_interval, SECOND, DAY),
+        "a checkpoint is a signed record: more than one a second only fills the log",
+    ),
+];
+
+impl TryFrom<RawAuditSection> for AuditSection {
+    type Error = Problems;
+
+    /// The bounds, the path, the fsync interval, and the witnesses with their keys.
+    fn try_from(raw: RawAuditSection) -> Result<Self, Problems> {
+        let a = raw.0;
+        let mut problems = Problems::new();
+        problems.bounds(AUDIT_BOUNDS, &a);
+        if let Err(found) = super::witness::configured(&a) {
+            problems.absorb(found.into_iter().collect());
+        }
+        problems.need(!a.path.as_os_str().is_empty(), "audit.path", || "must not be empty".into());
+        problems.need(
+            a.fsync != FsyncPolicy::Interval || !a.fsync_interval.is_zero(),
+            "audit.fsync_interval",
+            || "must be longer than zero".into(),
+        );
+        problems.or_build(|| a)
     }
 }

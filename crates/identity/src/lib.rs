@@ -48,7 +48,8 @@ pub use request::Target;
 use robots_proxy_authority::Authority;
 use robots_proxy_engine::ProductToken;
 pub use section::{
-    AgentType, ClientSignatures, Component, KeyEntry, SigningIdentity, SigningSection, TokenPattern,
+    AgentType, ClientSignatures, Component, KeyEntry, RawSigningSection, SigningIdentity,
+    SigningSection, TokenPattern, SIGNING_BOUNDS,
 };
 
 /// `Signature-Agent`.
@@ -563,7 +564,7 @@ mod tests {
             dir.display()
         ))
         .unwrap();
-        assert!(section.check().is_empty(), "{:?}", section.check());
+        assert!(section::problems_of(&section).is_empty(), "{:?}", section::problems_of(&section));
         Signer::new(&section, Path::new("/")).unwrap().unwrap()
     }
 
@@ -654,7 +655,7 @@ mod tests {
             dir.path().display()
         ))
         .unwrap();
-        assert!(section.check().is_empty(), "{:?}", section.check());
+        assert!(section::problems_of(&section).is_empty(), "{:?}", section::problems_of(&section));
         let signer = Signer::new(&section, Path::new("/")).unwrap().unwrap();
         let none = HeaderMap::new();
         let signs = |token, user, authenticated| {

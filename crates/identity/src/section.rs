@@ -1,7 +1,7 @@
-//! `[signing]`: Web Bot Auth signatures, the signer's own section. Parsed, not checked: a bad
-//! key name, product token, agent URL or timestamp is an error naming the key when the file is
-//! read; [`SigningSection::check`] adds the rules between entries (a key an identity names
-//! must be listed, windows must be in order).
+//! `[signing]`: Web Bot Auth signatures, the signer's own section. A bad key name, product
+//! token, agent URL or timestamp is an error naming the key when the file is read;
+//! `TryFrom<RawSigningSection>` adds the bounds and the rules between entries (a key an
+//! identity names must be listed, windows must be in order).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -13,13 +13,15 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::KeyName;
 use robots_proxy_engine::ProductToken;
+use robots_proxy_units::bounds::{because, duration, Bound, DAY, POSITIVE};
+use robots_proxy_units::{raw_section, Problems};
 
 /// The longest signature lifetime accepted: the draft recommends at most 24 hours.
 pub const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// `[signing]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct SigningSection {
     /// `expires` − `created` of every request signature.
     #[serde(with = "humantime_serde")]
@@ -441,11 +443,9 @@ impl SigningSection {
         }
     }
 
-    /// Every rule broken, as (key, message), for `robots_proxy::config::Config`'s validation.
-    pub fn check(&self) -> Vec<(&'static str, String)> {
+    /// Every rule broken besides the bounds, as (key, message): how values relate.
+    fn rules(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
-        // lifetime, reuse and directory_lifetime have their ranges in the table of bounds
-        // (src/config/bounds.rs); what is left here is how values relate.
         if self.reuse >= self.lifetime {
             bad.push((
                 "signing.reuse",
@@ -506,7 +506,7 @@ impl SigningSection {
                 }
             }
             if let Some(publish) = key.publish_until {
-                // An overflowing signing.lifetime is reported on its own (config::bounds).
+                // An overflowing signing.lifetime is reported on its own (SIGNING_BOUNDS).
                 let last_use =
                     key.sign_until.map(|t| t.0.checked_add(self.lifetime).unwrap_or(t.0));
                 if last_use.is_none_or(|t| publish.0 < t) {
@@ -568,6 +568,41 @@ impl SigningSection {
         }
         bad
     }
+}
+
+raw_section!(SigningSection, RawSigningSection, "signing");
+
+/// The bounds of `[signing]`.
+pub const SIGNING_BOUNDS: &[Bound<SigningSection>] = &[
+    because(
+        duration("signing.lifetime", |c| c.lifetime, POSITIVE, MAX_LIFETIME),
+        "the Web Bot Auth draft recommends at most 24 hours",
+    ),
+    duration("signing.reuse", |c| c.reuse, Duration::ZERO, DAY),
+    because(
+        duration("signing.directory_lifetime", |c| c.directory_lifetime, POSITIVE, MAX_LIFETIME),
+        "the Web Bot Auth draft recommends at most 24 hours",
+    ),
+];
+
+impl TryFrom<RawSigningSection> for SigningSection {
+    type Error = Problems;
+
+    /// The bounds, and the rules between values and entries.
+    fn try_from(raw: RawSigningSection) -> Result<Self, Problems> {
+        let section = raw.0;
+        let mut problems = Problems::new();
+        problems.bounds(SIGNING_BOUNDS, &section);
+        problems.absorb(section.rules().into_iter().collect());
+        problems.or_build(|| section)
+    }
+}
+
+/// The problems of `section`, as (key, message), for the tests.
+#[cfg(test)]
+pub(crate) fn problems_of(section: &SigningSection) -> Vec<(String, String)> {
+    let checked = SigningSection::try_from(RawSigningSection(section.clone()));
+    checked.err().map(Problems::into_vec).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -641,7 +676,7 @@ mod tests {
 
     #[test]
     fn defaults_pass() {
-        assert!(SigningSection::default().check().is_empty());
+        assert!(problems_of(&SigningSection::default()).is_empty());
     }
 
     #[test]
@@ -674,7 +709,7 @@ mod tests {
             ],
             ..SigningSection::default()
         };
-        let text = format!("{:?}", section.check());
+        let text = format!("{:?}", problems_of(&section));
         for needle in [
             "signing.reuse",
             "listed more than once",
@@ -703,10 +738,10 @@ mod tests {
         assert_eq!(with(Keep, Some(false)).client_signatures(), Replace);
         assert_eq!(with(Cosign, None).client_signatures(), Cosign);
         for (new, old) in [(Keep, true), (Keep, false), (Replace, false)] {
-            assert!(with(new, Some(old)).check().is_empty(), "{new:?} {old}");
+            assert!(problems_of(&with(new, Some(old))).is_empty(), "{new:?} {old}");
         }
         for (new, old) in [(Replace, true), (Cosign, true), (Cosign, false)] {
-            let bad = with(new, Some(old)).check();
+            let bad = problems_of(&with(new, Some(old)));
             assert_eq!(bad.len(), 1, "{bad:?}");
             assert_eq!(bad[0].0, "signing.client_signatures");
             assert!(bad[0].1.contains("signing.keep_client_signatures"), "{}", bad[0].1);

@@ -24,7 +24,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use robots_proxy_framing::{FramingWatch, Verdicts};
-use robots_proxy_units::ByteSize;
+use robots_proxy_units::bounds::{
+    because, count, duration, size, wide, Bound, DAY, POSITIVE, SECOND,
+};
+use robots_proxy_units::{raw_section, ByteSize, Problems};
 
 /// What happens to a connection beyond `limits.max_connections`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,7 +43,7 @@ pub enum WhenFull {
 
 /// `[limits]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct LimitsSection {
     /// Client connections served at once (CONNECT tunnels included).
     pub max_connections: usize,
@@ -95,23 +98,6 @@ pub const MIN_HEADER_BYTES: ByteSize = ByteSize(8 * 1024);
 pub const MAX_HEADER_BYTES: ByteSize = ByteSize(1024 * 1024);
 
 impl LimitsSection {
-    /// Every rule broken, as (key, message), for `robots_proxy::config::Config::validate`.
-    pub fn check(&self) -> Vec<(&'static str, String)> {
-        let mut bad = Vec::new();
-        // The range of each value is in the one table of bounds (src/config/bounds.rs); what
-        // is left here is how the values relate.
-        if self.max_request_line > self.max_header_bytes {
-            bad.push((
-                "limits.max_request_line",
-                format!(
-                    "{} is more than limits.max_header_bytes ({})",
-                    self.max_request_line, self.max_header_bytes
-                ),
-            ));
-        }
-        bad
-    }
-
     /// Longest request-target, in bytes.
     pub fn max_request_line(&self) -> usize {
         usize::try_from(self.max_request_line.0).unwrap_or(usize::MAX)
@@ -120,6 +106,51 @@ impl LimitsSection {
     /// Largest request head, in bytes.
     pub fn max_header_bytes(&self) -> usize {
         usize::try_from(self.max_header_bytes.0).unwrap_or(usize::MAX)
+    }
+}
+
+raw_section!(LimitsSection, RawLimitsSection, "limits");
+
+/// The bounds of `[limits]`.
+pub const LIMITS_BOUNDS: &[Bound<LimitsSection>] = &[
+    count("limits.max_connections", |c| wide(c.max_connections), 1, 1 << 20),
+    size("limits.max_request_line", |c| c.max_request_line, 256, MAX_HEADER_BYTES.0),
+    size("limits.max_header_bytes", |c| c.max_header_bytes, MIN_HEADER_BYTES.0, MAX_HEADER_BYTES.0),
+    because(
+        count("limits.max_headers", |c| wide(c.max_headers), 1, 8192),
+        "each request head is parsed into an array of this many headers",
+    ),
+    // As for header_read_timeout: below a second a response could be cut off as it is written.
+    duration("limits.client_write_timeout", |c| c.client_write_timeout, SECOND, DAY),
+    duration("limits.client_body_idle_timeout", |c| c.client_body_idle_timeout, POSITIVE, DAY),
+    because(
+        count(
+            "limits.max_connections_per_client",
+            |c| wide(c.max_connections_per_client),
+            0,
+            1 << 20,
+        ),
+        "0 means no cap per client",
+    ),
+    // Below a second a client could not send its first request in time.
+    duration("limits.auth_timeout", |c| c.auth_timeout, SECOND, Duration::from_secs(3600)),
+];
+
+impl TryFrom<RawLimitsSection> for LimitsSection {
+    type Error = Problems;
+
+    /// The bounds, and the request line within the head.
+    fn try_from(raw: RawLimitsSection) -> Result<Self, Problems> {
+        let l = raw.0;
+        let mut problems = Problems::new();
+        problems.bounds(LIMITS_BOUNDS, &l);
+        problems.need(l.max_request_line <= l.max_header_bytes, "limits.max_request_line", || {
+            format!(
+                "{} is more than limits.max_header_bytes ({})",
+                l.max_request_line, l.max_header_bytes
+            )
+        });
+        problems.or_build(|| l)
     }
 }
 
@@ -546,14 +577,15 @@ mod tests {
 
     #[test]
     fn defaults_are_valid_and_a_request_line_longer_than_the_head_is_named() {
-        // Ranges are checked by the table of bounds (src/config/bounds.rs).
-        assert!(LimitsSection::default().check().is_empty());
+        // Ranges are checked by the table of bounds (LIMITS_BOUNDS).
+        assert!(LimitsSection::try_from(RawLimitsSection::default()).is_ok());
         let bad = LimitsSection {
             max_header_bytes: ByteSize(8 * 1024),
             max_request_line: ByteSize(16 * 1024),
             ..LimitsSection::default()
         };
-        let keys: Vec<_> = bad.check().into_iter().map(|(k, _)| k).collect();
+        let problems = LimitsSection::try_from(RawLimitsSection(bad)).unwrap_err().into_vec();
+        let keys: Vec<_> = problems.into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["limits.max_request_line"]);
     }
 

@@ -78,7 +78,9 @@ pub use schedule::Bound;
 
 pub use local::LocalPace;
 pub use schedule::{begin_deadline, Lane, Limits, Refusal, BEGIN_GRACE};
-pub use section::{PacingError, PacingSection, SitePace, MAX_CONCURRENCY};
+pub use section::{
+    PacingError, PacingSection, RawPacingSection, SitePace, MAX_CONCURRENCY, PACING_BOUNDS,
+};
 pub use store::{Admission, ForgetWhenIdle, Held, IdleWindow, PaceAsk, PaceFuture, PaceStore};
 
 /// Most authorities whose pacing state is kept at once.

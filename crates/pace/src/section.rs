@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use robots_proxy_units::bounds::{because, count, duration, wide, Bound, DAY, POSITIVE};
+use robots_proxy_units::{raw_section, Problems};
+
 use super::schedule::{Limits, MAX_SPACING};
 use crate::authority::Authority;
 
@@ -13,7 +16,7 @@ pub const MAX_CONCURRENCY: usize = 65_536;
 
 /// `[pacing]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct PacingSection {
     /// Pace requests at all. Off by default: a proxy that starts to hold requests back after an
     /// upgrade would surprise its users (and its benchmarks).
@@ -84,12 +87,41 @@ pub enum PacingError {
     },
 }
 
+raw_section!(PacingSection, RawPacingSection, "pacing");
+
+/// The bounds of `[pacing]`.
+pub const PACING_BOUNDS: &[Bound<PacingSection>] = &[
+    duration("pacing.max_crawl_delay", |c| c.max_crawl_delay, POSITIVE, DAY),
+    duration("pacing.max_wait", |c| c.max_wait, Duration::ZERO, DAY),
+    because(
+        count(
+            "pacing.default_concurrency",
+            |c| wide(c.default_concurrency),
+            0,
+            wide(MAX_CONCURRENCY),
+        ),
+        "0 means no limit",
+    ),
+    count("pacing.queue_limit", |c| wide(c.queue_limit), 0, 1 << 20),
+];
+
+impl TryFrom<RawPacingSection> for PacingSection {
+    type Error = Problems;
+
+    /// The bounds, the rates, and the sites.
+    fn try_from(raw: RawPacingSection) -> Result<Self, Problems> {
+        let section = raw.0;
+        let mut problems = Problems::new();
+        problems.bounds(PACING_BOUNDS, &section);
+        problems.absorb(section.rules().into_iter().collect());
+        problems.or_build(|| section)
+    }
+}
+
 impl PacingSection {
-    /// Every rule broken, as (key, message), for the configuration's validation.
-    pub fn check(&self) -> Vec<(&'static str, String)> {
+    /// The rates and the sites, as (key, message).
+    fn rules(&self) -> Vec<(&'static str, String)> {
         let mut bad = Vec::new();
-        // max_crawl_delay, max_wait, default_concurrency and queue_limit have their ranges in
-        // the table of bounds (src/config/bounds.rs); rates and the sites are checked here.
         if let Err(e) = check_rps(self.default_rps) {
             bad.push(("pacing.default_rps", e));
         }
@@ -189,7 +221,7 @@ mod tests {
     #[test]
     fn defaults_pass_and_limit_nothing() {
         let section = PacingSection::default();
-        assert!(section.check().is_empty());
+        assert!(PacingSection::try_from(RawPacingSection(section.clone())).is_ok());
         let (default, sites) = section.resolve().unwrap();
         assert!(default.is_unlimited());
         assert!(sites.is_empty());
@@ -211,11 +243,15 @@ mod tests {
             ],
             ..PacingSection::default()
         };
-        let bad = section.check();
-        let keys: Vec<_> = bad.iter().map(|(k, _)| *k).collect();
+        let bad =
+            PacingSection::try_from(RawPacingSection(section.clone())).unwrap_err().into_vec();
+        let keys: Vec<_> = bad.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
             [
+                "pacing.max_crawl_delay",
+                "pacing.max_wait",
+                "pacing.default_concurrency",
                 "pacing.default_rps",
                 "pacing.sites",
                 "pacing.sites",
@@ -245,7 +281,8 @@ mod tests {
             ],
             ..PacingSection::default()
         };
-        assert!(section.check().is_empty(), "{:?}", section.check());
+        let checked = PacingSection::try_from(RawPacingSection(section.clone()));
+        assert!(checked.is_ok(), "{checked:?}");
         let (default, sites) = section.resolve().unwrap();
         assert_eq!(default.interval, Some(Duration::from_millis(250)));
         assert_eq!(default.concurrency, Some(2));

@@ -1,5 +1,6 @@
-//! Units the configuration is written in, shared by the sections of several modules. A leaf:
-//! it reaches nothing else of the crate.
+//! Units the configuration is written in, shared by the sections of several modules, and what
+//! every section's `TryFrom<Raw…>` needs: its error, [`Problems`], and the [`bounds`] of its
+//! durations, sizes and counts. A leaf: it reaches nothing else of the crate.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -7,6 +8,10 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+pub mod bounds;
+mod problems;
+pub use problems::Problems;
 
 /// A size in bytes, written as a number or the human way (`"500KiB"`, `"256MiB"`).
 ///

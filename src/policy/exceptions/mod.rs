@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-pub use section::{describe, parse_expires, problems, Effect, ExceptionEntry};
+pub use section::{checked, describe, parse_expires, Effect, ExceptionEntry};
 
 use super::{decide_reading, Claim, Reading};
 use crate::authority::{Authority, SiteName};

@@ -2,6 +2,7 @@
 //! their validation. Nothing is ever inferred: every exception names its tokens or users, and
 //! an allow names where the permission is written, who granted it and when it ends.
 
+use crate::units::Problems;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
@@ -80,12 +81,19 @@ fn pattern_matches_something(p: &str) -> bool {
     p.starts_with('/') || p.starts_with('*')
 }
 
-/// Every problem with `[[exceptions]]` as (key, message), each key naming the entry and the
-/// field (`exceptions[2].expires`, counted from 1). An expiry already past is not one: the
-/// file that ran yesterday must start and reload today, so an expired entry is loaded inert
-/// (it decides nothing, `/api/exceptions` shows it inactive, `/metrics` counts it) and
-/// `config check` warns about it.
-pub fn problems(entries: &[ExceptionEntry]) -> Vec<(String, String)> {
+/// `[[exceptions]]` as written, checked: the entries, or every problem with them, each key
+/// naming the entry and the field (`exceptions[2].expires`, counted from 1). The list's
+/// `TryFrom`, as the sections have theirs (a list of entries has no type of its own).
+///
+/// An expiry already past is not a problem: the file that ran yesterday must start and reload
+/// today, so an expired entry is loaded inert (it decides nothing, `/api/exceptions` shows it
+/// inactive, `/metrics` counts it) and `config check` warns about it.
+pub fn checked(entries: Vec<ExceptionEntry>) -> Result<Vec<ExceptionEntry>, Problems> {
+    let problems: Problems = problems(&entries).into_iter().collect();
+    problems.or_build(|| entries)
+}
+
+fn problems(entries: &[ExceptionEntry]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, e) in entries.iter().enumerate() {

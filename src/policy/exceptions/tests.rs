@@ -24,7 +24,10 @@ fn now() -> SystemTime {
 }
 
 fn keys(entries: &[ExceptionEntry]) -> Vec<String> {
-    problems(entries).into_iter().map(|(k, _)| k).collect()
+    match checked(entries.to_vec()) {
+        Ok(_) => Vec::new(),
+        Err(problems) => problems.into_vec().into_iter().map(|(k, _)| k).collect(),
+    }
 }
 
 #[test]

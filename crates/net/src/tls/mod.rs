@@ -12,6 +12,9 @@ use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 
+use robots_proxy_units::bounds::{duration, Bound, DAY, POSITIVE};
+use robots_proxy_units::{raw_section, Problems};
+
 /// The crypto provider every TLS configuration of the process uses.
 pub fn provider() -> Arc<CryptoProvider> {
     static PROVIDER: std::sync::OnceLock<Arc<CryptoProvider>> = std::sync::OnceLock::new();
@@ -34,7 +37,7 @@ pub enum HttpsMode {
 
 /// `[https]`
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct HttpsSection {
     /// `intercept`, `tunnel` or `reject`.
     pub mode: HttpsMode,
@@ -65,6 +68,38 @@ impl Default for HttpsSection {
             audit_tunnels: false,
             tunnel_idle_timeout: std::time::Duration::from_secs(300),
         }
+    }
+}
+
+raw_section!(HttpsSection, RawHttpsSection, "https");
+
+/// The bounds of `[https]`.
+pub const HTTPS_BOUNDS: &[Bound<HttpsSection>] =
+    &[duration("https.tunnel_idle_timeout", |c| c.tunnel_idle_timeout, POSITIVE, DAY)];
+
+impl TryFrom<RawHttpsSection> for HttpsSection {
+    type Error = Problems;
+
+    /// The bounds, the ports, and the CA's two files.
+    fn try_from(raw: RawHttpsSection) -> Result<Self, Problems> {
+        let h = raw.0;
+        let mut problems = Problems::new();
+        problems.bounds(HTTPS_BOUNDS, &h);
+        problems.need(!h.connect_ports.is_empty(), "https.connect_ports", || {
+            "must list at least one port (use https.mode = \"reject\" to refuse CONNECT)".into()
+        });
+        problems.need(!h.connect_ports.contains(&0), "https.connect_ports", || {
+            "0 is not a port".into()
+        });
+        problems.need(h.ca_cert.is_some() == h.ca_key.is_some(), "https.ca_cert", || {
+            "https.ca_cert and https.ca_key must be set together".into()
+        });
+        problems.need(h.ca_cert.is_none() || h.ca_cert != h.ca_key, "https.ca_key", || {
+            "names the same file as https.ca_cert; the CA certificate and its key need files of \
+             their own"
+                .into()
+        });
+        problems.or_build(|| h)
     }
 }
 

@@ -516,4 +516,36 @@ mod tests {
         assert_eq!(d.explain().why, Why::RobotsTxt);
         assert!(decide(View::offline(Rules::AllowAll, false), q).is_allowed());
     }
+
+    /// robots.txt alone allows what every reading allows (a survivor of the decision's
+    /// mutation run: only refusals asked `robots_allowed`).
+    #[test]
+    fn robots_txt_alone_allows_what_every_reading_allows() {
+        let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /private\n");
+        let readings = Readings::of("/public/..%2fopen/x");
+        let d = ask(&robots, &readings);
+        assert!(d.robots_allowed() && d.is_allowed());
+    }
+
+    /// Each kind of reason in a few words; a reason without a rule or a kind of its own (no
+    /// file in force) in its sentence (a survivor of the decision's mutation run: no test
+    /// asked the over-budget brief).
+    #[test]
+    fn brief_names_each_kind_of_reason() {
+        let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /x\n");
+        let readings = Readings::of("/y");
+        let mut e = ask(&robots, &readings).explain();
+        for (why, brief) in [
+            (Why::NoRuleMatched, "no rule matched"),
+            (Why::NoGroupApplies, "no group applies"),
+            (Why::RobotsTxt, "/robots.txt is always allowed"),
+            (Why::OverBudget, "over the match budget: refused without naming a rule"),
+        ] {
+            e.why = why;
+            assert_eq!(e.brief(), brief);
+        }
+        e.why = Why::NoFile;
+        e.reason = "robots.txt unreachable".to_owned();
+        assert_eq!(e.brief(), "robots.txt unreachable");
+    }
 }

@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn ordinary_paths_have_one_reading() {
-        for p in ["/", "/index.html", "/a/b.c/d?x=%2F..//", "/a-b_c~d/e.f"] {
+        for p in ["/", "/index.html", "/a/b.c/d?x=%2F..//", "/a-b_c~d/e.f", "/caf\u{e9}/x"] {
             let r = Readings::of(p);
             assert!(!r.has_others(), "{p}: {r:?}");
             assert_eq!(r.as_sent(), p);
@@ -444,5 +444,13 @@ mod tests {
         let r = Readings::of("/a//b");
         let names: Vec<_> = r.iter().map(|(r, _)| r).collect();
         assert_eq!(names, [Reading::AsSent, Reading::Decoded]);
+    }
+
+    /// The path and query as forwarded, taken (a survivor of the decision's mutation run:
+    /// `into_as_sent` is what the proxy forwards, and no lib test read it).
+    #[test]
+    fn the_path_as_forwarded_is_taken_as_it_is() {
+        assert_eq!(Readings::of("/a%2Fb?q#frag").into_as_sent(), "/a%2Fb?q");
+        assert_eq!(Readings::of("").into_as_sent(), "/");
     }
 }

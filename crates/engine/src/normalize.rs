@@ -345,5 +345,12 @@ mod tests {
         assert!(!is_canonical_path_for_matching(b"/a*"));
         assert!(!is_canonical_path_for_matching(b"/a$"));
         assert!(is_canonical_path_for_matching(b"/a/b?c=d"));
+        // A lone `*` or `$` in an otherwise plain path is escaped too (a survivor of the
+        // engine's mutation run: only paths that also needed other escapes were tried).
+        for (path, canonical) in [(&b"/a*b"[..], &b"/a%2Ab"[..]), (b"/a$b", b"/a%24b")] {
+            out.clear();
+            normalize_path_for_matching_into(path, &mut out);
+            assert_eq!(out, canonical);
+        }
     }
 }

@@ -577,4 +577,72 @@ mod tests {
         assert!(shape(br#"[{"location": "/", "tdm-policy": 5}]"#).contains("tdm-policy"));
         assert!(shape(br#"["/"]"#).contains("not an object"));
     }
+
+    /// A scope names a crawler by letters, digits, `-` and `_` (a survivor of the engine's
+    /// mutation run: no test scoped a name with `-` or `_`).
+    #[test]
+    fn scopes_may_name_crawlers_with_dashes_and_underscores() {
+        assert!(x_robots_noai("acme-bot: noai", Some("Acme-Bot")));
+        assert!(x_robots_noai("acme_bot: noimageai", Some("acme_bot")));
+        assert!(!x_robots_noai("acme-bot: noai", Some("other")));
+        assert!(!x_robots_noai("acme_bot: noai", None));
+    }
+
+    /// Fields that did not parse are named once each, in the order noted; none, no names.
+    #[test]
+    fn unparsed_fields_are_named_once_in_order() {
+        let mut unparsed = Unparsed::default();
+        assert_eq!(unparsed.names(), None);
+        unparsed.note(OptOutField::TdmPolicy);
+        unparsed.note(OptOutField::XRobotsTag);
+        unparsed.note(OptOutField::TdmPolicy);
+        assert!(!unparsed.is_empty());
+        assert_eq!(unparsed.names().as_deref(), Some("tdm-policy,X-Robots-Tag"));
+    }
+
+    /// `tdm-reservation` header lines read together: a `1` anywhere reserves, else a `0`
+    /// unreserves; a member that is neither is noted and lifts nothing.
+    #[test]
+    fn tdm_reservation_lines_read_together() {
+        let read = |lines: &[&str]| {
+            let mut unparsed = Unparsed::default();
+            let r = tdm_reservation_lines(lines.iter().map(|l| l.as_bytes()), &mut unparsed);
+            (r, unparsed.names())
+        };
+        assert_eq!(read(&["0", "x, 1"]), (Some(true), Some("tdm-reservation".to_owned())));
+        assert_eq!(read(&["0"]), (Some(false), None));
+        assert_eq!(read(&[]), (None, None));
+        assert_eq!(read(&["maybe"]), (None, Some("tdm-reservation".to_owned())));
+    }
+
+    /// A file's weight counts its rules, their patterns and policies; a path no location
+    /// matches has no statement, on any reading.
+    #[test]
+    fn tdm_files_weigh_their_rules_and_match_only_their_locations() {
+        let file = TdmFile::parse(
+            br#"[{"location": "/img/%3A*", "tdm-reservation": 1, "tdm-policy": "https://p.example/p"}]"#,
+        )
+        .unwrap();
+        let plain =
+            TdmFile::parse(br#"[{"location": "/img/*", "tdm-reservation": 1, "tdm-policy": "x"}]"#)
+                .unwrap();
+        let least = std::mem::size_of::<TdmRule>() + "/img/*".len() + "x".len();
+        assert!(plain.heap_bytes() >= least, "{} < {least}", plain.heap_bytes());
+        assert!(file.heap_bytes() > plain.heap_bytes());
+        assert_eq!(TdmFile::parse(b"[]").unwrap().heap_bytes(), 0);
+        for reading in [PatternReading::AsWritten, PatternReading::Decoded] {
+            assert!(file.statement_for_as(b"/txt/x", reading).is_none());
+        }
+        assert!(file.statement_for_as(b"/img/%3Ax", PatternReading::AsWritten).is_some());
+        assert!(file.statement_for_as(b"/img/:x", PatternReading::Decoded).is_some());
+    }
+
+    /// An attribute name that ends the tag has no value, and reading it does not run past the
+    /// tag (a survivor of the engine's mutation run: `<=` there indexes past the end).
+    #[test]
+    fn an_attribute_name_at_the_end_of_a_tag_has_no_value() {
+        assert_eq!(html_meta(b"<meta name=robots content>", None), HtmlMeta::default());
+        assert_eq!(html_meta(b"<meta content=noai name >", None), HtmlMeta::default());
+        assert!(html_meta(b"<meta name=robots content=noai>", None).noai);
+    }
 }

@@ -288,4 +288,25 @@ mod tests {
         assert_eq!(skip_bom(b"\xEFa"), b"a");
         assert_eq!(skip_bom(b"a"), b"a");
     }
+
+    /// Each field by its own name only: a key that shares the first letter is unknown.
+    #[test]
+    fn fields_are_told_apart_past_their_first_letter() {
+        assert_eq!(field_of(b"Allow"), Field::Allow);
+        assert_eq!(field_of(b"ajax"), Field::Unknown);
+        assert_eq!(field_of(b"Content-Usage"), Field::ContentUsage);
+        assert_eq!(field_of(b"content-signal"), Field::ContentSignal);
+        assert_eq!(field_of(b"crawl_delay"), Field::CrawlDelay);
+        assert_eq!(field_of(b"content-type"), Field::Unknown);
+    }
+
+    /// A crawl-delay is a finite number of seconds, zero or more.
+    #[test]
+    fn crawl_delays_are_finite_and_not_negative() {
+        assert_eq!(crawl_delay_seconds(b" 2.5 "), Some(2.5));
+        assert_eq!(crawl_delay_seconds(b"0"), Some(0.0));
+        for bad in [&b"-1"[..], b"soon", b"inf", b"NaN", b"", b"\xff"] {
+            assert_eq!(crawl_delay_seconds(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
 }

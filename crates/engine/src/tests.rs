@@ -124,3 +124,285 @@ fn over_budget_refusals_name_no_rule() {
     assert!(d.rule().is_none(), "{d:?}");
     assert!(!robots.decide(None, "/catalog?a=1&filter7=x").is_allowed());
 }
+
+/// The deciding rule matches what it decided, and only that (a survivor of the engine's
+/// mutation run: no engine test called `Rule::matches`).
+#[test]
+fn the_deciding_rule_matches_the_path_it_decided() {
+    let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /a*b$\n");
+    let d = robots.decide(None, "/axxb");
+    let rule = d.rule().expect("a rule decided");
+    assert!(rule.matches("/axxb") && rule.matches("axxb"));
+    assert!(!rule.matches("/axxbc") && !rule.matches("/b"));
+    assert_eq!(rule.to_string(), "disallow: /a*b$");
+}
+
+/// A group's `crawl-delay`: the first valid one, as written and as a duration, with its line;
+/// it applies to the group's crawlers only.
+#[test]
+fn crawl_delay_is_the_first_valid_one_of_the_applying_groups() {
+    let robots = RobotsTxt::parse(
+        b"User-agent: slowbot\nCrawl-delay: soon\nCrawl-delay: 2.5\nCrawl-delay: 9\n\
+          Disallow: /x\n\nUser-agent: *\nDisallow: /y\n",
+    );
+    let slow = ProductToken::new("SlowBot").unwrap();
+    let delay = robots.crawl_delay(Some(&slow)).expect("slowbot has a delay");
+    assert_eq!((delay.seconds(), delay.line()), (2.5, 3));
+    assert_eq!(delay.duration(), Duration::from_millis(2500));
+    assert_eq!(robots.groups()[0].crawl_delay(), Some(delay));
+    assert_eq!(robots.crawl_delay(None), None);
+    assert_eq!(robots.groups()[1].crawl_delay(), None);
+}
+
+/// The decision names the groups that applied, merged, in file order; none when no group
+/// applies.
+#[test]
+fn a_decision_names_the_merged_groups_in_file_order() {
+    let robots = RobotsTxt::parse(
+        b"User-agent: a\nDisallow: /1\n\nUser-agent: b\nDisallow: /2\n\n\
+          User-agent: a\nDisallow: /3\n",
+    );
+    let a = ProductToken::new("a").unwrap();
+    let d = robots.decide(Some(&a), "/3/x");
+    let lines: Vec<u32> = d.groups().map(|g| g.user_agents()[0].line()).collect();
+    assert_eq!(lines, [1, 7]);
+    assert_eq!(robots.groups_for(Some(&a)).len(), 2);
+    let c = ProductToken::new("c").unwrap();
+    assert_eq!(robots.decide(Some(&c), "/3/x").groups().count(), 0);
+}
+
+/// A size limit that falls exactly before a line end keeps that whole line; one that falls
+/// inside a line drops the line (never a shortened rule).
+#[test]
+fn a_limit_at_a_line_end_keeps_the_line() {
+    let body = |extra: usize| {
+        let (head, rule) = ("User-agent: *\n", "Disallow: /private\n");
+        let pad = MIN_SIZE_LIMIT - head.len() - (rule.len() - 1) + extra;
+        format!("{head}{}\n{rule}Disallow: /more\n", "#".repeat(pad - 1))
+    };
+    // The cut falls just before the rule's `\n`: the rule is whole.
+    let exact = body(0);
+    assert_eq!(&exact.as_bytes()[MIN_SIZE_LIMIT - 1..=MIN_SIZE_LIMIT + 1], b"e\nD");
+    let robots = RobotsTxt::parse_with_limit(exact.as_bytes(), 0);
+    assert!(!robots.decide(None, "/private").is_allowed());
+    assert!(robots.decide(None, "/more").is_allowed(), "past the limit");
+    assert_eq!(robots.parsed_bytes(), MIN_SIZE_LIMIT);
+    assert_eq!(robots.ignored_bytes(), exact.len() - MIN_SIZE_LIMIT);
+    // One octet more before it cuts the rule to `/privat`: dropped as a whole.
+    let cut = body(1);
+    let robots = RobotsTxt::parse_with_limit(cut.as_bytes(), 0);
+    assert!(robots.decide(None, "/privat").is_allowed());
+    assert_eq!(robots.parsed_bytes(), MIN_SIZE_LIMIT - "Disallow: /privat".len());
+}
+
+/// robots.txt's usage preferences apply to the paths it lets be crawled, and to no other.
+#[test]
+fn usage_preferences_hold_on_allowed_paths_only() {
+    let robots = RobotsTxt::parse(
+        b"User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /open/ train-ai=y\n\
+          Disallow: /private\n",
+    );
+    let stated = robots.usage(None, "/page").get(usage::Category::TrainAi);
+    assert_eq!((stated.preference, stated.line), (usage::Preference::Disallow, Some(2)));
+    assert_eq!(robots.usage(None, "/open/x").get(usage::Category::TrainAi).line, Some(3));
+    assert!(robots.usage(None, "/private/x").is_unknown(), "disallowed: no preferences");
+    assert!(robots.usage_everywhere(None).is_unknown(), "a path rule says otherwise");
+}
+
+/// A crawler may crawl nothing only when its rules disallow every path and allow none.
+#[test]
+fn disallowing_everything_needs_a_root_disallow_and_no_allow() {
+    let nothing = |body: &str| RobotsTxt::parse(body.as_bytes()).disallows_everything(None);
+    assert!(nothing("User-agent: *\nDisallow: /\n"));
+    assert!(nothing("User-agent: *\nDisallow: /*\n"));
+    assert!(!nothing("User-agent: *\nDisallow: /\nAllow: /public\n"));
+    assert!(!nothing("User-agent: *\nDisallow: /x\n"));
+    assert!(!nothing("User-agent: *\nAllow: /x\n"));
+    assert!(!nothing("User-agent: other\nDisallow: /\n"));
+}
+
+/// The memory the cache weighs a file by counts every allocation it owns: at least the
+/// vectors' elements and the text of every pattern, user-agent line and sitemap, and more
+/// for more of them.
+#[test]
+fn heap_size_counts_what_the_file_holds() {
+    let mut body = String::from(
+        "User-agent: a\nUser-agent: b\nContent-Usage: /u train-ai=n\n\
+         Content-Usage: search=y, ai-use=n\n",
+    );
+    for i in 0..200 {
+        body.push_str(&format!("Disallow: /p{i}/%3A*x$\nAllow: /q{i}\n"));
+    }
+    body.push_str("Sitemap: https://example.com/sitemap.xml\n");
+    let robots = RobotsTxt::parse(body.as_bytes());
+    assert!(robots.has_decoded_patterns());
+    // What `heap_size` counts, by length (no more than by capacity).
+    let of = |n: usize, size: usize| n * size;
+    let rules = |rules: &[Rule]| {
+        of(rules.len(), std::mem::size_of::<Rule>())
+            + rules.iter().map(|r| r.pattern.len()).sum::<usize>()
+    };
+    let groups: usize = of(robots.groups.len(), std::mem::size_of::<Group>())
+        + robots
+            .groups
+            .iter()
+            .map(|g| {
+                of(g.user_agents.len(), std::mem::size_of::<UserAgentLine>())
+                    + g.user_agents.iter().map(|u| u.value.len()).sum::<usize>()
+                    + of(g.usage.len(), std::mem::size_of::<usage::UsageRule>())
+                    + g.usage.iter().map(usage::UsageRule::heap_size).sum::<usize>()
+            })
+            .sum::<usize>();
+    let sets: usize = of(robots.rule_sets.len(), std::mem::size_of::<RuleSet>())
+        + robots
+            .rule_sets
+            .iter()
+            .map(|s| {
+                of(s.groups.len(), 4)
+                    + s.index.heap_size()
+                    + s.decoded.as_ref().map_or(0, PrefixIndex::heap_size)
+            })
+            .sum::<usize>();
+    let tokens = of(robots.by_token.len(), std::mem::size_of::<(u64, Box<[u8]>, u32)>()) + 2;
+    let sitemaps = of(1, std::mem::size_of::<Sitemap>()) + "https://example.com/sitemap.xml".len();
+    let least = std::mem::size_of::<RobotsTxt>()
+        + rules(&robots.rules)
+        + rules(&robots.decoded_rules)
+        + groups
+        + sets
+        + tokens
+        + sitemaps;
+    let size = robots.heap_size();
+    assert!(size >= least, "{size} < {least}");
+    let smaller = RobotsTxt::parse(b"User-agent: a\nDisallow: /p\n");
+    assert!(smaller.heap_size() < size);
+    assert!(smaller.heap_size() > std::mem::size_of::<RobotsTxt>());
+}
+
+/// A pattern read decoded is as long as if written decoded: `/a%3Ab` read as `/a:b` ties with
+/// `Allow: /a:b`, and the allow wins the tie; as written, only the disallow matches.
+#[test]
+fn a_decoded_pattern_weighs_what_it_decodes_to() {
+    let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /a%3Ab\nAllow: /a:b\n");
+    let d = robots.decide_decoded(None, "/a:b/x");
+    assert!(d.is_allowed(), "{}", d.reason().explain(d.is_allowed()));
+    assert_eq!(d.rule().map(Rule::line), Some(3));
+    assert_eq!(robots.decide(None, "/a%3Ab/x").rule().map(Rule::line), Some(2));
+    assert!(!robots.decide(None, "/a%3Ab/x").is_allowed());
+    // Read decoded, the pattern is the decoded one, not only its length.
+    let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /c%3Ad\n");
+    let d = robots.decide_decoded(None, "/c:d/x");
+    assert_eq!((d.verdict(), d.rule().map(Rule::pattern)), (Verdict::Disallow, Some("/c%3Ad")));
+    assert!(robots.decide(None, "/c:d/x").is_allowed());
+}
+
+/// A small deterministic generator (xorshift64), so the cross-check below needs no crate and
+/// fails the same way every run.
+struct Gen(u64);
+
+impl Gen {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+
+    fn text(&mut self, alphabet: &[u8], len: usize) -> String {
+        (0..len).map(|_| char::from(alphabet[self.below(alphabet.len())])).collect()
+    }
+}
+
+/// `start` and up to eight more octets of `alphabet` or `*`, sometimes anchored.
+fn random_rest(mut p: String, g: &mut Gen, alphabet: &[u8]) -> String {
+    for _ in 0..g.below(8) {
+        match g.below(8) {
+            0 => p.push('*'),
+            _ => p.push(char::from(alphabet[g.below(alphabet.len())])),
+        }
+    }
+    if g.below(4) == 0 {
+        p.push('$');
+    }
+    p
+}
+
+/// A path the pattern matches: each `*` filled in, a final `$` dropped, sometimes more after.
+fn a_path_for(pattern: &str, g: &mut Gen, alphabet: &[u8]) -> String {
+    let anchored = pattern.ends_with('$');
+    let body = pattern.strip_suffix('$').unwrap_or(pattern);
+    let mut path = String::new();
+    for (i, part) in body.split('*').enumerate() {
+        if i > 0 {
+            let n = g.below(4);
+            path.push_str(&g.text(alphabet, n));
+        }
+        path.push_str(part);
+    }
+    if !anchored && g.below(2) == 0 {
+        let n = g.below(5);
+        path.push_str(&g.text(alphabet, n));
+    }
+    path
+}
+
+/// The prefix index decides as trying every rule does ([`RobotsTxt::matching_rules`], which
+/// matches each pattern on its own): the same rule, or none. Files small and large: few bytes
+/// (shared prefixes, deep chains), many bytes (nodes of more than eight edges), many anchored
+/// wildcard rules on one node (looked up by their tails), over sixty-four rules under one node
+/// (ordered by a counting sort), and prefixes deeper than the walk's chain.
+#[test]
+fn the_index_agrees_with_trying_every_rule() {
+    let mut g = Gen(0x9E37_79B9_7F4A_7C15);
+    let narrow: &[u8] = b"ab/";
+    let wide: &[u8] = b"abcdefghijklmnop/.";
+    for round in 0..400 {
+        let (alphabet, rules) = match round % 4 {
+            0 => (narrow, 1 + g.below(12)),
+            1 => (wide, 1 + g.below(40)),
+            _ => (wide, 40 + g.below(120)),
+        };
+        let mut body = String::from("User-agent: *\n");
+        let mut patterns = Vec::new();
+        for _ in 0..rules {
+            let p = match g.below(6) {
+                // A long shared prefix: deeper than the chain the walk keeps.
+                0 => {
+                    let deep = format!("/{}", "a".repeat(30 + g.below(12)));
+                    random_rest(deep, &mut g, alphabet)
+                }
+                // An anchored extension: many of them share one node (looked up by tail).
+                1 | 2 => {
+                    let n = 4 + g.below(3);
+                    format!("/*.{}$", g.text(b"abcdef", n))
+                }
+                _ => random_rest(String::from("/"), &mut g, alphabet),
+            };
+            let kind = if g.below(2) == 0 { "Allow" } else { "Disallow" };
+            body.push_str(&format!("{kind}: {p}\n"));
+            patterns.push(p);
+        }
+        let robots = RobotsTxt::parse(body.as_bytes());
+        for _ in 0..30 {
+            let path = if g.below(3) == 0 {
+                let n = 1 + g.below(40);
+                format!("/{}", g.text(alphabet, n))
+            } else {
+                a_path_for(&patterns[g.below(patterns.len())], &mut g, alphabet)
+            };
+            if path == "/robots.txt" {
+                continue;
+            }
+            let d = robots.decide(None, &path);
+            let expected = robots.matching_rules(None, &path).first().map(|r| r.line());
+            assert_eq!(d.rule().map(Rule::line), expected, "{path} against\n{body}");
+            assert_eq!(
+                d.is_allowed(),
+                robots
+                    .matching_rules(None, &path)
+                    .first()
+                    .is_none_or(|r| r.kind() == RuleKind::Allow)
+            );
+        }
+    }
+}

@@ -585,4 +585,16 @@ mod tests {
         assert_eq!(token(""), None);
         assert_eq!(token("((((;;;)"), None);
     }
+
+    /// A `)` that closes no comment is an ordinary character of the product list: it neither
+    /// ends a comment nor panics (a survivor of the engine's mutation run: no test had one).
+    #[test]
+    fn a_stray_closing_parenthesis_is_no_comment_end() {
+        assert_eq!(token("ExampleBot/1.0)").as_deref(), Some("ExampleBot"));
+        assert_eq!(token(") ExampleBot/1.0").as_deref(), Some("ExampleBot"));
+        assert_eq!(
+            token("Mozilla/5.0) (compatible; ExampleBot/1.0)").as_deref(),
+            Some("ExampleBot")
+        );
+    }
 }

@@ -14,7 +14,9 @@
 //! ([`Exchange::keep`], or [`Exchange::refuse`] / [`Exchange::refuse_or_report`] for a refusal)
 //! and *notes* how the request is counted ([`Exchange::count`]), on the exchange's [`Ledger`];
 //! the Log phase ([`Ledger::log`]) writes the records in the order they were kept and counts the
-//! request once. A CONNECT (`connect.rs`, `tunnel.rs`: tunnel mode decides it at host level, with
+//! request once. The Forward phase has the Log phase's writer ([`Ledger::write`]) write what was
+//! kept so far before the request leaves, so that with `audit.fsync = "always"` no request is
+//! forwarded before its record is synced (`docs/audit.md`, "Durability"). A CONNECT (`connect.rs`, `tunnel.rs`: tunnel mode decides it at host level, with
 //! no path) keeps its record on a [`Ledger`] of its own, written by its own Log phase. A ledger
 //! dropped before its Log phase ran (the client hung up mid-way) logs what it kept from its
 //! `Drop`: nothing kept is lost, and nothing is written twice.
@@ -211,10 +213,18 @@ impl<'x> Ledger<'x> {
         if let Some(counted) = self.counted.take() {
             self.shared.metrics.count(counted, self.scheme);
         }
+        self.write().await;
+        self.logged = true;
+    }
+
+    /// The Log phase's writer: writes the records kept so far, in order. Besides the Log phase,
+    /// only the Forward phase calls it, before the request leaves: with `audit.fsync =
+    /// "always"` a request is not forwarded until its records are synced (`docs/audit.md`,
+    /// "Durability").
+    pub(super) async fn write(&mut self) {
         while let Some(record) = self.next() {
             write_audit(&self.shared.audit, record).await;
         }
-        self.logged = true;
     }
 }
 
@@ -306,6 +316,11 @@ impl<'x> Exchange<'x> {
                 ControlFlow::Continue(())
             }
         }
+    }
+
+    /// Writes the records kept so far ([`Ledger::write`]): the Forward phase's first step.
+    pub(super) async fn write_kept(&mut self) {
+        self.ledger.write().await;
     }
 
     /// The Log phase ([`Ledger::log`]), noting the phase the exchange ended in.

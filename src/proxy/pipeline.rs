@@ -170,6 +170,9 @@ impl<'x> Exchange<'x> {
         self.phase = Phase::Sign;
         let upstream = self.prepare(req, signing.as_ref())?;
         self.phase = Phase::Forward;
+        // A request leaves once its records are written (`audit.fsync = "always"` waits for
+        // their sync): the allowed record, a report-only refusal's.
+        self.write_kept().await;
         let resp = self.forward(upstream).await?;
         self.phase = Phase::Response;
         ControlFlow::Continue(self.response(&decision, usage, resp).await)

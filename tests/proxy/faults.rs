@@ -505,10 +505,10 @@ async fn an_origin_stalling_mid_body_is_cut_off_and_its_connection_dropped() {
 /// Every way a request's exchange ends writes its audit record once (issue 38 item 2: the Log
 /// phase writes the exchange's records, by construction): with `audit.all_decisions`, a
 /// refusal, a forward, an upstream error (the origin resets) and a client that hangs up while
-/// its request is at the origin each leave exactly one record. The hang-up is the drop guard's:
-/// the exchange is dropped before its Log phase (the origin never answers, and
-/// `upstream.response_timeout` is far longer than the wait here), and the record it kept is
-/// written all the same.
+/// its request is at the origin (which never answers; `upstream.response_timeout` is far longer
+/// than the wait here, so the exchange is dropped before its Log phase) each leave exactly one
+/// record. A record still kept when the client hangs up is written by the ledger's `Drop`:
+/// `report::a_reported_request_whose_client_hangs_up_while_paced_keeps_its_record`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_way_an_exchange_ends_leaves_one_record() {
     let proxy = TestProxy::start_with(|c| {

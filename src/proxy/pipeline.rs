@@ -400,11 +400,11 @@ impl<'x> Exchange<'x> {
             return ControlFlow::Continue(upstream);
         };
         match sign(shared, facts, signing, &mut upstream, client.as_ref()) {
-            Ok(signed) => {
+            ControlFlow::Continue(signed) => {
                 self.signed = signed;
                 ControlFlow::Continue(upstream)
             }
-            Err(refused) => {
+            ControlFlow::Break(refused) => {
                 self.count(Counted::Allow);
                 ControlFlow::Break(refused)
             }
@@ -465,7 +465,7 @@ fn sign<'s>(
     signing: &Signing<'s>,
     upstream: &mut Request<Incoming>,
     client: Option<&crate::signing::ClientSignature>,
-) -> Result<Signed<'s>, Response<ProxyBody>> {
+) -> Flow<Signed<'s>> {
     // A clone shares the value's bytes; `upstream_request` set it to the authority, and the
     // request-target to the absolute URI with the path and query that were checked.
     let host = upstream.headers().get(http::header::HOST).cloned();
@@ -516,11 +516,11 @@ fn sign<'s>(
                     );
                 }
             }
-            Ok(signed)
+            ControlFlow::Continue(signed)
         }
         Err(e) => {
             tracing::error!(error = %e, "cannot sign a request; it is not forwarded");
-            Err(answer::text(
+            ControlFlow::Break(answer::text(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "proxy_internal_error",
                 format!("500 Internal Server Error: cannot sign the request (signing): {e}\n"),

@@ -144,7 +144,8 @@ module('policy', 'the one door to the rules: product token, readings, decision, 
 module('preflight', 'what a configuration needs from the machine (files that must parse, '
        'directories that must be creatable), creating nothing', 'access audit config fleet '
        'signing tls')
-module('proxy', 'the listeners, a request\'s steps (`pipeline.rs`), CONNECT, interception, '
+module('proxy', 'the listeners, a request\'s exchange through named phases (`exchange.rs`, '
+       '`pipeline.rs`; the log phase writes its record), CONNECT, interception, '
        'forwarding, the origin pool; reaches robots.txt rules and the store only through '
        '`policy`', 'access audit authority clock config error fleet framing guard limits metrics '
        'output pacing policy server signing tls usage sync')

@@ -22,7 +22,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
-use super::pipeline::process;
+use super::exchange::{answered_before, process, Ledger, Phase};
 use super::refusal::Refusal;
 use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditRecord, AuditSubject};
@@ -35,9 +35,24 @@ use crate::tls::HttpsMode;
 /// What audit records and refusals give as the path of a CONNECT: it cannot be seen.
 pub(super) const TUNNEL_PATH: &str = "(not visible in a tunnel)";
 
-/// Answers a CONNECT request.
+/// Answers a CONNECT request: the Target phase of a CONNECT, then its Log phase, which writes
+/// the record the CONNECT kept (a refusal, or the tunnel's) and counts it
+/// ([`super::exchange::Ledger`]).
 pub(super) async fn handle_connect(
     shared: Arc<Shared>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let mut ledger = Ledger::new(&shared, Scheme::Https);
+    let answer = connect_phases(shared.clone(), &mut ledger, client, req).await;
+    ledger.log().await;
+    answer
+}
+
+/// [`handle_connect`] before the Log phase.
+async fn connect_phases(
+    shared: Arc<Shared>,
+    ledger: &mut Ledger<'_>,
     client: SocketAddr,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
@@ -69,7 +84,7 @@ pub(super) async fn handle_connect(
     let live = shared.live();
     if !live.https.connect_ports.contains(&https.port()) {
         return refuse(
-            &shared,
+            ledger,
             client,
             &req,
             &https,
@@ -80,32 +95,27 @@ pub(super) async fn handle_connect(
                 https.port(),
                 live.https.connect_ports
             ),
-        )
-        .await;
+        );
     }
     let (token, origin) = live.policy.token_for_user(safety::tied_token(&req), req.headers());
     // safety: a CONNECT to a prohibited IP literal is refused in every mode.
     if let Some(p) = shared.safety.literal_prohibited(&https) {
-        return refuse_prohibited(&shared, client, &req, &https, token.as_ref(), &p.to_string())
-            .await;
+        return refuse_prohibited(ledger, client, &req, &https, token.as_ref(), &p.to_string());
     }
     match live.https.mode {
-        HttpsMode::Reject => {
-            refuse(
-                &shared,
-                client,
-                &req,
-                &https,
-                token.as_ref(),
-                "http_request_denied",
-                "CONNECT is refused by this proxy (https.mode = \"reject\"): HTTPS cannot be \
+        HttpsMode::Reject => refuse(
+            ledger,
+            client,
+            &req,
+            &https,
+            token.as_ref(),
+            "http_request_denied",
+            "CONNECT is refused by this proxy (https.mode = \"reject\"): HTTPS cannot be \
                  checked against robots.txt here"
-                    .to_owned(),
-            )
-            .await
-        }
+                .to_owned(),
+        ),
         HttpsMode::Tunnel => {
-            super::tunnel::tunnel(shared, &live, client, req, https, (token, origin)).await
+            super::tunnel::tunnel(shared, &live, ledger, client, req, https, (token, origin)).await
         }
         _ => {
             let Some(ca) = live.ca.clone() else {
@@ -142,9 +152,9 @@ pub(super) async fn handle_connect(
     }
 }
 
-/// A 403 for a CONNECT, with its audit record.
-async fn refuse(
-    shared: &Shared,
+/// A 403 for a CONNECT, its audit record kept.
+fn refuse(
+    ledger: &mut Ledger<'_>,
     client: SocketAddr,
     req: &Request<Incoming>,
     authority: &Authority,
@@ -152,26 +162,26 @@ async fn refuse(
     error: &'static str,
     reason: String,
 ) -> Response<ProxyBody> {
-    let record = connect_record(shared, client, req, authority, token, false, &reason);
-    refuse_record(shared, record, Scheme::Https, error, reason).await
+    let now = ledger.shared.clock.now();
+    let record = connect_record(now, client, req, authority, token, false, &reason);
+    refuse_record(ledger, record, error, reason)
 }
 
-/// A 403 with the given audit record, counted.
-async fn refuse_record(
-    shared: &Shared,
+/// A 403 with the given audit record, kept.
+fn refuse_record(
+    ledger: &mut Ledger<'_>,
     record: AuditRecord,
-    scheme: Scheme,
     error: &'static str,
     reason: String,
 ) -> Response<ProxyBody> {
     let text = format!("403 Forbidden: {reason}\n");
     let refusal = Refusal::new(StatusCode::FORBIDDEN, error, record.action, text);
-    shared.refuse(record, scheme, refusal, false).await
+    ledger.refuse(record, refusal, false)
 }
 
 /// The 403 for a CONNECT to a prohibited destination (see `safety::prohibited`).
-pub(super) async fn refuse_prohibited(
-    shared: &Shared,
+pub(super) fn refuse_prohibited(
+    ledger: &mut Ledger<'_>,
     client: SocketAddr,
     req: &Request<Incoming>,
     authority: &Authority,
@@ -186,11 +196,13 @@ pub(super) async fn refuse_prohibited(
         user_agent: req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes()),
         token,
     };
-    safety::prohibited(shared, what, why).await
+    safety::prohibited(ledger, what, why)
 }
 
+/// The audit record of a CONNECT decided without robots.txt (refused at its door, or by the
+/// fleet's 503), made at `now`.
 pub(super) fn connect_record(
-    shared: &Shared,
+    now: std::time::SystemTime,
     client: SocketAddr,
     req: &Request<Incoming>,
     authority: &Authority,
@@ -211,7 +223,7 @@ pub(super) fn connect_record(
         robots_url: &authority.robots_url(),
     };
     let status = Some(if allowed { 200 } else { 403 });
-    AuditRecord::new(action, shared.clock.now(), subject, status, reason.to_owned())
+    AuditRecord::new(action, now, subject, status, reason.to_owned())
 }
 
 /// An intercepted CONNECT, as its inner connection is served.
@@ -266,7 +278,7 @@ where
             }
             async move {
                 let answering = inner(shared, &memory, client, authority, None, framing, req);
-                Ok::<_, std::convert::Infallible>(super::exchange(answering).await)
+                Ok::<_, std::convert::Infallible>(super::exchange_scope(answering).await)
             }
         });
         // safety: the same head limits and timeouts as the listener.
@@ -336,7 +348,7 @@ where
         }
         async move {
             let answering = inner(shared, &memory, client, connect, mismatch, framing, req);
-            Ok::<_, std::convert::Infallible>(super::exchange(answering).await)
+            Ok::<_, std::convert::Infallible>(super::exchange_scope(answering).await)
         }
     });
     // safety: the same head limits and timeouts as the listener.
@@ -374,7 +386,7 @@ async fn inner(
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     if let Some(refused) = shared.safety.check_request(client, &req, framing.verdict) {
-        return refused;
+        return answered_before(Phase::Admit, refused);
     }
     let is_connect = req.method() == http::Method::CONNECT;
     let resp = decide_inner(shared, memory, client, connect, sni_mismatch, req).await;
@@ -431,13 +443,17 @@ async fn decide_inner(
         let path =
             crate::policy::Readings::of(req.uri().path_and_query().map_or("/", |p| p.as_str()))
                 .into_as_sent();
+        let mut ledger = Ledger::new(&shared, connect.scheme());
+        let now = shared.clock.now();
         let mut record =
-            connect_record(&shared, client, &req, &connect, token.as_ref(), false, &reason);
+            connect_record(now, client, &req, &connect, token.as_ref(), false, &reason);
         record.method = req.method().as_str().to_owned();
         record.url = format!("{connect}{path}");
         record.path = path;
-        return refuse_record(&shared, record, connect.scheme(), "http_request_denied", reason)
-            .await;
+        // Refused at the Target phase: its own Log phase writes the record.
+        let refused = refuse_record(&mut ledger, record, "http_request_denied", reason);
+        ledger.log().await;
+        return refused;
     }
     process(&shared, memory, client, connect, req).await
 }

@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
+use super::exchange::{answered_before, Phase};
 use super::{pipeline, ConnectionMemory, Proxy, Shared};
 use crate::access::AuthenticatedUser;
 use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
@@ -285,14 +286,15 @@ async fn serve_client<I>(
         async move {
             let Connection { shared, peer, memory, verdicts, .. } = &*connection;
             if let Some(refused) = shared.safety.check_request(*peer, &req, verdict) {
-                return Ok::<_, Infallible>(refused);
+                return Ok::<_, Infallible>(answered_before(Phase::Admit, refused));
             }
             let connect = req.method() == Method::CONNECT;
             // Boxed: hyper keeps the service's future in the connection for as long
             // as the connection lives, idle or not, and moves it on every request;
             // a pointer is cheaper to move and to keep than the whole request state.
             // One exchange: it reads the reloadable state once.
-            let handling = Box::pin(super::exchange(pipeline::handle(shared, memory, *peer, req)));
+            let handling =
+                Box::pin(super::exchange_scope(pipeline::handle(shared, memory, *peer, req)));
             let resp = handling.await;
             if connect {
                 // safety: a refused CONNECT leaves the connection in HTTP/1.1.

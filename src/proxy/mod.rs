@@ -7,6 +7,7 @@
 mod answer;
 mod connect;
 mod exception;
+mod exchange;
 mod facts;
 mod forward;
 mod listener;
@@ -27,16 +28,14 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use http::Response;
 use http_body_util::combinators::UnsyncBoxBody;
 
 use crate::audit::{AuditLog, AuditRecord};
-use crate::authority::Scheme;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::fleet::Fleet;
 use crate::guard::DestinationGuard;
-use crate::metrics::{Decision, Metrics};
+use crate::metrics::Metrics;
 use crate::pacing::Pacer;
 use crate::policy::{Policy, RecentRobots, RecentUserAgent, RobotsStore};
 use crate::server::ConnectionTimeouts;
@@ -198,37 +197,12 @@ impl Live {
 }
 
 impl Shared {
-    /// Queues an audit record; with `audit.fsync = "always"`, waits until it is written and
-    /// synced (up to [`crate::audit::SYNC_WAIT`]), so the answer never goes before its record.
-    /// A failing audit log does not change the answer (`docs/audit.md`, "Write errors"): the
-    /// writer has logged and counted the loss, and readiness fails until records are written.
-    async fn write_audit(&self, record: AuditRecord) {
-        match self.audit.record(record).await {
-            Ok(()) => {}
-            Err(e @ crate::audit::AuditError::Write { .. }) => {
-                tracing::debug!(error = %e, "audit record lost");
-            }
-            Err(e @ crate::audit::AuditError::Unconfirmed { .. }) => {
-                tracing::warn!(error = %e, "answering before the audit record is synced");
-            }
-            Err(e) => tracing::error!(error = %e, "audit record could not be queued"),
-        }
-    }
-
-    /// The one way a request is refused: writes the refusal into its record, counts it (once,
-    /// from what the record says was done), lists it among the blocks on the admin page, logs
-    /// it, writes its audit record, and gives back the answer ([`refusal::Refusal`], JSON when
-    /// the client asked for it).
-    async fn refuse(
-        &self,
-        mut record: AuditRecord,
-        scheme: Scheme,
-        refusal: refusal::Refusal,
-        want_json: bool,
-    ) -> Response<ProxyBody> {
-        refusal.stamp(&mut record);
-        self.metrics.count(Decision::of(record.action), scheme);
-        self.metrics.blocked(&record);
+    /// What every refusal does before it is counted and written: the refusal written into its
+    /// record (action, outcome, status), listed among the blocks on the admin page, logged.
+    /// Every refusal goes through it, from [`exchange::Ledger::refuse`].
+    fn note_refusal(&self, record: &mut AuditRecord, refusal: &refusal::Refusal) {
+        refusal.stamp(record);
+        self.metrics.blocked(record);
         tracing::info!(
             action = %record.action,
             url = %record.url,
@@ -237,14 +211,12 @@ impl Shared {
             reason = %record.reason,
             "refused"
         );
-        self.write_audit(record).await;
-        refusal.into_response(want_json)
     }
 
     /// The reloadable settings in force now. A request reads them once, so that a reload in
     /// the middle of it cannot mix old and new (say, decide by one token header and strip
     /// another); so does a CONNECT, and its tunnel keeps them. In builds with debug
-    /// assertions (the tests), a second reading inside one [`exchange`] panics.
+    /// assertions (the tests), a second reading inside one [`exchange_scope`] panics.
     fn live(&self) -> Arc<Live> {
         count_live_read();
         self.live.load_full()
@@ -279,7 +251,7 @@ tokio::task_local! {
 
 /// Runs `handling`, one request or one CONNECT, as one exchange: in builds with debug
 /// assertions, one that reads [`Live`] more than once panics (review-house D4).
-async fn exchange<F: std::future::Future>(handling: F) -> F::Output {
+async fn exchange_scope<F: std::future::Future>(handling: F) -> F::Output {
     #[cfg(debug_assertions)]
     let handling = LIVE_READS.scope(std::cell::Cell::new(0), handling);
     handling.await
@@ -506,11 +478,11 @@ mod tests {
     #[cfg(debug_assertions)]
     #[tokio::test]
     async fn one_reading_of_live_per_exchange_holds_and_a_second_panics() {
-        exchange(async { count_live_read() }).await;
+        exchange_scope(async { count_live_read() }).await;
         // Outside an exchange (the admin's view, a tunnel's reload watch) nothing is counted.
         count_live_read();
         count_live_read();
-        let twice = tokio::spawn(exchange(async {
+        let twice = tokio::spawn(exchange_scope(async {
             count_live_read();
             count_live_read();
         }));

@@ -1,38 +1,35 @@
-//! One request's way through the proxy: [`handle`] tells a CONNECT from a proxy request, and
-//! [`process`] takes a proxy request (or one read inside an intercepted tunnel) through a short
-//! pipeline of named steps, each of which either hands the next what it needs or ends the
-//! request with an answer:
+//! One request's way through the proxy: [`handle`] runs the phases before the exchange
+//! (Authenticate, Target: a CONNECT goes to `connect.rs`, a proxy request names its authority),
+//! and the [`Exchange`] of a proxy request (or of one read inside an intercepted tunnel) runs
+//! the phases after it, in this order (`exchange.rs` drives them and writes the record):
 //!
-//! 1. [`read_facts`]: the request's facts, read once (authority, path readings, token, client);
-//! 2. [`robots_txt`]: the robots.txt snapshot for the authority (the destination guard first);
-//!    then the request's one decision ([`crate::policy::Policy::decide`]), which every later
-//!    step uses;
-//! 3. [`undecidable`]: the fleet's store out of reach (503), an untrusted origin (502);
-//! 4. [`check_robots`]: every reading of the path must be allowed, or an exception allow it
-//!    (403 otherwise);
-//! 5. [`check_usage`]: AI usage preferences stated in robots.txt (403);
-//! 6. [`pace`]: the site's pace (wait, or 429);
-//! 7. [`forward`]: to the origin, streamed;
-//! 8. [`check_response`]: usage preferences stated by the response (`Content-Usage`).
+//! 1. Robots: the robots.txt snapshot for the authority (the destination guard first); then the
+//!    request's one decision ([`crate::policy::Policy::decide`]), which every later phase uses;
+//!    the fleet's store out of reach (503), an untrusted origin (502); every reading of the
+//!    path must be allowed (403 otherwise), unless an exception decides;
+//! 2. Exceptions: the exception that decides instead of robots.txt (`exception.rs`);
+//! 3. Usage: AI usage preferences stated in robots.txt and `tdmrep.json` (403);
+//! 4. Pace: the site's pace (wait, or 429);
+//! 5. Sign: the request to the origin, built and signed;
+//! 6. Forward: to the origin, streamed;
+//! 7. Response: usage preferences stated by the response (`Content-Usage`, `preferences.rs`).
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::Instant;
 
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
+use super::exchange::{answered_before, process, Exchange, Flow, Phase, Signed};
 use super::facts::Facts;
 use super::refusal::Refusal;
-use super::report::Reported;
-use super::{answer, connect, forward, preferences, safety, throttle};
+use super::{answer, connect, forward, optouts, preferences, safety};
 use super::{ConnectionMemory, Live, ProxyBody, Shared};
-use crate::audit::AuditRecord;
 use crate::authority::{Authority, Scheme};
 use crate::metrics::Decision as Counted;
 use crate::pacing::PacePermit;
-use crate::policy::{Decision, Policy, Readings, RobotsSnapshot, UsagePreferences};
+use crate::policy::{Decision, Readings, RobotsSnapshot, UsagePreferences};
 use crate::signing::Signing;
 use crate::usage::{Purpose, Settled};
 
@@ -53,7 +50,7 @@ pub(super) async fn handle(
                 memory.authenticated.notify_one();
                 req
             }
-            Err(answer) => return answer,
+            Err(answer) => return answered_before(Phase::Authenticate, answer),
         }
     } else {
         req
@@ -68,102 +65,31 @@ pub(super) async fn handle(
             (Some(tls), true) => format!("https://{tls}"),
             _ => format!("http://{}", shared.listen),
         };
-        return answer::not_a_proxy_request(&proxy_url);
+        return answered_before(Phase::Target, answer::not_a_proxy_request(&proxy_url));
     }
     let authority = match Authority::from_uri(uri) {
         Ok(a) => a,
         Err(e) => {
-            return answer::text(
-                StatusCode::BAD_REQUEST,
-                "http_request_error",
-                format!("400 Bad Request: cannot proxy {uri}: {e}\n"),
-            )
+            let bad = format!("400 Bad Request: cannot proxy {uri}: {e}\n");
+            let answer = answer::text(StatusCode::BAD_REQUEST, "http_request_error", bad);
+            return answered_before(Phase::Target, answer);
         }
     };
     if authority.scheme() != Scheme::Http {
-        return answer::text(
-            StatusCode::BAD_REQUEST,
-            "http_request_error",
-            format!(
-                "400 Bad Request: {uri}: send https:// requests through CONNECT \
-                 (set HTTPS_PROXY), not as plain proxy requests\n"
-            ),
+        let bad = format!(
+            "400 Bad Request: {uri}: send https:// requests through CONNECT (set HTTPS_PROXY), \
+             not as plain proxy requests\n"
         );
+        let answer = answer::text(StatusCode::BAD_REQUEST, "http_request_error", bad);
+        return answered_before(Phase::Target, answer);
     }
     process(shared, memory, client, authority, req).await
 }
 
-/// Decides one request for `authority` and answers 403 (or 429) or forwards it. Shared by
-/// plain proxy requests and requests read inside an intercepted CONNECT tunnel.
-///
-/// Only the common path (decide, allow, forward) is awaited in place; every other await is
-/// boxed inside its step, which keeps this future small (hyper moves it at least once per
-/// request).
-pub(super) async fn process(
-    shared: &Arc<Shared>,
-    memory: &ConnectionMemory,
-    client: SocketAddr,
-    authority: Authority,
-    req: Request<Incoming>,
-) -> Response<ProxyBody> {
-    let started = Instant::now();
-    let live = shared.live();
-    let facts = read_facts(&live, memory, client, authority, &req);
-    // Refusals only reported (report-only mode), for the response's `Proxy-Status`.
-    let mut reported = Reported::default();
-    let mut answer = match steps(shared, &live, memory, &facts, req, started, &mut reported).await {
-        ControlFlow::Break(answer) | ControlFlow::Continue(answer) => answer,
-    };
-    reported.stamp(&mut answer);
-    answer
-}
-
-/// The steps after the facts; `Break` is an answer that ends the request early.
-async fn steps(
-    shared: &Arc<Shared>,
-    live: &Live,
-    memory: &ConnectionMemory,
-    facts: &Facts,
-    req: Request<Incoming>,
-    started: Instant,
-    reported: &mut Reported,
-) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
-    let signing = plan_signing(shared, live, facts, &req);
-    let snapshot = robots_txt(shared, live, memory, facts).await?;
-    // The one decision of the request: every later step uses it, none decides again.
-    let decision =
-        live.policy.decide(&snapshot, facts.claim(), &facts.readings, shared.clock.now());
-    shared.metrics.decision_time(started);
-    undecidable(shared, facts, &decision).await?;
-    let mut allowed = check_robots(shared, live, facts, &decision, reported).await?;
-    let usage = check_usage(shared, live, facts, &decision, reported, &mut allowed).await?;
-    let _permit = pace(shared, facts, &decision).await?;
-    // Built and signed now, after robots.txt and the pace: the key is the one that signs at
-    // the moment the request leaves.
-    let prepared = prepare(shared, live, facts, req, signing.as_ref());
-    let (signed, cosign) = match &prepared {
-        ControlFlow::Continue((_, signed)) => (signed.keyid, signed.cosign.clone()),
-        ControlFlow::Break(_) => (None, None),
-    };
-    // The allowed request's record (`audit.all_decisions`) is written once it is known to go,
-    // naming the key that signed it (and what became of the client's signature under
-    // `signing.client_signatures = "cosign"`): a usage or pacing refusal writes its own record
-    // instead, so each request has one.
-    if let Some(mut record) = allowed {
-        preferences::stamp_signature(&mut record, signed, cosign.as_ref());
-        shared.write_audit(*record).await;
-    }
-    let (upstream, _) = prepared?;
-    let resp = forward(shared, live, facts, upstream).await?;
-    let signature = (signed, cosign.as_ref());
-    let checking = check_response(shared, live, facts, &decision, usage, signature, resp, reported);
-    ControlFlow::Continue(checking.await)
-}
-
-/// Step 1: the request's facts. The path is forwarded as received and decided on every
-/// reading of it (`policy::readings`); the token is the tied user's, the header's, the
-/// User-Agent's or the default, in the configured order.
-fn read_facts(
+/// The request's facts, read once before the phases after Target. The path is forwarded as
+/// received and decided on every reading of it (`policy::readings`); the token is the tied
+/// user's, the header's, the User-Agent's or the default, in the configured order.
+pub(super) fn read_facts(
     live: &Live,
     memory: &ConnectionMemory,
     client: SocketAddr,
@@ -177,91 +103,6 @@ fn read_facts(
         &mut crate::sync::lock(&memory.user_agent),
     );
     Facts::of(req, client, authority, readings, token)
-}
-
-/// Web Bot Auth: whom the request will be signed for, if anyone (it is signed last, with the
-/// key of that moment, in [`prepare`]). With `access.users_file`, a token identity signs only
-/// for the users tied to its token or listed in its `users`: a request that names another
-/// crawler's token goes unsigned (or as `*`), never signed as that crawler, and is logged and
-/// counted (`robots_proxy_signing_refused_total`).
-fn plan_signing<'s>(
-    shared: &Shared,
-    live: &'s Live,
-    facts: &Facts,
-    req: &Request<Incoming>,
-) -> Option<Signing<'s>> {
-    let signer = live.signer.as_deref()?;
-    let who = crate::signing::Requester {
-        token: facts.token().map(|t| t.as_str()),
-        user: facts.user_name(),
-        tied: facts.user.as_ref().and_then(|u| u.token.as_ref()),
-        authenticated: shared.safety.authenticates(),
-    };
-    let plan = signer.plan(&who, req.headers());
-    if let Some(token) = plan.refused {
-        let n = shared.metrics.signing_refused();
-        let user = facts.user_name().unwrap_or("-");
-        if crate::output::warn_on(n) {
-            tracing::warn!(
-                client = %facts.client, user, token = token.as_str(), refused_so_far = n,
-                "not signed as {token}: the user is neither tied to that token in \
-                 access.users_file nor listed in the identity's users"
-            );
-        } else {
-            tracing::debug!(client = %facts.client, user, token = token.as_str(), "not signed");
-        }
-    }
-    plan.signing
-}
-
-/// Step 2: the robots.txt snapshot of the authority, from the connection's memory or the
-/// store. Refused first when the destination guard prohibits an IP literal (before robots.txt
-/// is even fetched) or the robots.txt fetch went to a prohibited address.
-async fn robots_txt(
-    shared: &Shared,
-    live: &Live,
-    memory: &ConnectionMemory,
-    facts: &Facts,
-) -> ControlFlow<Response<ProxyBody>, Arc<RobotsSnapshot>> {
-    // safety: the destination guard, for an IP literal before robots.txt is even fetched.
-    if let Some(p) = shared.safety.literal_prohibited(&facts.authority) {
-        let why = p.to_string();
-        return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, &why)).await);
-    }
-    let snapshot = live.policy.robots_for(&memory.robots, &facts.authority).await;
-    // safety: the robots.txt fetch (or a redirect of it) went to a prohibited address.
-    if let Some(why) = safety::robots_prohibited(&snapshot) {
-        return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, why)).await);
-    }
-    ControlFlow::Continue(snapshot)
-}
-
-/// Step 3: a request that cannot be decided on what robots.txt gave: a 503 when the fleet's
-/// shared state is required and out of reach, a 502 when the origin's certificate is not
-/// trusted. The 503's record is the decision's (no rule decided: nothing was read).
-async fn undecidable(
-    shared: &Shared,
-    facts: &Facts,
-    decision: &Decision<'_>,
-) -> ControlFlow<Response<ProxyBody>> {
-    let Some(snapshot) = decision.site() else {
-        return ControlFlow::Continue(());
-    };
-    if let Some(refusal) = fleet_unavailable(snapshot) {
-        // Audited and counted (`unavailable`) like every answer the proxy gives itself.
-        let mut record = facts.record(decision, shared.clock.now(), None);
-        record.reason = FLEET_UNAVAILABLE_REASON.to_owned();
-        (record.rule, record.line) = (None, None);
-        let scheme = facts.authority.scheme();
-        let refusing = Box::pin(shared.refuse(record, scheme, refusal, facts.want_json));
-        return ControlFlow::Break(refusing.await);
-    }
-    if let Some(answer) = untrusted_origin(snapshot) {
-        shared.metrics.upstream_error("tls_certificate_error");
-        shared.metrics.count(crate::metrics::Decision::Unavailable, facts.authority.scheme());
-        return ControlFlow::Break(answer);
-    }
-    ControlFlow::Continue(())
 }
 
 /// The audit reason of a request answered 503 because the fleet's store is out of reach.
@@ -297,235 +138,321 @@ fn untrusted_origin(snapshot: &RobotsSnapshot) -> Option<Response<ProxyBody>> {
     ))
 }
 
-/// Step 4: robots.txt, and the exception that overrides it. Every reading of the path must be
-/// allowed. An allowed request's record (`audit.all_decisions`, or an allow exception's) comes
-/// back unwritten, for [`steps`] to write once the request goes on. A refusal goes through
-/// [`Shared::refuse_or_report`], so that report-only mode lets it go on.
-async fn check_robots(
-    shared: &Shared,
-    live: &Live,
-    facts: &Facts,
-    decision: &Decision<'_>,
-    reported: &mut Reported,
-) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
-    if decision.exception().is_some() {
-        let excepting = Box::pin(super::exception::check(shared, live, facts, decision, reported));
-        return excepting.await;
-    }
-    if decision.is_allowed() {
-        if !shared.audit.all_decisions() {
-            return ControlFlow::Continue(None);
-        }
-        // `robots.signature.keyid` is set once the request is signed (`steps`).
-        return ControlFlow::Continue(Some(Box::new(facts.record(
-            decision,
-            shared.clock.now(),
-            None,
-        ))));
-    }
-    // Boxed: the audit record and the explanation are big, and the allowed requests that
-    // never come here should not carry room for them.
-    Box::pin(refuse_robots(shared, &live.policy, facts, decision, reported)).await
-}
-
-/// The 403 of a request robots.txt disallows, its record written; or, in report-only mode,
-/// its `would_block` record written and the request let go on.
-async fn refuse_robots(
-    shared: &Shared,
-    policy: &Policy,
-    facts: &Facts,
-    decision: &Decision<'_>,
-    reported: &mut Reported,
-) -> ControlFlow<Response<ProxyBody>, Option<Box<AuditRecord>>> {
-    let explanation = decision.explain();
-    let record = facts.audit_record(&explanation, shared.clock.now(), Some(403));
-    let token = facts.token().map(|t| t.as_str());
-    let refusal = answer::blocked(&explanation, &record.url, token, facts.want_json);
-    let (who, scheme) = (facts.claim(), facts.authority.scheme());
-    match shared.refuse_or_report(policy, who, record, scheme, refusal, facts.want_json).await {
-        ControlFlow::Break(blocked) => ControlFlow::Break(blocked),
-        // Report-only mode: its `would_block` record is the request's record.
-        ControlFlow::Continue(details) => {
-            reported.add(details);
-            ControlFlow::Continue(None)
-        }
-    }
-}
-
-/// What [`check_usage`] found, for [`check_response`]: the crawler's configured purposes
+/// What the Usage phase found, for the Response phase: the crawler's configured purposes
 /// (none for most crawlers) and the preferences robots.txt states for the path.
-struct Usage {
-    purposes: Vec<Purpose>,
-    preferences: UsagePreferences,
+pub(super) struct Usage {
+    pub(super) purposes: Vec<Purpose>,
+    pub(super) preferences: UsagePreferences,
     /// The `tdmrep.json` rule for the path (TDMRep), applied with the response head.
-    tdm_file: Option<crate::policy::optout::TdmStatement>,
+    pub(super) tdm_file: Option<crate::policy::optout::TdmStatement>,
 }
 
-/// Step 5: AI usage preferences (`crate::usage`), only for crawlers with configured purposes:
-/// an enforced purpose that robots.txt disallows for the path is refused. An exception that
-/// lifts a preference writes itself into `allowed`, the request's record still to be written.
-async fn check_usage(
-    shared: &Shared,
-    live: &Live,
-    facts: &Facts,
-    decision: &Decision<'_>,
-    reported: &mut Reported,
-    allowed: &mut Option<Box<AuditRecord>>,
-) -> ControlFlow<Response<ProxyBody>, Usage> {
-    let mut purposes = if live.usage.is_active() {
-        live.usage.purposes_for(facts.token(), facts.user_name())
-    } else {
-        Vec::new()
-    };
-    if !purposes.is_empty() && live.policy.has_exceptions() {
-        let lifting =
-            super::exception::lift_usage(shared, live, facts, decision, &mut purposes, allowed);
-        Box::pin(lifting).await;
+impl<'x> Exchange<'x> {
+    /// The phases after Target, in their fixed order; `Break` is an answer that ends the
+    /// exchange early. The Log phase follows either way ([`super::exchange::process`]).
+    pub(super) async fn run(&mut self, req: Request<Incoming>) -> Flow<Response<ProxyBody>> {
+        let (shared, live, facts) = (self.shared, self.live, self.facts);
+        let signing = self.plan_signing(&req);
+        self.phase = Phase::Robots;
+        let snapshot = self.robots().await?;
+        // The one decision of the request: every later phase uses it, none decides again.
+        let decision =
+            live.policy.decide(&snapshot, facts.claim(), &facts.readings, shared.clock.now());
+        shared.metrics.decision_time(self.started);
+        self.undecidable(&decision)?;
+        self.robots_verdict(&decision)?;
+        self.phase = Phase::Exceptions;
+        self.exceptions(&decision)?;
+        self.phase = Phase::Usage;
+        let usage = self.usage(&decision).await?;
+        self.phase = Phase::Pace;
+        let _permit = self.pace(&decision).await?;
+        self.phase = Phase::Sign;
+        let upstream = self.prepare(req, signing.as_ref())?;
+        self.phase = Phase::Forward;
+        // A request leaves once its records are written (`audit.fsync = "always"` waits for
+        // their sync): the allowed record, a report-only refusal's.
+        self.write_kept().await;
+        let resp = self.forward(upstream).await?;
+        self.phase = Phase::Response;
+        ControlFlow::Continue(self.response(&decision, usage, resp).await)
     }
-    if purposes.is_empty() {
-        let preferences = UsagePreferences::default();
-        return ControlFlow::Continue(Usage { purposes, preferences, tdm_file: None });
-    }
-    let preferences = decision.usage();
-    // A request whose robots.txt refusal was only reported is not reported again for its
-    // usage preference: one `would_block` per request (`Reported::any`).
-    let blocking = live.usage.blocking(&purposes, &preferences, Settled::No);
-    if let Some(block) = blocking.filter(|_| !reported.any()) {
-        let subject = preferences::Subject { facts, decision, signed: None, cosign: None };
-        let action = crate::audit::AuditAction::UsageDisallow;
-        let refusal = Box::pin(preferences::refuse(
-            shared,
-            &live.policy,
-            &subject,
-            &purposes,
-            &preferences,
-            &block,
-            action,
-        ));
-        reported.add(refusal.await?);
-    }
-    let tdm_file =
-        super::optouts::file_statement(&live.policy, &live.usage, facts, decision, &purposes).await;
-    ControlFlow::Continue(Usage { purposes, preferences, tdm_file })
-}
 
-/// Step 6: politeness (`crate::pacing`): wait for the site's pace, or answer 429. The permit is
-/// held until the origin's response headers arrive.
-async fn pace(
-    shared: &Shared,
-    facts: &Facts,
-    decision: &Decision<'_>,
-) -> ControlFlow<Response<ProxyBody>, PacePermit> {
-    if !shared.pacer.is_enabled() {
-        return ControlFlow::Continue(PacePermit::default());
-    }
-    let Some(snapshot) = decision.site() else {
-        return ControlFlow::Continue(PacePermit::default());
-    };
-    let admitting = Box::pin(
-        shared.pacer.admit(&facts.authority, || snapshot.rules.crawl_delay(facts.token())),
-    );
-    match admitting.await {
-        Ok(permit) => ControlFlow::Continue(permit),
-        Err(throttled) => ControlFlow::Break(
-            Box::pin(throttle::refused(shared, facts, decision, &throttled)).await,
-        ),
-    }
-}
-
-/// How the request left signed: the key id that signed it, if any, and with
-/// `signing.client_signatures = "cosign"` what became of the client's signature.
-#[derive(Default)]
-struct Signed<'s> {
-    keyid: Option<&'s str>,
-    cosign: Option<crate::signing::Cosign>,
-}
-
-/// Step 7, first half: the request to the origin, built and signed (the last change made to
-/// it), with the key id that signed it; or the proxy's own answer when it cannot be built
-/// (400) or signed (500).
-fn prepare<'s>(
-    shared: &'s Shared,
-    live: &Live,
-    facts: &Facts,
-    req: Request<Incoming>,
-    signing: Option<&Signing<'s>>,
-) -> ControlFlow<Response<ProxyBody>, (Request<Incoming>, Signed<'s>)> {
-    let authority = &facts.authority;
-    // With `signing.client_signatures = "cosign"`: the client's signature as it arrived, before
-    // anything of the request changes, to tell at signing time whether what it covers did.
-    let client = signing.and_then(|s| {
-        let uri = req.uri();
-        let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok());
-        let arrival = crate::signing::Target {
-            method: req.method().as_str(),
-            scheme: uri.scheme_str().unwrap_or(authority.scheme().as_str()),
-            authority: uri.authority().map(|a| a.as_str()).or(host).unwrap_or(""),
-            path_and_query: uri.path_and_query().map_or("/", |p| p.as_str()),
+    /// Web Bot Auth: whom the request will be signed for, if anyone (it is signed last, with
+    /// the key of that moment, in the Sign phase). With `access.users_file`, a token identity
+    /// signs only for the users tied to its token or listed in its `users`: a request that
+    /// names another crawler's token goes unsigned (or as `*`), never signed as that crawler,
+    /// and is logged and counted (`robots_proxy_signing_refused_total`).
+    fn plan_signing(&self, req: &Request<Incoming>) -> Option<Signing<'x>> {
+        let (shared, facts) = (self.shared, self.facts);
+        let signer = self.live.signer.as_deref()?;
+        let who = crate::signing::Requester {
+            token: facts.token().map(|t| t.as_str()),
+            user: facts.user_name(),
+            tied: facts.user.as_ref().and_then(|u| u.token.as_ref()),
+            authenticated: shared.safety.authenticates(),
         };
-        s.client_signature(&arrival, req.headers(), shared.clock.now())
-    });
-    let forwarded = forward::upstream_request(
-        req,
-        authority,
-        facts.path(),
-        live.policy.token_header(),
-        &shared.via,
-    );
-    let mut upstream = match forwarded {
-        Ok(r) => r,
-        Err(e) => {
-            shared.metrics.count(Counted::Allow, authority.scheme());
-            return ControlFlow::Break(answer::text(
-                StatusCode::BAD_REQUEST,
-                "http_request_error",
-                format!("400 Bad Request: cannot build the upstream request: {e}\n"),
-            ));
+        let plan = signer.plan(&who, req.headers());
+        if let Some(token) = plan.refused {
+            let n = shared.metrics.signing_refused();
+            let user = facts.user_name().unwrap_or("-");
+            if crate::output::warn_on(n) {
+                tracing::warn!(
+                    client = %facts.client, user, token = token.as_str(), refused_so_far = n,
+                    "not signed as {token}: the user is neither tied to that token in \
+                     access.users_file nor listed in the identity's users"
+                );
+            } else {
+                tracing::debug!(client = %facts.client, user, token = token.as_str(), "not signed");
+            }
         }
-    };
-    // Signed last: nothing changes the request after this.
-    let Some(signing) = signing else {
-        return ControlFlow::Continue((upstream, Signed::default()));
-    };
-    match sign(shared, facts, signing, &mut upstream, client.as_ref()) {
-        ControlFlow::Continue(signed) => ControlFlow::Continue((upstream, signed)),
-        ControlFlow::Break(refused) => {
-            shared.metrics.count(Counted::Allow, authority.scheme());
-            ControlFlow::Break(refused)
-        }
+        plan.signing
     }
-}
 
-/// Step 7: the request to the origin, and its response. Counted as allowed only once the
-/// origin's answer is known ([`check_response`]): it may still be refused (the guard at
-/// connect time) or withheld (usage preferences), and each request counts once.
-async fn forward(
-    shared: &Shared,
-    live: &Live,
-    facts: &Facts,
-    upstream: Request<Incoming>,
-) -> ControlFlow<Response<ProxyBody>, Response<ProxyBody>> {
-    let authority = &facts.authority;
-    let resp = forward::send(
-        &shared.client,
-        authority,
-        upstream,
-        forward::Timeouts {
-            response: live.response_timeout,
-            body_idle: live.body_idle_timeout,
-            client_body_idle: live.timeouts.body,
-        },
-        &shared.via,
-        &shared.metrics,
-    )
-    .await;
-    // safety: the guard refused the origin's address at connect time (its DNS answer changed
-    // since robots.txt was fetched): audit the 403 that `send` made of it.
-    if let Some(p) = resp.extensions().get::<crate::guard::Prohibited>() {
-        let why = p.to_string();
-        return ControlFlow::Break(Box::pin(safety::refuse_request(shared, facts, &why)).await);
+    /// The Robots phase: the robots.txt snapshot of the authority, from the connection's memory
+    /// or the store. Refused first when the destination guard prohibits an IP literal (before
+    /// robots.txt is even fetched) or the robots.txt fetch went to a prohibited address.
+    async fn robots(&mut self) -> Flow<Arc<RobotsSnapshot>> {
+        let (shared, live, facts) = (self.shared, self.live, self.facts);
+        // safety: the destination guard, for an IP literal before robots.txt is even fetched.
+        if let Some(p) = shared.safety.literal_prohibited(&facts.authority) {
+            return ControlFlow::Break(self.refuse_prohibited(&p.to_string()));
+        }
+        let snapshot = live.policy.robots_for(&self.memory.robots, &facts.authority).await;
+        // safety: the robots.txt fetch (or a redirect of it) went to a prohibited address.
+        if let Some(why) = safety::robots_prohibited(&snapshot) {
+            return ControlFlow::Break(self.refuse_prohibited(why));
+        }
+        ControlFlow::Continue(snapshot)
     }
-    ControlFlow::Continue(resp)
+
+    /// The Robots phase, continued: a request that cannot be decided on what robots.txt gave: a
+    /// 503 when the fleet's shared state is required and out of reach, a 502 when the origin's
+    /// certificate is not trusted. The 503's record is the decision's (no rule decided: nothing
+    /// was read).
+    fn undecidable(&mut self, decision: &Decision<'_>) -> Flow {
+        let Some(snapshot) = decision.site() else {
+            return ControlFlow::Continue(());
+        };
+        if let Some(refusal) = fleet_unavailable(snapshot) {
+            // Audited and counted (`unavailable`) like every answer the proxy gives itself.
+            let mut record = self.facts.record(decision, self.shared.clock.now(), None);
+            record.reason = FLEET_UNAVAILABLE_REASON.to_owned();
+            (record.rule, record.line) = (None, None);
+            return ControlFlow::Break(self.refuse(record, refusal));
+        }
+        if let Some(answer) = untrusted_origin(snapshot) {
+            self.shared.metrics.upstream_error("tls_certificate_error");
+            self.count(Counted::Unavailable);
+            return ControlFlow::Break(answer);
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The Robots phase's verdict, when no exception decides (the Exceptions phase does then):
+    /// every reading of the path must be allowed. An allowed request's record
+    /// (`audit.all_decisions`) is made now, for the Sign phase to keep once the request goes
+    /// on. A refusal goes through [`Exchange::refuse_or_report`], so that report-only mode lets
+    /// it go on.
+    fn robots_verdict(&mut self, decision: &Decision<'_>) -> Flow {
+        if decision.exception().is_some() {
+            return ControlFlow::Continue(());
+        }
+        if decision.is_allowed() {
+            if self.shared.audit.all_decisions() {
+                // `robots.signature.keyid` is set once the request is signed (Sign).
+                let record = self.facts.record(decision, self.shared.clock.now(), None);
+                self.allowed = Some(Box::new(record));
+            }
+            return ControlFlow::Continue(());
+        }
+        self.refuse_robots(decision)
+    }
+
+    /// The 403 of a request robots.txt disallows, its record kept; or, in report-only mode,
+    /// its `would_block` record kept and the request let go on.
+    #[inline(never)]
+    fn refuse_robots(&mut self, decision: &Decision<'_>) -> Flow {
+        let facts = self.facts;
+        let explanation = decision.explain();
+        let record = facts.audit_record(&explanation, self.shared.clock.now(), Some(403));
+        let token = facts.token().map(|t| t.as_str());
+        let refusal = answer::blocked(&explanation, &record.url, token, facts.want_json);
+        self.refuse_or_report(record, refusal)
+    }
+
+    /// The Usage phase: AI usage preferences (`crate::usage`), only for crawlers with configured
+    /// purposes: an enforced purpose that robots.txt disallows for the path is refused. An
+    /// exception that lifts a preference writes itself into [`Exchange::allowed`], the
+    /// request's record still to be kept.
+    async fn usage(&mut self, decision: &Decision<'_>) -> Flow<Usage> {
+        let (live, facts) = (self.live, self.facts);
+        let mut purposes = if live.usage.is_active() {
+            live.usage.purposes_for(facts.token(), facts.user_name())
+        } else {
+            Vec::new()
+        };
+        if !purposes.is_empty() && live.policy.has_exceptions() {
+            self.lift_usage(decision, &mut purposes);
+        }
+        if purposes.is_empty() {
+            let preferences = UsagePreferences::default();
+            return ControlFlow::Continue(Usage { purposes, preferences, tdm_file: None });
+        }
+        let preferences = decision.usage();
+        // A request whose robots.txt refusal was only reported is not reported again for its
+        // usage preference: one `would_block` per request (`Reported::any`).
+        let blocking = live.usage.blocking(&purposes, &preferences, Settled::No);
+        if let Some(block) = blocking.filter(|_| !self.reported.any()) {
+            let action = crate::audit::AuditAction::UsageDisallow;
+            let extra = preferences::ResponseOptOuts::default();
+            self.refuse_usage(decision, (&purposes, &preferences), &block, action, extra)?;
+        }
+        let file = optouts::file_statement(&live.policy, &live.usage, facts, decision, &purposes);
+        let tdm_file = Box::pin(file).await;
+        ControlFlow::Continue(Usage { purposes, preferences, tdm_file })
+    }
+
+    /// The Pace phase: politeness (`crate::pacing`): wait for the site's pace, or answer 429.
+    /// The permit is held until the origin's response headers arrive.
+    async fn pace(&mut self, decision: &Decision<'_>) -> Flow<PacePermit> {
+        let (shared, facts) = (self.shared, self.facts);
+        if !shared.pacer.is_enabled() {
+            return ControlFlow::Continue(PacePermit::default());
+        }
+        let Some(snapshot) = decision.site() else {
+            return ControlFlow::Continue(PacePermit::default());
+        };
+        let admitting = Box::pin(
+            shared.pacer.admit(&facts.authority, || snapshot.rules.crawl_delay(facts.token())),
+        );
+        match admitting.await {
+            Ok(permit) => ControlFlow::Continue(permit),
+            Err(throttled) => ControlFlow::Break(self.throttled(decision, &throttled)),
+        }
+    }
+
+    /// The Sign phase: the request to the origin, built and signed (the last change made to
+    /// it), noting the key id that signed it; or the proxy's own answer when it cannot be built
+    /// (400) or signed (500). Built and signed now, after robots.txt and the pace: the key is
+    /// the one that signs at the moment the request leaves.
+    ///
+    /// The allowed request's record (`audit.all_decisions`, or an exception's) is kept here,
+    /// once the request is known to go, naming the key that signed it (and what became of the
+    /// client's signature under `signing.client_signatures = "cosign"`): a usage or pacing
+    /// refusal keeps its own record instead.
+    fn prepare(
+        &mut self,
+        req: Request<Incoming>,
+        signing: Option<&Signing<'x>>,
+    ) -> Flow<Request<Incoming>> {
+        let prepared = self.build_and_sign(req, signing);
+        if let Some(mut record) = self.allowed.take() {
+            let signed = &self.signed;
+            preferences::stamp_signature(&mut record, signed.keyid, signed.cosign.as_ref());
+            self.keep(*record);
+        }
+        prepared
+    }
+
+    /// [`Exchange::prepare`]'s request: built, then signed.
+    fn build_and_sign(
+        &mut self,
+        req: Request<Incoming>,
+        signing: Option<&Signing<'x>>,
+    ) -> Flow<Request<Incoming>> {
+        let (shared, facts) = (self.shared, self.facts);
+        let authority = &facts.authority;
+        // With `signing.client_signatures = "cosign"`: the client's signature as it arrived,
+        // before anything of the request changes, to tell at signing time whether what it
+        // covers did.
+        let client = signing.and_then(|s| {
+            let uri = req.uri();
+            let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok());
+            let arrival = crate::signing::Target {
+                method: req.method().as_str(),
+                scheme: uri.scheme_str().unwrap_or(authority.scheme().as_str()),
+                authority: uri.authority().map(|a| a.as_str()).or(host).unwrap_or(""),
+                path_and_query: uri.path_and_query().map_or("/", |p| p.as_str()),
+            };
+            s.client_signature(&arrival, req.headers(), shared.clock.now())
+        });
+        let forwarded = forward::upstream_request(
+            req,
+            authority,
+            facts.path(),
+            self.live.policy.token_header(),
+            &shared.via,
+        );
+        let mut upstream = match forwarded {
+            Ok(r) => r,
+            Err(e) => {
+                self.count(Counted::Allow);
+                return ControlFlow::Break(answer::text(
+                    StatusCode::BAD_REQUEST,
+                    "http_request_error",
+                    format!("400 Bad Request: cannot build the upstream request: {e}\n"),
+                ));
+            }
+        };
+        // Signed last: nothing changes the request after this.
+        let Some(signing) = signing else {
+            return ControlFlow::Continue(upstream);
+        };
+        match sign(shared, facts, signing, &mut upstream, client.as_ref()) {
+            ControlFlow::Continue(signed) => {
+                self.signed = signed;
+                ControlFlow::Continue(upstream)
+            }
+            ControlFlow::Break(refused) => {
+                self.count(Counted::Allow);
+                ControlFlow::Break(refused)
+            }
+        }
+    }
+
+    /// The Forward phase: the request to the origin, and its response. Counted as allowed only
+    /// once the origin's answer is known (the Response phase): it may still be refused (the
+    /// guard at connect time) or withheld (usage preferences), and each request counts once.
+    async fn forward(&mut self, upstream: Request<Incoming>) -> Flow<Response<ProxyBody>> {
+        let (shared, live) = (self.shared, self.live);
+        let resp = forward::send(
+            &shared.client,
+            &self.facts.authority,
+            upstream,
+            forward::Timeouts {
+                response: live.response_timeout,
+                body_idle: live.body_idle_timeout,
+                client_body_idle: live.timeouts.body,
+            },
+            &shared.via,
+            &shared.metrics,
+        )
+        .await;
+        // safety: the guard refused the origin's address at connect time (its DNS answer changed
+        // since robots.txt was fetched): audit the 403 that `send` made of it.
+        if let Some(p) = resp.extensions().get::<crate::guard::Prohibited>() {
+            let why = p.to_string();
+            return ControlFlow::Break(self.refuse_prohibited(&why));
+        }
+        ControlFlow::Continue(resp)
+    }
+
+    /// The Response phase: the origin's response, counted as allowed, or withheld when its
+    /// `Content-Usage` header disallows an enforced purpose of the crawler (unless only
+    /// reported).
+    async fn response(
+        &mut self,
+        decision: &Decision<'_>,
+        usage: Usage,
+        resp: Response<ProxyBody>,
+    ) -> Response<ProxyBody> {
+        if usage.purposes.is_empty() {
+            self.count(Counted::Allow);
+            return resp;
+        }
+        Box::pin(self.usage_of_response(decision, usage, resp)).await
+    }
 }
 
 /// Signs the request about to be forwarded (`Host` is already the authority's, the last change
@@ -538,7 +465,7 @@ fn sign<'s>(
     signing: &Signing<'s>,
     upstream: &mut Request<Incoming>,
     client: Option<&crate::signing::ClientSignature>,
-) -> ControlFlow<Response<ProxyBody>, Signed<'s>> {
+) -> Flow<Signed<'s>> {
     // A clone shares the value's bytes; `upstream_request` set it to the authority, and the
     // request-target to the absolute URI with the path and query that were checked.
     let host = upstream.headers().get(http::header::HOST).cloned();
@@ -616,36 +543,4 @@ fn cosign_skipped(shared: &Shared, facts: &Facts, why: &crate::signing::Skipped)
     } else {
         tracing::debug!(client = %facts.client, reason = why.reason.as_str(), "not cosigned");
     }
-}
-
-/// Step 8: the origin's response, counted as allowed, or withheld when its `Content-Usage`
-/// header disallows an enforced purpose of the crawler (unless only reported).
-#[allow(clippy::too_many_arguments)]
-async fn check_response(
-    shared: &Shared,
-    live: &Live,
-    facts: &Facts,
-    decision: &Decision<'_>,
-    usage: Usage,
-    (signed, cosign): (Option<&str>, Option<&crate::signing::Cosign>),
-    resp: Response<ProxyBody>,
-    reported: &mut Reported,
-) -> Response<ProxyBody> {
-    if usage.purposes.is_empty() {
-        shared.metrics.count(Counted::Allow, facts.authority.scheme());
-        return resp;
-    }
-    let subject = preferences::Subject { facts, decision, signed, cosign };
-    let answer = Box::pin(preferences::on_response(
-        shared,
-        &live.policy,
-        &live.usage,
-        &subject,
-        &usage.purposes,
-        usage.preferences,
-        usage.tdm_file.as_ref(),
-        resp,
-        reported,
-    ));
-    answer.await
 }

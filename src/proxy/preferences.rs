@@ -6,10 +6,10 @@ use std::ops::ControlFlow;
 
 use http::{HeaderValue, Response, StatusCode};
 
-use super::facts::Facts;
+use super::exchange::{Exchange, Flow};
+use super::pipeline::Usage;
 use super::refusal::Refusal;
-use super::report::{Report, Reported};
-use super::{ProxyBody, Shared};
+use super::ProxyBody;
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
 use crate::policy::optout::{self, OptOutField, Unparsed};
 use crate::policy::{Category, Decision, Preference, UsagePreferences};
@@ -17,16 +17,6 @@ use crate::usage::{Purpose, Settled, UsageBlock, UsagePolicy};
 
 /// The response header that carries usage preferences (draft-ietf-aipref-attach).
 pub(super) const CONTENT_USAGE: &str = "content-usage";
-
-/// What the request is, for the answers and audit records of this module: its facts, its one
-/// decision, and the key id it left signed with, if it was forwarded signed (with what became
-/// of the client's signature under `signing.client_signatures = "cosign"`).
-pub(super) struct Subject<'a> {
-    pub(super) facts: &'a Facts,
-    pub(super) decision: &'a Decision<'a>,
-    pub(super) signed: Option<&'a str>,
-    pub(super) cosign: Option<&'a crate::signing::Cosign>,
-}
 
 /// Writes how the request left signed into its audit record: `robots.signature.keyid`, and
 /// `robots.signature.cosigned` or `robots.signature.cosign_skipped` when the proxy signed beside
@@ -105,38 +95,6 @@ pub(super) fn usage_audit(
     }
 }
 
-/// The audit record for a usage event, built on the robots decision's record.
-fn record(
-    shared: &Shared,
-    subject: &Subject<'_>,
-    action: AuditAction,
-    reason: &str,
-    status: Option<u16>,
-    usage: UsageAudit,
-) -> AuditRecord {
-    let mut record = subject.facts.record(subject.decision, shared.clock.now(), status);
-    record.action = action;
-    record.outcome = if status.is_some() { AuditOutcome::Failure } else { AuditOutcome::Success };
-    record.reason = reason.to_owned();
-    record.usage = Some(usage);
-    stamp_signature(&mut record, subject.signed, subject.cosign);
-    record
-}
-
-/// The 403 for a usage preference, with its audit record.
-pub(super) async fn refuse(
-    shared: &Shared,
-    policy: &crate::policy::Policy,
-    subject: &Subject<'_>,
-    purposes: &[Purpose],
-    prefs: &UsagePreferences,
-    block: &UsageBlock,
-    action: AuditAction,
-) -> ControlFlow<Response<ProxyBody>, Report> {
-    let extra = ResponseOptOuts::default();
-    refuse_with(shared, policy, subject, purposes, prefs, block, action, extra).await
-}
-
 /// What the response's own opt-outs add to its usage records: the TDMRep policy URL of the
 /// reservation that decided, and the opt-out fields that did not parse as a whole.
 #[derive(Debug, Default)]
@@ -145,187 +103,206 @@ pub(super) struct ResponseOptOuts {
     pub(super) unparsed: Option<String>,
 }
 
-/// [`refuse`], naming the TDMRep policy URL and the unparsed opt-out fields in the audit record.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn refuse_with(
-    shared: &Shared,
-    policy: &crate::policy::Policy,
-    subject: &Subject<'_>,
-    purposes: &[Purpose],
-    prefs: &UsagePreferences,
-    block: &UsageBlock,
-    action: AuditAction,
-    extra: ResponseOptOuts,
-) -> ControlFlow<Response<ProxyBody>, Report> {
-    let stated = prefs.get(block.category);
-    let mut usage = usage_audit(purposes, prefs, block);
-    usage.tdm_policy = extra.tdm_policy;
-    usage.unparsed = extra.unparsed;
-    let rec = record(shared, subject, action, &block.reason, Some(403), usage);
-    let url = subject.facts.url();
-    let token = subject.facts.token().map_or("(none)", |t| t.as_str());
-    let json = serde_json::json!({
-        "error": "usage_disallowed",
-        "url": url,
-        "product_token": subject.facts.token().map(|t| t.as_str()),
-        "purpose": block.category.label(),
-        "preference": format!("{}={}", block.category.label(), stated.preference.as_str()),
-        "source": block.source,
-        "line": block.line,
-        "reason": block.reason,
-    });
-    let text = format!(
-        "403 Forbidden: the site's AI usage preferences do not allow this crawler's purpose.\n\
-         \n\
-         URL:           {url}\n\
-         Product token: {token}\n\
-         Purpose:       {purpose}\n\
-         Preference:    {label}={value} ({source})\n\
-         robots.txt:    {robots}\n\
-         Reason:        {reason}\n",
-        purpose = block.category.label(),
-        label = block.category.label(),
-        value = stated.preference.as_str(),
-        source = block.source,
-        robots = subject.decision.site().map_or("", |s| s.robots_url.as_str()),
-        reason = block.reason,
-    );
-    let refusal = Refusal::new(StatusCode::FORBIDDEN, "http_request_denied", action, text)
-        .details(block.reason.clone())
-        .json(json);
-    let (who, scheme) = (subject.facts.claim(), subject.facts.authority.scheme());
-    let json = subject.facts.want_json;
-    shared.refuse_or_report(policy, who, rec, scheme, refusal, json).await
-}
+impl Exchange<'_> {
+    /// The audit record for a usage event, built on the robots decision's record, with how the
+    /// request left signed (once the Sign phase ran).
+    fn usage_record(
+        &self,
+        decision: &Decision<'_>,
+        action: AuditAction,
+        reason: &str,
+        status: Option<u16>,
+        usage: UsageAudit,
+    ) -> AuditRecord {
+        let mut record = self.facts.record(decision, self.shared.clock.now(), status);
+        record.action = action;
+        record.outcome =
+            if status.is_some() { AuditOutcome::Failure } else { AuditOutcome::Success };
+        record.reason = reason.to_owned();
+        record.usage = Some(usage);
+        stamp_signature(&mut record, self.signed.keyid, self.signed.cosign.as_ref());
+        record
+    }
 
-/// Applies the response's `Content-Usage` header (and the other opt-outs of
-/// [`super::optouts`]): withholds the response when an enforced
-/// purpose is disallowed, otherwise annotates it (for annotated purposes) and audits known
-/// preferences.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn on_response(
-    shared: &Shared,
-    policy: &crate::policy::Policy,
-    usage: &UsagePolicy,
-    subject: &Subject<'_>,
-    purposes: &[Purpose],
-    mut prefs: UsagePreferences,
-    tdm_file: Option<&crate::policy::optout::TdmStatement>,
-    mut resp: Response<ProxyBody>,
-    reported: &mut Reported,
-) -> Response<ProxyBody> {
-    // Members the proxy does not know (a newer vocabulary's labels) are passed on as they are
-    // when annotating: the merge rewrites only what it understands.
-    let mut foreign: Vec<(Option<Category>, String)> = Vec::new();
-    let mut unparsed = Unparsed::default();
-    for value in resp.headers().get_all(CONTENT_USAGE) {
-        // Read from the bytes by the shared reader: a byte that is not ASCII in one member's
-        // parameter (`;note="café"`) must not hide `train-ai=n` in another. Unknown members are
-        // passed on only from a field in ASCII, since they are written back into a header.
-        let text = optout::field_text(OptOutField::ContentUsage, value.as_bytes(), &mut unparsed);
-        if !prefs.add_header_read(&text) {
-            unparsed.note(OptOutField::ContentUsage);
-        }
-        if let Ok(text) = value.to_str() {
-            foreign.extend(foreign_members(text));
-        }
-    }
-    // X-Robots-Tag: noai and TDMRep (file, header), each as train-ai=n.
-    let (resp_read, meta) = super::optouts::read_meta(usage, subject.facts, purposes, resp).await;
-    resp = resp_read;
-    let tdm = super::optouts::apply(
-        usage,
-        subject.facts,
-        tdm_file,
-        meta.as_ref(),
-        &resp,
-        &mut prefs,
-        &mut unparsed,
-    );
-    super::optouts::log_unparsed(subject.facts, &unparsed);
-    let unparsed = unparsed.names();
-    // Whether a usage record of this response names the unparsed fields already.
-    let mut recorded = false;
-    // In report-only mode, a request with a refusal reported already (robots.txt, an
-    // exception, a preference of robots.txt) is not reported again for its response:
-    // enforcement would have refused it once.
-    let blocking = usage.blocking(purposes, &prefs, Settled::Yes);
-    if let Some(block) = blocking.filter(|_| !reported.any()) {
-        let withhold = AuditAction::UsageWithhold;
-        let extra = ResponseOptOuts { tdm_policy: tdm.policy.clone(), unparsed: unparsed.clone() };
-        match refuse_with(shared, policy, subject, purposes, &prefs, &block, withhold, extra).await
-        {
-            // The body is dropped with `resp`: the content never reaches the crawler.
-            ControlFlow::Break(refused) => return refused,
-            // Report-only mode: the response goes on as it would without the preference.
-            ControlFlow::Continue(report) => {
-                reported.add(report);
-                recorded = true;
-            }
-        }
-    }
-    if UsagePolicy::annotates(purposes) {
-        resp.headers_mut().remove(CONTENT_USAGE);
-        let known = prefs.to_header();
-        if let Some(header) = annotated(known.as_deref(), &prefs, &foreign) {
-            if let Ok(v) = HeaderValue::from_str(&header) {
-                resp.headers_mut().insert(CONTENT_USAGE, v);
-            }
-        }
-        if let Some(merged) = known {
-            // Audit every annotated response whose preference is known.
-            let first = purposes
-                .iter()
-                .map(|p| (p, prefs.get(p.category)))
-                .find(|(_, s)| s.preference != Preference::Unknown);
-            if let Some((p, stated)) = first {
-                let source = match (stated.line, stated.from_header) {
-                    _ if stated.other.is_some() => stated.other.unwrap_or_default().to_owned(),
-                    (Some(l), true) => format!("robots.txt line {l} and response header"),
-                    (Some(l), false) => format!("robots.txt line {l}"),
-                    (None, true) => "response header".to_owned(),
-                    (None, false) => "robots.txt".to_owned(),
-                };
-                let usage = UsageAudit {
-                    category: p.category.label().to_owned(),
-                    value: stated.preference.as_str().to_owned(),
-                    source,
-                    purpose: purposes_text(purposes),
-                    preferences: Some(merged.clone()),
-                    tdm_policy: tdm.policy.clone(),
-                    unparsed: unparsed.clone(),
-                };
-                let reason = format!("forwarded with Content-Usage: {merged}");
-                let rec = record(shared, subject, AuditAction::UsageAnnotate, &reason, None, usage);
-                shared.write_audit(rec).await;
-                recorded = true;
-            }
-        }
-    }
-    if let (Some(fields), false) = (unparsed, recorded) {
-        // Never read as "no opt-out" in silence: the forwarded response has a record saying
-        // which of its opt-out fields the proxy could not read whole.
-        let category = purposes.first().map_or(Category::TrainAi, |p| p.category);
-        let stated = prefs.get(category);
-        let usage = UsageAudit {
-            category: category.label().to_owned(),
-            value: stated.preference.as_str().to_owned(),
-            source: stated.other.unwrap_or("response header").to_owned(),
-            purpose: purposes_text(purposes),
-            preferences: prefs.to_header(),
-            tdm_policy: tdm.policy.clone(),
-            unparsed: Some(fields.clone()),
-        };
-        let reason = format!(
-            "forwarded; opt-out fields that do not parse as a whole ({fields}) were read as far \
-             as they could be and did not withhold it"
+    /// The 403 for a usage preference (`action`: `usage_disallow` before the request leaves,
+    /// `usage_withhold` for its response), its record kept; or, in report-only mode, its
+    /// `would_block` record kept and the request let go on. `extra` names the TDMRep policy URL
+    /// and the unparsed opt-out fields in the record.
+    pub(super) fn refuse_usage(
+        &mut self,
+        decision: &Decision<'_>,
+        (purposes, prefs): (&[Purpose], &UsagePreferences),
+        block: &UsageBlock,
+        action: AuditAction,
+        extra: ResponseOptOuts,
+    ) -> Flow {
+        let facts = self.facts;
+        let stated = prefs.get(block.category);
+        let mut usage = usage_audit(purposes, prefs, block);
+        usage.tdm_policy = extra.tdm_policy;
+        usage.unparsed = extra.unparsed;
+        let rec = self.usage_record(decision, action, &block.reason, Some(403), usage);
+        let url = facts.url();
+        let token = facts.token().map_or("(none)", |t| t.as_str());
+        let json = serde_json::json!({
+            "error": "usage_disallowed",
+            "url": url,
+            "product_token": facts.token().map(|t| t.as_str()),
+            "purpose": block.category.label(),
+            "preference": format!("{}={}", block.category.label(), stated.preference.as_str()),
+            "source": block.source,
+            "line": block.line,
+            "reason": block.reason,
+        });
+        let text = format!(
+            "403 Forbidden: the site's AI usage preferences do not allow this crawler's purpose.\n\
+             \n\
+             URL:           {url}\n\
+             Product token: {token}\n\
+             Purpose:       {purpose}\n\
+             Preference:    {label}={value} ({source})\n\
+             robots.txt:    {robots}\n\
+             Reason:        {reason}\n",
+            purpose = block.category.label(),
+            label = block.category.label(),
+            value = stated.preference.as_str(),
+            source = block.source,
+            robots = decision.site().map_or("", |s| s.robots_url.as_str()),
+            reason = block.reason,
         );
-        let action = AuditAction::UsageUnparsed;
-        let rec = record(shared, subject, action, &reason, None, usage);
-        shared.write_audit(rec).await;
+        let refusal = Refusal::new(StatusCode::FORBIDDEN, "http_request_denied", action, text)
+            .details(block.reason.clone())
+            .json(json);
+        self.refuse_or_report(rec, refusal)
     }
-    shared.metrics.count(crate::metrics::Decision::Allow, subject.facts.authority.scheme());
-    resp
+
+    /// The Response phase, for a crawler with purposes: applies the response's
+    /// `Content-Usage` header (and the other opt-outs of [`super::optouts`]): withholds the
+    /// response when an enforced purpose is disallowed, otherwise annotates it (for annotated
+    /// purposes) and audits known preferences.
+    pub(super) async fn usage_of_response(
+        &mut self,
+        decision: &Decision<'_>,
+        usage: Usage,
+        mut resp: Response<ProxyBody>,
+    ) -> Response<ProxyBody> {
+        let (facts, live) = (self.facts, self.live);
+        let policy: &UsagePolicy = &live.usage;
+        let Usage { purposes, preferences: mut prefs, tdm_file } = usage;
+        let purposes = &purposes[..];
+        // Members the proxy does not know (a newer vocabulary's labels) are passed on as they
+        // are when annotating: the merge rewrites only what it understands.
+        let mut foreign: Vec<(Option<Category>, String)> = Vec::new();
+        let mut unparsed = Unparsed::default();
+        for value in resp.headers().get_all(CONTENT_USAGE) {
+            // Read from the bytes by the shared reader: a byte that is not ASCII in one
+            // member's parameter (`;note="café"`) must not hide `train-ai=n` in another.
+            // Unknown members are passed on only from a field in ASCII, since they are written
+            // back into a header.
+            let text =
+                optout::field_text(OptOutField::ContentUsage, value.as_bytes(), &mut unparsed);
+            if !prefs.add_header_read(&text) {
+                unparsed.note(OptOutField::ContentUsage);
+            }
+            if let Ok(text) = value.to_str() {
+                foreign.extend(foreign_members(text));
+            }
+        }
+        // X-Robots-Tag: noai and TDMRep (file, header), each as train-ai=n.
+        let (resp_read, meta) = super::optouts::read_meta(policy, facts, purposes, resp).await;
+        resp = resp_read;
+        let tdm = super::optouts::apply(
+            policy,
+            facts,
+            tdm_file.as_ref(),
+            meta.as_ref(),
+            &resp,
+            &mut prefs,
+            &mut unparsed,
+        );
+        super::optouts::log_unparsed(facts, &unparsed);
+        let unparsed = unparsed.names();
+        // Whether a usage record of this response names the unparsed fields already.
+        let mut recorded = false;
+        // In report-only mode, a request with a refusal reported already (robots.txt, an
+        // exception, a preference of robots.txt) is not reported again for its response:
+        // enforcement would have refused it once.
+        let blocking = policy.blocking(purposes, &prefs, Settled::Yes);
+        if let Some(block) = blocking.filter(|_| !self.reported.any()) {
+            let withhold = AuditAction::UsageWithhold;
+            let extra =
+                ResponseOptOuts { tdm_policy: tdm.policy.clone(), unparsed: unparsed.clone() };
+            match self.refuse_usage(decision, (purposes, &prefs), &block, withhold, extra) {
+                // The body is dropped with `resp`: the content never reaches the crawler.
+                ControlFlow::Break(refused) => return refused,
+                // Report-only mode: the response goes on as it would without the preference.
+                ControlFlow::Continue(()) => recorded = true,
+            }
+        }
+        if UsagePolicy::annotates(purposes) {
+            resp.headers_mut().remove(CONTENT_USAGE);
+            let known = prefs.to_header();
+            if let Some(header) = annotated(known.as_deref(), &prefs, &foreign) {
+                if let Ok(v) = HeaderValue::from_str(&header) {
+                    resp.headers_mut().insert(CONTENT_USAGE, v);
+                }
+            }
+            if let Some(merged) = known {
+                // Audit every annotated response whose preference is known.
+                let first = purposes
+                    .iter()
+                    .map(|p| (p, prefs.get(p.category)))
+                    .find(|(_, s)| s.preference != Preference::Unknown);
+                if let Some((p, stated)) = first {
+                    let source = match (stated.line, stated.from_header) {
+                        _ if stated.other.is_some() => stated.other.unwrap_or_default().to_owned(),
+                        (Some(l), true) => format!("robots.txt line {l} and response header"),
+                        (Some(l), false) => format!("robots.txt line {l}"),
+                        (None, true) => "response header".to_owned(),
+                        (None, false) => "robots.txt".to_owned(),
+                    };
+                    let usage = UsageAudit {
+                        category: p.category.label().to_owned(),
+                        value: stated.preference.as_str().to_owned(),
+                        source,
+                        purpose: purposes_text(purposes),
+                        preferences: Some(merged.clone()),
+                        tdm_policy: tdm.policy.clone(),
+                        unparsed: unparsed.clone(),
+                    };
+                    let reason = format!("forwarded with Content-Usage: {merged}");
+                    let action = AuditAction::UsageAnnotate;
+                    let rec = self.usage_record(decision, action, &reason, None, usage);
+                    self.keep(rec);
+                    recorded = true;
+                }
+            }
+        }
+        if let (Some(fields), false) = (unparsed, recorded) {
+            // Never read as "no opt-out" in silence: the forwarded response has a record saying
+            // which of its opt-out fields the proxy could not read whole.
+            let category = purposes.first().map_or(Category::TrainAi, |p| p.category);
+            let stated = prefs.get(category);
+            let usage = UsageAudit {
+                category: category.label().to_owned(),
+                value: stated.preference.as_str().to_owned(),
+                source: stated.other.unwrap_or("response header").to_owned(),
+                purpose: purposes_text(purposes),
+                preferences: prefs.to_header(),
+                tdm_policy: tdm.policy.clone(),
+                unparsed: Some(fields.clone()),
+            };
+            let reason = format!(
+                "forwarded; opt-out fields that do not parse as a whole ({fields}) were read as \
+                 far as they could be and did not withhold it"
+            );
+            let action = AuditAction::UsageUnparsed;
+            let rec = self.usage_record(decision, action, &reason, None, usage);
+            self.keep(rec);
+        }
+        self.count(crate::metrics::Decision::Allow);
+        resp
+    }
 }
 
 #[cfg(test)]

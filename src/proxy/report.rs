@@ -2,7 +2,8 @@
 //! `policy.report_users`; see [`crate::policy::ReportScope`]).
 //!
 //! Every refusal on policy grounds (robots.txt, usage preferences, a tunnel-mode CONNECT, and
-//! any decision of the policy that refuses) goes through [`Shared::refuse_or_report`]. For an
+//! any decision of the policy that refuses) goes through
+//! [`super::exchange::Ledger::refuse_or_report`] and [`Shared::note_report`]. For an
 //! identity in report mode, the refusal's audit record becomes a `would_block` record (the
 //! refusal's action in `robots.would_action`, every explanation field kept), it is counted in
 //! `robots_proxy_would_block_total`, and the request goes on; the response then carries the
@@ -17,10 +18,10 @@ use std::ops::ControlFlow;
 use http::{HeaderValue, Response};
 
 use super::answer::PROXY_NAME;
+use super::exchange::Ledger;
 use super::refusal::Refusal;
 use super::{ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
-use crate::authority::Scheme;
 use crate::policy::Policy;
 
 /// The refusals a request was let through with, in report-only mode: what its response's
@@ -38,7 +39,7 @@ pub(super) struct Report {
 }
 
 impl Reported {
-    /// Notes a refusal that was only reported (see [`Shared::refuse_or_report`]).
+    /// Notes a refusal that was only reported (see [`Shared::note_report`]).
     pub(super) fn add(&mut self, report: Report) {
         self.would_be.push(report);
     }
@@ -90,31 +91,26 @@ impl Reported {
 pub(super) use crate::policy::Claim as Who;
 
 impl Shared {
-    /// The one way a request is refused on policy grounds: enforced through
-    /// [`Shared::refuse`] (`Break` with the answer), or, for an identity in report-only mode,
-    /// written as `would_block` and let through (`Continue` with what the response's
-    /// `Proxy-Status` says enforcement would have done; the answer is dropped).
-    pub(super) async fn refuse_or_report(
+    /// What report-only mode makes of a refusal: its record becomes `would_block` (the
+    /// refusal's action in `robots.would_action`, every explanation field kept), counted in
+    /// `robots_proxy_would_block_total` and logged; gives what the response's `Proxy-Status`
+    /// says enforcement would have done. Every refusal on policy grounds comes here, from
+    /// [`super::exchange::Ledger::refuse_or_report`].
+    pub(super) fn note_report(
         &self,
-        policy: &Policy,
         who: Who<'_>,
-        mut record: AuditRecord,
-        scheme: Scheme,
-        refusal: Refusal,
-        want_json: bool,
-    ) -> ControlFlow<Response<ProxyBody>, Report> {
-        if !policy.reports(who) {
-            return ControlFlow::Break(self.refuse(record, scheme, refusal, want_json).await);
-        }
+        record: &mut AuditRecord,
+        refusal: &Refusal,
+    ) -> Report {
         // What enforcement would have answered, in the record; the request goes on.
-        refusal.stamp(&mut record);
+        refusal.stamp(record);
         let would = record.action;
         let details = format!("refused ({would}): {}", record.reason);
         record.would_action = Some(would);
         record.action = AuditAction::WouldBlock;
         record.outcome = AuditOutcome::Success;
         record.status_code = None;
-        self.metrics.would_block(&record);
+        self.metrics.would_block(record);
         tracing::info!(
             would_action = %would,
             url = %record.url,
@@ -123,16 +119,15 @@ impl Shared {
             reason = %record.reason,
             "would be refused; forwarded (report-only mode)"
         );
-        self.write_audit(record).await;
-        ControlFlow::Continue(Report { details })
+        Report { details }
     }
 }
 
 /// A CONNECT refused on policy grounds (tunnel mode: robots.txt disallows every path, or a
-/// usage preference holds for the whole site): the 403 with its record, or in report-only
-/// mode the record as `would_block` and the tunnel goes on.
-pub(super) async fn refuse_connect(
-    shared: &Shared,
+/// usage preference holds for the whole site): the 403 with its record kept, or in report-only
+/// mode the record kept as `would_block` and the tunnel goes on.
+pub(super) fn refuse_connect(
+    ledger: &mut Ledger<'_>,
     policy: &Policy,
     who: Who<'_>,
     record: AuditRecord,
@@ -144,7 +139,7 @@ pub(super) async fn refuse_connect(
         record.action,
         format!("403 Forbidden: {reason}\n"),
     );
-    shared.refuse_or_report(policy, who, record, Scheme::Https, refusal, false).await
+    ledger.refuse_or_report(policy, who, record, refusal, false)
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{answer, ProxyBody, Shared};
+use super::exchange::Ledger;
+use super::{answer, ProxyBody};
 use crate::access::{AccessError, AuthFailure, AuthenticatedUser, Authenticator, ClientAcl};
 use crate::audit::{AuditAction, AuditRecord, AuditSubject};
 use crate::authority::Authority;
@@ -285,13 +286,13 @@ pub(super) struct Refused<'a> {
     pub(super) token: Option<&'a ProductToken>,
 }
 
-/// The `403` for a prohibited destination (RFC 9209 `destination_ip_prohibited`), with its
-/// audit record. `why` names the address and the reason.
-pub(super) async fn prohibited(
-    shared: &Shared,
+/// The `403` for a prohibited destination (RFC 9209 `destination_ip_prohibited`) and its
+/// audit record, made at `now`. `why` names the address and the reason.
+fn prohibited_refusal(
+    now: std::time::SystemTime,
     what: Refused<'_>,
     why: &str,
-) -> Response<ProxyBody> {
+) -> (AuditRecord, super::refusal::Refusal) {
     let url = if what.method == "CONNECT" {
         what.authority.to_string()
     } else {
@@ -308,7 +309,7 @@ pub(super) async fn prohibited(
         robots_url: &what.authority.robots_url(),
     };
     let action = AuditAction::DestinationProhibited;
-    let record = AuditRecord::new(action, shared.clock.now(), subject, Some(403), why.to_owned());
+    let record = AuditRecord::new(action, now, subject, Some(403), why.to_owned());
     let told = client_reason(what.authority.host(), why);
     let refusal = super::refusal::Refusal::new(
         StatusCode::FORBIDDEN,
@@ -322,7 +323,17 @@ pub(super) async fn prohibited(
              access.allow_destinations.\n"
         ),
     );
-    shared.refuse(record, what.authority.scheme(), refusal, false).await
+    (record, refusal)
+}
+
+/// The `403` for a CONNECT to a prohibited destination, its audit record kept in `ledger`.
+pub(super) fn prohibited(
+    ledger: &mut Ledger<'_>,
+    what: Refused<'_>,
+    why: &str,
+) -> Response<ProxyBody> {
+    let (record, refusal) = prohibited_refusal(ledger.shared.clock.now(), what, why);
+    ledger.refuse(record, refusal, false)
 }
 
 /// What a client is told of a prohibited destination. A client that named an IP address is told
@@ -339,21 +350,22 @@ pub(super) fn client_reason(host: &str, why: &str) -> String {
     )
 }
 
-/// [`prohibited`] for a request about to be decided.
-pub(super) async fn refuse_request(
-    shared: &Shared,
-    facts: &super::facts::Facts,
-    why: &str,
-) -> Response<ProxyBody> {
-    let what = Refused {
-        client: facts.client,
-        method: facts.method.as_str(),
-        authority: &facts.authority,
-        path: facts.path(),
-        user_agent: facts.user_agent(),
-        token: facts.token(),
-    };
-    prohibited(shared, what, why).await
+impl super::exchange::Exchange<'_> {
+    /// The `403` for a request whose destination the guard prohibits, its record kept for the
+    /// Log phase.
+    pub(super) fn refuse_prohibited(&mut self, why: &str) -> Response<ProxyBody> {
+        let facts = self.facts;
+        let what = Refused {
+            client: facts.client,
+            method: facts.method.as_str(),
+            authority: &facts.authority,
+            path: facts.path(),
+            user_agent: facts.user_agent(),
+            token: facts.token(),
+        };
+        let (record, refusal) = prohibited_refusal(self.shared.clock.now(), what, why);
+        self.refuse(record, refusal)
+    }
 }
 
 /// The reason to refuse when the robots.txt fetch (or one of its redirects) went to a

@@ -3,35 +3,39 @@
 
 use http::{Response, StatusCode};
 
-use super::facts::Facts;
+use super::exchange::Exchange;
 use super::refusal::Refusal;
-use super::{ProxyBody, Shared};
+use super::ProxyBody;
 use crate::audit::AuditAction;
 use crate::pacing::{Pace, ThrottleCause, Throttled};
 use crate::policy::{Decision, ProductToken};
 
-/// Records the refusal and answers it, from the request's own decision (review-house D4: a
-/// request reads the reloadable state once, and is decided once).
-pub(super) async fn refused(
-    shared: &Shared,
-    facts: &Facts,
-    decision: &Decision<'_>,
-    throttled: &Throttled,
-) -> Response<ProxyBody> {
-    let url = facts.url();
-    // The request's decision gives the robots.txt fields of the record (state, age, group); it
-    // allowed the request, so its rule is replaced by the Crawl-delay that held the request back.
-    let mut record = facts.record(decision, shared.clock.now(), None);
-    record.reason = throttled.to_string();
-    (record.rule, record.line) = match throttled.pace {
-        Pace::CrawlDelay { delay, line } => {
-            (Some(format!("crawl-delay: {}", delay.as_secs_f64())), Some(line))
-        }
-        _ => (None, None),
-    };
-    let token = facts.token().map(ProductToken::as_str);
-    let refusal = refusal(throttled, &url, token);
-    shared.refuse(record, facts.authority.scheme(), refusal, facts.want_json).await
+impl Exchange<'_> {
+    /// The Pace phase's refusal: the 429 (or 503), its record kept for the Log phase, made from
+    /// the request's own decision (review-house D4: a request reads the reloadable state once,
+    /// and is decided once).
+    pub(super) fn throttled(
+        &mut self,
+        decision: &Decision<'_>,
+        throttled: &Throttled,
+    ) -> Response<ProxyBody> {
+        let facts = self.facts;
+        let url = facts.url();
+        // The request's decision gives the robots.txt fields of the record (state, age,
+        // group); it allowed the request, so its rule is replaced by the Crawl-delay that held
+        // the request back.
+        let mut record = facts.record(decision, self.shared.clock.now(), None);
+        record.reason = throttled.to_string();
+        (record.rule, record.line) = match throttled.pace {
+            Pace::CrawlDelay { delay, line } => {
+                (Some(format!("crawl-delay: {}", delay.as_secs_f64())), Some(line))
+            }
+            _ => (None, None),
+        };
+        let token = facts.token().map(ProductToken::as_str);
+        let refusal = refusal(throttled, &url, token);
+        self.refuse(record, refusal)
+    }
 }
 
 /// The `Proxy-Status` error of the answer.

@@ -18,10 +18,11 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use super::connect::{connect_record, refuse_prohibited, TUNNEL_PATH};
+use super::exchange::Ledger;
 use super::report::{refuse_connect, Reported, Who};
 use super::{answer, safety, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
-use crate::authority::{Authority, Scheme};
+use crate::authority::Authority;
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
 use crate::policy::exceptions::Effect;
@@ -77,6 +78,7 @@ fn tunnel_record(
 pub(super) async fn tunnel(
     shared: Arc<Shared>,
     live: &super::Live,
+    ledger: &mut Ledger<'_>,
     client: SocketAddr,
     req: Request<Incoming>,
     authority: Authority,
@@ -85,13 +87,13 @@ pub(super) async fn tunnel(
     let snapshot = live.policy.robots(&authority).await;
     // safety: the robots.txt fetch went to a prohibited address.
     if let Some(why) = safety::robots_prohibited(&snapshot) {
-        return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), why).await;
+        return refuse_prohibited(ledger, client, &req, &authority, token.as_ref(), why);
     }
     if let Some(refusal) = super::pipeline::fleet_unavailable(&snapshot) {
         let reason = super::pipeline::FLEET_UNAVAILABLE_REASON;
-        let record =
-            connect_record(&shared, client, &req, &authority, token.as_ref(), false, reason);
-        return shared.refuse(record, Scheme::Https, refusal, false).await;
+        let now = shared.clock.now();
+        let record = connect_record(now, client, &req, &authority, token.as_ref(), false, reason);
+        return ledger.refuse(record, refusal, false);
     }
     let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
     // Who a refusal is for, and the refusals only reported (report-only mode).
@@ -142,7 +144,7 @@ pub(super) async fn tunnel(
             let mut record = refused_record(&reason);
             v.audit(&mut record, !blocked);
             record.reason.clone_from(&reason);
-            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+            match refuse_connect(ledger, &live.policy, who, record, reason) {
                 ControlFlow::Break(refused) => return refused,
                 ControlFlow::Continue(details) => reported.add(details),
             }
@@ -176,7 +178,7 @@ pub(super) async fn tunnel(
                 )
             };
             let record = refused_record(&reason);
-            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+            match refuse_connect(ledger, &live.policy, who, record, reason) {
                 ControlFlow::Break(refused) => return refused,
                 ControlFlow::Continue(details) => reported.add(details),
             }
@@ -262,7 +264,7 @@ pub(super) async fn tunnel(
             }
             record.usage = Some(usage);
             record.exception = excepted.as_ref().and_then(|r| r.exception.clone());
-            match refuse_connect(&shared, &live.policy, who, record, reason).await {
+            match refuse_connect(ledger, &live.policy, who, record, reason) {
                 ControlFlow::Break(refused) => return refused,
                 ControlFlow::Continue(details) => reported.add(details),
             }
@@ -276,8 +278,7 @@ pub(super) async fn tunnel(
         Ok(s) => s,
         Err(ConnectTcpError::Guard(GuardError::Prohibited(p))) => {
             let why = p.to_string();
-            return refuse_prohibited(&shared, client, &req, &authority, token.as_ref(), &why)
-                .await;
+            return refuse_prohibited(ledger, client, &req, &authority, token.as_ref(), &why);
         }
         Err(ConnectTcpError::Timeout { .. }) => {
             return answer::text(
@@ -295,13 +296,14 @@ pub(super) async fn tunnel(
         }
     };
     let _ = upstream.set_nodelay(true);
-    shared.metrics.count(Decision::Tunnel, Scheme::Https);
+    // The tunnel's record, for the CONNECT's Log phase (`connect::handle_connect`).
+    ledger.count(Decision::Tunnel);
     if let Some(record) = excepted {
-        shared.write_audit(record).await;
+        ledger.keep(record);
     } else if live.https.audit_tunnels || shared.audit.all_decisions() {
         let record =
             tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
-        shared.write_audit(record).await;
+        ledger.keep(record);
     }
     // https.tunnel_idle_timeout, as in force when the CONNECT arrived.
     let idle = live.timeouts.tunnel_idle;

@@ -11,6 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+use robots_proxy::metrics::Decision;
+
 use super::support::{raw, raw_get, Origin, RawResponse, TestProxy};
 use crate::cache::support::{eventually, Origin as RawOrigin, Reply};
 
@@ -498,4 +500,57 @@ async fn an_origin_stalling_mid_body_is_cut_off_and_its_connection_dropped() {
     let resp = raw_get(proxy.addr, &format!("{}/next", stalling.base()), "x", "").await;
     assert_eq!(resp.status, 200, "{resp:?}");
     assert_eq!(resp.body, "ok");
+}
+
+/// Every way a request's exchange ends writes its audit record once (issue 38 item 2: the Log
+/// phase writes the exchange's records, by construction): with `audit.all_decisions`, a
+/// refusal, a forward, an upstream error (the origin resets) and a client that hangs up while
+/// its request is at the origin (which never answers; `upstream.response_timeout` is far longer
+/// than the wait here, so the exchange is dropped before its Log phase) each leave exactly one
+/// record. A record still kept when the client hangs up is written by the ledger's `Drop`:
+/// `report::a_reported_request_whose_client_hangs_up_while_paced_keeps_its_record`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_way_an_exchange_ends_leaves_one_record() {
+    let proxy = TestProxy::start_with(|c| {
+        c.audit.all_decisions = true;
+        c.upstream.response_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let origin = RawOrigin::with_robots(Reply::ok(RULES)).await;
+    origin.route("/hang", Reply::Hang);
+    origin.route("/reset", Reply::ResetAfter(Vec::new()));
+    origin.route("/page", Reply::ok("page"));
+    let base = origin.base_url();
+    let addr = proxy.addr;
+    assert_eq!(raw_get(addr, &format!("{base}/private"), "x", "").await.status, 403);
+    assert_eq!(raw_get(addr, &format!("{base}/page"), "x", "").await.status, 200);
+    assert_eq!(raw_get(addr, &format!("{base}/reset"), "x", "").await.status, 502);
+    // The client hangs up while its request is at the origin.
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    let head = format!("GET {base}/hang HTTP/1.1\r\nHost: x\r\nUser-Agent: x\r\n\r\n");
+    client.write_all(head.as_bytes()).await.unwrap();
+    let at_origin = eventually(Duration::from_secs(5), || origin.hits("/hang") == 1).await;
+    assert!(at_origin, "the origin never had the request");
+    drop(client);
+    let of = |records: &[serde_json::Value], path: &str| -> Vec<String> {
+        let actions = records.iter().filter(|r| r["url.path"] == path);
+        actions.map(|r| r["event.action"].as_str().unwrap_or("?").to_owned()).collect()
+    };
+    let mut records = proxy.audit_records().await;
+    for _ in 0..200 {
+        if !of(&records, "/hang").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        records = proxy.audit_records().await;
+    }
+    assert_eq!(of(&records, "/private"), ["robots_disallow"], "{records:?}");
+    assert_eq!(of(&records, "/page"), ["robots_allow"], "{records:?}");
+    assert_eq!(of(&records, "/reset"), ["robots_allow"], "{records:?}");
+    assert_eq!(of(&records, "/hang"), ["robots_allow"], "{records:?}");
+    // Counted once each where they were counted before: the refusal, the forward and the
+    // upstream error (the hang-up was never answered, so it is not counted).
+    let counted = |d| proxy.metrics.requests(d, robots_proxy::authority::Scheme::Http);
+    let (disallow, allow) = (Decision::Disallow, Decision::Allow);
+    assert_eq!((counted(disallow), counted(allow)), (1, 2));
 }

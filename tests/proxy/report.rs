@@ -351,3 +351,44 @@ async fn one_request_is_one_would_block_and_one_token_one_series() {
     );
     assert!(!metrics.contains("action=\"usage_withhold\""), "{metrics}");
 }
+
+/// A request whose refusal was only reported keeps its `would_block` record on its exchange
+/// until it leaves; a client that hangs up before (here while the request waits for its site's
+/// pace) has it written all the same, once: the exchange's ledger writes what it kept when it
+/// is dropped (issue 38 item 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reported_request_whose_client_hangs_up_while_paced_keeps_its_record() {
+    use tokio::io::AsyncWriteExt;
+    let robots = "User-agent: *\nCrawl-delay: 30\nDisallow: /private\n";
+    let origin = Origin::with_robots(Reply::ok(robots)).await;
+    origin.route("/first", Reply::ok("first"));
+    let proxy = TestProxy::start_with(|c| {
+        report(c);
+        c.pacing.enabled = true;
+        c.pacing.max_wait = Duration::from_secs(60);
+    })
+    .await;
+    // The first request takes the site's turn; the next one waits 30 s for its own.
+    let first = raw_get(proxy.addr, &format!("{}/first", origin.base_url()), "x", "").await;
+    assert_eq!(first.status, 200);
+    let mut client = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let url = format!("{}/private/w", origin.base_url());
+    let head = format!("GET {url} HTTP/1.1\r\nHost: x\r\nUser-Agent: x\r\n\r\n");
+    client.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(client);
+    let of_w = |records: &[serde_json::Value]| -> Vec<String> {
+        let mine = records.iter().filter(|r| r["url.path"] == "/private/w");
+        mine.map(|r| r["event.action"].as_str().unwrap_or("?").to_owned()).collect()
+    };
+    let mut records = proxy.audit_records().await;
+    for _ in 0..200 {
+        if !of_w(&records).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        records = proxy.audit_records().await;
+    }
+    assert_eq!(of_w(&records), ["would_block"], "{records:?}");
+    assert_eq!(origin.hits("/private/w"), 0, "the request never left");
+}

@@ -494,7 +494,8 @@ impl Site {
         (outcomes, Work { fetches, decoded: origin.decoded.load(Ordering::Relaxed) })
     }
 
-    /// One request, as `proxy::pipeline::steps` decides it for a training crawler.
+    /// One request, as the proxy's exchange (`proxy::pipeline`, `Exchange::run`) decides it for a
+    /// training crawler.
     async fn decide(
         &self,
         policy: &Policy,

@@ -13,7 +13,7 @@
 //! * The **harness** (`harness.rs`) serves the site through the real robots store
 //!   ([`crate::cache::RobotsCache`], with a fetcher that answers from memory through the
 //!   production decoder and parser) and decides each request as the proxy's pipeline does
-//!   (`proxy::pipeline::steps`): the token and its provenance from the request's headers, the
+//!   (`proxy::pipeline`, `Exchange::run`): the token and its provenance from the request's headers, the
 //!   one decision ([`super::decide`]) with the exceptions, report-only mode, the usage
 //!   preferences, `tdmrep.json` and the response's opt-outs.
 //!

@@ -488,7 +488,8 @@ impl SigningSection {
         if self.directory_listen.is_some() && self.keys.is_empty() {
             bad.push((
                 "signing.keys",
-                "is empty while signing.directory_listen is set: the key directory would                  publish no key (add keys, or leave directory_listen out)"
+                "is empty while signing.directory_listen is set: the key directory would \
+                 publish no key (add keys, or leave directory_listen out)"
                     .into(),
             ));
         }

@@ -22,7 +22,7 @@ use robots_proxy::limits::WhenFull;
 
 use super::support::{raw_get, until, Origin, TestProxy};
 use super::tls_listener::{tls_to, Pki};
-use super::tls_support::{closed_within, connect, tls_over, HttpsProxy, TlsOrigin, H1};
+use super::tls_support::{closed_within, connect, tls_over, Connected, HttpsProxy, TlsOrigin, H1};
 
 const RULES: &str = "User-agent: *\nDisallow: /private\n";
 
@@ -184,22 +184,42 @@ async fn an_intercepted_connection_stalled_in_any_state_is_let_go_and_gives_its_
     let addr = proxy.addr();
     // After the 200: nothing at all (the first byte is awaited), half a ClientHello, the inner
     // handshake done and then silence (HTTP/1.1 and HTTP/2 by ALPN).
-    let tunnel = connect(addr, &origin.host(), "").await.tunnel();
+    let tunnel = tunnel_when_free(addr, &origin.host()).await;
     stalled_inner(tunnel, addr, &plain, "no first byte").await;
-    let mut tunnel = connect(addr, &origin.host(), "").await.tunnel();
+    let mut tunnel = tunnel_when_free(addr, &origin.host()).await;
     tunnel.write_all(b"\x16\x03\x01").await.unwrap();
     stalled_inner(tunnel, addr, &plain, "half a ClientHello").await;
     for alpn in [H1, &[b"h2" as &[u8]][..]] {
-        let tunnel = connect(addr, &origin.host(), "").await.tunnel();
+        let tunnel = tunnel_when_free(addr, &origin.host()).await;
         let tls = tls_over(tunnel, proxy.client_tls(alpn), "localhost").await.unwrap();
         stalled_inner(tls, addr, &plain, &format!("silent after TLS, ALPN {alpn:?}")).await;
     }
     // Plain HTTP inside the tunnel: half a request head.
-    let mut tunnel = connect(addr, &origin.host(), "").await.tunnel();
+    let mut tunnel = tunnel_when_free(addr, &origin.host()).await;
     tunnel.write_all(b"GET /a HTTP/1.1\r\nHost: loc").await.unwrap();
     stalled_inner(tunnel, addr, &plain, "plain HTTP inside, half a head").await;
     assert_eq!(origin.content_hits(), 0);
 }
+
+/// A tunnel through the proxy's one slot, once the slot is free: the plain request that showed
+/// it free (`slot_is_freed`) holds it itself until the proxy has seen that connection end, a
+/// moment after its client read the answer, so a CONNECT right after may still find it taken
+/// (503) for a short while, never for long.
+async fn tunnel_when_free(addr: SocketAddr, host: &str) -> TcpStream {
+    let started = Instant::now();
+    loop {
+        match connect(addr, host, "").await {
+            Connected::Tunnel(s) => return s,
+            Connected::Refused(r) if r.status == 503 && started.elapsed() < SLOT_BACK_WITHIN => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Connected::Refused(r) => panic!("CONNECT refused: {r:?}"),
+        }
+    }
+}
+
+/// How soon a connection's slot is back after its client closed it.
+const SLOT_BACK_WITHIN: Duration = Duration::from_secs(2);
 
 /// An intercepted connection that went silent: it holds the one slot, is let go after
 /// [`BOUND`], and gives the slot back.

@@ -847,6 +847,15 @@ async fn evidence_names_a_version_only_allowed_requests_used() {
             .collect()
     };
     wait_until("the fetch records", || fetches(&v1).len() >= 3 && !fetches(&v2).is_empty()).await;
+    // The archive is written off the request path: its last window is version 1's again before
+    // the proxy stops (under load it could still be version 2's when the proxy was dropped).
+    wait_until("version 1's window last in the archive", || {
+        let reader = robots_proxy::archive::ArchiveReader::open(state.path());
+        reader.is_ok_and(|r| {
+            r.windows(&base).last().is_some_and(|w| w.sha256.as_deref() == Some(v1.as_str()))
+        })
+    })
+    .await;
     drop(proxy);
     // Only blocks were recorded as decisions: none names v2.
     assert!(blocks_naming(&audit, &v2).is_empty());

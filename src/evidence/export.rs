@@ -261,16 +261,25 @@ fn write_proofs(
     if files.is_empty() || by_instance.is_empty() {
         return Ok(Vec::new());
     }
+    // Records of a proxy outside a fleet name no instance: every file given is their chain.
+    // Otherwise each file is read for whose it is (a fleet's records all name it, so its first
+    // line tells).
     let several = by_instance.len() > 1;
-    let file_instances: Vec<Option<String>> = files.iter().map(|f| file_instance(f)).collect();
+    let named = by_instance.keys().any(Option::is_some);
+    let file_instances: Vec<Option<String>> =
+        if named { files.iter().map(|f| file_instance(f)).collect() } else { Vec::new() };
     let mut missing = Vec::new();
     for (instance, sequences) in &by_instance {
-        let own: Vec<PathBuf> = files
-            .iter()
-            .zip(&file_instances)
-            .filter(|(_, of)| of.as_deref() == *instance)
-            .map(|(f, _)| f.clone())
-            .collect();
+        let own: Vec<PathBuf> = if named {
+            files
+                .iter()
+                .zip(&file_instances)
+                .filter(|(_, of)| of.as_deref() == *instance)
+                .map(|(f, _)| f.clone())
+                .collect()
+        } else {
+            files.clone()
+        };
         let proofs = crate::audit::proof::prove_many(&own, sequences)
             .map_err(|e| EvidenceError::Export(format!("cannot prove the records: {e}")))?;
         for (&sequence, proof) in sequences.iter().zip(proofs) {

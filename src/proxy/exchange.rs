@@ -131,9 +131,10 @@ pub(super) struct Ledger<'x> {
     pub(super) shared: &'x Shared,
     /// The scheme the request is counted under.
     scheme: Scheme,
-    /// The first record, held in place (most exchanges that keep one keep one).
-    first: Option<AuditRecord>,
-    more: Vec<AuditRecord>,
+    /// The records kept and not yet written, in order. Not held in place: an exchange that
+    /// keeps none (most allowed requests) carries an empty queue, not a record's room, across
+    /// every await of its future.
+    kept: std::collections::VecDeque<AuditRecord>,
     counted: Option<Counted>,
     /// Whether the Log phase ran (then `Drop` has nothing to do).
     logged: bool,
@@ -142,16 +143,12 @@ pub(super) struct Ledger<'x> {
 impl<'x> Ledger<'x> {
     /// An empty ledger for a request counted under `scheme`.
     pub(super) fn new(shared: &'x Shared, scheme: Scheme) -> Self {
-        Ledger { shared, scheme, first: None, more: Vec::new(), counted: None, logged: false }
+        Ledger { shared, scheme, kept: Default::default(), counted: None, logged: false }
     }
 
     /// Keeps `record` for the Log phase to write, after those kept before it.
     pub(super) fn keep(&mut self, record: AuditRecord) {
-        if self.first.is_none() && self.more.is_empty() {
-            self.first = Some(record);
-        } else {
-            self.more.push(record);
-        }
+        self.kept.push_back(record);
     }
 
     /// Notes how the request is counted (`robots_proxy_requests_total`): the Log phase counts
@@ -199,11 +196,7 @@ impl<'x> Ledger<'x> {
 
     /// The next record to write, in the order kept.
     fn next(&mut self) -> Option<AuditRecord> {
-        match self.first.take() {
-            Some(record) => Some(record),
-            None if self.more.is_empty() => None,
-            None => Some(self.more.remove(0)),
-        }
+        self.kept.pop_front()
     }
 
     /// The Log phase: counts the request (once) and writes every record kept, in order. With
@@ -222,6 +215,16 @@ impl<'x> Ledger<'x> {
     /// "always"` a request is not forwarded until its records are synced (`docs/audit.md`,
     /// "Durability").
     pub(super) async fn write(&mut self) {
+        // Boxed, and only when there is something to write: writing (a record moved into the
+        // audit queue, waited for with `fsync = "always"`) would otherwise add some 3 KB to the
+        // future of every request, records kept or not (hyper's connection moves it, and it is
+        // copied into its box, once per request).
+        if !self.kept.is_empty() {
+            Box::pin(self.write_each()).await;
+        }
+    }
+
+    async fn write_each(&mut self) {
         while let Some(record) = self.next() {
             write_audit(&self.shared.audit, record).await;
         }

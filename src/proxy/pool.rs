@@ -284,6 +284,10 @@ impl OriginPool {
 
     /// Sends `req` (`Host` set) to the origin `authority` and returns the response head; its
     /// body streams from the connection.
+    ///
+    /// Making a connection (TCP, TLS, the HTTP handshake) is boxed where it is awaited: most
+    /// requests find one idle, and an unboxed handshake would make every request's future (and
+    /// each future above it, copied into a box per request) some 6 KB larger.
     pub(crate) async fn send(
         &self,
         authority: &Authority,
@@ -292,7 +296,7 @@ impl OriginPool {
         for _ in 0..CLOSED_RETRIES {
             let mut sender = match self.idle_connection(authority) {
                 Some(sender) => sender,
-                None => self.connect_or_share(authority).await?,
+                None => Box::pin(self.connect_or_share(authority)).await?,
             };
             match sender.send(authority, req).await {
                 Ok(resp) => {
@@ -307,7 +311,7 @@ impl OriginPool {
             }
         }
         // Fresh connections cannot have been closed while idle.
-        let mut sender = self.connect(authority).await?;
+        let mut sender = Box::pin(self.connect(authority)).await?;
         let resp =
             sender.send(authority, req).await.map_err(|e| PoolError::Request(e.into_error()))?;
         self.put_back(authority, sender);

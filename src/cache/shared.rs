@@ -379,37 +379,62 @@ pub(super) async fn acquire_slot(
 }
 
 /// [`fetch_here`] with a fetch slot in hand, taken at `start`; the fetch must be done by
-/// `deadline` when the slot came late.
-///
-/// A fetch still running after [`super::slots::SLOW_AFTER`] gives its global slot back for the
-/// next site's fetch ([`super::slots::Slot::become_slow`]); when the pool of slow fetches is
-/// full it is cut short, and counts as unreachable.
+/// `deadline` when the slot came late ([`in_slot`]).
 pub(super) async fn fetch_with_slot(
     inner: &Arc<Inner>,
     authority: &Authority,
-    mut slot: super::slots::Slot,
+    slot: super::slots::Slot,
     start: tokio::time::Instant,
     deadline: tokio::time::Instant,
 ) -> Option<Fetched> {
     // The fetch runs in a task of its own so that even a panic in it (a bug) ends as an
     // "unreachable" outcome instead of leaving the waiters without an answer.
-    let mut task = tokio::spawn(inner.fetcher.fetch(authority.clone()));
+    let task = tokio::spawn(inner.fetcher.fetch(authority.clone()));
+    match in_slot(authority, "robots.txt", slot, start, deadline, task).await {
+        InSlot::Done(joined) => Some(count(inner, joined)),
+        InSlot::TooManySlow(why) => {
+            let outcome = FetchOutcome::Network(why);
+            Some(count(inner, Ok(Fetched::Unreachable { outcome })))
+        }
+        InSlot::LateAndOutOfTime => None,
+    }
+}
+
+/// How a fetch run in its slot ([`in_slot`]) ended.
+pub(super) enum InSlot<T> {
+    /// It ran to its end (or its task failed: a panic, a bug).
+    Done(Result<T, tokio::task::JoinError>),
+    /// Cut short: it was slow, and the pool of slow fetches was full (why, for the record).
+    TooManySlow(String),
+    /// Cut short: it started late (it waited for its slot) and `deadline` came first; the
+    /// origin is not to blame.
+    LateAndOutOfTime,
+}
+
+/// Runs the fetch `task` of `file` for `authority` with `slot` in hand, taken at `start`: the
+/// one rule for every site file's fetch (robots.txt, `tdmrep.json`). A fetch still running
+/// after [`super::slots::SLOW_AFTER`] gives its global slot back for the next site's fetch
+/// ([`super::slots::Slot::become_slow`]); when the pool of slow fetches is full it is cut
+/// short. A fetch that waited for its slot must be done by `deadline`.
+pub(super) async fn in_slot<T>(
+    authority: &Authority,
+    file: &str,
+    mut slot: super::slots::Slot,
+    start: tokio::time::Instant,
+    deadline: tokio::time::Instant,
+    mut task: tokio::task::JoinHandle<T>,
+) -> InSlot<T> {
     // How long it waited for its slot, before it ran.
     let waited = start.elapsed();
     if let Ok(joined) = tokio::time::timeout(super::slots::SLOW_AFTER, &mut task).await {
         drop(slot);
-        return Some(count(inner, joined));
+        return InSlot::Done(joined);
     }
     if !slot.become_slow() {
         task.abort();
-        tracing::warn!(
-            %authority,
-            "robots.txt fetch cut short: slow, and too many slow fetches run at once"
-        );
-        let outcome = FetchOutcome::Network(
-            "robots.txt fetch cut short: slow, and too many slow fetches run at once".to_owned(),
-        );
-        return Some(count(inner, Ok(Fetched::Unreachable { outcome })));
+        let why = format!("{file} fetch cut short: slow, and too many slow fetches run at once");
+        tracing::warn!(%authority, "{why}");
+        return InSlot::TooManySlow(why);
     }
     let joined = if waited < SLOT_WAIT_GRACE {
         // Started on time: the fetcher's own `fetch_timeout` applies, and a timeout is the
@@ -422,14 +447,14 @@ pub(super) async fn fetch_with_slot(
                 task.abort();
                 tracing::warn!(
                     %authority, ?waited,
-                    "robots.txt fetch cut short: it waited for a slot, and fetch_timeout ran out"
+                    "{file} fetch cut short: it waited for a slot, and fetch_timeout ran out"
                 );
-                return None;
+                return InSlot::LateAndOutOfTime;
             }
         }
     };
     drop(slot);
-    Some(count(inner, joined))
+    InSlot::Done(joined)
 }
 
 /// The fetch's result (a panic in it is unreachable), counted by its class.

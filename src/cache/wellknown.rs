@@ -14,6 +14,11 @@
 //!   with one logged reason (never read as an allow).
 //! * One fetch per authority, owned by the store ([`super::core`]): it runs on a task of its
 //!   own, the requests waiting for it only wait, so a client that hangs up cancels nothing.
+//! * It takes a fetch slot as robots.txt does (`robots.max_concurrent_fetches`, and
+//!   `max_concurrent_fetches_per_host`; a slow one gives its global slot back after a second,
+//!   [`super::shared::in_slot`]): an outbound connection like any other, which a crawl across
+//!   many new sites, or tarpits, must not multiply. No slot within `fetch_timeout`: no
+//!   reservation from the file for now, nothing stored, asked again by the next request.
 //! * Shared in a fleet ([`super::Shared`] with [`super::FileKind::Tdmrep`], Redis key
 //!   `tdmrep:<authority>`), through the same loop as robots.txt
 //!   ([`super::lease::through_fleet`]): an instance that has no current copy first looks for
@@ -37,6 +42,7 @@ use bytes::Bytes;
 use super::core::Asked;
 use super::files::{self, Job};
 use super::lease::{self, FetchHere};
+use super::shared::InSlot;
 use super::sitefile::{FileKind, SiteFile};
 use super::{Inner, RobotsSection};
 use crate::authority::Authority;
@@ -184,24 +190,36 @@ impl SiteFile for Tdmrep {
 }
 
 impl FetchHere for Tdmrep {
-    /// No fetch slot: `tdmrep.json` is fetched after the site's robots.txt, by the request
-    /// that needs it.
-    type Ticket = ();
+    /// A fetch slot, as for robots.txt ([`super::slots`]): a `tdmrep.json` fetch is an outbound
+    /// connection like any other, and a crawl across many new sites (or tarpits) must not open
+    /// more of them at once than `robots.max_concurrent_fetches` allows.
+    type Ticket = super::slots::Slot;
 
-    async fn ticket(_: &Arc<Inner>, _: &Authority, _: tokio::time::Instant) -> Option<()> {
-        Some(())
+    async fn ticket(
+        inner: &Arc<Inner>,
+        authority: &Authority,
+        deadline: tokio::time::Instant,
+    ) -> Option<super::slots::Slot> {
+        super::shared::acquire_slot(inner, authority, deadline).await
     }
 
     async fn fetch(
         inner: &Arc<Inner>,
         authority: &Authority,
-        _: (),
-        _: tokio::time::Instant,
-        _: tokio::time::Instant,
+        slot: super::slots::Slot,
+        start: tokio::time::Instant,
+        deadline: tokio::time::Instant,
     ) -> Option<Answer> {
-        let fetched =
-            inner.fetcher.fetch_file(authority.clone(), TDMREP_PATH, TDMREP_MAX_BYTES).await;
-        Some(fetched.map(|f| (f.status, f.body)).map_err(|e| e.to_string()))
+        let fetching = inner.fetcher.fetch_file(authority.clone(), TDMREP_PATH, TDMREP_MAX_BYTES);
+        let task = tokio::spawn(fetching);
+        match super::shared::in_slot(authority, TDMREP_PATH, slot, start, deadline, task).await {
+            InSlot::Done(Ok(fetched)) => {
+                Some(fetched.map(|f| (f.status, f.body)).map_err(|e| e.to_string()))
+            }
+            InSlot::Done(Err(e)) => Some(Err(format!("tdmrep.json fetch failed: {e}"))),
+            InSlot::TooManySlow(why) => Some(Err(why)),
+            InSlot::LateAndOutOfTime => None,
+        }
     }
 
     fn body_of(answer: &Answer) -> Option<Bytes> {
@@ -280,11 +298,20 @@ impl Inner {
         let (site, keep) = match through_fleet {
             Some(found) => found,
             None => {
-                let now = tokio::time::Instant::now();
-                let answer = Tdmrep::fetch(&this, &authority, (), now, now).await;
-                let answer = answer.unwrap_or_else(|| Err("no fetch could run".to_owned()));
+                let start = tokio::time::Instant::now();
+                let timeout = this.settings.load().fetch_timeout;
+                let deadline = crate::clock::deadline_after(start, timeout);
+                let answer = match Tdmrep::ticket(&this, &authority, deadline).await {
+                    Some(slot) => Tdmrep::fetch(&this, &authority, slot, start, deadline).await,
+                    None => None,
+                };
                 let settings = this.settings.load();
-                (Tdmrep::next(None, &authority, answer, this.clock.now(), &settings), true)
+                let now = this.clock.now();
+                match answer {
+                    Some(answer) => (Tdmrep::next(None, &authority, answer, now, &settings), true),
+                    // No slot in time: answered for now, not stored (as for robots.txt).
+                    None => (Tdmrep::no_fetch(None, &authority, now, &settings), false),
+                }
             }
         };
         for output in this.tdmrep.finish(job, site, keep, |_| {}).await {

@@ -277,8 +277,11 @@ where
                 req.extensions_mut().insert(user.clone());
             }
             async move {
+                // Boxed, as on the listener: hyper moves the service's future into the
+                // connection on every request; a pointer is cheaper to move than the exchange.
                 let answering = inner(shared, &memory, client, authority, None, framing, req);
-                Ok::<_, std::convert::Infallible>(super::exchange_scope(answering).await)
+                let answering = Box::pin(super::exchange_scope(answering));
+                Ok::<_, std::convert::Infallible>(answering.await)
             }
         });
         // safety: the same head limits and timeouts as the listener.
@@ -347,8 +350,10 @@ where
             req.extensions_mut().insert(user.clone());
         }
         async move {
+            // Boxed, as on the listener (above).
             let answering = inner(shared, &memory, client, connect, mismatch, framing, req);
-            Ok::<_, std::convert::Infallible>(super::exchange_scope(answering).await)
+            let answering = Box::pin(super::exchange_scope(answering));
+            Ok::<_, std::convert::Infallible>(answering.await)
         }
     });
     // safety: the same head limits and timeouts as the listener.

@@ -126,6 +126,47 @@ async fn fetches_are_capped_per_host() {
     second.abort();
 }
 
+/// `tdmrep.json` fetches take the same slots as robots.txt's (they took none: a crawl across
+/// many new sites opened one `tdmrep.json` connection per site at once, however few slots the
+/// operator allowed). With one fetch per host, a second site of 127.0.0.1 is not asked for its
+/// `tdmrep.json` while the first's hangs, nor for its robots.txt; a site on 127.0.0.2 is
+/// fetched at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tdmrep_json_fetches_take_the_same_slots() {
+    const TDMREP: &str = "/.well-known/tdmrep.json";
+    let (cache, _clock) = cache_with(short(|s| {
+        s.max_concurrent_fetches = 8;
+        s.max_concurrent_fetches_per_host = 1;
+        s.fetch_timeout = 4 * FETCH_TIMEOUT;
+    }));
+    let a = Origin::with_robots(Reply::ok(RULES)).await;
+    a.route(TDMREP, Reply::Hang);
+    let b = Origin::with_robots(Reply::ok(RULES)).await;
+    b.route(TDMREP, Reply::Hang);
+    let tdmrep = |origin: &Origin| {
+        let (cache, authority) = (cache.clone(), origin.authority());
+        tokio::spawn(async move {
+            robots_proxy::cache::RobotsStore::tdmrep(&*cache, &authority).await;
+        })
+    };
+    let first = tdmrep(&a);
+    assert!(eventually(Duration::from_secs(2), || a.hits(TDMREP) == 1).await);
+    let second = tdmrep(&b);
+    let robots = spawn_get(&cache, &b);
+    let other_host = Origin::start_on("127.0.0.2").await;
+    other_host.route("/robots.txt", Reply::ok(RULES));
+    other_host.route(TDMREP, Reply::ok("[]"));
+    let asked = Instant::now();
+    robots_proxy::cache::RobotsStore::tdmrep(&*cache, &other_host.authority()).await;
+    assert_eq!(other_host.hits(TDMREP), 1);
+    assert!(asked.elapsed() < FETCH_TIMEOUT, "{:?}", asked.elapsed());
+    // 127.0.0.1's one slot is still held by the first site's hanging tdmrep.json.
+    assert_eq!((b.hits(TDMREP), b.robots_hits()), (0, 0));
+    for task in [first, second, robots] {
+        task.abort();
+    }
+}
+
 /// A failing origin with a good stale copy: once its retry is due, requests are answered from
 /// the stale copy at once while the retry runs, instead of waiting up to `fetch_timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

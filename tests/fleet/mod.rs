@@ -61,10 +61,14 @@ async fn get(f: &support::Fleet, i: usize, url: &str) -> u16 {
 /// GETs every URL at once, the i-th through instance `i % n`: the statuses, in order. Every
 /// client is built first; then the requests are released together (a barrier).
 async fn all_at_once(f: &support::Fleet, urls: impl Iterator<Item = String>) -> Vec<u16> {
-    let requests: Vec<_> = urls
-        .enumerate()
-        .map(|(i, url)| client(f.instances[i % f.instances.len()].proxy_addr).get(url))
-        .collect();
+    let proxies: Vec<_> = f.instances.iter().map(|p| p.proxy_addr).collect();
+    at_once(&proxies, urls).await
+}
+
+/// [`all_at_once`] through the proxies at `proxies` (the i-th request through `i % n`).
+async fn at_once(proxies: &[std::net::SocketAddr], urls: impl Iterator<Item = String>) -> Vec<u16> {
+    let requests: Vec<_> =
+        urls.enumerate().map(|(i, url)| client(proxies[i % proxies.len()]).get(url)).collect();
     let go = std::sync::Arc::new(tokio::sync::Barrier::new(requests.len()));
     let tasks: Vec<_> = requests
         .into_iter()

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::support::{alone, client, fleet, Redis, TimedOrigin};
-use super::{all_at_once, get, metrics, paced, until_fleet_up, JITTER, ROBOTS};
+use super::{all_at_once, at_once, get, metrics, paced, until_fleet_up, JITTER, ROBOTS};
 
 /// Sends `/slow/MS` through `proxy` and returns once it has reached the origin (the request
 /// holds the authority's one connection slot for MS ms).
@@ -405,4 +405,52 @@ async fn slot_waits_are_first_come_first_served_across_the_fleet() {
     let expected: Vec<String> = (0..7).map(|i| format!("/slow/15{i}")).collect();
     assert_eq!(order, expected, "served out of arrival order");
     assert_eq!(origin.most_in_flight(), 1);
+}
+
+/// `robots_proxy_pacing_delayed_total`, from the metrics text.
+fn delayed(text: &str) -> u64 {
+    let line = text.lines().find(|l| l.starts_with("robots_proxy_pacing_delayed_total "));
+    line.and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()).unwrap_or(0.0) as u64
+}
+
+/// A rate finer than the timer (`pacing::TICK`, 1 ms): `default_rps` 100,000 is a spacing of
+/// 10 µs, and tokio sleeps in whole milliseconds, so every request that had to wait at all
+/// waited about a millisecond (six in ten, at ~2 ms each, under load: a rate meant never to
+/// bind held crawls to a fraction of their speed, in a fleet with a second call to Redis
+/// each). Now requests whose turn is less than a tick away go at once, in their turns: twenty at
+/// once wait for nothing, alone or in a fleet. And a rate finer than the timer still holds: at
+/// 2,000 a second, of 200 requests at once, those past the first tick's turns are held, and
+/// they reach the origin over at least 90 ms (199 turns of 0.5 ms, less the tick that may go
+/// together and forwarding's jitter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_finer_than_the_timer_holds_no_request_a_tick_and_still_holds_over_a_span() {
+    let Some(redis) = Redis::start().await else { return };
+    for (rps, n) in [("100000", 20usize), ("2000", 200)] {
+        let env = [
+            ("ROBOTS_PROXY_PACING__ENABLED", "true"),
+            ("ROBOTS_PROXY_PACING__DEFAULT_RPS", rps),
+            ("ROBOTS_PROXY_PACING__QUEUE_LIMIT", "1000"),
+        ];
+        let f = fleet(1, &redis, &format!("tick-{rps}"), &env);
+        let (local, _dir) = alone(&env);
+        for (name, proxy) in [("fleet", &f.instances[0]), ("alone", &local)] {
+            let origin = TimedOrigin::start(ROBOTS, Duration::ZERO).await;
+            let c = client(proxy.proxy_addr);
+            assert_eq!(c.get(origin.url("/warm")).send().await.unwrap().status(), 200);
+            let before = delayed(&metrics(proxy).await);
+            let urls = (0..n).map(|i| origin.url(&format!("/tick/{i}")));
+            let statuses = at_once(&[proxy.proxy_addr], urls).await;
+            assert!(statuses.iter().all(|s| *s == 200), "{name} at {rps}: {statuses:?}");
+            let held = delayed(&metrics(proxy).await) - before;
+            let arrivals = origin.arrivals("/tick/");
+            assert_eq!(arrivals.len(), n);
+            if n == 20 {
+                assert_eq!(held, 0, "{name}: requests held at {rps} a second");
+            } else {
+                let span = arrivals[n - 1] - arrivals[0];
+                assert!(held > 0, "{name}: nothing held at {rps} a second");
+                assert!(span >= Duration::from_millis(90), "{name}: {n} requests in {span:?}");
+            }
+        }
+    }
 }

@@ -12,7 +12,9 @@
 //!   one spacing; requests governed by another group, or by none, do not wait for them. Delays
 //!   above `pacing.max_crawl_delay` count as that maximum.
 //! * **Rate** (`pacing.default_rps`, or the authority's entry in `pacing.sites`): all requests
-//!   to the authority together start at least `1 / rps` apart.
+//!   to the authority together start at least `1 / rps` apart. A rate of more than 1,000 a
+//!   second is finer than the timer: its starts less than a millisecond ahead go at once, in
+//!   their places ([`TICK`]), so any span sees at most the rate and one millisecond's worth.
 //! * **Concurrency** (`pacing.default_concurrency`, or `pacing.sites`): at most that many
 //!   requests to the authority are in flight. A request holds its place from when it is
 //!   forwarded until the origin's response headers arrive (the [`PacePermit`] is dropped
@@ -77,7 +79,7 @@ use crate::robots::CrawlDelay;
 pub use schedule::Bound;
 
 pub use local::LocalPace;
-pub use schedule::{begin_deadline, Lane, Limits, Refusal, BEGIN_GRACE};
+pub use schedule::{begin_deadline, goes_at, Lane, Limits, Refusal, BEGIN_GRACE, TICK};
 pub use section::{
     PacingError, PacingSection, RawPacingSection, SitePace, MAX_CONCURRENCY, PACING_BOUNDS,
 };

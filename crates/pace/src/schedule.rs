@@ -164,6 +164,27 @@ impl Spacing {
     }
 }
 
+/// The timer's resolution: tokio sleeps in whole milliseconds (a sleep of 5 µs lasts until the
+/// next tick, up to a millisecond or more). A rate whose interval is shorter (more than 1,000
+/// requests a second) cannot be spaced by sleeping: at `default_rps` 100,000 most requests
+/// slept about a millisecond each for a spacing of 10 µs, and the rate that was meant never to
+/// bind held a crawl to a fraction of it. So, for such a rate only, a start the rate puts less
+/// than a tick ahead goes at once ([`goes_at`]); its place in the pace is still taken (the next
+/// start is one interval after it), so over any span the site gets at most the rate, and one
+/// tick's worth more. Crawl-delay, and rates of 1,000 a second or less, are spaced exactly.
+pub const TICK: Duration = Duration::from_millis(1);
+
+/// When a request whose start is `start` (set by `bound`) may go, at `now`: at `start`, or at
+/// once when only a rate faster than the timer ([`TICK`]) puts it less than a tick ahead.
+pub fn goes_at(start: Instant, now: Instant, bound: Option<Bound>, interval: Duration) -> Instant {
+    let within_tick = start.saturating_duration_since(now) < TICK;
+    if bound == Some(Bound::Rate) && interval < TICK && within_tick {
+        now.min(start)
+    } else {
+        start
+    }
+}
+
 /// The most a request admitted on arrival may start past its deadline (`arrival + max_wait`)
 /// at [`Schedule::begin`], for one spacing at most.
 pub const BEGIN_GRACE: Duration = Duration::from_millis(250);
@@ -283,6 +304,10 @@ impl Schedule {
         if let Some(bound) = bound.filter(|_| wait > limits.max_wait) {
             return Err(Refusal::TooLong { wait, bound });
         }
+        // The start reserved is `start` (the pace moves on from it); the request goes at
+        // `goes`, at once when only a rate faster than the timer holds it back ([`TICK`]).
+        let goes = goes_at(start, now, bound, limits.interval.unwrap_or_default());
+        let bound = bound.filter(|_| goes > now);
         let must_wait = bound.is_some() || !connection_free;
         let queued = self.queued(lane);
         if must_wait && queued >= limits.queue_limit {
@@ -297,7 +322,7 @@ impl Schedule {
         }
         let queue = self.queue_mut(lane);
         *queue = queue.saturating_add(1);
-        Ok(Slot { start, bound })
+        Ok(Slot { start: goes, bound })
     }
 
     /// The request that reserved a slot may start at `now` (its slot has come and, with a
@@ -335,7 +360,8 @@ impl Schedule {
         if let Some(lane) = lane {
             self.lane_mut(lane.line).spacing.begin(start, lane.delay);
         }
-        Ok(start)
+        // Recorded at `start`; goes at once when only a rate faster than the timer holds it.
+        Ok(goes_at(start, now, bound, limits.interval.unwrap_or_default()))
     }
 
     /// A request admitted by [`Schedule::reserve`] in `lane` has started, given up or been
@@ -444,6 +470,57 @@ mod tests {
         assert_eq!(run(&mut s, t0, None, &l), t0 + MS * 200);
         // Later arrivals past the reservations start when they arrive.
         assert_eq!(run(&mut s, t0 + MS * 1000, None, &l), t0 + MS * 1000);
+    }
+
+    /// A rate finer than the timer ([`TICK`]): starts less than a tick ahead go at once, and
+    /// still take their places, so the next tick's requests start where the pace says.
+    #[test]
+    fn a_rate_finer_than_the_timer_goes_within_a_tick_and_keeps_its_places() {
+        let t0 = Instant::now();
+        let interval = Duration::from_micros(100);
+        let l = Limits::new(Some(interval), None, 1000, Duration::from_secs(30));
+        let mut s = Schedule::default();
+        let starts: Vec<_> = (0..25).map(|_| run(&mut s, t0, None, &l)).collect();
+        for (i, start) in starts.iter().enumerate() {
+            let place = interval * i as u32;
+            let expected = if place < TICK { t0 } else { t0 + place };
+            assert_eq!(*start, expected, "request {i}");
+        }
+        // Reserved on arrival less than a tick ahead: no wait, not named as held by the rate.
+        let mut s = Schedule::default();
+        let first = s.reserve(t0, None, &l, true).unwrap();
+        let second = s.reserve(t0 + interval / 2, None, &l, true).unwrap();
+        assert_eq!((first.start, first.bound), (t0, None));
+        assert_eq!((second.start, second.bound), (t0 + interval / 2, None));
+        // Nine more take the places up to a tick ahead (the last of them, a whole tick ahead,
+        // waits); the next waits for its place, held by the rate.
+        for _ in 0..9 {
+            s.reserve(t0, None, &l, true).unwrap();
+        }
+        let held = s.reserve(t0, None, &l, true).unwrap();
+        assert_eq!((held.start, held.bound), (t0 + TICK + interval, Some(Bound::Rate)));
+    }
+
+    /// A rate of 1,000 a second (and any slower one), and every Crawl-delay, are spaced exactly:
+    /// the timer can sleep them.
+    #[test]
+    fn rates_the_timer_can_space_and_crawl_delays_never_go_early() {
+        let t0 = Instant::now();
+        let l = Limits::new(Some(TICK), None, 100, Duration::from_secs(30));
+        let mut s = Schedule::default();
+        assert_eq!(run(&mut s, t0, None, &l), t0);
+        assert_eq!(run(&mut s, t0, None, &l), t0 + TICK);
+        let slot = s.reserve(t0 + TICK + TICK / 2, None, &l, true).unwrap();
+        assert_eq!((slot.start, slot.bound), (t0 + TICK * 2, Some(Bound::Rate)));
+        let none = Limits::new(None, None, 100, Duration::from_secs(30));
+        let fine = Lane::new(4, Duration::from_micros(100), Duration::from_secs(60));
+        let mut s = Schedule::default();
+        assert_eq!(run(&mut s, t0, fine, &none), t0);
+        if fine.is_some() {
+            let slot = s.reserve(t0, fine, &none, true).unwrap();
+            assert_eq!(slot.bound, Some(Bound::CrawlDelay));
+            assert!(slot.start > t0, "{slot:?}");
+        }
     }
 
     #[test]

@@ -43,7 +43,13 @@
 //! (half the round trip to Redis, [`with_margin`]) was added whole to `default_rps` 100,000's
 //! 10 us spacing, one request per round trip; with the margin capped at a quarter of the
 //! spacing, 0.58 (12,663 against 21,950 requests/s, medians of 5 interleaved rounds, a build
-//! running beside it): short of the 0.9 of issue 40, not yet explained. Leasing a
+//! running beside it): short of the 0.9 of issue 40. Explained on 2026-11-29: the lone
+//! instance was itself slowed by tokio's timer (a start 10 us ahead slept until the next
+//! millisecond tick), and the fleet too, with a second call (BEGIN) for each request that
+//! waited. With `pacing::TICK` (a rate finer than the timer does not sleep for a start less than
+//! a tick ahead; RESERVE and BEGIN apply it too), one instance went from 18,900 to 38,100
+//! requests/s and the fleet from 16,800 to 21,700 (3 interleaved rounds): 0.57, the real cost
+//! of one script call per request on 2 shared cores. Leasing a
 //! site's budget to an instance for a short window, or reserving several starts per call,
 //! would take Redis off the path of most requests; neither is done: a start leased and
 //! unused still holds every other instance back by its spacing, and the fleet's guarantees
@@ -316,7 +322,8 @@ impl RedisPace {
             .arg(micros(self.lease))
             .arg(micros(QUEUE_LAPSE))
             .arg(floor_rate)
-            .arg(floor_lane);
+            .arg(floor_lane)
+            .arg(micros(crate::pacing::TICK));
         let reserved: Result<(String, u64, String, u64, u64), _> =
             self.fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
         let (verdict, wait, bound, waiting, now) = match reserved {
@@ -444,7 +451,8 @@ impl RedisPace {
             .arg(millis(self.keep.get()).max(1000))
             .arg(slots)
             .arg(micros(self.lease))
-            .arg(micros(forget));
+            .arg(micros(forget))
+            .arg(micros(crate::pacing::TICK));
         let begun: (String, u64, String, u64) = self
             .fleet
             .call(|mut c| async move { invocation.invoke_async(&mut c).await })

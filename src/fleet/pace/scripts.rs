@@ -16,7 +16,8 @@
 /// KEYS: pace, queue (of the request's group), slots, the member's give-back mark
 /// ([`GIVE_BACK`]), the slot queue. ARGV: interval, lane line, delay, max_wait, queue_limit,
 /// member, keep (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait,
-/// the instance's own next starts of the rate and of the lane (floors, `ledger`: 0 for none).
+/// the instance's own next starts of the rate and of the lane (floors, `ledger`: 0 for none),
+/// the timer's tick (`pacing::TICK`).
 ///
 /// `Schedule::reserve`: `start = max(now, rate, lane)`; refuses a wait past `max_wait`, and a
 /// request that would wait (for its start, or for a slot: none free now, or requests of the
@@ -26,6 +27,10 @@
 /// Returns `{verdict, wait, bound, waiting, now}` (`waiting` is 0 for `go`; `now`, Redis's
 /// clock); `gone`, changing nothing, when the instance already gave the member back (the call
 /// timed out there).
+///
+/// A rate finer than the timer (`interval` under `tick`) that puts the start less than a tick
+/// ahead does not make the request wait (`pacing::TICK`): it goes at once in the place it
+/// reserved (`last:rate` is that place, so the next request is spaced from it).
 ///
 /// A spacing's next start is the larger of the pace's and the instance's floor: a pace that
 /// Redis lost (a restart without persistence, a failover) is never earlier than what the
@@ -61,6 +66,8 @@ if delay > 0 then
 end
 local wait = start - now
 if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0, now} end
+local tick = tonumber(ARGV[13])
+if bound == 'rate' and interval < tick and wait < tick then bound = ''; wait = 0 end
 local free = true
 if slots > 0 then
   free = redis.call('ZCARD', KEYS[3]) < slots
@@ -83,8 +90,8 @@ if interval > 0 then redis.call('HSET', KEYS[1], 'rate', start + interval) end
 if delay > 0 then redis.call('HSET', KEYS[1], lane, start + delay) end
 redis.call('PEXPIRE', KEYS[1], keep_ms)
 if bound == '' and free then
-  if interval > 0 then redis.call('HSET', KEYS[1], 'last:rate', now) end
-  if delay > 0 then redis.call('HSET', KEYS[1], 'last:' .. lane, now) end
+  if interval > 0 then redis.call('HSET', KEYS[1], 'last:rate', start) end
+  if delay > 0 then redis.call('HSET', KEYS[1], 'last:' .. lane, start) end
   if slots > 0 then
     redis.call('ZADD', KEYS[3], now + lease, member)
     local ttl = math.floor(lease / 1000) + 1000
@@ -100,7 +107,7 @@ return {'wait', wait, bound, waiting, now}
 /// KEYS: pace, queue (of the request's group), slots, the member's give-back mark, the slot
 /// queue. ARGV: interval, lane line, delay, time left before the request's deadline, member,
 /// keep (ms), most slots (0: no limit), slot lease, how long a slot-queue entry lives (us:
-/// max_wait and the queue lapse).
+/// max_wait and the queue lapse), the timer's tick (`pacing::TICK`).
 ///
 /// `Schedule::begin`, for a request of the queue whose reserved start has come: takes a slot
 /// when one is free and it is the request's turn (`busy` otherwise). The slot queue holds the
@@ -114,8 +121,9 @@ return {'wait', wait, bound, waiting, now}
 /// the request leaves the queue) when that is past its deadline. A request that finds no slot
 /// free is marked in the pace (`slot-waiters`: until its deadline), so that slots given back
 /// are announced (RELEASE). Otherwise records the start
-/// and returns `{'ok', start - now, bound, now}` (`now`: Redis's clock); the request stays in
-/// the queue until `start`.
+/// and returns `{'ok', start - now, bound, now}` (`now`: Redis's clock; the wait is 0 when only
+/// a rate finer than the timer puts the start less than a tick ahead, as in RESERVE); the
+/// request stays in the queue until `start`.
 pub(super) const BEGIN: &str = r"
 if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0} end
 local t = redis.call('TIME')
@@ -129,6 +137,7 @@ local keep_ms = tonumber(ARGV[6])
 local slots = tonumber(ARGV[7])
 local lease = tonumber(ARGV[8])
 local forget = tonumber(ARGV[9])
+local tick = tonumber(ARGV[10])
 if slots > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   local turn = true
@@ -180,7 +189,9 @@ if slots > 0 then
   if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
 end
 redis.call('ZADD', KEYS[2], 'XX', start, member)
-return {'ok', start - now, bound, now}
+local wait = start - now
+if bound == 'rate' and interval < tick and wait < tick then wait = 0 end
+return {'ok', wait, bound, now}
 ";
 
 /// KEYS: slots, pace. ARGV: channel, then the members given back (one or more). Gives the

@@ -12,28 +12,29 @@ use bytes::Bytes;
 
 use super::shared::{Shared, SharedError, LEASE_SLACK, POLL};
 use super::sitefile::SiteFile;
+use super::slots::Slot;
 use super::{Inner, RobotsSection};
 use crate::authority::Authority;
 
 /// How a kind's file is fetched here, and what of its result the fleet keeps.
 pub(super) trait FetchHere: SiteFile {
-    /// What a fetch needs in hand before the lease is taken (robots.txt: a fetch slot, so the
-    /// lease does not run out while this instance waits for one).
-    type Ticket: Send;
-
-    /// The ticket for a fetch of `authority`, by `deadline`; `None` when none came in time.
+    /// The fetch slot every site file's fetch takes ([`super::slots`]) before the lease is
+    /// taken, so the lease does not run out while this instance waits for one; by `deadline`,
+    /// `None` when none came in time.
     fn ticket(
         inner: &Arc<Inner>,
         authority: &Authority,
         deadline: tokio::time::Instant,
-    ) -> impl Future<Output = Option<Self::Ticket>> + Send;
+    ) -> impl Future<Output = Option<Slot>> + Send {
+        super::shared::acquire_slot(inner, authority, deadline)
+    }
 
-    /// The fetch, with `ticket` in hand, taken at `start`; `None` when it could not run (the
+    /// The fetch, with its slot in hand, taken at `start`; `None` when it could not run (the
     /// origin is not to blame: nothing is stored).
     fn fetch(
         inner: &Arc<Inner>,
         authority: &Authority,
-        ticket: Self::Ticket,
+        ticket: Slot,
         start: tokio::time::Instant,
         deadline: tokio::time::Instant,
     ) -> impl Future<Output = Option<Self::Answer>> + Send;
@@ -69,7 +70,7 @@ pub(super) trait FetchHere: SiteFile {
 /// when the authority was purged while it was fetched).
 ///
 /// 1. Loads the shared record, and uses it when it is usable (no origin fetch).
-/// 2. Otherwise, with the kind's ticket in hand, takes the lease (which expires by itself, so
+/// 2. Otherwise, with a fetch slot in hand, takes the lease (which expires by itself, so
 ///    an instance that dies holding it delays the others only until then), looks at the record
 ///    once more (another instance may have just stored it: the lease is given back), fetches,
 ///    applies the kind's table to the shared previous value, and stores the new record (which
@@ -105,7 +106,7 @@ pub(super) async fn through_fleet<K: FetchHere>(
             Some((value, _)) if usable(&value) => return Ok((value, true)),
             other => other,
         };
-        // The wait for the ticket counts against `fetch_timeout`.
+        // The wait for the slot counts against `fetch_timeout`.
         let start = tokio::time::Instant::now();
         let deadline = crate::clock::deadline_after(start, settings.fetch_timeout);
         let Some(ticket) = K::ticket(inner, authority, deadline).await else {

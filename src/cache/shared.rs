@@ -265,19 +265,9 @@ pub(super) fn decode(
     Some((snapshot, body))
 }
 
-/// robots.txt through the fleet's loop: a fetch slot is the ticket, the status table's
-/// lifetimes decide when a record is used as it is.
+/// robots.txt through the fleet's loop: the status table's lifetimes decide when a record is
+/// used as it is.
 impl super::lease::FetchHere for super::sitefile::Robots {
-    type Ticket = super::slots::Slot;
-
-    async fn ticket(
-        inner: &Arc<Inner>,
-        authority: &Authority,
-        deadline: tokio::time::Instant,
-    ) -> Option<super::slots::Slot> {
-        acquire_slot(inner, authority, deadline).await
-    }
-
     async fn fetch(
         inner: &Arc<Inner>,
         authority: &Authority,

@@ -189,20 +189,10 @@ impl SiteFile for Tdmrep {
     }
 }
 
+/// A `tdmrep.json` fetch takes a fetch slot as robots.txt's does ([`FetchHere::ticket`]): an
+/// outbound connection like any other, which a crawl across many new sites (or tarpits) must
+/// not open more of at once than `robots.max_concurrent_fetches` allows.
 impl FetchHere for Tdmrep {
-    /// A fetch slot, as for robots.txt ([`super::slots`]): a `tdmrep.json` fetch is an outbound
-    /// connection like any other, and a crawl across many new sites (or tarpits) must not open
-    /// more of them at once than `robots.max_concurrent_fetches` allows.
-    type Ticket = super::slots::Slot;
-
-    async fn ticket(
-        inner: &Arc<Inner>,
-        authority: &Authority,
-        deadline: tokio::time::Instant,
-    ) -> Option<super::slots::Slot> {
-        super::shared::acquire_slot(inner, authority, deadline).await
-    }
-
     async fn fetch(
         inner: &Arc<Inner>,
         authority: &Authority,

@@ -406,3 +406,43 @@ fn the_index_agrees_with_trying_every_rule() {
         }
     }
 }
+
+/// The line reported is the one whose full name is the crawler's (issue 37, N3), not an
+/// earlier line of the group that has a full name of its own.
+#[test]
+fn the_line_whose_full_name_is_the_crawler_s_is_reported() {
+    let robots = RobotsTxt::parse(b"User-agent: MJ12bot\nUser-agent: AI2Bot\nDisallow: /x\n");
+    let ai2 = ProductToken::new("AI2Bot").unwrap();
+    let d = robots.decide(Some(&ai2), "/x/y");
+    assert_eq!(d.verdict(), Verdict::Disallow);
+    assert_eq!(d.user_agent_line().map(|u| (u.value(), u.line())), Some(("AI2Bot", 2)));
+    let mj12 = ProductToken::new("MJ12bot").unwrap();
+    let d = robots.decide(Some(&mj12), "/x/y");
+    assert_eq!(d.user_agent_line().map(|u| (u.value(), u.line())), Some(("MJ12bot", 1)));
+}
+
+/// Only `/robots.txt` itself (in any percent-encoding) is the always-allowed path.
+#[test]
+fn only_the_robots_txt_path_is_the_robots_txt_path() {
+    assert!(is_robots_txt_path("/robots.txt"));
+    assert!(is_robots_txt_path("/%72obots.txt"));
+    for other in ["/", "/robots.txt.bak", "/robots", "/x/robots.txt", "/Robots.txt"] {
+        assert!(!is_robots_txt_path(other), "{other}");
+    }
+}
+
+/// The flags a file carries say what it holds: a file with no percent-encoded pattern or
+/// usage path has none to read decoded, and a file is read as a case-insensitive origin's
+/// only when marked so.
+#[test]
+fn a_file_s_flags_are_off_unless_it_holds_what_they_name() {
+    let plain = RobotsTxt::parse(b"User-agent: *\nDisallow: /x\nContent-Usage: /u train-ai=n\n");
+    assert!(!plain.has_decoded_patterns());
+    assert!(!plain.has_decoded_usage_patterns());
+    assert!(!plain.case_insensitive_origin());
+    let coded =
+        RobotsTxt::parse(b"User-agent: *\nDisallow: /a%3Ab\nContent-Usage: /u%3Av train-ai=n\n");
+    assert!(coded.has_decoded_patterns());
+    assert!(coded.has_decoded_usage_patterns());
+    assert!(plain.with_case_insensitive_origin(true).case_insensitive_origin());
+}

@@ -645,4 +645,21 @@ mod tests {
         assert_eq!(html_meta(b"<meta content=noai name >", None), HtmlMeta::default());
         assert!(html_meta(b"<meta name=robots content=noai>", None).noai);
     }
+
+    /// Whitespace around an attribute's `=` is allowed (HTML), before and after it.
+    #[test]
+    fn attributes_may_have_whitespace_around_their_equals_sign() {
+        assert!(html_meta(b"<meta name = \"robots\" content\t=\n'noai'>", None).noai);
+        assert!(html_meta(b"<meta name =robots content= noai>", None).noai);
+    }
+
+    /// A path as sent is brought to the canonical form before the locations are matched: its
+    /// percent-encoding of unreserved characters does not hide it.
+    #[test]
+    fn a_path_as_sent_is_matched_in_its_canonical_form() {
+        let f = TdmFile::parse(br#"[{"location": "/open/", "tdm-reservation": 1}]"#).unwrap();
+        assert_eq!(f.statement_for_sent("/open/a").unwrap().reserved, Some(true));
+        assert_eq!(f.statement_for_sent("/%6Fpen/a").unwrap().reserved, Some(true));
+        assert!(f.statement_for_sent("/closed").is_none());
+    }
 }

@@ -446,3 +446,16 @@ fn a_file_s_flags_are_off_unless_it_holds_what_they_name() {
     assert!(coded.has_decoded_usage_patterns());
     assert!(plain.with_case_insensitive_origin(true).case_insensitive_origin());
 }
+
+/// A line is read up to [`MAX_LINE_BYTES`] bytes, as Google's parser reads it: the byte after
+/// is cut off, the byte before is kept.
+#[test]
+fn a_line_is_cut_at_google_s_length() {
+    let keep = MAX_LINE_BYTES - "Disallow: ".len();
+    let pattern = format!("/{}", "a".repeat(keep - 1));
+    let body = format!("User-agent: *\nDisallow: {pattern}bc\n");
+    let robots = RobotsTxt::parse(body.as_bytes());
+    assert!(!robots.decide(None, &pattern).is_allowed(), "the line's last byte kept");
+    assert!(robots.decide(None, &pattern[..pattern.len() - 1]).is_allowed());
+    assert_eq!(robots.decide(None, &pattern).rule().map(|r| r.pattern().len()), Some(keep));
+}

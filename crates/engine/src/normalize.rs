@@ -288,6 +288,17 @@ pub fn normalize(input: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Only text with no `%` and nothing to encode is reported canonical.
+    #[test]
+    fn is_canonical_says_no_for_what_normalising_would_change() {
+        assert!(is_canonical(b"/a/b?c=d&e=f*$"));
+        for other in [&b"/a%20b"[..], b"/a b", b"/caf\xc3\xa9", b"/a\"b"] {
+            assert!(!is_canonical(other), "{:?}", String::from_utf8_lossy(other));
+        }
+    }
+
     #[test]
     fn decoded_patterns() {
         let d = |p: &str| decode_pattern(p.as_bytes());
@@ -297,8 +308,6 @@ mod tests {
         assert_eq!(d("/p%25%2A%24%3F%23%C3%A9%20"), None);
         assert_eq!(d("/plain/*.php$"), None);
     }
-
-    use super::*;
 
     #[test]
     fn rfc_9309_percent_encoding_table() {

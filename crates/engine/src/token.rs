@@ -345,6 +345,15 @@ mod tests {
         ProductToken::from_user_agent(ua).map(|t| t.as_str().to_owned())
     }
 
+    /// A User-Agent's candidate names, in order of appearance: the products before a comment
+    /// one by one, the entry after a comment's `compatible`, and the products after the comment
+    /// has closed (a plain comment's entry is no name); two-letter names count.
+    #[test]
+    fn candidates_come_in_order_of_appearance() {
+        let got: Vec<_> = candidates("Go/1.2 Ab/3 (compatible; XyBot/1.0) Tail/2 (Zz)").collect();
+        assert_eq!(got, ["Go", "Ab", "XyBot", "Tail"]);
+    }
+
     #[test]
     fn issue_examples() {
         assert_eq!(

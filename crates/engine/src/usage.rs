@@ -610,4 +610,24 @@ mod tests {
         assert_eq!(p.get(Category::AiUse).preference, Preference::Allow);
         assert_eq!(p.get(Category::Search).preference, Preference::Unknown);
     }
+
+    /// Two readings' preferences combine per category, the most restrictive winning, with
+    /// the line that decided it and what else contributed.
+    #[test]
+    fn readings_combine_per_category_most_restrictive() {
+        let mut sent = UsagePreferences::default();
+        sent.add_robots(Category::TrainAi, Preference::Allow, 3);
+        sent.add_robots(Category::Search, Preference::Allow, 4);
+        let mut decoded = UsagePreferences::default();
+        decoded.add_robots(Category::TrainAi, Preference::Disallow, 9);
+        decoded.add_header("ai-use=y");
+        sent.combine(&decoded);
+        let train = sent.get(Category::TrainAi);
+        assert_eq!((train.preference, train.line), (Preference::Disallow, Some(9)));
+        let search = sent.get(Category::Search);
+        assert_eq!((search.preference, search.line), (Preference::Allow, Some(4)));
+        let ai_use = sent.get(Category::AiUse);
+        assert_eq!(ai_use.preference, Preference::Allow);
+        assert!(ai_use.from_header);
+    }
 }

@@ -221,22 +221,9 @@ fn disallowing_everything_needs_a_root_disallow_and_no_allow() {
     assert!(!nothing("User-agent: other\nDisallow: /\n"));
 }
 
-/// The memory the cache weighs a file by counts every allocation it owns: at least the
-/// vectors' elements and the text of every pattern, user-agent line and sitemap, and more
-/// for more of them.
-#[test]
-fn heap_size_counts_what_the_file_holds() {
-    let mut body = String::from(
-        "User-agent: a\nUser-agent: b\nContent-Usage: /u train-ai=n\n\
-         Content-Usage: search=y, ai-use=n\n",
-    );
-    for i in 0..200 {
-        body.push_str(&format!("Disallow: /p{i}/%3A*x$\nAllow: /q{i}\n"));
-    }
-    body.push_str("Sitemap: https://example.com/sitemap.xml\n");
-    let robots = RobotsTxt::parse(body.as_bytes());
-    assert!(robots.has_decoded_patterns());
-    // What `heap_size` counts, by length (no more than by capacity).
+/// What [`RobotsTxt::heap_size`] must count at least: the vectors' elements (by length, no
+/// more than by capacity) and the text of every pattern, user-agent line, token and sitemap.
+fn least_heap_size(robots: &RobotsTxt) -> usize {
     let of = |n: usize, size: usize| n * size;
     let rules = |rules: &[Rule]| {
         of(rules.len(), std::mem::size_of::<Rule>())
@@ -263,17 +250,42 @@ fn heap_size_counts_what_the_file_holds() {
                     + s.decoded.as_ref().map_or(0, PrefixIndex::heap_size)
             })
             .sum::<usize>();
-    let tokens = of(robots.by_token.len(), std::mem::size_of::<(u64, Box<[u8]>, u32)>()) + 2;
-    let sitemaps = of(1, std::mem::size_of::<Sitemap>()) + "https://example.com/sitemap.xml".len();
-    let least = std::mem::size_of::<RobotsTxt>()
+    let tokens = of(robots.by_token.len(), std::mem::size_of::<(u64, Box<[u8]>, u32)>())
+        + robots.by_token.iter().map(|(_, t, _)| t.len()).sum::<usize>();
+    let sitemaps = of(robots.sitemaps.len(), std::mem::size_of::<Sitemap>())
+        + robots.sitemaps.iter().map(|s| s.url.len()).sum::<usize>();
+    std::mem::size_of::<RobotsTxt>()
         + rules(&robots.rules)
         + rules(&robots.decoded_rules)
         + groups
         + sets
         + tokens
-        + sitemaps;
+        + sitemaps
+}
+
+/// The memory the cache weighs a file by counts every allocation it owns, whatever the file
+/// holds (usage rules, decoded patterns and sitemaps, or none of them), and more for more.
+#[test]
+fn heap_size_counts_what_the_file_holds() {
+    let mut body = String::from(
+        "User-agent: a\nUser-agent: b\nContent-Usage: /u train-ai=n\n\
+         Content-Usage: search=y, ai-use=n\n",
+    );
+    for i in 0..200 {
+        body.push_str(&format!("Disallow: /p{i}/%3A*x$\nAllow: /q{i}\n"));
+    }
+    body.push_str("Sitemap: https://example.com/sitemap.xml\n");
+    let robots = RobotsTxt::parse(body.as_bytes());
+    assert!(robots.has_decoded_patterns());
     let size = robots.heap_size();
+    let least = least_heap_size(&robots);
     assert!(size >= least, "{size} < {least}");
+    // No usage rule, no decoded pattern, no sitemap: every other part is still counted.
+    let plain = format!("User-agent: {}\nDisallow: /{}\n", "a".repeat(600), "p".repeat(600));
+    let plain = RobotsTxt::parse(plain.as_bytes());
+    assert!(!plain.has_decoded_patterns() && plain.sitemaps.is_empty());
+    let (size_plain, least_plain) = (plain.heap_size(), least_heap_size(&plain));
+    assert!(size_plain >= least_plain, "{size_plain} < {least_plain}");
     let smaller = RobotsTxt::parse(b"User-agent: a\nDisallow: /p\n");
     assert!(smaller.heap_size() < size);
     assert!(smaller.heap_size() > std::mem::size_of::<RobotsTxt>());
@@ -447,11 +459,13 @@ fn a_file_s_flags_are_off_unless_it_holds_what_they_name() {
     assert!(plain.with_case_insensitive_origin(true).case_insensitive_origin());
 }
 
-/// A line is read up to [`MAX_LINE_BYTES`] bytes, as Google's parser reads it: the byte after
-/// is cut off, the byte before is kept.
+/// A line is read up to 16,663 bytes ([`MAX_LINE_BYTES`]), as Google's parser reads it
+/// (`kMaxLineLen = 2083 * 8`, less its terminator): the byte after is cut off, the byte before
+/// is kept.
 #[test]
 fn a_line_is_cut_at_google_s_length() {
-    let keep = MAX_LINE_BYTES - "Disallow: ".len();
+    assert_eq!(MAX_LINE_BYTES, 16_663);
+    let keep = 16_663 - "Disallow: ".len();
     let pattern = format!("/{}", "a".repeat(keep - 1));
     let body = format!("User-agent: *\nDisallow: {pattern}bc\n");
     let robots = RobotsTxt::parse(body.as_bytes());

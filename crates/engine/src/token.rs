@@ -350,8 +350,11 @@ mod tests {
     /// has closed (a plain comment's entry is no name); two-letter names count.
     #[test]
     fn candidates_come_in_order_of_appearance() {
-        let got: Vec<_> = candidates("Go/1.2 Ab/3 (compatible; XyBot/1.0) Tail/2 (Zz)").collect();
-        assert_eq!(got, ["Go", "Ab", "XyBot", "Tail"]);
+        let got: Vec<_> =
+            candidates("Go/1.2 Ab/3 (compatible; XyBot/1.0) Tail/2 More/3 (Zz)").collect();
+        assert_eq!(got, ["Go", "Ab", "XyBot", "Tail", "More"]);
+        let got: Vec<_> = candidates("Go/1.2 (compatible; XyBot/1.0) Tail/2 More/3").collect();
+        assert_eq!(got, ["Go", "XyBot", "Tail", "More"]);
     }
 
     #[test]

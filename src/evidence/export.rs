@@ -309,13 +309,15 @@ fn write_proofs(
 /// Where an export keeps a record's proof: `proofs/<sequence>.json`, or under its instance's
 /// directory when the export holds the records of several instances (`instance`): the name
 /// itself when it is a plain file name (letters, digits, `.`, `_`, `-`, not starting with a
-/// dot), else `x-` and its bytes in hex, so no name reaches outside `proofs/`.
+/// dot, nor with `x-`), else `x-` and its bytes in hex, so no name reaches outside `proofs/`
+/// and no two names share a directory.
 pub(super) fn proof_path(sequence: u64, instance: Option<&str>) -> String {
     match instance {
         None => format!("proofs/{sequence}.json"),
         Some(name) => {
             let plain = !name.is_empty()
                 && !name.starts_with('.')
+                && !name.starts_with("x-")
                 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
             let dir = if plain {
                 name.to_owned()
@@ -360,5 +362,31 @@ fn refuse_non_empty(out: &Path) -> Result<(), EvidenceError> {
             "--out {}: {e} (give a new or empty directory)",
             out.display()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proof_path;
+
+    /// An instance's proofs stay under `proofs/`, each instance in a directory of its own:
+    /// a name the audit log gives (whoever wrote it) is used as it is only when it is a plain
+    /// file name, else hex-encoded, and the encoded form cannot be named directly.
+    #[test]
+    fn proof_paths_stay_under_proofs_one_directory_per_instance() {
+        assert_eq!(proof_path(7, None), "proofs/7.json");
+        assert_eq!(proof_path(7, Some("instance-1")), "proofs/instance-1/7.json");
+        assert_eq!(proof_path(7, Some("..")), "proofs/x-2e2e/7.json");
+        assert_eq!(proof_path(7, Some("../../etc")), "proofs/x-2e2e2f2e2e2f657463/7.json");
+        assert_eq!(proof_path(7, Some("a/b")), "proofs/x-612f62/7.json");
+        assert_eq!(proof_path(7, Some(".hidden")), "proofs/x-2e68696464656e/7.json");
+        assert_eq!(proof_path(7, Some("")), "proofs/x-/7.json");
+        // A plain name that looks like an encoded one is encoded too: it cannot take the
+        // directory of `..`.
+        assert_eq!(proof_path(7, Some("x-2e2e")), "proofs/x-782d32653265/7.json");
+        let names = ["..", "x-2e2e", "a/b", "x-612f62", "instance-1"];
+        let dirs: std::collections::HashSet<_> =
+            names.iter().map(|n| proof_path(1, Some(n))).collect();
+        assert_eq!(dirs.len(), names.len());
     }
 }

@@ -82,7 +82,7 @@ impl Inner {
                 prev = Some(Arc::new(kept));
             }
         }
-        let fetched = shared::fetch_here(&this, &authority).await;
+        let fetched = <Robots as lease::FetchHere>::fetch_here(&this, &authority).await;
         let body = fetched.as_ref().and_then(persist::body_of);
         let now = this.clock.now();
         let (snapshot, keep) = match fetched {

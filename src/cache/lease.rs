@@ -39,6 +39,21 @@ pub(super) trait FetchHere: SiteFile {
         deadline: tokio::time::Instant,
     ) -> impl Future<Output = Option<Self::Answer>> + Send;
 
+    /// One fetch by this instance alone (no fleet, or the fleet out of reach): its slot, then
+    /// the fetch, the wait for the slot counted against `fetch_timeout`. `None` when no slot
+    /// came in time or the fetch could not run (the origin is not to blame: nothing is stored).
+    fn fetch_here(
+        inner: &Arc<Inner>,
+        authority: &Authority,
+    ) -> impl Future<Output = Option<Self::Answer>> + Send {
+        async move {
+            let start = tokio::time::Instant::now();
+            let deadline = crate::clock::deadline_after(start, inner.settings.load().fetch_timeout);
+            let slot = Self::ticket(inner, authority, deadline).await?;
+            Self::fetch(inner, authority, slot, start, deadline).await
+        }
+    }
+
     /// The raw body `answer` carries, if the record keeps one.
     fn body_of(answer: &Self::Answer) -> Option<Bytes>;
 

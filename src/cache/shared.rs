@@ -336,19 +336,6 @@ pub(super) fn record_ttl(
     until_expiry.max(keep).min(super::MAX_TTL).max(Duration::from_secs(1))
 }
 
-/// One fetch from the origin by this instance, counted: the same steps as a local fetch.
-///
-/// The fetch first takes a slot ([`super::slots`]); the wait for it counts against
-/// `fetch_timeout`. `None` when no slot came free in time, or when the fetch, started late,
-/// was cut short by that deadline: the origin is not to blame, so the caller answers as
-/// unreachable for now without storing anything.
-pub(super) async fn fetch_here(inner: &Arc<Inner>, authority: &Authority) -> Option<Fetched> {
-    let start = tokio::time::Instant::now();
-    let deadline = crate::clock::deadline_after(start, inner.settings.load().fetch_timeout);
-    let slot = acquire_slot(inner, authority, deadline).await?;
-    fetch_with_slot(inner, authority, slot, start, deadline).await
-}
-
 /// A fetch slot for `authority` ([`super::slots`]: at most `max_concurrent_fetches` at once,
 /// `max_concurrent_fetches_per_host` to one host), or `None` when none came free by `deadline`.
 pub(super) async fn acquire_slot(
@@ -368,7 +355,7 @@ pub(super) async fn acquire_slot(
     slot
 }
 
-/// [`fetch_here`] with a fetch slot in hand, taken at `start`; the fetch must be done by
+/// robots.txt's fetch with a fetch slot in hand, taken at `start`; the fetch must be done by
 /// `deadline` when the slot came late ([`in_slot`]).
 pub(super) async fn fetch_with_slot(
     inner: &Arc<Inner>,
@@ -463,7 +450,7 @@ fn count(inner: &Inner, joined: Result<Fetched, tokio::task::JoinError>) -> Fetc
 /// A slot wait shorter than this leaves the fetch its whole `fetch_timeout`.
 const SLOT_WAIT_GRACE: Duration = Duration::from_millis(20);
 
-/// What requests are answered while no fetch could run ([`fetch_here`] gave `None`): the
+/// What requests are answered while no fetch could run (`FetchHere::fetch_here` gave `None`): the
 /// status table's "unreachable" row applied to `prev` (the earlier copy, or disallow all),
 /// due at once. Not stored, and not counted as a failure of the origin.
 pub(super) fn no_slot(

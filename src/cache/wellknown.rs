@@ -288,13 +288,7 @@ impl Inner {
         let (site, keep) = match through_fleet {
             Some(found) => found,
             None => {
-                let start = tokio::time::Instant::now();
-                let timeout = this.settings.load().fetch_timeout;
-                let deadline = crate::clock::deadline_after(start, timeout);
-                let answer = match Tdmrep::ticket(&this, &authority, deadline).await {
-                    Some(slot) => Tdmrep::fetch(&this, &authority, slot, start, deadline).await,
-                    None => None,
-                };
+                let answer = Tdmrep::fetch_here(&this, &authority).await;
                 let settings = this.settings.load();
                 let now = this.clock.now();
                 match answer {

@@ -194,11 +194,6 @@ impl<'x> Ledger<'x> {
         ControlFlow::Continue(report)
     }
 
-    /// The next record to write, in the order kept.
-    fn next(&mut self) -> Option<AuditRecord> {
-        self.kept.pop_front()
-    }
-
     /// The Log phase: counts the request (once) and writes every record kept, in order. With
     /// `audit.fsync = "always"` it waits for them ([`write_audit`]): the answer never
     /// goes before its records.
@@ -225,7 +220,7 @@ impl<'x> Ledger<'x> {
     }
 
     async fn write_each(&mut self) {
-        while let Some(record) = self.next() {
+        while let Some(record) = self.kept.pop_front() {
             write_audit(&self.shared.audit, record).await;
         }
     }
@@ -243,10 +238,7 @@ impl Drop for Ledger<'_> {
         if let Some(counted) = self.counted.take() {
             self.shared.metrics.count(counted, self.scheme);
         }
-        let mut kept = Vec::new();
-        while let Some(record) = self.next() {
-            kept.push(record);
-        }
+        let kept = std::mem::take(&mut self.kept);
         if kept.is_empty() {
             return;
         }

@@ -13,6 +13,7 @@ mod scripts;
 mod sealing;
 mod secrets;
 mod semantic_errors;
+mod shares;
 mod slots;
 mod stores;
 pub(crate) mod support;

@@ -84,6 +84,40 @@ impl Redis {
             .unwrap_or(0)
     }
 
+    /// From now on, keeps every command this server runs in its slow log (`SLOWLOG`, a
+    /// threshold of 0), up to 100,000.
+    pub fn log_every_command(&self) {
+        let mut c = self.connection();
+        let mut set = |name: &str, value: i64| {
+            redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query::<()>(&mut c).unwrap();
+        };
+        set("slowlog-max-len", 100_000);
+        set("slowlog-log-slower-than", -1);
+        redis::cmd("SLOWLOG").arg("RESET").query::<()>(&mut self.connection()).unwrap();
+        let mut c = self.connection();
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("slowlog-log-slower-than")
+            .arg(0)
+            .query::<()>(&mut c)
+            .unwrap();
+    }
+
+    /// The scripts run since [`Redis::log_every_command`] whose first key starts with
+    /// `first_key` (e.g. a site's pace key), oldest first: each one's arguments as the log kept
+    /// them (at most 32, `EVALSHA` and the script's hash included).
+    pub fn scripts_on(&self, first_key: &str) -> Vec<Vec<String>> {
+        type Entry = (i64, i64, i64, Vec<String>, String, String);
+        let log: Vec<Entry> =
+            redis::cmd("SLOWLOG").arg("GET").arg(-1).query(&mut self.connection()).unwrap();
+        log.into_iter()
+            .rev()
+            .map(|e| e.3)
+            .filter(|args| args.first().is_some_and(|c| c.eq_ignore_ascii_case("evalsha")))
+            .filter(|args| args.get(3).is_some_and(|k| k.starts_with(first_key)))
+            .collect()
+    }
+
     /// Starts it again on the same port (after [`Redis::stop`]), and waits until it answers.
     pub async fn restart(&mut self) {
         let child = Command::new("redis-server")

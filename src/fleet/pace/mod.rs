@@ -80,7 +80,9 @@ use crate::pacing::{
 };
 
 mod ledger;
+mod refill;
 mod scripts;
+mod share;
 mod slots;
 
 /// Added to `upstream.response_timeout` to make the lease of a concurrency slot
@@ -161,7 +163,7 @@ type Notices = moka::sync::Cache<String, Arc<Here>>;
 pub struct RedisPace {
     fleet: Arc<Fleet>,
     local: LocalPace,
-    reserve: Script,
+    reserve: Arc<Script>,
     begin: Script,
     /// [`scripts::GIVE_BACK`], shared with the give-back tasks.
     give_back: Arc<Script>,
@@ -179,6 +181,8 @@ pub struct RedisPace {
     notices: Arc<Notices>,
     /// The starts this instance reserved and made, put back when the store lost them.
     ledger: Arc<ledger::Ledger>,
+    /// Places of each site's pace reserved for this instance's next requests ([`share`]).
+    shares: Arc<share::Shares>,
 }
 
 /// What [`scripts::BEGIN`] said.
@@ -219,7 +223,7 @@ impl RedisPace {
         RedisPace {
             fleet,
             local: LocalPace::new(keep),
-            reserve: Script::new(scripts::RESERVE),
+            reserve: Arc::new(Script::new(scripts::RESERVE)),
             begin: Script::new(scripts::BEGIN),
             give_back: Arc::new(Script::new(scripts::GIVE_BACK)),
             slots,
@@ -233,6 +237,7 @@ impl RedisPace {
                 .build(),
             notices,
             ledger,
+            shares: Arc::new(share::Shares::new()),
         }
     }
 
@@ -266,25 +271,9 @@ impl RedisPace {
     /// run in Redis), gives back whatever it took or will take there, in the background until
     /// done or the lease has run out ([`scripts::GIVE_BACK`]): a slot nobody here holds would
     /// otherwise block the site fleet-wide for a whole lease (review-fleet N1).
-    fn forget(&self, keys: &Keys, member: &str) {
-        let script = self.give_back.clone();
-        let keys = Arc::new((
-            keys.slots.clone(),
-            keys.queue.clone(),
-            keys.gone.clone(),
-            keys.slotq.clone(),
-        ));
-        let member = Arc::new(member.to_owned());
-        let lease = millis(self.lease);
-        give_back(self.fleet.clone(), Instant::now() + self.lease, move |mut c| {
-            let (script, keys, member) = (script.clone(), keys.clone(), member.clone());
-            Box::pin(async move {
-                let mut invocation = script.prepare_invoke();
-                invocation.key(&keys.0).key(&keys.1).key(&keys.2).key(&keys.3);
-                invocation.arg(&*member).arg(lease);
-                invocation.invoke_async::<()>(&mut c).await
-            })
-        });
+    fn forget(&self, keys: &Keys, member: &str, shared: u32) {
+        let how = (self.fleet.clone(), self.give_back.clone(), self.lease);
+        forget(how, keys, member, shared);
     }
 
     fn slot(&self, keys: &Keys, member: &str) -> Box<dyn Send + Sync> {
@@ -295,21 +284,54 @@ impl RedisPace {
         let PaceAsk { authority, lane, limits } = ask;
         let arrival = Instant::now();
         let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
-        let member = self.unique();
         let site = &self.fleet.keys;
-        let keys = Keys {
-            pace: site.site("pace", authority, ""),
-            queue: site.site("queue", authority, &lane_suffix(lane)),
-            slots: site.site("slots", authority, ""),
-            gone: site.site("gone", authority, &format!("|{member}")),
-            slotq: site.site("slotq", authority, ""),
-        };
+        let (pace, slots_key) =
+            (site.site("pace", authority, ""), site.site("slots", authority, ""));
         let slots = limits.concurrency.unwrap_or(0);
         let one_way = self.fleet.round_trip().min(self.fleet.timeout) / 2;
         let spacing = Spacing {
             interval: limits.interval.map_or(0, |i| micros(with_margin(i, one_way))),
             line: lane.map_or(0, |l| l.line),
             delay: lane.map_or(0, |l| micros(with_margin(l.delay, one_way))),
+        };
+        // A place of this instance's share, when the pace is finer than the tick ([`share`]).
+        let (mut want, mut refill) = (0, None);
+        if spacing.shares(slots) {
+            let mut looked = 0;
+            loop {
+                let mut taken = self.shares.take(&pace, (spacing.interval, slots), looked);
+                if slots > 0 {
+                    self.slots.unused(&slots_key, &pace, taken.expired());
+                }
+                match taken {
+                    share::Taken::Place { member, ahead, .. } => {
+                        let slot = (slots > 0)
+                            .then(|| Box::new(self.slots.hold(&slots_key, &pace, &member)) as _);
+                        if let Some((want, refill)) = ahead {
+                            let sizes = (spacing, slots, want);
+                            self.refill_ahead(refill, authority, (&pace, &slots_key), sizes);
+                        }
+                        return Ok(Admission { waited: false, slot });
+                    }
+                    share::Taken::Wait { refilled, .. } => {
+                        share::refilled(refilled, self.fleet.timeout).await;
+                        looked += 1;
+                    }
+                    share::Taken::Refill { want: asked, refill: r, .. } => {
+                        (want, refill) = (asked, Some(r));
+                        break;
+                    }
+                    share::Taken::Alone { .. } => break,
+                }
+            }
+        }
+        let member = self.unique();
+        let keys = Keys {
+            pace,
+            queue: site.site("queue", authority, &lane_suffix(lane)),
+            slots: slots_key,
+            gone: site.site("gone", authority, &format!("|{member}")),
+            slotq: site.site("slotq", authority, ""),
         };
         let (floor_rate, floor_lane) = self.ledger.floors(&keys.pace, &spacing);
         let mut invocation = spacing.invocation(&self.reserve, &keys);
@@ -323,22 +345,33 @@ impl RedisPace {
             .arg(micros(QUEUE_LAPSE))
             .arg(floor_rate)
             .arg(floor_lane)
-            .arg(micros(crate::pacing::TICK));
-        let reserved: Result<(String, u64, String, u64, u64), _> =
+            .arg(micros(crate::pacing::TICK))
+            .arg(want);
+        let reserved: Result<(String, u64, String, u64, u64, u32), _> =
             self.fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
-        let (verdict, wait, bound, waiting, now) = match reserved {
+        let (verdict, wait, bound, waiting, now, extra) = match reserved {
             Ok(r) => r,
             Err(_) => {
-                self.forget(&keys, &member);
+                drop(refill);
+                self.forget(&keys, &member, want);
                 return self.without_fleet(ask, &keys, &spacing).await;
             }
         };
-        self.ledger.measured(now, Instant::now(), one_way);
+        let received = Instant::now();
+        self.ledger.measured(now, received, one_way);
         match verdict.as_str() {
-            "go" => self.ledger.wrote(&keys.pace, &spacing, now, true),
+            "go" => {
+                let last = now.saturating_add(u64::from(extra).saturating_mul(spacing.interval));
+                self.ledger.wrote(&keys.pace, &spacing, last, true);
+                if let Some(refill) = refill.take() {
+                    self.keep_share(refill, (&keys, &member), slots, (extra, received), false);
+                }
+            }
             "wait" => self.ledger.wrote(&keys.pace, &spacing, now.saturating_add(wait), false),
             _ => {}
         }
+        // The requests waiting for this call's places look now, whatever it brought.
+        drop(refill);
         let wait = Duration::from_micros(wait);
         let bound = match bound.as_str() {
             "rate" => Some(Bound::Rate),
@@ -416,7 +449,7 @@ impl RedisPace {
                 // call may still take in Redis is given back.
                 Err(()) => {
                     queued.key = None;
-                    self.forget(&keys, &member);
+                    self.forget(&keys, &member, 0);
                     return self.without_fleet(ask, &keys, &spacing).await;
                 }
             }
@@ -493,6 +526,7 @@ fn lane_suffix(lane: Option<Lane>) -> String {
 }
 
 /// The spacings of one request, as the scripts take them (microseconds, margins added).
+#[derive(Clone, Copy)]
 struct Spacing {
     interval: u64,
     line: u32,
@@ -500,6 +534,15 @@ struct Spacing {
 }
 
 impl Spacing {
+    /// Whether a request of these spacings (and `slots`, its site's concurrency limit) may take
+    /// a place of this instance's share ([`share`]): no Crawl-delay, and a rate finer than the
+    /// timer's tick, or a concurrency limit and no rate.
+    fn shares(&self, slots: usize) -> bool {
+        self.delay == 0
+            && self.interval < micros(crate::pacing::TICK)
+            && (self.interval > 0 || slots > 0)
+    }
+
     /// An invocation of `script` (RESERVE or BEGIN) with what both take first: the
     /// authority's keys, then the spacings.
     fn invocation<'a>(&self, script: &'a Script, keys: &Keys) -> redis::ScriptInvocation<'a> {
@@ -582,6 +625,29 @@ impl Drop for Queued {
             Box::pin(async move { pipe.query_async::<()>(&mut c).await })
         });
     }
+}
+
+/// [`RedisPace::forget`], for a task that holds no `RedisPace`: the fleet, the
+/// [`scripts::GIVE_BACK`] script and the slot lease.
+fn forget(
+    (fleet, script, lease): (Arc<Fleet>, Arc<Script>, Duration),
+    keys: &Keys,
+    member: &str,
+    shared: u32,
+) {
+    let keys =
+        Arc::new((keys.slots.clone(), keys.queue.clone(), keys.gone.clone(), keys.slotq.clone()));
+    let member = Arc::new(member.to_owned());
+    let lease_ms = millis(lease);
+    give_back(fleet, Instant::now() + lease, move |mut c| {
+        let (script, keys, member) = (script.clone(), keys.clone(), member.clone());
+        Box::pin(async move {
+            let mut invocation = script.prepare_invoke();
+            invocation.key(&keys.0).key(&keys.1).key(&keys.2).key(&keys.3);
+            invocation.arg(&*member).arg(lease_ms).arg(shared);
+            invocation.invoke_async::<()>(&mut c).await
+        })
+    });
 }
 
 /// The first pause before giving something back again, doubled each time up to a second.

@@ -17,16 +17,23 @@
 /// ([`GIVE_BACK`]), the slot queue. ARGV: interval, lane line, delay, max_wait, queue_limit,
 /// member, keep (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait,
 /// the instance's own next starts of the rate and of the lane (floors, `ledger`: 0 for none),
-/// the timer's tick (`pacing::TICK`).
+/// the timer's tick (`pacing::TICK`), how many more places the instance asks for (its share,
+/// [`super::share`]: 0 for none).
 ///
 /// `Schedule::reserve`: `start = max(now, rate, lane)`; refuses a wait past `max_wait`, and a
 /// request that would wait (for its start, or for a slot: none free now, or requests of the
 /// fleet already wait for one in the slot queue, first come first served) when `queue_limit`
 /// of its group wait already. A request that need not wait starts at once: it takes its slot and is
 /// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
-/// Returns `{verdict, wait, bound, waiting, now}` (`waiting` is 0 for `go`; `now`, Redis's
-/// clock); `gone`, changing nothing, when the instance already gave the member back (the call
-/// timed out there).
+/// Returns `{verdict, wait, bound, waiting, now, extra}` (`waiting` is 0 for `go`; `now`,
+/// Redis's clock); `gone`, changing nothing, when the instance already gave the member back
+/// (the call timed out there).
+///
+/// A request that goes, with no Crawl-delay, at a rate finer than the tick (or with a
+/// concurrency limit and no rate) also reserves up to `want` more places for the instance's
+/// next requests (its share, [`super::share`]): the next places of the rate that fall within a
+/// tick of now, each with its slot (`<member>/1`, `<member>/2`, ...), at most half of the slots
+/// still free; `extra` says how many it took.
 ///
 /// A rate finer than the timer (`interval` under `tick`) that puts the start less than a tick
 /// ahead does not make the request wait (`pacing::TICK`): it goes at once in the place it
@@ -41,7 +48,7 @@
 /// only when the request would join it. A site whose limits do not bind costs Redis a few
 /// commands per request.
 pub(super) const RESERVE: &str = r"
-if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0, 0} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0, 0, 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
@@ -65,7 +72,7 @@ if delay > 0 then
   if n > start or (n == start and bound ~= '') then start = n; bound = 'crawl_delay' end
 end
 local wait = start - now
-if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0, now} end
+if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0, now, 0} end
 local tick = tonumber(ARGV[13])
 if bound == 'rate' and interval < tick and wait < tick then bound = ''; wait = 0 end
 local free = true
@@ -84,24 +91,35 @@ local waiting = 0
 if bound ~= '' or not free then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   waiting = redis.call('ZCARD', KEYS[2])
-  if waiting >= queue_limit then return {'queue_full', wait, bound, waiting, now} end
+  if waiting >= queue_limit then return {'queue_full', wait, bound, waiting, now, 0} end
 end
-if interval > 0 then redis.call('HSET', KEYS[1], 'rate', start + interval) end
+local go = bound == '' and free
+local extra = 0
+if go and delay == 0 and interval < tick and (interval > 0 or slots > 0) then
+  extra = tonumber(ARGV[14])
+  if interval > 0 then extra = math.min(extra, math.floor((now + tick - 1 - start) / interval)) end
+  if slots > 0 then
+    extra = math.min(extra, math.floor((slots - redis.call('ZCARD', KEYS[3]) - 1) / 2))
+  end
+  if extra < 0 then extra = 0 end
+end
+if interval > 0 then redis.call('HSET', KEYS[1], 'rate', start + (extra + 1) * interval) end
 if delay > 0 then redis.call('HSET', KEYS[1], lane, start + delay) end
 redis.call('PEXPIRE', KEYS[1], keep_ms)
-if bound == '' and free then
-  if interval > 0 then redis.call('HSET', KEYS[1], 'last:rate', start) end
+if go then
+  if interval > 0 then redis.call('HSET', KEYS[1], 'last:rate', start + extra * interval) end
   if delay > 0 then redis.call('HSET', KEYS[1], 'last:' .. lane, start) end
   if slots > 0 then
     redis.call('ZADD', KEYS[3], now + lease, member)
+    for i = 1, extra do redis.call('ZADD', KEYS[3], now + lease, member .. '/' .. i) end
     local ttl = math.floor(lease / 1000) + 1000
     if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   end
-  return {'go', 0, '', waiting, now}
+  return {'go', 0, '', waiting, now, extra}
 end
 redis.call('ZADD', KEYS[2], now + max_wait + lapse, member)
 redis.call('PEXPIRE', KEYS[2], keep_ms)
-return {'wait', wait, bound, waiting, now}
+return {'wait', wait, bound, waiting, now, 0}
 ";
 
 /// KEYS: pace, queue (of the request's group), slots, the member's give-back mark, the slot
@@ -221,7 +239,8 @@ return 1
 ";
 
 /// KEYS: slots, queue, the member's give-back mark, the slot queue. ARGV: member, how long the
-/// mark lasts (ms: the slot lease). What a RESERVE or BEGIN that timed out on the instance may
+/// mark lasts (ms: the slot lease), how many places of a share it asked for (their slots go
+/// too). What a RESERVE or BEGIN that timed out on the instance may
 /// still have taken in Redis (it was sent, and runs when Redis gets to it): the member's slot,
 /// queue place and slot-queue place are given back, and the mark makes a RESERVE or BEGIN of
 /// that member that runs only later take nothing (`gone`). The mark lapses with the lease: no call of that member can
@@ -229,6 +248,7 @@ return 1
 pub(super) const GIVE_BACK: &str = r"
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
 redis.call('ZREM', KEYS[1], ARGV[1])
+for i = 1, tonumber(ARGV[3]) do redis.call('ZREM', KEYS[1], ARGV[1] .. '/' .. i) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 return 1

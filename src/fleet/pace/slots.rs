@@ -88,6 +88,17 @@ impl Slots {
         self.held_as(key, pace, member, false)
     }
 
+    /// Gives back the slots `members` of `key` (places of a share nobody used, [`super::share`]),
+    /// with the others of the moment.
+    pub(super) fn unused(&self, key: &str, pace: &str, members: Vec<String>) {
+        let lapses = Instant::now() + self.lease;
+        for member in members {
+            let keys = (key.to_owned(), pace.to_owned());
+            // Fails only once the task has ended (the runtime is going away): the slot lapses.
+            let _ = self.freed.send(Freed { keys, member, lapses });
+        }
+    }
+
     fn held_as(self: &Arc<Self>, key: &str, pace: &str, member: &str, shared: bool) -> Slot {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (key, member) = (key.to_owned(), member.to_owned());

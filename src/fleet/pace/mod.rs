@@ -295,20 +295,20 @@ impl RedisPace {
             delay: lane.map_or(0, |l| micros(with_margin(l.delay, one_way))),
         };
         // A place of this instance's share, when the pace is finer than the tick ([`share`]).
-        let (mut want, mut refill) = (0, None);
+        let (mut asked, mut refill) = (share::Ask { starts: 0, slots: 0 }, None);
         if spacing.shares(slots) {
             let mut looked = 0;
             loop {
                 let mut taken = self.shares.take(&pace, (spacing.interval, slots), looked);
-                if slots > 0 {
-                    self.slots.unused(&slots_key, &pace, taken.expired());
-                }
+                self.slots.unused(&slots_key, &pace, taken.expired());
                 match taken {
-                    share::Taken::Place { member, ahead, .. } => {
-                        let slot = (slots > 0)
-                            .then(|| Box::new(self.slots.hold(&slots_key, &pace, &member)) as _);
-                        if let Some((want, refill)) = ahead {
-                            let sizes = (spacing, slots, want);
+                    share::Taken::Place { slot, site, ahead, .. } => {
+                        let slot = slot.map(|p| {
+                            let held = (p.member, p.renewed);
+                            Box::new(self.slots.hold_in(&slots_key, &pace, held, site)) as _
+                        });
+                        if let Some((ask, refill)) = ahead {
+                            let sizes = (spacing, slots, ask);
                             self.refill_ahead(refill, authority, (&pace, &slots_key), sizes);
                         }
                         return Ok(Admission { waited: false, slot });
@@ -317,8 +317,8 @@ impl RedisPace {
                         share::refilled(refilled, self.fleet.timeout).await;
                         looked += 1;
                     }
-                    share::Taken::Refill { want: asked, refill: r, .. } => {
-                        (want, refill) = (asked, Some(r));
+                    share::Taken::Refill { ask, refill: r, .. } => {
+                        (asked, refill) = (ask, Some(r));
                         break;
                     }
                     share::Taken::Alone { .. } => break,
@@ -346,14 +346,15 @@ impl RedisPace {
             .arg(floor_rate)
             .arg(floor_lane)
             .arg(micros(crate::pacing::TICK))
-            .arg(want);
-        let reserved: Result<(String, u64, String, u64, u64, u32), _> =
+            .arg(asked.starts)
+            .arg(asked.slots);
+        let reserved: Result<Reserved, _> =
             self.fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
-        let (verdict, wait, bound, waiting, now, extra) = match reserved {
+        let (verdict, wait, bound, waiting, now, extra, more, room) = match reserved {
             Ok(r) => r,
             Err(_) => {
                 drop(refill);
-                self.forget(&keys, &member, want);
+                self.forget(&keys, &member, asked.slots);
                 return self.without_fleet(ask, &keys, &spacing).await;
             }
         };
@@ -364,7 +365,10 @@ impl RedisPace {
                 let last = now.saturating_add(u64::from(extra).saturating_mul(spacing.interval));
                 self.ledger.wrote(&keys.pace, &spacing, last, true);
                 if let Some(refill) = refill.take() {
-                    self.keep_share(refill, (&keys, &member), slots, (extra, received), false);
+                    let slots = (1..=more).map(|i| format!("{member}/{i}")).collect();
+                    let brought =
+                        share::Brought { starts: extra, slots, received, room: room == 1 };
+                    self.keep_share(refill, &keys, brought);
                 }
             }
             "wait" => self.ledger.wrote(&keys.pace, &spacing, now.saturating_add(wait), false),
@@ -380,7 +384,14 @@ impl RedisPace {
         };
         match verdict.as_str() {
             "go" => {
-                let slot = (slots > 0).then(|| self.slot(&keys, &member));
+                let site = spacing.shares(slots).then(|| self.shares.site(&keys.pace)).flatten();
+                let slot = match site {
+                    Some(site) if slots > 0 => {
+                        let held = (member, received);
+                        Some(Box::new(self.slots.hold_in(&keys.slots, &keys.pace, held, site)) as _)
+                    }
+                    _ => (slots > 0).then(|| self.slot(&keys, &member)),
+                };
                 return Ok(Admission { waited: false, slot });
             }
             "wait" => {}
@@ -502,6 +513,10 @@ impl RedisPace {
         })
     }
 }
+
+/// What [`scripts::RESERVE`] answers: verdict, wait, bound, waiting, Redis's clock, and the
+/// starts, slots and room of a share.
+type Reserved = (String, u64, String, u64, u64, u32, u32, u32);
 
 /// The keys of one authority, with the queue of the request's group.
 struct Keys {

@@ -17,23 +17,26 @@
 /// ([`GIVE_BACK`]), the slot queue. ARGV: interval, lane line, delay, max_wait, queue_limit,
 /// member, keep (ms), most slots (0: no limit), slot lease, queue member's lapse after max_wait,
 /// the instance's own next starts of the rate and of the lane (floors, `ledger`: 0 for none),
-/// the timer's tick (`pacing::TICK`), how many more places the instance asks for (its share,
-/// [`super::share`]: 0 for none).
+/// the timer's tick (`pacing::TICK`), how many more starts and slots the instance asks for
+/// (its share, [`super::share`]: 0 for none).
 ///
 /// `Schedule::reserve`: `start = max(now, rate, lane)`; refuses a wait past `max_wait`, and a
 /// request that would wait (for its start, or for a slot: none free now, or requests of the
 /// fleet already wait for one in the slot queue, first come first served) when `queue_limit`
 /// of its group wait already. A request that need not wait starts at once: it takes its slot and is
 /// recorded as begun (`go`), in this one call. Any other joins the queue (`wait`).
-/// Returns `{verdict, wait, bound, waiting, now, extra}` (`waiting` is 0 for `go`; `now`,
-/// Redis's clock); `gone`, changing nothing, when the instance already gave the member back
-/// (the call timed out there).
+/// Returns `{verdict, wait, bound, waiting, now, starts, slots, room}` (`waiting` is 0 for
+/// `go`; `now`, Redis's clock); `gone`, changing nothing, when the instance already gave the
+/// member back (the call timed out there).
 ///
 /// A request that goes, with no Crawl-delay, at a rate finer than the tick (or with a
-/// concurrency limit and no rate) also reserves up to `want` more places for the instance's
-/// next requests (its share, [`super::share`]): the next places of the rate that fall within a
-/// tick of now, each with its slot (`<member>/1`, `<member>/2`, ...), at most half of the slots
-/// still free; `extra` says how many it took.
+/// concurrency limit and no rate) also reserves more for the instance's next requests (its
+/// share, [`super::share`]): up to `want` more starts, the next places of the rate that fall
+/// within a tick of now, and up to `slots_wanted` more slots (`<member>/1`, `<member>/2`, ...),
+/// at most half of those still free; no more starts than can have a slot (those of the
+/// instance's pool, `want - slots_wanted`, and those taken now). `starts` and `slots` say how
+/// many it took; `room` is 1 when at most half the limit is held after it (the instance may
+/// keep slots whose requests ended for its next, [`super::share::ROOMY`]).
 ///
 /// A rate finer than the timer (`interval` under `tick`) that puts the start less than a tick
 /// ahead does not make the request wait (`pacing::TICK`): it goes at once in the place it
@@ -48,7 +51,7 @@
 /// only when the request would join it. A site whose limits do not bind costs Redis a few
 /// commands per request.
 pub(super) const RESERVE: &str = r"
-if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0, 0, 0} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'gone', 0, '', 0, 0, 0, 0, 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
@@ -72,7 +75,7 @@ if delay > 0 then
   if n > start or (n == start and bound ~= '') then start = n; bound = 'crawl_delay' end
 end
 local wait = start - now
-if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0, now, 0} end
+if bound ~= '' and wait > max_wait then return {'too_long', wait, bound, 0, now, 0, 0, 0} end
 local tick = tonumber(ARGV[13])
 if bound == 'rate' and interval < tick and wait < tick then bound = ''; wait = 0 end
 local free = true
@@ -91,17 +94,23 @@ local waiting = 0
 if bound ~= '' or not free then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   waiting = redis.call('ZCARD', KEYS[2])
-  if waiting >= queue_limit then return {'queue_full', wait, bound, waiting, now, 0} end
+  if waiting >= queue_limit then return {'queue_full', wait, bound, waiting, now, 0, 0, 0} end
 end
 local go = bound == '' and free
-local extra = 0
+local extra, more, room = 0, 0, 0
 if go and delay == 0 and interval < tick and (interval > 0 or slots > 0) then
-  extra = tonumber(ARGV[14])
-  if interval > 0 then extra = math.min(extra, math.floor((now + tick - 1 - start) / interval)) end
-  if slots > 0 then
-    extra = math.min(extra, math.floor((slots - redis.call('ZCARD', KEYS[3]) - 1) / 2))
+  if interval > 0 then
+    extra = math.min(tonumber(ARGV[14]), math.floor((now + tick - 1 - start) / interval))
   end
-  if extra < 0 then extra = 0 end
+  if slots > 0 then
+    local held = redis.call('ZCARD', KEYS[3])
+    more = math.max(0, math.min(tonumber(ARGV[15]), math.floor((slots - held - 1) / 2)))
+    if (held + 1 + more) * 2 <= slots then room = 1 end
+    if interval > 0 then
+      extra = math.min(extra, more + tonumber(ARGV[14]) - tonumber(ARGV[15]))
+    end
+  end
+  extra = math.max(0, extra)
 end
 if interval > 0 then redis.call('HSET', KEYS[1], 'rate', start + (extra + 1) * interval) end
 if delay > 0 then redis.call('HSET', KEYS[1], lane, start + delay) end
@@ -110,16 +119,20 @@ if go then
   if interval > 0 then redis.call('HSET', KEYS[1], 'last:rate', start + extra * interval) end
   if delay > 0 then redis.call('HSET', KEYS[1], 'last:' .. lane, start) end
   if slots > 0 then
-    redis.call('ZADD', KEYS[3], now + lease, member)
-    for i = 1, extra do redis.call('ZADD', KEYS[3], now + lease, member .. '/' .. i) end
+    local add = {now + lease, member}
+    for i = 1, more do
+      add[#add + 1] = now + lease
+      add[#add + 1] = member .. '/' .. i
+    end
+    redis.call('ZADD', KEYS[3], unpack(add))
     local ttl = math.floor(lease / 1000) + 1000
     if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   end
-  return {'go', 0, '', waiting, now, extra}
+  return {'go', 0, '', waiting, now, extra, more, room}
 end
 redis.call('ZADD', KEYS[2], now + max_wait + lapse, member)
 redis.call('PEXPIRE', KEYS[2], keep_ms)
-return {'wait', wait, bound, waiting, now, 0}
+return {'wait', wait, bound, waiting, now, 0, 0, 0}
 ";
 
 /// KEYS: pace, queue (of the request's group), slots, the member's give-back mark, the slot

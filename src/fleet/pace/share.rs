@@ -1,29 +1,35 @@
-//! A site's share: starts (and their slots) that one `RESERVE` took for this instance's next
-//! requests, where the pace is finer than the timer, so that most requests of a busy site
+//! A site's share: starts and concurrency slots that one `RESERVE` took for this instance's
+//! next requests, where the pace is finer than the timer, so that most requests of a busy site
 //! need no call to Redis (issue 40, Speed).
 //!
 //! Where a site's rate is finer than the timer's tick (`pacing::TICK`) and its request needs
 //! no Crawl-delay, a start less than a tick ahead goes at once in its reserved place (the
 //! schedule's rule, and `RESERVE`'s). So a `RESERVE` that lets its request go may reserve, in
-//! the same call, the next places of the rate that also fall within that tick, each with a
-//! concurrency slot when the site has a limit ([`super::scripts::RESERVE`], its `want`): the
-//! request that made the call goes, and the next requests of this instance take one of those
-//! places each, with no call of their own. What that keeps and what it gives up:
+//! the same call, the next places of the rate that also fall within that tick, and slots for
+//! them when the site has a concurrency limit ([`super::scripts::RESERVE`], `want` and
+//! `slots_wanted`): the request that made the call goes, and the next requests of this
+//! instance take a start and a slot each from the share, with no call of their own. A slot
+//! whose request ended goes back to the share's pool rather than to Redis, while the fleet had
+//! room at its last call ([`ROOMY`]), and serves the next request. What that keeps and what it
+//! gives up:
 //!
-//! * **The rate, over any span, as before:** every place is reserved in Redis one spacing
-//!   after the last, on Redis's clock, whoever uses it; a place goes at most a tick early (as
+//! * **The rate, over any span, as before:** every start is reserved in Redis one spacing
+//!   after the last, on Redis's clock, whoever uses it; a start goes at most a tick early (as
 //!   any start finer than the tick does) and at most a tick late ([`SHARE_LIFE`]), so a tick
 //!   is still the only slack, as it was.
-//! * **The concurrency of the fleet, exactly:** each place comes with its slot, held in Redis
-//!   from the call on; a share never takes more than half of the slots still free, and none
-//!   while a request of the fleet waits for one (`slotq`), so no instance's request waits
-//!   behind slots another instance holds unused.
-//! * **What a share loses:** a place nobody here used within its life is not given back (a
-//!   later place may have been reserved after it): the site's pace forgoes at most a tick of
-//!   its rate per share left unused. Its slot is given back ([`Shares::expire`], one task per
-//!   share). How many places a share asks for follows this instance's demand: twice as many
-//!   when the last share was used up within its life, as many fewer as went unused
-//!   otherwise ([`MOST`] at most, and never more than fit in a tick of the rate).
+//! * **The concurrency of the fleet, exactly:** every slot of the pool is held in Redis, in use
+//!   or not; a share never takes more than half of the slots still free, and none while a
+//!   request of the fleet waits for one (`slotq`); a slot goes back to the pool only within
+//!   [`ROOMY`] of a call that found at most half the limit held and nobody waiting, and leaves
+//!   it for Redis after [`ROOMY`] unused. So a request of another instance waits behind slots
+//!   this one keeps for at most twice [`ROOMY`], and only when the site filled from half to
+//!   full within it.
+//! * **What a share loses:** a start nobody here used within its life is not given back (a
+//!   later start may have been reserved after it): the site's pace forgoes at most a tick of
+//!   its rate per share left unused. How many starts a share asks for follows this instance's
+//!   demand: half as many again when it runs low within their life (then a refill goes ahead
+//!   of need, off any request's path), twice as many when it ran out, as many fewer as went
+//!   unused ([`MOST`] at most, and never more than fit in a tick of the rate).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
@@ -34,30 +40,40 @@ use tokio::time::Instant;
 
 use crate::pacing::TICK;
 
-/// The most places one share asks for.
+/// The most starts one share asks for.
 pub(super) const MOST: u32 = 64;
 
 /// How many refills a request waits for before it makes its own call (asking for no places).
 pub(super) const MOST_LOOKS: u32 = 3;
 
-/// How long a place of a share may be used after the answer that brought it: a tick (all its
-/// places were within a tick of Redis's clock when it was reserved).
+/// How long a start of a share may be used after the answer that brought it: a tick (all its
+/// starts were within a tick of Redis's clock when they were reserved).
 pub(super) const SHARE_LIFE: Duration = TICK;
 
-/// One place of a share: its member (its slot's name in Redis) and until when it may be used.
-struct Place {
-    member: String,
+/// How long after a call that found room (at most half the site's limit held, nobody waiting
+/// for a slot) a slot whose request ended may go back to the pool instead of to Redis, and
+/// how long a slot waits in the pool for a request.
+pub(super) const ROOMY: Duration = Duration::from_millis(10);
+
+/// A slot of the pool: its member (its name in Redis), when it was taken or last renewed in
+/// Redis, and until when it may wait for a request ([`ROOMY`] after it came to the pool).
+pub(super) struct Pooled {
+    pub(super) member: String,
+    pub(super) renewed: Instant,
     until: Instant,
 }
 
 /// One site's share, for one set of parameters (a reload that changes the rate or the limit
-/// leaves the old places to expire).
+/// leaves the old share to expire).
 #[derive(Default)]
 pub(super) struct Share {
     interval: u64,
     slots: usize,
-    places: VecDeque<Place>,
-    /// How many places the next `RESERVE` asks for.
+    /// Until when each start may be used.
+    starts: VecDeque<Instant>,
+    /// Slots held in Redis that no request uses.
+    pool: VecDeque<Pooled>,
+    /// How many starts the next `RESERVE` asks for.
     want: u32,
     /// When the last places arrived.
     last: Option<Instant>,
@@ -67,21 +83,62 @@ pub(super) struct Share {
     waiting: u32,
     /// How many waited for the last refill: the next asks for at least as many.
     seen: u32,
+    /// Until when a slot whose request ended may go back to the pool ([`ROOMY`]).
+    roomy_until: Option<Instant>,
+    /// Whether a task gives back the pool's slots that outlive their life.
+    swept: bool,
 }
 
 impl Share {
-    /// Takes out the places past their life (their slots to give back) and adjusts `want`.
+    /// Takes out the starts and pooled slots past their life (the slots to give back) and
+    /// adjusts `want` by the starts unused.
     fn expire(&mut self, now: Instant) -> Vec<String> {
+        let mut unused = 0u32;
+        while self.starts.front().is_some_and(|until| *until <= now) {
+            self.starts.pop_front();
+            unused = unused.saturating_add(1);
+        }
+        self.want = self.want.saturating_sub(unused);
         let mut gone = Vec::new();
-        while self.places.front().is_some_and(|p| p.until <= now) {
-            if let Some(p) = self.places.pop_front() {
+        while self.pool.front().is_some_and(|p| p.until <= now) {
+            if let Some(p) = self.pool.pop_front() {
                 gone.push(p.member);
             }
         }
-        let unused = u32::try_from(gone.len()).unwrap_or(u32::MAX);
-        self.want = self.want.saturating_sub(unused);
         gone
     }
+
+    /// Whether a request finds what it needs: a start (with a rate) and a slot (with a limit).
+    fn has_place(&self) -> bool {
+        (self.interval == 0 || !self.starts.is_empty())
+            && (self.slots == 0 || !self.pool.is_empty())
+    }
+
+    /// How many requests the share has places for.
+    fn places(&self) -> usize {
+        match (self.interval > 0, self.slots > 0) {
+            (true, true) => self.starts.len().min(self.pool.len()),
+            (true, false) => self.starts.len(),
+            _ => self.pool.len(),
+        }
+    }
+
+    /// What a refill asks for: `want` starts, and slots for those the pool cannot serve.
+    fn ask(&self) -> Ask {
+        let slots = if self.slots > 0 {
+            self.want.saturating_sub(u32::try_from(self.pool.len()).unwrap_or(u32::MAX))
+        } else {
+            0
+        };
+        Ask { starts: self.want, slots }
+    }
+}
+
+/// What a refill asks `RESERVE` for, beside its own request's start and slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Ask {
+    pub(super) starts: u32,
+    pub(super) slots: u32,
 }
 
 /// A site's share and the notice that a refill ended.
@@ -91,19 +148,24 @@ pub(super) struct Site {
     refilled: watch::Sender<u64>,
 }
 
-/// What a request finds in its site's share. Each carries the members of places that passed
-/// their life unused, whose slots are to be given back.
+/// What a request finds in its site's share. Each carries the members of pooled slots that
+/// outlived their life, to be given back to Redis.
 pub(super) enum Taken {
-    /// A place: its member; `ahead`, when the share runs low and no refill is under way: a
-    /// refill to make off the request's path (how many places to ask for, with the call's
-    /// own), so that the next requests find places still.
-    Place { member: String, ahead: Option<(u32, Refill)>, expired: Vec<String> },
+    /// A place: its slot from the pool (with a limit); `ahead`, when the share runs low and no
+    /// refill is under way: a refill to make off the request's path, so that the next requests
+    /// find places still.
+    Place {
+        slot: Option<Pooled>,
+        site: Weak<Site>,
+        ahead: Option<(Ask, Refill)>,
+        expired: Vec<String>,
+    },
     /// None left, and another request's `RESERVE` is bringing more: wait for it, then look
     /// again.
     Wait { refilled: watch::Receiver<u64>, expired: Vec<String> },
-    /// None: this request's `RESERVE` asks for `want` places, and the others wait for it until
+    /// None: this request's `RESERVE` asks for `ask`, and the others wait for it until
     /// `refill` is dropped or given to [`Shares::put`].
-    Refill { want: u32, refill: Refill, expired: Vec<String> },
+    Refill { ask: Ask, refill: Refill, expired: Vec<String> },
     /// None, and this request asks for none (it waited for [`MOST_LOOKS`] refills already, and
     /// another is under way).
     Alone { expired: Vec<String> },
@@ -131,6 +193,15 @@ impl Drop for Refill {
     }
 }
 
+/// What a refill brought: `starts` more starts, `slots` more slots (their members), taken when
+/// Redis's answer came (`received`); `room`: the site had room then ([`ROOMY`]).
+pub(super) struct Brought {
+    pub(super) starts: u32,
+    pub(super) slots: Vec<String>,
+    pub(super) received: Instant,
+    pub(super) room: bool,
+}
+
 /// Every site's share, by pace key.
 pub(super) struct Shares {
     sites: moka::sync::Cache<String, Arc<Site>>,
@@ -148,9 +219,10 @@ impl Shares {
 
     /// A place of the share of `pace` (taken with these parameters), if one is left within its
     /// life; otherwise whether to wait for a refill under way, or to refill. `looked`: how
-    /// many refills the request waited for already (after [`MOST_LOOKS`], it waits no more). A refill asks for
-    /// twice as many as the last when those were used up within their life, as many fewer
-    /// as went unused otherwise, and at least as many as waited for the last.
+    /// many refills the request waited for already (after [`MOST_LOOKS`], it waits no more).
+    /// A refill asks for twice as many starts as the last when those ran out within their
+    /// life, as many fewer as went unused, and at least as many as waited for the last; one
+    /// goes ahead, asking for half as many again, when fewer than half are left.
     pub(super) fn take(&self, pace: &str, (interval, slots): (u64, usize), looked: u32) -> Taken {
         let now = Instant::now();
         let site = self.sites.get_with_by_ref(pace, || {
@@ -162,23 +234,28 @@ impl Shares {
         let mut share = crate::sync::lock(&site.share);
         let mut expired = share.expire(now);
         if share.interval != interval || share.slots != slots {
-            expired.extend(share.places.drain(..).map(|p| p.member));
+            share.starts.clear();
+            expired.extend(share.pool.drain(..).map(|p| p.member));
             share.interval = interval;
             share.slots = slots;
         }
         if looked > 0 {
             share.waiting = share.waiting.saturating_sub(1);
         }
-        if let Some(place) = share.places.pop_front() {
-            let left = u32::try_from(share.places.len()).unwrap_or(u32::MAX);
+        if share.has_place() {
+            if interval > 0 {
+                share.starts.pop_front();
+            }
+            let slot = if slots > 0 { share.pool.pop_front() } else { None };
+            let left = u32::try_from(share.places()).unwrap_or(u32::MAX);
             let mut ahead = None;
             if !share.refilling && share.want >= 2 && left.saturating_mul(2) < share.want {
                 // Running low within their life: demand keeps up with the share, which grows.
                 share.want = share.want.saturating_add(share.want / 2).max(share.seen).min(MOST);
                 share.refilling = true;
-                ahead = Some((share.want, Refill(site.clone())));
+                ahead = Some((share.ask(), Refill(site.clone())));
             }
-            return Taken::Place { member: place.member, ahead, expired };
+            return Taken::Place { slot, site: Arc::downgrade(&site), ahead, expired };
         }
         if share.refilling {
             if looked >= MOST_LOOKS {
@@ -187,32 +264,76 @@ impl Shares {
             share.waiting = share.waiting.saturating_add(1);
             return Taken::Wait { refilled: site.refilled.subscribe(), expired };
         }
-        // Used up: within its life, demand is ahead of the share; after, it kept pace.
+        // Ran out: within their life, demand is ahead of the share; after, it kept pace.
         let lately = share.last.is_some_and(|l| now.saturating_duration_since(l) < SHARE_LIFE * 2);
         if expired.is_empty() && lately {
             share.want = share.want.saturating_mul(2);
         }
         share.want = share.want.max(share.seen).clamp(1, MOST);
         share.refilling = true;
-        let want = share.want;
+        let ask = share.ask();
         drop(share);
-        Taken::Refill { want, refill: Refill(site), expired }
+        Taken::Refill { ask, refill: Refill(site), expired }
     }
 
-    /// The places the `RESERVE` of `refill` brought (`members`, each a start and its slot),
-    /// usable until `until`; then the requests waiting for them look. Returns the site, for
-    /// the task that gives back what is left at `until`.
-    pub(super) fn put(&self, refill: Refill, members: Vec<String>, until: Instant) -> Weak<Site> {
+    /// What the `RESERVE` of `refill` brought; then the requests waiting for it look. Returns
+    /// the site when its pool needs a task to give back the slots that outlive their life
+    /// ([`sweep`]).
+    pub(super) fn put(&self, refill: Refill, brought: Brought) -> Option<Weak<Site>> {
         let site = Arc::downgrade(&refill.0);
-        {
+        let sweep = {
             let mut share = crate::sync::lock(&refill.0.share);
             share.last = Some(Instant::now());
             share.seen = share.waiting;
-            share.places.extend(members.into_iter().map(|member| Place { member, until }));
-        }
+            let until = brought.received + SHARE_LIFE;
+            if share.interval > 0 {
+                share.starts.extend((0..brought.starts).map(|_| until));
+            }
+            // Slots wait for a request as long as the fleet has room, a start's life if not.
+            let (renewed, until) = (brought.received, brought.received + ROOMY);
+            let until = if brought.room { until } else { brought.received + SHARE_LIFE };
+            share.pool.extend(brought.slots.into_iter().map(|member| Pooled {
+                member,
+                renewed,
+                until,
+            }));
+            share.roomy_until = brought.room.then(|| brought.received + ROOMY);
+            share.needs_sweep()
+        };
         drop(refill);
-        site
+        sweep.then_some(site)
     }
+}
+
+impl Share {
+    /// Whether the pool holds slots and no task gives back those that outlive their life; if
+    /// so, the caller starts one ([`sweep`]).
+    fn needs_sweep(&mut self) -> bool {
+        if self.pool.is_empty() || self.swept {
+            return false;
+        }
+        self.swept = true;
+        true
+    }
+}
+
+/// A slot whose request ended, back to the pool of `site` if the fleet had room lately and its
+/// lease has more than half to run (`fresh`: renewed after it). `Err` gives it back to the
+/// caller, for Redis; `Ok(true)`: pooled, and the pool needs a task to sweep it ([`sweep`]).
+pub(super) fn pool(
+    site: &Weak<Site>,
+    member: String,
+    renewed: Instant,
+    fresh: Instant,
+) -> Result<bool, String> {
+    let Some(site) = site.upgrade() else { return Err(member) };
+    let now = Instant::now();
+    let mut share = crate::sync::lock(&site.share);
+    if share.slots == 0 || renewed < fresh || share.roomy_until.is_none_or(|until| now >= until) {
+        return Err(member);
+    }
+    share.pool.push_back(Pooled { member, renewed, until: now + ROOMY });
+    Ok(share.needs_sweep())
 }
 
 /// Waits until the refill `refilled` watches ends, or `most`.
@@ -220,63 +341,85 @@ pub(super) async fn refilled(mut refilled: watch::Receiver<u64>, most: Duration)
     let _ = tokio::time::timeout(most, refilled.changed()).await;
 }
 
-/// The places of the share of `site` past their life, taken out: their slots are to be given
-/// back.
-pub(super) fn expired(site: &Weak<Site>) -> Vec<String> {
-    let Some(site) = site.upgrade() else { return Vec::new() };
+/// Every half of [`ROOMY`], the slots of `site`'s pool past their life, taken out (to give
+/// back to Redis), and whether the pool is empty (or the site gone): then the task ends.
+pub(super) async fn sweep(site: &Weak<Site>) -> (Vec<String>, bool) {
+    tokio::time::sleep(ROOMY / 2).await;
+    let Some(site) = site.upgrade() else { return (Vec::new(), true) };
     let mut share = crate::sync::lock(&site.share);
-    share.expire(Instant::now())
+    let gone = share.expire(Instant::now());
+    let done = share.pool.is_empty();
+    if done {
+        share.swept = false;
+    }
+    (gone, done)
+}
+
+impl Shares {
+    /// The share of `pace`, for a slot that may go back to its pool when its request ends.
+    pub(super) fn site(&self, pace: &str) -> Option<Weak<Site>> {
+        self.sites.get(pace).map(|site| Arc::downgrade(&site))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn members(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("m/{i}")).collect()
+    fn brought(starts: u32, slots: usize, room: bool) -> Brought {
+        let slots = (0..slots).map(|i| format!("m/{i}")).collect();
+        Brought { starts, slots, received: Instant::now(), room }
     }
 
     const P: (u64, usize) = (10, 100);
 
-    fn refill(shares: &Shares, params: (u64, usize)) -> (u32, Refill, Vec<String>) {
+    fn refill(shares: &Shares, params: (u64, usize)) -> (Ask, Refill, Vec<String>) {
         match shares.take("p", params, 0) {
-            Taken::Refill { want, refill, expired } => (want, refill, expired),
+            Taken::Refill { ask, refill, expired } => (ask, refill, expired),
             _ => panic!("expected to refill"),
+        }
+    }
+
+    fn slot_of(taken: Taken) -> String {
+        match taken {
+            Taken::Place { slot: Some(slot), expired, .. } => {
+                assert!(expired.is_empty());
+                slot.member
+            }
+            _ => panic!("no place"),
         }
     }
 
     #[tokio::test(start_paused = true)]
     async fn places_go_in_order_within_their_life_and_the_next_ask_follows_demand() {
         let shares = Shares::new();
-        let (want, r, expired) = refill(&shares, P);
-        assert_eq!((want, expired.len()), (1, 0), "a site with no share asks for one");
+        let (ask, r, expired) = refill(&shares, P);
+        assert_eq!(
+            (ask, expired.len()),
+            (Ask { starts: 1, slots: 1 }, 0),
+            "a new site asks for one"
+        );
         // While it is under way, the next request waits for it, and finds its place after.
         let Taken::Wait { refilled: notice, .. } = shares.take("p", P, 0) else {
             panic!("a second refill started beside the first")
         };
-        shares.put(r, members(2), Instant::now() + SHARE_LIFE);
+        assert!(shares.put(r, brought(2, 2, true)).is_some(), "a pool with no task to sweep it");
         refilled(notice, Duration::from_secs(1)).await;
-        for want in ["m/0", "m/1"] {
-            match shares.take("p", P, 1) {
-                Taken::Place { member, expired, .. } => {
-                    assert_eq!((&*member, expired.len()), (want, 0));
-                }
-                _ => panic!("a place was left"),
-            }
-        }
-        // Used up within its life: the next share asks for twice as many.
-        let (want, r, _) = refill(&shares, P);
-        assert_eq!(want, 2);
+        assert_eq!(slot_of(shares.take("p", P, 1)), "m/0");
+        assert_eq!(slot_of(shares.take("p", P, 0)), "m/1");
+        // Ran out within their life: the next share asks for twice as many.
+        let (ask, r, _) = refill(&shares, P);
+        assert_eq!(ask, Ask { starts: 2, slots: 2 });
         // One that waited for as many refills as it may goes alone.
         assert!(matches!(shares.take("p", P, 1), Taken::Wait { .. }));
         assert!(matches!(shares.take("p", P, MOST_LOOKS), Taken::Alone { .. }));
-        shares.put(r, members(2), Instant::now() + SHARE_LIFE);
-        let Taken::Place { .. } = shares.take("p", P, 0) else { panic!() };
-        tokio::time::advance(SHARE_LIFE * 3).await;
-        // One place went unused: given back, and the next share asks for one fewer.
-        let (want, r, expired) = refill(&shares, P);
+        assert!(shares.put(r, brought(2, 2, true)).is_none(), "a second task to sweep the pool");
+        let _ = slot_of(shares.take("p", P, 0));
+        tokio::time::advance(ROOMY).await;
+        // A start went unused: the next asks for one fewer; its slot goes back to Redis.
+        let (ask, r, expired) = refill(&shares, P);
         assert_eq!(expired, vec!["m/1".to_owned()]);
-        assert_eq!(want, 1);
+        assert_eq!(ask.starts, 1);
         // A refill that brought nothing (or whose request was dropped) still wakes its waiters.
         let Taken::Wait { refilled: notice, .. } = shares.take("p", P, 0) else { panic!() };
         drop(r);
@@ -286,52 +429,71 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn other_parameters_leave_the_old_places_and_the_ask_is_bounded() {
+    async fn a_slot_whose_request_ended_serves_the_next_only_while_the_fleet_had_room() {
         let shares = Shares::new();
         let (_, r, _) = refill(&shares, P);
-        let site = shares.put(r, members(3), Instant::now() + SHARE_LIFE);
+        let site = shares.put(r, brought(4, 1, true)).expect("a sweep");
+        let renewed = Instant::now();
+        let member = slot_of(shares.take("p", P, 0));
+        // The pool is empty and three starts are left: the slot of an ended request serves.
+        assert!(matches!(shares.take("p", P, 0), Taken::Refill { .. }));
+        assert_eq!(pool(&site, member, renewed, renewed), Ok(false), "the sweep runs already");
+        assert_eq!(slot_of(shares.take("p", P, 0)), "m/0");
+        // Not once its lease is older than half; not once the room has passed.
+        assert_eq!(pool(&site, "old".into(), renewed, renewed + SHARE_LIFE), Err("old".into()));
+        tokio::time::advance(ROOMY).await;
+        assert_eq!(pool(&site, "late".into(), renewed, renewed), Err("late".into()));
+        // Nor after a refill that found the site half full.
+        let (_, r, _) = refill(&shares, P);
+        shares.put(r, brought(1, 0, false));
+        assert_eq!(pool(&site, "full".into(), renewed, renewed), Err("full".into()));
+        // The sweep gives back what outlives its life, and ends with the pool.
+        let (_, r, _) = refill(&shares, P);
+        shares.put(r, brought(0, 2, true));
+        assert_eq!(sweep(&site).await, (Vec::new(), false), "within their life");
+        assert_eq!(sweep(&site).await, (vec!["m/0".to_owned(), "m/1".to_owned()], true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn other_parameters_leave_the_old_share_and_the_ask_is_bounded() {
+        let shares = Shares::new();
+        let (_, r, _) = refill(&shares, P);
+        shares.put(r, brought(3, 3, true));
         let (_, r, expired) = refill(&shares, (20, 100));
-        assert_eq!(expired.len(), 3, "places taken with another rate were used");
-        shares.put(r, Vec::new(), Instant::now() + SHARE_LIFE);
+        assert_eq!(expired.len(), 3, "slots taken with another rate were used");
+        shares.put(r, brought(0, 0, true));
         for _ in 0..20 {
-            let (want, r, _) = refill(&shares, (20, 100));
-            assert!(want <= MOST);
-            shares.put(r, Vec::new(), Instant::now() + SHARE_LIFE);
+            let (ask, r, _) = refill(&shares, (20, 0));
+            assert!(ask.starts <= MOST);
+            assert_eq!(ask.slots, 0, "slots asked for a site with no limit");
+            shares.put(r, brought(0, 0, true));
         }
-        let (want, r, _) = refill(&shares, (20, 100));
-        assert_eq!(want, MOST);
-        shares.put(r, members(1), Instant::now() + SHARE_LIFE);
-        assert!(expired_now(&site).is_empty(), "within its life nothing is given back");
-        tokio::time::advance(SHARE_LIFE).await;
-        assert_eq!(expired_now(&site), vec!["m/0".to_owned()]);
+        let (ask, _r, _) = refill(&shares, (20, 0));
+        assert_eq!(ask.starts, MOST);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_share_running_low_is_refilled_ahead_once_at_a_time() {
         let shares = Shares::new();
         let (_, r, _) = refill(&shares, P);
-        shares.put(r, Vec::new(), Instant::now() + SHARE_LIFE);
+        shares.put(r, brought(0, 0, true));
         // As if the shares before had been used up: the ask has grown to 8.
         crate::sync::lock(&shares.sites.get("p").unwrap().share).want = 8;
-        let (want, r, _) = refill(&shares, P);
-        shares.put(r, members(want as usize), Instant::now() + SHARE_LIFE);
+        let (ask, r, _) = refill(&shares, P);
+        shares.put(r, brought(ask.starts, ask.slots as usize, true));
         let mut aheads = Vec::new();
         let mut refills = Vec::new();
-        for taken in 0..want {
+        for taken in 0..ask.starts {
             let Taken::Place { ahead, .. } = shares.take("p", P, 0) else { panic!("{taken}") };
             if let Some((asked, refill)) = ahead {
-                aheads.push((taken, asked));
+                aheads.push((taken, asked.starts));
                 refills.push(refill);
             }
         }
         // Once fewer than half were left, one refill ahead, asking for half as many again.
-        assert_eq!(aheads, vec![(want / 2, want + want / 2)], "want {want}");
+        assert_eq!(aheads, vec![(ask.starts / 2, ask.starts + ask.starts / 2)], "{ask:?}");
         assert!(matches!(shares.take("p", P, 0), Taken::Wait { .. }), "a second refill began");
         drop(refills);
         assert!(matches!(shares.take("p", P, 1), Taken::Refill { .. }));
-    }
-
-    fn expired_now(site: &Weak<Site>) -> Vec<String> {
-        expired(site)
     }
 }

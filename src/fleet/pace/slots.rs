@@ -91,6 +91,9 @@ impl Slots {
     /// Gives back the slots `members` of `key` (places of a share nobody used, [`super::share`]),
     /// with the others of the moment.
     pub(super) fn unused(&self, key: &str, pace: &str, members: Vec<String>) {
+        if members.is_empty() {
+            return;
+        }
         let lapses = Instant::now() + self.lease;
         for member in members {
             let keys = (key.to_owned(), pace.to_owned());
@@ -100,13 +103,36 @@ impl Slots {
     }
 
     fn held_as(self: &Arc<Self>, key: &str, pace: &str, member: &str, shared: bool) -> Slot {
+        self.held_in(key, pace, (member.to_owned(), Instant::now()), shared, None)
+    }
+
+    /// The slot `member` of `key`, taken or last renewed in Redis at `renewed`, of a site with a
+    /// share (`site`): when its request ends it goes back to the share's pool if the fleet had
+    /// room lately ([`super::share::pool`]), to Redis otherwise.
+    pub(super) fn hold_in(
+        self: &Arc<Self>,
+        key: &str,
+        pace: &str,
+        (member, renewed): (String, Instant),
+        site: Weak<super::share::Site>,
+    ) -> Slot {
+        self.held_in(key, pace, (member, renewed), true, Some(site))
+    }
+
+    fn held_in(
+        self: &Arc<Self>,
+        key: &str,
+        pace: &str,
+        (member, renewed): (String, Instant),
+        shared: bool,
+        site: Option<Weak<super::share::Site>>,
+    ) -> Slot {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (key, member) = (key.to_owned(), member.to_owned());
-        let held = Held { key, member, renewed: Instant::now(), shared };
+        let held = Held { key: key.to_owned(), member, renewed, shared };
         if let Ok(mut all) = self.held.lock() {
             all.insert(id, held);
         }
-        Slot { slots: self.clone(), id, pace: pace.to_owned() }
+        Slot { slots: self.clone(), id, pace: pace.to_owned(), site }
     }
 }
 
@@ -116,6 +142,8 @@ pub(super) struct Slot {
     slots: Arc<Slots>,
     id: u64,
     pace: String,
+    /// The site's share, whose pool it may go back to ([`super::share`]).
+    site: Option<Weak<super::share::Site>>,
 }
 
 impl Drop for Slot {
@@ -123,11 +151,47 @@ impl Drop for Slot {
         let held = self.slots.held.lock().ok().and_then(|mut all| all.remove(&self.id));
         // A slot that is not in Redis has nothing to give back there.
         let Some(held) = held.filter(|h| h.shared) else { return };
-        let lapses = held.renewed + self.slots.lease;
         let pace = std::mem::take(&mut self.pace);
+        let mut member = held.member;
+        if let Some(site) = self.site.take() {
+            // Back to the pool while its lease has more than half to run.
+            let fresh = Instant::now().checked_sub(self.slots.lease / 2).unwrap_or(held.renewed);
+            match super::share::pool(&site, member, held.renewed, fresh) {
+                Ok(sweep) => {
+                    if sweep {
+                        self.slots.sweep(site, held.key, pace);
+                    }
+                    return;
+                }
+                Err(back) => member = back,
+            }
+        }
+        let lapses = held.renewed + self.slots.lease;
         // Fails only once the task has ended (the runtime is going away): the slot lapses.
-        let _ =
-            self.slots.freed.send(Freed { keys: (held.key, pace), member: held.member, lapses });
+        let _ = self.slots.freed.send(Freed { keys: (held.key, pace), member, lapses });
+    }
+}
+
+impl Slots {
+    /// Starts the task that gives back to Redis the slots of `site`'s pool that outlive their
+    /// life, until the pool is empty ([`super::share::sweep`]).
+    pub(super) fn sweep(
+        self: &Arc<Self>,
+        site: Weak<super::share::Site>,
+        key: String,
+        pace: String,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let slots = self.clone();
+        runtime.spawn(async move {
+            loop {
+                let (gone, done) = super::share::sweep(&site).await;
+                slots.unused(&key, &pace, gone);
+                if done {
+                    return;
+                }
+            }
+        });
     }
 }
 

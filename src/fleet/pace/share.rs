@@ -87,6 +87,8 @@ pub(super) struct Share {
     roomy_until: Option<Instant>,
     /// Whether a task gives back the pool's slots that outlive their life.
     swept: bool,
+    /// The share's slots in use by requests: most come back to the pool soon.
+    lent: u32,
 }
 
 impl Share {
@@ -123,10 +125,13 @@ impl Share {
         }
     }
 
-    /// What a refill asks for: `want` starts, and slots for those the pool cannot serve.
+    /// What a refill asks for: `want` starts, and slots for those the pool cannot serve,
+    /// counting half the slots in use as coming back soon (asking for all of them again made
+    /// the pool outgrow the load, and the surplus went back to Redis 10 ms later).
     fn ask(&self) -> Ask {
         let slots = if self.slots > 0 {
-            self.want.saturating_sub(u32::try_from(self.pool.len()).unwrap_or(u32::MAX))
+            let pooled = u32::try_from(self.pool.len()).unwrap_or(u32::MAX);
+            self.want.saturating_sub(pooled.saturating_add(self.lent / 2))
         } else {
             0
         };
@@ -247,6 +252,7 @@ impl Shares {
                 share.starts.pop_front();
             }
             let slot = if slots > 0 { share.pool.pop_front() } else { None };
+            share.lent = share.lent.saturating_add(u32::from(slot.is_some()));
             let left = u32::try_from(share.places()).unwrap_or(u32::MAX);
             let mut ahead = None;
             if !share.refilling && share.want >= 2 && left.saturating_mul(2) < share.want {
@@ -329,6 +335,7 @@ pub(super) fn pool(
     let Some(site) = site.upgrade() else { return Err(member) };
     let now = Instant::now();
     let mut share = crate::sync::lock(&site.share);
+    share.lent = share.lent.saturating_sub(1);
     if share.slots == 0 || renewed < fresh || share.roomy_until.is_none_or(|until| now >= until) {
         return Err(member);
     }
@@ -356,9 +363,14 @@ pub(super) async fn sweep(site: &Weak<Site>) -> (Vec<String>, bool) {
 }
 
 impl Shares {
-    /// The share of `pace`, for a slot that may go back to its pool when its request ends.
+    /// The share of `pace`, for a slot (just taken in Redis, not from the pool) that may go
+    /// back to its pool when its request ends: counted as lent until then.
     pub(super) fn site(&self, pace: &str) -> Option<Weak<Site>> {
-        self.sites.get(pace).map(|site| Arc::downgrade(&site))
+        let site = self.sites.get(pace)?;
+        let mut share = crate::sync::lock(&site.share);
+        share.lent = share.lent.saturating_add(1);
+        drop(share);
+        Some(Arc::downgrade(&site))
     }
 }
 
@@ -407,9 +419,10 @@ mod tests {
         refilled(notice, Duration::from_secs(1)).await;
         assert_eq!(slot_of(shares.take("p", P, 1)), "m/0");
         assert_eq!(slot_of(shares.take("p", P, 0)), "m/1");
-        // Ran out within their life: the next share asks for twice as many.
+        // Ran out within their life: the next share asks for twice as many starts, and slots
+        // for them less half of the two in use (they come back to the pool soon).
         let (ask, r, _) = refill(&shares, P);
-        assert_eq!(ask, Ask { starts: 2, slots: 2 });
+        assert_eq!(ask, Ask { starts: 2, slots: 1 });
         // One that waited for as many refills as it may goes alone.
         assert!(matches!(shares.take("p", P, 1), Taken::Wait { .. }));
         assert!(matches!(shares.take("p", P, MOST_LOOKS), Taken::Alone { .. }));

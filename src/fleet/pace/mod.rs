@@ -227,6 +227,11 @@ impl RedisPace {
             let (ledger, slots) = (Arc::downgrade(&ledger), Arc::downgrade(&slots));
             runtime.spawn(ledger::restore_on_loss(fleet.clone(), ledger, slots, window.clone()));
         }
+        let shares = Arc::new(share::Shares::new());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (held, shared) = (Arc::downgrade(&slots), Arc::downgrade(&shares));
+            runtime.spawn(empty_shares_on_loss(fleet.clone(), shared, held));
+        }
         RedisPace {
             fleet,
             local: LocalPace::new(keep),
@@ -244,7 +249,7 @@ impl RedisPace {
                 .build(),
             notices,
             ledger,
-            shares: Arc::new(share::Shares::new()),
+            shares,
         }
     }
 
@@ -321,7 +326,7 @@ impl RedisPace {
         (spacing, slots): (Spacing, usize),
         looked: u32,
     ) -> Result<Admission, share::Taken> {
-        let mut taken = self.shares.take(pace, (spacing.interval, slots), looked);
+        let mut taken = self.shares.take((pace, slots_key), (spacing.interval, slots), looked);
         self.slots.unused(slots_key, pace, taken.expired());
         let share::Taken::Place { slot, site, ahead, .. } = taken else { return Err(taken) };
         let slot = slot.map(|pooled| {
@@ -660,6 +665,23 @@ async fn follow_slots(fleet: Arc<Fleet>, channel: String, notices: Weak<Notices>
         }
         tracing::debug!(channel = %channel, "fleet: the slot-notice subscription was lost");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Each time the heartbeat finds the store lost or back ([`Fleet::losses`]), empties every
+/// share ([`share::Shares::empty_all`]) and gives its pooled slots back (they may be in Redis
+/// still); ends when the pace is dropped.
+async fn empty_shares_on_loss(
+    fleet: Arc<Fleet>,
+    shares: Weak<share::Shares>,
+    held: Weak<slots::Slots>,
+) {
+    let mut losses = fleet.losses();
+    while losses.changed().await.is_ok() {
+        let (Some(shares), Some(held)) = (shares.upgrade(), held.upgrade()) else { return };
+        for (key, pace, members) in shares.empty_all() {
+            held.unused(&key, &pace, members);
+        }
     }
 }
 

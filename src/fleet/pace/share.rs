@@ -148,6 +148,8 @@ pub(super) struct Ask {
 
 /// A site's share and the notice that a refill ended.
 pub(super) struct Site {
+    /// The site's slots key and pace key.
+    keys: (String, String),
     share: Mutex<Share>,
     /// Bumped each time a refill ends (with places or not).
     refilled: watch::Sender<u64>,
@@ -228,10 +230,16 @@ impl Shares {
     /// A refill asks for twice as many starts as the last when those ran out within their
     /// life, as many fewer as went unused, and at least as many as waited for the last; one
     /// goes ahead, asking for half as many again, when fewer than half are left.
-    pub(super) fn take(&self, pace: &str, (interval, slots): (u64, usize), looked: u32) -> Taken {
+    pub(super) fn take(
+        &self,
+        (pace, slots_key): (&str, &str),
+        (interval, slots): (u64, usize),
+        looked: u32,
+    ) -> Taken {
         let now = Instant::now();
         let site = self.sites.get_with_by_ref(pace, || {
             Arc::new(Site {
+                keys: (slots_key.to_owned(), pace.to_owned()),
                 share: Mutex::new(Share { want: 1, interval, slots, ..Share::default() }),
                 refilled: watch::channel(0).0,
             })
@@ -363,6 +371,23 @@ pub(super) async fn sweep(site: &Weak<Site>) -> (Vec<String>, bool) {
 }
 
 impl Shares {
+    /// Empties every share (the store lost its state, or was out of reach): its starts may no
+    /// longer be in Redis's pace, and its pooled slots not in Redis's count (the slots in use
+    /// are put back with the instance's others). Returns each site's slots key, pace key and
+    /// pooled slots, to give back to Redis (they may still be there).
+    pub(super) fn empty_all(&self) -> Vec<(String, String, Vec<String>)> {
+        let mut pooled = Vec::new();
+        for (_, site) in self.sites.iter() {
+            let mut share = crate::sync::lock(&site.share);
+            share.starts.clear();
+            let members: Vec<String> = share.pool.drain(..).map(|p| p.member).collect();
+            if !members.is_empty() {
+                pooled.push((site.keys.0.clone(), site.keys.1.clone(), members));
+            }
+        }
+        pooled
+    }
+
     /// The share of `pace`, for a slot (just taken in Redis, not from the pool) that may go
     /// back to its pool when its request ends: counted as lent until then.
     pub(super) fn site(&self, pace: &str) -> Option<Weak<Site>> {
@@ -386,7 +411,7 @@ mod tests {
     const P: (u64, usize) = (10, 100);
 
     fn refill(shares: &Shares, params: (u64, usize)) -> (Ask, Refill, Vec<String>) {
-        match shares.take("p", params, 0) {
+        match shares.take(("p", "s"), params, 0) {
             Taken::Refill { ask, refill, expired } => (ask, refill, expired),
             _ => panic!("expected to refill"),
         }
@@ -412,29 +437,29 @@ mod tests {
             "a new site asks for one"
         );
         // While it is under way, the next request waits for it, and finds its place after.
-        let Taken::Wait { refilled: notice, .. } = shares.take("p", P, 0) else {
+        let Taken::Wait { refilled: notice, .. } = shares.take(("p", "s"), P, 0) else {
             panic!("a second refill started beside the first")
         };
         assert!(shares.put(r, brought(2, 2, true)).is_some(), "a pool with no task to sweep it");
         refilled(notice, Duration::from_secs(1)).await;
-        assert_eq!(slot_of(shares.take("p", P, 1)), "m/0");
-        assert_eq!(slot_of(shares.take("p", P, 0)), "m/1");
+        assert_eq!(slot_of(shares.take(("p", "s"), P, 1)), "m/0");
+        assert_eq!(slot_of(shares.take(("p", "s"), P, 0)), "m/1");
         // Ran out within their life: the next share asks for twice as many starts, and slots
         // for them less half of the two in use (they come back to the pool soon).
         let (ask, r, _) = refill(&shares, P);
         assert_eq!(ask, Ask { starts: 2, slots: 1 });
         // One that waited for as many refills as it may goes alone.
-        assert!(matches!(shares.take("p", P, 1), Taken::Wait { .. }));
-        assert!(matches!(shares.take("p", P, MOST_LOOKS), Taken::Alone { .. }));
+        assert!(matches!(shares.take(("p", "s"), P, 1), Taken::Wait { .. }));
+        assert!(matches!(shares.take(("p", "s"), P, MOST_LOOKS), Taken::Alone { .. }));
         assert!(shares.put(r, brought(2, 2, true)).is_none(), "a second task to sweep the pool");
-        let _ = slot_of(shares.take("p", P, 0));
+        let _ = slot_of(shares.take(("p", "s"), P, 0));
         tokio::time::advance(ROOMY).await;
         // A start went unused: the next asks for one fewer; its slot goes back to Redis.
         let (ask, r, expired) = refill(&shares, P);
         assert_eq!(expired, vec!["m/1".to_owned()]);
         assert_eq!(ask.starts, 1);
         // A refill that brought nothing (or whose request was dropped) still wakes its waiters.
-        let Taken::Wait { refilled: notice, .. } = shares.take("p", P, 0) else { panic!() };
+        let Taken::Wait { refilled: notice, .. } = shares.take(("p", "s"), P, 0) else { panic!() };
         drop(r);
         tokio::time::timeout(Duration::from_millis(1), refilled(notice, Duration::from_secs(60)))
             .await
@@ -447,11 +472,11 @@ mod tests {
         let (_, r, _) = refill(&shares, P);
         let site = shares.put(r, brought(4, 1, true)).expect("a sweep");
         let renewed = Instant::now();
-        let member = slot_of(shares.take("p", P, 0));
+        let member = slot_of(shares.take(("p", "s"), P, 0));
         // The pool is empty and three starts are left: the slot of an ended request serves.
-        assert!(matches!(shares.take("p", P, 0), Taken::Refill { .. }));
+        assert!(matches!(shares.take(("p", "s"), P, 0), Taken::Refill { .. }));
         assert_eq!(pool(&site, member, renewed, renewed), Ok(false), "the sweep runs already");
-        assert_eq!(slot_of(shares.take("p", P, 0)), "m/0");
+        assert_eq!(slot_of(shares.take(("p", "s"), P, 0)), "m/0");
         // Not once its lease is older than half; not once the room has passed.
         assert_eq!(pool(&site, "old".into(), renewed, renewed + SHARE_LIFE), Err("old".into()));
         tokio::time::advance(ROOMY).await;
@@ -465,6 +490,19 @@ mod tests {
         shares.put(r, brought(0, 2, true));
         assert_eq!(sweep(&site).await, (Vec::new(), false), "within their life");
         assert_eq!(sweep(&site).await, (vec!["m/0".to_owned(), "m/1".to_owned()], true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_store_empties_every_share() {
+        let shares = Shares::new();
+        let (_, r, _) = refill(&shares, P);
+        shares.put(r, brought(3, 2, true));
+        assert_eq!(
+            shares.empty_all(),
+            vec![("s".into(), "p".into(), vec!["m/0".into(), "m/1".into()])]
+        );
+        assert!(matches!(shares.take(("p", "s"), P, 0), Taken::Refill { .. }), "a start was left");
+        assert!(shares.empty_all().is_empty());
     }
 
     #[tokio::test(start_paused = true)]
@@ -497,7 +535,9 @@ mod tests {
         let mut aheads = Vec::new();
         let mut refills = Vec::new();
         for taken in 0..ask.starts {
-            let Taken::Place { ahead, .. } = shares.take("p", P, 0) else { panic!("{taken}") };
+            let Taken::Place { ahead, .. } = shares.take(("p", "s"), P, 0) else {
+                panic!("{taken}")
+            };
             if let Some((asked, refill)) = ahead {
                 aheads.push((taken, asked.starts));
                 refills.push(refill);
@@ -505,8 +545,11 @@ mod tests {
         }
         // Once fewer than half were left, one refill ahead, asking for half as many again.
         assert_eq!(aheads, vec![(ask.starts / 2, ask.starts + ask.starts / 2)], "{ask:?}");
-        assert!(matches!(shares.take("p", P, 0), Taken::Wait { .. }), "a second refill began");
+        assert!(
+            matches!(shares.take(("p", "s"), P, 0), Taken::Wait { .. }),
+            "a second refill began"
+        );
         drop(refills);
-        assert!(matches!(shares.take("p", P, 1), Taken::Refill { .. }));
+        assert!(matches!(shares.take(("p", "s"), P, 1), Taken::Refill { .. }));
     }
 }

@@ -230,7 +230,7 @@ impl RedisPace {
         let shares = Arc::new(share::Shares::new());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (held, shared) = (Arc::downgrade(&slots), Arc::downgrade(&shares));
-            runtime.spawn(empty_shares_on_loss(fleet.clone(), shared, held));
+            runtime.spawn(refill::empty_shares_on_loss(fleet.clone(), shared, held));
         }
         RedisPace {
             fleet,
@@ -292,61 +292,19 @@ impl RedisPace {
         Box::new(self.slots.hold(&keys.slots, &keys.pace, member))
     }
 
-    /// What every request's pace starts with, done at once (no future yet): its keys and
-    /// spacings, and a place of its share if it finds one ([`share`]); most requests of a busy
-    /// site finer than the tick end here.
-    fn prelude(&self, ask: &PaceAsk<'_>) -> Began {
-        let PaceAsk { authority, lane, limits } = *ask;
-        let arrival = Instant::now();
-        let site = &self.fleet.keys;
-        let (pace, slots_key) =
-            (site.site("pace", authority, ""), site.site("slots", authority, ""));
-        let slots = limits.concurrency.unwrap_or(0);
-        let one_way = self.fleet.round_trip().min(self.fleet.timeout) / 2;
-        let spacing = Spacing {
-            interval: limits.interval.map_or(0, |i| micros(with_margin(i, one_way))),
-            line: lane.map_or(0, |l| l.line),
-            delay: lane.map_or(0, |l| micros(with_margin(l.delay, one_way))),
-        };
-        let mut taken = None;
-        if spacing.shares(slots) {
-            match self.take_place(authority, (&pace, &slots_key), (spacing, slots), 0) {
-                Ok(admission) => return Began::Admitted(admission),
-                Err(said) => taken = Some(said),
-            }
-        }
-        Began::Next(Prelude { arrival, pace, slots_key, spacing, slots, one_way, taken })
-    }
-
-    /// A place of the share: the request's admission, or what the share said instead.
-    fn take_place(
+    async fn admit_shared(
         &self,
-        authority: &Authority,
-        (pace, slots_key): (&str, &str),
-        (spacing, slots): (Spacing, usize),
-        looked: u32,
-    ) -> Result<Admission, share::Taken> {
-        let mut taken = self.shares.take((pace, slots_key), (spacing.interval, slots), looked);
-        self.slots.unused(slots_key, pace, taken.expired());
-        let share::Taken::Place { slot, site, ahead, .. } = taken else { return Err(taken) };
-        let slot = slot.map(|pooled| {
-            let held = (pooled.member, pooled.renewed);
-            Box::new(self.slots.hold_in(slots_key, pace, held, site)) as _
-        });
-        if let Some((ask, refill)) = ahead {
-            self.refill_ahead(refill, authority, (pace, slots_key), (spacing, slots, ask));
-        }
-        Ok(Admission { waited: false, slot })
-    }
-
-    async fn admit_shared(&self, ask: PaceAsk<'_>, prelude: Prelude) -> Result<Admission, Held> {
+        ask: PaceAsk<'_>,
+        prelude: refill::Prelude,
+    ) -> Result<Admission, Held> {
         let PaceAsk { authority, lane, limits } = ask;
         let arrival = prelude.arrival;
         let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
         let site = &self.fleet.keys;
         // What the share said: wait for a refill under way (and look again), refill, or go alone.
         let (mut asked, mut refill) = (share::Ask { starts: 0, slots: 0 }, None);
-        let Prelude { pace, slots_key, spacing, slots, one_way, taken: mut said, .. } = prelude;
+        let refill::Prelude { pace, slots_key, spacing, slots, one_way, taken: mut said, .. } =
+            prelude;
         let mut looked = 0;
         while let Some(taken) = said.take() {
             match taken {
@@ -553,26 +511,6 @@ impl RedisPace {
     }
 }
 
-/// What [`RedisPace::prelude`] came to: the request is admitted (a place of its share), or
-/// its pace goes on from the prelude.
-enum Began {
-    Admitted(Admission),
-    Next(Prelude),
-}
-
-/// What a request's pace starts from ([`RedisPace::prelude`]): when it arrived, its site's
-/// pace and slots keys, its spacings, its site's limit, half the round trip to Redis, and
-/// what its share said when it found no place.
-struct Prelude {
-    arrival: Instant,
-    pace: String,
-    slots_key: String,
-    spacing: Spacing,
-    slots: usize,
-    one_way: Duration,
-    taken: Option<share::Taken>,
-}
-
 /// What [`scripts::RESERVE`] answers: verdict, wait, bound, waiting, Redis's clock, and the
 /// starts, slots and room of a share.
 type Reserved = (String, u64, String, u64, u64, u32, u32, u32);
@@ -668,23 +606,6 @@ async fn follow_slots(fleet: Arc<Fleet>, channel: String, notices: Weak<Notices>
     }
 }
 
-/// Each time the heartbeat finds the store lost or back ([`Fleet::losses`]), empties every
-/// share ([`share::Shares::empty_all`]) and gives its pooled slots back (they may be in Redis
-/// still); ends when the pace is dropped.
-async fn empty_shares_on_loss(
-    fleet: Arc<Fleet>,
-    shares: Weak<share::Shares>,
-    held: Weak<slots::Slots>,
-) {
-    let mut losses = fleet.losses();
-    while losses.changed().await.is_ok() {
-        let (Some(shares), Some(held)) = (shares.upgrade(), held.upgrade()) else { return };
-        for (key, pace, members) in shares.empty_all() {
-            held.unused(&key, &pace, members);
-        }
-    }
-}
-
 /// One of this instance's requests waiting for its authority, counted until dropped.
 struct Counted(Arc<Here>);
 
@@ -777,8 +698,8 @@ pub(super) fn give_back(
 impl PaceStore for RedisPace {
     fn admit<'a>(&'a self, ask: PaceAsk<'a>) -> PaceFuture<'a, Result<Admission, Held>> {
         match self.prelude(&ask) {
-            Began::Admitted(admission) => Box::pin(std::future::ready(Ok(admission))),
-            Began::Next(prelude) => Box::pin(self.admit_shared(ask, prelude)),
+            refill::Began::Admitted(admission) => Box::pin(std::future::ready(Ok(admission))),
+            refill::Began::Next(prelude) => Box::pin(self.admit_shared(ask, prelude)),
         }
     }
 

@@ -1,13 +1,66 @@
-//! Filling a site's share ([`super::share`]): keeping the places a request's `RESERVE`
-//! brought, giving back the slots of those that outlived their life unused, and refilling
-//! ahead of need, off any request's path.
+//! A request's side of its site's share ([`super::share`]): taking a place before any future
+//! is made ([`RedisPace::prelude`]), keeping the places a request's `RESERVE` brought,
+//! refilling ahead of need off any request's path, and emptying every share when the store
+//! was lost.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{micros, millis, share, Keys, RedisPace, Spacing};
+use super::{micros, millis, share, slots, with_margin, Keys, RedisPace, Spacing};
 use crate::authority::Authority;
+use crate::fleet::Fleet;
+use crate::pacing::{Admission, PaceAsk};
 
 impl RedisPace {
+    /// What every request's pace starts with, done at once (no future yet): its keys and
+    /// spacings, and a place of its share if it finds one ([`share`]); most requests of a busy
+    /// site finer than the tick end here.
+    pub(super) fn prelude(&self, ask: &PaceAsk<'_>) -> Began {
+        let PaceAsk { authority, lane, limits } = *ask;
+        let arrival = Instant::now();
+        let site = &self.fleet.keys;
+        let (pace, slots_key) =
+            (site.site("pace", authority, ""), site.site("slots", authority, ""));
+        let slots = limits.concurrency.unwrap_or(0);
+        let one_way = self.fleet.round_trip().min(self.fleet.timeout) / 2;
+        let spacing = Spacing {
+            interval: limits.interval.map_or(0, |i| micros(with_margin(i, one_way))),
+            line: lane.map_or(0, |l| l.line),
+            delay: lane.map_or(0, |l| micros(with_margin(l.delay, one_way))),
+        };
+        let mut taken = None;
+        if spacing.shares(slots) {
+            match self.take_place(authority, (&pace, &slots_key), (spacing, slots), 0) {
+                Ok(admission) => return Began::Admitted(admission),
+                Err(said) => taken = Some(said),
+            }
+        }
+        Began::Next(Prelude { arrival, pace, slots_key, spacing, slots, one_way, taken })
+    }
+
+    /// A place of the share: the request's admission, or what the share said instead.
+    pub(super) fn take_place(
+        &self,
+        authority: &Authority,
+        (pace, slots_key): (&str, &str),
+        (spacing, slots): (Spacing, usize),
+        looked: u32,
+    ) -> Result<Admission, share::Taken> {
+        let mut taken = self.shares.take((pace, slots_key), (spacing.interval, slots), looked);
+        self.slots.unused(slots_key, pace, taken.expired());
+        let share::Taken::Place { slot, site, ahead, .. } = taken else { return Err(taken) };
+        let slot = slot.map(|pooled| {
+            let held = (pooled.member, pooled.renewed);
+            Box::new(self.slots.hold_in(slots_key, pace, held, site)) as _
+        });
+        if let Some((ask, refill)) = ahead {
+            self.refill_ahead(refill, authority, (pace, slots_key), (spacing, slots, ask));
+        }
+        Ok(Admission { waited: false, slot })
+    }
+
     /// Keeps what the `RESERVE` of `refill` brought beside its request's own start and slot,
     /// for this instance's next requests; a task gives back, at the end of their life, the
     /// pooled slots nobody used.
@@ -91,5 +144,42 @@ impl RedisPace {
                 held.sweep(site, keys.slots, keys.pace);
             }
         });
+    }
+}
+
+/// What [`RedisPace::prelude`] came to: the request is admitted (a place of its share), or
+/// its pace goes on from the prelude.
+pub(super) enum Began {
+    Admitted(Admission),
+    Next(Prelude),
+}
+
+/// What a request's pace starts from ([`RedisPace::prelude`]): when it arrived, its site's
+/// pace and slots keys, its spacings, its site's limit, half the round trip to Redis, and
+/// what its share said when it found no place.
+pub(super) struct Prelude {
+    pub(super) arrival: Instant,
+    pub(super) pace: String,
+    pub(super) slots_key: String,
+    pub(super) spacing: Spacing,
+    pub(super) slots: usize,
+    pub(super) one_way: Duration,
+    pub(super) taken: Option<share::Taken>,
+}
+
+/// Each time the heartbeat finds the store lost or back ([`Fleet::losses`]), empties every
+/// share ([`share::Shares::empty_all`]) and gives its pooled slots back (they may be in Redis
+/// still); ends when the pace is dropped.
+pub(super) async fn empty_shares_on_loss(
+    fleet: Arc<Fleet>,
+    shares: Weak<share::Shares>,
+    held: Weak<slots::Slots>,
+) {
+    let mut losses = fleet.losses();
+    while losses.changed().await.is_ok() {
+        let (Some(shares), Some(held)) = (shares.upgrade(), held.upgrade()) else { return };
+        for (key, pace, members) in shares.empty_all() {
+            held.unused(&key, &pace, members);
+        }
     }
 }

@@ -322,28 +322,16 @@ impl RedisPace {
             }
         }
         let member = self.unique();
-        let keys = Keys {
-            pace,
-            queue: site.site("queue", authority, &lane_suffix(lane)),
-            slots: slots_key,
-            gone: site.site("gone", authority, &format!("|{member}")),
-            slotq: site.site("slotq", authority, ""),
+        let keys = Keys::new(site, authority, lane, (pace, slots_key), &member);
+        let args = ReserveArgs {
+            waits: (micros(limits.max_wait), limits.queue_limit),
+            keep: millis(self.keep.get()).max(1000),
+            slots,
+            lease: micros(self.lease),
+            floors: self.ledger.floors(&keys.pace, &spacing),
+            ask: asked,
         };
-        let (floor_rate, floor_lane) = self.ledger.floors(&keys.pace, &spacing);
-        let mut invocation = spacing.invocation(&self.reserve, &keys);
-        invocation
-            .arg(micros(limits.max_wait))
-            .arg(limits.queue_limit)
-            .arg(&member)
-            .arg(millis(self.keep.get()).max(1000))
-            .arg(slots)
-            .arg(micros(self.lease))
-            .arg(micros(QUEUE_LAPSE))
-            .arg(floor_rate)
-            .arg(floor_lane)
-            .arg(micros(crate::pacing::TICK))
-            .arg(asked.starts)
-            .arg(asked.slots);
+        let invocation = args.invocation(&self.reserve, &keys, &spacing, &member);
         let reserved: Result<Reserved, _> =
             self.fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
         let (verdict, wait, bound, waiting, now, extra, more, room) = match reserved {
@@ -361,7 +349,7 @@ impl RedisPace {
                 let last = now.saturating_add(u64::from(extra).saturating_mul(spacing.interval));
                 self.ledger.wrote(&keys.pace, &spacing, last, true);
                 if let Some(refill) = refill.take() {
-                    let slots = (1..=more).map(|i| format!("{member}/{i}")).collect();
+                    let slots = share::members(&member, more).collect();
                     let brought =
                         share::Brought { starts: extra, slots, received, room: room == 1 };
                     self.keep_share(refill, &keys, brought);
@@ -511,6 +499,45 @@ impl RedisPace {
     }
 }
 
+/// What [`scripts::RESERVE`] takes after the keys, the spacings and the member: `max_wait`
+/// and `queue_limit`, how long the pace is kept (ms), the site's limit, the slot lease, the
+/// instance's floors (`ledger`) and what it asks for its share.
+struct ReserveArgs {
+    waits: (u64, usize),
+    keep: u64,
+    slots: usize,
+    lease: u64,
+    floors: (u64, u64),
+    ask: share::Ask,
+}
+
+impl ReserveArgs {
+    /// The invocation of `script` (RESERVE) for `member`.
+    fn invocation<'a>(
+        &self,
+        script: &'a Script,
+        keys: &Keys,
+        spacing: &Spacing,
+        member: &str,
+    ) -> redis::ScriptInvocation<'a> {
+        let mut invocation = spacing.invocation(script, keys);
+        invocation
+            .arg(self.waits.0)
+            .arg(self.waits.1)
+            .arg(member)
+            .arg(self.keep)
+            .arg(self.slots)
+            .arg(self.lease)
+            .arg(micros(QUEUE_LAPSE))
+            .arg(self.floors.0)
+            .arg(self.floors.1)
+            .arg(micros(crate::pacing::TICK))
+            .arg(self.ask.starts)
+            .arg(self.ask.slots);
+        invocation
+    }
+}
+
 /// What [`scripts::RESERVE`] answers: verdict, wait, bound, waiting, Redis's clock, and the
 /// starts, slots and room of a share.
 type Reserved = (String, u64, String, u64, u64, u32, u32, u32);
@@ -524,6 +551,26 @@ struct Keys {
     gone: String,
     /// The requests waiting for a slot, first come first served ([`scripts::BEGIN`]).
     slotq: String,
+}
+
+impl Keys {
+    /// The keys of `authority` for a request of `lane` (its site's `pace` and `slots` keys
+    /// made already) and its `member`.
+    fn new(
+        site: &super::keys::Keyspace,
+        authority: &Authority,
+        lane: Option<Lane>,
+        (pace, slots): (String, String),
+        member: &str,
+    ) -> Keys {
+        Keys {
+            pace,
+            queue: site.site("queue", authority, &lane_suffix(lane)),
+            slots,
+            gone: site.site("gone", authority, &format!("|{member}")),
+            slotq: site.site("slotq", authority, ""),
+        }
+    }
 }
 
 /// What follows `queue:<authority>` in the queue a request of `lane` joins, as in the

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{micros, millis, share, slots, with_margin, Keys, RedisPace, Spacing};
+use super::{micros, millis, share, slots, with_margin, Keys, RedisPace, ReserveArgs, Spacing};
 use crate::authority::Authority;
 use crate::fleet::Fleet;
 use crate::pacing::{Admission, PaceAsk};
@@ -85,37 +85,25 @@ impl RedisPace {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let member = self.unique();
         let site = &self.fleet.keys;
-        let keys = Keys {
-            pace: pace.to_owned(),
-            queue: site.site("queue", authority, ""),
-            slots: slots_key.to_owned(),
-            gone: site.site("gone", authority, &format!("|{member}")),
-            slotq: site.site("slotq", authority, ""),
+        let keys =
+            Keys::new(site, authority, None, (pace.to_owned(), slots_key.to_owned()), &member);
+        let (starts, more) = (ask.starts.saturating_sub(1), ask.slots.saturating_sub(1));
+        let args = ReserveArgs {
+            // Waits for nothing (under a tick) and queues nowhere.
+            waits: (micros(crate::pacing::TICK) - 1, 0),
+            keep: millis(self.keep.get()).max(1000),
+            slots,
+            lease: micros(self.lease),
+            floors: (self.ledger.floors(pace, &spacing).0, 0),
+            ask: share::Ask { starts, slots: more },
         };
-        let (floor_rate, _) = self.ledger.floors(pace, &spacing);
-        let tick = micros(crate::pacing::TICK);
-        let keep = millis(self.keep.get()).max(1000);
         let (fleet, script, shares) =
             (self.fleet.clone(), self.reserve.clone(), self.shares.clone());
-        let (ledger, held, lease) = (self.ledger.clone(), self.slots.clone(), self.lease);
+        let (ledger, held) = (self.ledger.clone(), self.slots.clone());
         let forgetting = (self.fleet.clone(), self.give_back.clone(), self.lease);
         let one_way = self.fleet.round_trip().min(self.fleet.timeout) / 2;
-        let (starts, more) = (ask.starts.saturating_sub(1), ask.slots.saturating_sub(1));
         runtime.spawn(async move {
-            let mut invocation = spacing.invocation(&script, &keys);
-            invocation
-                .arg(tick - 1) // max_wait: under a tick
-                .arg(0) // queue_limit: never queued
-                .arg(&member)
-                .arg(keep)
-                .arg(slots)
-                .arg(micros(lease))
-                .arg(micros(super::QUEUE_LAPSE))
-                .arg(floor_rate)
-                .arg(0)
-                .arg(tick)
-                .arg(starts)
-                .arg(more);
+            let invocation = args.invocation(&script, &keys, &spacing, &member);
             let reserved: Result<super::Reserved, _> =
                 fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
             let (verdict, _, _, _, now, extra, taken, room) = match reserved {
@@ -136,7 +124,7 @@ impl RedisPace {
             let mut members: Vec<String> = Vec::new();
             if slots > 0 {
                 members.push(member.clone());
-                members.extend((1..=taken).map(|i| format!("{member}/{i}")));
+                members.extend(share::members(&member, taken));
             }
             let brought =
                 share::Brought { starts: extra + 1, slots: members, received, room: room == 1 };

@@ -351,6 +351,12 @@ pub(super) fn pool(
     Ok(share.needs_sweep())
 }
 
+/// The names of the `n` slots a `RESERVE` of `member` took beside its own, as
+/// [`super::scripts::RESERVE`] names them (`<member>/1`, `<member>/2`, ...).
+pub(super) fn members(member: &str, n: u32) -> impl Iterator<Item = String> + '_ {
+    (1..=n).map(move |i| format!("{member}/{i}"))
+}
+
 /// Waits until the refill `refilled` watches ends, or `most`.
 pub(super) async fn refilled(mut refilled: watch::Receiver<u64>, most: Duration) {
     let _ = tokio::time::timeout(most, refilled.changed()).await;

@@ -273,7 +273,7 @@ impl RedisPace {
         self.ledger.started_alone(&keys.pace, spacing);
         if let Some(local) = admission.slot.take() {
             let member = self.unique();
-            let shared = self.slots.hold_alone(&keys.slots, &keys.pace, &member);
+            let shared = self.slots.hold_alone(keys.site(), &member);
             admission.slot = Some(Box::new((local, shared)));
         }
         Ok(admission)
@@ -289,7 +289,7 @@ impl RedisPace {
     }
 
     fn slot(&self, keys: &Keys, member: &str) -> Box<dyn Send + Sync> {
-        Box::new(self.slots.hold(&keys.slots, &keys.pace, member))
+        Box::new(self.slots.hold(keys.site(), member))
     }
 
     async fn admit_shared(
@@ -306,15 +306,14 @@ impl RedisPace {
         let refill::Prelude { pace, slots_key, spacing, slots, one_way, taken: mut said, .. } =
             prelude;
         let mut looked = 0;
-        while let Some(taken) = said.take() {
+        while let Some((site, taken)) = said.take() {
             match taken {
                 share::Taken::Wait { refilled, .. } => {
                     share::refilled(refilled, self.fleet.timeout).await;
                     looked += 1;
-                    let (keys, sizes) = ((pace.as_str(), slots_key.as_str()), (spacing, slots));
-                    match self.take_place(authority, keys, sizes, looked) {
+                    match self.take_place(authority, &site, (spacing, slots), looked) {
                         Ok(admission) => return Ok(admission),
-                        Err(again) => said = Some(again),
+                        Err(again) => said = Some((site, again)),
                     }
                 }
                 share::Taken::Refill { ask, refill: r, .. } => (asked, refill) = (ask, Some(r)),
@@ -352,7 +351,7 @@ impl RedisPace {
                     let slots = share::members(&member, more).collect();
                     let brought =
                         share::Brought { starts: extra, slots, received, room: room == 1 };
-                    self.keep_share(refill, &keys, brought);
+                    self.keep_share(refill, brought);
                 }
             }
             "wait" => self.ledger.wrote(&keys.pace, &spacing, now.saturating_add(wait), false),
@@ -369,11 +368,10 @@ impl RedisPace {
         match verdict.as_str() {
             "go" => {
                 let shared = slots > 0 && spacing.shares(slots);
-                let site = shared.then(|| self.shares.site(&keys.pace)).flatten();
+                let site = shared.then(|| self.shares.lend(authority)).flatten();
                 let slot = match site {
                     Some(site) => {
-                        let held = (member, received);
-                        Some(Box::new(self.slots.hold_in(&keys.slots, &keys.pace, held, site)) as _)
+                        Some(Box::new(self.slots.hold_in(&site, (member, received))) as _)
                     }
                     _ => (slots > 0).then(|| self.slot(&keys, &member)),
                 };
@@ -554,6 +552,11 @@ struct Keys {
 }
 
 impl Keys {
+    /// The site's slots key and pace key, for a slot held under them.
+    fn site(&self) -> share::SiteKeys {
+        share::SiteKeys { slots: self.slots.as_str().into(), pace: self.pace.as_str().into() }
+    }
+
     /// The keys of `authority` for a request of `lane` (its site's `pace` and `slots` keys
     /// made already) and its `member`.
     fn new(

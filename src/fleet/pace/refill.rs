@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::share::SiteKeys;
 use super::{micros, millis, share, slots, with_margin, Keys, RedisPace, ReserveArgs, Spacing};
 use crate::authority::Authority;
 use crate::fleet::Fleet;
@@ -20,9 +21,6 @@ impl RedisPace {
     pub(super) fn prelude(&self, ask: &PaceAsk<'_>) -> Began {
         let PaceAsk { authority, lane, limits } = *ask;
         let arrival = Instant::now();
-        let site = &self.fleet.keys;
-        let (pace, slots_key) =
-            (site.site("pace", authority, ""), site.site("slots", authority, ""));
         let slots = limits.concurrency.unwrap_or(0);
         let one_way = self.fleet.round_trip().min(self.fleet.timeout) / 2;
         let spacing = Spacing {
@@ -32,31 +30,47 @@ impl RedisPace {
         };
         let mut taken = None;
         if spacing.shares(slots) {
-            match self.take_place(authority, (&pace, &slots_key), (spacing, slots), 0) {
+            let site = self.shares.of(authority, || self.site_keys(authority));
+            match self.take_place(authority, &site, (spacing, slots), 0) {
                 Ok(admission) => return Began::Admitted(admission),
-                Err(said) => taken = Some(said),
+                Err(said) => taken = Some((site, said)),
             }
         }
+        let (pace, slots_key) = match &taken {
+            Some((site, _)) => (site.keys.pace.to_string(), site.keys.slots.to_string()),
+            None => {
+                let keys = self.site_keys(authority);
+                (keys.pace.to_string(), keys.slots.to_string())
+            }
+        };
         Began::Next(Prelude { arrival, pace, slots_key, spacing, slots, one_way, taken })
     }
 
-    /// A place of the share: the request's admission, or what the share said instead.
+    /// The slots key and pace key of `authority`.
+    pub(super) fn site_keys(&self, authority: &Authority) -> SiteKeys {
+        let site = &self.fleet.keys;
+        SiteKeys {
+            slots: site.site("slots", authority, "").into(),
+            pace: site.site("pace", authority, "").into(),
+        }
+    }
+
+    /// A place of the share of `site`: the request's admission, or what the share said
+    /// instead.
     pub(super) fn take_place(
         &self,
         authority: &Authority,
-        (pace, slots_key): (&str, &str),
+        site: &Arc<share::Site>,
         (spacing, slots): (Spacing, usize),
         looked: u32,
     ) -> Result<Admission, share::Taken> {
-        let mut taken = self.shares.take((pace, slots_key), (spacing.interval, slots), looked);
-        self.slots.unused(slots_key, pace, taken.expired());
-        let share::Taken::Place { slot, site, ahead, .. } = taken else { return Err(taken) };
-        let slot = slot.map(|pooled| {
-            let held = (pooled.member, pooled.renewed);
-            Box::new(self.slots.hold_in(slots_key, pace, held, site)) as _
-        });
+        let mut taken = site.take((spacing.interval, slots), looked);
+        self.slots.unused(&site.keys, taken.expired());
+        let share::Taken::Place { slot, ahead, .. } = taken else { return Err(taken) };
+        let slot = slot
+            .map(|pooled| Box::new(self.slots.hold_in(site, (pooled.member, pooled.renewed))) as _);
         if let Some((ask, refill)) = ahead {
-            self.refill_ahead(refill, authority, (pace, slots_key), (spacing, slots, ask));
+            self.refill_ahead(refill, authority, &site.keys, (spacing, slots, ask));
         }
         Ok(Admission { waited: false, slot })
     }
@@ -64,9 +78,9 @@ impl RedisPace {
     /// Keeps what the `RESERVE` of `refill` brought beside its request's own start and slot,
     /// for this instance's next requests; a task gives back, at the end of their life, the
     /// pooled slots nobody used.
-    pub(super) fn keep_share(&self, refill: share::Refill, keys: &Keys, brought: share::Brought) {
+    pub(super) fn keep_share(&self, refill: share::Refill, brought: share::Brought) {
         if let Some(site) = self.shares.put(refill, brought) {
-            self.slots.sweep(site, keys.slots.clone(), keys.pace.clone());
+            self.slots.sweep(site);
         }
     }
 
@@ -79,14 +93,13 @@ impl RedisPace {
         &self,
         refill: share::Refill,
         authority: &Authority,
-        (pace, slots_key): (&str, &str),
+        site_keys: &SiteKeys,
         (spacing, slots, ask): (Spacing, usize, share::Ask),
     ) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let member = self.unique();
-        let site = &self.fleet.keys;
-        let keys =
-            Keys::new(site, authority, None, (pace.to_owned(), slots_key.to_owned()), &member);
+        let (pace, slots_key) = (site_keys.pace.to_string(), site_keys.slots.to_string());
+        let keys = Keys::new(&self.fleet.keys, authority, None, (pace, slots_key), &member);
         let (starts, more) = (ask.starts.saturating_sub(1), ask.slots.saturating_sub(1));
         let args = ReserveArgs {
             // Waits for nothing (under a tick) and queues nowhere.
@@ -94,7 +107,7 @@ impl RedisPace {
             keep: millis(self.keep.get()).max(1000),
             slots,
             lease: micros(self.lease),
-            floors: (self.ledger.floors(pace, &spacing).0, 0),
+            floors: (self.ledger.floors(&keys.pace, &spacing).0, 0),
             ask: share::Ask { starts, slots: more },
         };
         let (fleet, script, shares) =
@@ -129,7 +142,7 @@ impl RedisPace {
             let brought =
                 share::Brought { starts: extra + 1, slots: members, received, room: room == 1 };
             if let Some(site) = shares.put(refill, brought) {
-                held.sweep(site, keys.slots, keys.pace);
+                held.sweep(site);
             }
         });
     }
@@ -152,7 +165,7 @@ pub(super) struct Prelude {
     pub(super) spacing: Spacing,
     pub(super) slots: usize,
     pub(super) one_way: Duration,
-    pub(super) taken: Option<share::Taken>,
+    pub(super) taken: Option<(Arc<share::Site>, share::Taken)>,
 }
 
 /// Each time the heartbeat finds the store lost or back ([`Fleet::losses`]), empties every
@@ -166,8 +179,8 @@ pub(super) async fn empty_shares_on_loss(
     let mut losses = fleet.losses();
     while losses.changed().await.is_ok() {
         let (Some(shares), Some(held)) = (shares.upgrade(), held.upgrade()) else { return };
-        for (key, pace, members) in shares.empty_all() {
-            held.unused(&key, &pace, members);
+        for (keys, members) in shares.empty_all() {
+            held.unused(&keys, members);
         }
     }
 }

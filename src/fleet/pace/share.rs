@@ -38,6 +38,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::authority::Authority;
 use crate::pacing::TICK;
 
 /// The most starts one share asks for.
@@ -146,10 +147,17 @@ pub(super) struct Ask {
     pub(super) slots: u32,
 }
 
+/// A site's slots key and pace key in Redis, made once for its share (not per request), and
+/// shared by the slots held under them ([`super::slots`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct SiteKeys {
+    pub(super) slots: Arc<str>,
+    pub(super) pace: Arc<str>,
+}
+
 /// A site's share and the notice that a refill ended.
 pub(super) struct Site {
-    /// The site's slots key and pace key.
-    keys: (String, String),
+    pub(super) keys: SiteKeys,
     share: Mutex<Share>,
     /// Bumped each time a refill ends (with places or not).
     refilled: watch::Sender<u64>,
@@ -161,12 +169,7 @@ pub(super) enum Taken {
     /// A place: its slot from the pool (with a limit); `ahead`, when the share runs low and no
     /// refill is under way: a refill to make off the request's path, so that the next requests
     /// find places still.
-    Place {
-        slot: Option<Pooled>,
-        site: Weak<Site>,
-        ahead: Option<(Ask, Refill)>,
-        expired: Vec<String>,
-    },
+    Place { slot: Option<Pooled>, ahead: Option<(Ask, Refill)>, expired: Vec<String> },
     /// None left, and another request's `RESERVE` is bringing more: wait for it, then look
     /// again.
     Wait { refilled: watch::Receiver<u64>, expired: Vec<String> },
@@ -209,9 +212,9 @@ pub(super) struct Brought {
     pub(super) room: bool,
 }
 
-/// Every site's share, by pace key.
+/// Every site's share, by authority.
 pub(super) struct Shares {
-    sites: moka::sync::Cache<String, Arc<Site>>,
+    sites: moka::sync::Cache<Authority, Arc<Site>>,
 }
 
 impl Shares {
@@ -224,26 +227,28 @@ impl Shares {
         }
     }
 
-    /// A place of the share of `pace` (taken with these parameters), if one is left within its
-    /// life; otherwise whether to wait for a refill under way, or to refill. `looked`: how
-    /// many refills the request waited for already (after [`MOST_LOOKS`], it waits no more).
-    /// A refill asks for twice as many starts as the last when those ran out within their
-    /// life, as many fewer as went unused, and at least as many as waited for the last; one
-    /// goes ahead, asking for half as many again, when fewer than half are left.
-    pub(super) fn take(
-        &self,
-        (pace, slots_key): (&str, &str),
-        (interval, slots): (u64, usize),
-        looked: u32,
-    ) -> Taken {
-        let now = Instant::now();
-        let site = self.sites.get_with_by_ref(pace, || {
+    /// The share of `authority`, made with its keys (`keys`) when it has none.
+    pub(super) fn of(&self, authority: &Authority, keys: impl FnOnce() -> SiteKeys) -> Arc<Site> {
+        self.sites.get_with_by_ref(authority, || {
             Arc::new(Site {
-                keys: (slots_key.to_owned(), pace.to_owned()),
-                share: Mutex::new(Share { want: 1, interval, slots, ..Share::default() }),
+                keys: keys(),
+                share: Mutex::new(Share { want: 1, ..Share::default() }),
                 refilled: watch::channel(0).0,
             })
-        });
+        })
+    }
+}
+
+impl Site {
+    /// A place of this share (taken with these parameters), if one is left within its life;
+    /// otherwise whether to wait for a refill under way, or to refill. `looked`: how many
+    /// refills the request waited for already (after [`MOST_LOOKS`], it waits no more). A
+    /// refill asks for twice as many starts as the last when those ran out within their life,
+    /// as many fewer as went unused, and at least as many as waited for the last; one goes
+    /// ahead, asking for half as many again, when fewer than half are left.
+    pub(super) fn take(self: &Arc<Self>, (interval, slots): (u64, usize), looked: u32) -> Taken {
+        let now = Instant::now();
+        let site = self;
         let mut share = crate::sync::lock(&site.share);
         let mut expired = share.expire(now);
         if share.interval != interval || share.slots != slots {
@@ -269,7 +274,7 @@ impl Shares {
                 share.refilling = true;
                 ahead = Some((share.ask(), Refill(site.clone())));
             }
-            return Taken::Place { slot, site: Arc::downgrade(&site), ahead, expired };
+            return Taken::Place { slot, ahead, expired };
         }
         if share.refilling {
             if looked >= MOST_LOOKS {
@@ -287,9 +292,11 @@ impl Shares {
         share.refilling = true;
         let ask = share.ask();
         drop(share);
-        Taken::Refill { ask, refill: Refill(site), expired }
+        Taken::Refill { ask, refill: Refill(site.clone()), expired }
     }
+}
 
+impl Shares {
     /// What the `RESERVE` of `refill` brought; then the requests waiting for it look. Returns
     /// the site when its pool needs a task to give back the slots that outlive their life
     /// ([`sweep`]).
@@ -381,27 +388,27 @@ impl Shares {
     /// longer be in Redis's pace, and its pooled slots not in Redis's count (the slots in use
     /// are put back with the instance's others). Returns each site's slots key, pace key and
     /// pooled slots, to give back to Redis (they may still be there).
-    pub(super) fn empty_all(&self) -> Vec<(String, String, Vec<String>)> {
+    pub(super) fn empty_all(&self) -> Vec<(SiteKeys, Vec<String>)> {
         let mut pooled = Vec::new();
         for (_, site) in self.sites.iter() {
             let mut share = crate::sync::lock(&site.share);
             share.starts.clear();
             let members: Vec<String> = share.pool.drain(..).map(|p| p.member).collect();
             if !members.is_empty() {
-                pooled.push((site.keys.0.clone(), site.keys.1.clone(), members));
+                pooled.push((site.keys.clone(), members));
             }
         }
         pooled
     }
 
-    /// The share of `pace`, for a slot (just taken in Redis, not from the pool) that may go
-    /// back to its pool when its request ends: counted as lent until then.
-    pub(super) fn site(&self, pace: &str) -> Option<Weak<Site>> {
-        let site = self.sites.get(pace)?;
+    /// The share of `authority`, for a slot (just taken in Redis, not from the pool) that may
+    /// go back to its pool when its request ends: counted as lent until then.
+    pub(super) fn lend(&self, authority: &Authority) -> Option<Arc<Site>> {
+        let site = self.sites.get(authority)?;
         let mut share = crate::sync::lock(&site.share);
         share.lent = share.lent.saturating_add(1);
         drop(share);
-        Some(Arc::downgrade(&site))
+        Some(site)
     }
 }
 
@@ -416,8 +423,20 @@ mod tests {
 
     const P: (u64, usize) = (10, 100);
 
+    fn site() -> Authority {
+        Authority::new(crate::authority::Scheme::Http, "site.example", 80).expect("an authority")
+    }
+
+    fn keys() -> SiteKeys {
+        SiteKeys { slots: "s".into(), pace: "p".into() }
+    }
+
+    fn take(shares: &Shares, params: (u64, usize), looked: u32) -> Taken {
+        shares.of(&site(), keys).take(params, looked)
+    }
+
     fn refill(shares: &Shares, params: (u64, usize)) -> (Ask, Refill, Vec<String>) {
-        match shares.take(("p", "s"), params, 0) {
+        match take(shares, params, 0) {
             Taken::Refill { ask, refill, expired } => (ask, refill, expired),
             _ => panic!("expected to refill"),
         }
@@ -443,29 +462,29 @@ mod tests {
             "a new site asks for one"
         );
         // While it is under way, the next request waits for it, and finds its place after.
-        let Taken::Wait { refilled: notice, .. } = shares.take(("p", "s"), P, 0) else {
+        let Taken::Wait { refilled: notice, .. } = take(&shares, P, 0) else {
             panic!("a second refill started beside the first")
         };
         assert!(shares.put(r, brought(2, 2, true)).is_some(), "a pool with no task to sweep it");
         refilled(notice, Duration::from_secs(1)).await;
-        assert_eq!(slot_of(shares.take(("p", "s"), P, 1)), "m/0");
-        assert_eq!(slot_of(shares.take(("p", "s"), P, 0)), "m/1");
+        assert_eq!(slot_of(take(&shares, P, 1)), "m/0");
+        assert_eq!(slot_of(take(&shares, P, 0)), "m/1");
         // Ran out within their life: the next share asks for twice as many starts, and slots
         // for them less half of the two in use (they come back to the pool soon).
         let (ask, r, _) = refill(&shares, P);
         assert_eq!(ask, Ask { starts: 2, slots: 1 });
         // One that waited for as many refills as it may goes alone.
-        assert!(matches!(shares.take(("p", "s"), P, 1), Taken::Wait { .. }));
-        assert!(matches!(shares.take(("p", "s"), P, MOST_LOOKS), Taken::Alone { .. }));
+        assert!(matches!(take(&shares, P, 1), Taken::Wait { .. }));
+        assert!(matches!(take(&shares, P, MOST_LOOKS), Taken::Alone { .. }));
         assert!(shares.put(r, brought(2, 2, true)).is_none(), "a second task to sweep the pool");
-        let _ = slot_of(shares.take(("p", "s"), P, 0));
+        let _ = slot_of(take(&shares, P, 0));
         tokio::time::advance(ROOMY).await;
         // A start went unused: the next asks for one fewer; its slot goes back to Redis.
         let (ask, r, expired) = refill(&shares, P);
         assert_eq!(expired, vec!["m/1".to_owned()]);
         assert_eq!(ask.starts, 1);
         // A refill that brought nothing (or whose request was dropped) still wakes its waiters.
-        let Taken::Wait { refilled: notice, .. } = shares.take(("p", "s"), P, 0) else { panic!() };
+        let Taken::Wait { refilled: notice, .. } = take(&shares, P, 0) else { panic!() };
         drop(r);
         tokio::time::timeout(Duration::from_millis(1), refilled(notice, Duration::from_secs(60)))
             .await
@@ -478,11 +497,11 @@ mod tests {
         let (_, r, _) = refill(&shares, P);
         let site = shares.put(r, brought(4, 1, true)).expect("a sweep");
         let renewed = Instant::now();
-        let member = slot_of(shares.take(("p", "s"), P, 0));
+        let member = slot_of(take(&shares, P, 0));
         // The pool is empty and three starts are left: the slot of an ended request serves.
-        assert!(matches!(shares.take(("p", "s"), P, 0), Taken::Refill { .. }));
+        assert!(matches!(take(&shares, P, 0), Taken::Refill { .. }));
         assert_eq!(pool(&site, member, renewed, renewed), Ok(false), "the sweep runs already");
-        assert_eq!(slot_of(shares.take(("p", "s"), P, 0)), "m/0");
+        assert_eq!(slot_of(take(&shares, P, 0)), "m/0");
         // Not once its lease is older than half; not once the room has passed.
         assert_eq!(pool(&site, "old".into(), renewed, renewed + SHARE_LIFE), Err("old".into()));
         tokio::time::advance(ROOMY).await;
@@ -503,11 +522,8 @@ mod tests {
         let shares = Shares::new();
         let (_, r, _) = refill(&shares, P);
         shares.put(r, brought(3, 2, true));
-        assert_eq!(
-            shares.empty_all(),
-            vec![("s".into(), "p".into(), vec!["m/0".into(), "m/1".into()])]
-        );
-        assert!(matches!(shares.take(("p", "s"), P, 0), Taken::Refill { .. }), "a start was left");
+        assert_eq!(shares.empty_all(), vec![(keys(), vec!["m/0".into(), "m/1".into()])]);
+        assert!(matches!(take(&shares, P, 0), Taken::Refill { .. }), "a start was left");
         assert!(shares.empty_all().is_empty());
     }
 
@@ -535,15 +551,13 @@ mod tests {
         let (_, r, _) = refill(&shares, P);
         shares.put(r, brought(0, 0, true));
         // As if the shares before had been used up: the ask has grown to 8.
-        crate::sync::lock(&shares.sites.get("p").unwrap().share).want = 8;
+        crate::sync::lock(&shares.sites.get(&site()).unwrap().share).want = 8;
         let (ask, r, _) = refill(&shares, P);
         shares.put(r, brought(ask.starts, ask.slots as usize, true));
         let mut aheads = Vec::new();
         let mut refills = Vec::new();
         for taken in 0..ask.starts {
-            let Taken::Place { ahead, .. } = shares.take(("p", "s"), P, 0) else {
-                panic!("{taken}")
-            };
+            let Taken::Place { ahead, .. } = take(&shares, P, 0) else { panic!("{taken}") };
             if let Some((asked, refill)) = ahead {
                 aheads.push((taken, asked.starts));
                 refills.push(refill);
@@ -551,11 +565,8 @@ mod tests {
         }
         // Once fewer than half were left, one refill ahead, asking for half as many again.
         assert_eq!(aheads, vec![(ask.starts / 2, ask.starts + ask.starts / 2)], "{ask:?}");
-        assert!(
-            matches!(shares.take(("p", "s"), P, 0), Taken::Wait { .. }),
-            "a second refill began"
-        );
+        assert!(matches!(take(&shares, P, 0), Taken::Wait { .. }), "a second refill began");
         drop(refills);
-        assert!(matches!(shares.take(("p", "s"), P, 1), Taken::Refill { .. }));
+        assert!(matches!(take(&shares, P, 1), Taken::Refill { .. }));
     }
 }

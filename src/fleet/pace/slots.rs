@@ -22,6 +22,7 @@ use redis::Script;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::share::{Site, SiteKeys};
 use super::{micros, scripts};
 use crate::fleet::Fleet;
 
@@ -30,7 +31,7 @@ const MOST_PER_CALL: usize = 256;
 
 /// A slot held by one of this instance's requests.
 struct Held {
-    key: String,
+    key: Arc<str>,
     member: String,
     /// When it was taken or last renewed.
     renewed: Instant,
@@ -42,8 +43,7 @@ struct Held {
 
 /// A slot handed to the give-back task.
 struct Freed {
-    /// The authority's slots key and pace key.
-    keys: (String, String),
+    keys: SiteKeys,
     member: String,
     /// No use trying to give it back after this: it has lapsed by itself.
     lapses: Instant,
@@ -75,64 +75,57 @@ impl Slots {
         slots
     }
 
-    /// The slot `member` of `key` (the authority's pace key `pace`), just taken: renewed while
-    /// held, given back when dropped.
-    pub(super) fn hold(self: &Arc<Self>, key: &str, pace: &str, member: &str) -> Slot {
-        self.held_as(key, pace, member, true)
+    /// The slot `member` of the site of `keys`, just taken: renewed while held, given back when
+    /// dropped.
+    pub(super) fn hold(self: &Arc<Self>, keys: SiteKeys, member: &str) -> Slot {
+        self.held_in(keys, (member.to_owned(), Instant::now()), true, None)
     }
 
-    /// A slot of `key` held by a request this instance's own pace admitted while Redis was out
-    /// of reach: not in Redis, and put there when the store is back ([`Slots::restore`]), so the
-    /// fleet's concurrency counts it from then on.
-    pub(super) fn hold_alone(self: &Arc<Self>, key: &str, pace: &str, member: &str) -> Slot {
-        self.held_as(key, pace, member, false)
+    /// A slot of the site of `keys` held by a request this instance's own pace admitted while
+    /// Redis was out of reach: not in Redis, and put there when the store is back
+    /// ([`Slots::restore`]), so the fleet's concurrency counts it from then on.
+    pub(super) fn hold_alone(self: &Arc<Self>, keys: SiteKeys, member: &str) -> Slot {
+        self.held_in(keys, (member.to_owned(), Instant::now()), false, None)
     }
 
-    /// Gives back the slots `members` of `key` (places of a share nobody used, [`super::share`]),
-    /// with the others of the moment.
-    pub(super) fn unused(&self, key: &str, pace: &str, members: Vec<String>) {
+    /// Gives back the slots `members` of the site of `keys` (places of a share nobody used,
+    /// [`super::share`]), with the others of the moment.
+    pub(super) fn unused(&self, keys: &SiteKeys, members: Vec<String>) {
         if members.is_empty() {
             return;
         }
         let lapses = Instant::now() + self.lease;
         for member in members {
-            let keys = (key.to_owned(), pace.to_owned());
+            let keys = keys.clone();
             // Fails only once the task has ended (the runtime is going away): the slot lapses.
             let _ = self.freed.send(Freed { keys, member, lapses });
         }
     }
 
-    fn held_as(self: &Arc<Self>, key: &str, pace: &str, member: &str, shared: bool) -> Slot {
-        self.held_in(key, pace, (member.to_owned(), Instant::now()), shared, None)
-    }
-
-    /// The slot `member` of `key`, taken or last renewed in Redis at `renewed`, of a site with a
-    /// share (`site`): when its request ends it goes back to the share's pool if the fleet had
-    /// room lately ([`super::share::pool`]), to Redis otherwise.
+    /// The slot `member`, taken or last renewed in Redis at `renewed`, of a site with a share
+    /// (`site`): when its request ends it goes back to the share's pool if the fleet had room
+    /// lately ([`super::share::pool`]), to Redis otherwise.
     pub(super) fn hold_in(
         self: &Arc<Self>,
-        key: &str,
-        pace: &str,
+        site: &Arc<Site>,
         (member, renewed): (String, Instant),
-        site: Weak<super::share::Site>,
     ) -> Slot {
-        self.held_in(key, pace, (member, renewed), true, Some(site))
+        self.held_in(site.keys.clone(), (member, renewed), true, Some(Arc::downgrade(site)))
     }
 
     fn held_in(
         self: &Arc<Self>,
-        key: &str,
-        pace: &str,
+        SiteKeys { slots: key, pace }: SiteKeys,
         (member, renewed): (String, Instant),
         shared: bool,
-        site: Option<Weak<super::share::Site>>,
+        site: Option<Weak<Site>>,
     ) -> Slot {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let held = Held { key: key.to_owned(), member, renewed, shared };
+        let held = Held { key, member, renewed, shared };
         if let Ok(mut all) = self.held.lock() {
             all.insert(id, held);
         }
-        Slot { slots: self.clone(), id, pace: pace.to_owned(), site }
+        Slot { slots: self.clone(), id, pace, site }
     }
 }
 
@@ -141,9 +134,10 @@ impl Slots {
 pub(super) struct Slot {
     slots: Arc<Slots>,
     id: u64,
-    pace: String,
+    /// The site's pace key.
+    pace: Arc<str>,
     /// The site's share, whose pool it may go back to ([`super::share`]).
-    site: Option<Weak<super::share::Site>>,
+    site: Option<Weak<Site>>,
 }
 
 impl Drop for Slot {
@@ -151,7 +145,6 @@ impl Drop for Slot {
         let held = self.slots.held.lock().ok().and_then(|mut all| all.remove(&self.id));
         // A slot that is not in Redis has nothing to give back there.
         let Some(held) = held.filter(|h| h.shared) else { return };
-        let pace = std::mem::take(&mut self.pace);
         let mut member = held.member;
         if let Some(site) = self.site.take() {
             // Back to the pool while its lease has more than half to run.
@@ -159,7 +152,7 @@ impl Drop for Slot {
             match super::share::pool(&site, member, held.renewed, fresh) {
                 Ok(sweep) => {
                     if sweep {
-                        self.slots.sweep(site, held.key, pace);
+                        self.slots.sweep(site);
                     }
                     return;
                 }
@@ -168,25 +161,22 @@ impl Drop for Slot {
         }
         let lapses = held.renewed + self.slots.lease;
         // Fails only once the task has ended (the runtime is going away): the slot lapses.
-        let _ = self.slots.freed.send(Freed { keys: (held.key, pace), member, lapses });
+        let keys = SiteKeys { slots: held.key, pace: self.pace.clone() };
+        let _ = self.slots.freed.send(Freed { keys, member, lapses });
     }
 }
 
 impl Slots {
     /// Starts the task that gives back to Redis the slots of `site`'s pool that outlive their
     /// life, until the pool is empty ([`super::share::sweep`]).
-    pub(super) fn sweep(
-        self: &Arc<Self>,
-        site: Weak<super::share::Site>,
-        key: String,
-        pace: String,
-    ) {
+    pub(super) fn sweep(self: &Arc<Self>, site: Weak<Site>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let Some(keys) = site.upgrade().map(|s| s.keys.clone()) else { return };
         let slots = self.clone();
         runtime.spawn(async move {
             loop {
                 let (gone, done) = super::share::sweep(&site).await;
-                slots.unused(&key, &pace, gone);
+                slots.unused(&keys, gone);
                 if done {
                     return;
                 }
@@ -204,7 +194,7 @@ async fn give_back_all(
     let release = Arc::new(Script::new(scripts::RELEASE));
     let mut batch = Vec::new();
     while given.recv_many(&mut batch, MOST_PER_CALL).await > 0 {
-        let mut by_site: HashMap<(String, String), (Vec<String>, Instant)> = HashMap::new();
+        let mut by_site: HashMap<SiteKeys, (Vec<String>, Instant)> = HashMap::new();
         for freed in batch.drain(..) {
             let (members, lapses) = by_site.entry(freed.keys).or_insert((Vec::new(), freed.lapses));
             members.push(freed.member);
@@ -212,14 +202,14 @@ async fn give_back_all(
         }
         // One call per authority, all at once on the multiplexed connection.
         let mut calls = tokio::task::JoinSet::new();
-        for ((key, pace), (members, lapses)) in by_site {
+        for (SiteKeys { slots: key, pace }, (members, lapses)) in by_site {
             let (fleet, release, channel) = (fleet.clone(), release.clone(), channel.clone());
             let (keys, members) = (Arc::new((key, pace, channel)), Arc::new(members));
             let make = move |mut c: crate::fleet::Conn| -> super::Try {
                 let (release, keys, members) = (release.clone(), keys.clone(), members.clone());
                 Box::pin(async move {
                     let mut invocation = release.prepare_invoke();
-                    invocation.key(&keys.0).key(&keys.1).arg(&keys.2).arg(&*members);
+                    invocation.key(&*keys.0).key(&*keys.1).arg(&keys.2).arg(&*members);
                     invocation.invoke_async::<()>(&mut c).await
                 })
             };
@@ -243,7 +233,7 @@ async fn renew_all(fleet: Arc<Fleet>, lease: Duration, held: Weak<Mutex<HashMap<
         tokio::time::sleep(every).await;
         let Some(all) = held.upgrade() else { return };
         let now = Instant::now();
-        let due: Vec<(u64, String, String)> = match all.lock() {
+        let due: Vec<(u64, Arc<str>, String)> = match all.lock() {
             Ok(all) => all
                 .iter()
                 .filter(|(_, h)| h.shared && now.saturating_duration_since(h.renewed) >= every)
@@ -254,7 +244,7 @@ async fn renew_all(fleet: Arc<Fleet>, lease: Duration, held: Weak<Mutex<HashMap<
         drop(all);
         for (id, key, member) in due {
             let mut invocation = renew.prepare_invoke();
-            invocation.key(&key).arg(&member).arg(micros(lease));
+            invocation.key(&*key).arg(&member).arg(micros(lease));
             let renewed: Result<(), _> =
                 fleet.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await;
             if renewed.is_ok() {
@@ -289,7 +279,7 @@ impl Slots {
     /// many were put back, or `Err` when Redis was out of reach (tried again at the next loss
     /// or return).
     pub(super) async fn restore(self: &Arc<Self>, fleet: &Arc<Fleet>) -> Result<usize, ()> {
-        let mut by_key: HashMap<String, Vec<(u64, String)>> = HashMap::new();
+        let mut by_key: HashMap<Arc<str>, Vec<(u64, String)>> = HashMap::new();
         for (id, held) in crate::sync::lock(&self.held).iter() {
             by_key.entry(held.key.clone()).or_default().push((*id, held.member.clone()));
         }
@@ -298,7 +288,7 @@ impl Slots {
         for (key, members) in by_key {
             for chunk in members.chunks(MOST_PER_CALL) {
                 let mut invocation = script.prepare_invoke();
-                invocation.key(&key).arg(super::micros(self.lease));
+                invocation.key(&*key).arg(super::micros(self.lease));
                 for (_, member) in chunk {
                     invocation.arg(member);
                 }
@@ -325,7 +315,7 @@ impl Slots {
                     let (key, lapses) = (key.clone(), Instant::now() + self.lease);
                     super::give_back(fleet.clone(), lapses, move |mut c| {
                         let mut zrem = redis::cmd("ZREM");
-                        zrem.arg(&key).arg(&gone);
+                        zrem.arg(&*key).arg(&gone);
                         Box::pin(async move { zrem.query_async::<()>(&mut c).await })
                     });
                 }

@@ -301,25 +301,13 @@ impl RedisPace {
         let arrival = prelude.arrival;
         let deadline = arrival.checked_add(limits.max_wait).unwrap_or(arrival);
         let site = &self.fleet.keys;
-        // What the share said: wait for a refill under way (and look again), refill, or go alone.
-        let (mut asked, mut refill) = (share::Ask { starts: 0, slots: 0 }, None);
-        let refill::Prelude { pace, slots_key, spacing, slots, one_way, taken: mut said, .. } =
-            prelude;
-        let mut looked = 0;
-        while let Some((site, taken)) = said.take() {
-            match taken {
-                share::Taken::Wait { refilled, .. } => {
-                    share::refilled(refilled, self.fleet.timeout).await;
-                    looked += 1;
-                    match self.take_place(authority, &site, (spacing, slots), looked) {
-                        Ok(admission) => return Ok(admission),
-                        Err(again) => said = Some((site, again)),
-                    }
-                }
-                share::Taken::Refill { ask, refill: r, .. } => (asked, refill) = (ask, Some(r)),
-                share::Taken::Alone { .. } | share::Taken::Place { .. } => {}
-            }
-        }
+        // What the share said, once its refills were waited for ([`RedisPace::wait_for_share`]):
+        // refill, or go alone.
+        let refill::Prelude { pace, slots_key, spacing, slots, one_way, taken, .. } = prelude;
+        let (asked, mut refill) = match taken {
+            Some((_, share::Taken::Refill { ask, refill, .. })) => (ask, Some(refill)),
+            _ => (share::Ask { starts: 0, slots: 0 }, None),
+        };
         let member = self.unique();
         let keys = Keys::new(site, authority, lane, (pace, slots_key), &member);
         let args = ReserveArgs {
@@ -749,6 +737,9 @@ impl PaceStore for RedisPace {
     fn admit<'a>(&'a self, ask: PaceAsk<'a>) -> PaceFuture<'a, Result<Admission, Held>> {
         match self.prelude(&ask) {
             refill::Began::Admitted(admission) => Box::pin(std::future::ready(Ok(admission))),
+            refill::Began::Next(prelude) if prelude.waits() => {
+                Box::pin(self.wait_for_share(ask, prelude))
+            }
             refill::Began::Next(prelude) => Box::pin(self.admit_shared(ask, prelude)),
         }
     }

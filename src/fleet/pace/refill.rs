@@ -46,6 +46,27 @@ impl RedisPace {
         Began::Next(Prelude { arrival, pace, slots_key, spacing, slots, one_way, taken })
     }
 
+    /// A request that found its share empty while a refill is under way: waits for it (at
+    /// most [`share::MOST_LOOKS`] of them) and looks again; its pace goes on from the prelude
+    /// only when it still finds no place. A small future of its own, so that the many requests
+    /// waiting for a refill at once do not each make the whole pace's.
+    pub(super) async fn wait_for_share(
+        &self,
+        ask: PaceAsk<'_>,
+        mut prelude: Prelude,
+    ) -> Result<Admission, crate::pacing::Held> {
+        let mut looked = 0;
+        while let Some((site, share::Taken::Wait { refilled, .. })) = prelude.taken.take() {
+            share::refilled(refilled, self.fleet.timeout).await;
+            looked += 1;
+            match self.take_place(ask.authority, &site, (prelude.spacing, prelude.slots), looked) {
+                Ok(admission) => return Ok(admission),
+                Err(again) => prelude.taken = Some((site, again)),
+            }
+        }
+        Box::pin(self.admit_shared(ask, prelude)).await
+    }
+
     /// The slots key and pace key of `authority`.
     pub(super) fn site_keys(&self, authority: &Authority) -> SiteKeys {
         let site = &self.fleet.keys;
@@ -153,6 +174,13 @@ impl RedisPace {
 pub(super) enum Began {
     Admitted(Admission),
     Next(Prelude),
+}
+
+impl Prelude {
+    /// Whether the request's share is being refilled, to wait for ([`RedisPace::wait_for_share`]).
+    pub(super) fn waits(&self) -> bool {
+        matches!(self.taken, Some((_, share::Taken::Wait { .. })))
+    }
 }
 
 /// What a request's pace starts from ([`RedisPace::prelude`]): when it arrived, its site's

@@ -15,8 +15,9 @@
 //!
 //! * **The rate, over any span, as before:** every start is reserved in Redis one spacing
 //!   after the last, on Redis's clock, whoever uses it; a start goes at most a tick early (as
-//!   any start finer than the tick does) and at most a tick late ([`SHARE_LIFE`]), so a tick
-//!   is still the only slack, as it was.
+//!   any start finer than the tick does) and at most a tick after its own place
+//!   ([`SHARE_LIFE`]: the n-th start of a share lives until a tick after the answer plus n
+//!   spacings), so a tick each way is still the only slack.
 //! * **The concurrency of the fleet, exactly:** every slot of the pool is held in Redis, in use
 //!   or not; a share never takes more than half of the slots still free, and none while a
 //!   request of the fleet waits for one (`slotq`); a slot goes back to the pool only within
@@ -47,8 +48,11 @@ pub(super) const MOST: u32 = 64;
 /// How many refills a request waits for before it makes its own call (asking for no places).
 pub(super) const MOST_LOOKS: u32 = 3;
 
-/// How long a start of a share may be used after the answer that brought it: a tick (all its
-/// starts were within a tick of Redis's clock when they were reserved).
+/// How long a start of a share may be used after its place: a tick. Its place is taken as
+/// the answer that brought it plus as many spacings as starts before it in the share (the
+/// places lie one spacing apart from Redis's clock at the call on, which is before the
+/// answer): never later than the place is, so a start is never used more than a tick after
+/// it, and the last starts of a large share live as long as the first.
 pub(super) const SHARE_LIFE: Duration = TICK;
 
 /// How long after a call that found room (at most half the site's limit held, nobody waiting
@@ -306,9 +310,12 @@ impl Shares {
             let mut share = crate::sync::lock(&refill.0.share);
             share.last = Some(Instant::now());
             share.seen = share.waiting;
-            let until = brought.received + SHARE_LIFE;
             if share.interval > 0 {
-                share.starts.extend((0..brought.starts).map(|_| until));
+                let (first, step) =
+                    (brought.received + SHARE_LIFE, Duration::from_micros(share.interval));
+                share.starts.extend((0..brought.starts).map(|n| first + step * n));
+                // The earliest to lapse is taken first, and `expire` looks at the front only.
+                share.starts.make_contiguous().sort_unstable();
             }
             // Slots wait for a request as long as the fleet has room, a start's life if not.
             let (renewed, until) = (brought.received, brought.received + ROOMY);
@@ -515,6 +522,36 @@ mod tests {
         shares.put(r, brought(0, 2, true));
         assert_eq!(sweep(&site).await, (Vec::new(), false), "within their life");
         assert_eq!(sweep(&site).await, (vec!["m/0".to_owned(), "m/1".to_owned()], true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_start_lives_a_tick_past_its_own_place_and_the_earliest_goes_first() {
+        // Starts a millisecond apart: the n-th lives until a tick and n spacings after the
+        // answer that brought it.
+        let params = (1000, 0);
+        let ms = Duration::from_millis(1);
+        let shares = Shares::new();
+        let (_, r, _) = refill(&shares, params);
+        let t0 = Instant::now();
+        shares.put(r, brought(5, 0, true));
+        let site = shares.of(&site(), keys);
+        let starts = |site: &Arc<Site>| -> Vec<Instant> {
+            crate::sync::lock(&site.share).starts.iter().copied().collect()
+        };
+        assert_eq!(starts(&site), (0..5).map(|n| t0 + SHARE_LIFE + ms * n).collect::<Vec<_>>());
+        tokio::time::advance(SHARE_LIFE + ms + ms / 2).await;
+        assert!(matches!(site.take(params, 0), Taken::Place { .. }));
+        // Two had lapsed (their places were 0 and 1 ms after the answer), one was taken.
+        assert_eq!(starts(&site), vec![t0 + SHARE_LIFE + ms * 3, t0 + SHARE_LIFE + ms * 4]);
+        // A start of a later refill that lapses before them is taken first.
+        let t1 = Instant::now();
+        shares.put(Refill(site.clone()), brought(1, 0, true));
+        assert_eq!(
+            starts(&site),
+            vec![t1 + SHARE_LIFE, t0 + SHARE_LIFE + ms * 3, t0 + SHARE_LIFE + ms * 4]
+        );
+        tokio::time::advance(SHARE_LIFE + ms * 2).await;
+        assert!(matches!(site.take(params, 0), Taken::Refill { .. }), "a start past its life");
     }
 
     #[tokio::test(start_paused = true)]

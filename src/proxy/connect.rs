@@ -40,11 +40,12 @@ pub(super) const TUNNEL_PATH: &str = "(not visible in a tunnel)";
 /// ([`super::exchange::Ledger`]).
 pub(super) async fn handle_connect(
     shared: Arc<Shared>,
+    memory: &ConnectionMemory,
     client: SocketAddr,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let mut ledger = Ledger::new(&shared, Scheme::Https);
-    let answer = connect_phases(shared.clone(), &mut ledger, client, req).await;
+    let answer = connect_phases(shared.clone(), memory, &mut ledger, client, req).await;
     ledger.log().await;
     answer
 }
@@ -52,6 +53,7 @@ pub(super) async fn handle_connect(
 /// [`handle_connect`] before the Log phase.
 async fn connect_phases(
     shared: Arc<Shared>,
+    memory: &ConnectionMemory,
     ledger: &mut Ledger<'_>,
     client: SocketAddr,
     req: Request<Incoming>,
@@ -115,7 +117,8 @@ async fn connect_phases(
                 .to_owned(),
         ),
         HttpsMode::Tunnel => {
-            super::tunnel::tunnel(shared, &live, ledger, client, req, https, (token, origin)).await
+            let target = (client, https);
+            super::tunnel::process(&shared, memory, &live, req, target, (token, origin)).await
         }
         _ => {
             let Some(ca) = live.ca.clone() else {
@@ -163,7 +166,8 @@ fn refuse(
     reason: String,
 ) -> Response<ProxyBody> {
     let now = ledger.shared.clock.now();
-    let record = connect_record(now, client, req, authority, token, false, &reason);
+    let ua = req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes());
+    let record = connect_record(now, client, ua, authority, token, false, &reason);
     refuse_record(ledger, record, error, reason)
 }
 
@@ -180,7 +184,7 @@ fn refuse_record(
 }
 
 /// The 403 for a CONNECT to a prohibited destination (see `safety::prohibited`).
-pub(super) fn refuse_prohibited(
+fn refuse_prohibited(
     ledger: &mut Ledger<'_>,
     client: SocketAddr,
     req: &Request<Incoming>,
@@ -204,7 +208,7 @@ pub(super) fn refuse_prohibited(
 pub(super) fn connect_record(
     now: std::time::SystemTime,
     client: SocketAddr,
-    req: &Request<Incoming>,
+    user_agent: Option<&[u8]>,
     authority: &Authority,
     token: Option<&ProductToken>,
     allowed: bool,
@@ -218,7 +222,7 @@ pub(super) fn connect_record(
         url: &url,
         domain: &url,
         path: TUNNEL_PATH,
-        user_agent: req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes()),
+        user_agent,
         token: token.map(ProductToken::as_str),
         robots_url: &authority.robots_url(),
     };
@@ -450,8 +454,8 @@ async fn decide_inner(
                 .into_as_sent();
         let mut ledger = Ledger::new(&shared, connect.scheme());
         let now = shared.clock.now();
-        let mut record =
-            connect_record(now, client, &req, &connect, token.as_ref(), false, &reason);
+        let ua = req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes());
+        let mut record = connect_record(now, client, ua, &connect, token.as_ref(), false, &reason);
         record.method = req.method().as_str().to_owned();
         record.url = format!("{connect}{path}");
         record.path = path;

@@ -16,8 +16,9 @@
 //! the Log phase ([`Ledger::log`]) writes the records in the order they were kept and counts the
 //! request once. The Forward phase has the Log phase's writer ([`Ledger::write`]) write what was
 //! kept so far before the request leaves, so that with `audit.fsync = "always"` no request is
-//! forwarded before its record is synced (`docs/audit.md`, "Durability"). A CONNECT (`connect.rs`, `tunnel.rs`: tunnel mode decides it at host level, with
-//! no path) keeps its record on a [`Ledger`] of its own, written by its own Log phase. A ledger
+//! forwarded before its record is synced (`docs/audit.md`, "Durability"). A CONNECT refused at its door (`connect.rs`: its port, the guard, reject
+//! mode) keeps its record on a [`Ledger`] of its own, written by its own Log phase; a
+//! tunnel-mode CONNECT is an exchange like a request's, with no path (`tunnel.rs`). A ledger
 //! dropped before its Log phase ran (the client hung up mid-way) logs what it kept from its
 //! `Drop`: nothing kept is lost, and nothing is written twice.
 
@@ -262,7 +263,7 @@ impl Drop for Ledger<'_> {
 }
 
 impl<'x> Exchange<'x> {
-    fn new(
+    pub(super) fn new(
         shared: &'x Shared,
         live: &'x Live,
         memory: &'x ConnectionMemory,
@@ -319,7 +320,7 @@ impl<'x> Exchange<'x> {
     }
 
     /// The Log phase ([`Ledger::log`]), noting the phase the exchange ended in.
-    async fn log(&mut self) {
+    pub(super) async fn log(&mut self) {
         let ended = self.phase;
         self.phase = Phase::Log;
         tracing::trace!(phase = ended.name(), authority = %self.facts.authority, "exchange logged");

@@ -37,6 +37,8 @@ pub(super) struct Facts {
     /// The exception that decided the request (`[[exceptions]]`), once one has: every later
     /// record of the request (a pacing or usage refusal, an annotation) names it too.
     pub(super) exception: std::sync::OnceLock<crate::audit::ExceptionFields>,
+    /// A tunnel-mode CONNECT: no path can be seen ([`Facts::of_tunnel`]).
+    tunnel: bool,
 }
 
 impl Facts {
@@ -107,16 +109,39 @@ impl Facts {
             user: req.extensions().get::<Arc<AuthenticatedUser>>().cloned(),
             want_json: answer::wants_json(req.headers()),
             exception: std::sync::OnceLock::new(),
+            tunnel: false,
         }
     }
 
-    /// The path and query as sent (and forwarded).
+    /// Reads the facts of a CONNECT in tunnel mode (`tunnel.rs`): it is decided as `/`, for
+    /// every path of the site (no path can be seen), and answered in text (a 403 to a CONNECT
+    /// is read by the client's proxy code, not shown as a page).
+    pub(super) fn of_tunnel<B>(
+        req: &Request<B>,
+        client: SocketAddr,
+        authority: Authority,
+        token: (Option<ProductToken>, TokenOrigin),
+    ) -> Facts {
+        let mut facts = Facts::of(req, client, authority, Readings::of("/"), token);
+        facts.want_json = false;
+        facts.tunnel = true;
+        facts
+    }
+
+    /// The path and query as sent (and forwarded); for a tunnel, that it cannot be seen.
     pub(super) fn path(&self) -> &str {
+        if self.tunnel {
+            return super::connect::TUNNEL_PATH;
+        }
         self.readings.as_sent()
     }
 
-    /// The full URL: `scheme://host[:port]` and the path and query as sent.
+    /// The full URL: `scheme://host[:port]` and the path and query as sent; for a tunnel, the
+    /// authority alone.
     pub(super) fn url(&self) -> String {
+        if self.tunnel {
+            return self.authority.to_string();
+        }
         format!("{}{}", self.authority, self.path())
     }
 

@@ -56,7 +56,7 @@ pub(super) async fn handle(
         req
     };
     if req.method() == Method::CONNECT {
-        let connecting = Box::pin(connect::handle_connect(shared.clone(), client, req));
+        let connecting = Box::pin(connect::handle_connect(shared.clone(), memory, client, req));
         return connecting.await;
     }
     let uri = req.uri();

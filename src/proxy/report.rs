@@ -13,16 +13,12 @@
 //!
 //! With nobody in report mode (the default) this costs one check, on refusals only.
 
-use std::ops::ControlFlow;
-
 use http::{HeaderValue, Response};
 
 use super::answer::PROXY_NAME;
-use super::exchange::Ledger;
 use super::refusal::Refusal;
 use super::{ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
-use crate::policy::Policy;
 
 /// The refusals a request was let through with, in report-only mode: what its response's
 /// `Proxy-Status` member says.
@@ -123,23 +119,16 @@ impl Shared {
     }
 }
 
-/// A CONNECT refused on policy grounds (tunnel mode: robots.txt disallows every path, or a
-/// usage preference holds for the whole site): the 403 with its record kept, or in report-only
-/// mode the record kept as `would_block` and the tunnel goes on.
-pub(super) fn refuse_connect(
-    ledger: &mut Ledger<'_>,
-    policy: &Policy,
-    who: Who<'_>,
-    record: AuditRecord,
-    reason: String,
-) -> ControlFlow<Response<ProxyBody>, Report> {
-    let refusal = Refusal::new(
+/// The 403 of a CONNECT refused on policy grounds (tunnel mode: robots.txt disallows every
+/// path, an exception refuses the site, or a usage preference holds for the whole site), for
+/// the exchange to give or only report ([`super::exchange::Exchange::refuse_or_report`]).
+pub(super) fn connect_refusal(record: &AuditRecord, reason: &str) -> Refusal {
+    Refusal::new(
         http::StatusCode::FORBIDDEN,
         "http_request_denied",
         record.action,
         format!("403 Forbidden: {reason}\n"),
-    );
-    ledger.refuse_or_report(policy, who, record, refusal, false)
+    )
 }
 
 #[cfg(test)]

@@ -8,202 +8,238 @@
 //!   reserves every path (for a crawler with `train-ai` purposes); response headers and
 //!   `<meta>` cannot be seen.
 //!
-//! Every refusal goes through report-only mode ([`super::report::refuse_connect`]).
+//! Every refusal goes through report-only mode ([`Exchange::refuse_or_report`]).
+//!
+//! A tunnel-mode CONNECT is an [`Exchange`] as any request is (`exchange.rs`), with facts that
+//! have no path ([`Facts::of_tunnel`]): its phases run in the same order and under the same
+//! names (Robots, Exceptions, Usage, Forward: the bytes are relayed; Pace, Sign and Response
+//! have nothing to act on in bytes that cannot be read), and its Log phase writes its one
+//! record and counts it, by construction ([`process`]).
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use super::connect::{connect_record, refuse_prohibited, TUNNEL_PATH};
-use super::exchange::Ledger;
-use super::report::{refuse_connect, Reported, Who};
-use super::{answer, safety, ProxyBody, Shared};
+use super::connect::connect_record;
+use super::exchange::{Exchange, Flow, Phase};
+use super::facts::Facts;
+use super::report::{connect_refusal, Who};
+use super::{answer, safety, ConnectionMemory, Live, ProxyBody, Shared};
 use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
 use crate::authority::Authority;
 use crate::guard::{ConnectTcpError, GuardError};
 use crate::metrics::Decision;
 use crate::policy::exceptions::Effect;
-use crate::policy::{Category, Explanation, Preference, ProductToken, RobotsState};
+use crate::policy::{Category, Explanation, Preference, ProductToken, RobotsSnapshot, RobotsState};
 use crate::usage::Settled;
-use std::net::SocketAddr;
 
-/// The audit record of a tunnel decided by robots.txt: `connect_refuse` with the reason
-/// `refused`, or `tunnel_allow` without one. The robots.txt facts (state, age, URL, group and,
-/// for a refusal, the rule and line) are those of `decision`, the policy's decision for `/`:
-/// when the tunnel is refused because every path is disallowed, its rule is the one that
-/// disallows `/`. A tunnel that opens names no rule, since no rule decided it.
-fn tunnel_record(
-    shared: &Shared,
-    client: SocketAddr,
-    req: &Request<Incoming>,
-    authority: &Authority,
-    token: Option<&ProductToken>,
-    decision: &Explanation,
-    refused: Option<&str>,
-) -> AuditRecord {
-    let allowed = refused.is_none();
-    let url = authority.to_string();
-    let user_agent = req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes());
-    let status = if allowed { 200 } else { 403 };
-    let mut record = decision.audit_record(
-        shared.clock.now(),
-        client,
-        &http::Method::CONNECT,
-        &url,
-        &url,
-        TUNNEL_PATH,
-        user_agent,
-        token,
-        Some(status),
-    );
-    record.user_name =
-        req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().map(|u| u.name.clone());
-    record.action = if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse };
-    record.outcome = if allowed { AuditOutcome::Success } else { AuditOutcome::Failure };
-    record.reason =
-        refused.unwrap_or("tunnel allowed: the path cannot be seen inside a tunnel").to_owned();
-    if allowed {
-        record.rule = None;
-        record.line = None;
-    }
-    record
+/// Tunnel mode: the exchange of a CONNECT, refused when every path is disallowed, else
+/// relayed byte for byte. `live` is the reloadable state the CONNECT read when it arrived: the
+/// tunnel is decided and bounded by it (review-house D4).
+pub(super) async fn process(
+    shared: &Arc<Shared>,
+    memory: &ConnectionMemory,
+    live: &Live,
+    req: Request<Incoming>,
+    (client, authority): (std::net::SocketAddr, Authority),
+    token: (Option<ProductToken>, crate::policy::TokenOrigin),
+) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let facts = Facts::of_tunnel(&req, client, authority, token);
+    let mut exchange = Exchange::new(shared, live, memory, &facts, started);
+    let answer = match exchange.tunnel(shared, req).await {
+        ControlFlow::Break(answer) | ControlFlow::Continue(answer) => answer,
+    };
+    exchange.log().await;
+    answer
 }
 
-/// Tunnel mode: refuse when every path is disallowed, else relay bytes.
-/// `live` is the reloadable state the CONNECT read when it arrived: the tunnel is decided and
-/// bounded by it (review-house D4).
-pub(super) async fn tunnel(
-    shared: Arc<Shared>,
-    live: &super::Live,
-    ledger: &mut Ledger<'_>,
-    client: SocketAddr,
-    req: Request<Incoming>,
-    authority: Authority,
-    (token, origin): (Option<ProductToken>, crate::policy::TokenOrigin),
-) -> Response<ProxyBody> {
-    let snapshot = live.policy.robots(&authority).await;
-    // safety: the robots.txt fetch went to a prohibited address.
-    if let Some(why) = safety::robots_prohibited(&snapshot) {
-        return refuse_prohibited(ledger, client, &req, &authority, token.as_ref(), why);
+/// What the tunnel's Robots, Exceptions and Usage phases found, for its Forward phase.
+struct Opening {
+    snapshot: Arc<RobotsSnapshot>,
+    /// robots.txt disallows every path for the crawler.
+    blocked: bool,
+    /// The decision for `/`, explained: the group that applies and, when every path is
+    /// disallowed, the rule that disallows `/` (decided once, for every record).
+    root: Explanation,
+    /// An allow exception that opens the tunnel bounds it: the relay ends at its `expires`.
+    deadline: Option<SystemTime>,
+    /// The allow exceptions the tunnel rests on (the one that opened it, one that lifted a
+    /// usage preference for it): a reload that withdraws one ends the relay.
+    bounds: Vec<Arc<str>>,
+    /// The record of the exception that opened the tunnel (or lifted a usage preference for
+    /// it), kept when the tunnel opens: an exception's decisions are always audited.
+    excepted: Option<AuditRecord>,
+}
+
+impl Exchange<'_> {
+    /// The phases of a tunnel-mode CONNECT, in their fixed order; `Break` is an answer that
+    /// ends the exchange early. The Log phase follows either way ([`process`]).
+    async fn tunnel(
+        &mut self,
+        shared: &Arc<Shared>,
+        req: Request<Incoming>,
+    ) -> Flow<Response<ProxyBody>> {
+        self.phase = Phase::Robots;
+        let mut opening = self.tunnel_robots().await?;
+        self.phase = Phase::Exceptions;
+        self.tunnel_exceptions(&mut opening)?;
+        self.phase = Phase::Usage;
+        self.tunnel_usage(&mut opening).await?;
+        self.phase = Phase::Forward;
+        self.open(shared, req, opening).await
     }
-    if let Some(refusal) = super::pipeline::fleet_unavailable(&snapshot) {
-        let reason = super::pipeline::FLEET_UNAVAILABLE_REASON;
-        let now = shared.clock.now();
-        let record = connect_record(now, client, &req, &authority, token.as_ref(), false, reason);
-        return ledger.refuse(record, refusal, false);
+
+    /// The tunnel's record, decided as `/` (`root`): `connect_refuse` with the reason
+    /// `refused`, or `tunnel_allow` without one. A tunnel that opens names no rule, since no
+    /// rule decided it.
+    fn tunnel_record(&self, root: &Explanation, refused: Option<&str>) -> AuditRecord {
+        let allowed = refused.is_none();
+        let status = if allowed { 200 } else { 403 };
+        let mut record = self.facts.audit_record(root, self.shared.clock.now(), Some(status));
+        record.action = if allowed { AuditAction::TunnelAllow } else { AuditAction::ConnectRefuse };
+        record.outcome = if allowed { AuditOutcome::Success } else { AuditOutcome::Failure };
+        record.reason =
+            refused.unwrap_or("tunnel allowed: the path cannot be seen inside a tunnel").to_owned();
+        if allowed {
+            record.rule = None;
+            record.line = None;
+        }
+        record
     }
-    let blocked = live.policy.disallows_everything(&snapshot, token.as_ref());
-    // Who a refusal is for, and the refusals only reported (report-only mode).
-    let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().cloned();
-    let who = Who { token: token.as_ref(), origin, user: user.as_ref().map(|u| u.name.as_str()) };
-    let mut reported = Reported::default();
-    // For the audit record: the group that applies and, when every path is disallowed, the
-    // rule that disallows `/`. Decided once, explained when a record is written.
-    let root = crate::policy::Readings::of("/");
-    let decision = live.policy.decide(&snapshot, who, &root, shared.clock.now());
-    let decide_root = || decision.explain();
-    // The record of a refused tunnel: decided as `/`, with `reason`.
-    let refused_record = |reason: &str| {
-        tunnel_record(
-            &shared,
-            client,
-            &req,
-            &authority,
-            token.as_ref(),
-            &decide_root(),
-            Some(reason),
-        )
-    };
-    // `[[exceptions]]`: one that covers every path of the site decides before robots.txt.
-    let now = shared.clock.now();
-    let exception = live.policy.tunnel_exception(&snapshot, who, blocked, now);
-    // An allow exception that opens the tunnel bounds it: the relay ends at its `expires`.
-    let mut deadline =
-        exception.as_ref().filter(|v| v.effect == Effect::Allow).and_then(|v| v.expires);
-    // The allow exceptions the tunnel rests on (the one that opened it, one that lifted a
-    // usage preference for it): a reload that withdraws one ends the relay.
-    let mut bounds: Vec<Arc<str>> = exception
-        .as_ref()
-        .filter(|v| v.effect == Effect::Allow)
-        .map(|v| v.id.clone())
-        .into_iter()
-        .collect();
-    // The record of the exception that opened the tunnel (or lifted a usage preference for
-    // it), written when the tunnel opens: an exception's decisions are always audited.
-    let mut excepted: Option<AuditRecord> = None;
-    match exception {
-        Some(v) if v.effect == Effect::Disallow => {
-            let reason = format!(
-                "{}; the tunnel is refused (in tunnel mode an exception decides only when its \
-                 paths cover every path of the site)",
-                v.reason()
+
+    /// A refusal of the tunnel on policy grounds, through report-only mode.
+    fn refuse_tunnel(&mut self, record: AuditRecord, reason: &str) -> Flow {
+        let refusal = connect_refusal(&record, reason);
+        self.refuse_or_report(record, refusal)
+    }
+
+    /// The Robots phase: the site's robots.txt (the destination guard of its fetch first; the
+    /// fleet's store out of reach: 503), and the decision for `/`.
+    async fn tunnel_robots(&mut self) -> Flow<Opening> {
+        let (shared, live, facts) = (self.shared, self.live, self.facts);
+        let snapshot = live.policy.robots(&facts.authority).await;
+        // safety: the robots.txt fetch went to a prohibited address.
+        if let Some(why) = safety::robots_prohibited(&snapshot) {
+            return ControlFlow::Break(self.refuse_prohibited(why));
+        }
+        if let Some(refusal) = super::pipeline::fleet_unavailable(&snapshot) {
+            let reason = super::pipeline::FLEET_UNAVAILABLE_REASON;
+            let (now, ua) = (shared.clock.now(), facts.user_agent());
+            let record = connect_record(
+                now,
+                facts.client,
+                ua,
+                &facts.authority,
+                facts.token(),
+                false,
+                reason,
             );
-            let mut record = refused_record(&reason);
-            v.audit(&mut record, !blocked);
-            record.reason.clone_from(&reason);
-            match refuse_connect(ledger, &live.policy, who, record, reason) {
-                ControlFlow::Break(refused) => return refused,
-                ControlFlow::Continue(details) => reported.add(details),
-            }
+            return ControlFlow::Break(self.refuse(record, refusal));
         }
-        Some(v) => {
-            // robots.txt disallows every path; the exception allows every path.
-            let mut record = refused_record("");
-            v.audit(&mut record, false);
-            record.status_code = Some(200);
-            record.reason = format!(
-                "{}; the tunnel is opened (robots.txt at {} disallows every path)",
-                v.reason(),
-                authority.robots_url()
-            );
-            excepted = Some(record);
-        }
-        None if blocked => {
-            let reason = if snapshot.state == RobotsState::Unreachable {
-                format!(
-                    "robots.txt at {} is unreachable ({}): all paths are disallowed until it \
-                     can be fetched; the tunnel is refused",
-                    authority.robots_url(),
-                    crate::policy::outcome_text(&snapshot.last_outcome)
-                )
-            } else {
-                format!(
-                    "robots.txt at {} disallows every path for {}; the tunnel is refused \
-                     (paths cannot be seen in tunnel mode)",
-                    authority.robots_url(),
-                    token.as_ref().map_or("the `*` group", |t| t.as_str())
-                )
-            };
-            let record = refused_record(&reason);
-            match refuse_connect(ledger, &live.policy, who, record, reason) {
-                ControlFlow::Break(refused) => return refused,
-                ControlFlow::Continue(details) => reported.add(details),
-            }
-        }
-        None => {}
+        let blocked = live.policy.disallows_everything(&snapshot, facts.token());
+        let root =
+            live.policy.decide(&snapshot, facts.claim(), &facts.readings, shared.clock.now());
+        let root = root.explain();
+        ControlFlow::Continue(Opening {
+            snapshot,
+            blocked,
+            root,
+            deadline: None,
+            bounds: Vec::new(),
+            excepted: None,
+        })
     }
-    // AI usage preferences: the path and the responses cannot be seen in a tunnel, so only a
-    // preference stated for every path of the site can be honoured (robots.txt's, and a
-    // `tdmrep.json` that reserves every path), and an unknown one is settled now
-    // (`usage.unknown`), since no `Content-Usage` header will be seen.
-    if live.usage.is_active() {
-        let mut purposes = live.usage.purposes_for(token.as_ref(), who.user);
+
+    /// The Exceptions phase: one that covers every path of the site decides before robots.txt;
+    /// else robots.txt refuses a tunnel when it disallows every path.
+    fn tunnel_exceptions(&mut self, opening: &mut Opening) -> Flow {
+        let (live, facts) = (self.live, self.facts);
+        let authority = &facts.authority;
+        let now = self.shared.clock.now();
+        let exception =
+            live.policy.tunnel_exception(&opening.snapshot, facts.claim(), opening.blocked, now);
+        if let Some(v) = exception.as_ref().filter(|v| v.effect == Effect::Allow) {
+            opening.deadline = v.expires;
+            opening.bounds.push(v.id.clone());
+        }
+        match exception {
+            Some(v) if v.effect == Effect::Disallow => {
+                let reason = format!(
+                    "{}; the tunnel is refused (in tunnel mode an exception decides only when \
+                     its paths cover every path of the site)",
+                    v.reason()
+                );
+                let mut record = self.tunnel_record(&opening.root, Some(&reason));
+                v.audit(&mut record, !opening.blocked);
+                record.reason.clone_from(&reason);
+                self.refuse_tunnel(record, &reason)?;
+            }
+            Some(v) => {
+                // robots.txt disallows every path; the exception allows every path.
+                let mut record = self.tunnel_record(&opening.root, Some(""));
+                v.audit(&mut record, false);
+                record.status_code = Some(200);
+                record.reason = format!(
+                    "{}; the tunnel is opened (robots.txt at {} disallows every path)",
+                    v.reason(),
+                    authority.robots_url()
+                );
+                opening.excepted = Some(record);
+            }
+            None if opening.blocked => {
+                let snapshot = &opening.snapshot;
+                let reason = if snapshot.state == RobotsState::Unreachable {
+                    format!(
+                        "robots.txt at {} is unreachable ({}): all paths are disallowed until it \
+                         can be fetched; the tunnel is refused",
+                        authority.robots_url(),
+                        crate::policy::outcome_text(&snapshot.last_outcome)
+                    )
+                } else {
+                    format!(
+                        "robots.txt at {} disallows every path for {}; the tunnel is refused \
+                         (paths cannot be seen in tunnel mode)",
+                        authority.robots_url(),
+                        facts.token().map_or("the `*` group", |t| t.as_str())
+                    )
+                };
+                let record = self.tunnel_record(&opening.root, Some(&reason));
+                self.refuse_tunnel(record, &reason)?;
+            }
+            None => {}
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The Usage phase: AI usage preferences. The path and the responses cannot be seen in a
+    /// tunnel, so only a preference stated for every path of the site can be honoured
+    /// (robots.txt's, and a `tdmrep.json` that reserves every path), and an unknown one is
+    /// settled now (`usage.unknown`), since no `Content-Usage` header will be seen.
+    async fn tunnel_usage(&mut self, opening: &mut Opening) -> Flow {
+        let (live, facts) = (self.live, self.facts);
+        if !live.usage.is_active() {
+            return ControlFlow::Continue(());
+        }
+        let (authority, now) = (&facts.authority, self.shared.clock.now());
+        let mut purposes = live.usage.purposes_for(facts.token(), facts.user_name());
         if !purposes.is_empty() {
-            let lifted = live.policy.usage_lifted_everywhere(&snapshot, who, now);
+            let lifted = live.policy.usage_lifted_everywhere(&opening.snapshot, facts.claim(), now);
             if let Some((categories, v)) = lifted {
                 let before = purposes.len();
                 purposes.retain(|p| !categories.contains(&p.category));
                 if purposes.len() != before {
                     // One use per tunnel: not again for the exception that opened it.
-                    if !bounds.contains(&v.id) {
+                    if !opening.bounds.contains(&v.id) {
                         live.policy.exceptions().count(&v.id);
-                        bounds.push(v.id.clone());
+                        opening.bounds.push(v.id.clone());
                     }
                     // The tunnel carries what the lift allows only until the lift expires.
-                    deadline = match (deadline, v.expires) {
+                    opening.deadline = match (opening.deadline, v.expires) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
                     };
@@ -214,41 +250,35 @@ pub(super) async fn tunnel(
                         v.id,
                         v.reference
                     );
-                    let record = excepted.get_or_insert_with(|| {
-                        let mut r = tunnel_record(
-                            &shared,
-                            client,
-                            &req,
-                            &authority,
-                            token.as_ref(),
-                            &decide_root(),
-                            None,
-                        );
-                        v.audit(&mut r, !blocked);
+                    if opening.excepted.is_none() {
+                        let mut r = self.tunnel_record(&opening.root, None);
+                        v.audit(&mut r, !opening.blocked);
                         r.reason.clear();
-                        r
-                    });
-                    record.reason = if record.reason.is_empty() {
-                        lift
-                    } else {
-                        format!("{}; {lift}", record.reason)
-                    };
+                        opening.excepted = Some(r);
+                    }
+                    if let Some(record) = opening.excepted.as_mut() {
+                        record.reason = if record.reason.is_empty() {
+                            lift
+                        } else {
+                            format!("{}; {lift}", record.reason)
+                        };
+                    }
                 }
             }
         }
-        let mut prefs = live.policy.usage_everywhere(&snapshot, token.as_ref());
+        let mut prefs = live.policy.usage_everywhere(&opening.snapshot, facts.token());
         // `tdmrep.json` is fetched only when robots.txt does not disallow `train-ai` already.
         let tdm = if prefs.get(Category::TrainAi).preference == Preference::Disallow {
             None
         } else {
-            tdm_everywhere(live, &authority, &purposes).await
+            Box::pin(tdm_everywhere(live, authority, &purposes)).await
         };
         if tdm.is_some() {
             prefs.add_signal(Category::TrainAi, Preference::Disallow, "tdmrep.json");
         }
         // One `would_block` per request (`Reported::any`), as for plain requests.
         let blocking = live.usage.blocking(&purposes, &prefs, Settled::Yes);
-        if let Some(block) = blocking.filter(|_| !reported.any()) {
+        if let Some(block) = blocking.filter(|_| !self.reported.any()) {
             let reason = format!(
                 "{}; the tunnel is refused (in tunnel mode only preferences stated for every \
                  path can be seen: robots.txt at {}, and {}/.well-known/tdmrep.json)",
@@ -256,73 +286,93 @@ pub(super) async fn tunnel(
                 authority.robots_url(),
                 authority
             );
-            let mut record = refused_record(&reason);
+            let mut record = self.tunnel_record(&opening.root, Some(&reason));
             record.action = AuditAction::UsageDisallow;
             let mut usage = super::preferences::usage_audit(&purposes, &prefs, &block);
             if block.source == "tdmrep.json" {
                 usage.tdm_policy = tdm.and_then(|t| t.policy);
             }
             record.usage = Some(usage);
-            record.exception = excepted.as_ref().and_then(|r| r.exception.clone());
-            match refuse_connect(ledger, &live.policy, who, record, reason) {
-                ControlFlow::Break(refused) => return refused,
-                ControlFlow::Continue(details) => reported.add(details),
+            record.exception = opening.excepted.as_ref().and_then(|r| r.exception.clone());
+            self.refuse_tunnel(record, &reason)?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The Forward phase: through the destination guard to the origin, the tunnel's record
+    /// kept, and the bytes relayed (bounded by the exceptions it rests on).
+    async fn open(
+        &mut self,
+        shared: &Arc<Shared>,
+        req: Request<Incoming>,
+        opening: Opening,
+    ) -> Flow<Response<ProxyBody>> {
+        let (live, facts) = (self.live, self.facts);
+        let authority = &facts.authority;
+        let addr = format!("{}:{}", bracket(authority.host()), authority.port());
+        // safety: through the destination guard, to the addresses it checked.
+        let connecting = shared.safety.guard.connect_tcp(
+            authority.host(),
+            authority.port(),
+            shared.connect_timeout,
+        );
+        let upstream = match connecting.await {
+            Ok(s) => s,
+            Err(ConnectTcpError::Guard(GuardError::Prohibited(p))) => {
+                return ControlFlow::Break(self.refuse_prohibited(&p.to_string()));
             }
+            Err(ConnectTcpError::Timeout { .. }) => {
+                return ControlFlow::Break(answer::text(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "connection_timeout",
+                    format!("504 Gateway Timeout: connecting to {addr} timed out\n"),
+                ))
+            }
+            Err(e) => {
+                return ControlFlow::Break(answer::text(
+                    StatusCode::BAD_GATEWAY,
+                    "destination_unavailable",
+                    format!("502 Bad Gateway: cannot connect to {addr}: {e}\n"),
+                ))
+            }
+        };
+        let _ = upstream.set_nodelay(true);
+        // The tunnel's record, for the Log phase.
+        self.count(Decision::Tunnel);
+        let Opening { snapshot, root, deadline, bounds, excepted, .. } = opening;
+        if let Some(record) = excepted {
+            self.keep(record);
+        } else if live.https.audit_tunnels || shared.audit.all_decisions() {
+            let record = self.tunnel_record(&root, None);
+            self.keep(record);
         }
+        // https.tunnel_idle_timeout, as in force when the CONNECT arrived.
+        let idle = live.timeouts.tunnel_idle;
+        let relaying = async move {
+            match hyper::upgrade::on(req).await {
+                Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+            }
+        };
+        if bounds.is_empty() {
+            tokio::spawn(relaying);
+        } else {
+            let lasts =
+                deadline.map(|at| at.duration_since(shared.clock.now()).unwrap_or_default());
+            let grants = Grants {
+                shared: shared.clone(),
+                snapshot,
+                token: facts.token.clone(),
+                origin: facts.token_origin,
+                user: facts.user.clone(),
+                bounds,
+            };
+            tokio::spawn(grants.bound(relaying, lasts));
+        }
+        let mut opened = Response::new(answer::full(Bytes::new()));
+        self.reported.stamp(&mut opened);
+        ControlFlow::Continue(opened)
     }
-    let addr = format!("{}:{}", bracket(authority.host()), authority.port());
-    // safety: through the destination guard, to the addresses it checked.
-    let connecting =
-        shared.safety.guard.connect_tcp(authority.host(), authority.port(), shared.connect_timeout);
-    let upstream = match connecting.await {
-        Ok(s) => s,
-        Err(ConnectTcpError::Guard(GuardError::Prohibited(p))) => {
-            let why = p.to_string();
-            return refuse_prohibited(ledger, client, &req, &authority, token.as_ref(), &why);
-        }
-        Err(ConnectTcpError::Timeout { .. }) => {
-            return answer::text(
-                StatusCode::GATEWAY_TIMEOUT,
-                "connection_timeout",
-                format!("504 Gateway Timeout: connecting to {addr} timed out\n"),
-            )
-        }
-        Err(e) => {
-            return answer::text(
-                StatusCode::BAD_GATEWAY,
-                "destination_unavailable",
-                format!("502 Bad Gateway: cannot connect to {addr}: {e}\n"),
-            )
-        }
-    };
-    let _ = upstream.set_nodelay(true);
-    // The tunnel's record, for the CONNECT's Log phase (`connect::handle_connect`).
-    ledger.count(Decision::Tunnel);
-    if let Some(record) = excepted {
-        ledger.keep(record);
-    } else if live.https.audit_tunnels || shared.audit.all_decisions() {
-        let record =
-            tunnel_record(&shared, client, &req, &authority, token.as_ref(), &decide_root(), None);
-        ledger.keep(record);
-    }
-    // https.tunnel_idle_timeout, as in force when the CONNECT arrived.
-    let idle = live.timeouts.tunnel_idle;
-    let relaying = async move {
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => super::relay::relay(upgraded, upstream, idle).await,
-            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
-        }
-    };
-    if bounds.is_empty() {
-        tokio::spawn(relaying);
-    } else {
-        let lasts = deadline.map(|at| at.duration_since(shared.clock.now()).unwrap_or_default());
-        let grants = Grants { shared: shared.clone(), snapshot, token, origin, user, bounds };
-        tokio::spawn(grants.bound(relaying, lasts));
-    }
-    let mut opened = Response::new(answer::full(Bytes::new()));
-    reported.stamp(&mut opened);
-    opened
 }
 
 /// What a tunnel opened (or freed of a usage preference) by allow exceptions rests on: it

@@ -219,6 +219,13 @@ async fn a_tunnel_is_opened_by_an_allow_exception_only_for_a_tied_user() {
     let refusals = with_action(&records, "connect_refuse");
     assert_eq!(refusals.len(), 3, "{records:?}");
     assert_eq!(refusals[0]["user.name"], "anon", "{}", refusals[0]);
+    // A tunnel's records are the exchange's, made from its facts as a request's are: they say
+    // where the token came from, and that no path could be seen.
+    assert_eq!(allows[0]["robots.token_source"], "credentials", "{}", allows[0]);
+    assert_eq!(refusals[0]["robots.token_source"], "header", "{}", refusals[0]);
+    assert_eq!(refusals[1]["robots.token_source"], "user-agent", "{}", refusals[1]);
+    assert_eq!(refusals[0]["url.path"], "(not visible in a tunnel)", "{}", refusals[0]);
+    assert_eq!(refusals[0]["url.full"], format!("https://{site}"), "{}", refusals[0]);
 }
 
 /// Controls 7: a tunnel an allow exception opened ends at the exception's `expires`, however

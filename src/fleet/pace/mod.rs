@@ -56,12 +56,11 @@
 //! them with no call of their own; a slot whose request ended serves the next request while
 //! the fleet had room lately, instead of a `RELEASE` and a new slot. The rate still holds over
 //! any span (each start is reserved one spacing after the last, on Redis's clock; a start goes
-//! at most a tick early and a tick and the way back from Redis late), and the fleet's
-//! concurrency exactly (every slot of a share is held in Redis). Release builds: 0.028 script
-//! calls per request instead of 1.08, 2.3 us of Redis's CPU per request instead of 17.0, 30.6
-//! us of the instance's (42.5 before, 25.2 alone); the fleet did 0.85x the lone instance's
-//! requests (0.54x before; 5 interleaved rounds), short of issue 40's 0.9x: see
-//! `docs/fleet.md`.
+//! at most a tick early and a tick after its place and the way back from Redis late), and the
+//! fleet's concurrency exactly (every slot of a share is held in Redis). Release builds: 0.020
+//! script calls per request instead of 1.08, 1.3 to 1.6 us of Redis's CPU per request instead
+//! of 17.0, 23.8 to 27.0 us of the instance's (42.5 before; 21.2 to 22.4 alone); the fleet did
+//! 0.90x to 0.94x the lone instance's requests (0.54x before): see `docs/fleet.md`.
 //!
 //! Keys (after `fleet.key_prefix`; on a cluster the authority is each key's hash tag,
 //! [`super::keys`]): `pace:<authority>` (hash, see [`scripts`]),

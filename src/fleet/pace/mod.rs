@@ -60,7 +60,7 @@
 //! fleet's concurrency exactly (every slot of a share is held in Redis). Release builds: 0.020
 //! script calls per request instead of 1.08, 1.3 to 1.6 us of Redis's CPU per request instead
 //! of 17.0, 23.8 to 27.0 us of the instance's (42.5 before; 21.2 to 22.4 alone); the fleet did
-//! 0.90x to 0.94x the lone instance's requests (0.54x before): see `docs/fleet.md`.
+//! 0.89x to 0.94x the lone instance's requests in four runs (0.54x before): see `docs/fleet.md`.
 //!
 //! Keys (after `fleet.key_prefix`; on a cluster the authority is each key's hash tag,
 //! [`super::keys`]): `pace:<authority>` (hash, see [`scripts`]),

@@ -362,4 +362,16 @@ mod tests {
             assert_eq!(out, canonical);
         }
     }
+
+    /// A `$` in a form for matching is escaped even where nothing else would be (input with no
+    /// other reserved octet; a survivor of the engine's mutation run: the one-scan fast path
+    /// kept it).
+    #[test]
+    fn a_lone_dollar_is_escaped_for_matching() {
+        for (input, canonical) in [(&b"a$b"[..], &b"a%24b"[..]), (b"$", b"%24"), (b"a*", b"a%2A")] {
+            let mut out = Vec::new();
+            normalize_path_for_matching_into(input, &mut out);
+            assert_eq!(out, canonical);
+        }
+    }
 }

@@ -662,4 +662,36 @@ mod tests {
         assert_eq!(f.statement_for_sent("/%6Fpen/a").unwrap().reserved, Some(true));
         assert!(f.statement_for_sent("/closed").is_none());
     }
+
+    /// An attribute is found by its whole name, not as the end of another (`data-name`), and
+    /// is read where it starts the tag's inside too (a survivor of the engine's mutation run:
+    /// `start != 0` there took every earlier match).
+    #[test]
+    fn an_attribute_is_named_whole_not_as_the_end_of_another() {
+        assert!(
+            html_meta(b"<meta data-name=x name=robots data-content=all content=noai>", None).noai
+        );
+        assert_eq!(attribute(b"name=robots", b"name"), Some(&b"robots"[..]));
+        assert_eq!(attribute(b"x-name=a", b"name"), None);
+    }
+
+    /// The fields two readings left unparsed are named together, each once, in order.
+    #[test]
+    fn unparsed_fields_extend_each_once_in_order() {
+        let (mut a, mut b) = (Unparsed::default(), Unparsed::default());
+        a.note(OptOutField::TdmPolicy);
+        b.note(OptOutField::XRobotsTag);
+        b.note(OptOutField::TdmPolicy);
+        a.extend(&b);
+        assert_eq!(a.names().as_deref(), Some("tdm-policy,X-Robots-Tag"));
+    }
+
+    /// A `tdmrep.json` with rules is not empty; `[]` is.
+    #[test]
+    fn a_tdm_file_is_empty_only_without_rules() {
+        let file = TdmFile::parse(br#"[{"location": "/", "tdm-reservation": 1}]"#).unwrap();
+        assert_eq!((file.len(), file.is_empty()), (1, false));
+        let none = TdmFile::parse(b"[]").unwrap();
+        assert_eq!((none.len(), none.is_empty()), (0, true));
+    }
 }

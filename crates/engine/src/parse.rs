@@ -309,4 +309,23 @@ mod tests {
             assert_eq!(crawl_delay_seconds(bad), None, "{}", String::from_utf8_lossy(bad));
         }
     }
+
+    /// Only the names Google accepts are `disallow`: another field starting with `d` is not.
+    #[test]
+    fn a_field_starting_like_disallow_is_not_one() {
+        assert_eq!(field_of(b"disallow"), Field::Disallow);
+        assert_eq!(field_of(b"disalow"), Field::Disallow);
+        assert_eq!(field_of(b"deny"), Field::Unknown);
+        assert_eq!(field_of(b"d"), Field::Unknown);
+    }
+
+    /// A crawler's name goes on through `_` and `-` (`googlebot-news`), and stops at others.
+    #[test]
+    fn agent_names_take_underscores_and_dashes() {
+        assert_eq!(
+            agent_name(b"Foo-Bar_Baz/1.0"),
+            AgentName::Token(b"foo-bar_baz".to_vec().into())
+        );
+        assert_eq!(agent_name(b"a-b c"), AgentName::Token(b"a-b".to_vec().into()));
+    }
 }

@@ -476,3 +476,17 @@ fn a_line_is_cut_at_google_s_length() {
     assert!(robots.decide(None, &pattern[..pattern.len() - 1]).is_allowed());
     assert_eq!(robots.decide(None, &pattern).rule().map(|r| r.pattern().len()), Some(keep));
 }
+
+/// A sitemap is given as written, with its line; a decision's debug form says what it decided
+/// and why (what the proxy's logs print).
+#[test]
+fn sitemaps_keep_their_url_and_decisions_debug_print_their_verdict() {
+    let robots =
+        RobotsTxt::parse(b"User-agent: *\nDisallow: /a\nSitemap: https://x.example/s.xml\n");
+    let sitemaps = robots.sitemaps();
+    assert_eq!(sitemaps.len(), 1);
+    assert_eq!((sitemaps[0].url(), sitemaps[0].line()), ("https://x.example/s.xml", 3));
+    let printed = format!("{:?}", robots.decide(None, "/a"));
+    assert!(printed.contains("verdict: Disallow"), "{printed}");
+    assert!(printed.contains("user_agent_line"), "{printed}");
+}

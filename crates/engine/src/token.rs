@@ -609,4 +609,10 @@ mod tests {
             Some("ExampleBot")
         );
     }
+
+    /// A token is written as it was given, case and all.
+    #[test]
+    fn a_token_displays_as_given() {
+        assert_eq!(ProductToken::new("FooBot").unwrap().to_string(), "FooBot");
+    }
 }

@@ -630,4 +630,16 @@ mod tests {
         assert_eq!(ai_use.preference, Preference::Allow);
         assert!(ai_use.from_header);
     }
+
+    /// A category is written as its IETF label.
+    #[test]
+    fn a_category_displays_as_its_label() {
+        for (category, label) in [
+            (Category::TrainAi, "train-ai"),
+            (Category::AiUse, "ai-use"),
+            (Category::Search, "search"),
+        ] {
+            assert_eq!(category.to_string(), label);
+        }
+    }
 }

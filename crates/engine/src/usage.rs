@@ -642,4 +642,37 @@ mod tests {
             assert_eq!(category.to_string(), label);
         }
     }
+
+    /// A header that says what robots.txt said already is named as a source too; one that is
+    /// less restrictive than robots.txt is not (it changed nothing and agreed with nothing).
+    #[test]
+    fn a_header_agreeing_with_robots_txt_is_named_and_a_looser_one_is_not() {
+        let mut p = UsagePreferences::default();
+        p.add_robots(Category::TrainAi, Preference::Disallow, 2);
+        p.add_robots(Category::Search, Preference::Disallow, 3);
+        assert!(p.add_header_read("train-ai=n, search=y"));
+        let (train, search) = (p.get(Category::TrainAi), p.get(Category::Search));
+        assert_eq!((train.preference, train.from_header), (Preference::Disallow, true));
+        assert_eq!((search.preference, search.from_header), (Preference::Disallow, false));
+        assert!(!p.add_header_read("train-ai=n,,"), "a broken Dictionary read as parsed");
+    }
+
+    /// Another opt-out's statement combines in, most restrictive winning, and is named: the
+    /// first that contributed stays named.
+    #[test]
+    fn other_opt_outs_combine_in_and_are_named() {
+        let mut p = UsagePreferences::default();
+        p.add_signal(Category::TrainAi, Preference::Disallow, "X-Robots-Tag");
+        p.add_signal(Category::TrainAi, Preference::Disallow, "tdmrep.json");
+        p.add_signal(Category::Search, Preference::Allow, "meta");
+        let train = p.get(Category::TrainAi);
+        assert_eq!((train.preference, train.other), (Preference::Disallow, Some("X-Robots-Tag")));
+        let search = p.get(Category::Search);
+        assert_eq!((search.preference, search.other), (Preference::Allow, Some("meta")));
+        let mut allowed = UsagePreferences::default();
+        allowed.add_robots(Category::TrainAi, Preference::Disallow, 4);
+        allowed.add_signal(Category::TrainAi, Preference::Allow, "meta");
+        let train = allowed.get(Category::TrainAi);
+        assert_eq!((train.preference, train.other), (Preference::Disallow, None));
+    }
 }

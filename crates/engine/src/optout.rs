@@ -694,4 +694,13 @@ mod tests {
         let none = TdmFile::parse(b"[]").unwrap();
         assert_eq!((none.len(), none.is_empty()), (0, true));
     }
+
+    /// An attribute whose `=` ends the tag has an empty value, and reading it does not run
+    /// past the tag (a survivor of the engine's mutation run: `<=` there indexes past the end).
+    #[test]
+    fn an_attribute_whose_equals_sign_ends_the_tag_is_empty() {
+        assert_eq!(attribute(b"meta name=robots content=", b"content"), Some(&b""[..]));
+        assert_eq!(attribute(b"meta content= ", b"content"), Some(&b""[..]));
+        assert!(!html_meta(b"<meta name=robots content=>", None).noai);
+    }
 }

@@ -490,3 +490,30 @@ fn sitemaps_keep_their_url_and_decisions_debug_print_their_verdict() {
     assert!(printed.contains("verdict: Disallow"), "{printed}");
     assert!(printed.contains("user_agent_line"), "{printed}");
 }
+
+/// A preference stated for every path of the group, and contradicted by no rule with a path,
+/// holds everywhere (what a tunnel can apply); each token sees its own groups'.
+#[test]
+fn usage_stated_for_every_path_holds_everywhere() {
+    let robots = RobotsTxt::parse(
+        b"User-agent: *\nContent-Usage: train-ai=n\nAllow: /\n\n\
+          User-agent: openbot\nContent-Usage: train-ai=y\n",
+    );
+    let train = |token: Option<&str>| {
+        let token = token.map(|t| ProductToken::new(t).unwrap());
+        robots.usage_everywhere(token.as_ref()).get(usage::Category::TrainAi)
+    };
+    assert_eq!((train(None).preference, train(None).line), (usage::Preference::Disallow, Some(2)));
+    assert_eq!(train(Some("OpenBot")).preference, usage::Preference::Allow);
+}
+
+/// A group whose only name is empty (`User-agent: /x`: no letters) names no crawler, and the
+/// rules after it are not the `*` group's or any crawler's.
+#[test]
+fn a_user_agent_with_no_name_names_no_crawler() {
+    let robots = RobotsTxt::parse(b"User-agent: /x\nDisallow: /\n\nUser-agent: *\nDisallow: /p\n");
+    assert!(robots.decide(None, "/a").is_allowed());
+    let bot = ProductToken::new("AnyBot").unwrap();
+    assert!(robots.decide(Some(&bot), "/a").is_allowed());
+    assert!(!robots.decide(Some(&bot), "/p").is_allowed());
+}

@@ -615,4 +615,21 @@ mod tests {
     fn a_token_displays_as_given() {
         assert_eq!(ProductToken::new("FooBot").unwrap().to_string(), "FooBot");
     }
+
+    /// A token's debug form shows it as given.
+    #[test]
+    fn a_token_debugs_as_given() {
+        assert_eq!(
+            format!("{:?}", ProductToken::new("FooBot").unwrap()),
+            "ProductToken(\"FooBot\")"
+        );
+    }
+
+    /// What follows a comment starts after its `)`: a comment that ends in a letter leaves no
+    /// piece of itself among the products after it.
+    #[test]
+    fn products_after_a_comment_start_after_it() {
+        let got: Vec<_> = candidates("Go/1 (compatible; XyBot) Tail/2").collect();
+        assert_eq!(got, ["Go", "XyBot", "Tail"]);
+    }
 }

@@ -675,4 +675,10 @@ mod tests {
         let train = allowed.get(Category::TrainAi);
         assert_eq!((train.preference, train.other), (Preference::Disallow, None));
     }
+
+    /// A usage rule keeps its line.
+    #[test]
+    fn a_usage_rule_keeps_its_line() {
+        assert_eq!(UsageRule::content_usage(b"train-ai=n", 7).unwrap().line(), 7);
+    }
 }

@@ -209,4 +209,10 @@ mod tests {
         assert_eq!(fold_case("/xY%C3Z"), "/xy%C3z");
         assert_eq!(fold_case("/%F"), "/%F");
     }
+
+    /// A three-octet character folds too (`Ａ`, U+FF21, to `ａ`, U+FF41).
+    #[test]
+    fn three_octet_letters_fold() {
+        assert_eq!(fold_case("/%EF%BC%A1"), "/%EF%BD%81");
+    }
 }

@@ -679,6 +679,7 @@ mod tests {
     #[test]
     fn unparsed_fields_extend_each_once_in_order() {
         let (mut a, mut b) = (Unparsed::default(), Unparsed::default());
+        assert!(a.is_empty(), "nothing noted yet");
         a.note(OptOutField::TdmPolicy);
         b.note(OptOutField::XRobotsTag);
         b.note(OptOutField::TdmPolicy);

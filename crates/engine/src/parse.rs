@@ -317,6 +317,8 @@ mod tests {
         assert_eq!(field_of(b"disalow"), Field::Disallow);
         assert_eq!(field_of(b"deny"), Field::Unknown);
         assert_eq!(field_of(b"d"), Field::Unknown);
+        assert_eq!(field_of(b"site-map"), Field::Sitemap);
+        assert_eq!(field_of(b"search"), Field::Unknown);
     }
 
     /// A crawler's name goes on through `_` and `-` (`googlebot-news`), and stops at others.

@@ -517,3 +517,29 @@ fn a_user_agent_with_no_name_names_no_crawler() {
     assert!(robots.decide(Some(&bot), "/a").is_allowed());
     assert!(!robots.decide(Some(&bot), "/p").is_allowed());
 }
+
+/// The `user-agent` line reported is the deciding rule's group's, not the first group that
+/// applied (two groups of one crawler, merged).
+#[test]
+fn the_user_agent_line_is_the_deciding_rule_s_group_s() {
+    let robots = RobotsTxt::parse(b"User-agent: a\nAllow: /x\n\nUser-agent: a\nDisallow: /y\n");
+    let a = ProductToken::new("a").unwrap();
+    let d = robots.decide(Some(&a), "/y");
+    assert_eq!(d.user_agent_line().map(|l| l.line), Some(4));
+    let group = robots.groups().first().expect("a group");
+    let lines: Vec<u32> = robots.rules_of(group).iter().map(Rule::line).collect();
+    assert_eq!(lines, [2]);
+}
+
+/// Google: allowing `/dir/index.html` (or `.htm`) allows `/dir/` too; disallowing it does not
+/// disallow `/dir/`.
+#[test]
+fn an_allowed_index_page_allows_its_directory_and_a_disallowed_one_does_not() {
+    let robots = RobotsTxt::parse(
+        b"User-agent: *\nDisallow: /d/\nAllow: /d/index.html\nDisallow: /e/index.htm\n",
+    );
+    assert!(robots.decide(None, "/d/").is_allowed());
+    assert!(!robots.decide(None, "/d/other").is_allowed());
+    assert!(robots.decide(None, "/e/").is_allowed());
+    assert!(!robots.decide(None, "/e/index.htm").is_allowed());
+}

@@ -674,6 +674,11 @@ mod tests {
         allowed.add_signal(Category::TrainAi, Preference::Allow, "meta");
         let train = allowed.get(Category::TrainAi);
         assert_eq!((train.preference, train.other), (Preference::Disallow, None));
+        // One that says what robots.txt said is named.
+        let mut agreed = UsagePreferences::default();
+        agreed.add_robots(Category::TrainAi, Preference::Disallow, 4);
+        agreed.add_signal(Category::TrainAi, Preference::Disallow, "noai");
+        assert_eq!(agreed.get(Category::TrainAi).other, Some("noai"));
     }
 
     /// A usage rule keeps its line.

@@ -214,5 +214,7 @@ mod tests {
     #[test]
     fn three_octet_letters_fold() {
         assert_eq!(fold_case("/%EF%BC%A1"), "/%EF%BD%81");
+        // And four-octet ones (`𐐀`, U+10400, to `𐐨`, U+10428).
+        assert_eq!(fold_case("/%F0%90%90%80"), "/%F0%90%90%A8");
     }
 }

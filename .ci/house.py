@@ -39,7 +39,14 @@ CRATES = [
      '(`src/`); re-exports the crates below under their module names',
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
-     'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit'),
+     'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit '
+     'robots-proxy-sitefiles'),
+    ('robots-proxy-sitefiles', 'crates/sitefiles', 'the site-file store (module `cache`): '
+     'robots.txt and tdmrep.json, one sans-IO core (one fetch per authority, owned by the store) '
+     'with a thin driver, RFC 9309\'s status and lifetime rules, the fleet lease loop through the '
+     '`Shared` seam, persistence; fetches through the guard, hands every result to the archive; '
+     'never `config`', 'robots-proxy-archive robots-proxy-authority robots-proxy-clock '
+     'robots-proxy-engine robots-proxy-net robots-proxy-units'),
     ('robots-proxy-audit', 'crates/audit', 'the audit log (module `audit`): record schema, writer, '
      'hash chain, signed checkpoints, witnesses, `audit verify`; never `config`',
      'robots-proxy-archive robots-proxy-clock robots-proxy-identity robots-proxy-output '
@@ -49,7 +56,7 @@ CRATES = [
      '`config`', 'robots-proxy-authority robots-proxy-clock robots-proxy-engine robots-proxy-net '
      'robots-proxy-owner-only robots-proxy-sync robots-proxy-units'),
     ('robots-proxy-net', 'crates/net', 'connections, both ways: the one `serve_connection` and its '
-     '`ConnectionTimeouts` (module `server`), the connection gate and limits (module `limits`), '
+     '`ConnectionTimeouts` (module `server`), errors described for people (module `error`), the connection gate and limits (module `limits`), '
      'the destination guard and its connector (module `guard`), TLS (module `tls`); never `config`',
      'robots-proxy-access robots-proxy-framing robots-proxy-owner-only robots-proxy-sync '
      'robots-proxy-units'),
@@ -103,8 +110,7 @@ module('authority', 'the key robots.txt is cached under (scheme, host, port): th
        '`crates/authority`', '')
 module('cache', 'the site-file store (robots.txt, tdmrep.json): a sans-IO core (one fetch per '
        'authority, owned by the store) with a thin driver, RFC 9309 status and lifetime rules, '
-       'one fleet lease loop, persistence; fetches through `guard`, hands every result to '
-       '`archive`', 'archive authority clock error guard robots robots_version units')
+       'one fleet lease loop, persistence: the crate `crates/sitefiles`', '')
 module('check', '`robots-proxy check`: a robots.txt against URLs, offline', 'output policy robots')
 module('clock', 'wall-clock time behind a seam, for tests: the crate `crates/clock`', '')
 module('config', 'layered configuration: the figment merge, problems with suggestions and '
@@ -115,7 +121,7 @@ module('config', 'layered configuration: the figment merge, problems with sugges
 module('disclosure', 'the public disclosure of the crawlers (`/crawlers`, `.json`, `.atom`, the '
        'Signature Agent Cards) and its feed; never `config`', 'cache guard output pacing policy '
        'robots robots_version signing tls units usage sync')
-module('error', 'an error and its causes on one line, for people', '')
+module('error', 'an error and its causes on one line, for people: in the crate `crates/net`', '')
 module('evidence', '`robots-proxy evidence`: past decisions replayed offline from the archive and '
        'the audit log; nothing reaches it but `main`', 'archive audit authority check config '
        'output policy robots robots_version usage')

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod error;
 pub mod guard;
 pub mod limits;
 pub mod server;

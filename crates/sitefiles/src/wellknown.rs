@@ -45,9 +45,9 @@ use super::lease::{self, FetchHere};
 use super::shared::InSlot;
 use super::sitefile::{FileKind, SiteFile};
 use super::{Inner, RobotsSection};
-use crate::authority::Authority;
-use crate::clock::StoreClock;
-use crate::robots::optout::TdmFile;
+use robots_proxy_authority::Authority;
+use robots_proxy_clock::StoreClock;
+use robots_proxy_engine::optout::TdmFile;
 
 /// How long a fetched (or missing, or malformed) `tdmrep.json` is used.
 pub const TDMREP_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
@@ -345,9 +345,9 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::cache::fetch::{Fetch, FetchError, Fetched, FileFetched, FileFuture};
-    use crate::cache::RobotsCache;
-    use crate::clock::ManualClock;
+    use crate::fetch::{Fetch, FetchError, Fetched, FileFetched, FileFuture};
+    use crate::RobotsCache;
+    use robots_proxy_clock::ManualClock;
 
     /// Answers with `status` (0: a network error) and `body`, counting the fetches.
     struct Canned {
@@ -391,7 +391,7 @@ mod tests {
         });
         let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
         let wk = store(canned.clone(), clock.clone());
-        let a = Authority::new(crate::authority::Scheme::Http, "a.test", 80).unwrap();
+        let a = Authority::new(robots_proxy_authority::Scheme::Http, "a.test", 80).unwrap();
         assert!(get(&wk, &a).await.file.is_none(), "a 5xx reserves nothing");
         assert!(get(&wk, &a).await.file.is_none());
         assert_eq!(canned.count.load(Ordering::SeqCst), 1);
@@ -432,7 +432,7 @@ mod tests {
         let slow = Arc::new(Slow { count: AtomicUsize::new(0) });
         let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
         let wk = store(slow.clone(), clock);
-        let a = Authority::new(crate::authority::Scheme::Http, "a.test", 80).unwrap();
+        let a = Authority::new(robots_proxy_authority::Scheme::Http, "a.test", 80).unwrap();
         let gave_up = tokio::time::timeout(Duration::from_millis(10), get(&wk, &a)).await;
         assert!(gave_up.is_err(), "the first request stopped waiting");
         assert!(get(&wk, &a).await.file.is_some());
@@ -459,7 +459,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
         let wk = store(canned.clone(), clock);
         let site = |i: usize| {
-            Authority::new(crate::authority::Scheme::Http, &format!("s{i}.test"), 80).unwrap()
+            Authority::new(robots_proxy_authority::Scheme::Http, &format!("s{i}.test"), 80).unwrap()
         };
         let entries = &wk.inner.tdmrep.entries;
         assert!(get(&wk, &site(0)).await.file.is_some());
@@ -491,7 +491,7 @@ mod tests {
     fn a_record_round_trips() {
         let times = StoreClock::local();
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let a = Authority::new(crate::authority::Scheme::Http, "a.test", 80).unwrap();
+        let a = Authority::new(robots_proxy_authority::Scheme::Http, "a.test", 80).unwrap();
         let body = br#"[{"location": "/", "tdm-reservation": 1}]"#.to_vec();
         let answer: Answer = Ok((200, body.clone()));
         let site = TdmSite::of(&answer, now);

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::bounds::{
+use robots_proxy_units::bounds::{
     because, count, duration, size, wide, Bound, GIB, KIB, MIB, POSITIVE, YEAR,
 };
-use crate::units::{raw_section, ByteSize, Problems};
+use robots_proxy_units::{raw_section, ByteSize, Problems};
 
 /// `[robots]`: the rows of `shared/spec/README.md`, "Fetching and caching".
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -88,7 +88,7 @@ pub const ROBOTS_BOUNDS: &[Bound<RobotsSection>] = &[
     size("robots.cache_memory", |c| c.cache_memory, 0, 1024 * GIB),
 ];
 
-const DAY: Duration = crate::units::bounds::DAY;
+const DAY: Duration = robots_proxy_units::bounds::DAY;
 const MONTH: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl TryFrom<RawRobotsSection> for RobotsSection {

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime};
 use super::fetch::Fetched;
 use super::RobotsSection;
 use super::{RefreshMark, RobotsRules, RobotsSnapshot, RobotsState};
-use crate::authority::Authority;
-use crate::robots_version::RobotsVersion;
+use robots_proxy_archive::robots_version::RobotsVersion;
+use robots_proxy_authority::Authority;
 
 /// Used when adding a configured duration to `now` would overflow `SystemTime`.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -231,9 +231,9 @@ pub(super) fn log_outcome(snapshot: &RobotsSnapshot, stored: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authority::Scheme;
-    use crate::cache::FetchOutcome;
-    use crate::robots::RobotsTxt;
+    use crate::FetchOutcome;
+    use robots_proxy_authority::Scheme;
+    use robots_proxy_engine::RobotsTxt;
 
     fn settings() -> RobotsSection {
         RobotsSection {

@@ -39,10 +39,10 @@ use super::fetch::Fetched;
 use super::sitefile::FileKind;
 use super::store::StoreFuture;
 use super::{state, FetchClass, FetchOutcome, Inner, RobotsRules, RobotsSnapshot, RobotsState};
-use crate::authority::Authority;
-use crate::clock::StoreClock;
-use crate::robots::RobotsTxt;
-use crate::robots_version::RobotsVersion;
+use robots_proxy_archive::robots_version::RobotsVersion;
+use robots_proxy_authority::Authority;
+use robots_proxy_clock::StoreClock;
+use robots_proxy_engine::RobotsTxt;
 
 /// The shared store could not be reached or answered wrongly: the description.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -139,7 +139,7 @@ struct Header {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     body_status: Option<u16>,
     /// Whether the fetch that gave the body named a server that reads paths case-insensitively
-    /// ([`crate::robots::RobotsTxt::with_case_insensitive_origin`]): a copy read back from the
+    /// ([`robots_proxy_engine::RobotsTxt::with_case_insensitive_origin`]): a copy read back from the
     /// disk after a restart, or taken from the fleet, decides exactly as the fetch it came from
     /// (with the case-folded reading). Absent (false) in older records and without a body.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -471,7 +471,7 @@ pub(super) fn no_slot(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authority::Scheme;
+    use robots_proxy_authority::Scheme;
     use std::time::UNIX_EPOCH;
 
     /// Review-core N2: the case-insensitive origin flag travels with the copy (disk and fleet),
@@ -548,13 +548,16 @@ mod tests {
         // The version travels with the record: the same digest, time and status.
         assert_eq!(back.version, snapshot.version);
         let text = String::from_utf8_lossy(&record);
-        let digest = crate::robots_version::sha256_hex(&body);
+        let digest = robots_proxy_archive::robots_version::sha256_hex(&body);
         assert!(text.lines().next().unwrap().contains(&digest), "{text}");
         // A record written before the digest existed still loads, and names its body's digest.
         let old = b"{\"v\":1,\"rules\":\"parsed\",\"state\":\"fresh\",\"outcome\":{\"kind\":\"status\",\"detail\":200},\"fetched_at_ms\":1800000000123,\"expires_at_ms\":1800000060123,\"failing_since_ms\":null,\"failures\":0}\nUser-agent: *\n";
         let (old, _) = decode(&a, old, 1 << 20, StoreClock::local()).unwrap();
         let version = old.version.unwrap();
-        assert_eq!(version.sha256(), crate::robots_version::sha256_hex(b"User-agent: *\n"));
+        assert_eq!(
+            version.sha256(),
+            robots_proxy_archive::robots_version::sha256_hex(b"User-agent: *\n")
+        );
         assert_eq!((version.fetched_at(), version.status()), (t, None));
         assert!(decode(&a, b"{\"v\":9}\n", 10, StoreClock::local()).is_none());
         assert!(decode(&a, b"garbage", 10, StoreClock::local()).is_none());

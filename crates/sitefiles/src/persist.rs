@@ -38,7 +38,7 @@ use sha2::{Digest, Sha256};
 use super::fetch::Fetched;
 use super::shared;
 use super::{Inner, RobotsSnapshot};
-use crate::authority::Authority;
+use robots_proxy_authority::Authority;
 
 mod readers;
 
@@ -150,7 +150,7 @@ impl Persist {
         body_limit: usize,
     ) -> Option<(RobotsSnapshot, Option<Bytes>)> {
         let record = fs::read(self.path(authority)).ok()?;
-        shared::decode(authority, &record, body_limit, crate::clock::StoreClock::local())
+        shared::decode(authority, &record, body_limit, robots_proxy_clock::StoreClock::local())
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -227,7 +227,8 @@ impl Persist {
             },
             (None, _) => None,
         };
-        let record = shared::encode(snapshot, body.as_ref(), crate::clock::StoreClock::local());
+        let record =
+            shared::encode(snapshot, body.as_ref(), robots_proxy_clock::StoreClock::local());
         let still_wanted = || self.purges() == purges;
         if let Err(e) = write_atomically(&path, &record, &self.renames, still_wanted) {
             tracing::warn!(
@@ -370,9 +371,9 @@ pub(super) fn body_of(fetched: &Fetched) -> Option<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authority::Scheme;
-    use crate::cache::{FetchOutcome, RobotsRules, RobotsState};
-    use crate::robots::RobotsTxt;
+    use crate::{FetchOutcome, RobotsRules, RobotsState};
+    use robots_proxy_authority::Scheme;
+    use robots_proxy_engine::RobotsTxt;
 
     #[test]
     fn a_stale_copy_keeps_its_body_across_saves() {
@@ -391,7 +392,7 @@ mod tests {
             expires_at: t + Duration::from_secs(60),
             failing_since: None,
             failures: 0,
-            version: Some(Arc::new(crate::robots_version::RobotsVersion::new(
+            version: Some(Arc::new(robots_proxy_archive::robots_version::RobotsVersion::new(
                 &a.to_string(),
                 &a.robots_url(),
                 body.clone(),

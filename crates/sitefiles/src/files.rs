@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use super::core::{Asked, Core, FetchJob, Output};
 use super::sitefile::SiteFile;
-use crate::authority::Authority;
+use robots_proxy_authority::Authority;
 
 /// Where the requests waiting for one fetch wait: its value, once it comes.
 pub(super) type Wait<V> = Arc<watch::Sender<Option<Arc<V>>>>;

@@ -11,7 +11,7 @@ use super::core::Asked;
 use super::files::{self, Job};
 use super::sitefile::Robots;
 use super::{archived, lease, persist, shared, state, FetchOutcome, Inner, RobotsSnapshot};
-use crate::authority::Authority;
+use robots_proxy_authority::Authority;
 
 impl Inner {
     /// Under the store's lock: the entry to use, or where to wait for the fetch in flight (a

@@ -10,8 +10,8 @@ use bytes::Bytes;
 
 use super::fetch::Fetched;
 use super::{state, RobotsSection, RobotsSnapshot, RobotsState};
-use crate::authority::Authority;
-use crate::clock::StoreClock;
+use robots_proxy_authority::Authority;
+use robots_proxy_clock::StoreClock;
 
 /// Which file of a site: how the fleet names its records and leases, and its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

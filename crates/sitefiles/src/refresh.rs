@@ -63,11 +63,11 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
-    use crate::authority::{Authority, Scheme};
-    use crate::cache::fetch::{Fetch, Fetched};
-    use crate::cache::{FetchOutcome, RobotsCache, RobotsSection, RobotsState};
-    use crate::clock::{Clock, ManualClock};
-    use crate::robots::RobotsTxt;
+    use crate::fetch::{Fetch, Fetched};
+    use crate::{FetchOutcome, RobotsCache, RobotsSection, RobotsState};
+    use robots_proxy_authority::{Authority, Scheme};
+    use robots_proxy_clock::{Clock, ManualClock};
+    use robots_proxy_engine::RobotsTxt;
 
     /// The first fetch answers at once; every later one waits for a permit of `gate`, then
     /// answers `later` (a body, or 503 when `None`).

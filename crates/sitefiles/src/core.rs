@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::sitefile::SiteFile;
-use crate::authority::Authority;
+use robots_proxy_authority::Authority;
 
 /// A fetch the store runs: for `authority`, numbered `id` (so a fetch forgotten by a purge does
 /// not store its value), `ahead` of the entry's expiry or not, and where its waiters wait

@@ -22,12 +22,12 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use super::decode::{self, Decoder};
 use super::FetchOutcome;
 use super::RobotsSection;
-use crate::authority::{Authority, Scheme};
-use crate::robots::{RobotsTxt, MIN_SIZE_LIMIT};
+use robots_proxy_authority::{Authority, Scheme};
+use robots_proxy_engine::{RobotsTxt, MIN_SIZE_LIMIT};
 
 /// What one fetch attempt gave, classified by RFC 9309 §2.3.1.
 #[derive(Debug)]
-pub(crate) enum Fetched {
+pub enum Fetched {
     /// §2.3.1.1: a 2xx answer, parsed.
     Robots {
         /// The final status (after redirects).
@@ -58,7 +58,7 @@ pub(crate) enum Fetched {
 
 impl Fetched {
     /// The outcome to report, whatever the class.
-    pub(crate) fn outcome(&self) -> FetchOutcome {
+    pub fn outcome(&self) -> FetchOutcome {
         match self {
             Fetched::Robots { status, .. } => FetchOutcome::Status(*status),
             Fetched::Unavailable { outcome, .. } | Fetched::Unreachable { outcome } => {
@@ -71,7 +71,7 @@ impl Fetched {
 /// Why a fetch attempt failed at the network or protocol level. Every variant is "unreachable"
 /// in the sense of RFC 9309 §2.3.1.4.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum FetchError {
+pub enum FetchError {
     /// The URL is `https` and the fetcher has no TLS connector yet.
     #[error("https not supported yet")]
     HttpsUnsupported,
@@ -103,19 +103,19 @@ pub(crate) enum FetchError {
 /// final status and the body, read to at most `cap + 1` decoded bytes (so a longer body is
 /// seen to be longer than the cap).
 #[derive(Debug)]
-pub(crate) struct FileFetched {
+pub struct FileFetched {
     /// The final status (after redirects).
-    pub(crate) status: u16,
+    pub status: u16,
     /// The decoded body of a 2xx answer (empty otherwise).
-    pub(crate) body: Vec<u8>,
+    pub body: Vec<u8>,
 }
 
 /// The future of [`Fetch::fetch_file`].
-pub(crate) type FileFuture = Pin<Box<dyn Future<Output = Result<FileFetched, FetchError>> + Send>>;
+pub type FileFuture = Pin<Box<dyn Future<Output = Result<FileFetched, FetchError>> + Send>>;
 
 /// Something that fetches an authority's robots.txt. A trait object, so the cache does not
 /// care which connector (plain TCP now, TLS later) or which store sits behind it.
-pub(crate) trait Fetch: Send + Sync + 'static {
+pub trait Fetch: Send + Sync + 'static {
     /// Fetches `authority`'s robots.txt. The future owns everything it needs, so it can run as
     /// its own task.
     fn fetch(&self, authority: Authority) -> Pin<Box<dyn Future<Output = Fetched> + Send>>;
@@ -254,9 +254,11 @@ where
             .header(ACCEPT_ENCODING, HeaderValue::from_static(decode::ACCEPT_ENCODING))
             .body(Empty::new())
             .map_err(|_| FetchError::Url(url.to_string()))?;
-        self.client.request(request).await.map_err(|e| match crate::guard::find_prohibited(&e) {
-            Some(p) => FetchError::Prohibited(format!("robots.txt at {url}: {p}")),
-            None => FetchError::Request(crate::error::describe(&e)),
+        self.client.request(request).await.map_err(|e| {
+            match robots_proxy_net::guard::find_prohibited(&e) {
+                Some(p) => FetchError::Prohibited(format!("robots.txt at {url}: {p}")),
+                None => FetchError::Request(robots_proxy_net::error::describe(&e)),
+            }
         })
     }
 
@@ -352,12 +354,7 @@ where
 /// origin reads paths case-insensitively, and the lifetime its `Cache-Control` asks for. The
 /// one step from received bytes to rules, for the HTTP fetcher and the conformance kit
 /// (`policy::conformance`), which serves the same file in every coding through it.
-pub(crate) fn robots_answer(
-    status: u16,
-    headers: &HeaderMap,
-    body: Vec<u8>,
-    limit: usize,
-) -> Fetched {
+pub fn robots_answer(status: u16, headers: &HeaderMap, body: Vec<u8>, limit: usize) -> Fetched {
     let max_age = freshness_hint(headers);
     let folds_case = case_insensitive_server(headers);
     let robots = RobotsTxt::parse_with_limit(&body, limit).with_case_insensitive_origin(folds_case);
@@ -367,7 +364,7 @@ pub(crate) fn robots_answer(
 
 /// The number of body bytes worth parsing: the configured limit, never below RFC 9309 §2.5's
 /// 500 KiB.
-pub(crate) fn body_limit(configured: u64) -> usize {
+pub fn body_limit(configured: u64) -> usize {
     usize::try_from(configured).unwrap_or(usize::MAX).max(MIN_SIZE_LIMIT)
 }
 
@@ -391,7 +388,7 @@ async fn read_capped(
 ) -> Result<Vec<u8>, FetchError> {
     while !decoder.is_full() {
         let Some(frame) = body.frame().await else { break };
-        let frame = frame.map_err(|e| FetchError::Body(crate::error::describe(&e)))?;
+        let frame = frame.map_err(|e| FetchError::Body(robots_proxy_net::error::describe(&e)))?;
         if let Ok(data) = frame.into_data() {
             decoder.push(&data)?;
         }

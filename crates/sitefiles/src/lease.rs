@@ -14,7 +14,7 @@ use super::shared::{Shared, SharedError, LEASE_SLACK, POLL};
 use super::sitefile::SiteFile;
 use super::slots::Slot;
 use super::{Inner, RobotsSection};
-use crate::authority::Authority;
+use robots_proxy_authority::Authority;
 
 /// How a kind's file is fetched here, and what of its result the fleet keeps.
 pub(super) trait FetchHere: SiteFile {
@@ -48,7 +48,8 @@ pub(super) trait FetchHere: SiteFile {
     ) -> impl Future<Output = Option<Self::Answer>> + Send {
         async move {
             let start = tokio::time::Instant::now();
-            let deadline = crate::clock::deadline_after(start, inner.settings.load().fetch_timeout);
+            let deadline =
+                robots_proxy_clock::deadline_after(start, inner.settings.load().fetch_timeout);
             let slot = Self::ticket(inner, authority, deadline).await?;
             Self::fetch(inner, authority, slot, start, deadline).await
         }
@@ -112,7 +113,7 @@ pub(super) async fn through_fleet<K: FetchHere>(
     let lease = settings.fetch_timeout.saturating_add(LEASE_SLACK);
     // Past this, give up waiting for another instance and fetch here (it must have lost
     // its lease twice over: the store is misbehaving).
-    let give_up = crate::clock::deadline_after(
+    let give_up = robots_proxy_clock::deadline_after(
         tokio::time::Instant::now(),
         lease.saturating_mul(2).saturating_add(settings.fetch_timeout),
     );
@@ -123,7 +124,7 @@ pub(super) async fn through_fleet<K: FetchHere>(
         };
         // The wait for the slot counts against `fetch_timeout`.
         let start = tokio::time::Instant::now();
-        let deadline = crate::clock::deadline_after(start, settings.fetch_timeout);
+        let deadline = robots_proxy_clock::deadline_after(start, settings.fetch_timeout);
         let Some(ticket) = K::ticket(inner, authority, deadline).await else {
             let now = inner.clock.now();
             return Ok((

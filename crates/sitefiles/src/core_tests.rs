@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::{Asked, Core, FetchJob, Output};
-use crate::authority::{Authority, Scheme};
-use crate::cache::fetch::Fetched;
-use crate::cache::sitefile::{Robots, SiteFile};
-use crate::cache::{FetchOutcome, RobotsRules, RobotsSection, RobotsSnapshot, RobotsState};
-use crate::robots::RobotsTxt;
+use crate::fetch::Fetched;
+use crate::sitefile::{Robots, SiteFile};
+use crate::{FetchOutcome, RobotsRules, RobotsSection, RobotsSnapshot, RobotsState};
+use robots_proxy_authority::{Authority, Scheme};
+use robots_proxy_engine::RobotsTxt;
 
 type Store = Core<Robots, u32>;
 

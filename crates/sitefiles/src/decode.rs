@@ -11,7 +11,7 @@
 //! * **The size cap applies to the decoded bytes**, while decoding: decompression stops once
 //!   `limit + 1` bytes are out, so a gzip bomb costs `limit` bytes of memory, not what it
 //!   would expand to. What is past the cap is ignored exactly as for a plain file (the extra
-//!   byte tells [`crate::robots::RobotsTxt::parse_with_limit`] that a line was cut).
+//!   byte tells [`robots_proxy_engine::RobotsTxt::parse_with_limit`] that a line was cut).
 //! * **What cannot be decoded** (a coding not listed above, a corrupt or truncated stream) is
 //!   an error, which the fetcher reports as unreachable (RFC 9309 §2.3.1.4: disallow all, or
 //!   the earlier copy), never as an empty file that would allow everything.
@@ -32,7 +32,7 @@ const MAX_CODINGS: usize = 4;
 
 /// Why a body could not be decoded.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum DecodeError {
+pub enum DecodeError {
     /// `Content-Encoding` or `Transfer-Encoding` names a coding this decoder does not know, or
     /// too many.
     #[error("unsupported coding {0:?}")]
@@ -261,7 +261,7 @@ impl Write for Chain {
 }
 
 /// Decodes one response body as it arrives (see the [module documentation](self)).
-pub(crate) struct Decoder {
+pub struct Decoder {
     chain: Chain,
     limit: usize,
     received: bool,
@@ -269,7 +269,7 @@ pub(crate) struct Decoder {
 
 impl Decoder {
     /// A decoder for a body sent with `headers`, keeping at most `limit + 1` decoded bytes.
-    pub(crate) fn new(headers: &HeaderMap, limit: usize) -> Result<Decoder, DecodeError> {
+    pub fn new(headers: &HeaderMap, limit: usize) -> Result<Decoder, DecodeError> {
         let cap = limit.saturating_add(1);
         let mut chain = Chain::Plain(Capped { out: Vec::new(), cap });
         for coding in codings(headers)? {
@@ -282,12 +282,12 @@ impl Decoder {
     }
 
     /// Whether the decoded bytes reached the cap: nothing more of the body is needed.
-    pub(crate) fn is_full(&self) -> bool {
+    pub fn is_full(&self) -> bool {
         self.chain.output().is_full()
     }
 
     /// Decodes the next piece of the body.
-    pub(crate) fn push(&mut self, data: &[u8]) -> Result<(), DecodeError> {
+    pub fn push(&mut self, data: &[u8]) -> Result<(), DecodeError> {
         if data.is_empty() || self.is_full() {
             return Ok(());
         }
@@ -302,7 +302,7 @@ impl Decoder {
 
     /// Writes out everything the body decoded to so far, for [`Decoder::decoded`] (the body
     /// need not have ended). Errors as [`Decoder::push`] does; reaching the cap is none.
-    pub(crate) fn flush(&mut self) -> Result<(), DecodeError> {
+    pub fn flush(&mut self) -> Result<(), DecodeError> {
         if self.is_full() {
             return Ok(());
         }
@@ -315,7 +315,7 @@ impl Decoder {
 
     /// The bytes decoded so far, as they came (at most `limit + 1`; no UTF-16 transcoding):
     /// call [`Decoder::flush`] first to see all that the pieces pushed decode to.
-    pub(crate) fn decoded(&self) -> &[u8] {
+    pub fn decoded(&self) -> &[u8] {
         &self.chain.output().out
     }
 
@@ -324,7 +324,7 @@ impl Decoder {
     /// body's start as text, for every reader of a prefix (the proxy's `<meta>` opt-outs), so
     /// that a page in UTF-16 says what it says in UTF-8 (found by the conformance kit,
     /// `policy::conformance`). Call [`Decoder::flush`] first.
-    pub(crate) fn text(&self) -> std::borrow::Cow<'_, [u8]> {
+    pub fn text(&self) -> std::borrow::Cow<'_, [u8]> {
         let out = &self.chain.output().out;
         match out.get(..2) {
             Some([0xff, 0xfe] | [0xfe, 0xff]) => {
@@ -337,7 +337,7 @@ impl Decoder {
     /// The decoded body (at most `limit + 1` bytes), in UTF-8 when it was UTF-16 with a BOM.
     /// A stream that ends early is an error, unless the cap was reached first; an empty body
     /// is an empty file whatever its `Content-Encoding` says.
-    pub(crate) fn finish(mut self) -> Result<Vec<u8>, DecodeError> {
+    pub fn finish(mut self) -> Result<Vec<u8>, DecodeError> {
         if self.received && !self.is_full() {
             if let Err(source) = self.chain.finish() {
                 if !self.is_full() {

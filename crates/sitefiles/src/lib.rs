@@ -50,12 +50,17 @@
 //!   from a 4xx.
 //! * **Across restarts** (`persist.rs`, `state_dir/robots/`): the last good copy and the
 //!   failure state of each authority, read back when an authority is first asked for.
+//!
+//! The root crate re-exports this crate as `robots_proxy::cache`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod archived;
 mod class;
 mod core;
-pub(crate) mod decode;
-pub(crate) mod fetch;
+pub mod decode;
+pub mod fetch;
 mod fetching;
 mod files;
 mod lease;
@@ -83,17 +88,16 @@ use std::time::{Duration, SystemTime};
 
 use hyper_util::client::legacy::connect::Connect;
 
-use crate::authority::Authority;
-use crate::clock::Clock;
-use crate::robots::usage::UsagePreferences;
-use crate::robots::{CrawlDelay, ProductToken, RobotsTxt};
-use crate::robots_version::RobotsVersion;
 use fetch::{Fetch, HttpFetcher};
 use refresh::RefreshMark;
+use robots_proxy_archive::robots_version::RobotsVersion;
+use robots_proxy_authority::Authority;
+use robots_proxy_clock::Clock;
+use robots_proxy_engine::usage::UsagePreferences;
+use robots_proxy_engine::{CrawlDelay, ProductToken, RobotsTxt};
 
 /// The rules in force for an authority.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub enum RobotsRules {
     /// A parsed robots.txt (fresh or stale).
     Parsed(Arc<RobotsTxt>),
@@ -111,7 +115,7 @@ impl RobotsRules {
         match self {
             RobotsRules::Parsed(robots) => robots.decide(token, path).is_allowed(),
             RobotsRules::AllowAll => true,
-            RobotsRules::DisallowAll => crate::robots::is_robots_txt_path(path),
+            RobotsRules::DisallowAll => robots_proxy_engine::is_robots_txt_path(path),
         }
     }
 
@@ -160,7 +164,6 @@ impl RobotsRules {
 /// The state of an authority's robots.txt, as the audit log and 403 bodies report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum RobotsState {
     /// A 2xx copy within its lifetime.
     Fresh,
@@ -177,7 +180,6 @@ pub enum RobotsState {
 /// What the last fetch attempt gave.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "detail")]
-#[non_exhaustive]
 pub enum FetchOutcome {
     /// An HTTP status (after redirects).
     Status(u16),
@@ -186,7 +188,7 @@ pub enum FetchOutcome {
     /// DNS failure, refused or reset connection, timeout, invalid response: the description.
     Network(String),
     /// The destination guard refused the address of the robots.txt URL or of a redirect
-    /// ([`crate::guard`]): the description names the address and why. Counts as unreachable
+    /// ([`robots_proxy_net::guard`]): the description names the address and why. Counts as unreachable
     /// (§2.3.1.4); the proxy answers such requests with `destination_ip_prohibited`.
     Prohibited(String),
     /// The fleet's shared store could not be reached and `fleet.on_redis_error` is
@@ -377,7 +379,7 @@ struct Inner {
     /// store's second kind, on the same core.
     tdmrep: files::Files<wellknown::Tdmrep>,
     /// Where every result taken in is archived ([`RobotsCache::archive_to`]).
-    archive: std::sync::OnceLock<Arc<crate::archive::Archive>>,
+    archive: std::sync::OnceLock<Arc<robots_proxy_archive::Archive>>,
     /// Told of every result archived ([`RobotsCache::on_result`]): the audit log.
     on_result: std::sync::OnceLock<archived::ResultHook>,
 }
@@ -421,7 +423,7 @@ impl RobotsCache {
     }
 
     /// A cache that fetches through `fetcher` (the HTTP fetcher, or a test's).
-    pub(crate) fn with_fetcher(
+    pub fn with_fetcher(
         settings: RobotsSection,
         clock: Arc<dyn Clock>,
         fetcher: Arc<dyn Fetch>,

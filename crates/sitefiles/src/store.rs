@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::wellknown::TdmSite;
 use super::{CacheStats, RecentRobots, RobotsCache, RobotsSnapshot, SharedError};
-use crate::authority::Authority;
+use robots_proxy_authority::Authority;
 
 /// A boxed future borrowed from the store, so that the trait can be used as `dyn RobotsStore`.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -79,8 +79,8 @@ pub trait RobotsStore: Send + Sync + 'static {
     /// Size and counters as they stand, without waiting (for `/metrics`).
     fn stats_now(&self) -> StoreStats;
 
-    /// The archive of every robots.txt version taken in ([`crate::archive`]), if kept.
-    fn archive(&self) -> Option<Arc<crate::archive::Archive>> {
+    /// The archive of every robots.txt version taken in ([`robots_proxy_archive`]), if kept.
+    fn archive(&self) -> Option<Arc<robots_proxy_archive::Archive>> {
         None
     }
 }
@@ -133,7 +133,7 @@ impl RobotsStore for RobotsCache {
         })
     }
 
-    fn archive(&self) -> Option<Arc<crate::archive::Archive>> {
+    fn archive(&self) -> Option<Arc<robots_proxy_archive::Archive>> {
         RobotsCache::archive(self)
     }
 

@@ -1,4 +1,4 @@
-//! The store's side of the archive ([`crate::archive`]): every result the store takes in and
+//! The store's side of the archive ([`robots_proxy_archive`]): every result the store takes in and
 //! decides with (its own fetch, a fleet's record, a copy read back from the disk) is handed to
 //! the archive, which never makes the store wait.
 
@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::{state, FetchOutcome, Inner, RobotsCache, RobotsRules, RobotsSnapshot, RobotsState};
-use crate::archive::{Archive, Consequence, Observation};
+use robots_proxy_archive::{Archive, Consequence, Observation};
 
 /// Told of every result the store takes in and decides with, besides the archive: the audit
 /// log's `robots_fetch` record (issue 39, H2: with `audit.all_decisions = false` a version only
@@ -110,10 +110,10 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
-    use crate::authority::{Authority, Scheme};
-    use crate::cache::fetch::Fetched;
-    use crate::cache::RobotsSection;
-    use crate::robots::RobotsTxt;
+    use crate::fetch::Fetched;
+    use crate::RobotsSection;
+    use robots_proxy_authority::{Authority, Scheme};
+    use robots_proxy_engine::RobotsTxt;
 
     #[test]
     fn each_result_is_archived_with_its_consequence() {

@@ -4,8 +4,8 @@ use std::error::Error as StdError;
 
 /// An error and its causes on one line (`client error (Connect): tcp connect error: …`), each
 /// cause added only when the text so far does not already say it. For logs, 502 bodies and
-/// [`crate::cache::FetchOutcome::Network`].
-pub(crate) fn describe(error: &(dyn StdError + 'static)) -> String {
+/// `FetchOutcome::Network` in the site-file store.
+pub fn describe(error: &(dyn StdError + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -40,7 +40,13 @@ CRATES = [
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
      'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit '
-     'robots-proxy-sitefiles'),
+     'robots-proxy-sitefiles robots-proxy-decide'),
+    ('robots-proxy-decide', 'crates/decide', 'the one decision (module `policy`): the product '
+     'token and its provenance, the readings of a path, every rule source (robots.txt through '
+     'the site-file store, `[[exceptions]]`, AI usage preferences as module `usage`, TDMRep), '
+     'report-only, `Decision::explain` and the audit record; the conformance kit; never `config` '
+     'or the proxy', 'robots-proxy-archive robots-proxy-audit robots-proxy-authority '
+     'robots-proxy-engine robots-proxy-sitefiles robots-proxy-sync robots-proxy-units'),
     ('robots-proxy-sitefiles', 'crates/sitefiles', 'the site-file store (module `cache`): '
      'robots.txt and tdmrep.json, one sans-IO core (one fetch per authority, owned by the store) '
      'with a thin driver, RFC 9309\'s status and lifetime rules, the fleet lease loop through the '
@@ -145,8 +151,8 @@ module('owner_only', 'the mode check of private keys and of the directories that
        'crate `crates/owner_only`', '')
 module('pacing', 'politeness: Crawl-delay and a pace per site across every crawler; `PaceStore` and `LocalPace`: the crate `crates/pace`', '')
 module('policy', 'the one door to the rules: product token, readings, decision, exceptions, '
-       'report-only, the audit record; re-exports what others need of `cache` and `archive`',
-       'archive audit authority cache robots robots_version sync units')
+       'report-only, the audit record; re-exports what others need of `cache` and `archive`: '
+       'the crate `crates/decide`', '')
 module('preflight', 'what a configuration needs from the machine (files that must parse, '
        'directories that must be creatable), creating nothing', 'access audit config fleet '
        'signing tls')
@@ -171,7 +177,7 @@ module('sync', 'the one way a lock is taken when a panicking thread may have poi
        'crate `crates/sync`', '')
 module('units', 'units the configuration is written in (sizes), the bounds and `Problems` of '
        'every section\'s `TryFrom`', '')
-module('usage', 'AI usage preferences for each crawler\'s purpose', 'robots units')
+module('usage', 'AI usage preferences for each crawler\'s purpose: in the crate `crates/decide`', '')
 module('main', 'the binary: the command line (`src/main.rs`) and `src/main/serve.rs`, the one '
        'composition root of `serve`, which builds every collaborator once and passes them in',
        'access admin archive audit cache check clock config disclosure evidence fleet guard '

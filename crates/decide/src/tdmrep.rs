@@ -1,11 +1,11 @@
 //! TDMRep through the policy: the proxy reaches `tdmrep.json` (kept by the cache, see
-//! [`crate::cache::wellknown`]) only here.
+//! [`robots_proxy_sitefiles::wellknown`]) only here.
 
 use std::sync::Arc;
 
 use super::Policy;
-use crate::authority::Authority;
-use crate::cache::wellknown::TdmSite;
+use robots_proxy_authority::Authority;
+use robots_proxy_sitefiles::wellknown::TdmSite;
 
 impl Policy {
     /// What `authority`'s `/.well-known/tdmrep.json` says, fetched first when missing or

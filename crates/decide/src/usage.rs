@@ -1,7 +1,7 @@
 //! Honouring AI usage preferences for each crawler's purpose.
 //!
 //! A site says what its content may be used for (`Content-Usage` / `Content-Signal` lines in
-//! robots.txt, a `Content-Usage` response header; see [`crate::robots::usage`]). An organisation
+//! robots.txt, a `Content-Usage` response header; see [`robots_proxy_engine::usage`]). An organisation
 //! says what each of its crawlers fetches for (`[[usage.crawlers]]`: `AcmeTrainer` fetches for
 //! `train-ai`). For every purpose a mode says what the gateway does:
 //!
@@ -17,8 +17,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::robots::usage::{Category, Preference, UsagePreferences};
-use crate::robots::ProductToken;
+use robots_proxy_engine::usage::{Category, Preference, UsagePreferences};
+use robots_proxy_engine::ProductToken;
 
 /// What the gateway does about one purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,15 +94,15 @@ impl Default for UsageSection {
     }
 }
 
-crate::units::raw_section!(UsageSection, RawUsageSection, "usage");
+robots_proxy_units::raw_section!(UsageSection, RawUsageSection, "usage");
 
 impl TryFrom<RawUsageSection> for UsageSection {
-    type Error = crate::units::Problems;
+    type Error = robots_proxy_units::Problems;
 
     /// The crawlers: each a token or a user, with known purposes.
     fn try_from(raw: RawUsageSection) -> Result<Self, Self::Error> {
         let section = raw.0;
-        let problems: crate::units::Problems = section.problems().into_iter().collect();
+        let problems: robots_proxy_units::Problems = section.problems().into_iter().collect();
         problems.or_build(|| section)
     }
 }
@@ -129,7 +129,7 @@ impl UsageSection {
             for p in &c.purposes {
                 if Category::from_label(p).is_none() {
                     let known: Vec<&str> =
-                        crate::robots::usage::VOCABULARY.iter().map(|(l, _)| *l).collect();
+                        robots_proxy_engine::usage::VOCABULARY.iter().map(|(l, _)| *l).collect();
                     out.push((
                         "usage.crawlers",
                         format!(

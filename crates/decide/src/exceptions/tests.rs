@@ -1,8 +1,8 @@
 use std::time::{Duration, SystemTime};
 
 use super::*;
-use crate::policy::{Readings, TokenOrigin};
-use crate::robots::ProductToken;
+use crate::{Readings, TokenOrigin};
+use robots_proxy_engine::ProductToken;
 
 fn entry(effect: Effect) -> ExceptionEntry {
     ExceptionEntry {
@@ -120,7 +120,7 @@ fn expiry_is_warned_about_once_a_day_from_seven_days_before() {
 
 #[test]
 fn only_an_exception_for_every_path_decides_a_tunnel() {
-    let site = Authority::new(crate::authority::Scheme::Https, "news.example", 443).unwrap();
+    let site = Authority::new(robots_proxy_authority::Scheme::Https, "news.example", 443).unwrap();
     let token = ProductToken::new("AcmeBot").unwrap();
     let t = Some(&token);
     let whole = |effect, paths: &[&str]| ExceptionEntry {
@@ -190,7 +190,7 @@ fn authorities_are_normalised_as_requests_are() {
         let r = Readings::of("/archive/1");
         let all: Vec<(Reading, &str)> = r.to_decide(true, false).collect();
         let claim = Claim::asserted(Some(&token), None);
-        let site = Authority::from_host_port(crate::authority::Scheme::Http, url).unwrap();
+        let site = Authority::from_host_port(robots_proxy_authority::Scheme::Http, url).unwrap();
         set.decide(&site, claim, &all, &[], now()).is_some()
     };
     assert!(hits("localhost.", "localhost:8080"));
@@ -246,8 +246,9 @@ fn a_control_character_in_a_path_is_refused_not_cut_short() {
 /// path.
 #[test]
 fn a_reload_withdraws_an_allow_by_its_id() {
-    let site = Authority::new(crate::authority::Scheme::Https, "news.example", 443).unwrap();
-    let other = Authority::new(crate::authority::Scheme::Https, "other.example", 443).unwrap();
+    let site = Authority::new(robots_proxy_authority::Scheme::Https, "news.example", 443).unwrap();
+    let other =
+        Authority::new(robots_proxy_authority::Scheme::Https, "other.example", 443).unwrap();
     let acme = ProductToken::new("AcmeBot").unwrap();
     let tied = Claim::tied(Some(&acme), Some("acme"));
     let whole = |effect| ExceptionEntry { paths: vec!["/".into()], ..entry(effect) };

@@ -24,7 +24,7 @@
 
 use std::fmt;
 
-use crate::robots::normalize;
+use robots_proxy_engine::normalize;
 
 /// One way of reading a request-target's path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,7 +169,7 @@ impl Readings {
 
     /// What is decided: every reading ([`Readings::iter`]), where each reading but the path as
     /// sent is matched against the patterns read decoded too
-    /// (`crate::robots::RobotsTxt::decide_decoded`). When the robots.txt has such patterns
+    /// (`robots_proxy_engine::RobotsTxt::decide_decoded`). When the robots.txt has such patterns
     /// (`decoded_patterns`) and the decoded reading is the path as sent (`/wiki/Special:Random`
     /// has nothing to decode), that reading is added: the same text, held against other
     /// patterns.

@@ -111,7 +111,7 @@ proptest! {
             // Another port of the same host: the rule holds only where it names any port.
             let same_host = super::harness::authority_of(port).map(|a| a.host().to_owned())
                 == Some(site.authority().host().to_owned());
-            let unnamed = crate::authority::SiteName::parse(written).is_ok_and(|w| w.port().is_none());
+            let unnamed = robots_proxy_authority::SiteName::parse(written).is_ok_and(|w| w.port().is_none());
             let any_port = s.ports() == Ports::AsWritten && unnamed;
             let expected = same_host && any_port;
             prop_assert_eq!(

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::robots::ProductToken;
+use robots_proxy_engine::ProductToken;
 
 /// `policy.mode`: whether the gateway enforces its decisions or only reports them.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]

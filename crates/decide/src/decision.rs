@@ -14,8 +14,8 @@
 
 use std::time::SystemTime;
 
-use crate::cache::{RobotsRules, RobotsSnapshot};
-use crate::robots::{Reason, RobotsTxt, Verdict};
+use robots_proxy_engine::{Reason, RobotsTxt, Verdict};
+use robots_proxy_sitefiles::{RobotsRules, RobotsSnapshot};
 
 use super::exceptions::{Effect, ExceptionVerdict, Exceptions};
 use super::{decide_reading, outcome_text, pattern_reading, state_word, Explanation};
@@ -92,14 +92,16 @@ impl<'a> View<'a> {
         token: Option<&ProductToken>,
         reading: Reading,
         path: &str,
-    ) -> (Verdict, Option<crate::robots::Decision<'a>>) {
+    ) -> (Verdict, Option<robots_proxy_engine::Decision<'a>>) {
         match self.rules {
             Rules::Parsed(robots) => {
                 let d = decide_reading(robots, token, reading, path);
                 (d.verdict(), Some(d))
             }
             Rules::AllowAll => (Verdict::Allow, None),
-            Rules::DisallowAll if crate::robots::is_robots_txt_path(path) => (Verdict::Allow, None),
+            Rules::DisallowAll if robots_proxy_engine::is_robots_txt_path(path) => {
+                (Verdict::Allow, None)
+            }
             Rules::DisallowAll => (Verdict::Disallow, None),
         }
     }
@@ -170,7 +172,7 @@ pub struct Decision<'a> {
     /// the path was read).
     read_otherwise: bool,
     /// The engine's answer on the deciding reading, when a file decided.
-    engine: Option<crate::robots::Decision<'a>>,
+    engine: Option<robots_proxy_engine::Decision<'a>>,
     /// The exception that overrides robots.txt, if one does (boxed: most requests have none,
     /// and the proxy holds the decision across every later step of the request).
     exception: Option<Box<ExceptionVerdict>>,
@@ -184,9 +186,10 @@ pub struct Decision<'a> {
 pub fn decide<'a>(view: View<'a>, question: Question<'a>) -> Decision<'a> {
     let token = question.claim.token;
     let readings = question.readings;
-    let mut first: Option<(usize, Reading, &'a str, Option<crate::robots::Decision<'a>>)> = None;
+    let mut first: Option<(usize, Reading, &'a str, Option<robots_proxy_engine::Decision<'a>>)> =
+        None;
     // The path as sent is always decided first; its answer explains an allowed request.
-    let mut as_sent: Option<crate::robots::Decision<'a>> = None;
+    let mut as_sent: Option<robots_proxy_engine::Decision<'a>> = None;
     // Only the exceptions need every disallowed reading; robots.txt stops at the first.
     let mut disallowed: Vec<(Reading, &'a str)> = Vec::new();
     let wants_all = view.exceptions.is_some() && view.site.is_some();
@@ -339,12 +342,12 @@ impl<'a> Decision<'a> {
     /// rights wins (the most restrictive reading); else the statement for the path as sent.
     pub fn tdm_statement<'f>(
         &self,
-        file: &'f crate::robots::optout::TdmFile,
-    ) -> Option<&'f crate::robots::optout::TdmStatement> {
+        file: &'f robots_proxy_engine::optout::TdmFile,
+    ) -> Option<&'f robots_proxy_engine::optout::TdmStatement> {
         let mut as_sent = None;
         for (reading, path) in self.question.readings.to_decide(true, self.view.fold_case) {
             let read = pattern_reading(reading);
-            let path = crate::robots::path_as(path, read);
+            let path = robots_proxy_engine::path_as(path, read);
             let statement = file.statement_for_as(path.as_bytes(), read);
             if statement.is_some_and(|s| s.reserved == Some(true)) {
                 return statement;
@@ -360,7 +363,7 @@ impl<'a> Decision<'a> {
 /// The explanation of robots.txt on one reading (the age is the caller's).
 fn explain_reading(
     view: &View<'_>,
-    engine: Option<crate::robots::Decision<'_>>,
+    engine: Option<robots_proxy_engine::Decision<'_>>,
     reading: Reading,
     path: &str,
 ) -> Explanation {
@@ -372,7 +375,7 @@ fn explain_reading(
         rule: None,
         line: None,
         group: None,
-        state: site.map_or(crate::cache::RobotsState::Fresh, |s| s.state),
+        state: site.map_or(robots_proxy_sitefiles::RobotsState::Fresh, |s| s.state),
         robots_url: site.map(|s| s.robots_url.clone()).unwrap_or_default(),
         age: std::time::Duration::ZERO,
         reading,
@@ -382,7 +385,7 @@ fn explain_reading(
             Rules::AllowAll | Rules::DisallowAll => None,
         },
     };
-    if crate::robots::is_robots_txt_path(path) {
+    if robots_proxy_engine::is_robots_txt_path(path) {
         e.reason = "/robots.txt is always allowed".to_owned();
         e.why = Why::RobotsTxt;
         return e;

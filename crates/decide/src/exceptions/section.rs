@@ -2,14 +2,14 @@
 //! their validation. Nothing is ever inferred: every exception names its tokens or users, and
 //! an allow names where the permission is written, who granted it and when it ends.
 
-use crate::units::Problems;
+use robots_proxy_units::Problems;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::robots::usage::Category;
-use crate::robots::ProductToken;
+use robots_proxy_engine::usage::Category;
+use robots_proxy_engine::ProductToken;
 
 /// What an exception does.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -11,26 +11,26 @@ use std::time::SystemTime;
 use http::{HeaderMap, HeaderValue};
 
 use super::TOKEN;
-use crate::authority::Authority;
-use crate::cache::decode::{DecodeError, Decoder};
-use crate::cache::fetch::{self, Fetch, Fetched, FileFetched, FileFuture};
-use crate::cache::{FetchOutcome, RobotsCache, RobotsSection};
-use crate::clock::SystemClock;
-use crate::policy::exceptions::{Effect, ExceptionEntry, Exceptions};
-use crate::policy::{Claim, Policy, PolicySection, ProductToken, Readings};
-use crate::robots::optout;
-use crate::robots::usage::{Category, Preference};
+use crate::exceptions::{Effect, ExceptionEntry, Exceptions};
 use crate::usage::{Settled, UsageCrawler, UsagePolicy, UsageSection};
+use crate::{Claim, Policy, PolicySection, ProductToken, Readings};
+use robots_proxy_authority::Authority;
+use robots_proxy_clock::SystemClock;
+use robots_proxy_engine::optout;
+use robots_proxy_engine::usage::{Category, Preference};
+use robots_proxy_sitefiles::decode::{DecodeError, Decoder};
+use robots_proxy_sitefiles::fetch::{self, Fetch, Fetched, FileFetched, FileFuture};
+use robots_proxy_sitefiles::{FetchOutcome, RobotsCache, RobotsSection};
 
 /// The authenticated proxy user tied to [`TOKEN`] in [`Who::Tied`].
-pub(in crate::policy) const USER: &str = "crawler-1";
+pub(crate) const USER: &str = "crawler-1";
 
 /// The most bytes of an HTML response read for its `<meta>` opt-outs.
-pub(in crate::policy) use optout::META_PREFIX_BYTES;
+pub(crate) use optout::META_PREFIX_BYTES;
 
 /// How a site's bodies (robots.txt, `tdmrep.json`, the HTML page) are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::policy) enum Coding {
+pub(crate) enum Coding {
     /// As written.
     Identity,
     /// `Content-Encoding: gzip`.
@@ -59,7 +59,7 @@ pub(in crate::policy) enum Coding {
 
 impl Coding {
     /// Every coding.
-    pub(in crate::policy) const ALL: [Coding; 12] = [
+    pub(crate) const ALL: [Coding; 12] = [
         Coding::Identity,
         Coding::Gzip,
         Coding::Deflate,
@@ -177,40 +177,40 @@ impl Served {
 /// What a site says: its files, its responses' opt-outs, and the proxy's configuration for it.
 /// Every rule is written by a source ([`super::RuleSource::refuse`]).
 #[derive(Debug, Clone)]
-pub(in crate::policy) struct Site {
+pub(crate) struct Site {
     /// How the site's authority is written where a rule names it (`host[:port]`, over http):
     /// the spelling the first request uses, and an exception's `authorities`.
-    pub(in crate::policy) written_at: String,
+    pub(crate) written_at: String,
     /// robots.txt (a `*` group allowing everything comes first).
-    pub(in crate::policy) robots: String,
+    pub(crate) robots: String,
     /// The rules of `tdmrep.json` (JSON objects), when it has any.
-    pub(in crate::policy) tdmrep: Vec<String>,
+    pub(crate) tdmrep: Vec<String>,
     /// The opt-out header fields of every response (`X-Robots-Tag`, `Content-Usage`,
     /// `tdm-reservation`): name and value.
-    pub(in crate::policy) headers: Vec<(&'static str, String)>,
+    pub(crate) headers: Vec<(&'static str, String)>,
     /// `<meta>` elements in the head of every HTML response.
-    pub(in crate::policy) meta: Vec<String>,
+    pub(crate) meta: Vec<String>,
     /// `[[exceptions]]`.
-    pub(in crate::policy) exceptions: Vec<ExceptionEntry>,
+    pub(crate) exceptions: Vec<ExceptionEntry>,
     /// `policy.report_tokens`.
-    pub(in crate::policy) report_tokens: Vec<String>,
+    pub(crate) report_tokens: Vec<String>,
     /// Whether the origin's robots.txt answer names IIS (`Server: Microsoft-IIS/10.0`): an
     /// origin that folds case.
-    pub(in crate::policy) folds_case: bool,
+    pub(crate) folds_case: bool,
     /// How every body is served.
-    pub(in crate::policy) coding: Coding,
+    pub(crate) coding: Coding,
     /// The size of the frames the bodies arrive in.
-    pub(in crate::policy) frame: usize,
+    pub(crate) frame: usize,
     /// Filler before the rules of each body (neutral lines, rules or elements, of about this
     /// many bytes).
-    pub(in crate::policy) pad_before: usize,
+    pub(crate) pad_before: usize,
     /// Filler after the rules of each body.
-    pub(in crate::policy) pad_after: usize,
+    pub(crate) pad_after: usize,
 }
 
 /// Who a request says it is.
 #[derive(Debug, Clone)]
-pub(in crate::policy) enum Who {
+pub(crate) enum Who {
     /// This `User-Agent` header, nothing else.
     UserAgent(String),
     /// This `X-Robots-Product-Token` header (and a browser's User-Agent).
@@ -223,7 +223,7 @@ pub(in crate::policy) enum Who {
 
 impl Who {
     /// The crawler as it names itself in its User-Agent.
-    pub(in crate::policy) fn crawler() -> Who {
+    pub(crate) fn crawler() -> Who {
         Who::UserAgent(format!("Mozilla/5.0 (compatible; {TOKEN}/1.0; +https://example.test)"))
     }
 }
@@ -231,42 +231,37 @@ impl Who {
 /// One request: the authority as spelled in its request-target (`host[:port]`, over http),
 /// its path and query, and who it says it is.
 #[derive(Debug, Clone)]
-pub(in crate::policy) struct Ask {
+pub(crate) struct Ask {
     /// `host[:port]`.
-    pub(in crate::policy) at: String,
+    pub(crate) at: String,
     /// The path and query.
-    pub(in crate::policy) path: String,
+    pub(crate) path: String,
     /// Who.
-    pub(in crate::policy) who: Who,
+    pub(crate) who: Who,
 }
 
 impl Ask {
     /// The crawler asks `path` at the site's authority as written.
-    pub(in crate::policy) fn path(site: &Site, path: &str) -> Ask {
+    pub(crate) fn path(site: &Site, path: &str) -> Ask {
         Ask { at: site.written_at.clone(), path: path.to_owned(), who: Who::crawler() }
     }
 }
 
 /// What the proxy does with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::policy) struct Outcome {
+pub(crate) struct Outcome {
     /// Some source refuses it (robots.txt, an exception, a usage preference before or after
     /// the response).
-    pub(in crate::policy) refused: bool,
+    pub(crate) refused: bool,
     /// The refusal is enforced (not only reported: report-only mode).
-    pub(in crate::policy) enforced: bool,
+    pub(crate) enforced: bool,
     /// How many readings of the path were decided (work, bounded whatever the path).
-    pub(in crate::policy) readings: usize,
+    pub(crate) readings: usize,
 }
 
 /// An exception entry with `effect` for `token` at the site's authority as written, on
 /// `pattern`.
-pub(in crate::policy) fn exception(
-    effect: Effect,
-    site: &Site,
-    token: &str,
-    pattern: &str,
-) -> ExceptionEntry {
+pub(crate) fn exception(effect: Effect, site: &Site, token: &str, pattern: &str) -> ExceptionEntry {
     ExceptionEntry {
         id: format!("{}-{}", effect.name(), site.exceptions.len()),
         authorities: vec![site.written_at.clone()],
@@ -330,7 +325,7 @@ impl Fetch for Origin {
 
 impl Site {
     /// A site at `written_at` with no rule: robots.txt allows everything.
-    pub(in crate::policy) fn at(written_at: &str) -> Site {
+    pub(crate) fn at(written_at: &str) -> Site {
         Site {
             written_at: written_at.to_owned(),
             robots: String::new(),
@@ -348,21 +343,22 @@ impl Site {
     }
 
     /// A site at `origin.test` (port 80).
-    pub(in crate::policy) fn new() -> Site {
+    pub(crate) fn new() -> Site {
         Site::at("origin.test")
     }
 
     /// The authority the site's files are served for: `written_at` read as configuration
     /// reads a site (Unicode allowed), over http.
-    pub(in crate::policy) fn authority(&self) -> Authority {
-        let site = crate::authority::SiteName::parse(&self.written_at).expect("a valid site");
+    pub(crate) fn authority(&self) -> Authority {
+        let site = robots_proxy_authority::SiteName::parse(&self.written_at).expect("a valid site");
         let port = site.port().unwrap_or(80);
-        Authority::new(crate::authority::Scheme::Http, site.host(), port).expect("a valid site")
+        Authority::new(robots_proxy_authority::Scheme::Http, site.host(), port)
+            .expect("a valid site")
     }
 
     /// robots.txt as written: the `*` group, then (when a source wrote rules) filler groups,
     /// the rules, more filler groups. Each body is padded only when it carries a rule.
-    pub(in crate::policy) fn robots_txt(&self) -> String {
+    pub(crate) fn robots_txt(&self) -> String {
         let filler = |n: usize| {
             let mut out = String::new();
             let mut i = 0;
@@ -383,7 +379,7 @@ impl Site {
     }
 
     /// `tdmrep.json` as written, when the site has one.
-    pub(in crate::policy) fn tdmrep_json(&self) -> Option<String> {
+    pub(crate) fn tdmrep_json(&self) -> Option<String> {
         if self.tdmrep.is_empty() {
             return None;
         }
@@ -406,7 +402,7 @@ impl Site {
 
     /// The values of the response's header field `name`, each between filler of its kind
     /// (other directives, other members), as the site's padding asks.
-    pub(in crate::policy) fn header(&self, name: &str) -> Vec<String> {
+    pub(crate) fn header(&self, name: &str) -> Vec<String> {
         let filler: &str = match name {
             "x-robots-tag" => "nosnippet, max-snippet: 20, ",
             "content-usage" => "search=y, ai-use=y, ",
@@ -421,7 +417,7 @@ impl Site {
     }
 
     /// The HTML page's start: its head with the `<meta>` elements between the filler.
-    pub(in crate::policy) fn page(&self) -> String {
+    pub(crate) fn page(&self) -> String {
         let filler = |n: usize| {
             let mut out = String::new();
             while out.len() < n {
@@ -442,14 +438,14 @@ impl Site {
 
     /// Decides each of `asks` in turn, with one robots store (a later request finds what an
     /// earlier one fetched), as the proxy does; and how many robots.txt fetches they took.
-    pub(in crate::policy) fn judge(&self, asks: &[Ask]) -> (Vec<Outcome>, Work) {
+    pub(crate) fn judge(&self, asks: &[Ask]) -> (Vec<Outcome>, Work) {
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         runtime.block_on(self.judge_in(asks))
     }
 
     /// The one request's outcome.
-    pub(in crate::policy) fn outcome(&self, ask: &Ask) -> Outcome {
+    pub(crate) fn outcome(&self, ask: &Ask) -> Outcome {
         self.judge(std::slice::from_ref(ask)).0[0]
     }
 
@@ -583,23 +579,23 @@ impl Site {
 }
 
 /// The most robots.txt bytes parsed, with the default `robots.max_body`.
-pub(in crate::policy) fn robots_limit() -> usize {
+pub(crate) fn robots_limit() -> usize {
     fetch::body_limit(RobotsSection::default().max_body.0)
 }
 
 /// The work a site's requests took: robots.txt fetches, and the most decoded bytes any one
 /// body held (bounded by its cap, whatever it inflates to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::policy) struct Work {
+pub(crate) struct Work {
     /// robots.txt fetches.
-    pub(in crate::policy) fetches: usize,
+    pub(crate) fetches: usize,
     /// The most decoded bytes of one body (robots.txt, `tdmrep.json`, the page's head).
-    pub(in crate::policy) decoded: usize,
+    pub(crate) decoded: usize,
 }
 
 /// The authority of `http://{at}/` as the proxy reads a request-target
 /// ([`Authority::from_uri`]); `None` when it has none.
-pub(in crate::policy) fn authority_of(at: &str) -> Option<Authority> {
+pub(crate) fn authority_of(at: &str) -> Option<Authority> {
     let uri: http::Uri = format!("http://{at}/").parse().ok()?;
     Authority::from_uri(&uri).ok()
 }

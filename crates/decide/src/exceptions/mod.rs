@@ -21,9 +21,9 @@ use std::time::{Duration, SystemTime};
 pub use section::{checked, describe, parse_expires, Effect, ExceptionEntry};
 
 use super::{decide_reading, Claim, Reading};
-use crate::authority::{Authority, SiteName};
-use crate::robots::usage::Category;
-use crate::robots::RobotsTxt;
+use robots_proxy_authority::{Authority, SiteName};
+use robots_proxy_engine::usage::Category;
+use robots_proxy_engine::RobotsTxt;
 
 /// The exceptions in force: compiled from `[[exceptions]]`, replaced as a whole on a reload.
 #[derive(Debug, Default)]
@@ -251,7 +251,7 @@ impl Exceptions {
         }
     }
 
-    pub(in crate::policy) fn find(
+    pub(crate) fn find(
         &self,
         authority: &Authority,
         claim: Claim<'_>,
@@ -564,8 +564,8 @@ impl ExceptionVerdict {
     /// exception's record: its action, outcome, reason, id and reference; the robots.txt fields
     /// (rule, line, group, state, version) stay, and `robots.exception.robots_verdict` says
     /// what robots.txt decided.
-    pub fn audit(&self, record: &mut crate::audit::AuditRecord, robots_allowed: bool) {
-        use crate::audit::{AuditAction, AuditOutcome, ExceptionFields};
+    pub fn audit(&self, record: &mut robots_proxy_audit::AuditRecord, robots_allowed: bool) {
+        use robots_proxy_audit::{AuditAction, AuditOutcome, ExceptionFields};
         let robots_reason = std::mem::take(&mut record.reason);
         (record.action, record.outcome) = match self.effect {
             Effect::Allow => (AuditAction::ExceptionAllow, AuditOutcome::Success),

@@ -1,6 +1,6 @@
 //! [`Family::Readings`]: every source that matches path patterns decides on every reading of
 //! the path (spec README, "What the proxy decides on"), through the one mapping
-//! [`crate::policy::pattern_reading`]: the same pattern refuses exactly what robots.txt's
+//! [`crate::pattern_reading`]: the same pattern refuses exactly what robots.txt's
 //! `Disallow` refuses, on a case-sensitive origin and on one that folds case (issue 37,
 //! review-tests F4).
 
@@ -158,7 +158,7 @@ proptest! {
         excepted.folds_case = folds_case;
         excepted.robots = format!("User-agent: {TOKEN}\nDisallow: /\n");
         let allow = super::harness::exception(
-            crate::policy::exceptions::Effect::Allow, &excepted, TOKEN, pattern,
+            crate::exceptions::Effect::Allow, &excepted, TOKEN, pattern,
         );
         excepted.exceptions.push(allow);
         // An allow exception loosens enforcement: the crawler's user is tied to its token.

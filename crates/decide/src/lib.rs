@@ -4,6 +4,13 @@
 //! and "may it go?" ([`Policy::decide`]). The answer, a [`Decision`], is made once; its
 //! [`Decision::explain`] carries everything a 403 body, a `Proxy-Status` header and an audit
 //! record need, so that the three always agree.
+//!
+//! The rule sources it decides on live here too: robots.txt (through the site-file store),
+//! `[[exceptions]]`, AI usage preferences ([`usage`]) and TDMRep. The root crate re-exports this
+//! crate as `robots_proxy::policy`, and [`usage`] as `robots_proxy::usage`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod claim;
 #[cfg(test)]
@@ -14,39 +21,40 @@ pub mod readings;
 mod report;
 mod section;
 mod tdmrep;
+pub mod usage;
 
 /// The other opt-outs' parsers (X-Robots-Tag, TDMRep), for the proxy.
-pub use crate::robots::optout;
+pub use robots_proxy_engine::optout;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 
-use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
-use crate::authority::Authority;
-use crate::cache::RobotsRules;
-use crate::robots::Verdict;
 pub use claim::{Claim, Entitled};
 pub use decision::{decide, Decision, Provenance, Question, Rules, View, Why};
 pub use exceptions::{ExceptionEntry, ExceptionVerdict, Exceptions};
 pub use readings::{Reading, Readings};
 pub use report::{PolicyMode, ReportScope};
+use robots_proxy_audit::{AuditAction, AuditOutcome, AuditRecord};
+use robots_proxy_authority::Authority;
+use robots_proxy_engine::Verdict;
+use robots_proxy_sitefiles::RobotsRules;
 pub use section::{FoldCase, PolicySection, RawPolicySection, TokenHeader, TokenSource};
 
 // The types the proxy and the admin listener need from the robots store and the engine: they
 // reach both only through the policy.
-pub use crate::cache::{
+pub use robots_proxy_sitefiles::{
     FetchClass, FetchOutcome, PurgedAll, RecentRobots, RobotsSnapshot, RobotsState, RobotsStore,
     SharedError, StoreStats,
 };
 // The body decoder of robots.txt fetches, which the proxy also uses to read an HTML head.
-pub(crate) use crate::cache::decode::{DecodeError, Decoder};
-pub use crate::robots::usage::{Category, Preference, UsagePreferences};
-pub use crate::robots::{ProductToken, RobotsTxt, RuleKind};
-pub use crate::robots_version::RobotsVersion;
+pub use robots_proxy_archive::robots_version::RobotsVersion;
+pub use robots_proxy_engine::usage::{Category, Preference, UsagePreferences};
+pub use robots_proxy_engine::{ProductToken, RobotsTxt, RuleKind};
+pub use robots_proxy_sitefiles::decode::{DecodeError, Decoder};
 // The archive of robots.txt versions, which the admin listener reads through the policy.
-pub use crate::archive::{Archive, ArchiveStats, Consequence, Window};
+pub use robots_proxy_archive::{Archive, ArchiveStats, Consequence, Window};
 
 /// How the product token is found, built from `[policy]`.
 #[derive(Clone)]
@@ -62,9 +70,9 @@ pub struct Policy {
     default_token: Option<ProductToken>,
     fold_case: FoldCase,
     /// `policy.fold_case_sites`, normalised as request authorities are
-    /// ([`crate::authority::SiteName`]; an entry that is no site, refused by validation, is
+    /// ([`robots_proxy_authority::SiteName`]; an entry that is no site, refused by validation, is
     /// left out).
-    fold_case_sites: Vec<crate::authority::SiteName>,
+    fold_case_sites: Vec<robots_proxy_authority::SiteName>,
     /// Who is in report mode (`policy.mode`, `policy.report_tokens`, `policy.report_users`).
     report: ReportScope,
     /// `[[exceptions]]` (empty unless [`Policy::with_exceptions`]).
@@ -157,7 +165,7 @@ impl Policy {
             fold_case_sites: section
                 .fold_case_sites
                 .iter()
-                .filter_map(|s| crate::authority::SiteName::parse(s).ok())
+                .filter_map(|s| robots_proxy_authority::SiteName::parse(s).ok())
                 .collect(),
             report: ReportScope::new(section.mode, &section.report_tokens, &section.report_users),
             exceptions: Arc::default(),
@@ -184,7 +192,7 @@ impl Policy {
         memory: &Mutex<RecentRobots>,
         authority: &Authority,
     ) -> Arc<RobotsSnapshot> {
-        let lock = || crate::sync::lock(memory);
+        let lock = || robots_proxy_sync::lock(memory);
         if let Some(snapshot) = self.store.recent(&lock(), authority) {
             return snapshot;
         }
@@ -377,8 +385,8 @@ impl Policy {
 /// [`Decision::usage`], `tdmrep.json` in [`Decision::tdm_statement`]): the path as sent against
 /// the patterns as written (Google's reading), the case-folded reading against the patterns
 /// decoded and folded, every other reading against the patterns decoded.
-pub fn pattern_reading(reading: Reading) -> crate::robots::usage::PatternReading {
-    use crate::robots::usage::PatternReading;
+pub fn pattern_reading(reading: Reading) -> robots_proxy_engine::usage::PatternReading {
+    use robots_proxy_engine::usage::PatternReading;
     match reading {
         Reading::AsSent => PatternReading::AsWritten,
         Reading::CaseFolded => PatternReading::Folded,
@@ -389,11 +397,11 @@ pub fn pattern_reading(reading: Reading) -> crate::robots::usage::PatternReading
 /// The engine's decision on one reading: the path as sent against the patterns as written
 /// (Google's reading), every other reading against the patterns read decoded too.
 pub fn decide_reading<'r>(
-    robots: &'r crate::robots::RobotsTxt,
+    robots: &'r robots_proxy_engine::RobotsTxt,
     token: Option<&ProductToken>,
     reading: Reading,
     path: &str,
-) -> crate::robots::Decision<'r> {
+) -> robots_proxy_engine::Decision<'r> {
     match reading {
         Reading::AsSent => robots.decide(token, path),
         Reading::CaseFolded => robots.decide_folded(token, path),
@@ -447,7 +455,7 @@ impl Explanation {
     ) -> AuditRecord {
         let allowed = self.is_allowed();
         let action = if allowed { AuditAction::RobotsAllow } else { AuditAction::RobotsDisallow };
-        let subject = crate::audit::AuditSubject {
+        let subject = robots_proxy_audit::AuditSubject {
             client,
             method: method.as_str(),
             url,
@@ -466,7 +474,7 @@ impl Explanation {
         record.age_seconds = self.age.as_secs();
         record.reading = Some(self.reading.name().to_owned());
         record.read_path = (self.read_path != path).then(|| self.read_path.clone());
-        record.robots_version = self.version.clone().map(crate::audit::VersionFields);
+        record.robots_version = self.version.clone().map(robots_proxy_audit::VersionFields);
         record
     }
 }

@@ -7,8 +7,8 @@ use std::fmt;
 use http::HeaderName;
 use serde::{Deserialize, Serialize};
 
-use crate::robots::ProductToken;
-use crate::units::{raw_section, Problems};
+use robots_proxy_engine::ProductToken;
+use robots_proxy_units::{raw_section, Problems};
 
 /// Where the product token comes from.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -147,9 +147,9 @@ impl TryFrom<RawPolicySection> for PolicySection {
 
 /// Whether `s` is a host or `host:port` as `policy.fold_case_sites` takes them: nothing more
 /// (no scheme, user, path or query), the host normalised as a request's
-/// ([`crate::authority::SiteName`]).
+/// ([`robots_proxy_authority::SiteName`]).
 fn is_site(s: &str) -> bool {
-    crate::authority::SiteName::parse(s).is_ok()
+    robots_proxy_authority::SiteName::parse(s).is_ok()
 }
 
 /// Headers that `policy.token_header` must not name: stripping them before forwarding would
@@ -230,7 +230,7 @@ impl<'de> Deserialize<'de> for TokenHeader {
 mod optional_token {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    use crate::robots::ProductToken;
+    use robots_proxy_engine::ProductToken;
 
     pub(super) fn serialize<S: Serializer>(
         token: &Option<ProductToken>,

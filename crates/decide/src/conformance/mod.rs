@@ -11,7 +11,7 @@
 //!   [`Family::Provenance`] (`provenance.rs`), [`Family::Codings`] (`codings.rs`),
 //!   [`Family::OversizeBody`] and [`Family::LongRequest`] (`sizes.rs`).
 //! * The **harness** (`harness.rs`) serves the site through the real robots store
-//!   ([`crate::cache::RobotsCache`], with a fetcher that answers from memory through the
+//!   ([`robots_proxy_sitefiles::RobotsCache`], with a fetcher that answers from memory through the
 //!   production decoder and parser) and decides each request as the proxy's pipeline does
 //!   (`proxy::pipeline`, `Exchange::run`): the token and its provenance from the request's headers, the
 //!   one decision ([`super::decide`]) with the exceptions, report-only mode, the usage
@@ -226,7 +226,7 @@ impl RuleSource for ContentUsage {
 
 impl RuleSource for TdmrepJson {
     fn limit(&self) -> Limit {
-        Limit::Whole(crate::cache::wellknown::TDMREP_MAX_BYTES)
+        Limit::Whole(robots_proxy_sitefiles::wellknown::TDMREP_MAX_BYTES)
     }
     fn name(&self) -> &'static str {
         "tdmrep.json"
@@ -376,7 +376,7 @@ fn the_pairs_that_do_not_apply_are_the_documented_table() {
     let pairs: Vec<(&str, Family)> = found.iter().map(|(s, f, _)| (*s, *f)).collect();
     assert_eq!(pairs, NOT_APPLICABLE);
     // docs/testing.md shows the same table, with the same reasons.
-    let doc = include_str!("../../../docs/testing.md");
+    let doc = include_str!("../../../../docs/testing.md");
     for (source, family, why) in &found {
         let row = format!("| {source} | {family:?} | {why} |");
         assert!(doc.contains(&row), "docs/testing.md lacks the row {row:?}");

@@ -40,7 +40,12 @@ CRATES = [
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
      'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit '
-     'robots-proxy-sitefiles robots-proxy-decide'),
+     'robots-proxy-sitefiles robots-proxy-decide robots-proxy-fleet'),
+    ('robots-proxy-fleet', 'crates/fleet', 'the fleet on Redis (module `fleet`): `[fleet]`, the '
+     'link, robots.txt records shared and sealed (through the site-file store\'s `Shared` seam), '
+     'the shared pace (behind `PaceStore`), the fleet view; never `config` or the proxy',
+     'robots-proxy-authority robots-proxy-clock robots-proxy-output robots-proxy-owner-only '
+     'robots-proxy-pace robots-proxy-sitefiles robots-proxy-sync robots-proxy-units'),
     ('robots-proxy-decide', 'crates/decide', 'the one decision (module `policy`): the product '
      'token and its provenance, the readings of a path, every rule source (robots.txt through '
      'the site-file store, `[[exceptions]]`, AI usage preferences as module `usage`, TDMRep), '
@@ -133,7 +138,7 @@ module('evidence', '`robots-proxy evidence`: past decisions replayed offline fro
        'output policy robots robots_version usage')
 module('fleet', 'the fleet on Redis: `[fleet]`, the link, shared robots.txt records (implements '
        '`cache::Shared`), the shared pace (implements `pacing::PaceStore`), the fleet view; '
-       'never `proxy` or `config`', 'authority cache clock output owner_only pacing units sync')
+       'never `proxy` or `config`: the crate `crates/fleet`', '')
 module('framing', 'request smuggling checks on the bytes a client sends: the crate `crates/framing`', '')
 module('guard', 'the destination guard: where the proxy may connect (SSRF), and its connector: '
        'in the crate `crates/net`', '')

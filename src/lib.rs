@@ -18,7 +18,7 @@ pub use robots_proxy_clock as clock;
 pub mod config;
 pub mod disclosure;
 pub mod evidence;
-pub mod fleet;
+pub use robots_proxy_fleet as fleet;
 pub use robots_proxy_framing as framing;
 pub use robots_proxy_net::error;
 pub use robots_proxy_net::guard;

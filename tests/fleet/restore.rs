@@ -1,6 +1,6 @@
 //! The fleet's pace survives a store that loses it (review-fleet N3, issue 40 part 3): Redis
 //! restarted without persistence forgets every site's starts and the slots held, and each
-//! instance puts back what it knows within one heartbeat (`src/fleet/pace/ledger.rs`). The
+//! instance puts back what it knows within one heartbeat (`crates/fleet/src/pace/ledger.rs`). The
 //! real binary, a real redis-server stopped and started again on its port (`--save ""`), an
 //! origin that notes when each request arrives.
 

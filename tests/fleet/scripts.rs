@@ -1,5 +1,5 @@
 //! The fleet's Redis side on its own, against a real redis-server: the fetch lease of the
-//! shared robots.txt and the Lua scripts of the shared pace (`src/fleet/pace`), driven through
+//! shared robots.txt and the Lua scripts of the shared pace (`crates/fleet/src/pace`), driven through
 //! their public types, with Redis's own state read back.
 
 use std::sync::Arc;

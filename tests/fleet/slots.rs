@@ -1,4 +1,4 @@
-//! The fleet's concurrency slots given back off the request's path (`src/fleet/pace/slots.rs`):
+//! The fleet's concurrency slots given back off the request's path (`crates/fleet/src/pace/slots.rs`):
 //! in batches, announced only while a request waits for one; the fleet-wide limit and the
 //! wake-up of a waiter on another instance unchanged.
 

@@ -41,9 +41,9 @@ use redis::{AsyncCommands, Script};
 
 use super::seal::{Kind, PurgeReplays, Refusal, What};
 use super::Fleet;
-use crate::authority::{Authority, Scheme};
-use crate::cache::{FileKind, RobotsCache, Shared, SharedError, StoreFuture};
-use crate::clock::{Clock, StoreClock};
+use robots_proxy_authority::{Authority, Scheme};
+use robots_proxy_clock::{Clock, StoreClock};
+use robots_proxy_sitefiles::{FileKind, RobotsCache, Shared, SharedError, StoreFuture};
 
 /// The fleet's robots.txt records.
 pub struct SharedRedis {
@@ -81,7 +81,7 @@ struct Held {
 impl SharedRedis {
     /// Records in the Redis of `fleet`, on the system clock.
     pub fn new(fleet: Arc<Fleet>) -> Self {
-        SharedRedis::with_clock(fleet, Arc::new(crate::clock::SystemClock))
+        SharedRedis::with_clock(fleet, Arc::new(robots_proxy_clock::SystemClock))
     }
 
     /// Records in the Redis of `fleet`, for an instance whose clock is `clock` (the one its
@@ -106,7 +106,7 @@ impl SharedRedis {
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<(FileKind, Authority), Held>> {
-        crate::sync::lock(&self.held)
+        robots_proxy_sync::lock(&self.held)
     }
 
     /// This instance's lease of `kind` for `authority`, forgotten (it is being given back); a
@@ -425,7 +425,7 @@ fn read_purge(
     }
     let asked = parse_purge(&text);
     if asked.is_none() {
-        tracing::debug!(message = %crate::output::log(&text), "fleet: unknown purge message");
+        tracing::debug!(message = %robots_proxy_output::log(&text), "fleet: unknown purge message");
     }
     asked
 }

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use super::share::{Site, SiteKeys};
 use super::{micros, scripts};
-use crate::fleet::Fleet;
+use crate::Fleet;
 
 /// The most slots given back in one call (the script's arguments).
 const MOST_PER_CALL: usize = 256;
@@ -205,7 +205,7 @@ async fn give_back_all(
         for (SiteKeys { slots: key, pace }, (members, lapses)) in by_site {
             let (fleet, release, channel) = (fleet.clone(), release.clone(), channel.clone());
             let (keys, members) = (Arc::new((key, pace, channel)), Arc::new(members));
-            let make = move |mut c: crate::fleet::Conn| -> super::Try {
+            let make = move |mut c: crate::Conn| -> super::Try {
                 let (release, keys, members) = (release.clone(), keys.clone(), members.clone());
                 Box::pin(async move {
                     let mut invocation = release.prepare_invoke();
@@ -280,7 +280,7 @@ impl Slots {
     /// or return).
     pub(super) async fn restore(self: &Arc<Self>, fleet: &Arc<Fleet>) -> Result<usize, ()> {
         let mut by_key: HashMap<Arc<str>, Vec<(u64, String)>> = HashMap::new();
-        for (id, held) in crate::sync::lock(&self.held).iter() {
+        for (id, held) in robots_proxy_sync::lock(&self.held).iter() {
             by_key.entry(held.key.clone()).or_default().push((*id, held.member.clone()));
         }
         let script = Script::new(RESTORE_SLOTS);
@@ -299,7 +299,7 @@ impl Slots {
                 // given back meanwhile may have been put back after their RELEASE: out again.
                 let mut gone = Vec::new();
                 {
-                    let mut all = crate::sync::lock(&self.held);
+                    let mut all = robots_proxy_sync::lock(&self.held);
                     for (id, member) in chunk {
                         match all.get_mut(id) {
                             Some(held) => {

@@ -10,9 +10,9 @@ use tokio::time::Instant;
 
 use super::share::SiteKeys;
 use super::{micros, millis, share, slots, with_margin, Keys, RedisPace, ReserveArgs, Spacing};
-use crate::authority::Authority;
-use crate::fleet::Fleet;
-use crate::pacing::{Admission, PaceAsk};
+use crate::Fleet;
+use robots_proxy_authority::Authority;
+use robots_proxy_pace::{Admission, PaceAsk};
 
 impl RedisPace {
     /// What every request's pace starts with, done at once (no future yet): its keys and
@@ -54,7 +54,7 @@ impl RedisPace {
         &self,
         ask: PaceAsk<'_>,
         mut prelude: Prelude,
-    ) -> Result<Admission, crate::pacing::Held> {
+    ) -> Result<Admission, robots_proxy_pace::Held> {
         let mut looked = 0;
         while let Some((site, share::Taken::Wait { refilled, .. })) = prelude.taken.take() {
             share::refilled(refilled, self.fleet.timeout).await;
@@ -124,7 +124,7 @@ impl RedisPace {
         let (starts, more) = (ask.starts.saturating_sub(1), ask.slots.saturating_sub(1));
         let args = ReserveArgs {
             // Waits for nothing (under a tick) and queues nowhere.
-            waits: (micros(crate::pacing::TICK) - 1, 0),
+            waits: (micros(robots_proxy_pace::TICK) - 1, 0),
             keep: millis(self.keep.get()).max(1000),
             slots,
             lease: micros(self.lease),

@@ -10,7 +10,7 @@
 //!
 //! * every `RESERVE` of this instance carries its own next starts as floors: the fleet's pace
 //!   is never earlier than what this instance knows, lost or not;
-//! * when the heartbeat finds the store lost (a new epoch, [`crate::fleet::view`]) or back
+//! * when the heartbeat finds the store lost (a new epoch, [`crate::view`]) or back
 //!   after being out of reach, every instance writes back what it knows
 //!   ([`RESTORE_PACE`], the larger value of each field wins) and the slots it holds
 //!   ([`super::slots`]): the fleet's pace is whole again within one heartbeat.
@@ -28,8 +28,8 @@ use tokio::time::Instant;
 
 use super::slots::Slots;
 use super::Spacing;
-use crate::fleet::Fleet;
-use crate::pacing::{ForgetWhenIdle, IdleWindow, MAX_SITES};
+use crate::Fleet;
+use robots_proxy_pace::{ForgetWhenIdle, IdleWindow, MAX_SITES};
 
 /// KEYS: the pace. ARGV: how long the pace is kept (ms), then pairs of a field and its value
 /// (microseconds of Redis's clock). Each field takes the value when it is larger than the one
@@ -155,7 +155,7 @@ impl Ledger {
     /// its `RESERVE` carries (0 where it knows none).
     pub(super) fn floors(&self, pace: &str, spacings: &Spacing) -> (u64, u64) {
         let Some(site) = self.sites.get(pace) else { return (0, 0) };
-        let written = crate::sync::lock(&site);
+        let written = robots_proxy_sync::lock(&site);
         let lane = if spacings.delay > 0 {
             written.lanes.iter().find(|(l, _)| *l == spacings.line).map_or(0, |(_, s)| s.next)
         } else {
@@ -173,7 +173,7 @@ impl Ledger {
             return;
         }
         let site = self.site(pace);
-        let mut written = crate::sync::lock(&site);
+        let mut written = robots_proxy_sync::lock(&site);
         let last = if started { start } else { 0 };
         if spacings.interval > 0 {
             written.rate.raise(start.saturating_add(spacings.interval), last);
@@ -195,7 +195,7 @@ impl Ledger {
     pub(super) fn all(&self) -> Vec<(String, Vec<(String, u64)>)> {
         self.sites
             .iter()
-            .map(|(key, site)| (key.as_ref().clone(), crate::sync::lock(&site).fields()))
+            .map(|(key, site)| (key.as_ref().clone(), robots_proxy_sync::lock(&site).fields()))
             .filter(|(_, fields)| !fields.is_empty())
             .collect()
     }

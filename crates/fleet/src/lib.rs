@@ -4,9 +4,9 @@
 //! it set, the instance:
 //!
 //! * shares robots.txt ([`robots::SharedRedis`], behind the cache's
-//!   [`crate::cache::Shared`] seam): one fetch per authority for the whole fleet, a
+//!   [`robots_proxy_sitefiles::Shared`] seam): one fetch per authority for the whole fleet, a
 //!   purge on any instance reaches every instance within a second (pub/sub);
-//! * shares the pace ([`pace::RedisPace`], behind [`crate::pacing::PaceStore`]): starts are
+//! * shares the pace ([`pace::RedisPace`], behind [`robots_proxy_pace::PaceStore`]): starts are
 //!   reserved atomically by a server-side script on Redis's own clock (`TIME`), concurrency
 //!   slots are leases that expire when an instance dies;
 //! * announces itself with an expiring heartbeat ([`view`]), listed on every instance's
@@ -17,6 +17,12 @@
 //! state. Either way the change is logged once, `robots_proxy_fleet_up` says 0, and every
 //! call to Redis is bounded by `fleet.timeout`. While Redis is out of reach, calls are not
 //! even tried (they fail at once) until the heartbeat, once a second, finds it back.
+//!
+//! The root crate re-exports this crate as `robots_proxy::fleet`; it never reaches the proxy or
+//! `config` (the root hands it its section).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod keys;
 pub mod link;
@@ -34,7 +40,7 @@ use std::time::{Duration, SystemTime};
 pub use link::Conn;
 pub use section::{FleetSection, OnRedisError, RawFleetSection, RedisUrl, Topology, FLEET_BOUNDS};
 
-use crate::cache::SharedError;
+use robots_proxy_sitefiles::SharedError;
 
 /// How often an instance announces itself and probes Redis while it is out of reach.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -307,7 +313,7 @@ impl Fleet {
                 // the wrong type, a script error, OOM on a write) and is that call's alone.
                 self.mark_up();
                 let n = self.call_errors.fetch_add(1, Ordering::Relaxed) + 1;
-                if crate::output::warn_on(n) {
+                if robots_proxy_output::warn_on(n) {
                     tracing::warn!(instance = %self.name, error = %e, errors_so_far = n, "fleet: a Redis call failed (the link stays up)");
                 }
                 Err(SharedError(format!("Redis: {e}")))

@@ -39,8 +39,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::authority::Authority;
-use crate::pacing::TICK;
+use robots_proxy_authority::Authority;
+use robots_proxy_pace::TICK;
 
 /// The most starts one share asks for.
 pub(super) const MOST: u32 = 64;
@@ -202,7 +202,7 @@ pub(super) struct Refill(Arc<Site>);
 
 impl Drop for Refill {
     fn drop(&mut self) {
-        crate::sync::lock(&self.0.share).refilling = false;
+        robots_proxy_sync::lock(&self.0.share).refilling = false;
         self.0.refilled.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
@@ -225,7 +225,7 @@ impl Shares {
     pub(super) fn new() -> Self {
         Shares {
             sites: moka::sync::Cache::builder()
-                .max_capacity(crate::pacing::MAX_SITES)
+                .max_capacity(robots_proxy_pace::MAX_SITES)
                 .time_to_idle(Duration::from_secs(10))
                 .build(),
         }
@@ -253,7 +253,7 @@ impl Site {
     pub(super) fn take(self: &Arc<Self>, (interval, slots): (u64, usize), looked: u32) -> Taken {
         let now = Instant::now();
         let site = self;
-        let mut share = crate::sync::lock(&site.share);
+        let mut share = robots_proxy_sync::lock(&site.share);
         let mut expired = share.expire(now);
         if share.interval != interval || share.slots != slots {
             share.starts.clear();
@@ -307,7 +307,7 @@ impl Shares {
     pub(super) fn put(&self, refill: Refill, brought: Brought) -> Option<Weak<Site>> {
         let site = Arc::downgrade(&refill.0);
         let sweep = {
-            let mut share = crate::sync::lock(&refill.0.share);
+            let mut share = robots_proxy_sync::lock(&refill.0.share);
             share.last = Some(Instant::now());
             share.seen = share.waiting;
             if share.interval > 0 {
@@ -356,7 +356,7 @@ pub(super) fn pool(
 ) -> Result<bool, String> {
     let Some(site) = site.upgrade() else { return Err(member) };
     let now = Instant::now();
-    let mut share = crate::sync::lock(&site.share);
+    let mut share = robots_proxy_sync::lock(&site.share);
     share.lent = share.lent.saturating_sub(1);
     if share.slots == 0 || renewed < fresh || share.roomy_until.is_none_or(|until| now >= until) {
         return Err(member);
@@ -381,7 +381,7 @@ pub(super) async fn refilled(mut refilled: watch::Receiver<u64>, most: Duration)
 pub(super) async fn sweep(site: &Weak<Site>) -> (Vec<String>, bool) {
     tokio::time::sleep(ROOMY / 2).await;
     let Some(site) = site.upgrade() else { return (Vec::new(), true) };
-    let mut share = crate::sync::lock(&site.share);
+    let mut share = robots_proxy_sync::lock(&site.share);
     let gone = share.expire(Instant::now());
     let done = share.pool.is_empty();
     if done {
@@ -398,7 +398,7 @@ impl Shares {
     pub(super) fn empty_all(&self) -> Vec<(SiteKeys, Vec<String>)> {
         let mut pooled = Vec::new();
         for (_, site) in self.sites.iter() {
-            let mut share = crate::sync::lock(&site.share);
+            let mut share = robots_proxy_sync::lock(&site.share);
             share.starts.clear();
             let members: Vec<String> = share.pool.drain(..).map(|p| p.member).collect();
             if !members.is_empty() {
@@ -412,7 +412,7 @@ impl Shares {
     /// go back to its pool when its request ends: counted as lent until then.
     pub(super) fn lend(&self, authority: &Authority) -> Option<Arc<Site>> {
         let site = self.sites.get(authority)?;
-        let mut share = crate::sync::lock(&site.share);
+        let mut share = robots_proxy_sync::lock(&site.share);
         share.lent = share.lent.saturating_add(1);
         drop(share);
         Some(site)
@@ -431,7 +431,8 @@ mod tests {
     const P: (u64, usize) = (10, 100);
 
     fn site() -> Authority {
-        Authority::new(crate::authority::Scheme::Http, "site.example", 80).expect("an authority")
+        Authority::new(robots_proxy_authority::Scheme::Http, "site.example", 80)
+            .expect("an authority")
     }
 
     fn keys() -> SiteKeys {
@@ -536,7 +537,7 @@ mod tests {
         shares.put(r, brought(5, 0, true));
         let site = shares.of(&site(), keys);
         let starts = |site: &Arc<Site>| -> Vec<Instant> {
-            crate::sync::lock(&site.share).starts.iter().copied().collect()
+            robots_proxy_sync::lock(&site.share).starts.iter().copied().collect()
         };
         assert_eq!(starts(&site), (0..5).map(|n| t0 + SHARE_LIFE + ms * n).collect::<Vec<_>>());
         tokio::time::advance(SHARE_LIFE + ms + ms / 2).await;
@@ -588,7 +589,7 @@ mod tests {
         let (_, r, _) = refill(&shares, P);
         shares.put(r, brought(0, 0, true));
         // As if the shares before had been used up: the ask has grown to 8.
-        crate::sync::lock(&shares.sites.get(&site()).unwrap().share).want = 8;
+        robots_proxy_sync::lock(&shares.sites.get(&site()).unwrap().share).want = 8;
         let (ask, r, _) = refill(&shares, P);
         shares.put(r, brought(ask.starts, ask.slots as usize, true));
         let mut aheads = Vec::new();

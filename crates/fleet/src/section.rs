@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::units::bounds::{count, duration, size, Bound, MIB, MINUTE, POSITIVE, YEAR};
-use crate::units::{raw_section, ByteSize, Problems};
+use robots_proxy_units::bounds::{count, duration, size, Bound, MIB, MINUTE, POSITIVE, YEAR};
+use robots_proxy_units::{raw_section, ByteSize, Problems};
 
 /// `[fleet]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

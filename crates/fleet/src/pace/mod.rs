@@ -79,8 +79,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Fleet;
-use crate::authority::Authority;
-use crate::pacing::{
+use robots_proxy_authority::Authority;
+use robots_proxy_pace::{
     begin_deadline, Admission, Bound, ForgetWhenIdle, Held, IdleWindow, Lane, LocalPace, PaceAsk,
     PaceFuture, PaceStore, Refusal,
 };
@@ -211,7 +211,7 @@ impl RedisPace {
         let window = IdleWindow::new(keep);
         let notices: Arc<Notices> = Arc::new(
             moka::sync::Cache::builder()
-                .max_capacity(crate::pacing::MAX_SITES)
+                .max_capacity(robots_proxy_pace::MAX_SITES)
                 .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .expire_after(ForgetWhenIdle(window.clone()))
                 .build(),
@@ -242,7 +242,7 @@ impl RedisPace {
             lease: lease.max(Duration::from_secs(1)),
             next_id: AtomicU64::new(0),
             here: moka::sync::Cache::builder()
-                .max_capacity(crate::pacing::MAX_SITES)
+                .max_capacity(robots_proxy_pace::MAX_SITES)
                 .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .expire_after(ForgetWhenIdle(window))
                 .build(),
@@ -466,7 +466,7 @@ impl RedisPace {
             .arg(slots)
             .arg(micros(self.lease))
             .arg(micros(forget))
-            .arg(micros(crate::pacing::TICK));
+            .arg(micros(robots_proxy_pace::TICK));
         let begun: (String, u64, String, u64) = self
             .fleet
             .call(|mut c| async move { invocation.invoke_async(&mut c).await })
@@ -516,7 +516,7 @@ impl ReserveArgs {
             .arg(micros(QUEUE_LAPSE))
             .arg(self.floors.0)
             .arg(self.floors.1)
-            .arg(micros(crate::pacing::TICK))
+            .arg(micros(robots_proxy_pace::TICK))
             .arg(self.ask.starts)
             .arg(self.ask.slots);
         invocation
@@ -588,7 +588,7 @@ impl Spacing {
     /// timer's tick, or a concurrency limit and no rate.
     fn shares(&self, slots: usize) -> bool {
         self.delay == 0
-            && self.interval < micros(crate::pacing::TICK)
+            && self.interval < micros(robots_proxy_pace::TICK)
             && (self.interval > 0 || slots > 0)
     }
 

@@ -171,10 +171,10 @@ impl std::fmt::Debug for FleetKey {
 }
 
 impl FleetKey {
-    /// Reads the key in `path`, which must be its owner's alone ([`crate::owner_only`]).
+    /// Reads the key in `path`, which must be its owner's alone ([`robots_proxy_owner_only`]).
     pub fn load(path: &Path) -> Result<FleetKey, KeyError> {
         let io = |source| KeyError::Io { path: path.to_owned(), source };
-        match crate::owner_only::too_open(path, crate::owner_only::KEY_FILE) {
+        match robots_proxy_owner_only::too_open(path, robots_proxy_owner_only::KEY_FILE) {
             Ok(None) => {}
             Ok(Some(mode)) => return Err(KeyError::Mode { path: path.to_owned(), mode }),
             Err(source) => return Err(io(source)),
@@ -201,7 +201,7 @@ impl FleetKey {
         ring::rand::SystemRandom::new().fill(&mut key).map_err(|_| KeyError::Random)?;
         let mut text = hex(&key);
         text.push('\n');
-        crate::owner_only::write_new(path, text.as_bytes(), 0o600).map_err(|source| {
+        robots_proxy_owner_only::write_new(path, text.as_bytes(), 0o600).map_err(|source| {
             match source.kind() {
                 std::io::ErrorKind::AlreadyExists => KeyError::Exists { path: path.to_owned() },
                 _ => KeyError::Io { path: path.to_owned(), source },
@@ -377,7 +377,7 @@ impl Seal {
     /// Counts and (at most once a minute) logs a record not used.
     pub fn refuse(&self, what: &What<'_>, why: Refusal) {
         let n = self.refused[what.kind.index()][why.index()].fetch_add(1, Ordering::Relaxed) + 1;
-        let mut logged = crate::sync::lock(&self.logged);
+        let mut logged = robots_proxy_sync::lock(&self.logged);
         if logged.is_some_and(|at| at.elapsed() < LOG_EVERY) {
             return;
         }
@@ -385,7 +385,7 @@ impl Seal {
         drop(logged);
         tracing::warn!(
             kind = what.kind.as_str(),
-            authority = %crate::output::log(what.authority),
+            authority = %robots_proxy_output::log(what.authority),
             reason = why.as_str(),
             times = n,
             "fleet: a shared record in Redis was not used: {}; this instance fetches for itself \

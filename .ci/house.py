@@ -40,7 +40,13 @@ CRATES = [
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
      'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit '
-     'robots-proxy-sitefiles robots-proxy-decide robots-proxy-fleet'),
+     'robots-proxy-sitefiles robots-proxy-decide robots-proxy-fleet robots-proxy-disclosure'),
+    ('robots-proxy-disclosure', 'crates/disclosure', 'the public disclosure of the crawlers '
+     '(module `disclosure`): `/crawlers`, `.json`, `.atom`, the Signature Agent Cards and the '
+     'feed, generated from the configuration in force; never `config` (the root hands it its '
+     'inputs)', 'robots-proxy-archive robots-proxy-decide robots-proxy-engine '
+     'robots-proxy-identity robots-proxy-net robots-proxy-output robots-proxy-pace '
+     'robots-proxy-sitefiles robots-proxy-sync robots-proxy-units'),
     ('robots-proxy-fleet', 'crates/fleet', 'the fleet on Redis (module `fleet`): `[fleet]`, the '
      'link, robots.txt records shared and sealed (through the site-file store\'s `Shared` seam), '
      'the shared pace (behind `PaceStore`), the fleet view; never `config` or the proxy',
@@ -130,8 +136,7 @@ module('config', 'layered configuration: the figment merge, problems with sugges
        'sections', 'access archive audit authority cache disclosure fleet guard '
        'limits pacing policy robots signing tls units usage')
 module('disclosure', 'the public disclosure of the crawlers (`/crawlers`, `.json`, `.atom`, the '
-       'Signature Agent Cards) and its feed; never `config`', 'cache guard output pacing policy '
-       'robots robots_version signing tls units usage sync')
+       'Signature Agent Cards) and its feed; never `config`: the crate `crates/disclosure`', '')
 module('error', 'an error and its causes on one line, for people: in the crate `crates/net`', '')
 module('evidence', '`robots-proxy evidence`: past decisions replayed offline from the archive and '
        'the audit log; nothing reaches it but `main`', 'archive audit authority check config '

@@ -16,7 +16,7 @@ pub use robots_proxy_sitefiles as cache;
 pub mod check;
 pub use robots_proxy_clock as clock;
 pub mod config;
-pub mod disclosure;
+pub use robots_proxy_disclosure as disclosure;
 pub mod evidence;
 pub use robots_proxy_fleet as fleet;
 pub use robots_proxy_framing as framing;

@@ -8,9 +8,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::robots::ProductToken;
-use crate::units::bounds::{count, wide, Bound};
-use crate::units::{raw_section, Problems};
+use robots_proxy_engine::ProductToken;
+use robots_proxy_units::bounds::{count, wide, Bound};
+use robots_proxy_units::{raw_section, Problems};
 
 /// Most feed entries `disclosure.feed_entries` may keep.
 pub const MAX_FEED_ENTRIES: usize = 1000;
@@ -96,7 +96,7 @@ pub fn public_range(range: &str) -> Result<IpNet, String> {
         .or_else(|_| range.parse::<IpAddr>().map(IpNet::from))
         .map_err(|_| format!("{range:?} is not an address range (CIDR, \"192.0.2.0/24\")"))?;
     // The destination guard's ranges: one list of what is never public (issue 41).
-    if let Some(reason) = crate::guard::range_reason(&net) {
+    if let Some(reason) = robots_proxy_net::guard::range_reason(&net) {
         return Err(format!(
             "{range:?} is or holds {reason} ({}), never a public egress address: only the \
              public egress ranges are disclosed",

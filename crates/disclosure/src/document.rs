@@ -13,11 +13,11 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::section::{public_range, CrawlerEntry, DisclosureSection, Trigger};
-use crate::cache::RobotsSection;
-use crate::pacing::PacingSection;
-use crate::policy::{ExceptionEntry, PolicyMode, PolicySection};
-use crate::signing::{AgentType, SigningSection, TokenPattern};
-use crate::usage::{UsageMode, UsageSection};
+use robots_proxy_decide::usage::{UsageMode, UsageSection};
+use robots_proxy_decide::{ExceptionEntry, PolicyMode, PolicySection};
+use robots_proxy_identity::{AgentType, SigningSection, TokenPattern};
+use robots_proxy_pace::PacingSection;
+use robots_proxy_sitefiles::RobotsSection;
 
 /// Where a Web Bot Auth key directory is served under an origin.
 const DIRECTORY_PATH: &str = "/.well-known/http-message-signatures-directory";
@@ -40,7 +40,7 @@ pub struct Inputs<'a> {
     /// `[[exceptions]]`, counted.
     pub exceptions: &'a [ExceptionEntry],
     /// `[https]`: whether HTTPS paths are decided (intercept) or only the site (tunnel).
-    pub https: &'a crate::tls::HttpsSection,
+    pub https: &'a robots_proxy_net::tls::HttpsSection,
 }
 
 /// The published key ids of each configured key name: (name, kid).
@@ -278,13 +278,15 @@ impl Document {
 
     /// Hex SHA-256 of [`Document::canonical`].
     pub fn digest(&self) -> String {
-        crate::robots_version::sha256_hex(&self.canonical())
+        robots_proxy_archive::robots_version::sha256_hex(&self.canonical())
     }
 }
 
 /// Hex SHA-256 of one crawler's canonical form (what the feed compares per crawler).
 pub fn crawler_digest(crawler: &Crawler) -> String {
-    crate::robots_version::sha256_hex(&serde_json::to_vec(crawler).unwrap_or_default())
+    robots_proxy_archive::robots_version::sha256_hex(
+        &serde_json::to_vec(crawler).unwrap_or_default(),
+    )
 }
 
 fn crawler(inputs: &Inputs<'_>, keys: &KeyIds, token: &str, now: SystemTime) -> Crawler {
@@ -314,7 +316,7 @@ fn crawler(inputs: &Inputs<'_>, keys: &KeyIds, token: &str, now: SystemTime) -> 
     for c in &inputs.usage.crawlers {
         if c.token.as_deref().is_some_and(same) {
             for p in &c.purposes {
-                if let Some(category) = crate::robots::usage::Category::from_label(p) {
+                if let Some(category) = robots_proxy_engine::usage::Category::from_label(p) {
                     let label = category.label().to_owned();
                     if !purposes.contains(&label) {
                         purposes.push(label);
@@ -386,9 +388,9 @@ fn honours(inputs: &Inputs<'_>, token: &str, purposes: &[String], now: SystemTim
         },
         report_only_users,
         https: match inputs.https.mode {
-            crate::tls::HttpsMode::Intercept => "per-path",
-            crate::tls::HttpsMode::Tunnel => "site-level",
-            crate::tls::HttpsMode::Reject => "refused",
+            robots_proxy_net::tls::HttpsMode::Intercept => "per-path",
+            robots_proxy_net::tls::HttpsMode::Tunnel => "site-level",
+            robots_proxy_net::tls::HttpsMode::Reject => "refused",
         },
         status_rules,
         cache_max_age_seconds: secs(r.max_age),
@@ -421,7 +423,7 @@ fn honours(inputs: &Inputs<'_>, token: &str, purposes: &[String], now: SystemTim
     let usage = Usage {
         modes,
         unknown: match u.unknown {
-            crate::usage::UnknownPreference::Disallow => "disallow",
+            robots_proxy_decide::usage::UnknownPreference::Disallow => "disallow",
             _ => "allow",
         },
         tdmrep: u.tdmrep,
@@ -435,11 +437,11 @@ fn honours(inputs: &Inputs<'_>, token: &str, purposes: &[String], now: SystemTim
         let expired = e
             .expires
             .as_deref()
-            .and_then(|t| crate::policy::exceptions::parse_expires(t).ok())
+            .and_then(|t| robots_proxy_decide::exceptions::parse_expires(t).ok())
             .is_some_and(|t| t <= now);
         if applies && !expired {
             match e.effect {
-                crate::policy::exceptions::Effect::Allow => exceptions.allow += 1,
+                robots_proxy_decide::exceptions::Effect::Allow => exceptions.allow += 1,
                 _ => exceptions.disallow += 1,
             }
             if !e.users.is_empty() {

@@ -15,6 +15,12 @@
 //! and `[policy]`, the pace, and the exceptions, counted. [`Disclosure::update`] is called at
 //! start and on every reload with the configuration then in force; a change of the canonical
 //! document's digest adds a feed entry ([`feed`]), kept in `state_dir/disclosure/feed.json`.
+//!
+//! The root crate re-exports this crate as `robots_proxy::disclosure`; it never reaches `config`
+//! (the root hands it the inputs of the configuration in force).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod card;
 pub mod document;
@@ -39,8 +45,8 @@ pub use section::{
     CrawlerEntry, DisclosureSection, RawDisclosureSection, Trigger, DISCLOSURE_BOUNDS,
 };
 
-use crate::signing::directory::{not_modified, Pages};
-use crate::signing::{Signer, SigningError, SigningSection};
+use robots_proxy_identity::directory::{not_modified, Pages};
+use robots_proxy_identity::{Signer, SigningError, SigningSection};
 
 /// Where the feed is kept, under `state_dir`.
 pub const FEED_FILE: &str = "disclosure/feed.json";
@@ -73,7 +79,8 @@ struct Served {
 impl Served {
     fn new(body: String, media_type: &'static str) -> Served {
         let body = Bytes::from(body);
-        let etag = format!("\"{}\"", &crate::robots_version::sha256_hex(&body)[..32]);
+        let etag =
+            format!("\"{}\"", &robots_proxy_archive::robots_version::sha256_hex(&body)[..32]);
         Served { body, media_type, etag }
     }
 }
@@ -107,12 +114,12 @@ pub struct Disclosure {
 struct Owned {
     section: DisclosureSection,
     signing: SigningSection,
-    robots: crate::cache::RobotsSection,
-    policy: crate::policy::PolicySection,
-    pacing: crate::pacing::PacingSection,
-    usage: crate::usage::UsageSection,
-    exceptions: Vec<crate::policy::ExceptionEntry>,
-    https: crate::tls::HttpsSection,
+    robots: robots_proxy_sitefiles::RobotsSection,
+    policy: robots_proxy_decide::PolicySection,
+    pacing: robots_proxy_pace::PacingSection,
+    usage: robots_proxy_decide::usage::UsageSection,
+    exceptions: Vec<robots_proxy_decide::ExceptionEntry>,
+    https: robots_proxy_net::tls::HttpsSection,
 }
 
 impl Owned {
@@ -151,7 +158,7 @@ fn next_change(inputs: &Inputs<'_>, now: SystemTime) -> Option<SystemTime> {
         .exceptions
         .iter()
         .filter_map(|e| e.expires.as_deref())
-        .filter_map(|t| crate::policy::exceptions::parse_expires(t).ok());
+        .filter_map(|t| robots_proxy_decide::exceptions::parse_expires(t).ok());
     keys.chain(exceptions).filter(|t| *t > now).min()
 }
 
@@ -194,14 +201,14 @@ impl Disclosure {
     ) -> Result<bool, DisclosureError> {
         if !inputs.section.enabled {
             self.published.store(Arc::new(Published::default()));
-            *crate::sync::lock(&self.source) = None;
+            *robots_proxy_sync::lock(&self.source) = None;
             return Ok(false);
         }
         let keys = key_ids(inputs.signing, state_dir, now)?;
-        *crate::sync::lock(&self.source) =
+        *robots_proxy_sync::lock(&self.source) =
             Some((Owned::of(inputs), state_dir.to_owned(), next_change(inputs, now)));
         let doc = Document::generate(inputs, &keys, now);
-        let mut feed = crate::sync::lock(&self.feed);
+        let mut feed = robots_proxy_sync::lock(&self.feed);
         let mut next = feed.clone();
         let added = next.record(&doc, now, inputs.section.feed_entries);
         let saved = if added { next.save(&self.feed_path) } else { Ok(()) };
@@ -218,7 +225,7 @@ impl Disclosure {
     /// are logged: the documents served stay as they were.
     pub fn refresh(&self, now: SystemTime) {
         let due = {
-            let source = crate::sync::lock(&self.source);
+            let source = robots_proxy_sync::lock(&self.source);
             match &*source {
                 Some((owned, dir, Some(at))) if *at <= now => Some((owned.clone(), dir.clone())),
                 _ => None,
@@ -233,7 +240,7 @@ impl Disclosure {
 
     /// The feed's entries, newest first.
     pub fn entries(&self) -> Vec<feed::Entry> {
-        crate::sync::lock(&self.feed).entries.clone()
+        robots_proxy_sync::lock(&self.feed).entries.clone()
     }
 }
 
@@ -303,7 +310,7 @@ fn respond(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
     h.insert(header::CONTENT_SECURITY_POLICY, html::policy().clone());
-    // `nosniff` is stamped on every answer of the listener (`crate::server::stamp_own_answer`).
+    // `nosniff` is stamped on every answer of the listener (`robots_proxy_net::server::stamp_own_answer`).
     if let Ok(v) = HeaderValue::try_from(served.etag.as_str()) {
         h.insert(header::ETAG, v);
     }

@@ -3,10 +3,10 @@
 use std::time::{Duration, SystemTime};
 
 use super::*;
-use crate::cache::RobotsSection;
-use crate::pacing::PacingSection;
-use crate::policy::{ExceptionEntry, PolicySection};
-use crate::usage::UsageSection;
+use robots_proxy_decide::usage::UsageSection;
+use robots_proxy_decide::{ExceptionEntry, PolicySection};
+use robots_proxy_pace::PacingSection;
+use robots_proxy_sitefiles::RobotsSection;
 
 fn exception(id: &str, effect: &str, expires: &str) -> ExceptionEntry {
     toml::from_str(&format!(
@@ -25,7 +25,7 @@ struct Sections {
     pacing: PacingSection,
     usage: UsageSection,
     exceptions: Vec<ExceptionEntry>,
-    https: crate::tls::HttpsSection,
+    https: robots_proxy_net::tls::HttpsSection,
 }
 
 impl Sections {
@@ -64,7 +64,7 @@ impl Sections {
                 exception("d", "disallow", "2099-01-01T00:00:00Z"),
                 exception("old", "allow", "2001-01-01T00:00:00Z"),
             ],
-            https: crate::tls::HttpsSection::default(),
+            https: robots_proxy_net::tls::HttpsSection::default(),
         }
     }
 
@@ -139,7 +139,7 @@ fn report_users_user_exceptions_and_tunnel_mode_are_disclosed_and_withhold_compl
         (doc, card["web_bot_auth"]["rfc9309-compliance"].clone())
     };
     let mut s = Sections::new();
-    s.exceptions.retain(|e| e.effect != crate::policy::exceptions::Effect::Allow);
+    s.exceptions.retain(|e| e.effect != robots_proxy_decide::exceptions::Effect::Allow);
     let (doc, claimed) = compliance(&s);
     assert_eq!(claimed, true, "enforced, no allow exception: compliant");
     assert_eq!(doc.crawlers[0].honours.robots_txt.https, "per-path");
@@ -171,7 +171,7 @@ fn report_users_user_exceptions_and_tunnel_mode_are_disclosed_and_withhold_compl
 
     let mut tunnel = Sections::new();
     tunnel.exceptions.clear();
-    tunnel.https.mode = crate::tls::HttpsMode::Tunnel;
+    tunnel.https.mode = robots_proxy_net::tls::HttpsMode::Tunnel;
     let (doc, claimed) = compliance(&tunnel);
     assert_eq!(doc.crawlers[0].honours.robots_txt.https, "site-level");
     assert!(doc.crawlers[0].sentences().iter().any(|s| s.contains("NOT to the paths inside")));
@@ -209,7 +209,7 @@ fn the_feed_adds_an_entry_only_on_change_keeps_a_bounded_number_and_survives_a_r
 
 #[test]
 fn a_disabled_disclosure_answers_nothing_and_an_enabled_one_its_paths() {
-    use crate::signing::directory::Pages;
+    use robots_proxy_identity::directory::Pages;
     let dir = tempfile::tempdir().unwrap();
     let mut s = Sections::new();
     // No keys configured: nothing to read.
@@ -256,7 +256,7 @@ fn the_feed_carries_no_character_xml_forbids() {
 /// Issue 41 (review finding 9): a control character in a crawler `name` is kept in the
 /// persisted feed entries (`feed.json`); the feed written from them after a restart, and after
 /// the name is fixed, is still well-formed: the escape is applied at the sink
-/// (`crate::output::markup`), not when the entry is stored.
+/// (`robots_proxy_output::markup`), not when the entry is stored.
 #[test]
 fn a_crawler_name_with_control_characters_never_breaks_the_persisted_feed() {
     let dir = tempfile::tempdir().unwrap();
@@ -282,8 +282,8 @@ fn a_crawler_name_with_control_characters_never_breaks_the_persisted_feed() {
 /// expires reach `/crawlers.json` (and the feed) at once, without a reload.
 #[test]
 fn key_retirement_and_exception_expiry_are_disclosed_without_a_reload() {
-    use crate::signing::directory::Pages;
-    use crate::signing::keys::{KeyName, SigningKey};
+    use robots_proxy_identity::directory::Pages;
+    use robots_proxy_identity::keys::{KeyName, SigningKey};
     let dir = tempfile::tempdir().unwrap();
     let name: KeyName = "k1".parse().unwrap();
     let kid = SigningKey::create(&name, &name.file_in(&dir.path().join("keys")))

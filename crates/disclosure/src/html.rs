@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use super::card::{card_path, ips_path, DRAFT};
 use super::document::Document;
 
-/// `text` for HTML and XML: the project's markup sink rule, [`crate::output::markup`].
+/// `text` for HTML and XML: the project's markup sink rule, [`robots_proxy_output::markup`].
 pub fn escape(text: &str) -> String {
-    crate::output::markup(text)
+    robots_proxy_output::markup(text)
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:52em;margin:2em auto;\

@@ -40,7 +40,13 @@ CRATES = [
      'robots-proxy-pace robots-proxy-archive robots-proxy-engine robots-proxy-authority '
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
      'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit '
-     'robots-proxy-sitefiles robots-proxy-decide robots-proxy-fleet robots-proxy-disclosure'),
+     'robots-proxy-sitefiles robots-proxy-decide robots-proxy-fleet robots-proxy-disclosure '
+     'robots-proxy-metrics'),
+    ('robots-proxy-metrics', 'crates/metrics', 'Prometheus metrics (module `metrics`): the '
+     'counters and gauges, both exposition formats, the status page\'s series and the recent '
+     'blocks; reads the stores\' and the fleet\'s statistics, never the proxy or `config`',
+     'robots-proxy-archive robots-proxy-audit robots-proxy-authority robots-proxy-fleet '
+     'robots-proxy-pace robots-proxy-sitefiles robots-proxy-sync'),
     ('robots-proxy-disclosure', 'crates/disclosure', 'the public disclosure of the crawlers '
      '(module `disclosure`): `/crawlers`, `.json`, `.atom`, the Signature Agent Cards and the '
      'feed, generated from the configuration in force; never `config` (the root hands it its '
@@ -150,8 +156,8 @@ module('guard', 'the destination guard: where the proxy may connect (SSRF), and 
 module('limits', 'connection and request limits: the connection gate, head sizes, write '
        'timeouts: in the crate `crates/net`', '')
 module('logging', 'operational logs (tracing), apart from the audit log', 'audit config output')
-module('metrics', 'Prometheus metrics, the status page\'s series and the recent blocks',
-       'archive audit authority cache fleet pacing sync')
+module('metrics', 'Prometheus metrics, the status page\'s series and the recent blocks: the '
+       'crate `crates/metrics`', '')
 module('notify', 'readiness and status for systemd (`sd_notify`)', '')
 module('on_disk', 'the files a configuration names and what they hold, so a reload compares '
        'contents', 'config preflight tls')

@@ -24,7 +24,7 @@ pub use robots_proxy_net::error;
 pub use robots_proxy_net::guard;
 pub use robots_proxy_net::limits;
 pub mod logging;
-pub mod metrics;
+pub use robots_proxy_metrics as metrics;
 pub mod notify;
 pub mod on_disk;
 pub use robots_proxy_decide as policy;

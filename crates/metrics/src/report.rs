@@ -9,7 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use super::{Counted, TopCounts};
-use crate::audit::AuditRecord;
+use robots_proxy_audit::AuditRecord;
 
 /// How many distinct tokens `robots_proxy_would_block_total` names; the others are counted
 /// under `token="other"`, so the series stay bounded whatever the crawlers send.
@@ -51,7 +51,7 @@ impl WouldBlocks {
     pub(super) fn count(&self, record: &AuditRecord) {
         let name = record.product_token.as_deref().unwrap_or("(none)");
         let label = {
-            let mut seen = crate::sync::lock(&self.seen);
+            let mut seen = robots_proxy_sync::lock(&self.seen);
             seen.total += 1;
             // One token however it is spelt: `ReportBot`, `REPORTBOT` and `reportbot` are one
             // series and one row of the status page, not three.
@@ -74,7 +74,7 @@ impl WouldBlocks {
 
     /// Would-blocks since start, and the `top` tokens with the most.
     pub(super) fn summary(&self, top: usize) -> WouldBlockSummary {
-        let seen = crate::sync::lock(&self.seen);
+        let seen = robots_proxy_sync::lock(&self.seen);
         WouldBlockSummary { total: seen.total, top_tokens: seen.tokens.top(top) }
     }
 }

@@ -7,7 +7,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use crate::archive::ArchiveStats;
+use robots_proxy_archive::ArchiveStats;
 
 /// Encodes `stats`.
 pub(super) fn encode(encoder: &mut DescriptorEncoder, stats: ArchiveStats) -> fmt::Result {

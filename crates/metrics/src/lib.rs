@@ -12,6 +12,11 @@
 //!
 //! Only blocked requests take a lock (a short one, to remember them for the admin page), and
 //! blocks are the rare case.
+//!
+//! The root crate re-exports this crate as `robots_proxy::metrics`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,9 +46,9 @@ pub use activity::{BlockSummary, BlockedRequest, Counted, TopCounts, MAX_SHOWN_U
 pub use latency::LatencyHistogram;
 pub use report::{WouldBlockSummary, WOULD_BLOCK_TOKENS};
 
-use crate::audit::{AuditLog, AuditRecord};
-use crate::authority::Scheme;
-use crate::cache::{FetchClass, RobotsStore};
+use robots_proxy_audit::{AuditLog, AuditRecord};
+use robots_proxy_authority::Scheme;
+use robots_proxy_sitefiles::{FetchClass, RobotsStore};
 
 /// The prefix of every metric name.
 pub const PREFIX: &str = "robots_proxy";
@@ -66,13 +71,13 @@ pub enum Decision {
     Disallow,
     /// Refused before any path was decided: a CONNECT refused (port, mode, domain fronting, a
     /// tunnel to a site that disallows everything), or a request of any method to a
-    /// destination the destination guard prohibits ([`crate::guard`]). Which of the two:
+    /// destination the destination guard prohibits (`guard`). Which of the two:
     /// `robots_proxy_blocks_total{cause}` ([`Metrics::blocks_by_cause`]).
     Refuse,
     /// A CONNECT relayed as an opaque tunnel (`https.mode = "tunnel"`).
     Tunnel,
     /// Allowed by robots.txt but refused with 429 to keep the site's pace
-    /// ([`crate::pacing`]).
+    /// ([`robots_proxy_pace`]).
     Throttle,
     /// Neither decided nor forwarded, answered by the proxy itself: 503 when the fleet's shared
     /// store is required and out of reach, 502 when robots.txt could not be fetched because the
@@ -83,8 +88,8 @@ pub enum Decision {
 impl Decision {
     /// How a request whose audit record says `action` is counted: every request is counted
     /// once, from what was finally done with it.
-    pub fn of(action: crate::audit::AuditAction) -> Decision {
-        use crate::audit::AuditAction as A;
+    pub fn of(action: robots_proxy_audit::AuditAction) -> Decision {
+        use robots_proxy_audit::AuditAction as A;
         match action {
             A::RobotsDisallow | A::UsageDisallow | A::UsageWithhold | A::ExceptionDisallow => {
                 Decision::Disallow
@@ -184,13 +189,13 @@ impl Metrics {
         Self::with_pacer(cache, audit, None, None)
     }
 
-    /// Like [`Metrics::new`], also reporting the pacer's statistics ([`crate::pacing`]).
+    /// Like [`Metrics::new`], also reporting the pacer's statistics ([`robots_proxy_pace`]).
     /// With a fleet, also `fleet_up` and the Redis round trip.
     pub fn with_pacer(
         cache: Arc<dyn RobotsStore>,
         audit: AuditLog,
-        pacer: Option<Arc<crate::pacing::Pacer>>,
-        fleet: Option<Arc<crate::fleet::Fleet>>,
+        pacer: Option<Arc<robots_proxy_pace::Pacer>>,
+        fleet: Option<Arc<robots_proxy_fleet::Fleet>>,
     ) -> Self {
         let mut registry = Registry::with_prefix(PREFIX);
         let requests_family = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
@@ -438,7 +443,7 @@ impl Metrics {
     /// an action that is not a block). The admin page's refusal tiles count from these, so
     /// that "CONNECT refused" counts CONNECTs and not the requests the destination guard
     /// refused, which the `refuse` decision counts too.
-    pub fn blocks_by_cause(&self, cause: crate::audit::AuditAction) -> u64 {
+    pub fn blocks_by_cause(&self, cause: robots_proxy_audit::AuditAction) -> u64 {
         self.charts.blocks_by_cause(cause)
     }
 
@@ -447,20 +452,20 @@ impl Metrics {
     /// again), are ignored.
     pub fn blocked(&self, record: &AuditRecord) {
         self.charts.blocked(record);
-        if record.outcome != crate::audit::AuditOutcome::Failure
-            || record.action == crate::audit::AuditAction::Throttled
-            || record.action == crate::audit::AuditAction::FleetUnavailable
+        if record.outcome != robots_proxy_audit::AuditOutcome::Failure
+            || record.action == robots_proxy_audit::AuditAction::Throttled
+            || record.action == robots_proxy_audit::AuditAction::FleetUnavailable
         {
             return;
         }
-        let mut activity = crate::sync::lock(&self.activity);
+        let mut activity = robots_proxy_sync::lock(&self.activity);
         activity.push(record);
     }
 
     /// What the admin page shows about blocks: the most recent first, and the top `top`
     /// authorities and tokens.
     pub fn blocks(&self, top: usize) -> BlockSummary {
-        let activity = crate::sync::lock(&self.activity);
+        let activity = robots_proxy_sync::lock(&self.activity);
         BlockSummary {
             total: activity.total,
             recent: activity.recent.iter().rev().cloned().collect(),
@@ -507,8 +512,8 @@ impl Drop for ConnectionGuard {
 struct ScrapeTime {
     cache: Arc<dyn RobotsStore>,
     audit: AuditLog,
-    pacer: Option<Arc<crate::pacing::Pacer>>,
-    fleet: Option<Arc<crate::fleet::Fleet>>,
+    pacer: Option<Arc<robots_proxy_pace::Pacer>>,
+    fleet: Option<Arc<robots_proxy_fleet::Fleet>>,
 }
 
 impl fmt::Debug for ScrapeTime {
@@ -654,8 +659,8 @@ impl Collector for ScrapeTime {
                     None,
                     MetricType::Counter,
                 )?;
-                for kind in crate::fleet::seal::Kind::ALL {
-                    for why in crate::fleet::seal::Refusal::ALL {
+                for kind in robots_proxy_fleet::seal::Kind::ALL {
+                    for why in robots_proxy_fleet::seal::Refusal::ALL {
                         let labels = [("kind", kind.as_str()), ("reason", why.as_str())];
                         let counter = ConstCounter::new(fleet.records_refused(kind, why));
                         counter.encode(family.encode_family(&labels)?)?;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use serde::Serialize;
 
 use super::{RECENT_BLOCKS, TOP_TRACKED};
-use crate::audit::AuditRecord;
+use robots_proxy_audit::AuditRecord;
 
 /// One blocked request, as the admin page lists it.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -5,7 +5,7 @@
 //! A sample holds what happened since the one before: decisions (allowed, tunnelled,
 //! throttled, unavailable, and blocked by cause), robots.txt fetches by outcome, and the sites
 //! and tokens blocked most in that interval ([`TOP_NAMED`] of each, the rest summed). The
-//! sampler ([`crate::admin`]) reads cumulative counters; the difference between two readings is
+//! sampler (the admin listener's) reads cumulative counters; the difference between two readings is
 //! [`increase`], which never goes below zero: a counter found lower than before was reset (a
 //! restart, a store rebuilt) or wrapped, and counts from zero again.
 //!
@@ -23,9 +23,9 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 
 use super::{cut, Counted, Decision, Metrics, TopCounts};
-use crate::audit::{AuditAction, AuditRecord};
-use crate::authority::Scheme;
-use crate::cache::FetchClass;
+use robots_proxy_audit::{AuditAction, AuditRecord};
+use robots_proxy_authority::Scheme;
+use robots_proxy_sitefiles::FetchClass;
 
 /// Samples kept: at the default `admin.chart_interval` of 10 s, one hour.
 pub const SAMPLES: usize = 360;
@@ -191,14 +191,14 @@ impl Charts {
     pub(super) fn blocked(&self, record: &AuditRecord) {
         let Some(i) = CAUSES.iter().position(|c| *c == record.action) else { return };
         self.causes[i].inc();
-        let mut state = crate::sync::lock(&self.state);
+        let mut state = robots_proxy_sync::lock(&self.state);
         state.blocks += 1;
         state.sites.add(cut(&record.domain, MAX_NAME));
         state.tokens.add(cut(record.product_token.as_deref().unwrap_or("(none)"), MAX_NAME));
     }
 
     fn take(&self, reading: Reading, now: Instant, at: SystemTime) {
-        let mut state = crate::sync::lock(&self.state);
+        let mut state = robots_proxy_sync::lock(&self.state);
         let d = reading.since(&state.last);
         let seconds = state.last_at.map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
         let (sites, sites_other) = named(&state.sites, state.blocks, TOP_NAMED);
@@ -229,7 +229,7 @@ impl Charts {
     }
 
     fn series(&self) -> Series {
-        let state = crate::sync::lock(&self.state);
+        let state = robots_proxy_sync::lock(&self.state);
         let samples: Vec<Sample> = state.samples.iter().cloned().collect();
         let window = window(&samples);
         Series { samples, capacity: SAMPLES, window }
@@ -386,7 +386,7 @@ mod tests {
         let charts = Charts::register(&mut registry);
         let t0 = Instant::now();
         let record = |domain: &str, token: Option<&str>| {
-            let subject = crate::audit::AuditSubject {
+            let subject = robots_proxy_audit::AuditSubject {
                 client: std::net::SocketAddr::from(([127, 0, 0, 1], 1)),
                 method: "GET",
                 url: "http://x.test/p",

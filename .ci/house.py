@@ -41,7 +41,15 @@ CRATES = [
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
      'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit '
      'robots-proxy-sitefiles robots-proxy-decide robots-proxy-fleet robots-proxy-disclosure '
-     'robots-proxy-metrics'),
+     'robots-proxy-metrics robots-proxy-config'),
+    ('robots-proxy-config', 'crates/config', 'layered configuration (module `config`): the figment '
+     'merge, problems with suggestions and origins, the raw configuration converted section by '
+     'section (each section\'s `TryFrom` lives in the crate that owns it), the rules between '
+     'sections, the typed lists of what is reloadable and what needs a restart',
+     'robots-proxy-access robots-proxy-archive robots-proxy-audit robots-proxy-authority '
+     'robots-proxy-decide robots-proxy-disclosure robots-proxy-engine robots-proxy-fleet '
+     'robots-proxy-identity robots-proxy-net robots-proxy-pace robots-proxy-sitefiles '
+     'robots-proxy-units'),
     ('robots-proxy-metrics', 'crates/metrics', 'Prometheus metrics (module `metrics`): the '
      'counters and gauges, both exposition formats, the status page\'s series and the recent '
      'blocks; reads the stores\' and the fleet\'s statistics, never the proxy or `config`',
@@ -139,8 +147,7 @@ module('clock', 'wall-clock time behind a seam, for tests: the crate `crates/clo
 module('config', 'layered configuration: the figment merge, problems with suggestions and '
        'origins, the raw configuration converted section by section (each section\'s `TryFrom` '
        'lives with its owner, and no owner reaches back into `config`), the rules between '
-       'sections', 'access archive audit authority cache disclosure fleet guard '
-       'limits pacing policy robots signing tls units usage')
+       'sections: the crate `crates/config`', '')
 module('disclosure', 'the public disclosure of the crawlers (`/crawlers`, `.json`, `.atom`, the '
        'Signature Agent Cards) and its feed; never `config`: the crate `crates/disclosure`', '')
 module('error', 'an error and its causes on one line, for people: in the crate `crates/net`', '')

@@ -15,7 +15,7 @@ pub use robots_proxy_authority as authority;
 pub use robots_proxy_sitefiles as cache;
 pub mod check;
 pub use robots_proxy_clock as clock;
-pub mod config;
+pub use robots_proxy_config as config;
 pub use robots_proxy_disclosure as disclosure;
 pub mod evidence;
 pub use robots_proxy_fleet as fleet;

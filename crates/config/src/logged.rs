@@ -5,7 +5,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::{render, Config};
-use crate::audit::LoggedSettings;
+use robots_proxy_audit::LoggedSettings;
 
 /// Lowercase hex SHA-256 of `bytes`.
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -15,7 +15,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// The `[[exceptions]]` tables alone, as [`render`] writes them at the end of the whole.
 #[derive(Serialize)]
 struct Exceptions<'a> {
-    exceptions: &'a [crate::policy::ExceptionEntry],
+    exceptions: &'a [robots_proxy_decide::ExceptionEntry],
 }
 
 /// The text [`Config::logged_settings`] digests as the exceptions: the `[[exceptions]]` tables

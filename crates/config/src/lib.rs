@@ -27,6 +27,11 @@
 //! After the sources are merged, [`Config`] is validated as a whole (`robots.min_age` ≤
 //! `robots.max_age`, …). Every problem found is reported at once, each naming the key and where
 //! its value came from ([`Origin`]), so a bad deployment is fixed in one round.
+//!
+//! The root crate re-exports this crate as `robots_proxy::config`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 use std::collections::BTreeSet;
 use std::io;
@@ -39,10 +44,10 @@ use figment::Figment;
 use serde::{Deserialize, Serialize};
 
 // Sections that live with their owners, re-exported so that `config::X` names every section.
-pub use crate::audit::{AuditSection, FsyncPolicy};
-pub use crate::cache::RobotsSection;
-pub use crate::policy::{PolicySection, TokenHeader, TokenSource};
-pub use crate::units::ByteSize;
+pub use robots_proxy_audit::{AuditSection, FsyncPolicy};
+pub use robots_proxy_decide::{PolicySection, TokenHeader, TokenSource};
+pub use robots_proxy_sitefiles::RobotsSection;
+pub use robots_proxy_units::ByteSize;
 
 /// The prefix of every configuration environment variable.
 pub const ENV_PREFIX: &str = "ROBOTS_PROXY_";
@@ -257,28 +262,28 @@ pub struct Config {
     /// The audit log of decisions.
     pub audit: AuditSection,
     /// The archive of robots.txt versions under `state_dir/robots-archive/`.
-    pub archive: crate::archive::ArchiveSection,
+    pub archive: robots_proxy_archive::ArchiveSection,
     /// Operational logs.
     pub log: LogSection,
     /// HTTPS through CONNECT.
-    pub https: crate::tls::HttpsSection,
+    pub https: robots_proxy_net::tls::HttpsSection,
     /// Politeness: Crawl-delay and a pace per authority.
-    pub pacing: crate::pacing::PacingSection,
+    pub pacing: robots_proxy_pace::PacingSection,
     /// AI usage preferences for crawlers' purposes.
-    pub usage: crate::usage::UsageSection,
+    pub usage: robots_proxy_decide::usage::UsageSection,
     /// Who may use the proxy and where it may connect (client access list, proxy
     /// authentication, destination guard).
-    pub access: crate::access::AccessSection,
+    pub access: robots_proxy_access::AccessSection,
     /// Connection and request limits.
-    pub limits: crate::limits::LimitsSection,
+    pub limits: robots_proxy_net::limits::LimitsSection,
     /// Sharing robots.txt and the pace with other instances through Redis.
-    pub fleet: crate::fleet::FleetSection,
+    pub fleet: robots_proxy_fleet::FleetSection,
     /// Web Bot Auth signatures on forwarded requests, and the key directory.
-    pub signing: crate::signing::SigningSection,
+    pub signing: robots_proxy_identity::SigningSection,
     /// The public disclosure of the organisation's crawlers (on the key directory listener).
-    pub disclosure: crate::disclosure::DisclosureSection,
+    pub disclosure: robots_proxy_disclosure::DisclosureSection,
     /// `[[exceptions]]`: recorded, expiring exceptions to robots.txt (configuration file only).
-    pub exceptions: Vec<crate::policy::ExceptionEntry>,
+    pub exceptions: Vec<robots_proxy_decide::ExceptionEntry>,
 }
 
 impl Default for Config {
@@ -291,16 +296,16 @@ impl Default for Config {
             robots: RobotsSection::default(),
             policy: PolicySection::default(),
             audit: AuditSection::default(),
-            archive: crate::archive::ArchiveSection::default(),
+            archive: robots_proxy_archive::ArchiveSection::default(),
             log: LogSection::default(),
-            https: crate::tls::HttpsSection::default(),
-            pacing: crate::pacing::PacingSection::default(),
-            usage: crate::usage::UsageSection::default(),
-            access: crate::access::AccessSection::default(),
-            limits: crate::limits::LimitsSection::default(),
-            fleet: crate::fleet::FleetSection::default(),
-            signing: crate::signing::SigningSection::default(),
-            disclosure: crate::disclosure::DisclosureSection::default(),
+            https: robots_proxy_net::tls::HttpsSection::default(),
+            pacing: robots_proxy_pace::PacingSection::default(),
+            usage: robots_proxy_decide::usage::UsageSection::default(),
+            access: robots_proxy_access::AccessSection::default(),
+            limits: robots_proxy_net::limits::LimitsSection::default(),
+            fleet: robots_proxy_fleet::FleetSection::default(),
+            signing: robots_proxy_identity::SigningSection::default(),
+            disclosure: robots_proxy_disclosure::DisclosureSection::default(),
             exceptions: Vec::new(),
         }
     }
@@ -311,15 +316,15 @@ impl Config {
     /// `proxy.listen`, `admin.listen` and `signing.directory_listen` as the proxy's own
     /// addresses (the admin listener has no authentication: clients must not reach it through
     /// the proxy).
-    pub fn destination_guard(&self) -> crate::guard::DestinationGuard {
+    pub fn destination_guard(&self) -> robots_proxy_net::guard::DestinationGuard {
         let mut own = vec![self.proxy.listen, self.admin.listen];
         own.extend(self.signing.directory_listen);
-        crate::guard::DestinationGuard::new(&self.access.allow_destinations, &own)
+        robots_proxy_net::guard::DestinationGuard::new(&self.access.allow_destinations, &own)
     }
 
-    /// What the disclosure of the crawlers is generated from (`crate::disclosure`).
-    pub fn disclosure_inputs(&self) -> crate::disclosure::Inputs<'_> {
-        crate::disclosure::Inputs {
+    /// What the disclosure of the crawlers is generated from (`robots_proxy_disclosure`).
+    pub fn disclosure_inputs(&self) -> robots_proxy_disclosure::Inputs<'_> {
+        robots_proxy_disclosure::Inputs {
             section: &self.disclosure,
             signing: &self.signing,
             robots: &self.robots,
@@ -380,7 +385,6 @@ mod reloadable;
 mod tests;
 mod warnings;
 
-pub use crate::units::bounds::{BoundKind, BoundSpec};
 pub use bounds::bounds;
 use layers::*;
 use problems::*;
@@ -390,3 +394,4 @@ pub use reloadable::{
     applied_by, is_reloadable, reloadability, restart_reason, summary as reload_summary, Applier,
     ReloadKey, Reloadability, RestartKey, Scope, RELOADABLE, RESTART_ONLY, UNCLASSIFIED,
 };
+pub use robots_proxy_units::bounds::{BoundKind, BoundSpec};

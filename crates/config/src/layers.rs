@@ -261,36 +261,36 @@ impl Schema {
 /// a list of tables needs one entry to be told from a plain list.
 pub(super) fn schema_sample() -> Config {
     let mut config = Config::default();
-    config.pacing.sites = vec![crate::pacing::SitePace {
+    config.pacing.sites = vec![robots_proxy_pace::SitePace {
         authority: String::new(),
         rps: Some(0.0),
         concurrency: Some(0),
     }];
-    config.policy.default_token = crate::robots::ProductToken::new("Sample").ok();
-    config.usage.crawlers = vec![crate::usage::UsageCrawler {
+    config.policy.default_token = robots_proxy_engine::ProductToken::new("Sample").ok();
+    config.usage.crawlers = vec![robots_proxy_decide::usage::UsageCrawler {
         token: Some(String::new()),
         user: Some(String::new()),
         purposes: vec![String::new()],
     }];
-    config.exceptions = vec![crate::policy::ExceptionEntry {
+    config.exceptions = vec![robots_proxy_decide::ExceptionEntry {
         id: String::new(),
         authorities: vec![String::new()],
         tokens: vec![String::new()],
         users: vec![String::new()],
         paths: vec![String::new()],
-        effect: crate::policy::exceptions::Effect::Allow,
+        effect: robots_proxy_decide::exceptions::Effect::Allow,
         reference: Some(String::new()),
         granted_by: Some(String::new()),
         expires: Some(String::new()),
         usage: vec![String::new()],
     }];
     config.disclosure.operator_url = Some(String::new());
-    config.disclosure.crawlers = vec![crate::disclosure::CrawlerEntry {
+    config.disclosure.crawlers = vec![robots_proxy_disclosure::CrawlerEntry {
         token: Some(String::new()),
         name: Some(String::new()),
         description: Some(String::new()),
         about_url: Some(String::new()),
-        trigger: Some(crate::disclosure::Trigger::Crawler),
+        trigger: Some(robots_proxy_disclosure::Trigger::Crawler),
         user_agent: Some(String::new()),
         ip_ranges: vec![String::new()],
     }];
@@ -305,23 +305,23 @@ pub(super) fn schema_sample() -> Config {
     config.proxy.tls_listen = Some(config.proxy.listen);
     config.proxy.tls_certificate = Some(PathBuf::new());
     config.proxy.tls_key = Some(PathBuf::new());
-    let time = Some(crate::signing::section::Timestamp(std::time::UNIX_EPOCH));
+    let time = Some(robots_proxy_identity::section::Timestamp(std::time::UNIX_EPOCH));
     config.signing.directory_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     if let (Ok(name), Ok(agent)) = ("sample".parse(), "https://example.com".parse()) {
-        config.signing.keys = vec![crate::signing::KeyEntry {
+        config.signing.keys = vec![robots_proxy_identity::KeyEntry {
             name,
             sign_from: time,
             sign_until: time,
             publish_until: time,
         }];
-        config.signing.identities = vec![crate::signing::SigningIdentity {
-            token: Some(crate::signing::TokenPattern::Any),
+        config.signing.identities = vec![robots_proxy_identity::SigningIdentity {
+            token: Some(robots_proxy_identity::TokenPattern::Any),
             user: Some(String::new()),
             users: vec![String::new()],
             keys: vec![],
             agent,
             // Not the default, so that the sample serialises the key.
-            agent_type: crate::signing::AgentType::JwksUri,
+            agent_type: robots_proxy_identity::AgentType::JwksUri,
             client_keys: Some(std::path::PathBuf::new()),
         }];
     }

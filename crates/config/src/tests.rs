@@ -141,21 +141,21 @@ fn reloadable_keys_and_restart_changes() {
     assert!(!is_reloadable("policyx.default_token"));
     let old = Config::default();
     let mut new = Config::default();
-    new.policy.default_token = crate::robots::ProductToken::new("ExampleBot").ok();
+    new.policy.default_token = robots_proxy_engine::ProductToken::new("ExampleBot").ok();
     new.audit.all_decisions = true;
     new.log.level = "debug".into();
     assert!(needs_restart(&old, &new).is_empty(), "{:?}", needs_restart(&old, &new));
     // Issue 23: [access], [pacing], [robots] lifetimes, [https] mode and ports, [signing].
     new.robots.max_age = Duration::from_secs(60);
     new.https.ca_cert = Some(PathBuf::from("/ca.pem"));
-    new.https.mode = crate::tls::HttpsMode::Reject;
+    new.https.mode = robots_proxy_net::tls::HttpsMode::Reject;
     new.https.connect_ports = vec![443, 8443];
     new.access.allow_destinations = vec!["10.0.0.0/8".parse().unwrap()];
     new.pacing.default_rps = 2.0;
     new.signing.lifetime = Duration::from_secs(30);
     assert!(needs_restart(&old, &new).is_empty(), "{:?}", needs_restart(&old, &new));
     new.admin.listen = SocketAddr::from(([127, 0, 0, 1], 9999));
-    new.robots.cache_memory = crate::units::ByteSize(1 << 30);
+    new.robots.cache_memory = robots_proxy_units::ByteSize(1 << 30);
     new.signing.directory_listen = Some(SocketAddr::from(([127, 0, 0, 1], 9998)));
     new.https.upstream_ca_file = Some(PathBuf::from("/roots.pem"));
     assert_eq!(
@@ -291,7 +291,8 @@ fn every_duration_size_and_count_has_a_bound() {
 
 #[test]
 fn the_shipped_file_documents_every_bound() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/robots-proxy.toml");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/robots-proxy.toml");
     let text = std::fs::read_to_string(path).unwrap();
     let wanted = bounds::documentation();
     assert!(

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::*;
-use crate::units::Problems;
+use robots_proxy_units::Problems;
 
 /// The configuration as written: what the sources merge into and serde reads, each section
 /// unchecked. [`Config`] is made from it by `TryFrom`, and only so.
@@ -23,33 +23,33 @@ pub struct RawConfig {
     /// `[upstream]`.
     pub upstream: RawUpstreamSection,
     /// `[robots]`.
-    pub robots: crate::cache::RawRobotsSection,
+    pub robots: robots_proxy_sitefiles::RawRobotsSection,
     /// `[policy]`.
-    pub policy: crate::policy::RawPolicySection,
+    pub policy: robots_proxy_decide::RawPolicySection,
     /// `[audit]`.
-    pub audit: crate::audit::RawAuditSection,
+    pub audit: robots_proxy_audit::RawAuditSection,
     /// `[archive]`.
-    pub archive: crate::archive::RawArchiveSection,
+    pub archive: robots_proxy_archive::RawArchiveSection,
     /// `[log]`.
     pub log: RawLogSection,
     /// `[https]`.
-    pub https: crate::tls::RawHttpsSection,
+    pub https: robots_proxy_net::tls::RawHttpsSection,
     /// `[pacing]`.
-    pub pacing: crate::pacing::RawPacingSection,
+    pub pacing: robots_proxy_pace::RawPacingSection,
     /// `[usage]`.
-    pub usage: crate::usage::RawUsageSection,
+    pub usage: robots_proxy_decide::usage::RawUsageSection,
     /// `[access]`.
-    pub access: crate::access::RawAccessSection,
+    pub access: robots_proxy_access::RawAccessSection,
     /// `[limits]`.
-    pub limits: crate::limits::RawLimitsSection,
+    pub limits: robots_proxy_net::limits::RawLimitsSection,
     /// `[fleet]`.
-    pub fleet: crate::fleet::RawFleetSection,
+    pub fleet: robots_proxy_fleet::RawFleetSection,
     /// `[signing]`.
-    pub signing: crate::signing::RawSigningSection,
+    pub signing: robots_proxy_identity::RawSigningSection,
     /// `[disclosure]`.
-    pub disclosure: crate::disclosure::RawDisclosureSection,
+    pub disclosure: robots_proxy_disclosure::RawDisclosureSection,
     /// `[[exceptions]]`.
-    pub exceptions: Vec<crate::policy::ExceptionEntry>,
+    pub exceptions: Vec<robots_proxy_decide::ExceptionEntry>,
 }
 
 impl Default for RawConfig {
@@ -117,7 +117,7 @@ impl TryFrom<RawConfig> for Config {
             part(p, raw.signing),
             part(p, raw.disclosure),
         );
-        let exceptions = crate::policy::exceptions::checked(raw.exceptions)
+        let exceptions = robots_proxy_decide::exceptions::checked(raw.exceptions)
             .map_err(|found| problems.absorb(found))
             .ok();
         let built = (|| {

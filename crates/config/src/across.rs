@@ -3,7 +3,7 @@
 //! configuration checks them, here and nowhere else, on the raw sections (before any of them
 //! is converted, so that they are checked even when a section has problems of its own).
 
-use crate::units::Problems;
+use robots_proxy_units::Problems;
 
 use super::RawConfig;
 

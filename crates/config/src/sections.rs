@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::bounds::{because, count, duration, wide, Bound, DAY, POSITIVE, SECOND};
-use crate::units::{raw_section, Problems};
+use robots_proxy_units::bounds::{because, count, duration, wide, Bound, DAY, POSITIVE, SECOND};
+use robots_proxy_units::{raw_section, Problems};
 
 /// `[proxy]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -67,7 +67,7 @@ pub struct AdminSection {
     pub hosts: Vec<String>,
     /// Client addresses allowed to connect (default: loopback only); others are disconnected
     /// at once.
-    pub allow_clients: Vec<crate::access::IpRange>,
+    pub allow_clients: Vec<robots_proxy_access::IpRange>,
     /// Most connections open at once (16 per client at most); more are closed at once.
     pub max_connections: usize,
     /// Time between two samples of the status page's charts, which keep 360 samples (one
@@ -81,7 +81,7 @@ impl Default for AdminSection {
         AdminSection {
             listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
             hosts: Vec::new(),
-            allow_clients: crate::access::AccessSection::default().allow_clients,
+            allow_clients: robots_proxy_access::AccessSection::default().allow_clients,
             max_connections: 64,
             chart_interval: Duration::from_secs(10),
         }
@@ -229,7 +229,7 @@ impl TryFrom<RawAdminSection> for AdminSection {
         let mut problems = Problems::new();
         problems.bounds(ADMIN_BOUNDS, &a);
         for entry in &a.hosts {
-            let ok = crate::authority::host_and_port(entry).is_some_and(|(name, _)| {
+            let ok = robots_proxy_authority::host_and_port(entry).is_some_and(|(name, _)| {
                 name.parse::<std::net::IpAddr>().is_ok()
                     || name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
             });

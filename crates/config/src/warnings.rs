@@ -5,13 +5,13 @@
 use std::time::SystemTime;
 
 use super::Config;
-use crate::policy::exceptions::{parse_expires, Effect};
+use robots_proxy_decide::exceptions::{parse_expires, Effect};
 
 impl Config {
     /// Every warning about this configuration at `now`, one sentence each:
     /// * a loosening of enforcement granted on a product token (`policy.report_tokens`, an
     ///   allow exception's `tokens`) applies only to a proxy user tied to that token
-    ///   (`crate::policy::Claim::entitled`); without `access.users_file` there is none, so it
+    ///   (`robots_proxy_decide::Claim::entitled`); without `access.users_file` there is none, so it
     ///   never applies;
     /// * a loosening for users (`policy.report_users`, an exception's `users`) needs an
     ///   authenticated user: a users file or client certificates (`access.client_ca`);
@@ -20,7 +20,7 @@ impl Config {
     ///   `/metrics`, but decides nothing);
     /// * a `signing.identities` agent over plain http (the draft wants https);
     /// * an identity whose keys' windows leave a span with no key that signs
-    ///   ([`crate::signing::SigningSection::key_gaps`]): its requests leave unsigned then.
+    ///   ([`robots_proxy_identity::SigningSection::key_gaps`]): its requests leave unsigned then.
     pub fn warnings(&self, now: SystemTime) -> Vec<String> {
         let mut out = Vec::new();
         let users_file = self.access.users_file.is_some();
@@ -77,7 +77,8 @@ impl Config {
                 ));
             }
         }
-        let cosign = self.signing.client_signatures() == crate::signing::ClientSignatures::Cosign;
+        let cosign =
+            self.signing.client_signatures() == robots_proxy_identity::ClientSignatures::Cosign;
         for who in &self.signing.identities {
             if cosign && who.client_keys.is_none() {
                 out.push(format!(

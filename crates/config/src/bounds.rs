@@ -1,5 +1,5 @@
 //! Every bound of the configuration, listed: each section keeps the bounds of its durations,
-//! sizes and counts in a table of its own (`crate::units::bounds::Bound`), checked by its
+//! sizes and counts in a table of its own (`robots_proxy_units::bounds::Bound`), checked by its
 //! `TryFrom`; this lists the tables, in the order of `config/robots-proxy.toml` ("Bounds"),
 //! for tools and for the tests that keep that documentation and the schema in step.
 //!
@@ -8,7 +8,7 @@
 //! listed here. A unit test requires every duration, size and integer key of the schema to be
 //! listed.
 
-use crate::units::bounds::{Bound, BoundSpec};
+use robots_proxy_units::bounds::{Bound, BoundSpec};
 
 fn specs<S>(table: &[Bound<S>]) -> impl Iterator<Item = BoundSpec> + '_ {
     table.iter().map(Bound::spec)
@@ -18,16 +18,16 @@ fn specs<S>(table: &[Bound<S>]) -> impl Iterator<Item = BoundSpec> + '_ {
 pub fn bounds() -> Vec<BoundSpec> {
     specs(super::PROXY_BOUNDS)
         .chain(specs(super::UPSTREAM_BOUNDS))
-        .chain(specs(crate::cache::ROBOTS_BOUNDS))
-        .chain(specs(crate::audit::AUDIT_BOUNDS))
-        .chain(specs(crate::tls::HTTPS_BOUNDS))
-        .chain(specs(crate::archive::ARCHIVE_BOUNDS))
-        .chain(specs(crate::pacing::PACING_BOUNDS))
-        .chain(specs(crate::limits::LIMITS_BOUNDS))
+        .chain(specs(robots_proxy_sitefiles::ROBOTS_BOUNDS))
+        .chain(specs(robots_proxy_audit::AUDIT_BOUNDS))
+        .chain(specs(robots_proxy_net::tls::HTTPS_BOUNDS))
+        .chain(specs(robots_proxy_archive::ARCHIVE_BOUNDS))
+        .chain(specs(robots_proxy_pace::PACING_BOUNDS))
+        .chain(specs(robots_proxy_net::limits::LIMITS_BOUNDS))
         .chain(specs(super::ADMIN_BOUNDS))
-        .chain(specs(crate::fleet::FLEET_BOUNDS))
-        .chain(specs(crate::signing::SIGNING_BOUNDS))
-        .chain(specs(crate::disclosure::DISCLOSURE_BOUNDS))
+        .chain(specs(robots_proxy_fleet::FLEET_BOUNDS))
+        .chain(specs(robots_proxy_identity::SIGNING_BOUNDS))
+        .chain(specs(robots_proxy_disclosure::DISCLOSURE_BOUNDS))
         .collect()
 }
 

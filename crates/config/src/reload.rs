@@ -20,7 +20,7 @@ pub fn is_secret(key: &str) -> bool {
 /// The configuration in force after a reload from `running` (what the process started with)
 /// to `new`: `new`, with every key that takes effect only after a restart (not
 /// [`is_reloadable`]) left at its running value. What is disclosed as running
-/// (`crate::disclosure`) is generated from it, so a reload never publishes a value the proxy
+/// (`robots_proxy_disclosure`) is generated from it, so a reload never publishes a value the proxy
 /// does not apply. `new` itself when the two cannot be merged (not expected: both serialise).
 pub fn in_force(running: &Config, new: &Config) -> Config {
     let pending: Vec<String> =

@@ -41,7 +41,15 @@ CRATES = [
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
      'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit '
      'robots-proxy-sitefiles robots-proxy-decide robots-proxy-fleet robots-proxy-disclosure '
-     'robots-proxy-metrics robots-proxy-config'),
+     'robots-proxy-metrics robots-proxy-config robots-proxy-proxy'),
+    ('robots-proxy-proxy', 'crates/proxy', 'the proxy (module `proxy`): the listeners, one '
+     'exchange per request through named phases (its log phase writes the one record), CONNECT '
+     '(tunnel and interception), forwarding, the origin pool; reaches robots.txt only through '
+     'the decision crate, and reads its `Live` state from `config` once per exchange',
+     'robots-proxy-access robots-proxy-audit robots-proxy-authority robots-proxy-clock '
+     'robots-proxy-config robots-proxy-decide robots-proxy-fleet robots-proxy-framing '
+     'robots-proxy-identity robots-proxy-metrics robots-proxy-net robots-proxy-output '
+     'robots-proxy-pace robots-proxy-sync'),
     ('robots-proxy-config', 'crates/config', 'layered configuration (module `config`): the figment '
      'merge, problems with suggestions and origins, the raw configuration converted section by '
      'section (each section\'s `TryFrom` lives in the crate that owns it), the rules between '
@@ -182,8 +190,7 @@ module('preflight', 'what a configuration needs from the machine (files that mus
 module('proxy', 'the listeners, a request\'s exchange through named phases (`exchange.rs`, '
        '`pipeline.rs`; the log phase writes its record), CONNECT, interception, '
        'forwarding, the origin pool; reaches robots.txt rules and the store only through '
-       '`policy`', 'access audit authority clock config error fleet framing guard limits metrics '
-       'output pacing policy server signing tls usage sync')
+       '`policy`: the crate `crates/proxy`', '')
 module('reload', 'the one `Reloader` (SIGHUP and `POST /api/reload`): applies a configuration to '
        'the running collaborators, one `Reload` part each', 'audit cache config disclosure '
        'logging on_disk preflight proxy signing tls')

@@ -32,7 +32,7 @@ pub use robots_proxy_output as output;
 pub use robots_proxy_owner_only as owner_only;
 pub use robots_proxy_pace as pacing;
 pub mod preflight;
-pub mod proxy;
+pub use robots_proxy_proxy as proxy;
 pub mod reload;
 pub use robots_proxy_archive::robots_version;
 pub use robots_proxy_decide::usage;

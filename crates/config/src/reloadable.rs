@@ -29,7 +29,7 @@ pub enum Applier {
     /// `Proxy::reload`: the state a request or a CONNECT reads once (`Live`: policy, usage,
     /// exceptions, `[https]` mode and ports, upstream timeouts, the CA and the signer).
     Live,
-    /// `[access]` in `proxy/safety.rs`: the client list, the users, the destination guard.
+    /// `[access]` in `crates/proxy/src/safety.rs`: the client list, the users, the destination guard.
     Access,
     /// `Pacer::prepare`/`apply`: the pace kept stays.
     Pacer,

@@ -19,7 +19,7 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::limits::{Activity, ClientIo};
+use robots_proxy_net::limits::{Activity, ClientIo};
 
 /// Most bytes one `splice` from a socket moves: the default pipe size (16 pages).
 const CHUNK: usize = 64 * 1024;

@@ -1,5 +1,5 @@
-//! Recorded exceptions (`[[exceptions]]`, `crate::policy::exceptions`) in the pipeline: asked
-//! only when some are configured ([`crate::policy::Policy::has_exceptions`]), before
+//! Recorded exceptions (`[[exceptions]]`, `robots_proxy_decide::exceptions`) in the pipeline: asked
+//! only when some are configured ([`robots_proxy_decide::Policy::has_exceptions`]), before
 //! robots.txt's own verdict. An exception that decides is always audited, the allowed requests
 //! too, whatever `audit.all_decisions` says.
 
@@ -9,9 +9,9 @@ use http::StatusCode;
 
 use super::exchange::{Exchange, Flow};
 use super::refusal::Refusal;
-use crate::policy::exceptions::Effect;
-use crate::policy::{Decision, ExceptionVerdict};
-use crate::usage::Purpose;
+use robots_proxy_decide::exceptions::Effect;
+use robots_proxy_decide::usage::Purpose;
+use robots_proxy_decide::{Decision, ExceptionVerdict};
 
 impl Exchange<'_> {
     /// The Exceptions phase, when an exception decides (the decision names it): the 403 of a
@@ -77,7 +77,7 @@ fn refused(verdict: &ExceptionVerdict, url: &str, token: Option<&str>) -> Refusa
         reading = verdict.reading,
         read_path = verdict.read_path,
     );
-    let action = crate::audit::AuditAction::ExceptionDisallow;
+    let action = robots_proxy_audit::AuditAction::ExceptionDisallow;
     Refusal::new(StatusCode::FORBIDDEN, "http_request_denied", action, text)
         .details(reason)
         .json(json)

@@ -35,8 +35,8 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::Notify;
 
 use super::forward::UpstreamBody;
-use crate::authority::{Authority, Scheme};
-use crate::guard::GuardedConnector;
+use robots_proxy_authority::{Authority, Scheme};
+use robots_proxy_net::guard::GuardedConnector;
 
 /// How many times a request is tried on another connection when the one it was given turns
 /// out to have been closed by the origin before the request was sent.
@@ -78,7 +78,7 @@ struct Connecting<'a> {
 
 impl Drop for Connecting<'_> {
     fn drop(&mut self) {
-        let mut idle = crate::sync::lock(self.idle);
+        let mut idle = robots_proxy_sync::lock(self.idle);
         if let Some(done) = idle.connecting.remove(self.authority) {
             done.notify_waiters();
         }
@@ -319,7 +319,7 @@ impl OriginPool {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
-        crate::sync::lock(&self.idle)
+        robots_proxy_sync::lock(&self.idle)
     }
 
     /// An idle connection to `authority` that is ready for a request; closed ones are dropped
@@ -446,7 +446,7 @@ async fn reap(idle: Weak<Mutex<Idle>>, idle_timeout: Duration, period: Duration)
         ticks.tick().await;
         let Some(idle) = idle.upgrade() else { return };
         let now = Instant::now();
-        let mut idle = crate::sync::lock(&idle);
+        let mut idle = robots_proxy_sync::lock(&idle);
         idle.retain(|c| {
             !c.sender.is_closed()
                 && (!c.sender.is_ready() || now.duration_since(c.since) < idle_timeout)
@@ -457,8 +457,8 @@ async fn reap(idle: Weak<Mutex<Idle>>, idle_timeout: Duration, period: Duration)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authority::Scheme;
-    use crate::guard::{ConnectSettings, DestinationGuard};
+    use robots_proxy_authority::Scheme;
+    use robots_proxy_net::guard::{ConnectSettings, DestinationGuard};
 
     /// `n` origins on 127.0.0.1 that accept connections and keep them open (the pool's
     /// bookkeeping needs connections, not answers).
@@ -481,8 +481,8 @@ mod tests {
     fn pool(max_idle_per_host: usize, max_idle: usize) -> OriginPool {
         let guard = Arc::new(DestinationGuard::new(&["127.0.0.0/8".parse().unwrap()], &[]));
         let timeout = Duration::from_secs(5);
-        let tls = crate::tls::https_connector(
-            crate::tls::client_config(None).unwrap(),
+        let tls = robots_proxy_net::tls::https_connector(
+            robots_proxy_net::tls::client_config(None).unwrap(),
             timeout,
             guard.clone(),
         );

@@ -9,9 +9,9 @@ use http_body_util::{BodyExt, Full};
 
 use super::refusal::Refusal;
 use super::ProxyBody;
-use crate::audit::AuditAction;
-use crate::output;
-use crate::policy::Explanation;
+use robots_proxy_audit::AuditAction;
+use robots_proxy_decide::Explanation;
+use robots_proxy_output as output;
 
 /// The name this proxy gives itself in `Proxy-Status`.
 pub(crate) const PROXY_NAME: &str = "robots-proxy";
@@ -49,7 +49,7 @@ pub(crate) fn proxy_status_item(error: Option<&str>, details: &str) -> HeaderVal
 }
 
 /// An answer with a body that the proxy writes itself (a refusal, an error): `status`,
-/// `content_type`, `Cache-Control: no-store`, and `nosniff` ([`crate::server::stamp_own_answer`]).
+/// `content_type`, `Cache-Control: no-store`, and `nosniff` ([`robots_proxy_net::server::stamp_own_answer`]).
 /// Every own answer with a body is made here, so none goes without them.
 pub(crate) fn own(
     status: StatusCode,
@@ -61,7 +61,7 @@ pub(crate) fn own(
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    crate::server::stamp_own_answer(h);
+    robots_proxy_net::server::stamp_own_answer(h);
     resp
 }
 

@@ -34,9 +34,9 @@ use super::facts::Facts;
 use super::refusal::Refusal;
 use super::report::{Report, Reported};
 use super::{ConnectionMemory, Live, ProxyBody, Shared};
-use crate::audit::{AuditLog, AuditRecord};
-use crate::authority::{Authority, Scheme};
-use crate::metrics::Decision as Counted;
+use robots_proxy_audit::{AuditLog, AuditRecord};
+use robots_proxy_authority::{Authority, Scheme};
+use robots_proxy_metrics::Decision as Counted;
 
 /// The phases of an exchange, in the order they run. Every request goes through them in this
 /// order; a phase that answers skips to [`Phase::Log`].
@@ -95,7 +95,7 @@ pub(super) type Flow<T = ()> = ControlFlow<Response<ProxyBody>, T>;
 #[derive(Default)]
 pub(super) struct Signed<'s> {
     pub(super) keyid: Option<&'s str>,
-    pub(super) cosign: Option<crate::signing::Cosign>,
+    pub(super) cosign: Option<robots_proxy_identity::Cosign>,
 }
 
 /// One request's state, from the moment its target is known to its Log phase: what
@@ -176,13 +176,13 @@ impl<'x> Ledger<'x> {
 
     /// The one way a request or a CONNECT is refused on policy grounds: [`Ledger::refuse`]
     /// (`Break` with the answer), or, for an identity in report-only mode
-    /// ([`crate::policy::Policy::reports`]), the record kept as `would_block` and the request
+    /// ([`robots_proxy_decide::Policy::reports`]), the record kept as `would_block` and the request
     /// let go on (`Continue` with what the response's `Proxy-Status` says enforcement would
     /// have done; [`Shared::note_report`]).
     pub(super) fn refuse_or_report(
         &mut self,
-        policy: &crate::policy::Policy,
-        who: crate::policy::Claim<'_>,
+        policy: &robots_proxy_decide::Policy,
+        who: robots_proxy_decide::Claim<'_>,
         mut record: AuditRecord,
         refusal: Refusal,
         want_json: bool,
@@ -329,16 +329,16 @@ impl<'x> Exchange<'x> {
 }
 
 /// Queues an audit record; with `audit.fsync = "always"`, waits until it is written and synced
-/// (up to [`crate::audit::SYNC_WAIT`]), so the answer never goes before its record. A failing
+/// (up to [`robots_proxy_audit::SYNC_WAIT`]), so the answer never goes before its record. A failing
 /// audit log does not change the answer (`docs/audit.md`, "Write errors"): the writer has logged
 /// and counted the loss, and readiness fails until records are written.
 async fn write_audit(audit: &AuditLog, record: AuditRecord) {
     match audit.record(record).await {
         Ok(()) => {}
-        Err(e @ crate::audit::AuditError::Write { .. }) => {
+        Err(e @ robots_proxy_audit::AuditError::Write { .. }) => {
             tracing::debug!(error = %e, "audit record lost");
         }
-        Err(e @ crate::audit::AuditError::Unconfirmed { .. }) => {
+        Err(e @ robots_proxy_audit::AuditError::Unconfirmed { .. }) => {
             tracing::warn!(error = %e, "answering before the audit record is synced");
         }
         Err(e) => tracing::error!(error = %e, "audit record could not be queued"),

@@ -1,6 +1,6 @@
 //! The proxy's listeners: the plain one (`proxy.listen`) and the optional TLS one
 //! (`proxy.tls_listen`, `https://` proxy URLs). Both admit connections the same way (access
-//! list, connection limits), serve them with [`crate::server::serve_connection`] and hand every
+//! list, connection limits), serve them with [`robots_proxy_net::server::serve_connection`] and hand every
 //! request to the same pipeline, so whatever holds on one holds on the other.
 //!
 //! On the TLS listener the framing watch reads the decrypted stream (HTTP/1 only), ALPN picks
@@ -23,20 +23,20 @@ use tokio_rustls::TlsAcceptor;
 
 use super::exchange::{answered_before, Phase};
 use super::{pipeline, ConnectionMemory, Proxy, Shared};
-use crate::access::AuthenticatedUser;
-use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
-use crate::limits::ClientIo;
-use crate::server::{serve_connection, ConnectionTimeouts, Protocol};
-use crate::tls::listener::{client_certificate_problem, client_name};
+use robots_proxy_access::AuthenticatedUser;
+use robots_proxy_framing::{FramingWatch, Verdict, Verdicts, Watched};
+use robots_proxy_net::limits::ClientIo;
+use robots_proxy_net::server::{serve_connection, ConnectionTimeouts, Protocol};
+use robots_proxy_net::tls::listener::{client_certificate_problem, client_name};
 
 /// The TLS listener for clients (`proxy.tls_listen`) and its server configuration
-/// ([`crate::tls::listener::listener_config`]).
+/// ([`robots_proxy_net::tls::listener::listener_config`]).
 pub struct TlsListener {
     /// The bound listener.
     pub listener: TcpListener,
     /// Its certificate, ALPN and client certificate verification: each handshake takes the
     /// one in force, which a reload replaces (the certificate, key and client CA read again).
-    pub config: crate::tls::listener::ListenerTls,
+    pub config: robots_proxy_net::tls::listener::ListenerTls,
 }
 
 impl Proxy {
@@ -96,7 +96,7 @@ impl Proxy {
     async fn accept(
         &self,
         listener: TcpListener,
-        tls: Option<crate::tls::listener::ListenerTls>,
+        tls: Option<robots_proxy_net::tls::listener::ListenerTls>,
         mut quit: watch::Receiver<bool>,
         alive: &mpsc::Sender<()>,
     ) {
@@ -232,7 +232,7 @@ struct Connection {
     shared: Arc<Shared>,
     peer: SocketAddr,
     memory: ConnectionMemory,
-    /// The framing watch's verdicts on its request heads (see `crate::framing`).
+    /// The framing watch's verdicts on its request heads (see `robots_proxy_framing`).
     verdicts: Verdicts,
     /// The user a verified client certificate named (TLS listener), for every request.
     user: Option<Arc<AuthenticatedUser>>,

@@ -25,12 +25,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use super::exchange::{answered_before, process, Ledger, Phase};
 use super::refusal::Refusal;
 use super::{answer, safety, ConnectionMemory, ProxyBody, Shared};
-use crate::audit::{AuditAction, AuditRecord, AuditSubject};
-use crate::authority::{Authority, Scheme};
-use crate::framing::{FramingWatch, Verdict, Verdicts, Watched};
-use crate::policy::ProductToken;
-use crate::server::{serve_connection, Protocol, Rewind};
-use crate::tls::HttpsMode;
+use robots_proxy_audit::{AuditAction, AuditRecord, AuditSubject};
+use robots_proxy_authority::{Authority, Scheme};
+use robots_proxy_decide::ProductToken;
+use robots_proxy_framing::{FramingWatch, Verdict, Verdicts, Watched};
+use robots_proxy_net::server::{serve_connection, Protocol, Rewind};
+use robots_proxy_net::tls::HttpsMode;
 
 /// What audit records and refusals give as the path of a CONNECT: it cannot be seen.
 pub(super) const TUNNEL_PATH: &str = "(not visible in a tunnel)";
@@ -129,7 +129,8 @@ async fn connect_phases(
                 );
             };
             // safety: requests inside the tunnel speak for the user who authenticated it.
-            let user = req.extensions().get::<Arc<crate::access::AuthenticatedUser>>().cloned();
+            let user =
+                req.extensions().get::<Arc<robots_proxy_access::AuthenticatedUser>>().cloned();
             // The inner connection is bounded by the timeouts in force when the CONNECT came.
             let tunnel =
                 Intercepted { shared: shared.clone(), ca, client, user, timeouts: live.timeouts };
@@ -137,16 +138,18 @@ async fn connect_phases(
                 match hyper::upgrade::on(req).await {
                     // The client's own socket, unwrapped from hyper's boxed `Upgraded`: one
                     // indirection less on every read and write of the intercepted connection.
-                    Ok(upgraded) => match upgraded.downcast::<TokioIo<crate::limits::ClientIo>>() {
-                        Ok(parts) => {
-                            let io = parts.io.into_inner();
-                            intercept(tunnel, https, io, parts.read_buf).await
+                    Ok(upgraded) => {
+                        match upgraded.downcast::<TokioIo<robots_proxy_net::limits::ClientIo>>() {
+                            Ok(parts) => {
+                                let io = parts.io.into_inner();
+                                intercept(tunnel, https, io, parts.read_buf).await
+                            }
+                            Err(upgraded) => {
+                                let io = TokioIo::new(upgraded);
+                                intercept(tunnel, https, io, Bytes::new()).await
+                            }
                         }
-                        Err(upgraded) => {
-                            let io = TokioIo::new(upgraded);
-                            intercept(tunnel, https, io, Bytes::new()).await
-                        }
-                    },
+                    }
                     Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
                 }
             });
@@ -234,12 +237,12 @@ pub(super) fn connect_record(
 struct Intercepted {
     shared: Arc<Shared>,
     /// The CA in force when the CONNECT came.
-    ca: Arc<crate::tls::ca::CertificateAuthority>,
+    ca: Arc<robots_proxy_net::tls::ca::CertificateAuthority>,
     client: SocketAddr,
     /// The user who authenticated the CONNECT: requests inside speak for them.
-    user: Option<Arc<crate::access::AuthenticatedUser>>,
+    user: Option<Arc<robots_proxy_access::AuthenticatedUser>>,
     /// What bounds the inner connection in time: as on the listener (review-house D1).
-    timeouts: crate::server::ConnectionTimeouts,
+    timeouts: robots_proxy_net::server::ConnectionTimeouts,
 }
 
 /// Intercept mode, after the 200: tell TLS from plain HTTP and serve what is inside.
@@ -449,9 +452,10 @@ async fn decide_inner(
             shared.live().policy.token_for_user(safety::tied_token(&req), req.headers());
         // Inside an intercepted tunnel the request is visible: the record names it, not the
         // CONNECT.
-        let path =
-            crate::policy::Readings::of(req.uri().path_and_query().map_or("/", |p| p.as_str()))
-                .into_as_sent();
+        let path = robots_proxy_decide::Readings::of(
+            req.uri().path_and_query().map_or("/", |p| p.as_str()),
+        )
+        .into_as_sent();
         let mut ledger = Ledger::new(&shared, connect.scheme());
         let now = shared.clock.now();
         let ua = req.headers().get(http::header::USER_AGENT).map(|v| v.as_bytes());

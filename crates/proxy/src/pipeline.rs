@@ -4,7 +4,7 @@
 //! the phases after it, in this order (`exchange.rs` drives them and writes the record):
 //!
 //! 1. Robots: the robots.txt snapshot for the authority (the destination guard first); then the
-//!    request's one decision ([`crate::policy::Policy::decide`]), which every later phase uses;
+//!    request's one decision ([`robots_proxy_decide::Policy::decide`]), which every later phase uses;
 //!    the fleet's store out of reach (503), an untrusted origin (502); every reading of the
 //!    path must be allowed (403 otherwise), unless an exception decides;
 //! 2. Exceptions: the exception that decides instead of robots.txt (`exception.rs`);
@@ -26,12 +26,12 @@ use super::facts::Facts;
 use super::refusal::Refusal;
 use super::{answer, connect, forward, optouts, preferences, safety};
 use super::{ConnectionMemory, Live, ProxyBody, Shared};
-use crate::authority::{Authority, Scheme};
-use crate::metrics::Decision as Counted;
-use crate::pacing::PacePermit;
-use crate::policy::{Decision, Readings, RobotsSnapshot, UsagePreferences};
-use crate::signing::Signing;
-use crate::usage::{Purpose, Settled};
+use robots_proxy_authority::{Authority, Scheme};
+use robots_proxy_decide::usage::{Purpose, Settled};
+use robots_proxy_decide::{Decision, Readings, RobotsSnapshot, UsagePreferences};
+use robots_proxy_identity::Signing;
+use robots_proxy_metrics::Decision as Counted;
+use robots_proxy_pace::PacePermit;
 
 /// One request from a client connection: a CONNECT, or an absolute-form proxy request.
 pub(super) async fn handle(
@@ -100,7 +100,7 @@ pub(super) fn read_facts(
     let token = live.policy.token_for_connection(
         safety::tied_token(req),
         req.headers(),
-        &mut crate::sync::lock(&memory.user_agent),
+        &mut robots_proxy_sync::lock(&memory.user_agent),
     );
     Facts::of(req, client, authority, readings, token)
 }
@@ -117,7 +117,7 @@ pub(super) fn fleet_unavailable(snapshot: &RobotsSnapshot) -> Option<Refusal> {
     Some(Refusal::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "proxy_internal_error",
-        crate::audit::AuditAction::FleetUnavailable,
+        robots_proxy_audit::AuditAction::FleetUnavailable,
         "503 Service Unavailable: the fleet's shared store cannot be reached\n".to_owned(),
     ))
 }
@@ -144,7 +144,7 @@ pub(super) struct Usage {
     pub(super) purposes: Vec<Purpose>,
     pub(super) preferences: UsagePreferences,
     /// The `tdmrep.json` rule for the path (TDMRep), applied with the response head.
-    pub(super) tdm_file: Option<crate::policy::optout::TdmStatement>,
+    pub(super) tdm_file: Option<robots_proxy_decide::optout::TdmStatement>,
 }
 
 impl<'x> Exchange<'x> {
@@ -186,7 +186,7 @@ impl<'x> Exchange<'x> {
     fn plan_signing(&self, req: &Request<Incoming>) -> Option<Signing<'x>> {
         let (shared, facts) = (self.shared, self.facts);
         let signer = self.live.signer.as_deref()?;
-        let who = crate::signing::Requester {
+        let who = robots_proxy_identity::Requester {
             token: facts.token().map(|t| t.as_str()),
             user: facts.user_name(),
             tied: facts.user.as_ref().and_then(|u| u.token.as_ref()),
@@ -196,7 +196,7 @@ impl<'x> Exchange<'x> {
         if let Some(token) = plan.refused {
             let n = shared.metrics.signing_refused();
             let user = facts.user_name().unwrap_or("-");
-            if crate::output::warn_on(n) {
+            if robots_proxy_output::warn_on(n) {
                 tracing::warn!(
                     client = %facts.client, user, token = token.as_str(), refused_so_far = n,
                     "not signed as {token}: the user is neither tied to that token in \
@@ -281,7 +281,7 @@ impl<'x> Exchange<'x> {
         self.refuse_or_report(record, refusal)
     }
 
-    /// The Usage phase: AI usage preferences (`crate::usage`), only for crawlers with configured
+    /// The Usage phase: AI usage preferences (`robots_proxy_decide::usage`), only for crawlers with configured
     /// purposes: an enforced purpose that robots.txt disallows for the path is refused. An
     /// exception that lifts a preference writes itself into [`Exchange::allowed`], the
     /// request's record still to be kept.
@@ -304,7 +304,7 @@ impl<'x> Exchange<'x> {
         // usage preference: one `would_block` per request (`Reported::any`).
         let blocking = live.usage.blocking(&purposes, &preferences, Settled::No);
         if let Some(block) = blocking.filter(|_| !self.reported.any()) {
-            let action = crate::audit::AuditAction::UsageDisallow;
+            let action = robots_proxy_audit::AuditAction::UsageDisallow;
             let extra = preferences::ResponseOptOuts::default();
             self.refuse_usage(decision, (&purposes, &preferences), &block, action, extra)?;
         }
@@ -313,7 +313,7 @@ impl<'x> Exchange<'x> {
         ControlFlow::Continue(Usage { purposes, preferences, tdm_file })
     }
 
-    /// The Pace phase: politeness (`crate::pacing`): wait for the site's pace, or answer 429.
+    /// The Pace phase: politeness (`robots_proxy_pace`): wait for the site's pace, or answer 429.
     /// The permit is held until the origin's response headers arrive.
     async fn pace(&mut self, decision: &Decision<'_>) -> Flow<PacePermit> {
         let (shared, facts) = (self.shared, self.facts);
@@ -369,7 +369,7 @@ impl<'x> Exchange<'x> {
         let client = signing.and_then(|s| {
             let uri = req.uri();
             let host = req.headers().get(http::header::HOST).and_then(|h| h.to_str().ok());
-            let arrival = crate::signing::Target {
+            let arrival = robots_proxy_identity::Target {
                 method: req.method().as_str(),
                 scheme: uri.scheme_str().unwrap_or(authority.scheme().as_str()),
                 authority: uri.authority().map(|a| a.as_str()).or(host).unwrap_or(""),
@@ -431,7 +431,7 @@ impl<'x> Exchange<'x> {
         .await;
         // safety: the guard refused the origin's address at connect time (its DNS answer changed
         // since robots.txt was fetched): audit the 403 that `send` made of it.
-        if let Some(p) = resp.extensions().get::<crate::guard::Prohibited>() {
+        if let Some(p) = resp.extensions().get::<robots_proxy_net::guard::Prohibited>() {
             let why = p.to_string();
             return ControlFlow::Break(self.refuse_prohibited(&why));
         }
@@ -464,7 +464,7 @@ fn sign<'s>(
     facts: &Facts,
     signing: &Signing<'s>,
     upstream: &mut Request<Incoming>,
-    client: Option<&crate::signing::ClientSignature>,
+    client: Option<&robots_proxy_identity::ClientSignature>,
 ) -> Flow<Signed<'s>> {
     // A clone shares the value's bytes; `upstream_request` set it to the authority, and the
     // request-target to the absolute URI with the path and query that were checked.
@@ -473,7 +473,7 @@ fn sign<'s>(
     let method = upstream.method().clone();
     let signed = match (host.as_ref().and_then(|h| h.to_str().ok()), uri.scheme_str()) {
         (Some(authority), Some(scheme)) => {
-            let target = crate::signing::Target {
+            let target = robots_proxy_identity::Target {
                 method: method.as_str(),
                 scheme,
                 authority,
@@ -491,24 +491,24 @@ fn sign<'s>(
                     .map(|(keyid, cosign)| Signed { keyid, cosign }),
             }
         }
-        _ => Err(crate::signing::SigningError::Fields(
+        _ => Err(robots_proxy_identity::SigningError::Fields(
             "the request has no Host or no absolute target".into(),
         )),
     };
     match signed {
         Ok(signed) => {
-            if let Some(crate::signing::Cosign::Skipped(why)) = &signed.cosign {
+            if let Some(robots_proxy_identity::Cosign::Skipped(why)) = &signed.cosign {
                 cosign_skipped(shared, facts, why);
             }
             let kept = matches!(
                 &signed.cosign,
-                Some(crate::signing::Cosign::Skipped(s)) if s.left == crate::signing::Left::Kept
+                Some(robots_proxy_identity::Cosign::Skipped(s)) if s.left == robots_proxy_identity::Left::Kept
             );
             if signed.keyid.is_none() && !kept {
                 // No key of the identity signs now (a gap between key windows): counted and
                 // logged, the first ten and then every thousandth (issue 41).
                 let n = shared.metrics.signing_unsigned();
-                if crate::output::warn_on(n) {
+                if robots_proxy_output::warn_on(n) {
                     tracing::warn!(
                         authority = %facts.authority, unsigned_so_far = n,
                         "no key of the signing identity signs now: the request leaves unsigned \
@@ -532,9 +532,9 @@ fn sign<'s>(
 /// A client signature the proxy's could not cover (`signing.client_signatures = "cosign"`):
 /// counted (`robots_proxy_cosign_skipped_total{reason}`) and logged, the first ten and then
 /// every thousandth at `warn`; the audit record (with `audit.all_decisions`) says why too.
-fn cosign_skipped(shared: &Shared, facts: &Facts, why: &crate::signing::Skipped) {
+fn cosign_skipped(shared: &Shared, facts: &Facts, why: &robots_proxy_identity::Skipped) {
     let n = shared.metrics.cosign_skipped(why.reason.as_str());
-    if crate::output::warn_on(n) {
+    if robots_proxy_output::warn_on(n) {
         tracing::warn!(
             client = %facts.client, authority = %facts.authority, reason = why.reason.as_str(),
             skipped_so_far = n,

@@ -1,7 +1,7 @@
 //! The other machine-readable opt-outs in the data path (issue 20, part 3; parsing in
-//! [`crate::policy::optout`]): `X-Robots-Tag: noai` and TDMRep, each counting as `train-ai=n`
+//! [`robots_proxy_decide::optout`]): `X-Robots-Tag: noai` and TDMRep, each counting as `train-ai=n`
 //! for the response they apply to. Only reached for crawlers with configured purposes
-//! ([`crate::usage`]), so nothing of this runs when `[usage]` names no crawler.
+//! ([`robots_proxy_decide::usage`]), so nothing of this runs when `[usage]` names no crawler.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -14,11 +14,11 @@ use hyper::body::{Body, Frame};
 
 use super::facts::Facts;
 use super::{BodyError, ProxyBody};
-use crate::policy::optout::{
+use robots_proxy_decide::optout::{
     self, HtmlMeta, OptOutField, TdmStatement, Unparsed, META_PREFIX_BYTES,
 };
-use crate::policy::{Category, DecodeError, Decoder, Preference, UsagePreferences};
-use crate::usage::UsagePolicy;
+use robots_proxy_decide::usage::UsagePolicy;
+use robots_proxy_decide::{Category, DecodeError, Decoder, Preference, UsagePreferences};
 
 /// The TDMRep reservation that applied to a response, for the audit record.
 #[derive(Debug, Default)]
@@ -98,7 +98,7 @@ fn is_html(resp: &Response<ProxyBody>) -> bool {
 /// The decoder of the start of an HTML body, for its head only (the coded bytes are forwarded
 /// as they came): crawlers choose `Accept-Encoding`, and almost all ask for gzip, so a page's
 /// `<meta>` opt-outs must be read through its coding, or a crawler could evade them. It is the
-/// robots.txt fetcher's ([`crate::policy::Decoder`]: gzip and deflate, stacked or not), keeping
+/// robots.txt fetcher's ([`robots_proxy_decide::Decoder`]: gzip and deflate, stacked or not), keeping
 /// at most [`META_PREFIX_BYTES`]` + 1` decoded bytes however much the coded bytes inflate to.
 fn head_decoder(resp: &Response<ProxyBody>) -> Result<Decoder, DecodeError> {
     Decoder::new(resp.headers(), META_PREFIX_BYTES)
@@ -122,7 +122,7 @@ fn push(decoder: &mut Decoder, piece: &[u8]) -> Result<(), DecodeError> {
 pub(super) async fn read_meta(
     usage: &UsagePolicy,
     facts: &Facts,
-    purposes: &[crate::usage::Purpose],
+    purposes: &[robots_proxy_decide::usage::Purpose],
     resp: Response<ProxyBody>,
 ) -> (Response<ProxyBody>, Option<HtmlMeta>) {
     let wanted = (usage.tdmrep() || usage.x_robots_tag())
@@ -288,13 +288,13 @@ pub(super) fn apply(
 /// purposes (not `off`) is `train-ai`: the file is fetched (or taken from the cache) before
 /// the request leaves, and applied when the response head has come (its header overrides it).
 ///
-/// Decided on every reading of the path, as robots.txt is ([`crate::policy::Decision::tdm_statement`]).
+/// Decided on every reading of the path, as robots.txt is ([`robots_proxy_decide::Decision::tdm_statement`]).
 pub(super) async fn file_statement(
-    policy: &crate::policy::Policy,
+    policy: &robots_proxy_decide::Policy,
     usage: &UsagePolicy,
     facts: &Facts,
-    decision: &crate::policy::Decision<'_>,
-    purposes: &[crate::usage::Purpose],
+    decision: &robots_proxy_decide::Decision<'_>,
+    purposes: &[robots_proxy_decide::usage::Purpose],
 ) -> Option<TdmStatement> {
     if !usage.tdmrep() || !purposes.iter().any(|p| p.category == Category::TrainAi) {
         return None;

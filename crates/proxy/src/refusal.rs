@@ -4,16 +4,16 @@
 //! ([`super::answer::own`]), `Proxy-Status` (RFC 9209), `Retry-After` when there is one, and the
 //! refusal's fields of the audit record (action, outcome, status code).
 //!
-//! A text body is escaped line by line for a terminal ([`crate::output::terminal_text`]): it
+//! A text body is escaped line by line for a terminal ([`robots_proxy_output::terminal_text`]): it
 //! quotes the crawler's URL and the origin's words. A JSON body has the C1 controls and Unicode
-//! line separators written `\uXXXX`, as the audit log does ([`crate::output::json_line`]).
+//! line separators written `\uXXXX`, as the audit log does ([`robots_proxy_output::json_line`]).
 
 use http::{header, HeaderValue, Response, StatusCode};
 
 use super::answer;
 use super::ProxyBody;
-use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
-use crate::output;
+use robots_proxy_audit::{AuditAction, AuditOutcome, AuditRecord};
+use robots_proxy_output as output;
 
 /// What `Proxy-Status`'s `details` says of a refusal.
 #[derive(Debug, Clone)]
@@ -144,10 +144,10 @@ mod tests {
             json.headers()["proxy-status"],
             "robots-proxy;error=http_request_denied;details=\"slow down\""
         );
-        let mut record = crate::audit::AuditRecord::new(
+        let mut record = robots_proxy_audit::AuditRecord::new(
             AuditAction::RobotsAllow,
             std::time::SystemTime::UNIX_EPOCH,
-            crate::audit::AuditSubject {
+            robots_proxy_audit::AuditSubject {
                 client: "127.0.0.1:1".parse().unwrap(),
                 method: "GET",
                 url: "http://a.test/",

@@ -29,13 +29,15 @@ use super::exchange::{Exchange, Flow, Phase};
 use super::facts::Facts;
 use super::report::{connect_refusal, Who};
 use super::{answer, safety, ConnectionMemory, Live, ProxyBody, Shared};
-use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
-use crate::authority::Authority;
-use crate::guard::{ConnectTcpError, GuardError};
-use crate::metrics::Decision;
-use crate::policy::exceptions::Effect;
-use crate::policy::{Category, Explanation, Preference, ProductToken, RobotsSnapshot, RobotsState};
-use crate::usage::Settled;
+use robots_proxy_audit::{AuditAction, AuditOutcome, AuditRecord};
+use robots_proxy_authority::Authority;
+use robots_proxy_decide::exceptions::Effect;
+use robots_proxy_decide::usage::Settled;
+use robots_proxy_decide::{
+    Category, Explanation, Preference, ProductToken, RobotsSnapshot, RobotsState,
+};
+use robots_proxy_metrics::Decision;
+use robots_proxy_net::guard::{ConnectTcpError, GuardError};
 
 /// Tunnel mode: the exchange of a CONNECT, refused when every path is disallowed, else
 /// relayed byte for byte. `live` is the reloadable state the CONNECT read when it arrived: the
@@ -46,7 +48,7 @@ pub(super) async fn process(
     live: &Live,
     req: Request<Incoming>,
     (client, authority): (std::net::SocketAddr, Authority),
-    token: (Option<ProductToken>, crate::policy::TokenOrigin),
+    token: (Option<ProductToken>, robots_proxy_decide::TokenOrigin),
 ) -> Response<ProxyBody> {
     let started = Instant::now();
     let facts = Facts::of_tunnel(&req, client, authority, token);
@@ -198,7 +200,7 @@ impl Exchange<'_> {
                         "robots.txt at {} is unreachable ({}): all paths are disallowed until it \
                          can be fetched; the tunnel is refused",
                         authority.robots_url(),
-                        crate::policy::outcome_text(&snapshot.last_outcome)
+                        robots_proxy_decide::outcome_text(&snapshot.last_outcome)
                     )
                 } else {
                     format!(
@@ -379,10 +381,10 @@ impl Exchange<'_> {
 /// lasts while every one of them still grants the crawler the whole site.
 struct Grants {
     shared: Arc<Shared>,
-    snapshot: Arc<crate::policy::RobotsSnapshot>,
+    snapshot: Arc<robots_proxy_decide::RobotsSnapshot>,
     token: Option<ProductToken>,
-    origin: crate::policy::TokenOrigin,
-    user: Option<Arc<crate::access::AuthenticatedUser>>,
+    origin: robots_proxy_decide::TokenOrigin,
+    user: Option<Arc<robots_proxy_access::AuthenticatedUser>>,
     bounds: Vec<Arc<str>>,
 }
 
@@ -443,13 +445,13 @@ fn bracket(host: &str) -> String {
 }
 
 /// The `tdmrep.json` statement that reserves every path of `authority` (see
-/// [`crate::policy::optout::TdmFile::reserved_everywhere`]), when TDMRep is on and one of the
+/// [`robots_proxy_decide::optout::TdmFile::reserved_everywhere`]), when TDMRep is on and one of the
 /// crawler's purposes is `train-ai`: all of TDMRep a tunnel can apply.
 async fn tdm_everywhere(
     live: &super::Live,
     authority: &Authority,
-    purposes: &[crate::usage::Purpose],
-) -> Option<crate::policy::optout::TdmStatement> {
+    purposes: &[robots_proxy_decide::usage::Purpose],
+) -> Option<robots_proxy_decide::optout::TdmStatement> {
     if !live.usage.tdmrep() || !purposes.iter().any(|p| p.category == Category::TrainAi) {
         return None;
     }

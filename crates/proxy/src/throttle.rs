@@ -1,4 +1,4 @@
-//! The answer to a request that would break its site's pace ([`crate::pacing`]): 429 with
+//! The answer to a request that would break its site's pace ([`robots_proxy_pace`]): 429 with
 //! `Retry-After`, a body saying why, and an audit record with `event.action = "throttled"`.
 
 use http::{Response, StatusCode};
@@ -6,9 +6,9 @@ use http::{Response, StatusCode};
 use super::exchange::Exchange;
 use super::refusal::Refusal;
 use super::ProxyBody;
-use crate::audit::AuditAction;
-use crate::pacing::{Pace, ThrottleCause, Throttled};
-use crate::policy::{Decision, ProductToken};
+use robots_proxy_audit::AuditAction;
+use robots_proxy_decide::{Decision, ProductToken};
+use robots_proxy_pace::{Pace, ThrottleCause, Throttled};
 
 impl Exchange<'_> {
     /// The Pace phase's refusal: the 429 (or 503), its record kept for the Log phase, made from

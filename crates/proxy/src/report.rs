@@ -1,5 +1,5 @@
 //! Report-only mode in the data path (`policy.mode`, `policy.report_tokens`,
-//! `policy.report_users`; see [`crate::policy::ReportScope`]).
+//! `policy.report_users`; see [`robots_proxy_decide::ReportScope`]).
 //!
 //! Every refusal on policy grounds (robots.txt, usage preferences, a tunnel-mode CONNECT, and
 //! any decision of the policy that refuses) goes through
@@ -18,7 +18,7 @@ use http::{HeaderValue, Response};
 use super::answer::PROXY_NAME;
 use super::refusal::Refusal;
 use super::{ProxyBody, Shared};
-use crate::audit::{AuditAction, AuditOutcome, AuditRecord};
+use robots_proxy_audit::{AuditAction, AuditOutcome, AuditRecord};
 
 /// The refusals a request was let through with, in report-only mode: what its response's
 /// `Proxy-Status` member says.
@@ -84,7 +84,7 @@ impl Reported {
 
 /// Who a refusal is for: the product token, where it came from, and the authenticated user
 /// (report-only mode for a token is granted only on a token from credentials).
-pub(super) use crate::policy::Claim as Who;
+pub(super) use robots_proxy_decide::Claim as Who;
 
 impl Shared {
     /// What report-only mode makes of a refusal: its record becomes `would_block` (the

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use http::{HeaderValue, Method, Request};
 
 use super::answer;
-use crate::access::AuthenticatedUser;
-use crate::authority::Authority;
-use crate::policy::{ProductToken, Readings, TokenOrigin};
+use robots_proxy_access::AuthenticatedUser;
+use robots_proxy_authority::Authority;
+use robots_proxy_decide::{ProductToken, Readings, TokenOrigin};
 
 /// What the proxy knows about one request.
 pub(super) struct Facts {
@@ -36,7 +36,7 @@ pub(super) struct Facts {
     pub(super) want_json: bool,
     /// The exception that decided the request (`[[exceptions]]`), once one has: every later
     /// record of the request (a pacing or usage refusal, an annotation) names it too.
-    pub(super) exception: std::sync::OnceLock<crate::audit::ExceptionFields>,
+    pub(super) exception: std::sync::OnceLock<robots_proxy_audit::ExceptionFields>,
     /// A tunnel-mode CONNECT: no path can be seen ([`Facts::of_tunnel`]).
     tunnel: bool,
 }
@@ -46,10 +46,10 @@ impl Facts {
     /// answered with `status`: the request's own fields and where its token came from.
     pub(super) fn audit_record(
         &self,
-        decision: &crate::policy::Explanation,
+        decision: &robots_proxy_decide::Explanation,
         now: std::time::SystemTime,
         status: Option<u16>,
-    ) -> crate::audit::AuditRecord {
+    ) -> robots_proxy_audit::AuditRecord {
         let mut record = decision.audit_record(
             now,
             self.client,
@@ -72,10 +72,10 @@ impl Facts {
     /// a usage event) fills in with its own action and reason.
     pub(super) fn record(
         &self,
-        decision: &crate::policy::Decision<'_>,
+        decision: &robots_proxy_decide::Decision<'_>,
         now: std::time::SystemTime,
         status: Option<u16>,
-    ) -> crate::audit::AuditRecord {
+    ) -> robots_proxy_audit::AuditRecord {
         let mut explanation = decision.explain();
         if let Some(site) = decision.site() {
             explanation.age = site.age(now);
@@ -84,7 +84,7 @@ impl Facts {
     }
 
     /// Notes the exception that decided the request, from its record; the first one stays.
-    pub(super) fn decided_by(&self, record: &crate::audit::AuditRecord) {
+    pub(super) fn decided_by(&self, record: &robots_proxy_audit::AuditRecord) {
         if let Some(fields) = &record.exception {
             let _ = self.exception.set(fields.clone());
         }
@@ -162,9 +162,9 @@ impl Facts {
 
     /// Who the request speaks for, and how the proxy knows: every loosening of enforcement
     /// (report-only mode, an allow exception, a usage lift) is granted through
-    /// [`crate::policy::Claim::entitled`] on this.
-    pub(super) fn claim(&self) -> crate::policy::Claim<'_> {
-        crate::policy::Claim {
+    /// [`robots_proxy_decide::Claim::entitled`] on this.
+    pub(super) fn claim(&self) -> robots_proxy_decide::Claim<'_> {
+        robots_proxy_decide::Claim {
             token: self.token.as_ref(),
             origin: self.token_origin,
             user: self.user_name(),

@@ -25,10 +25,10 @@ use http::{Request, Response, StatusCode, Uri};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
 use super::{answer, BodyError, ProxyBody};
-use crate::authority::Authority;
-use crate::config::UpstreamSection;
-use crate::guard::{DestinationGuard, GuardedConnector};
-use crate::metrics::Metrics;
+use robots_proxy_authority::Authority;
+use robots_proxy_config::UpstreamSection;
+use robots_proxy_metrics::Metrics;
+use robots_proxy_net::guard::{DestinationGuard, GuardedConnector};
 
 /// The pooled connections to origins, made only where the destination guard allows (see
 /// [`super::pool`]): HTTP/1.1 to `http` origins, HTTP/2 or HTTP/1.1 by ALPN to `https` ones.
@@ -129,7 +129,8 @@ impl IdleTimer {
 
     /// Called while the sender keeps the proxy waiting: ready once it has for `timeout`.
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let deadline = crate::clock::deadline_after(tokio::time::Instant::now(), self.timeout);
+        let deadline =
+            robots_proxy_clock::deadline_after(tokio::time::Instant::now(), self.timeout);
         let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         if !self.waiting {
             timer.as_mut().reset(deadline);
@@ -171,9 +172,9 @@ pub(crate) fn client(
 ) -> UpstreamClient {
     let plain = GuardedConnector::new(
         guard.clone(),
-        crate::guard::ConnectSettings::origins(settings.connect_timeout),
+        robots_proxy_net::guard::ConnectSettings::origins(settings.connect_timeout),
     );
-    let tls = crate::tls::https_connector(tls, settings.connect_timeout, guard);
+    let tls = robots_proxy_net::tls::https_connector(tls, settings.connect_timeout, guard);
     let origins = super::pool::OriginPool::new(
         plain,
         tls,
@@ -499,7 +500,7 @@ fn failed(
     metrics: &Metrics,
 ) -> Response<ProxyBody> {
     // safety: the destination guard refused the origin's address at connect time.
-    if let Some(p) = crate::guard::find_prohibited(e) {
+    if let Some(p) = robots_proxy_net::guard::find_prohibited(e) {
         let host = target.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']');
         let told = super::safety::client_reason(host, &p.to_string());
         let mut resp = answer::text(
@@ -514,12 +515,15 @@ fn failed(
     metrics.upstream_error(kind);
     tracing::debug!(
         target = %target,
-        error = %crate::error::describe(e),
+        error = %robots_proxy_net::error::describe(e),
         "upstream request failed");
     answer::text(
         status,
         kind,
-        format!("{status}: {what} for {target}\n\nCause: {}\n", crate::error::describe(e)),
+        format!(
+            "{status}: {what} for {target}\n\nCause: {}\n",
+            robots_proxy_net::error::describe(e)
+        ),
     )
 }
 
@@ -546,8 +550,11 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> (StatusCode, &'static str,
     }
     if is_connect_failure(e) {
         let unresolved = matches!(
-            find_cause::<crate::guard::GuardError>(e),
-            Some(crate::guard::GuardError::Resolve { .. } | crate::guard::GuardError::NoAddress(_))
+            find_cause::<robots_proxy_net::guard::GuardError>(e),
+            Some(
+                robots_proxy_net::guard::GuardError::Resolve { .. }
+                    | robots_proxy_net::guard::GuardError::NoAddress(_)
+            )
         );
         return match io_kind {
             _ if unresolved => {

@@ -21,7 +21,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::limits::{Activity, ClientIo, WatchedIo};
+use robots_proxy_net::limits::{Activity, ClientIo, WatchedIo};
 
 #[cfg(target_os = "linux")]
 mod splice;

@@ -3,6 +3,11 @@
 //!
 //! The decision and the upstream connection use only the authority of the request-target, and
 //! the path that is checked is the path that is sent.
+//!
+//! The root crate re-exports this crate as `robots_proxy::proxy`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod answer;
 mod connect;
@@ -30,18 +35,18 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 
-use crate::audit::{AuditLog, AuditRecord};
-use crate::clock::Clock;
-use crate::config::Config;
-use crate::fleet::Fleet;
-use crate::guard::DestinationGuard;
-use crate::metrics::Metrics;
-use crate::pacing::Pacer;
-use crate::policy::{Policy, RecentRobots, RecentUserAgent, RobotsStore};
-use crate::server::ConnectionTimeouts;
-use crate::signing::Signer;
-use crate::tls::ca::CertificateAuthority;
-use crate::tls::HttpsSection;
+use robots_proxy_audit::{AuditLog, AuditRecord};
+use robots_proxy_clock::Clock;
+use robots_proxy_config::Config;
+use robots_proxy_decide::{Policy, RecentRobots, RecentUserAgent, RobotsStore};
+use robots_proxy_fleet::Fleet;
+use robots_proxy_identity::Signer;
+use robots_proxy_metrics::Metrics;
+use robots_proxy_net::guard::DestinationGuard;
+use robots_proxy_net::server::ConnectionTimeouts;
+use robots_proxy_net::tls::ca::CertificateAuthority;
+use robots_proxy_net::tls::HttpsSection;
+use robots_proxy_pace::Pacer;
 
 pub use listener::TlsListener;
 
@@ -70,10 +75,10 @@ pub enum BodyError {
 pub enum ProxyError {
     /// The users file cannot be used.
     #[error(transparent)]
-    Access(#[from] crate::access::AccessError),
+    Access(#[from] robots_proxy_access::AccessError),
     /// `[pacing]` cannot be applied.
     #[error(transparent)]
-    Pacing(#[from] crate::pacing::PacingError),
+    Pacing(#[from] robots_proxy_pace::PacingError),
 }
 
 /// What [`Proxy::reload`] did besides swapping the settings.
@@ -87,7 +92,7 @@ pub struct Reloaded {
 
 /// A reload built and checked by [`Proxy::prepare_reload`], not yet in force.
 pub struct PreparedReload {
-    pacing: crate::pacing::PacingPlan,
+    pacing: robots_proxy_pace::PacingPlan,
     users: safety::UsersChange,
     live: Live,
 }
@@ -109,7 +114,7 @@ struct Shared {
     tls_listen: Option<String>,
     /// The head limits of every client connection, on the listeners and inside interception
     /// (the listeners add CONNECT upgrades). What bounds them in time is [`Live::timeouts`].
-    http: crate::server::HttpSettings,
+    http: robots_proxy_net::server::HttpSettings,
     connect_timeout: Duration,
     /// Access list, authentication, limits and the destination guard (see `safety.rs`).
     safety: safety::Safety,
@@ -127,7 +132,7 @@ struct Shared {
 /// [`Shared`] is fixed at start.
 struct Live {
     policy: Arc<Policy>,
-    usage: Arc<crate::usage::UsagePolicy>,
+    usage: Arc<robots_proxy_decide::usage::UsagePolicy>,
     response_timeout: Duration,
     body_idle_timeout: Duration,
     /// `[https]`: the mode and ports a CONNECT is judged by (a tunnel keeps those it opened
@@ -185,11 +190,10 @@ impl Live {
             https: config.https.clone(),
             ca: parts.ca,
             signer: parts.signer,
-            policy: Arc::new(
-                Policy::new(&config.policy, store.clone())
-                    .with_exceptions(Arc::new(crate::policy::Exceptions::new(&config.exceptions))),
-            ),
-            usage: Arc::new(crate::usage::UsagePolicy::new(&config.usage)),
+            policy: Arc::new(Policy::new(&config.policy, store.clone()).with_exceptions(Arc::new(
+                robots_proxy_decide::Exceptions::new(&config.exceptions),
+            ))),
+            usage: Arc::new(robots_proxy_decide::usage::UsagePolicy::new(&config.usage)),
             response_timeout: config.upstream.response_timeout,
             body_idle_timeout: config.upstream.body_idle_timeout,
         }
@@ -292,9 +296,9 @@ impl Proxy {
     /// `https.mode = "intercept"`; without it CONNECT requests in that mode are refused.
     ///
     /// `parts.guard` and `parts.tls` are the process's one destination guard and TLS client
-    /// configuration for origins ([`crate::tls::client_config`]), shared with the robots.txt
-    /// fetcher of `parts.store` (see [`crate::tls::https_connector`]): the listeners the guard
-    /// learns (the proxy's in [`Proxy::serve`], the admin's in [`crate::admin::serve`]) are
+    /// configuration for origins ([`robots_proxy_net::tls::client_config`]), shared with the robots.txt
+    /// fetcher of `parts.store` (see [`robots_proxy_net::tls::https_connector`]): the listeners the guard
+    /// learns (the proxy's in [`Proxy::serve`], the admin's in `admin::serve`) are
     /// then refused for forwards, tunnels and robots.txt fetches alike.
     ///
     /// Must be called inside a tokio runtime: the pool of origin connections starts its
@@ -321,7 +325,7 @@ impl Proxy {
             via: forward::Via::new(&config.proxy.via),
             listen: config.proxy.listen.to_string(),
             tls_listen: config.proxy.tls_listen.map(|a| a.to_string()),
-            http: crate::server::HttpSettings::default().with_limits(&config.limits),
+            http: robots_proxy_net::server::HttpSettings::default().with_limits(&config.limits),
             connect_timeout: config.upstream.connect_timeout,
             safety: safety::Safety::new(config, guard)?,
             fleet,
@@ -331,7 +335,7 @@ impl Proxy {
         Ok(Proxy { shared: Arc::new(shared) })
     }
 
-    /// Applies the reloadable part of `config` (see [`crate::config::RELOADABLE`]) to requests
+    /// Applies the reloadable part of `config` (see [`robots_proxy_config::RELOADABLE`]) to requests
     /// and connections that start from now on: the policy, `[usage]` and the exceptions,
     /// `[https]`'s mode and ports with the CA and the signer of `parts`, `[access]` (the
     /// allowed clients, the destination guard's `allow_destinations`, the users file when it
@@ -376,7 +380,9 @@ impl Proxy {
     /// Reads `access.users_file` again (SIGHUP) and puts its users in force; a file that cannot
     /// be read or parsed keeps the users in force. `None` without a users file; otherwise the
     /// file read, or why it was refused (the error names the file and the line).
-    pub fn reload_users(&self) -> Option<Result<std::path::PathBuf, crate::access::AccessError>> {
+    pub fn reload_users(
+        &self,
+    ) -> Option<Result<std::path::PathBuf, robots_proxy_access::AccessError>> {
         self.shared.safety.reload_users()
     }
 

@@ -1,4 +1,4 @@
-//! AI usage preferences in the data path (see [`crate::usage`]): refuse a request whose path
+//! AI usage preferences in the data path (see [`robots_proxy_decide::usage`]): refuse a request whose path
 //! carries a disallowing preference for an enforced purpose, withhold a response whose
 //! `Content-Usage` header disallows it, and tell annotated crawlers the merged preference.
 
@@ -10,10 +10,10 @@ use super::exchange::{Exchange, Flow};
 use super::pipeline::Usage;
 use super::refusal::Refusal;
 use super::ProxyBody;
-use crate::audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
-use crate::policy::optout::{self, OptOutField, Unparsed};
-use crate::policy::{Category, Decision, Preference, UsagePreferences};
-use crate::usage::{Purpose, Settled, UsageBlock, UsagePolicy};
+use robots_proxy_audit::{AuditAction, AuditOutcome, AuditRecord, UsageAudit};
+use robots_proxy_decide::optout::{self, OptOutField, Unparsed};
+use robots_proxy_decide::usage::{Purpose, Settled, UsageBlock, UsagePolicy};
+use robots_proxy_decide::{Category, Decision, Preference, UsagePreferences};
 
 /// The response header that carries usage preferences (draft-ietf-aipref-attach).
 pub(super) const CONTENT_USAGE: &str = "content-usage";
@@ -24,14 +24,14 @@ pub(super) const CONTENT_USAGE: &str = "content-usage";
 pub(super) fn stamp_signature(
     record: &mut AuditRecord,
     keyid: Option<&str>,
-    cosign: Option<&crate::signing::Cosign>,
+    cosign: Option<&robots_proxy_identity::Cosign>,
 ) {
     record.signature_keyid = keyid.map(str::to_owned);
     match cosign {
-        Some(crate::signing::Cosign::Covered(labels)) => {
+        Some(robots_proxy_identity::Cosign::Covered(labels)) => {
             record.signature_cosigned = Some(labels.join(","));
         }
-        Some(crate::signing::Cosign::Skipped(why)) => {
+        Some(robots_proxy_identity::Cosign::Skipped(why)) => {
             record.signature_cosign_skipped = Some(why.to_string());
         }
         None => {}
@@ -300,7 +300,7 @@ impl Exchange<'_> {
             let rec = self.usage_record(decision, action, &reason, None, usage);
             self.keep(rec);
         }
-        self.count(crate::metrics::Decision::Allow);
+        self.count(robots_proxy_metrics::Decision::Allow);
         resp
     }
 }
@@ -308,7 +308,7 @@ impl Exchange<'_> {
 #[cfg(test)]
 mod tests {
     use super::{annotated, foreign_members};
-    use crate::policy::UsagePreferences;
+    use robots_proxy_decide::UsagePreferences;
 
     fn members(value: &str) -> Vec<String> {
         foreign_members(value).map(|(_, m)| m).collect()

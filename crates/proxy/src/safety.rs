@@ -1,7 +1,7 @@
 //! The proxy's safety hooks, called from a few marked places in the listener, the request
-//! handler and CONNECT: who may connect ([`crate::access`]), how many
-//! ([`crate::limits`]), whether a request is framed honestly ([`crate::framing`]) and where it
-//! may go ([`crate::guard`]). The logic lives in those modules; this file only turns their
+//! handler and CONNECT: who may connect ([`robots_proxy_access`]), how many
+//! ([`robots_proxy_net::limits`]), whether a request is framed honestly ([`robots_proxy_framing`]) and where it
+//! may go ([`robots_proxy_net::guard`]). The logic lives in those modules; this file only turns their
 //! answers into responses and audit records.
 
 use std::net::{IpAddr, SocketAddr};
@@ -13,14 +13,14 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::exchange::Ledger;
 use super::{answer, ProxyBody};
-use crate::access::{AccessError, AuthFailure, AuthenticatedUser, Authenticator, ClientAcl};
-use crate::audit::{AuditAction, AuditRecord, AuditSubject};
-use crate::authority::Authority;
-use crate::config::Config;
-use crate::framing::Verdict;
-use crate::guard::{DestinationGuard, Prohibited};
-use crate::limits::{ClientIo, ConnectionGate, LimitsSection};
-use crate::policy::{ProductToken, RobotsSnapshot};
+use robots_proxy_access::{AccessError, AuthFailure, AuthenticatedUser, Authenticator, ClientAcl};
+use robots_proxy_audit::{AuditAction, AuditRecord, AuditSubject};
+use robots_proxy_authority::Authority;
+use robots_proxy_config::Config;
+use robots_proxy_decide::{ProductToken, RobotsSnapshot};
+use robots_proxy_framing::Verdict;
+use robots_proxy_net::guard::{DestinationGuard, Prohibited};
+use robots_proxy_net::limits::{ClientIo, ConnectionGate, LimitsSection};
 
 /// A users file a reload puts in force: its path (`None`: no users file) and its users;
 /// `None` when the reload keeps the file in force.
@@ -96,7 +96,7 @@ impl Safety {
     }
 
     /// The user a verified client certificate names (`name`: see
-    /// [`crate::tls::listener::client_name`]), tied to the product token the users file gives
+    /// [`robots_proxy_net::tls::listener::client_name`]), tied to the product token the users file gives
     /// that name, exactly like a user who authenticated with a password.
     pub(super) fn certified_user(&self, name: String) -> Arc<AuthenticatedUser> {
         let token = self.auth.load().as_ref().and_then(|auth| auth.token_of(&name));
@@ -244,7 +244,7 @@ pub(super) fn tied_token<B>(req: &Request<B>) -> Option<&ProductToken> {
 }
 
 /// The `503` for a request whose credentials could not be checked: too many password
-/// verifications are waiting (`crate::access`, "Cost"). They take tens of milliseconds each.
+/// verifications are waiting (`robots_proxy_access`, "Cost"). They take tens of milliseconds each.
 fn verifications_busy() -> Response<ProxyBody> {
     let mut resp = answer::text(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -266,7 +266,7 @@ fn auth_required(failure: &AuthFailure) -> Response<ProxyBody> {
              HTTP_PROXY=http://user:password@host:port).\n"
         ),
     );
-    let challenge = format!("Basic realm=\"{}\", charset=\"UTF-8\"", crate::access::REALM);
+    let challenge = format!("Basic realm=\"{}\", charset=\"UTF-8\"", robots_proxy_access::REALM);
     resp.headers_mut().insert(
         header::PROXY_AUTHENTICATE,
         HeaderValue::from_str(&challenge).unwrap_or(HeaderValue::from_static("Basic")),

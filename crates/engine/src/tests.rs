@@ -123,6 +123,13 @@ fn over_budget_refusals_name_no_rule() {
     assert!(matches!(d.reason(), Reason::OverBudget), "{d:?}");
     assert!(d.rule().is_none(), "{d:?}");
     assert!(!robots.decide(None, "/catalog?a=1&filter7=x").is_allowed());
+    // The case-folded reading, for an origin that folds case, is held the same way (a survivor
+    // of the engine's mutation run, `fold.rs:152`: the folded index's over-budget match was
+    // decided as the rule it stands in for).
+    let folded = robots.decide_folded(None, &url.to_uppercase());
+    assert!(!folded.is_allowed());
+    assert!(matches!(folded.reason(), Reason::OverBudget), "{folded:?}");
+    assert!(folded.rule().is_none(), "{folded:?}");
 }
 
 /// The deciding rule matches what it decided, and only that (a survivor of the engine's

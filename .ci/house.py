@@ -41,7 +41,14 @@ CRATES = [
      'robots-proxy-clock robots-proxy-framing robots-proxy-output robots-proxy-units robots-proxy-sync robots-proxy-owner-only '
      'robots-proxy-access robots-proxy-net robots-proxy-identity robots-proxy-audit '
      'robots-proxy-sitefiles robots-proxy-decide robots-proxy-fleet robots-proxy-disclosure '
-     'robots-proxy-metrics robots-proxy-config robots-proxy-proxy'),
+     'robots-proxy-metrics robots-proxy-config robots-proxy-proxy robots-proxy-admin'),
+    ('robots-proxy-admin', 'crates/admin', 'the admin listener (module `admin`): metrics, health, '
+     'the live decision for a URL, purges, the archive\'s versions, reload and its preview, the '
+     'status page; answers a reload through `config::report::Reloads`, which the root\'s '
+     'reloader implements, so it reaches nothing a reload applies',
+     'robots-proxy-access robots-proxy-archive robots-proxy-audit robots-proxy-authority '
+     'robots-proxy-config robots-proxy-decide robots-proxy-fleet robots-proxy-metrics '
+     'robots-proxy-net robots-proxy-proxy'),
     ('robots-proxy-proxy', 'crates/proxy', 'the proxy (module `proxy`): the listeners, one '
      'exchange per request through named phases (its log phase writes the one record), CONNECT '
      '(tunnel and interception), forwarding, the origin pool; reaches robots.txt only through '
@@ -140,8 +147,7 @@ def module(name, job, reaches):
 module('access', 'who may use the proxy: the client access list, proxy authentication and '
        'the users file: the crate `crates/access`', '')
 module('admin', 'the admin listener: metrics, health, live decisions, purges, reload, the status '
-       'page; reaches robots.txt only through `policy`', 'access audit authority config fleet '
-       'metrics policy proxy reload server')
+       'page; reaches robots.txt only through `policy`: the crate `crates/admin`', '')
 module('archive', 'the archive of every robots.txt version decided with and the windows it was in force: the crate `crates/archive`', '')
 module('audit', 'the audit log: record schema, writer, hash chain, signed checkpoints, `audit '
        'verify`; never `config` (`main` hands it its section): the crate `crates/audit`', '')

@@ -8,7 +8,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub use robots_proxy_access as access;
-pub mod admin;
+pub use robots_proxy_admin as admin;
 pub use robots_proxy_archive as archive;
 pub use robots_proxy_audit as audit;
 pub use robots_proxy_authority as authority;

@@ -17,7 +17,7 @@ use robots_proxy::config::{self, Config, ConfigSources, Overrides};
 use robots_proxy::fleet;
 use robots_proxy::notify::notify;
 use robots_proxy::proxy::Proxy;
-use robots_proxy::reload::{Reloader, Trigger};
+use robots_proxy::reload::{Reloader, Reloads, Trigger};
 use robots_proxy::tls::HttpsMode;
 
 /// Where the configuration comes from: the file and flags given at start, with the process
@@ -340,7 +340,8 @@ async fn serve(config: Config, sources: Sources) -> anyhow::Result<()> {
     let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_task = {
         let section = config.admin.clone();
-        let (proxy, reloader) = (proxy.clone(), Some(reloader.clone()));
+        let reloader: Arc<dyn Reloads> = reloader.clone();
+        let (proxy, reloader) = (proxy.clone(), Some(reloader));
         tokio::spawn(async move {
             let stopped = async move {
                 let _ = admin_stopped.await;

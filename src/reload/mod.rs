@@ -14,12 +14,17 @@
 //! restart, and every error; `GET /api/reload/preview` gives the same report for the
 //! configuration on disk without applying it (`robots-proxy config check --against-running`).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-
-use serde::Serialize;
 
 use crate::cache::RobotsCache;
 use crate::config::{self, Applier, Change, Config, ConfigError};
+// The report of a reload lives with the configuration (`config::report`), so the admin listener
+// answers with it without reaching the reloader; re-exported here under its old paths.
+pub use crate::config::report::{
+    Outcome, Pending, ReloadError, ReloadReport, Reloads, Trigger, UsersReport,
+};
 use crate::on_disk::FileContents;
 use crate::proxy::Proxy;
 use crate::signing::Signer;
@@ -33,155 +38,6 @@ use parts::{LogFilter, Reload, Reloading};
 /// Reads the configuration again from the sources the process started with (file,
 /// environment, flags), checked as `serve` checks it.
 pub type Loader = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
-
-/// What asked for a reload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub enum Trigger {
-    /// SIGHUP.
-    #[serde(rename = "SIGHUP")]
-    Signal,
-    /// `POST /api/reload` on the admin listener.
-    #[serde(rename = "POST /api/reload")]
-    Api,
-    /// `GET /api/reload/preview`: nothing is applied.
-    #[serde(rename = "GET /api/reload/preview")]
-    Preview,
-}
-
-impl Trigger {
-    /// How the logs name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Trigger::Signal => "SIGHUP",
-            Trigger::Api => "POST /api/reload",
-            Trigger::Preview => "GET /api/reload/preview",
-        }
-    }
-}
-
-/// What became of a reload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The new configuration is in force.
-    Applied,
-    /// The new configuration has errors: the running one stays.
-    Refused,
-    /// A preview: the configuration is valid and nothing was applied.
-    Preview,
-}
-
-/// A key that differs from the value the process runs with and takes effect only after a
-/// restart.
-#[derive(Debug, Clone, Serialize)]
-pub struct Pending {
-    /// The dotted key.
-    pub key: String,
-    /// The value in force (the one the process started with); secrets masked.
-    pub running: serde_json::Value,
-    /// The value configured now; secrets masked.
-    pub configured: serde_json::Value,
-    /// Why a reload cannot apply it.
-    pub reason: &'static str,
-}
-
-/// One reason the configuration is refused.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReloadError {
-    /// The dotted key, when the error is about one.
-    pub key: Option<String>,
-    /// Where the bad value came from (file, environment variable, flag), when known.
-    pub origin: Option<String>,
-    /// What is wrong.
-    pub message: String,
-}
-
-/// What became of `access.users_file` in a reload.
-#[derive(Debug, Clone, Serialize)]
-pub struct UsersReport {
-    /// The users file.
-    pub file: String,
-    /// Whether its users are in force now; `false`: the users in force before stay.
-    pub reloaded: bool,
-    /// Why the file was refused.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// The answer to a reload: JSON for `POST /api/reload`, log lines for SIGHUP.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReloadReport {
-    /// What asked for it.
-    pub trigger: Trigger,
-    /// Applied, refused, or a preview.
-    pub outcome: Outcome,
-    /// The reloadable keys whose values change (or, in a preview, would change), compared
-    /// with the configuration in force; secrets masked.
-    pub changed: Vec<Change>,
-    /// The keys configured differently from what the process runs with that need a restart.
-    pub restart_required: Vec<Pending>,
-    /// Every error, when the configuration is refused.
-    pub errors: Vec<ReloadError>,
-    /// The users file, when there is one.
-    pub users_file: Option<UsersReport>,
-    /// Whether the audit log was reopened (`null` in a preview).
-    pub audit_reopened: Option<bool>,
-}
-
-impl ReloadReport {
-    fn new(trigger: Trigger) -> Self {
-        ReloadReport {
-            trigger,
-            outcome: Outcome::Refused,
-            changed: Vec::new(),
-            restart_required: Vec::new(),
-            errors: Vec::new(),
-            users_file: None,
-            audit_reopened: None,
-        }
-    }
-
-    fn refuse(mut self, key: Option<&str>, error: &dyn std::fmt::Display) -> Self {
-        self.errors.push(ReloadError {
-            key: key.map(str::to_owned),
-            origin: None,
-            message: error.to_string(),
-        });
-        self.outcome = Outcome::Refused;
-        self
-    }
-
-    /// Logs the report: each change, the keys that need a restart, each error. A preview
-    /// changes nothing, so what it would change is logged at debug only.
-    fn log(&self) {
-        let who = self.trigger.name();
-        let preview = self.trigger == Trigger::Preview;
-        for change in &self.changed {
-            if preview {
-                tracing::debug!(key = %change.key, old = %change.old, new = %change.new, "{who}: would change");
-            } else {
-                tracing::info!(key = %change.key, old = %change.old, new = %change.new, "{who}: changed");
-            }
-        }
-        if !self.restart_required.is_empty() && !preview {
-            let keys: Vec<&str> = self.restart_required.iter().map(|p| p.key.as_str()).collect();
-            tracing::warn!(
-                keys = %keys.join(", "),
-                "{who}: these changes take effect only after a restart; the running values stay"
-            );
-        }
-        for error in &self.errors {
-            tracing::error!(
-                key = error.key.as_deref().unwrap_or("-"),
-                origin = error.origin.as_deref().unwrap_or("-"),
-                error = %error.message,
-                "{who}: configuration error"
-            );
-        }
-    }
-}
 
 /// The process's one reloader: serializes reloads and keeps what they compare against.
 pub struct Reloader {
@@ -466,5 +322,11 @@ fn errors_of(error: &ConfigError) -> Vec<ReloadError> {
             })
             .collect(),
         other => vec![ReloadError { key: None, origin: None, message: other.to_string() }],
+    }
+}
+
+impl Reloads for Reloader {
+    fn reload(&self, trigger: Trigger) -> Pin<Box<dyn Future<Output = ReloadReport> + Send + '_>> {
+        Box::pin(Reloader::reload(self, trigger))
     }
 }

@@ -347,7 +347,7 @@ async fn the_proxys_own_answers_say_nosniff() {
 /// The page's own `shown` function, run by Node.js when it is installed (skipped otherwise).
 #[test]
 fn the_status_page_shows_bidi_and_controls_escaped() {
-    let page = include_str!("../../src/admin/page.html");
+    let page = include_str!("../../crates/admin/src/page.html");
     let start = page.find("function shown(text) {").expect("the page's shown function");
     let end = start + page[start..].find("\n}\n").expect("its end") + 2;
     let hostile = "/private/\u{202e}.exe/gpj \u{2066}x\u{2069} a\u{2028}b \u{1b}[2J \u{85} \u{61c}";

@@ -378,6 +378,7 @@ mod problems;
 mod raw;
 pub use raw::RawConfig;
 mod reload;
+pub mod report;
 mod sections;
 pub use sections::*;
 mod reloadable;

@@ -20,9 +20,9 @@ use serde_json::{json, Value};
 use similar::{ChangeTag, TextDiff};
 
 use super::{bad_request, json_response, Body};
-use crate::authority::Authority;
-use crate::policy::{Archive, Window};
-use crate::proxy::Proxy;
+use robots_proxy_authority::Authority;
+use robots_proxy_decide::{Archive, Window};
+use robots_proxy_proxy::Proxy;
 
 /// Lines of context around each change in a diff.
 const CONTEXT: usize = 2;
@@ -177,9 +177,9 @@ fn versions(archive: &Archive, windows: &[Window], with_diff: bool) -> (Vec<Valu
             json!({
                 "sha256": sha,
                 "size": own.first().and_then(|w| w.size),
-                "first_fetched": own.first().map(|w| crate::audit::timestamp(w.first_fetched)),
-                "last_confirmed": own.iter().map(|w| w.last_confirmed).max().map(crate::audit::timestamp),
-                "replaced_at": own.last().and_then(|w| w.replaced_at).map(crate::audit::timestamp),
+                "first_fetched": own.first().map(|w| robots_proxy_audit::timestamp(w.first_fetched)),
+                "last_confirmed": own.iter().map(|w| w.last_confirmed).max().map(robots_proxy_audit::timestamp),
+                "replaced_at": own.last().and_then(|w| w.replaced_at).map(robots_proxy_audit::timestamp),
                 "windows": own.len(),
             })
         })
@@ -304,8 +304,8 @@ mod tests {
 
         use bytes::Bytes;
 
-        use crate::archive::{ArchiveSection, Consequence, Observation};
-        use crate::robots_version::RobotsVersion;
+        use robots_proxy_archive::{ArchiveSection, Consequence, Observation};
+        use robots_proxy_archive::robots_version::RobotsVersion;
 
         let dir = tempfile::tempdir().unwrap();
         let archive = Arc::new(Archive::open(dir.path(), &ArchiveSection::default()).unwrap());

@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 /// (`localhost:9091`, `127.0.0.1:32771`: a port published by Docker or compose that differs
 /// from the listener's) passes with exactly that port.
 pub(crate) fn names_listener(host: &str, local: SocketAddr, names: &[String]) -> bool {
-    let Some((name, port)) = crate::authority::host_and_port(host) else { return false };
+    let Some((name, port)) = robots_proxy_authority::host_and_port(host) else { return false };
     let own_port = port.is_none_or(|port| port == local.port());
     if own_port {
         if let Ok(ip) = name.parse::<IpAddr>() {
@@ -26,7 +26,7 @@ pub(crate) fn names_listener(host: &str, local: SocketAddr, names: &[String]) ->
             return true;
         }
     }
-    names.iter().filter_map(|n| crate::authority::host_and_port(n)).any(|(n, p)| {
+    names.iter().filter_map(|n| robots_proxy_authority::host_and_port(n)).any(|(n, p)| {
         let port_ok = match p {
             Some(p) => port == Some(p),
             None => own_port,

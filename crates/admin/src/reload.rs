@@ -1,5 +1,5 @@
 //! `POST /api/reload` (reload the configuration, as SIGHUP does) and `GET /api/reload/preview`
-//! (what a reload would change, applying nothing): the report of [`crate::reload`] as JSON.
+//! (what a reload would change, applying nothing): the report of a reload (`config::report`) as JSON.
 //! `200` when applied (or, for the preview, valid); `422 Unprocessable Content` when the
 //! configuration has errors, every one listed, the running configuration kept.
 
@@ -8,11 +8,11 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::{cross_site, json_response, not_allowed, Body};
-use crate::reload::{Outcome, Reloader, Trigger};
+use robots_proxy_config::report::{Outcome, Reloads, Trigger};
 
 /// The answer for `req` when it is for a reload endpoint, else `None`.
 pub(super) async fn route(
-    reloader: Option<&Reloader>,
+    reloader: Option<&dyn Reloads>,
     req: &Request<Incoming>,
 ) -> Option<Response<Body>> {
     let trigger = match (req.uri().path(), req.method()) {

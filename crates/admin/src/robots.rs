@@ -12,12 +12,12 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::{bad_request, json_response, Body};
-use crate::authority::Authority;
-use crate::policy::{
+use robots_proxy_authority::Authority;
+use robots_proxy_decide::{
     outcome_text, Category, Claim, Decision, FetchOutcome, ProductToken, Readings, RobotsSnapshot,
     RobotsState, RobotsTxt, RuleKind,
 };
-use crate::proxy::Proxy;
+use robots_proxy_proxy::Proxy;
 
 pub(super) async fn explain(
     proxy: &Proxy,
@@ -113,7 +113,7 @@ pub(super) async fn explain(
                 "id": &*x.id,
                 "effect": x.effect.name(),
                 "reference": &*x.reference,
-                "allowed": x.effect == crate::policy::exceptions::Effect::Allow,
+                "allowed": x.effect == robots_proxy_decide::exceptions::Effect::Allow,
                 "reason": x.reason(),
             }),
         );
@@ -154,11 +154,11 @@ fn robots_state(snapshot: &RobotsSnapshot, token: Option<&ProductToken>, now: Sy
         "rules": rules,
         "status": status,
         "outcome": outcome_text(&snapshot.last_outcome),
-        "fetched_at": crate::audit::timestamp(snapshot.fetched_at),
-        "expires_at": crate::audit::timestamp(snapshot.expires_at),
+        "fetched_at": robots_proxy_audit::timestamp(snapshot.fetched_at),
+        "expires_at": robots_proxy_audit::timestamp(snapshot.expires_at),
         "age_seconds": snapshot.age(now).as_secs(),
         "current": snapshot.is_current(now),
-        "failing_since": snapshot.failing_since.map(crate::audit::timestamp),
+        "failing_since": snapshot.failing_since.map(robots_proxy_audit::timestamp),
         "failures": snapshot.failures,
         "groups": groups,
         "sitemaps": sitemaps,

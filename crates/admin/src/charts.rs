@@ -1,5 +1,5 @@
 //! The status page's charts: the sampler that feeds the ring buffer of
-//! [`crate::metrics::series`] every `admin.chart_interval`, and `GET /api/series`, which the page
+//! [`robots_proxy_metrics::series`] every `admin.chart_interval`, and `GET /api/series`, which the page
 //! draws from.
 
 use std::time::Duration;
@@ -8,8 +8,8 @@ use http::{Response, StatusCode};
 use serde_json::json;
 
 use super::{json_response, Body};
-use crate::policy::FetchClass;
-use crate::proxy::Proxy;
+use robots_proxy_decide::FetchClass;
+use robots_proxy_proxy::Proxy;
 
 /// Samples the counters every `interval` for as long as it runs, the first at once (the
 /// counters start at zero, so the first sample holds what happened since the start). Memory is

@@ -3,7 +3,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /metrics` | Prometheus / OpenMetrics text ([`crate::metrics`]) |
+//! | `GET /metrics` | Prometheus / OpenMetrics text ([`robots_proxy_metrics`]) |
 //! | `GET /healthz` | `200 ok` while the process runs |
 //! | `GET /readyz` | `200` when the proxy accepts connections and audit records are being written (none lost since the last one written), else `503`, JSON saying which |
 //! | `GET /robots?url=URL&agent=TOKEN` | the decision for `URL` now, and the cached robots.txt state of its authority, JSON (fetches robots.txt if needed) |
@@ -21,6 +21,13 @@
 //! `POST` that says it comes from another origin (`Origin`, `Sec-Fetch-Site`) is refused; and
 //! a page that rebinds its name to this address is refused whatever it sends: only requests
 //! whose `Host` names the listener are answered ([`hosts`]; `421` otherwise).
+//!
+//! The root crate re-exports this crate as `robots_proxy::admin`. It answers a reload through
+//! `config::report::Reloads`, which the root package's reloader implements, so it never reaches
+//! what a reload applies.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod charts;
 mod hosts;
@@ -41,12 +48,13 @@ use hyper::service::service_fn;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::authority::{Authority, Scheme};
-use crate::config::AdminSection;
-use crate::metrics::{Decision, PREFIX};
-use crate::policy::FetchClass;
-use crate::proxy::Proxy;
-use crate::server::serve_side_listener;
+use robots_proxy_authority::{Authority, Scheme};
+use robots_proxy_config::report::Reloads;
+use robots_proxy_config::AdminSection;
+use robots_proxy_metrics::{Decision, PREFIX};
+use robots_proxy_decide::FetchClass;
+use robots_proxy_proxy::Proxy;
+use robots_proxy_net::server::serve_side_listener;
 
 /// The status page: self-contained HTML, CSS and JavaScript (no external assets), which polls
 /// `/api/summary`.
@@ -90,7 +98,7 @@ pub async fn serve_with_reload(
     listener: TcpListener,
     proxy: Proxy,
     section: &AdminSection,
-    reloader: Option<std::sync::Arc<crate::reload::Reloader>>,
+    reloader: Option<std::sync::Arc<dyn Reloads>>,
     shutdown: impl Future<Output = ()>,
 ) {
     if let Ok(local) = listener.local_addr() {
@@ -109,11 +117,11 @@ pub async fn serve_with_reload(
             }
         })
     };
-    let limits = crate::server::SideLimits {
-        clients: Some(crate::access::ClientAcl::new(&section.allow_clients)),
+    let limits = robots_proxy_net::server::SideLimits {
+        clients: Some(robots_proxy_access::ClientAcl::new(&section.allow_clients)),
         max_connections: section.max_connections,
         per_client: MAX_PER_CLIENT.min(section.max_connections),
-        timeouts: crate::server::ConnectionTimeouts::ADMIN,
+        timeouts: robots_proxy_net::server::ConnectionTimeouts::ADMIN,
     };
     serve_side_listener(listener, "admin", limits, service, shutdown).await;
     sampler.abort();
@@ -125,7 +133,7 @@ pub async fn serve_with_reload(
 /// site.
 async fn handle(
     proxy: &Proxy,
-    reloader: Option<&crate::reload::Reloader>,
+    reloader: Option<&dyn Reloads>,
     names: &[String],
     chart_interval: Duration,
     local: std::net::SocketAddr,
@@ -133,7 +141,7 @@ async fn handle(
 ) -> Response<Body> {
     let mut resp = answer(proxy, reloader, names, chart_interval, local, req).await;
     let h = resp.headers_mut();
-    crate::server::stamp_own_answer(h);
+    robots_proxy_net::server::stamp_own_answer(h);
     h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
     resp
 }
@@ -141,7 +149,7 @@ async fn handle(
 /// [`handle`] before the headers every answer carries.
 async fn answer(
     proxy: &Proxy,
-    reloader: Option<&crate::reload::Reloader>,
+    reloader: Option<&dyn Reloads>,
     names: &[String],
     chart_interval: Duration,
     local: std::net::SocketAddr,
@@ -175,7 +183,7 @@ async fn route(proxy: &Proxy, chart_interval: Duration, req: Request<Incoming>) 
         "/api/series" if read => charts::series(proxy, chart_interval),
         "/metrics" if read => {
             let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
-            metrics(proxy, crate::metrics::text::wants_openmetrics(accept)).await
+            metrics(proxy, robots_proxy_metrics::text::wants_openmetrics(accept)).await
         }
         "/healthz" if read => text(StatusCode::OK, "ok\n".to_owned()),
         "/readyz" if read => readyz(proxy).await,
@@ -320,9 +328,9 @@ fn inline_blocks<'a>(page: &'a str, element: &str) -> Vec<&'a str> {
 }
 
 /// `/metrics`, in OpenMetrics for a scraper that asks for it, else in the classic Prometheus
-/// text format ([`crate::metrics::text`]).
+/// text format ([`robots_proxy_metrics::text`]).
 async fn metrics(proxy: &Proxy, openmetrics: bool) -> Response<Body> {
-    use crate::metrics::text;
+    use robots_proxy_metrics::text;
     // The store counts entries lazily; settle the counts so the scrape is current.
     let policy = proxy.policy();
     policy.store_stats().await;
@@ -377,7 +385,7 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
             "up": fleet.is_up(),
             "on_redis_error": if fleet.refuses_when_down() { "refuse" } else { "local" },
             "redis_round_trip_seconds": fleet.round_trip().as_secs_f64(),
-            "instances": crate::fleet::view::instances(fleet).await,
+            "instances": robots_proxy_fleet::view::instances(fleet).await,
         }),
     };
     json_response(
@@ -398,8 +406,8 @@ async fn summary(proxy: &Proxy) -> Response<Body> {
             // `refuse` split by what was refused: a CONNECT, or any request to a destination
             // the guard prohibits (the page's tiles; issue 41, review-ops low 6).
             "refused": {
-                "connect": metrics.blocks_by_cause(crate::audit::AuditAction::ConnectRefuse),
-                "destination": metrics.blocks_by_cause(crate::audit::AuditAction::DestinationProhibited),
+                "connect": metrics.blocks_by_cause(robots_proxy_audit::AuditAction::ConnectRefuse),
+                "destination": metrics.blocks_by_cause(robots_proxy_audit::AuditAction::DestinationProhibited),
             },
             "blocks": metrics.blocks(TOP),
             // Report-only mode: what enforcement would have refused, per token.

@@ -51,10 +51,10 @@ use tokio::net::TcpListener;
 use robots_proxy_authority::{Authority, Scheme};
 use robots_proxy_config::report::Reloads;
 use robots_proxy_config::AdminSection;
-use robots_proxy_metrics::{Decision, PREFIX};
 use robots_proxy_decide::FetchClass;
-use robots_proxy_proxy::Proxy;
+use robots_proxy_metrics::{Decision, PREFIX};
 use robots_proxy_net::server::serve_side_listener;
+use robots_proxy_proxy::Proxy;
 
 /// The status page: self-contained HTML, CSS and JavaScript (no external assets), which polls
 /// `/api/summary`.

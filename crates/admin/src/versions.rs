@@ -304,8 +304,8 @@ mod tests {
 
         use bytes::Bytes;
 
-        use robots_proxy_archive::{ArchiveSection, Consequence, Observation};
         use robots_proxy_archive::robots_version::RobotsVersion;
+        use robots_proxy_archive::{ArchiveSection, Consequence, Observation};
 
         let dir = tempfile::tempdir().unwrap();
         let archive = Arc::new(Archive::open(dir.path(), &ArchiveSection::default()).unwrap());

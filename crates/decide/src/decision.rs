@@ -486,6 +486,14 @@ mod tests {
         let e = d.explain();
         assert_eq!((e.reading, e.why), (Reading::AsSent, Why::NoRuleMatched));
         assert_eq!(e.brief(), "no rule matched");
+
+        // The path as sent disallowed is not "read otherwise" (shard 5/6: `i > 0` → `i >= 0`
+        // survived), though it has other readings.
+        let readings = Readings::of("/private/./x");
+        assert!(readings.has_others());
+        let d = ask(&robots, &readings);
+        assert!(!d.is_allowed() && !d.read_otherwise());
+        assert_eq!(d.explain().reading, Reading::AsSent);
     }
 
     #[test]
@@ -518,6 +526,28 @@ mod tests {
         assert!(d.is_allowed());
         assert_eq!(d.explain().why, Why::RobotsTxt);
         assert!(decide(View::offline(Rules::AllowAll, false), q).is_allowed());
+    }
+
+    /// `tdmrep.json`'s statement for the path as sent, when no reading's reserves rights; the
+    /// first reading's that reserves, when one does (shard 3/6: `==` → `!=` on
+    /// `Reading::AsSent` survived, returning another reading's statement).
+    #[test]
+    fn tdmrep_gives_the_path_as_sent_its_statement_unless_a_reading_reserves() {
+        let file = robots_proxy_engine::optout::TdmFile::parse(
+            br#"[{"location": "/a/", "tdm-reservation": 0, "tdm-policy": "https://p.test/a"},
+                 {"location": "/b/", "tdm-reservation": 0, "tdm-policy": "https://p.test/b"},
+                 {"location": "/c/", "tdm-reservation": 1, "tdm-policy": "https://p.test/c"}]"#,
+        )
+        .unwrap();
+        let robots = RobotsTxt::parse(b"User-agent: *\nAllow: /\n");
+        let policy = |path: &str| {
+            let readings = Readings::of(path);
+            let d = ask(&robots, &readings);
+            d.tdm_statement(&file).and_then(|s| s.policy.clone())
+        };
+        assert_eq!(policy("/a/..%2fb/x").as_deref(), Some("https://p.test/a"));
+        assert_eq!(policy("/a/..%2fc/x").as_deref(), Some("https://p.test/c"));
+        assert_eq!(policy("/d/..%2fb/x"), None, "the path as sent has no statement");
     }
 
     /// robots.txt alone allows what every reading allows (a survivor of the decision's

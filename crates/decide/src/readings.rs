@@ -371,12 +371,15 @@ mod tests {
 
     /// Each reading is named as the audit records, `Proxy-Status` and the JSON refusal name it
     /// (docs/audit.md), and a path an origin may read otherwise says so (survivors of the
-    /// decision's mutation run, shard 2/6: only the proxy's tests read the names, and only
-    /// paths with one reading asked `has_others`).
+    /// decision's mutation run, shards 2/6 and 5/6: only the proxy's tests read the names,
+    /// and only paths with one reading asked `has_others`).
     #[test]
     fn readings_are_named_as_recorded_and_a_path_read_otherwise_says_so() {
         let names: Vec<&str> = Reading::ALL.iter().map(|r| r.name()).collect();
         assert_eq!(names, ["as-sent", "decoded", "backslash", "parameters", "case-folded"]);
+        // The text answers print them with `Display` (shard 5/6: `Display` → empty survived).
+        let shown: Vec<String> = Reading::ALL.iter().map(Reading::to_string).collect();
+        assert_eq!(shown, names);
         for p in ["/a\\b", "/a%2fb", "/a;x=1/b", "/a/./b", "/a//b"] {
             assert!(Readings::of(p).has_others(), "{p}");
         }

@@ -450,6 +450,28 @@ impl Site {
     }
 
     async fn judge_in(&self, asks: &[Ask]) -> (Vec<Outcome>, Work) {
+        let (policy, origin) = self.policy();
+        let usage = UsagePolicy::new(&UsageSection {
+            crawlers: vec![UsageCrawler {
+                token: Some(TOKEN.into()),
+                user: None,
+                purposes: vec!["train-ai".into()],
+            }],
+            ..UsageSection::default()
+        });
+        let page = Served::new(&self.page(), self.coding, self.frame);
+        let mut outcomes = Vec::with_capacity(asks.len());
+        for ask in asks {
+            outcomes.push(self.decide(&policy, &usage, &page, &origin, ask).await);
+        }
+        let fetches = origin.fetches.load(Ordering::Relaxed);
+        (outcomes, Work { fetches, decoded: origin.decoded.load(Ordering::Relaxed) })
+    }
+
+    /// The site's policy, as the proxy builds it: one robots store fetching from the site's
+    /// origin (which it returns, to count the fetches), `TOKEN` as the default token, the
+    /// site's report-only tokens and exceptions.
+    fn policy(&self) -> (Policy, Arc<Origin>) {
         let settings = RobotsSection::default();
         let limit = fetch::body_limit(settings.max_body.0);
         let mut robots = Served::new(&self.robots_txt(), self.coding, self.frame);
@@ -472,22 +494,7 @@ impl Site {
             ..PolicySection::default()
         };
         let exceptions = Arc::new(Exceptions::new(&self.exceptions));
-        let policy = Policy::new(&section, Arc::new(store)).with_exceptions(exceptions);
-        let usage = UsagePolicy::new(&UsageSection {
-            crawlers: vec![UsageCrawler {
-                token: Some(TOKEN.into()),
-                user: None,
-                purposes: vec!["train-ai".into()],
-            }],
-            ..UsageSection::default()
-        });
-        let page = Served::new(&self.page(), self.coding, self.frame);
-        let mut outcomes = Vec::with_capacity(asks.len());
-        for ask in asks {
-            outcomes.push(self.decide(&policy, &usage, &page, &origin, ask).await);
-        }
-        let fetches = origin.fetches.load(Ordering::Relaxed);
-        (outcomes, Work { fetches, decoded: origin.decoded.load(Ordering::Relaxed) })
+        (Policy::new(&section, Arc::new(store)).with_exceptions(exceptions), origin)
     }
 
     /// One request, as the proxy's exchange (`proxy::pipeline`, `Exchange::run`) decides it for a
@@ -602,4 +609,50 @@ pub(crate) fn authority_of(at: &str) -> Option<Authority> {
 
 fn value(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).expect("a header value")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A decision made on the store's snapshot names that snapshot and the exception that
+    /// decided, and counts the exception's use only when asked (the proxy asks when it acts on
+    /// the decision). Survivors of the decision's mutation run (`Decision::site`,
+    /// `Decision::exception`, `Decision::count_exception`): the decision's own unit tests
+    /// decide without a store, and exceptions need one.
+    #[test]
+    fn an_exception_decides_on_the_store_s_snapshot_and_is_counted_when_asked() {
+        let mut site = Site::new();
+        site.robots = format!("User-agent: {TOKEN}\nDisallow: /private\n");
+        let allow = exception(Effect::Allow, &site, TOKEN, "/private/open");
+        site.exceptions.push(allow);
+        let (policy, origin) = site.policy();
+        let authority = site.authority();
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let snapshot = runtime.block_on(policy.robots(&authority));
+        assert_eq!(origin.fetches.load(Ordering::Relaxed), 1);
+        let token = ProductToken::new(TOKEN).expect("a valid token");
+        // An allow exception applies only to a token tied to an authenticated user.
+        let claim = Claim::tied(Some(&token), Some(USER));
+        let now = SystemTime::now();
+        let uses = || policy.exceptions().views(now)[0].uses;
+
+        let open = Readings::of("/private/open/x");
+        let d = policy.decide(&snapshot, claim, &open, now);
+        assert!(d.is_allowed() && !d.robots_allowed(), "{:?}", d.explain());
+        assert_eq!(d.site().map(|s| &s.authority), Some(&authority));
+        assert_eq!(d.exception().map(|v| &*v.id), Some("allow-0"));
+        assert_eq!(uses(), 0, "deciding counts no use");
+        d.count_exception();
+        assert_eq!(uses(), 1);
+
+        // No exception decides: nothing is counted.
+        let closed = Readings::of("/private/x");
+        let d = policy.decide(&snapshot, claim, &closed, now);
+        assert!(!d.is_allowed() && d.exception().is_none());
+        assert_eq!(d.site().map(|s| &s.authority), Some(&authority));
+        d.count_exception();
+        assert_eq!(uses(), 1);
+    }
 }

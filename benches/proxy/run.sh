@@ -54,6 +54,9 @@
 #   KEEP_STATE=1 (keep each candidate's state directory, audit log included, after it stops;
 #     by default it is removed: a `deny` run writes about 1 GB of audit records per candidate)
 #   OHA=path/to/oha (tunnel; default: oha on PATH or in ~/.cargo/bin)
+#   PIN=1 (taskset: every system measured on CPU 1, nginx and the load generator on CPU 0, so
+#     a proxy never shares its core with the load; on a small shared machine its CPU per
+#     request then moves far less from round to round. Needs two CPUs)
 # Needs nginx and wrk (apt-get install -y nginx wrk; squid and tinyproxy optional), python3,
 # and cargo unless SKIP_BUILD=1. Runtime: about (variants x systems x rounds x (DURATION +
 # WARMUP + 1)) s, plus ~2 min for `wide`.
@@ -81,6 +84,12 @@ BARE_PORT=18151; SQUID_PORT=18152; TINY_PORT=18153
 CANDIDATE_PORT=18160; CANDIDATE_ADMIN_PORT=18190     # + the candidate's index
 
 need nginx; need wrk; need python3; need curl
+PIN_SYSTEM=(); PIN_LOAD=()
+if [[ ${PIN:-0} == 1 ]]; then
+  need taskset
+  (( $(nproc) >= 2 )) || die "PIN=1 needs two CPUs (nproc says $(nproc))"
+  PIN_SYSTEM=(taskset -c 1); PIN_LOAD=(taskset -c 0)
+fi
 for v in $VARIANTS; do
   case $v in single|many|deny|wide|tunnel|intercept) ;; *) die "unknown variant '$v' (want single many deny wide tunnel intercept)" ;; esac
 done
@@ -184,7 +193,7 @@ $tls_server
 }
 EOF
 ports_free $ORIGIN_PORT $WIDE_PORT $STATUS_PORT $TLS_PORT $BARE_PORT $SQUID_PORT $TINY_PORT
-nginx -c "$RUN_DIR/nginx.conf" >"$RUN_DIR/nginx.out" 2>&1 &
+"${PIN_LOAD[@]}" nginx -c "$RUN_DIR/nginx.conf" >"$RUN_DIR/nginx.out" 2>&1 &
 remember nginx $!
 wait_port $ORIGIN_PORT $! || die "nginx did not start: $(cat "$RUN_DIR/nginx-error.log" "$RUN_DIR/nginx.out")"
 origin_requests() { curl -fsS "http://127.0.0.1:$STATUS_PORT/" | awk 'NR==3 {print $3}'; }
@@ -194,7 +203,7 @@ declare -A PORT=() PID=() KIND=()
 ORDER=()
 
 start_bare() {
-  "$BARE_BIN" "127.0.0.1:$BARE_PORT" >"$RUN_DIR/bare.log" 2>&1 &
+  "${PIN_SYSTEM[@]}" "$BARE_BIN" "127.0.0.1:$BARE_PORT" >"$RUN_DIR/bare.log" 2>&1 &
   PID[bare]=$!; remember bare $!
   wait_port $BARE_PORT $! || die "bare-proxy did not start: $(cat "$RUN_DIR/bare.log")"
 }
@@ -217,7 +226,7 @@ workers 1
 shutdown_lifetime 1 seconds
 max_filedescriptors 65536
 EOF
-  squid -N -f "$RUN_DIR/squid.conf" >"$RUN_DIR/squid.out" 2>&1 &
+  "${PIN_SYSTEM[@]}" squid -N -f "$RUN_DIR/squid.conf" >"$RUN_DIR/squid.out" 2>&1 &
   PID[squid]=$!; remember squid $!
   wait_port $SQUID_PORT $! 20 || die "squid did not start: $(tail -5 "$RUN_DIR/squid/cache.log" "$RUN_DIR/squid.out")"
 }
@@ -233,7 +242,7 @@ MaxClients 1024
 LogLevel Error
 Allow 127.0.0.1
 EOF
-  tinyproxy -d -c "$RUN_DIR/tinyproxy.conf" >"$RUN_DIR/tinyproxy.out" 2>&1 &
+  "${PIN_SYSTEM[@]}" tinyproxy -d -c "$RUN_DIR/tinyproxy.conf" >"$RUN_DIR/tinyproxy.out" 2>&1 &
   PID[tinyproxy]=$!; remember tinyproxy $!
   wait_port $TINY_PORT $! || die "tinyproxy did not start: $(cat "$RUN_DIR/tinyproxy.out")"
 }
@@ -253,7 +262,7 @@ start_candidate() {
       ROBOTS_PROXY_ADMIN__LISTEN="127.0.0.1:$admin" \
       ROBOTS_PROXY_LOG__LEVEL=warn \
       $CANDIDATE_ENV ${!env_var:-} ${MODE_ENV[$name]:-} "$@" \
-      "$bin" serve --listen "127.0.0.1:$port" ${!args_var:-} >"$RUN_DIR/$name.log" 2>&1 &
+      "${PIN_SYSTEM[@]}" "$bin" serve --listen "127.0.0.1:$port" ${!args_var:-} >"$RUN_DIR/$name.log" 2>&1 &
   PID[$name]=$!; remember "$name" $!
   wait_port "$port" $! 20 || die "$name did not start: $(tail -20 "$RUN_DIR/$name.log")"
   wait_port "$admin" "${PID[$name]}" 5 || die "$name's admin listener did not start"
@@ -316,7 +325,7 @@ printf 'variant\tsystem\tround\trps\tp50_us\tp99_us\trequests\terrors\tnon2xx\to
 wrk_run() {
   local system=$1 seconds=$2; shift 2
   env BENCH_UA="$BENCH_UA" "$@" timeout $((seconds + 30)) \
-    wrk -t "$THREADS" -c "$CONNS" -d "${seconds}s" --timeout 10s -s "$BENCH_DIR/load.lua" \
+    "${PIN_LOAD[@]}" wrk -t "$THREADS" -c "$CONNS" -d "${seconds}s" --timeout 10s -s "$BENCH_DIR/load.lua" \
     "http://127.0.0.1:${PORT[$system]}" 2>&1 | grep '^RESULT' || echo "RESULT requests=0 duration_us=1 p50_us=0 p99_us=0 errors=-1 non2xx=0"
 }
 field() { sed -n "s/.* $1=\([-0-9]*\).*/\1/p" <<<" $2"; }
@@ -324,7 +333,7 @@ field() { sed -n "s/.* $1=\([-0-9]*\).*/\1/p" <<<" $2"; }
 # prints a RESULT line as load.lua does.
 oha_run() {
   local system=$1 seconds=$2 out=$RUN_DIR/oha.json
-  timeout $((seconds + 30)) "$OHA" --no-tui --output-format json -z "${seconds}s" -c "$CONNS" \
+  timeout $((seconds + 30)) "${PIN_LOAD[@]}" "$OHA" --no-tui --output-format json -z "${seconds}s" -c "$CONNS" \
     --worker-threads "$THREADS" -w \
     -t 10s --cacert "$RUN_DIR/tls/client-roots.pem" -x "http://127.0.0.1:${PORT[$system]}" \
     -H "User-Agent: $BENCH_UA" "https://127.0.0.1:$TLS_PORT/index.html" >"$out" 2>"$out.err" || true

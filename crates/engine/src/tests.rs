@@ -550,3 +550,93 @@ fn an_allowed_index_page_allows_its_directory_and_a_disallowed_one_does_not() {
     assert!(robots.decide(None, "/e/").is_allowed());
     assert!(!robots.decide(None, "/e/index.htm").is_allowed());
 }
+
+/// Survivors of the engine's mutation shard 6/8: behaviours only the integration tests of
+/// `tests/engine/` and the decision crate read, each asserted here too.
+mod shard_6 {
+    use super::*;
+    use crate::usage::{Category, Preference, UsagePreferences, UsageRule, Vocabulary};
+
+    /// A group's usage lines are its own, each read in the vocabulary its field names
+    /// (`Group::usage_rules` → empty and `==` → `!=` on `Field::ContentUsage` survived).
+    #[test]
+    fn a_group_keeps_its_usage_lines_each_in_its_vocabulary() {
+        let robots = RobotsTxt::parse(
+            b"User-agent: *\nContent-Usage: train-ai=n\nContent-Signal: search=yes\nAllow: /\n",
+        );
+        let group = &robots.groups()[0];
+        let rules = group.usage_rules();
+        let read: Vec<(Vocabulary, u32)> =
+            rules.iter().map(|r| (r.vocabulary(), r.line())).collect();
+        assert_eq!(read, [(Vocabulary::ContentUsage, 2), (Vocabulary::ContentSignal, 3)]);
+        // `train-ai` is a Content-Usage category, `search` both vocabularies'.
+        assert_eq!(rules[0].preferences(), [(Category::TrainAi, Preference::Disallow)]);
+        assert_eq!(rules[1].preferences(), [(Category::Search, Preference::Allow)]);
+        assert!(rules[0].heap_size() > 0, "a rule's preferences weigh in the cache");
+    }
+
+    /// Preferences that state something are not unknown (`is_unknown` → `true` survived).
+    #[test]
+    fn stated_preferences_are_not_unknown() {
+        assert!(UsagePreferences::default().is_unknown());
+        let rule = UsageRule::content_usage(b"train-ai=n", 1).unwrap();
+        let robots = RobotsTxt::parse(b"User-agent: *\nContent-Usage: train-ai=n\n");
+        let prefs = robots.usage(None, "/x");
+        assert!(!prefs.is_unknown(), "{prefs:?} from {rule:?}");
+    }
+
+    /// The reasons' sentences, which the refusals, `evidence` and the admin pages print
+    /// (`Reason::explain` → empty survived).
+    #[test]
+    fn each_reason_reads_as_a_sentence() {
+        let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /private\n");
+        let d = robots.decide(None, "/private/x");
+        assert_eq!(d.reason.explain(false), "disallowed by robots.txt line 2: disallow: /private");
+        assert_eq!(d.reason.explain(true), "allowed by robots.txt line 2: disallow: /private");
+        assert_eq!(
+            Reason::NoRuleMatched.explain(true),
+            "allowed: no rule in the applicable group matches"
+        );
+        assert_eq!(Reason::NoGroupApplies.explain(true), "allowed: no group in robots.txt applies");
+        assert_eq!(Reason::RobotsTxt.explain(true), "/robots.txt is always allowed");
+        assert!(Reason::OverBudget.explain(false).starts_with("disallowed: the path is too long"));
+    }
+
+    /// Tokens longer than the lookup key's eight bytes, alike in those and in length, each
+    /// find their own group (`<=` → `>` in `RobotsTxt::lookup` compared their lengths only).
+    #[test]
+    fn long_tokens_alike_in_their_first_bytes_find_their_own_groups() {
+        let robots = RobotsTxt::parse(
+            b"User-agent: abcdefgh-x\nDisallow: /x\n\nUser-agent: abcdefgh-y\nDisallow: /y\n\n\
+              User-agent: abcdefgh-z\nDisallow: /z\n",
+        );
+        for (name, own) in [("abcdefgh-x", "/x"), ("abcdefgh-y", "/y"), ("abcdefgh-z", "/z")] {
+            let token = ProductToken::new(name).unwrap();
+            for path in ["/x", "/y", "/z"] {
+                let allowed = robots.decide(Some(&token), path).is_allowed();
+                assert_eq!(allowed, path != own, "{name} on {path}");
+            }
+        }
+    }
+
+    /// Only the user-agent field's spellings start a group: another field beginning with `u`
+    /// is unknown (the guard on `b'u'` → `true` survived).
+    #[test]
+    fn a_field_starting_with_u_is_not_a_user_agent_line() {
+        assert_eq!(crate::parse::field_of(b"unknown"), crate::parse::Field::Unknown);
+        assert_eq!(crate::parse::field_of(b"User_Agent"), crate::parse::Field::UserAgent);
+        // Read as a user-agent line, `Unicorn: rainbowbot` would end the `*` group's lines
+        // and start a group for `rainbowbot`.
+        let robots = RobotsTxt::parse(b"User-agent: *\nUnicorn: rainbowbot\nDisallow: /x\n");
+        assert!(!allowed("User-agent: *\nUnicorn: rainbowbot\nDisallow: /x\n", "rainbowbot", "/x"));
+        assert_eq!(robots.groups().len(), 1);
+    }
+
+    /// Decoded octets are written for matching with `?`, `#` and `%` escaped, and every
+    /// other reserved or unreserved character kept (`escape_decoded` → empty survived).
+    #[test]
+    fn decoded_octets_are_escaped_for_matching() {
+        assert_eq!(crate::normalize::escape_decoded(b"/a?b#c%d/e;f"), "/a%3Fb%23c%25d/e;f");
+        assert_eq!(crate::normalize::escape_decoded(b"/caf\xc3\xa9"), "/caf%C3%A9");
+    }
+}

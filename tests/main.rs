@@ -7,6 +7,10 @@
 //!   whose tests are named after what they stop;
 //! * `ops`: the admin listener, the binary, reloads, shutdown and the health probe.
 
+// A test binary is no library: its helpers are `pub` for the modules beside them, and no
+// other crate could reach them (the workspace's `unreachable_pub` is for the crates).
+#![allow(unreachable_pub)]
+
 mod cache;
 mod config;
 mod engine;

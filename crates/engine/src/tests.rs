@@ -640,3 +640,85 @@ mod shard_6 {
         assert_eq!(crate::normalize::escape_decoded(b"/caf\xc3\xa9"), "/caf%C3%A9");
     }
 }
+
+/// Survivors of the engine's mutation shard 7/8, asserted in the engine's own tests.
+mod shard_7 {
+    use super::*;
+    use crate::optout::{field_text, OptOutField, Unparsed};
+    use crate::usage::PatternReading;
+
+    /// The case-folded reading folds the path's letters; the others keep them (the `Folded`
+    /// arm of `path_as` deleted survived).
+    #[test]
+    fn only_the_folded_reading_folds_the_path() {
+        assert_eq!(path_as("/Fish/A%2fB", PatternReading::Folded), "/fish/a%2Fb");
+        assert_eq!(path_as("/Fish", PatternReading::AsWritten), "/Fish");
+    }
+
+    /// A body exactly as long as the limit is parsed whole (`>` → `>=` in `parse_with_limit`
+    /// read the byte after its end).
+    #[test]
+    fn a_body_as_long_as_the_limit_is_parsed_whole() {
+        let mut body = b"User-agent: *\nDisallow: /x\n".to_vec();
+        let filler = b"# filler\n";
+        while body.len() + filler.len() <= MIN_SIZE_LIMIT {
+            body.extend_from_slice(filler);
+        }
+        body.resize(MIN_SIZE_LIMIT - 1, b'#');
+        body.push(b'\n');
+        assert_eq!(body.len(), MIN_SIZE_LIMIT);
+        let robots = RobotsTxt::parse_with_limit(&body, MIN_SIZE_LIMIT);
+        assert!(!robots.decide(None, "/x").is_allowed());
+        assert_eq!(robots.parsed_bytes(), MIN_SIZE_LIMIT);
+    }
+
+    /// A parsed file says what it holds when debugged (`Debug` → nothing survived).
+    #[test]
+    fn a_parsed_file_debugs_as_its_counts() {
+        let robots = RobotsTxt::parse(b"User-agent: a\nUser-agent: b\nDisallow: /x\nAllow: /y\n");
+        let shown = format!("{robots:?}");
+        assert!(shown.contains("groups: 1") && shown.contains("rules: 2"), "{shown}");
+    }
+
+    /// A pattern read decoded weighs as if written decoded, two octets less per escape
+    /// (`-` → `/` in `Builder::compile` made `/a%2Fbc` lighter than `/a/b`).
+    #[test]
+    fn a_pattern_read_decoded_weighs_as_written_decoded() {
+        let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /a%2Fbc\nAllow: /a/b\n");
+        assert!(robots.has_decoded_patterns());
+        assert!(!robots.decide_decoded(None, "/a/bc").is_allowed(), "/a/bc (5) over /a/b (4)");
+        assert!(robots.decide_decoded(None, "/a/b").is_allowed());
+    }
+
+    /// Unreserved characters stay as they are in the canonical form (`||` → `&&` in the
+    /// class table made every one of them an octet to escape).
+    #[test]
+    fn unreserved_characters_stay_in_the_canonical_form() {
+        let mut out = Vec::new();
+        crate::normalize::normalize_path_for_matching_into(b"/a-b_c~d.E9 x", &mut out);
+        assert_eq!(out, b"/a-b_c~d.E9%20x");
+    }
+
+    /// Two octets to escape in one eight-octet chunk leave a path not canonical (`&` → `^` in
+    /// `is_canonical_path_for_matching` took an even count of them for none).
+    #[test]
+    fn two_octets_to_escape_in_one_chunk_are_seen() {
+        assert!(!crate::normalize::is_canonical_path_for_matching(b"/ab cd e"));
+        assert!(!crate::normalize::is_canonical_path_for_matching(b"/abcdefg/h\x01i\x02"));
+        assert!(crate::normalize::is_canonical_path_for_matching(b"/abcdefg/hij"));
+    }
+
+    /// A control octet in an opt-out field is noted as not parsed; a tab is not (`==` → `!=`
+    /// on the tab in `field_text` survived).
+    #[test]
+    fn a_control_octet_in_an_opt_out_field_is_noted() {
+        let mut unparsed = Unparsed::default();
+        assert_eq!(
+            field_text(OptOutField::ContentUsage, b"train-ai=n,\tsearch=y", &mut unparsed),
+            "train-ai=n,\tsearch=y"
+        );
+        assert!(unparsed.is_empty());
+        field_text(OptOutField::ContentUsage, b"train-ai=n\x01", &mut unparsed);
+        assert!(!unparsed.is_empty());
+    }
+}

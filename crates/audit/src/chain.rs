@@ -31,16 +31,16 @@ use super::merkle::{self, Hash};
 use robots_proxy_archive::robots_version::hex_into;
 
 /// The hash the chain starts from: 64 zeros.
-pub const GENESIS: [u8; 64] = [b'0'; 64];
+pub(crate) const GENESIS: [u8; 64] = [b'0'; 64];
 
 /// What precedes the hash at the end of every line.
-pub const HASH_MEMBER: &[u8] = b",\"event.hash\":\"";
+pub(crate) const HASH_MEMBER: &[u8] = b",\"event.hash\":\"";
 
 /// The length of the end of a line from `,"event.hash":"` on: the member, 64 hex digits, `"}`.
-pub const HASH_TAIL: usize = HASH_MEMBER.len() + 64 + 2;
+pub(crate) const HASH_TAIL: usize = HASH_MEMBER.len() + 64 + 2;
 
 /// The member that ends the body of a line of scheme 2 (right before `event.hash`).
-pub const SCHEME_MEMBER: &[u8] = b",\"event.hash_scheme\":2";
+pub(crate) const SCHEME_MEMBER: &[u8] = b",\"event.hash_scheme\":2";
 
 /// How a line's `event.hash` and Merkle leaf are computed, as its own bytes say: scheme 2 when
 /// its body ends with [`SCHEME_MEMBER`], else scheme 1. Never guessed from whether a hash
@@ -66,7 +66,7 @@ impl Scheme {
 
 /// The leaf hash of a line of scheme 2 whose body (without its final `}`) is `body`:
 /// SHA-256(0x00 || body || `}`).
-pub fn leaf_of_body(body: &[u8]) -> Hash {
+pub(crate) fn leaf_of_body(body: &[u8]) -> Hash {
     let mut h = Sha256::new();
     h.update([0u8]);
     h.update(body);
@@ -75,7 +75,7 @@ pub fn leaf_of_body(body: &[u8]) -> Hash {
 }
 
 /// The `event.hash` (lowercase hex) of a line of scheme 2 after `head`, from its leaf hash.
-pub fn link_leaf(head: &[u8], leaf: &Hash) -> [u8; 64] {
+pub(crate) fn link_leaf(head: &[u8], leaf: &Hash) -> [u8; 64] {
     let mut hasher = Sha256::new();
     hasher.update(head);
     hasher.update(b"\n");
@@ -99,7 +99,7 @@ pub struct Sealed<'a> {
 
 /// The Merkle leaf hash of a line of the chain as written (without its newline), by its own
 /// scheme ([`Sealed::leaf`]); a line that is not a sealed record is hashed whole.
-pub fn leaf_of_line(line: &[u8]) -> Hash {
+pub(crate) fn leaf_of_line(line: &[u8]) -> Hash {
     Sealed::parse(line).map_or_else(|| merkle::leaf_hash(line), |sealed| sealed.leaf())
 }
 
@@ -139,7 +139,7 @@ impl<'a> Sealed<'a> {
     }
 
     /// Its `event.hash` as an array.
-    pub fn hash_array(&self) -> [u8; 64] {
+    pub(crate) fn hash_array(&self) -> [u8; 64] {
         let mut out = [0u8; 64];
         out.copy_from_slice(self.hash);
         out
@@ -238,7 +238,7 @@ fn link_line(head: &[u8], body_without_brace: &[u8]) -> [u8; 64] {
 
 /// Splits a line (without its newline) into the part the hash covers (without the final `}`)
 /// and the hash, when it ends with `,"event.hash":"<64 lowercase hex>"}`.
-pub fn split_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
+pub(crate) fn split_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
     if line.len() < HASH_TAIL + 1 || !line.ends_with(b"\"}") {
         return None;
     }

@@ -35,13 +35,13 @@ use super::timestamp;
 use robots_proxy_identity::keys::{Jwk, KeyError, KeyName, SigningKey};
 
 /// The first line of every signed message.
-pub const MESSAGE_TAG: &str = "robots-proxy audit checkpoint v1";
+pub(crate) const MESSAGE_TAG: &str = "robots-proxy audit checkpoint v1";
 
 /// `audit.checkpoint_interval` by default.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The first line of every `v2` signed message.
-pub const MESSAGE_TAG_V2: &str = "robots-proxy audit checkpoint v2";
+pub(crate) const MESSAGE_TAG_V2: &str = "robots-proxy audit checkpoint v2";
 
 /// The message a `v1` checkpoint signs.
 pub fn message(head: &str, records: u64, at: &str) -> String {
@@ -58,7 +58,7 @@ pub struct Previous {
 }
 
 /// The message a `v2` checkpoint signs.
-pub fn message_v2(
+pub(crate) fn message_v2(
     head: &str,
     records: u64,
     at: &str,
@@ -111,7 +111,7 @@ impl Signed {
     }
 
     /// This checkpoint, as the next one names it.
-    pub fn as_previous(&self) -> Option<Previous> {
+    pub(crate) fn as_previous(&self) -> Option<Previous> {
         Some(Previous { records: self.records?, signature: self.signature.clone()? })
     }
 
@@ -127,7 +127,7 @@ impl Signed {
     }
 
     /// Whether it is signed by `key` (its key id, and its signature over [`Signed::message`]).
-    pub fn verifies_with(&self, key: &PublicKey) -> bool {
+    pub(crate) fn verifies_with(&self, key: &PublicKey) -> bool {
         self.keyid.as_deref() == Some(key.keyid())
             && key.verifies(self.message().as_bytes(), self.signature.as_deref().unwrap_or(""))
     }
@@ -214,7 +214,7 @@ pub struct PublicKeyError {
 
 impl PublicKey {
     /// The key of raw 32 bytes.
-    pub fn from_raw(raw: [u8; 32]) -> PublicKey {
+    pub(crate) fn from_raw(raw: [u8; 32]) -> PublicKey {
         let jwk = Jwk {
             kty: "OKP".into(),
             crv: "Ed25519".into(),
@@ -254,7 +254,7 @@ impl PublicKey {
     }
 
     /// Whether `signature` (64 raw bytes) signs `message`.
-    pub fn verifies_raw(&self, message: &[u8], signature: &[u8]) -> bool {
+    pub(crate) fn verifies_raw(&self, message: &[u8], signature: &[u8]) -> bool {
         UnparsedPublicKey::new(&ED25519, &self.raw).verify(message, signature).is_ok()
     }
 

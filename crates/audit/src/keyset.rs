@@ -87,14 +87,14 @@ impl KeySet {
     }
 
     /// The key ids of the set, comma-separated (the report's `keyid`).
-    pub fn keyids(&self) -> String {
+    pub(crate) fn keyids(&self) -> String {
         let mut ids: Vec<&str> = self.entries.iter().map(|e| e.key.keyid()).collect();
         ids.dedup();
         ids.join(",")
     }
 
     /// Any key of the set with this key id (to read a note before its window is checked).
-    pub fn by_keyid(&self, keyid: &str) -> Option<&PublicKey> {
+    pub(crate) fn by_keyid(&self, keyid: &str) -> Option<&PublicKey> {
         self.entries.iter().map(|e| &e.key).find(|k| k.keyid() == keyid)
     }
 

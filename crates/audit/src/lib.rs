@@ -66,7 +66,7 @@ pub const ECS_VERSION: &str = "8.11.0";
 
 /// Written in every line as `event.dataset`, so the records can be told apart from other logs
 /// once shipped to the same place.
-pub const EVENT_DATASET: &str = "robots_proxy.audit";
+pub(crate) const EVENT_DATASET: &str = "robots_proxy.audit";
 
 /// The end of every record that is about no request (`robots_fetch`, `robots_version`,
 /// `audit_checkpoint`, `audit_chain_restart`): the dataset, the ECS version and the node, then
@@ -87,7 +87,7 @@ fn close_record(
 }
 
 /// Most records written as one batch before the writer checks for control requests again.
-pub const MAX_BATCH: usize = 1024;
+pub(crate) const MAX_BATCH: usize = 1024;
 
 /// With `audit.fsync = "always"`, how long [`AuditLog::record`] waits for its record to be
 /// written and synced before giving up waiting (the record stays queued).
@@ -416,7 +416,7 @@ fn host_of(authority: &str) -> &str {
 /// Latin-1 `\xE9`) as `\xHH` with upper-case hex. The escape is unambiguous and reversible, so
 /// a value with bytes that are not text keeps all of them, and a value in plain ASCII without a
 /// backslash is unchanged.
-pub fn escape_header_value(bytes: &[u8]) -> String {
+pub(crate) fn escape_header_value(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for &b in bytes {
         match b {

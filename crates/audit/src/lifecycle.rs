@@ -31,7 +31,7 @@ pub struct LoggedSettings {
 
 impl LoggedSettings {
     /// The names (as in `audit.config.changed`) of the settings that differ from `before`.
-    pub fn changes_from(&self, before: &LoggedSettings) -> Vec<&'static str> {
+    pub(crate) fn changes_from(&self, before: &LoggedSettings) -> Vec<&'static str> {
         let mut out = Vec::new();
         if self.all_decisions != before.all_decisions {
             out.push("all_decisions");

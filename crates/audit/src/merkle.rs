@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 pub type Hash = [u8; 32];
 
 /// The hash of a leaf.
-pub fn leaf_hash(leaf: &[u8]) -> Hash {
+pub(crate) fn leaf_hash(leaf: &[u8]) -> Hash {
     let mut h = Sha256::new();
     h.update([0u8]);
     h.update(leaf);
@@ -25,7 +25,7 @@ pub fn leaf_hash(leaf: &[u8]) -> Hash {
 }
 
 /// The hash of an inner node.
-pub fn node_hash(left: &Hash, right: &Hash) -> Hash {
+pub(crate) fn node_hash(left: &Hash, right: &Hash) -> Hash {
     let mut h = Sha256::new();
     h.update([1u8]);
     h.update(left);
@@ -34,7 +34,7 @@ pub fn node_hash(left: &Hash, right: &Hash) -> Hash {
 }
 
 /// The root of the empty tree.
-pub fn empty_root() -> Hash {
+pub(crate) fn empty_root() -> Hash {
     Sha256::digest([]).into()
 }
 
@@ -51,29 +51,29 @@ pub fn decode(text: &str) -> Option<Hash> {
 /// The right edge of a tree: its size, and the roots of its perfect subtrees from the
 /// largest (leftmost) to the smallest, one per bit set in the size.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tree {
+pub(crate) struct Tree {
     size: u64,
     edge: Vec<Hash>,
 }
 
 impl Tree {
     /// The tree of `size` leaves whose right edge is `edge`, if they go together.
-    pub fn from_edge(size: u64, edge: Vec<Hash>) -> Option<Tree> {
+    pub(crate) fn from_edge(size: u64, edge: Vec<Hash>) -> Option<Tree> {
         (edge.len() == size.count_ones() as usize).then_some(Tree { size, edge })
     }
 
     /// The number of leaves.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.size
     }
 
     /// The right edge (see [`Tree`]).
-    pub fn edge(&self) -> &[Hash] {
+    pub(crate) fn edge(&self) -> &[Hash] {
         &self.edge
     }
 
     /// Appends a leaf by its hash.
-    pub fn push_hash(&mut self, leaf: Hash) {
+    pub(crate) fn push_hash(&mut self, leaf: Hash) {
         let mut hash = leaf;
         let mut size = self.size;
         while size & 1 == 1 {
@@ -87,7 +87,7 @@ impl Tree {
     }
 
     /// The root hash.
-    pub fn root(&self) -> Hash {
+    pub(crate) fn root(&self) -> Hash {
         let mut hashes = self.edge.iter().rev();
         let Some(last) = hashes.next() else { return empty_root() };
         hashes.fold(*last, |right, left| node_hash(left, &right))
@@ -104,7 +104,7 @@ fn split(n: usize) -> usize {
 }
 
 /// The root of the tree over `leaves` (leaf hashes): RFC 6962 MTH.
-pub fn root_of(leaves: &[Hash]) -> Hash {
+pub(crate) fn root_of(leaves: &[Hash]) -> Hash {
     let mut tree = Tree::default();
     for leaf in leaves {
         tree.push_hash(*leaf);
@@ -114,7 +114,7 @@ pub fn root_of(leaves: &[Hash]) -> Hash {
 
 /// The inclusion proof of leaf `index` in the tree over `leaves` (RFC 6962 PATH), from the
 /// leaf up. `None` when `index` is not in the tree.
-pub fn inclusion_proof(index: usize, leaves: &[Hash]) -> Option<Vec<Hash>> {
+pub(crate) fn inclusion_proof(index: usize, leaves: &[Hash]) -> Option<Vec<Hash>> {
     (index < leaves.len()).then(|| path(index, leaves))
 }
 
@@ -136,7 +136,7 @@ fn path(m: usize, d: &[Hash]) -> Vec<Hash> {
 
 /// The consistency proof from the tree of the first `old` leaves to the tree over `leaves`
 /// (RFC 6962 PROOF). `None` unless 0 < old <= leaves.len().
-pub fn consistency_proof(old: usize, leaves: &[Hash]) -> Option<Vec<Hash>> {
+pub(crate) fn consistency_proof(old: usize, leaves: &[Hash]) -> Option<Vec<Hash>> {
     (old > 0 && old <= leaves.len()).then(|| subproof(old, leaves, true))
 }
 
@@ -159,7 +159,13 @@ fn subproof(m: usize, d: &[Hash], b: bool) -> Vec<Hash> {
 
 /// Whether `proof` proves leaf `leaf` at `index` in the tree of `size` leaves with root
 /// `root` (RFC 9162 §2.1.3.2).
-pub fn verify_inclusion(index: u64, size: u64, leaf: &Hash, proof: &[Hash], root: &Hash) -> bool {
+pub(crate) fn verify_inclusion(
+    index: u64,
+    size: u64,
+    leaf: &Hash,
+    proof: &[Hash],
+    root: &Hash,
+) -> bool {
     if index >= size {
         return false;
     }
@@ -188,7 +194,7 @@ pub fn verify_inclusion(index: u64, size: u64, leaf: &Hash, proof: &[Hash], root
 
 /// Whether `proof` proves that the tree of `old` leaves with root `old_root` is a prefix of
 /// the tree of `new` leaves with root `new_root` (RFC 9162 §2.1.4.2).
-pub fn verify_consistency(
+pub(crate) fn verify_consistency(
     old: u64,
     new: u64,
     old_root: &Hash,

@@ -51,7 +51,7 @@ pub enum NoteError {
 }
 
 /// A fresh origin for a new tree.
-pub fn new_origin() -> String {
+pub(crate) fn new_origin() -> String {
     let mut bytes = [0u8; 8];
     // No randomness (never seen): the time still tells trees apart.
     if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_err() {
@@ -68,7 +68,7 @@ pub fn text(origin: &str, size: u64, root: &Hash) -> String {
 }
 
 /// The signed-note key ID of an Ed25519 key under `name`.
-pub fn key_id(name: &str, public: &[u8]) -> [u8; 4] {
+pub(crate) fn key_id(name: &str, public: &[u8]) -> [u8; 4] {
     let mut h = Sha256::new();
     h.update(name.as_bytes());
     h.update([b'\n', ED25519]);
@@ -119,7 +119,7 @@ pub fn open(note: &str, key: &PublicKey) -> Result<Checkpoint, NoteError> {
 }
 
 /// The checkpoint a note's text says, unverified.
-pub fn parse_text(text: &str) -> Result<Checkpoint, NoteError> {
+pub(crate) fn parse_text(text: &str) -> Result<Checkpoint, NoteError> {
     let mut lines = text.strip_suffix('\n').ok_or(NoteError::Form("no final newline"))?.split('\n');
     let origin = lines.next().filter(|l| !l.is_empty());
     let origin = origin.ok_or(NoteError::Checkpoint("no origin line"))?.to_owned();

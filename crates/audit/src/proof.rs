@@ -15,11 +15,11 @@ use super::note::{self, Checkpoint, NoteError};
 
 /// The first member of a proof file of a line of scheme 2: its `record` is the line without
 /// its `event.hash` member, the leaf's bytes.
-pub const PROOF_FORMAT: &str = "robots-proxy audit inclusion proof v2";
+pub(crate) const PROOF_FORMAT: &str = "robots-proxy audit inclusion proof v2";
 
 /// The first member of a proof file of a line written before scheme 2: its `record` is the
 /// line as written, the leaf's bytes then.
-pub const PROOF_FORMAT_V1: &str = "robots-proxy audit inclusion proof v1";
+pub(crate) const PROOF_FORMAT_V1: &str = "robots-proxy audit inclusion proof v1";
 
 /// Why a proof cannot be made or checked.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +37,7 @@ pub enum ProofError {
 
 impl ProofError {
     /// The exit status: 1 when the proof does not hold, else 2.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self {
             ProofError::Invalid(_) => 1,
             _ => 2,
@@ -303,7 +303,7 @@ pub fn check(proof: &InclusionProof, key: &PublicKey) -> Result<Checkpoint, Proo
 
 /// The names of the `keys` whose cosignatures of the proof's checkpoint verify; an error when
 /// one of them does not verify, or fewer than `quorum` keys cosigned it.
-pub fn check_cosigned(
+pub(crate) fn check_cosigned(
     proof: &InclusionProof,
     keys: &[super::witness::WitnessKey],
     quorum: usize,

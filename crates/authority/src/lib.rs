@@ -38,7 +38,7 @@ pub enum Scheme {
 
 impl Scheme {
     /// The default port.
-    pub fn default_port(self) -> u16 {
+    pub(crate) fn default_port(self) -> u16 {
         match self {
             Scheme::Http => 80,
             Scheme::Https => 443,

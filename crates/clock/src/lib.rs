@@ -102,7 +102,7 @@ impl StoreClock {
     }
 
     /// The store's clock minus this instance's (milliseconds), as last measured.
-    pub fn offset_ms(&self) -> i64 {
+    pub(crate) fn offset_ms(&self) -> i64 {
         self.offset_ms.load(Ordering::Relaxed)
     }
 
@@ -123,7 +123,7 @@ impl StoreClock {
 /// A store's clock within this of an instance's (milliseconds) is taken to agree with it
 /// ([`StoreClock::observe`]): a measurement is off by up to the one-way latency anyway, and a
 /// second is small beside any robots.txt lifetime.
-pub const AGREE_WITHIN_MS: u64 = 1000;
+pub(crate) const AGREE_WITHIN_MS: u64 = 1000;
 
 /// `t` in milliseconds since the epoch (negative before it).
 fn epoch_millis(t: SystemTime) -> i64 {

@@ -157,7 +157,7 @@ raw_section!(UpstreamSection, RawUpstreamSection, "upstream");
 raw_section!(LogSection, RawLogSection, "log");
 
 /// The bounds of `[proxy]`.
-pub const PROXY_BOUNDS: &[Bound<ProxySection>] = &[
+pub(crate) const PROXY_BOUNDS: &[Bound<ProxySection>] = &[
     // A client needs some time to send a head: below a second no request could be served.
     duration("proxy.header_read_timeout", |c| c.header_read_timeout, SECOND, DAY),
     duration("proxy.shutdown_grace", |c| c.shutdown_grace, Duration::ZERO, DAY),
@@ -165,7 +165,7 @@ pub const PROXY_BOUNDS: &[Bound<ProxySection>] = &[
 ];
 
 /// The bounds of `[upstream]`.
-pub const UPSTREAM_BOUNDS: &[Bound<UpstreamSection>] = &[
+pub(crate) const UPSTREAM_BOUNDS: &[Bound<UpstreamSection>] = &[
     duration("upstream.connect_timeout", |c| c.connect_timeout, POSITIVE, DAY),
     duration("upstream.response_timeout", |c| c.response_timeout, POSITIVE, DAY),
     duration("upstream.body_idle_timeout", |c| c.body_idle_timeout, POSITIVE, DAY),
@@ -175,7 +175,7 @@ pub const UPSTREAM_BOUNDS: &[Bound<UpstreamSection>] = &[
 ];
 
 /// The bounds of `[admin]`.
-pub const ADMIN_BOUNDS: &[Bound<AdminSection>] = &[
+pub(crate) const ADMIN_BOUNDS: &[Bound<AdminSection>] = &[
     count("admin.max_connections", |c| wide(c.max_connections), 1, 65_536),
     because(
         duration(

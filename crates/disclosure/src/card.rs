@@ -18,15 +18,15 @@ use serde_json::{json, Map, Value};
 use super::document::Crawler;
 
 /// The draft the cards follow.
-pub const DRAFT: &str = "draft-meunier-webbotauth-registry-04";
+pub(crate) const DRAFT: &str = "draft-meunier-webbotauth-registry-04";
 
 /// The path of a crawler's card.
-pub fn card_path(token: &str) -> String {
+pub(crate) fn card_path(token: &str) -> String {
     format!("/crawlers/{token}.json")
 }
 
 /// The path of a crawler's IP list.
-pub fn ips_path(token: &str) -> String {
+pub(crate) fn ips_path(token: &str) -> String {
     format!("/crawlers/{token}/ips.json")
 }
 
@@ -98,7 +98,7 @@ struct Prefix<'a> {
 
 /// The crawler's declared egress ranges as a JAFAR list (`creationTime`, `prefixes` of
 /// `ipv4Prefix` / `ipv6Prefix`), `created` being when the disclosure last changed.
-pub fn ip_list(crawler: &Crawler, created: SystemTime) -> Value {
+pub(crate) fn ip_list(crawler: &Crawler, created: SystemTime) -> Value {
     let prefixes: Vec<Prefix<'_>> = crawler
         .ip_ranges
         .iter()

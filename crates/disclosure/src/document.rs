@@ -220,7 +220,7 @@ impl Honours {
     /// Whether the gateway makes the crawler comply with robots.txt (RFC 9309) on every
     /// request: enforced for every user, every HTTPS path decided, and no allow exception in
     /// force. What the Agent Card's `rfc9309-compliance` says.
-    pub fn rfc9309_compliant(&self) -> bool {
+    pub(crate) fn rfc9309_compliant(&self) -> bool {
         self.robots_txt.enforcement == "enforced"
             && self.robots_txt.https != "site-level"
             && self.exceptions.allow == 0
@@ -283,7 +283,7 @@ impl Document {
 }
 
 /// Hex SHA-256 of one crawler's canonical form (what the feed compares per crawler).
-pub fn crawler_digest(crawler: &Crawler) -> String {
+pub(crate) fn crawler_digest(crawler: &Crawler) -> String {
     robots_proxy_archive::robots_version::sha256_hex(
         &serde_json::to_vec(crawler).unwrap_or_default(),
     )

@@ -49,7 +49,7 @@ use robots_proxy_identity::directory::{not_modified, Pages};
 use robots_proxy_identity::{Signer, SigningError, SigningSection};
 
 /// Where the feed is kept, under `state_dir`.
-pub const FEED_FILE: &str = "disclosure/feed.json";
+pub(crate) const FEED_FILE: &str = "disclosure/feed.json";
 
 /// Why the disclosure could not be brought up to date.
 #[derive(Debug, thiserror::Error)]

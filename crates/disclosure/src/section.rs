@@ -13,7 +13,7 @@ use robots_proxy_units::bounds::{count, wide, Bound};
 use robots_proxy_units::{raw_section, Problems};
 
 /// Most feed entries `disclosure.feed_entries` may keep.
-pub const MAX_FEED_ENTRIES: usize = 1000;
+pub(crate) const MAX_FEED_ENTRIES: usize = 1000;
 
 /// `[disclosure]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,7 +90,7 @@ pub struct CrawlerEntry {
 }
 
 /// `range` parsed, refused when it is not a CIDR range (or one address) of public space.
-pub fn public_range(range: &str) -> Result<IpNet, String> {
+pub(crate) fn public_range(range: &str) -> Result<IpNet, String> {
     let net = range
         .parse::<IpNet>()
         .or_else(|_| range.parse::<IpAddr>().map(IpNet::from))

@@ -120,7 +120,7 @@ fn push_decoded(out: &mut Vec<u8>, b: u8) {
 /// [`escape_decoded`] escapes again (`%25`, `%3F`, `%23`, non-ASCII, …) comes out as it was;
 /// `%2A` and `%24` stay too, as they name a literal `*` and `$` where the raw characters are
 /// operators. `None` when nothing changes, the common case.
-pub fn decode_pattern(pattern: &[u8]) -> Option<String> {
+pub(crate) fn decode_pattern(pattern: &[u8]) -> Option<String> {
     let first = memchr::memchr(b'%', pattern)?;
     let mut out = Vec::with_capacity(pattern.len());
     out.extend_from_slice(&pattern[..first]);
@@ -184,7 +184,7 @@ static PLAIN_FOR_MATCHING: [bool; 256] = {
 };
 
 /// Appends the canonical form of `input` to `out` (see the module documentation).
-pub fn normalize_into(input: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn normalize_into(input: &[u8], out: &mut Vec<u8>) {
     normalize_with(input, out, false);
 }
 
@@ -215,7 +215,7 @@ pub fn normalize_pattern(input: &[u8]) -> String {
 /// pattern's priority length: its canonical length with each middle `$` counted as the one
 /// octet it was written as, not as the `%24` it becomes (Google measures the pattern as
 /// written, so `Allow: /p$q` weighs 4 octets and loses to `Disallow: /p*q*`).
-pub fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) -> usize {
+pub(crate) fn normalize_pattern_into(input: &[u8], out: &mut Vec<u8>) -> usize {
     let start = out.len();
     normalize_into(input, out);
     let pattern = &out[start..];

@@ -18,7 +18,7 @@ use super::normalize;
 use super::pattern::{PatternReading, ReadPattern};
 
 /// The `X-Robots-Tag` directives that opt out of AI uses.
-pub const NOAI_DIRECTIVES: &[&str] = &["noai", "noimageai", "noml"];
+pub(crate) const NOAI_DIRECTIVES: &[&str] = &["noai", "noimageai", "noml"];
 
 /// `X-Robots-Tag` directives that take a value after a colon (so the word before the colon is
 /// not a user-agent scope).
@@ -173,7 +173,7 @@ pub struct TdmStatement {
 }
 
 /// Reads a `tdm-reservation` value: `1` reserves, `0` does not, anything else is unset.
-pub fn tdm_reservation(value: &str) -> Option<bool> {
+pub(crate) fn tdm_reservation(value: &str) -> Option<bool> {
     match value.trim() {
         "1" => Some(true),
         "0" => Some(false),

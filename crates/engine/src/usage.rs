@@ -78,7 +78,7 @@ pub const VOCABULARY: &[(&str, Category)] =
     &[("train-ai", Category::TrainAi), ("ai-use", Category::AiUse), ("search", Category::Search)];
 
 /// Cloudflare's Content Signals labels → the IETF categories they correspond to.
-pub const SIGNAL_VOCABULARY: &[(&str, Category)] =
+pub(crate) const SIGNAL_VOCABULARY: &[(&str, Category)] =
     &[("ai-train", Category::TrainAi), ("ai-input", Category::AiUse), ("search", Category::Search)];
 
 /// A site's preference for one category.
@@ -138,13 +138,13 @@ pub struct UsageRule {
 impl UsageRule {
     /// Reads the value of a `Content-Usage` line: an optional path, then a dictionary.
     /// `None` when the line states nothing usable.
-    pub fn content_usage(value: &[u8], line: u32) -> Option<UsageRule> {
+    pub(crate) fn content_usage(value: &[u8], line: u32) -> Option<UsageRule> {
         Self::read(value, line, Vocabulary::ContentUsage)
     }
 
     /// Reads the value of a `Content-Signal` line (same form, Content Signals labels and
     /// `yes` / `no` values).
-    pub fn content_signal(value: &[u8], line: u32) -> Option<UsageRule> {
+    pub(crate) fn content_signal(value: &[u8], line: u32) -> Option<UsageRule> {
         Self::read(value, line, Vocabulary::ContentSignal)
     }
 
@@ -233,13 +233,13 @@ impl UsageRule {
 /// Dictionary does not parse as a whole (one byte outside ASCII in a parameter, a stray
 /// member), a member that reads on its own as a vocabulary label with the token `n`
 /// (`train-ai=n;note="café"`) still states "disallow". A broken field never states "allow".
-pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
+pub(crate) fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
     read_preferences(text).0
 }
 
 /// [`parse_preferences`], and whether `text` parsed as a Dictionary (`false`: only the
 /// disallows of the broken field were read).
-pub fn read_preferences(text: &str) -> (Vec<(Category, Preference)>, bool) {
+pub(crate) fn read_preferences(text: &str) -> (Vec<(Category, Preference)>, bool) {
     let Ok(dictionary) = sfv::Parser::new(text.trim()).parse::<sfv::Dictionary>() else {
         return (disallows_of_a_broken_field(text), false);
     };
@@ -286,7 +286,7 @@ fn disallows_of_a_broken_field(text: &str) -> Vec<(Category, Preference)> {
 /// or values are skipped, and so are members whose value is not a bare token; a later member
 /// for the same category replaces an earlier one. Only `Content-Signal` lines are read this
 /// way: `Content-Usage` is read strictly ([`parse_preferences`]).
-pub fn parse_signals(text: &str) -> Vec<(Category, Preference)> {
+pub(crate) fn parse_signals(text: &str) -> Vec<(Category, Preference)> {
     let mut out: Vec<(Category, Preference)> = Vec::new();
     for member in text.split(',') {
         let member = member.split(';').next().unwrap_or("").trim();

@@ -43,10 +43,10 @@ pub use section::{FleetSection, OnRedisError, RawFleetSection, RedisUrl, Topolog
 use robots_proxy_sitefiles::SharedError;
 
 /// How often an instance announces itself and probes Redis while it is out of reach.
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// How long an announcement lasts: an instance that stopped is gone from the view after it.
-pub const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
+pub(crate) const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
 
 /// The fleet could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -422,7 +422,7 @@ fn takes_link_down(e: &redis::RedisError) -> bool {
 }
 
 /// How often a subscription is sent a PING ([`Subscription`]).
-pub const SUBSCRIPTION_PING: Duration = Duration::from_secs(1);
+pub(crate) const SUBSCRIPTION_PING: Duration = Duration::from_secs(1);
 
 /// A subscription that is known to be alive: it is sent a PING every [`SUBSCRIPTION_PING`],
 /// which must be answered within `fleet.timeout`. A connection that died without a FIN or an

@@ -35,7 +35,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The length of a fleet key, in bytes (written as 64 hex digits).
-pub const KEY_LEN: usize = 32;
+pub(crate) const KEY_LEN: usize = 32;
 
 /// What kind of record a seal is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -253,7 +253,7 @@ pub struct What<'a> {
 
 /// A record opened: its bytes and, when it was sealed, when (Redis's clock, ms).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Opened {
+pub(crate) struct Opened {
     /// The record.
     pub record: Vec<u8>,
     /// When it was sealed; `None` for an unsealed record (read only without a key).
@@ -262,7 +262,7 @@ pub struct Opened {
 
 /// The fleet's keys and what was refused: shared by every reader and writer of the fleet's
 /// records (`Fleet::seal`).
-pub struct Seal {
+pub(crate) struct Seal {
     /// `fleet.key_file`: seals and verifies. `None`: nothing is sealed, Redis is trusted.
     current: Option<FleetKey>,
     /// `fleet.previous_key_file`: verifies only, while keys change.
@@ -278,25 +278,25 @@ const LOG_EVERY: Duration = Duration::from_secs(60);
 
 impl Seal {
     /// The seal of `key_file` and `previous_key_file` (each loaded and checked).
-    pub fn load(key_file: Option<&Path>, previous: Option<&Path>) -> Result<Seal, KeyError> {
+    pub(crate) fn load(key_file: Option<&Path>, previous: Option<&Path>) -> Result<Seal, KeyError> {
         let current = key_file.map(FleetKey::load).transpose()?;
         let previous = previous.map(FleetKey::load).transpose()?;
         Ok(Seal::with_keys(current, previous))
     }
 
     /// A seal of these keys.
-    pub fn with_keys(current: Option<FleetKey>, previous: Option<FleetKey>) -> Seal {
+    pub(crate) fn with_keys(current: Option<FleetKey>, previous: Option<FleetKey>) -> Seal {
         Seal { current, previous, refused: Default::default(), logged: Mutex::new(None) }
     }
 
     /// Whether records are sealed and only sealed records used.
-    pub fn is_keyed(&self) -> bool {
+    pub(crate) fn is_keyed(&self) -> bool {
         self.current.is_some()
     }
 
     /// The value to store for `record`: sealed at `sealed_at` (Redis's clock, ms) with the key
     /// when there is one, else only tagged with its generation.
-    pub fn seal(&self, what: &What<'_>, sealed_at: u64, record: &[u8]) -> Vec<u8> {
+    pub(crate) fn seal(&self, what: &What<'_>, sealed_at: u64, record: &[u8]) -> Vec<u8> {
         let generation = String::from_utf8_lossy(what.generation);
         let mut out = match &self.current {
             Some(key) => {
@@ -313,7 +313,7 @@ impl Seal {
     /// The record in `value` (as read from Redis) if it is of `what` (kind, authority and the
     /// current purge generation): `Ok(None)` for a record of another generation (purged), a
     /// [`Refusal`] for one that cannot be used (counted and logged here).
-    pub fn open(&self, what: &What<'_>, value: Vec<u8>) -> Result<Option<Opened>, Refusal> {
+    pub(crate) fn open(&self, what: &What<'_>, value: Vec<u8>) -> Result<Option<Opened>, Refusal> {
         let opened = self.open_uncounted(what, value);
         if let Err(why) = opened {
             self.refuse(what, why);
@@ -375,7 +375,7 @@ impl Seal {
     }
 
     /// Counts and (at most once a minute) logs a record not used.
-    pub fn refuse(&self, what: &What<'_>, why: Refusal) {
+    pub(crate) fn refuse(&self, what: &What<'_>, why: Refusal) {
         let n = self.refused[what.kind.index()][why.index()].fetch_add(1, Ordering::Relaxed) + 1;
         let mut logged = robots_proxy_sync::lock(&self.logged);
         if logged.is_some_and(|at| at.elapsed() < LOG_EVERY) {
@@ -396,7 +396,7 @@ impl Seal {
     }
 
     /// Records refused so far, of `kind` for `why`.
-    pub fn refused(&self, kind: Kind, why: Refusal) -> u64 {
+    pub(crate) fn refused(&self, kind: Kind, why: Refusal) -> u64 {
         self.refused[kind.index()][why.index()].load(Ordering::Relaxed)
     }
 }
@@ -409,7 +409,7 @@ pub struct Newest {
 }
 
 /// How many authorities [`Newest`] remembers.
-pub const NEWEST_CAPACITY: u64 = 100_000;
+pub(crate) const NEWEST_CAPACITY: u64 = 100_000;
 
 impl Default for Newest {
     fn default() -> Self {
@@ -446,20 +446,20 @@ impl Newest {
 /// used. (A replayed purge could only make instances drop their copies and load them again,
 /// verified; this keeps even that from an attacker.)
 #[derive(Default)]
-pub struct PurgeReplays {
+pub(crate) struct PurgeReplays {
     newest: u64,
     recent: std::collections::VecDeque<(u64, Vec<u8>)>,
 }
 
 /// How far (ms, on Redis's clock) a purge message may be older than the newest one used.
-pub const PURGE_WINDOW_MS: u64 = 60_000;
+pub(crate) const PURGE_WINDOW_MS: u64 = 60_000;
 
 /// How many recent purge messages [`PurgeReplays`] remembers at most.
 const PURGE_RECENT: usize = 4096;
 
 impl PurgeReplays {
     /// Whether a message sealed at `at` with `nonce` may be used: it is then remembered.
-    pub fn admit(&mut self, at: u64, nonce: &[u8]) -> bool {
+    pub(crate) fn admit(&mut self, at: u64, nonce: &[u8]) -> bool {
         if at.saturating_add(PURGE_WINDOW_MS) < self.newest
             || self.recent.iter().any(|(_, seen)| seen == nonce)
         {

@@ -235,7 +235,7 @@ pub struct RedisUrl {
 impl RedisUrl {
     /// The URL as it may be shown (logs, `/api/summary`, `config check`, errors): see
     /// [`mask_redis_url`]; a list as its URLs joined with `, `.
-    pub fn redacted(&self) -> String {
+    pub(crate) fn redacted(&self) -> String {
         if self.all.len() > 1 {
             let shown: Vec<String> = self.all.iter().map(|(t, _)| mask_redis_url(t)).collect();
             return shown.join(", ");
@@ -249,7 +249,7 @@ impl RedisUrl {
     }
 
     /// A list of URLs, each parsed as [`RedisUrl::try_from`] does; empty URLs are left out.
-    pub fn try_from_list(texts: Vec<String>) -> Result<Self, String> {
+    pub(crate) fn try_from_list(texts: Vec<String>) -> Result<Self, String> {
         let mut all = Vec::new();
         for (i, text) in texts.into_iter().enumerate() {
             let one = RedisUrl::try_from(text).map_err(|e| format!("[{i}]: {e}"))?;

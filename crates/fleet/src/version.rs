@@ -8,7 +8,7 @@
 //! Valkey (every release) and other servers that report a `redis_version` of 5.0 or later fit.
 
 /// The oldest Redis the fleet can use (major, minor).
-pub const MINIMUM: (u32, u32) = (5, 0);
+pub(crate) const MINIMUM: (u32, u32) = (5, 0);
 
 /// What `INFO server` tells of the server.
 #[derive(Debug, PartialEq, Eq)]

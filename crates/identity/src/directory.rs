@@ -41,11 +41,12 @@ pub const PATH: &str = "/.well-known/http-message-signatures-directory";
 pub const MEDIA_TYPE: &str = "application/http-message-signatures-directory+json";
 /// Most connections the directory listener keeps open at once: it is public, and every
 /// connection is a file descriptor the proxy shares. Past it, connections are closed at once.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// Most connections from one client address (a reverse proxy in front counts as one).
 pub const MAX_PER_CLIENT: usize = 32;
 /// `Content-Digest` (RFC 9530).
-pub static CONTENT_DIGEST: header::HeaderName = header::HeaderName::from_static("content-digest");
+pub(crate) static CONTENT_DIGEST: header::HeaderName =
+    header::HeaderName::from_static("content-digest");
 /// The `tag` of the directory's own signatures.
 pub const DIRECTORY_TAG: &str = "http-message-signatures-directory";
 
@@ -62,14 +63,14 @@ pub fn body<'a>(keys: impl IntoIterator<Item = &'a SigningKey>) -> String {
 }
 
 /// The `Content-Digest` field value of `body` (RFC 9530): `sha-256=:<base64>:`.
-pub fn content_digest(body: &[u8]) -> String {
+pub(crate) fn content_digest(body: &[u8]) -> String {
     format!("sha-256=:{}:", Base64::encode_string(&Sha256::digest(body)))
 }
 
 /// The fields of a directory response with `body` for `authority`, signed by each of `keys`
 /// at `created` (Unix seconds), valid for `lifetime`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignatureFields {
+pub(crate) struct SignatureFields {
     /// `Content-Digest` of the body.
     pub content_digest: String,
     /// `Signature-Input`.
@@ -79,7 +80,7 @@ pub struct SignatureFields {
 }
 
 /// [`SignatureFields`] of a directory response.
-pub fn signature_fields(
+pub(crate) fn signature_fields(
     keys: &[&SigningKey],
     authority: &str,
     body: &[u8],

@@ -53,18 +53,18 @@ pub use section::{
 };
 
 /// `Signature-Agent`.
-pub static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
+pub(crate) static SIGNATURE_AGENT: HeaderName = HeaderName::from_static("signature-agent");
 /// `Signature-Input`.
-pub static SIGNATURE_INPUT: HeaderName = HeaderName::from_static("signature-input");
+pub(crate) static SIGNATURE_INPUT: HeaderName = HeaderName::from_static("signature-input");
 /// `Signature`.
-pub static SIGNATURE: HeaderName = HeaderName::from_static("signature");
+pub(crate) static SIGNATURE: HeaderName = HeaderName::from_static("signature");
 
 /// The label of the proxy's signature and of its `Signature-Agent` member.
-pub const LABEL: &str = "sig1";
+pub(crate) const LABEL: &str = "sig1";
 /// The `tag` of request signatures.
-pub const REQUEST_TAG: &str = "web-bot-auth";
+pub(crate) const REQUEST_TAG: &str = "web-bot-auth";
 /// The `alg` of every signature.
-pub const ALG: &str = "ed25519";
+pub(crate) const ALG: &str = "ed25519";
 
 /// Most cached signatures per (identity, key) before old windows are dropped (`signing.reuse`).
 const CACHE_LIMIT: usize = 4096;
@@ -334,7 +334,7 @@ impl Signer {
     /// `host[:port]` as given to `keys export`): the authority of a configured `agent` URL that
     /// `asked` names, normalised as RFC 9110 §4.2.3 says (lower case, the scheme's default port
     /// left out; RFC 9421 §2.2.3), or `None` when it names none of them.
-    pub fn directory_authority(&self, asked: &str) -> Option<String> {
+    pub(crate) fn directory_authority(&self, asked: &str) -> Option<String> {
         self.agents.iter().find_map(|agent| {
             let named = Authority::from_host_port(agent.scheme(), asked).ok()?;
             (named == *agent).then(|| agent.host_header())
@@ -342,7 +342,7 @@ impl Signer {
     }
 
     /// The `@authority` of every configured `agent` URL (see [`Signer::directory_authority`]).
-    pub fn agent_authorities(&self) -> Vec<String> {
+    pub(crate) fn agent_authorities(&self) -> Vec<String> {
         self.agents.iter().map(Authority::host_header).collect()
     }
 
@@ -350,7 +350,7 @@ impl Signer {
     /// passed (a key dropped), or when this signer was built (keys are added only by a
     /// configuration load), whichever is later; never after `now`. The directory's
     /// `Last-Modified`.
-    pub fn directory_modified(&self, now: SystemTime) -> SystemTime {
+    pub(crate) fn directory_modified(&self, now: SystemTime) -> SystemTime {
         self.keys
             .iter()
             .filter_map(|k| k.entry.publish_until.map(|t| t.0))
@@ -508,7 +508,11 @@ fn sf_string(text: &str) -> Result<String, SigningError> {
 /// vector E.2.3): `("@authority";req "content-digest");created=…;expires=…;keyid="…";`
 /// `tag="http-message-signatures-directory"`, no `alg` (the vector has none; the key's JWK
 /// says what it is).
-pub fn directory_params(created: u64, expires: u64, keyid: &str) -> Result<String, SigningError> {
+pub(crate) fn directory_params(
+    created: u64,
+    expires: u64,
+    keyid: &str,
+) -> Result<String, SigningError> {
     let int = |n: u64| {
         i64::try_from(n)
             .ok()

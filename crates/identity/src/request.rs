@@ -123,7 +123,7 @@ impl Coverage {
     /// The whole `Signature-Input` field of a request signature, `sig1=` and its parameters
     /// ([`Coverage::params`]), with a fresh `nonce` when `fresh`: made in one buffer, which
     /// becomes the field's bytes. The parameters are `input[LABEL.len() + 1..]`.
-    pub fn input_field(
+    pub(crate) fn input_field(
         &self,
         created: u64,
         expires: u64,
@@ -152,7 +152,7 @@ impl Coverage {
 }
 
 /// [`Coverage::params`] for the inner list `inner` (`(…)`).
-pub fn params_of(
+pub(crate) fn params_of(
     inner: &str,
     created: u64,
     expires: u64,
@@ -221,7 +221,7 @@ fn nonce_bytes() -> Result<[u8; 16], SigningError> {
 /// Appends a fresh `nonce` (RFC 9421 §2.3) to `out`: 16 random bytes, base64 (24 characters).
 /// It makes every per-request signature different, even for two identical requests in the
 /// same second.
-pub fn push_nonce(out: &mut String) -> Result<(), SigningError> {
+pub(crate) fn push_nonce(out: &mut String) -> Result<(), SigningError> {
     let bytes = nonce_bytes()?;
     let mut buf = [0u8; 24];
     let text = Base64::encode(&bytes, &mut buf).map_err(|e| SigningError::Fields(e.to_string()))?;

@@ -17,7 +17,7 @@ use robots_proxy_units::bounds::{because, duration, Bound, DAY, POSITIVE};
 use robots_proxy_units::{raw_section, Problems};
 
 /// The longest signature lifetime accepted: the draft recommends at most 24 hours.
-pub const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// `[signing]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,12 +121,12 @@ pub struct KeyEntry {
 
 impl KeyEntry {
     /// Whether the key may sign at `now`.
-    pub fn signs_at(&self, now: SystemTime) -> bool {
+    pub(crate) fn signs_at(&self, now: SystemTime) -> bool {
         self.sign_from.is_none_or(|t| t.0 <= now) && self.sign_until.is_none_or(|t| now < t.0)
     }
 
     /// Whether the directory lists the key at `now`.
-    pub fn published_at(&self, now: SystemTime) -> bool {
+    pub(crate) fn published_at(&self, now: SystemTime) -> bool {
         self.publish_until.is_none_or(|t| now < t.0)
     }
 }

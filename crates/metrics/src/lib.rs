@@ -54,12 +54,12 @@ use robots_proxy_sitefiles::{FetchClass, RobotsStore};
 pub const PREFIX: &str = "robots_proxy";
 
 /// How many blocked requests the admin page can show.
-pub const RECENT_BLOCKS: usize = 100;
+pub(crate) const RECENT_BLOCKS: usize = 100;
 
 /// How many distinct authorities and tokens are counted for the "top blocked" lists. Beyond
 /// this, the least counted one is replaced (see [`TopCounts`]), so memory stays bounded whatever
 /// the traffic.
-pub const TOP_TRACKED: usize = 256;
+pub(crate) const TOP_TRACKED: usize = 256;
 
 /// What the proxy did with a request, as the `decision` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl Decision {
 
 /// The upstream failure kinds counted in `robots_proxy_upstream_errors_total`: the RFC 9209
 /// error types the proxy answers with.
-pub const UPSTREAM_ERROR_KINDS: [&str; 9] = [
+pub(crate) const UPSTREAM_ERROR_KINDS: [&str; 9] = [
     "connection_read_timeout",
     "connection_refused",
     "connection_timeout",
@@ -144,7 +144,7 @@ pub const UPSTREAM_ERROR_KINDS: [&str; 9] = [
 
 /// How many sites `robots_proxy_pacing_queue_depth` names, those with the longest queues; the
 /// others are summed under `authority="other"`.
-pub const QUEUE_DEPTH_SERIES: usize = 20;
+pub(crate) const QUEUE_DEPTH_SERIES: usize = 20;
 
 /// The proxy's metrics and recent activity. One per process, shared by the proxy and the admin
 /// listener.

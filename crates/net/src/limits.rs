@@ -93,9 +93,9 @@ impl Default for LimitsSection {
 }
 
 /// hyper cannot read a request head into less (its `max_buf_size` minimum is 8 KiB).
-pub const MIN_HEADER_BYTES: ByteSize = ByteSize(8 * 1024);
+pub(crate) const MIN_HEADER_BYTES: ByteSize = ByteSize(8 * 1024);
 /// A generous ceiling: hyper keeps a whole head in memory, per connection.
-pub const MAX_HEADER_BYTES: ByteSize = ByteSize(1024 * 1024);
+pub(crate) const MAX_HEADER_BYTES: ByteSize = ByteSize(1024 * 1024);
 
 impl LimitsSection {
     /// Longest request-target, in bytes.
@@ -158,7 +158,7 @@ impl TryFrom<RawLimitsSection> for LimitsSection {
 /// every listener that caps connections per client (the proxy's, the admin listener, the key
 /// directory).
 #[derive(Debug, Clone, Default)]
-pub struct ClientCounts {
+pub(crate) struct ClientCounts {
     open: Arc<Mutex<OpenCount>>,
 }
 
@@ -171,7 +171,12 @@ struct OpenCount {
 impl ClientCounts {
     /// Counts a connection from `client` (canonical: an IPv4-mapped address as IPv4), or
     /// `None` when `max_total` connections are open, or `per_client` from that client.
-    pub fn take(&self, client: IpAddr, max_total: usize, per_client: usize) -> Option<Counted> {
+    pub(crate) fn take(
+        &self,
+        client: IpAddr,
+        max_total: usize,
+        per_client: usize,
+    ) -> Option<Counted> {
         let client = client.to_canonical();
         let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let mine = count.per_client.get(&client).copied().unwrap_or(0);

@@ -51,13 +51,13 @@ use robots_proxy_pace::Pacer;
 pub use listener::TlsListener;
 
 /// The body of every response the proxy sends: streamed from the origin or written by us.
-pub type ProxyBody = UnsyncBoxBody<Bytes, BodyError>;
+pub(crate) type ProxyBody = UnsyncBoxBody<Bytes, BodyError>;
 
 /// Why a response body streamed from an origin ended before it was complete. The client's
 /// connection is then aborted (its response head has gone out already).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum BodyError {
+pub(crate) enum BodyError {
     /// Reading the body from the origin failed.
     #[error("reading the response body from the origin failed")]
     Upstream(#[source] hyper::Error),

@@ -37,7 +37,7 @@ pub struct Report {
 
 impl Report {
     /// The exit status: 0 intact, 1 tampered, 2 unreadable.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self.status {
             Status::Intact => 0,
             Status::Tampered => 1,

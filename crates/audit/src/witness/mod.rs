@@ -27,10 +27,10 @@ pub use history::MAX_LEAVES;
 pub use vkey::{CosignatureError, VkeyError, WitnessKey};
 
 /// The most witnesses `audit.witnesses` may list (a task each).
-pub const MAX_WITNESSES: usize = 32;
+pub(crate) const MAX_WITNESSES: usize = 32;
 
 /// How long one `add-checkpoint` exchange may take (connect, send, answer).
-pub const PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A checkpoint the writer wrote, as its record says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +94,7 @@ pub struct Witness {
 
 /// Pushes and their outcome, per witness (`robots_proxy_audit_witness_pushes_total`).
 #[derive(Debug, Default)]
-pub struct PushCounts {
+pub(crate) struct PushCounts {
     /// Checkpoints the witness cosigned, the cosignature verified and recorded.
     pub ok: AtomicU64,
     /// Pushes that did not give one (the witness down, slow, refusing, or a cosignature that
@@ -104,7 +104,7 @@ pub struct PushCounts {
 
 /// What the writer and the witnesses' tasks share.
 #[derive(Debug)]
-pub struct Hub {
+pub(crate) struct Hub {
     pub(crate) witnesses: Vec<(Witness, Arc<PushCounts>)>,
     pub(crate) history: Mutex<History>,
     pub(crate) latest: watch::Sender<Option<Arc<Written>>>,
@@ -115,14 +115,14 @@ pub struct Hub {
 
 impl Hub {
     /// The hub for `witnesses`, with the log at `path`.
-    pub fn new(witnesses: Vec<Witness>, path: PathBuf) -> Hub {
+    pub(crate) fn new(witnesses: Vec<Witness>, path: PathBuf) -> Hub {
         let witnesses = witnesses.into_iter().map(|w| (w, Arc::default())).collect();
         let (latest, _) = watch::channel(None);
         Hub { witnesses, history: Mutex::default(), latest, path, started: Default::default() }
     }
 
     /// The counts per witness: its key name and URL, pushes ok and failed.
-    pub fn counts(&self) -> Vec<(String, u64, u64)> {
+    pub(crate) fn counts(&self) -> Vec<(String, u64, u64)> {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         self.witnesses
             .iter()

@@ -81,7 +81,7 @@ impl Cosignature {
 
     /// The signature lines of the note that are not the log's own (the key name of the log's
     /// signature is the origin).
-    pub fn witness_lines(&self) -> Vec<&str> {
+    pub(crate) fn witness_lines(&self) -> Vec<&str> {
         let Some((text, lines)) = self.split() else { return Vec::new() };
         let origin = text.split('\n').next().unwrap_or("");
         let own = format!("\u{2014} {origin} ");

@@ -15,7 +15,7 @@ use ring::signature::{UnparsedPublicKey, ED25519};
 use sha2::{Digest, Sha256};
 
 /// The signature type of timestamped Ed25519 cosignatures (`cosignature/v1`).
-pub const COSIGNATURE_V1: u8 = 0x04;
+pub(crate) const COSIGNATURE_V1: u8 = 0x04;
 
 /// A witness's Ed25519 cosigning key.
 #[derive(Clone, PartialEq, Eq)]
@@ -124,7 +124,7 @@ impl FromStr for WitnessKey {
 }
 
 /// SHA-256(name || 0x0A || 0x04 || key)[:4], the key ID of an Ed25519 cosigner.
-pub fn key_id(name: &str, public: &[u8; 32]) -> [u8; 4] {
+pub(crate) fn key_id(name: &str, public: &[u8; 32]) -> [u8; 4] {
     let mut h = Sha256::new();
     h.update(name.as_bytes());
     h.update([b'\n', COSIGNATURE_V1]);
@@ -138,7 +138,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The message a `cosignature/v1` signs over the checkpoint `text` at `time`.
-pub fn cosigned_message(text: &str, time: u64) -> String {
+pub(crate) fn cosigned_message(text: &str, time: u64) -> String {
     format!("cosignature/v1\ntime {time}\n{text}")
 }
 
@@ -149,7 +149,7 @@ impl WitnessKey {
     }
 
     /// The key ID, 8 hex digits.
-    pub fn id_hex(&self) -> String {
+    pub(crate) fn id_hex(&self) -> String {
         hex(&self.id)
     }
 

@@ -86,7 +86,7 @@ impl Site {
     /// Whether two entries can name one authority (for `config check`'s overlap notes): the
     /// same host or one suffix covering the other, and ports that can agree (an entry without
     /// a port takes any).
-    pub fn overlaps(&self, other: &Site) -> bool {
+    pub(crate) fn overlaps(&self, other: &Site) -> bool {
         let ports = |a: Option<u16>, b: Option<u16>| a.is_none() || b.is_none() || a == b;
         match (self, other) {
             (Site::Exact(a), Site::Exact(b)) => a.host() == b.host() && ports(a.port(), b.port()),
@@ -303,7 +303,7 @@ impl Exceptions {
     /// site decides. A disallow one refuses the tunnel; an allow one opens a tunnel robots.txt
     /// refuses (`robots_refuses`: it disallows every path). An exception for some paths only
     /// does not decide a tunnel either way. Counts a use.
-    pub fn decide_tunnel(
+    pub(crate) fn decide_tunnel(
         &self,
         authority: &Authority,
         claim: Claim<'_>,
@@ -321,7 +321,7 @@ impl Exceptions {
 
     /// [`Exceptions::lifted_usage`] for a tunnel: an allow exception with `usage` whose paths
     /// cover every path of the site. Counts no use, as [`Exceptions::lifted_usage`].
-    pub fn lifted_usage_everywhere(
+    pub(crate) fn lifted_usage_everywhere(
         &self,
         authority: &Authority,
         claim: Claim<'_>,

@@ -94,7 +94,7 @@ mod slots;
 /// Added to `upstream.response_timeout` to make the lease of a concurrency slot
 /// ([`slot_lease`]): the slot is held from the start of the request until its response
 /// headers arrive, which includes connecting and, with signing, signing.
-pub const SLOT_LEASE_MARGIN: Duration = Duration::from_secs(10);
+pub(crate) const SLOT_LEASE_MARGIN: Duration = Duration::from_secs(10);
 
 /// How long a concurrency slot lasts unless given back: `response_timeout` +
 /// [`SLOT_LEASE_MARGIN`], renewed every half lease while its request is in flight. An instance
@@ -108,7 +108,7 @@ pub fn slot_lease(response_timeout: Duration) -> Duration {
 /// otherwise reach the origin up to a round trip (and the jitter of forwarding) less than the
 /// spacing apart. A fiftieth of the spacing when that is less (20 ms on a 1 s Crawl-delay,
 /// 20 µs at 1,000 rps).
-pub const SPACING_MARGIN: Duration = Duration::from_millis(20);
+pub(crate) const SPACING_MARGIN: Duration = Duration::from_millis(20);
 
 /// `spacing` with its margins: [`SPACING_MARGIN`], and half of this instance's last measured
 /// round trip to Redis (`one_way`). A start is reserved on Redis's clock and the request leaves

@@ -461,7 +461,7 @@ pub fn range_reason(net: &IpNet) -> Option<Reason> {
 }
 
 /// Why `ip` (already canonical) is prohibited by default, or `None` for a public address.
-pub fn prohibited_reason(ip: IpAddr) -> Option<Reason> {
+pub(crate) fn prohibited_reason(ip: IpAddr) -> Option<Reason> {
     match ip {
         IpAddr::V4(v4) => v4_reason(v4),
         IpAddr::V6(v6) => v6_reason(v6),

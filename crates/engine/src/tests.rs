@@ -721,4 +721,26 @@ mod shard_7 {
         field_text(OptOutField::ContentUsage, b"train-ai=n\x01", &mut unparsed);
         assert!(!unparsed.is_empty());
     }
+
+    /// A broken `Content-Usage` field states only its disallows: `label=y` in it says
+    /// nothing (`==` → `!=` on `n` in `disallows_of_a_broken_field` survived).
+    #[test]
+    fn a_broken_usage_field_states_only_its_disallows() {
+        let broken = "train-ai=n;note=\"caf\u{e9}\", search=y;note=\"caf\u{e9}\"";
+        let (read, whole) = crate::usage::read_preferences(broken);
+        assert!(!whole);
+        assert_eq!(read, [(crate::usage::Category::TrainAi, crate::usage::Preference::Disallow)]);
+    }
+
+    /// A preference stated again by a later line keeps the first line that stated it (`&&`
+    /// → `||` in `add_robots` moved it to the later one).
+    #[test]
+    fn a_preference_stated_twice_keeps_its_first_line() {
+        let robots = RobotsTxt::parse(
+            b"User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: train-ai=n\nAllow: /\n",
+        );
+        let stated = robots.usage(None, "/x").get(crate::usage::Category::TrainAi);
+        assert_eq!(stated.preference, crate::usage::Preference::Disallow);
+        assert_eq!(stated.line, Some(2));
+    }
 }

@@ -12,14 +12,14 @@
 #   VARIANTS=deny N=5000 CANDIDATES=... benches/proxy/instructions.sh
 #
 # Variants (VARIANTS, default "single deny"):
-#   single  GET /index.html (1 KiB) through the proxy from an nginx origin on 127.0.0.1
+#   single  GET /index.html (a ~1 KiB page) through the proxy from an nginx origin on 127.0.0.1
 #   deny    GET /private/x, disallowed by the origin's robots.txt: the proxy answers 403 and
 #           writes the audit record (its chain and Merkle tree included)
 # Each candidate starts fresh (an empty state directory), takes WARM requests (robots.txt
 # fetched, connections made), has its counters zeroed (callgrind_control -z), takes N requests
 # from oha over CONNS connections, and is dumped (callgrind_control -d).
 # Knobs: N=2000 WARM=300 CONNS=8 RUN_DIR=/tmp/robots-proxy-instructions BENCH_UA=benchbot/1.0
-# Needs valgrind, nginx, oha, curl (apt-get install -y valgrind nginx; cargo install oha --locked).
+# Needs valgrind, nginx, oha, python3 (apt-get install -y valgrind nginx; cargo install oha --locked).
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 REPO_DIR=$(cd "$BENCH_DIR/../.." && pwd)
@@ -35,43 +35,20 @@ BENCH_UA=${BENCH_UA:-benchbot/1.0}
 CANDIDATES=${CANDIDATES:-robots-proxy=$TARGET_DIR/release/robots-proxy}
 ORIGIN_PORT=18370; PROXY_PORT=18371; ADMIN_PORT=18372
 OHA=${OHA:-$(command -v oha || echo "${CARGO_HOME:-$HOME/.cargo}/bin/oha")}
-need valgrind; need callgrind_control; need callgrind_annotate; need nginx; need curl
+need valgrind; need callgrind_control; need callgrind_annotate; need nginx; need python3
 [[ -x $OHA ]] || die "oha is not installed (cargo install oha --locked, or OHA=path)"
 for v in $VARIANTS; do
   case $v in single|deny) ;; *) die "unknown variant '$v' (want single deny)" ;; esac
 done
 (( N >= 100 )) || die "N must be at least 100"
 
-rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR/www/private"
-chmod 755 "$RUN_DIR" "$RUN_DIR/www" "$RUN_DIR/www/private"
+rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
 trap stop_all EXIT
-python3 -c 'import sys; sys.stdout.write(("<p>" + "x" * 60 + "</p>\n") * 15)' >"$RUN_DIR/www/index.html"
-echo denied >"$RUN_DIR/www/private/x"
-printf 'User-agent: *\nDisallow: /private/\n' >"$RUN_DIR/www/robots.txt"
-chmod 644 "$RUN_DIR"/www/*.* "$RUN_DIR/www/private/x"
-cat >"$RUN_DIR/nginx.conf" <<EOF
-worker_processes 1;
-pid $RUN_DIR/nginx.pid;
-error_log $RUN_DIR/nginx-error.log warn;
-daemon off;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $RUN_DIR/tmp-body; proxy_temp_path $RUN_DIR/tmp-proxy;
-  fastcgi_temp_path $RUN_DIR/tmp-fcgi; uwsgi_temp_path $RUN_DIR/tmp-uwsgi; scgi_temp_path $RUN_DIR/tmp-scgi;
-  keepalive_requests 1000000;
-  default_type text/html;
-  server {
-    listen 127.0.0.1:$ORIGIN_PORT;
-    root $RUN_DIR/www;
-    location = /robots.txt { default_type text/plain; }
-  }
-}
-EOF
 ports_free $ORIGIN_PORT $PROXY_PORT $ADMIN_PORT
-nginx -c "$RUN_DIR/nginx.conf" >"$RUN_DIR/nginx.out" 2>&1 &
-remember nginx $!
-wait_port $ORIGIN_PORT $! || die "nginx did not start: $(cat "$RUN_DIR/nginx-error.log" "$RUN_DIR/nginx.out")"
+# The soak's origin (benches/soak/common.sh): robots.txt `Disallow: /private/`, a ~1 KiB page
+# for every other path.
+write_nginx_conf "$RUN_DIR" - "$ORIGIN_PORT"
+start_nginx "$RUN_DIR" "$ORIGIN_PORT"
 
 load() {  # load URL COUNT OUT: COUNT requests through the proxy
   "$OHA" --no-tui --output-format json -n "$2" -c "$CONNS" -x "http://127.0.0.1:$PROXY_PORT" \

@@ -331,13 +331,13 @@ pub struct Authenticator {
 /// Distinct credentials remembered (each way).
 const REMEMBERED: u64 = 4096;
 /// Verifications that may wait for a turn, per CPU, besides those running.
-pub(crate) const WAITING_PER_CPU: usize = 16;
+pub const WAITING_PER_CPU: usize = 16;
 /// The least memory (KiB) a users-file hash may use: OWASP's weakest Argon2id setting
 /// (m=7168, t=5).
-pub(crate) const MIN_MEMORY_KIB: u32 = 7168;
+pub const MIN_MEMORY_KIB: u32 = 7168;
 /// The least memory (KiB) times passes a users-file hash may use: OWASP's weakest Argon2id
 /// setting, m=7168 KiB × t=5 (the first one, m=19456 × t=2, is 38912).
-pub(crate) const MIN_COST: u64 = 35_840;
+pub const MIN_COST: u64 = 35_840;
 
 /// Why a hash's Argon2 parameters are too weak, if they are.
 fn too_cheap(params: &argon2::Params) -> Option<String> {

@@ -31,7 +31,7 @@ use super::merkle::{self, Hash};
 use robots_proxy_archive::robots_version::hex_into;
 
 /// The hash the chain starts from: 64 zeros.
-pub(crate) const GENESIS: [u8; 64] = [b'0'; 64];
+pub const GENESIS: [u8; 64] = [b'0'; 64];
 
 /// What precedes the hash at the end of every line.
 pub(crate) const HASH_MEMBER: &[u8] = b",\"event.hash\":\"";
@@ -40,7 +40,7 @@ pub(crate) const HASH_MEMBER: &[u8] = b",\"event.hash\":\"";
 pub(crate) const HASH_TAIL: usize = HASH_MEMBER.len() + 64 + 2;
 
 /// The member that ends the body of a line of scheme 2 (right before `event.hash`).
-pub(crate) const SCHEME_MEMBER: &[u8] = b",\"event.hash_scheme\":2";
+pub const SCHEME_MEMBER: &[u8] = b",\"event.hash_scheme\":2";
 
 /// How a line's `event.hash` and Merkle leaf are computed, as its own bytes say: scheme 2 when
 /// its body ends with [`SCHEME_MEMBER`], else scheme 1. Never guessed from whether a hash

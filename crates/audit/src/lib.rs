@@ -87,7 +87,7 @@ fn close_record(
 }
 
 /// Most records written as one batch before the writer checks for control requests again.
-pub(crate) const MAX_BATCH: usize = 1024;
+pub const MAX_BATCH: usize = 1024;
 
 /// With `audit.fsync = "always"`, how long [`AuditLog::record`] waits for its record to be
 /// written and synced before giving up waiting (the record stays queued).
@@ -416,7 +416,7 @@ fn host_of(authority: &str) -> &str {
 /// Latin-1 `\xE9`) as `\xHH` with upper-case hex. The escape is unambiguous and reversible, so
 /// a value with bytes that are not text keeps all of them, and a value in plain ASCII without a
 /// backslash is unchanged.
-pub(crate) fn escape_header_value(bytes: &[u8]) -> String {
+pub fn escape_header_value(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for &b in bytes {
         match b {

@@ -51,7 +51,7 @@ pub fn decode(text: &str) -> Option<Hash> {
 /// The right edge of a tree: its size, and the roots of its perfect subtrees from the
 /// largest (leftmost) to the smallest, one per bit set in the size.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Tree {
+pub struct Tree {
     size: u64,
     edge: Vec<Hash>,
 }
@@ -114,7 +114,7 @@ pub(crate) fn root_of(leaves: &[Hash]) -> Hash {
 
 /// The inclusion proof of leaf `index` in the tree over `leaves` (RFC 6962 PATH), from the
 /// leaf up. `None` when `index` is not in the tree.
-pub(crate) fn inclusion_proof(index: usize, leaves: &[Hash]) -> Option<Vec<Hash>> {
+pub fn inclusion_proof(index: usize, leaves: &[Hash]) -> Option<Vec<Hash>> {
     (index < leaves.len()).then(|| path(index, leaves))
 }
 
@@ -136,7 +136,7 @@ fn path(m: usize, d: &[Hash]) -> Vec<Hash> {
 
 /// The consistency proof from the tree of the first `old` leaves to the tree over `leaves`
 /// (RFC 6962 PROOF). `None` unless 0 < old <= leaves.len().
-pub(crate) fn consistency_proof(old: usize, leaves: &[Hash]) -> Option<Vec<Hash>> {
+pub fn consistency_proof(old: usize, leaves: &[Hash]) -> Option<Vec<Hash>> {
     (old > 0 && old <= leaves.len()).then(|| subproof(old, leaves, true))
 }
 
@@ -159,13 +159,7 @@ fn subproof(m: usize, d: &[Hash], b: bool) -> Vec<Hash> {
 
 /// Whether `proof` proves leaf `leaf` at `index` in the tree of `size` leaves with root
 /// `root` (RFC 9162 §2.1.3.2).
-pub(crate) fn verify_inclusion(
-    index: u64,
-    size: u64,
-    leaf: &Hash,
-    proof: &[Hash],
-    root: &Hash,
-) -> bool {
+pub fn verify_inclusion(index: u64, size: u64, leaf: &Hash, proof: &[Hash], root: &Hash) -> bool {
     if index >= size {
         return false;
     }
@@ -194,7 +188,7 @@ pub(crate) fn verify_inclusion(
 
 /// Whether `proof` proves that the tree of `old` leaves with root `old_root` is a prefix of
 /// the tree of `new` leaves with root `new_root` (RFC 9162 §2.1.4.2).
-pub(crate) fn verify_consistency(
+pub fn verify_consistency(
     old: u64,
     new: u64,
     old_root: &Hash,

@@ -15,11 +15,11 @@ use super::note::{self, Checkpoint, NoteError};
 
 /// The first member of a proof file of a line of scheme 2: its `record` is the line without
 /// its `event.hash` member, the leaf's bytes.
-pub(crate) const PROOF_FORMAT: &str = "robots-proxy audit inclusion proof v2";
+pub const PROOF_FORMAT: &str = "robots-proxy audit inclusion proof v2";
 
 /// The first member of a proof file of a line written before scheme 2: its `record` is the
 /// line as written, the leaf's bytes then.
-pub(crate) const PROOF_FORMAT_V1: &str = "robots-proxy audit inclusion proof v1";
+pub const PROOF_FORMAT_V1: &str = "robots-proxy audit inclusion proof v1";
 
 /// Why a proof cannot be made or checked.
 #[derive(Debug, thiserror::Error)]

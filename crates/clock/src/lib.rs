@@ -123,7 +123,7 @@ impl StoreClock {
 /// A store's clock within this of an instance's (milliseconds) is taken to agree with it
 /// ([`StoreClock::observe`]): a measurement is off by up to the one-way latency anyway, and a
 /// second is small beside any robots.txt lifetime.
-pub(crate) const AGREE_WITHIN_MS: u64 = 1000;
+pub const AGREE_WITHIN_MS: u64 = 1000;
 
 /// `t` in milliseconds since the epoch (negative before it).
 fn epoch_millis(t: SystemTime) -> i64 {

@@ -98,7 +98,7 @@ struct Prefix<'a> {
 
 /// The crawler's declared egress ranges as a JAFAR list (`creationTime`, `prefixes` of
 /// `ipv4Prefix` / `ipv6Prefix`), `created` being when the disclosure last changed.
-pub(crate) fn ip_list(crawler: &Crawler, created: SystemTime) -> Value {
+pub fn ip_list(crawler: &Crawler, created: SystemTime) -> Value {
     let prefixes: Vec<Prefix<'_>> = crawler
         .ip_ranges
         .iter()

@@ -13,7 +13,7 @@ use robots_proxy_units::bounds::{count, wide, Bound};
 use robots_proxy_units::{raw_section, Problems};
 
 /// Most feed entries `disclosure.feed_entries` may keep.
-pub(crate) const MAX_FEED_ENTRIES: usize = 1000;
+pub const MAX_FEED_ENTRIES: usize = 1000;
 
 /// `[disclosure]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -233,7 +233,7 @@ impl UsageRule {
 /// Dictionary does not parse as a whole (one byte outside ASCII in a parameter, a stray
 /// member), a member that reads on its own as a vocabulary label with the token `n`
 /// (`train-ai=n;note="café"`) still states "disallow". A broken field never states "allow".
-pub(crate) fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
+pub fn parse_preferences(text: &str) -> Vec<(Category, Preference)> {
     read_preferences(text).0
 }
 

@@ -43,10 +43,10 @@ pub use section::{FleetSection, OnRedisError, RawFleetSection, RedisUrl, Topolog
 use robots_proxy_sitefiles::SharedError;
 
 /// How often an instance announces itself and probes Redis while it is out of reach.
-pub(crate) const HEARTBEAT: Duration = Duration::from_secs(1);
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// How long an announcement lasts: an instance that stopped is gone from the view after it.
-pub(crate) const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
 
 /// The fleet could not be set up.
 #[derive(Debug, thiserror::Error)]

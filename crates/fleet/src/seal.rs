@@ -262,7 +262,7 @@ pub(crate) struct Opened {
 
 /// The fleet's keys and what was refused: shared by every reader and writer of the fleet's
 /// records (`Fleet::seal`).
-pub(crate) struct Seal {
+pub struct Seal {
     /// `fleet.key_file`: seals and verifies. `None`: nothing is sealed, Redis is trusted.
     current: Option<FleetKey>,
     /// `fleet.previous_key_file`: verifies only, while keys change.
@@ -409,7 +409,7 @@ pub struct Newest {
 }
 
 /// How many authorities [`Newest`] remembers.
-pub(crate) const NEWEST_CAPACITY: u64 = 100_000;
+pub const NEWEST_CAPACITY: u64 = 100_000;
 
 impl Default for Newest {
     fn default() -> Self {

@@ -18,7 +18,7 @@ use super::{Fleet, HEARTBEAT, HEARTBEAT_TTL};
 
 /// How long a name stays in the `instances` set after it last announced itself (on Redis's
 /// clock): long past its announcement's expiry.
-pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(3600);
+pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 
 /// The most instances the view lists (the latest to announce themselves).
 const LIST_MAX: isize = 1000;
@@ -194,7 +194,7 @@ pub async fn instances(fleet: &Fleet) -> Vec<Announcement> {
 }
 
 /// How often the admin listeners of the fleet's instances are read for the destination guard.
-pub(crate) const PEERS_EVERY: Duration = Duration::from_secs(2);
+pub const PEERS_EVERY: Duration = Duration::from_secs(2);
 
 /// Reads the fleet's view every [`PEERS_EVERY`] and hands every instance's announced admin
 /// addresses to `refuse` (the destination guard), so that no proxy client reaches a peer's

@@ -49,9 +49,9 @@ use super::{Signing, SigningError, LABEL, SIGNATURE, SIGNATURE_AGENT, SIGNATURE_
 
 /// Most client labels looked at: past it, the proxy signs on its own terms
 /// ([`SkipReason::TooManyLabels`]).
-pub(crate) const MAX_CLIENT_LABELS: usize = 8;
+pub const MAX_CLIENT_LABELS: usize = 8;
 /// Most distinct components of the client's labels looked at, all labels together.
-pub(crate) const MAX_CLIENT_COMPONENTS: usize = 32;
+pub const MAX_CLIENT_COMPONENTS: usize = 32;
 /// How far in the future a client's `created` may be (clock skew).
 const SKEW: u64 = 60;
 

@@ -221,7 +221,7 @@ fn nonce_bytes() -> Result<[u8; 16], SigningError> {
 /// Appends a fresh `nonce` (RFC 9421 §2.3) to `out`: 16 random bytes, base64 (24 characters).
 /// It makes every per-request signature different, even for two identical requests in the
 /// same second.
-pub(crate) fn push_nonce(out: &mut String) -> Result<(), SigningError> {
+pub fn push_nonce(out: &mut String) -> Result<(), SigningError> {
     let bytes = nonce_bytes()?;
     let mut buf = [0u8; 24];
     let text = Base64::encode(&bytes, &mut buf).map_err(|e| SigningError::Fields(e.to_string()))?;

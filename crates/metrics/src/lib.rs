@@ -54,12 +54,12 @@ use robots_proxy_sitefiles::{FetchClass, RobotsStore};
 pub const PREFIX: &str = "robots_proxy";
 
 /// How many blocked requests the admin page can show.
-pub(crate) const RECENT_BLOCKS: usize = 100;
+pub const RECENT_BLOCKS: usize = 100;
 
 /// How many distinct authorities and tokens are counted for the "top blocked" lists. Beyond
 /// this, the least counted one is replaced (see [`TopCounts`]), so memory stays bounded whatever
 /// the traffic.
-pub(crate) const TOP_TRACKED: usize = 256;
+pub const TOP_TRACKED: usize = 256;
 
 /// What the proxy did with a request, as the `decision` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl Decision {
 
 /// The upstream failure kinds counted in `robots_proxy_upstream_errors_total`: the RFC 9209
 /// error types the proxy answers with.
-pub(crate) const UPSTREAM_ERROR_KINDS: [&str; 9] = [
+pub const UPSTREAM_ERROR_KINDS: [&str; 9] = [
     "connection_read_timeout",
     "connection_refused",
     "connection_timeout",

@@ -28,20 +28,20 @@ use robots_proxy_authority::Scheme;
 use robots_proxy_sitefiles::FetchClass;
 
 /// Samples kept: at the default `admin.chart_interval` of 10 s, one hour.
-pub(crate) const SAMPLES: usize = 360;
+pub const SAMPLES: usize = 360;
 
 /// Sites (and tokens) named in each sample; the others of the interval are summed.
-pub(crate) const TOP_NAMED: usize = 5;
+pub const TOP_NAMED: usize = 5;
 
 /// Sites (and tokens) named in the window's totals ([`Window`]); the others are summed.
-pub(crate) const TOP_WINDOW: usize = 10;
+pub const TOP_WINDOW: usize = 10;
 
 /// Longest site or token name kept in a sample, in bytes (longer ones are cut).
-pub(crate) const MAX_NAME: usize = 200;
+pub const MAX_NAME: usize = 200;
 
 /// The causes of a block, as `robots_proxy_blocks_total{cause}` and the charts name them: the
 /// audit actions of requests counted as `disallow` or `refuse`.
-pub(crate) const CAUSES: [AuditAction; 6] = [
+pub const CAUSES: [AuditAction; 6] = [
     AuditAction::RobotsDisallow,
     AuditAction::UsageDisallow,
     AuditAction::UsageWithhold,
@@ -52,7 +52,7 @@ pub(crate) const CAUSES: [AuditAction; 6] = [
 
 /// How much a counter rose from `before` to `now`. A counter lower than before was reset (or
 /// wrapped) in between, and has counted `now` since: the increase is never negative.
-pub(crate) fn increase(before: u64, now: u64) -> u64 {
+pub fn increase(before: u64, now: u64) -> u64 {
     now.checked_sub(before).unwrap_or(now)
 }
 

@@ -158,7 +158,7 @@ impl TryFrom<RawLimitsSection> for LimitsSection {
 /// every listener that caps connections per client (the proxy's, the admin listener, the key
 /// directory).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ClientCounts {
+pub struct ClientCounts {
     open: Arc<Mutex<OpenCount>>,
 }
 

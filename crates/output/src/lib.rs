@@ -29,7 +29,7 @@
 use std::fmt::{self, Write as _};
 
 /// Most characters of one value a terminal sink shows; the rest is cut with a marker.
-pub(crate) const TERMINAL_MAX: usize = 2048;
+pub const TERMINAL_MAX: usize = 2048;
 
 /// Most characters of one value a log line shows; the rest is cut with a marker.
 pub const LOG_MAX: usize = 8192;

@@ -402,7 +402,7 @@ impl Pacer {
     ///
     /// Cancel-safe: dropping the future while it waits gives its place in the queue back (its
     /// reserved start stays taken, which only spaces later requests a little more).
-    pub(crate) async fn admit_with_delay(
+    pub async fn admit_with_delay(
         &self,
         authority: &Authority,
         crawl_delay: Option<CrawlDelay>,

@@ -50,9 +50,9 @@ use robots_proxy_clock::StoreClock;
 use robots_proxy_engine::optout::TdmFile;
 
 /// How long a fetched (or missing, or malformed) `tdmrep.json` is used.
-pub(crate) const TDMREP_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+pub const TDMREP_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 /// How long an unreachable `tdmrep.json` (5xx, 429, network) counts as absent before a refetch.
-pub(crate) const TDMREP_RETRY: Duration = Duration::from_secs(5 * 60);
+pub const TDMREP_RETRY: Duration = Duration::from_secs(5 * 60);
 /// The largest `tdmrep.json` read; a longer one is ignored.
 pub const TDMREP_MAX_BYTES: usize = 64 * 1024;
 /// The most memory the kept answers may hold ([`TdmSite::heap_bytes`], summed).

@@ -303,7 +303,7 @@ impl Exceptions {
     /// site decides. A disallow one refuses the tunnel; an allow one opens a tunnel robots.txt
     /// refuses (`robots_refuses`: it disallows every path). An exception for some paths only
     /// does not decide a tunnel either way. Counts a use.
-    pub(crate) fn decide_tunnel(
+    pub fn decide_tunnel(
         &self,
         authority: &Authority,
         claim: Claim<'_>,
@@ -321,7 +321,7 @@ impl Exceptions {
 
     /// [`Exceptions::lifted_usage`] for a tunnel: an allow exception with `usage` whose paths
     /// cover every path of the site. Counts no use, as [`Exceptions::lifted_usage`].
-    pub(crate) fn lifted_usage_everywhere(
+    pub fn lifted_usage_everywhere(
         &self,
         authority: &Authority,
         claim: Claim<'_>,

@@ -94,7 +94,7 @@ mod slots;
 /// Added to `upstream.response_timeout` to make the lease of a concurrency slot
 /// ([`slot_lease`]): the slot is held from the start of the request until its response
 /// headers arrive, which includes connecting and, with signing, signing.
-pub(crate) const SLOT_LEASE_MARGIN: Duration = Duration::from_secs(10);
+pub const SLOT_LEASE_MARGIN: Duration = Duration::from_secs(10);
 
 /// How long a concurrency slot lasts unless given back: `response_timeout` +
 /// [`SLOT_LEASE_MARGIN`], renewed every half lease while its request is in flight. An instance
